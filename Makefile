@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
+EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+
+.PHONY: demo test bench lint install clean
+
+$(STAMP):
+	test -x $(PY) || python3 -m venv $(VENV)
+	# a plain `torch` pulls a CUDA build of several GB: pin the CPU wheel first
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[$(EXTRAS)]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/mldbg demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,44 @@
+"""mldbg: a debugger for machine-learning training.
+
+Record tensors with a framework hook (`mldbg.torch.Hook`, ...), read them back with
+`create_trial`, and check them with rules (`check`). Frameworks are imported only by their
+own modules, so `import mldbg` needs none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.errors import TrainingStopped
+from mldbg.trial import create_trial
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "check": ("mldbg.rules.runner", "check"),
+    "Finding": ("mldbg.rules.base", "Finding"),
+    "ProfilerConfig": ("mldbg.profiler.config", "ProfilerConfig"),
+}
+
+
+def __getattr__(name: str) -> Any:  # rules and profiler load on first use
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'mldbg' has no attribute {name!r}")
+
+
+__all__ = [
+    "CollectionConfig",
+    "Finding",
+    "Mode",
+    "ProfilerConfig",
+    "ReductionConfig",
+    "SaveConfig",
+    "TrainingStopped",
+    "check",
+    "create_trial",
+]

@@ -1,0 +1,64 @@
+"""Hook settings from a JSON (or YAML) file: the boundary where configuration is parsed."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
+from mldbg.errors import InvalidConfig
+
+HOOK_KEYS = {
+    "out_dir", "save_config", "include_collections", "include_regex", "reduction_config",
+    "save_all", "include_workers", "collection_configs",
+}  # fmt: skip
+
+
+def load_file(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON or YAML file; errors name the file and the place."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InvalidConfig(f"cannot read config {p}: {e.strerror}") from None
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise InvalidConfig(f"{p}: invalid YAML: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidConfig(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+def hook_kwargs(data: dict[str, Any], where: str = "hook config") -> dict[str, Any]:
+    """Turn a parsed hook config into keyword arguments for any Hook."""
+    if not isinstance(data, dict):
+        raise InvalidConfig(f"{where}: expected an object with keys {sorted(HOOK_KEYS)}")
+    unknown = set(data) - HOOK_KEYS
+    if unknown:
+        raise InvalidConfig(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(HOOK_KEYS)}")
+    kwargs = dict(data)
+    try:
+        if "save_config" in kwargs and kwargs["save_config"] is not None:
+            kwargs["save_config"] = SaveConfig.from_dict(kwargs["save_config"])
+        if "reduction_config" in kwargs and kwargs["reduction_config"] is not None:
+            kwargs["reduction_config"] = ReductionConfig.from_dict(kwargs["reduction_config"])
+        if "collection_configs" in kwargs and kwargs["collection_configs"] is not None:
+            kwargs["collection_configs"] = [CollectionConfig.from_dict(c) for c in kwargs["collection_configs"]]
+    except InvalidConfig as e:
+        raise InvalidConfig(f"{where}: {e}") from None
+    except TypeError as e:
+        raise InvalidConfig(f"{where}: {e}") from None
+    if "out_dir" not in kwargs:
+        raise InvalidConfig(f"{where}: 'out_dir' is required")
+    return kwargs
+
+
+def hook_kwargs_from_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return hook_kwargs(load_file(path), str(path))

@@ -1,0 +1,47 @@
+"""One exception tree for everything mldbg raises on purpose.
+
+Each message names the file, tensor, step or setting at fault and says what to do.
+"""
+
+
+class MldbgError(Exception):
+    """Base of every error mldbg raises on purpose."""
+
+
+class InvalidConfig(MldbgError, ValueError):
+    """A setting, collection name, regex or config file is wrong."""
+
+
+class CorruptRecord(MldbgError):
+    """A file of a recorded run cannot be decoded: truncated, overwritten or not mldbg's."""
+
+
+class TensorUnavailable(MldbgError, KeyError):
+    """No tensor of that name was ever recorded in this run."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TensorUnavailableForStep(MldbgError):
+    """The tensor exists, but was not saved at that step (or mode, or worker)."""
+
+
+class StepNotYetAvailable(MldbgError):
+    """The step has not been written yet; the run is still going."""
+
+
+class StepUnavailable(MldbgError):
+    """The step will never be available: training ended without saving it."""
+
+
+class NoMoreData(MldbgError):
+    """Training ended; no step beyond the last one will come."""
+
+
+class StoreError(MldbgError):
+    """The store (a directory or a bucket) could not be read or written."""
+
+
+class TrainingStopped(MldbgError):
+    """Raised in the training process at the step boundary after a stop action fired."""

@@ -1,0 +1,272 @@
+"""The Recorder: step and mode bookkeeping, what to save, and the hand-over to the writer.
+
+Framework adapters call `start_step(mode)`, `plan(name, collections)`, `save(...)` and
+`end_step()`; they never decide policy themselves. Everything here sees NumPy and names.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import socket
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.errors import InvalidConfig, TrainingStopped
+from mldbg.record.collections import Collections
+from mldbg.record.writer import Pending, Writer
+from mldbg.store import Store, layout, open_store
+
+log = logging.getLogger("mldbg")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one tensor is saved at this step."""
+
+    raw: bool
+    reductions: tuple[tuple[str, bool], ...]
+    collections: tuple[str, ...]
+
+
+class Recorder:
+    """Records one worker's tensors into a store.
+
+    A step is opened with `start_step(mode)` and closed with `end_step()`; global steps count
+    across modes and each mode has its own `mode_step`. Tensors saved during a step are
+    handed to the writer as one batch when the step ends.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        *,
+        save_config: SaveConfig | None = None,
+        include_collections: Sequence[str] | None = None,
+        include_regex: Sequence[str] | str | None = None,
+        reduction_config: ReductionConfig | None = None,
+        save_all: bool = False,
+        collection_configs: Iterable[CollectionConfig] | None = None,
+        include_workers: str = "one",
+        rank: int = 0,
+        world_size: int = 1,
+        framework: str = "",
+        extra_collections: Sequence[str] = (),
+        flush_seconds: float = 0.5,
+        max_queue_bytes: int = 512 << 20,
+        when_full: str = "block",
+        stop_check_seconds: float = 0.1,
+    ):
+        if include_workers not in ("one", "all"):
+            raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
+        self.save_config = save_config or SaveConfig()
+        self.reduction_config = reduction_config
+        self.collections = Collections(
+            include_collections, include_regex, save_all, collection_configs, extra_collections
+        )
+        self.rank = rank
+        self.worker = f"worker_{rank}"
+        self.enabled = include_workers == "all" or rank == 0
+        self.store = open_store(out_dir)
+        self.mode = Mode.GLOBAL
+        self.step = 0  # the global step of the open (or next) step
+        self.mode_steps: dict[Mode, int] = {m: 0 for m in Mode}
+        self.in_step = False
+        self.saving = False  # does anything save at the open step?
+        self._batch: dict[str, Pending] = {}
+        self._last: tuple[int, Mode, int] | None = None  # (step, mode, mode_step) last ended
+        self._closed = False
+        self._warned_unmatched = False
+        self._stop_check_seconds = stop_check_seconds
+        self._next_stop_check = 0.0
+        self.stopped = False
+        self.writer: Writer | None = None
+        if self.enabled:
+            self.writer = Writer(
+                self.store,
+                self.worker,
+                flush_seconds=flush_seconds,
+                max_queue_bytes=max_queue_bytes,
+                when_full=when_full,
+            )
+            meta = {
+                "format": 1,
+                "worker": self.worker,
+                "rank": rank,
+                "world_size": world_size,
+                "expected_workers": world_size if include_workers == "all" else 1,
+                "framework": framework,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "started": time.time(),
+            }
+            self.store.write(layout.meta_key(self.worker), [json.dumps(meta).encode()])
+            self.store.delete(layout.end_key(self.worker))
+        _close_at_exit(self)
+
+    # steps ------------------------------------------------------------------------------
+    def start_step(self, mode: Mode = Mode.TRAIN) -> bool:
+        """Open a step in `mode`; True when anything is saved at it."""
+        if self.in_step:
+            self.end_step()
+        self.mode = mode
+        self.in_step = True
+        self.saving = self.enabled and self.collections.update_active(
+            self.save_config, mode, self.mode_steps[mode]
+        )
+        return self.saving
+
+    def end_step(self) -> None:
+        """Close the open step: its records go to the writer; a stop request raises here."""
+        if not self.in_step:
+            return
+        self.in_step = False
+        if self._batch:
+            self._submit()
+        if not self._warned_unmatched and self.saving:
+            self._warned_unmatched = True
+            self.collections.warn_unmatched()
+        self._last = (self.step, self.mode, self.mode_steps[self.mode])
+        self.step += 1
+        self.mode_steps[self.mode] += 1
+        self.saving = False
+        self._check_stop()
+
+    @property
+    def mode_step(self) -> int:
+        return self.mode_steps[self.mode]
+
+    # saving -----------------------------------------------------------------------------
+    def plan(self, name: str, natural: tuple[str, ...]) -> Plan | None:
+        """Is tensor `name` (of the natural collections `natural`) saved now, and how?"""
+        if not self.saving:
+            return None
+        members = self.collections.members(name, natural)
+        active = self.collections.active
+        reduction: ReductionConfig | None = None
+        saved = False
+        for c in members:
+            if c.name in active:
+                saved = True
+                reduction = reduction or c.reduction_config
+        if not saved:
+            return None
+        reduction = reduction or self.reduction_config
+        if reduction is None:
+            return Plan(True, (), tuple(c.name for c in members))
+        return Plan(reduction.save_raw_tensor, reduction.requested, tuple(c.name for c in members))
+
+    def has(self, name: str) -> bool:
+        """Was `name` already saved in the open step?"""
+        return name in self._batch
+
+    def save(self, name: str, source: Any, plan: Plan, nbytes: int | None = None) -> None:
+        """Hand over a host copy (an ndarray, or a callable giving (ndarray, dtype name))."""
+        if nbytes is None:
+            nbytes = int(getattr(source, "nbytes", 0))
+        self._batch[name] = Pending(
+            name, self.step, int(self.mode), self.mode_step, source, nbytes,
+            plan.raw, plan.reductions, plan.collections,
+        )  # fmt: skip
+
+    def save_scalar(self, name: str, value: float, collections: tuple[str, ...] = ("scalars",)) -> None:
+        """Save a Python number at the open step, or at the last step when none is open."""
+        self.save_tensor(name, np.asarray(value, dtype=np.float64), collections)
+
+    def save_tensor(self, name: str, value: Any, collections: tuple[str, ...] = ()) -> None:
+        """Save a NumPy-convertible value now (the user's own tensors)."""
+        if not self.enabled or self._closed:
+            return
+        array = np.array(value, copy=True)
+        if self.in_step:
+            plan = self.plan(name, tuple(collections))
+            if plan is not None:
+                self.save(name, array, plan)
+            return
+        # between steps: attach it to the step that just ended
+        step, mode, mode_step = self._last or (0, Mode.GLOBAL if self.mode == Mode.GLOBAL else self.mode, 0)
+        keep = (self.in_step, self.mode, self.saving, self.step, self.mode_steps[mode])
+        self.mode, self.step, self.mode_steps[mode] = mode, step, mode_step
+        self.saving = self.collections.update_active(self.save_config, mode, mode_step)
+        try:
+            plan = self.plan(name, tuple(collections))
+            if plan is not None:
+                self.save(name, array, plan)
+                self._submit()
+        finally:
+            _, self.mode, self.saving, self.step, self.mode_steps[mode] = keep
+
+    def _submit(self) -> None:
+        batch, self._batch = list(self._batch.values()), {}
+        if self.writer is not None:
+            self.writer.submit(batch)
+
+    # stop requests and closing ----------------------------------------------------------
+    def _check_stop(self) -> None:
+        now = time.monotonic()
+        if now < self._next_stop_check:
+            return
+        self._next_stop_check = now + self._stop_check_seconds
+        try:
+            requested = self.store.exists(layout.STOP_REQUEST)
+        except Exception:  # an unreachable store must not stop training
+            return
+        if requested:
+            self.stopped = True
+            reason = _read_reason(self.store)
+            self.close()
+            raise TrainingStopped(f"mldbg stopped the training at step {self.step - 1}: {reason}")
+
+    def flush(self) -> None:
+        if self._batch:
+            self._submit()
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Write everything, then the end marker. Safe to call twice."""
+        if self._closed:
+            return
+        self.in_step = False
+        if self._batch:
+            self._submit()
+        self._closed = True
+        if self.writer is not None:
+            self.writer.close()
+            end = {"last_step": self.step - 1, "ended": time.time(), "stopped": self.stopped}
+            try:
+                self.store.write(layout.end_key(self.worker), [json.dumps(end).encode()])
+            except Exception as e:
+                log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+
+
+def _read_reason(store: Store) -> str:
+    try:
+        return json.loads(store.read(layout.STOP_REQUEST)).get("reason", "a rule fired")
+    except Exception:
+        return "a stop was requested"
+
+
+_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def _close_at_exit(recorder: Recorder) -> None:
+    if not _LIVE:
+        atexit.register(_close_all)
+    _LIVE.add(recorder)
+
+
+def _close_all() -> None:
+    for rec in list(_LIVE):
+        try:
+            rec.close()
+        except Exception as e:
+            log.error("mldbg: closing at exit failed: %s", e)

@@ -1,0 +1,253 @@
+"""The asynchronous writer: the training thread hands records over and goes on.
+
+A background thread turns host copies into NumPy arrays, computes reductions, batches many
+records into one segment (one data file plus one index file) and writes it when the segment
+is large enough or `flush_seconds` old. Memory is bounded: past `max_queue_bytes` the
+training thread waits (`when_full="block"`) or the records are dropped and counted
+(`when_full="drop"`). Store errors never reach training: the segment is kept and retried.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mldbg.errors import MldbgError
+from mldbg.record.reductions import reduce_all
+from mldbg.store import layout
+from mldbg.store.base import Store
+from mldbg.store.format import Record, dtype_name, encode_index, encode_safetensors, to_numpy_value
+
+log = logging.getLogger("mldbg")
+
+HostArray = np.ndarray | Callable[[], tuple[np.ndarray, str]]
+
+
+@dataclass
+class Pending:
+    """A record whose array may still be a device-to-host copy in flight."""
+
+    name: str
+    step: int
+    mode: int
+    mode_step: int
+    source: Any  # np.ndarray, or a callable returning (array, dtype name)
+    nbytes: int
+    raw: bool
+    reductions: tuple[tuple[str, bool], ...]
+    collections: tuple[str, ...]
+
+    def materialize(self) -> Record:
+        if callable(self.source):
+            array, dt = self.source()
+        else:
+            array = np.asarray(self.source)
+            dt = dtype_name(array)
+        reds = reduce_all(to_numpy_value(array, dt), self.reductions) if self.reductions else {}
+        return Record(
+            name=self.name,
+            step=self.step,
+            mode=self.mode,
+            mode_step=self.mode_step,
+            array=np.ascontiguousarray(array) if self.raw else None,
+            dtype=dt,
+            shape=tuple(array.shape),
+            reductions=reds,
+            collections=self.collections,
+        )
+
+
+class WriterClosed(MldbgError):
+    pass
+
+
+_FLUSH = object()
+
+
+class Writer:
+    def __init__(
+        self,
+        store: Store,
+        worker: str,
+        *,
+        flush_seconds: float = 0.5,
+        segment_bytes: int = 64 << 20,
+        max_queue_bytes: int = 512 << 20,
+        when_full: str = "block",
+        retry_seconds: float = 1.0,
+    ):
+        if when_full not in ("block", "drop"):
+            raise ValueError(f"when_full must be 'block' or 'drop', got {when_full!r}")
+        self.store = store
+        self.worker = worker
+        self.flush_seconds = flush_seconds
+        self.segment_bytes = segment_bytes
+        self.max_queue_bytes = max_queue_bytes
+        self.when_full = when_full
+        self.retry_seconds = retry_seconds
+        self.dropped = 0
+        self.written_records = 0
+        self.written_segments = 0
+        self.blocked_seconds = 0.0
+        self._queue: collections.deque[Any] = collections.deque()
+        self._queued_bytes = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._seq = self._next_seq()
+        self._failed: list[Record] = []
+        self._failed_bytes = 0  # kept for retry; counts against max_queue_bytes
+        self._last_error = ""
+        self._thread = threading.Thread(target=self._run, name=f"mldbg-writer-{worker}", daemon=True)
+        self._thread.start()
+
+    def _next_seq(self) -> int:
+        """Continue after the segments already in the store (a resumed job appends)."""
+        keys = self.store.list(layout.index_prefix(self.worker))
+        return int(keys[-1].rsplit("/", 1)[1].split(".")[0]) + 1 if keys else 1
+
+    # training thread -------------------------------------------------------------------
+    def submit(self, batch: list[Pending]) -> bool:
+        """Queue a step's records. False when they were dropped (queue full, `when_full="drop"`)."""
+        if not batch:
+            return True
+        nbytes = sum(p.nbytes for p in batch)
+        with self._cond:
+            if self._closed:
+                raise WriterClosed("the hook is closed; nothing more is recorded")
+            if self._backlog() and self._backlog() + nbytes > self.max_queue_bytes:
+                if self.when_full == "drop":
+                    self.dropped += len(batch)
+                    if self.dropped == len(batch) or self.dropped % 1000 < len(batch):
+                        warnings.warn(
+                            f"mldbg: writer for {self.store.url} is behind; {self.dropped} records "
+                            "dropped so far (when_full='drop'). Save less often or use reductions.",
+                            RuntimeWarning,
+                            stacklevel=3,
+                        )
+                    return False
+                t0 = time.perf_counter()
+                while self._backlog() and self._backlog() + nbytes > self.max_queue_bytes:
+                    if self._closed:
+                        raise WriterClosed("the hook was closed while waiting for the writer")
+                    self._cond.wait(1.0)
+                self.blocked_seconds += time.perf_counter() - t0
+            self._queue.append(batch)
+            self._queued_bytes += nbytes
+            self._cond.notify_all()
+        return True
+
+    def _backlog(self) -> int:
+        return self._queued_bytes + self._failed_bytes
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until everything submitted so far is written (or has failed and is kept)."""
+        done = threading.Event()
+        with self._cond:
+            if not self._thread.is_alive():
+                return
+            self._queue.append((_FLUSH, done))
+            self._cond.notify_all()
+        done.wait(timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self._failed:
+            log.error(
+                "mldbg: %d records could not be written to %s: %s",
+                len(self._failed),
+                self.store.url,
+                self._last_error,
+            )
+
+    # writer thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        pending: list[Record] = []
+        pending_bytes = 0
+        deadline: float | None = None
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if wait == 0.0:
+                        break
+                    self._cond.wait(wait)
+                item = self._queue.popleft() if self._queue else None
+                if item is None and self._closed:
+                    self._write(pending)
+                    return
+            if item is None:  # deadline reached
+                self._write(pending)
+                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
+                continue
+            if isinstance(item, tuple) and item[0] is _FLUSH:
+                self._write(pending)
+                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
+                item[1].set()
+                continue
+            released = 0
+            for p in item:
+                released += p.nbytes
+                try:
+                    rec = p.materialize()
+                except Exception as e:  # a bad tensor must not stop the others
+                    log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
+                    continue
+                pending.append(rec)
+                pending_bytes += rec.array.nbytes if rec.array is not None else 0
+            with self._cond:
+                self._queued_bytes -= released
+                self._cond.notify_all()
+            if deadline is None:
+                deadline = time.monotonic() + self.flush_seconds
+            if pending_bytes >= self.segment_bytes:
+                self._write(pending)
+                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
+
+    def _retry_deadline(self) -> float | None:
+        return time.monotonic() + self.retry_seconds if self._failed else None
+
+    def _write(self, records: list[Record]) -> None:
+        self._failed = []
+        with self._cond:
+            self._failed_bytes = 0
+            self._cond.notify_all()
+        if not records:
+            return
+        data_key = layout.data_key(self.worker, self._seq)
+        index_key = layout.index_key(self.worker, self._seq)
+        raw = [r for r in records if r.array is not None]
+        tensors = [(f"{r.step}/{r.name}", r.dtype, r.shape, r.array) for r in raw]
+        try:
+            offsets_raw: list[int] = []
+            if raw:
+                parts, offsets_raw = encode_safetensors(tensors, {"mldbg_format": "1", "worker": self.worker})
+                self.store.write(data_key, parts)
+            it = iter(offsets_raw)
+            offsets = [next(it) if r.array is not None else -1 for r in records]
+            self.store.write(index_key, encode_index(records, offsets, self.worker, data_key))
+        except Exception as e:  # keep the records; retry on the next tick
+            msg = f"{type(e).__name__}: {e}"
+            if msg != self._last_error:
+                log.error("mldbg: writing %s failed, will retry: %s", index_key, msg)
+            self._last_error = msg
+            self._failed = records
+            with self._cond:
+                self._failed_bytes = sum(r.array.nbytes for r in records if r.array is not None)
+            return
+        self._seq += 1
+        self.written_records += len(records)
+        self.written_segments += 1

@@ -1,0 +1,187 @@
+"""The extension point for rules: `Rule`, `Finding`, and the registry of built-in rules.
+
+A rule is one small class. It declares its parameters as annotated class attributes (the
+defaults of RULES.md), the collections it `needs`, and overrides `check(trial, step)`, which
+the runner calls once per step, in order, as steps become available. State kept on the
+instance (windows, counters) carries across calls, so the same rule runs offline (`check`)
+and live (`watch`). Results are values: `check` returns findings, it never raises for a
+condition it detects.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from mldbg.config import Mode
+from mldbg.errors import InvalidConfig
+
+if typing.TYPE_CHECKING:
+    from mldbg.trial import Trial
+
+
+@dataclass
+class Finding:
+    """What a rule found: what is wrong (with numbers), where, and what to try."""
+
+    rule: str
+    step: int
+    mode: str | None
+    message: str
+    tensors: list[str] = field(default_factory=list)
+    suggestion: str = ""
+    worker: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["worker"] is None:
+            del out["worker"]
+        return out
+
+    def __str__(self) -> str:
+        where = f"step {self.step}" + (f" ({self.mode})" if self.mode else "")
+        text = f"[{self.rule}] {where}: {self.message}"
+        return text + (f"\n    try: {self.suggestion}" if self.suggestion else "")
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+class Rule:
+    """Base of every rule. Subclass, annotate parameters with defaults, override `check`.
+
+    ```
+    @register
+    class VanishingGradient(Rule):
+        \"\"\"Mean |gradient| below `threshold`: the layers below stop learning.\"\"\"
+        needs = ("gradients",)
+        threshold: float = 1e-7
+
+        def check(self, trial, step):
+            ...
+            return self.finding(step, "...", tensors=[...], suggestion="...")
+    ```
+    """
+
+    name: ClassVar[str] = ""
+    needs: ClassVar[tuple[str, ...]] = ()  # collections; the runner skips the rule when absent
+    needs_any: ClassVar[bool] = False  # True: one of `needs` is enough
+    default: ClassVar[bool] = True  # part of the default set run by `mldbg check`
+    suggestion: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = snake_case(cls.__name__)
+
+    def __init__(self, base_trial: Trial | None = None, **params: Any):
+        self.trial = base_trial
+        allowed = self.parameters()
+        unknown = set(params) - set(allowed)
+        if unknown:
+            raise InvalidConfig(
+                f"rule {self.name!r}: unknown parameter(s) {sorted(unknown)}; "
+                f"its parameters: {', '.join(f'{k}={v!r}' for k, v in allowed.items()) or 'none'}"
+            )
+        for key, value in params.items():
+            setattr(self, key, _convert(self.name, key, value, self._types()[key]))
+
+    # parameters ---------------------------------------------------------------------------
+    @classmethod
+    def _types(cls) -> dict[str, Any]:
+        hints: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            if klass is object or klass is Rule.__mro__[-1]:
+                continue
+            hints.update(typing.get_type_hints(klass))
+        return {k: v for k, v in hints.items() if typing.get_origin(v) is not ClassVar and not k.startswith("_") and k not in ("trial",)}
+
+    @classmethod
+    def parameters(cls) -> dict[str, Any]:
+        """Parameter name -> default."""
+        return {k: getattr(cls, k, None) for k in cls._types()}
+
+    def params(self) -> dict[str, Any]:
+        """This instance's parameter values."""
+        return {k: getattr(self, k) for k in self._types()}
+
+    # the work -----------------------------------------------------------------------------
+    def check(self, trial: Trial, step: int) -> Finding | Iterable[Finding] | None:
+        """Look at one step (global step number); return what is wrong, or None."""
+        raise NotImplementedError
+
+    def finish(self, trial: Trial) -> Finding | Iterable[Finding] | None:
+        """Called once after the last step of a finished run (for whole-run conditions)."""
+        return None
+
+    def finding(
+        self,
+        trial: Trial | None,
+        step: int,
+        message: str,
+        tensors: Iterable[str] = (),
+        suggestion: str | None = None,
+        worker: str | None = None,
+    ) -> Finding:
+        mode = None
+        if trial is not None:
+            try:
+                mode = trial.mode(step).name
+            except Exception:
+                mode = None
+        return Finding(
+            rule=self.name,
+            step=step,
+            mode=mode,
+            message=message,
+            tensors=list(tensors),
+            suggestion=self.suggestion if suggestion is None else suggestion,
+            worker=worker,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
+
+
+def _convert(rule: str, key: str, value: Any, hint: Any) -> Any:
+    """Parameters arrive as strings from the command line and YAML: convert by annotation."""
+    if not isinstance(value, str):
+        return value
+    args = typing.get_args(hint)
+    kinds = [a for a in args if a is not type(None)] if args else [hint]
+    if value.lower() in ("none", "null") and type(None) in args:
+        return None
+    for kind in kinds:
+        try:
+            if kind is bool:
+                if value.lower() in ("true", "1", "yes"):
+                    return True
+                if value.lower() in ("false", "0", "no"):
+                    return False
+                continue
+            if kind in (int, float):
+                return kind(value)
+            if typing.get_origin(kind) in (list, tuple) or kind in (list, tuple):
+                return [v.strip() for v in value.split(",") if v.strip()]
+            if kind is Mode:
+                return Mode.parse(value)
+            if kind is str:
+                return value
+        except (ValueError, InvalidConfig):
+            continue
+    raise InvalidConfig(f"rule {rule!r}: parameter {key}={value!r} is not a valid {hint}")
+
+
+BUILTIN: dict[str, type[Rule]] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: add a built-in rule to `BUILTIN` under its snake_case name."""
+    if not cls.__doc__:
+        raise TypeError(f"rule {cls.__name__} needs a docstring: it is shown to users")
+    BUILTIN[cls.name] = cls
+    return cls

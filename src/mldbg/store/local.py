@@ -1,0 +1,133 @@
+"""A run in a local directory. Atomic writes by temp file + rename; reads by `os.pread`."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+from mldbg.errors import StoreError
+from mldbg.store.base import Buffer, Store, check_key
+
+TMP_MARK = ".tmp-"
+
+
+class LocalStore(Store):
+    """Keys are files below `root`. Keeps a small cache of open read handles."""
+
+    def __init__(self, root: str | os.PathLike[str], fsync: bool = False, max_open: int = 64):
+        self.root = Path(root).expanduser().absolute()
+        self.url = str(self.root)
+        self.fsync = fsync
+        self._handles: OrderedDict[str, int] = OrderedDict()
+        self._max_open = max_open
+        self._lock = threading.Lock()
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def write(self, key: str, parts: Sequence[Buffer]) -> None:
+        path = self._path(key)
+        tmp = path.with_name(f"{path.name}{TMP_MARK}{uuid.uuid4().hex[:8]}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, parts)
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError as e:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise StoreError(f"cannot write {path}: {e.strerror or e}") from e
+        with self._lock:  # a rewritten key must not be read through a stale handle
+            fd_old = self._handles.pop(key, None)
+        if fd_old is not None:
+            os.close(fd_old)
+
+    def _fd(self, key: str) -> int:
+        with self._lock:
+            fd = self._handles.get(key)
+            if fd is not None:
+                self._handles.move_to_end(key)
+                return fd
+        fd = os.open(self._path(key), os.O_RDONLY)
+        with self._lock:
+            self._handles[key] = fd
+            while len(self._handles) > self._max_open:
+                _, old = self._handles.popitem(last=False)
+                os.close(old)
+        return fd
+
+    def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
+        if length is None:
+            with open(self._path(key), "rb") as f:
+                f.seek(start)
+                return f.read()
+        return os.pread(self._fd(key), length, start)
+
+    def size(self, key: str) -> int:
+        return self._path(key).stat().st_size
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+        base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return []
+        rel = base.relative_to(self.root).as_posix()
+        rel = "" if rel == "." else rel + "/"
+        keys = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            sub = Path(dirpath).relative_to(base).as_posix()
+            sub = "" if sub == "." else sub + "/"
+            keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f)
+        keys.sort()
+        if start_after is not None:
+            keys = [k for k in keys if k > start_after]
+        return keys
+
+    def children(self, prefix: str) -> list[str]:
+        base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        try:
+            return sorted(e.name for e in os.scandir(base) if e.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self._lock:
+            handles, self._handles = list(self._handles.values()), OrderedDict()
+        for fd in handles:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _write_all(fd: int, parts: Sequence[Buffer]) -> None:
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        written = os.writev(fd, views[:1024])
+        while written and views:
+            n = len(views[0])
+            if written >= n:
+                written -= n
+                views.pop(0)
+            else:
+                views[0] = views[0][written:]
+                written = 0

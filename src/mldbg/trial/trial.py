@@ -1,0 +1,186 @@
+"""The Trial: query a recorded run (finished, or still being written) by name, regex,
+collection, step, mode and worker."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable
+
+from mldbg.config import Mode
+from mldbg.errors import (
+    InvalidConfig,
+    NoMoreData,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+)
+from mldbg.store import Store, open_store
+from mldbg.trial.index import RunIndex
+from mldbg.trial.tensor import Tensor
+
+
+def create_trial(path: str | os.PathLike[str] | Store, on_corrupt: str = "raise") -> Trial:
+    """Open a run: a local path, `memory://name` or `s3://bucket/prefix`.
+
+    The run may not exist yet, or may still be written: call `refresh()` or
+    `wait_for_steps()` to see new steps. `on_corrupt="skip"` reads around damaged files
+    (and warns) instead of raising `CorruptRecord`.
+    """
+    return Trial(open_store(path), on_corrupt=on_corrupt)
+
+
+class Trial:
+    def __init__(self, store: Store, on_corrupt: str = "raise"):
+        self.store = store
+        self.path = store.url
+        self._index = RunIndex(store, on_corrupt)
+        self._tensors: dict[str, Tensor] = {}
+        self._sorted_steps: tuple[int, list[int]] | None = None
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"Trial({self.path!r}, steps={len(self._index.step_info)}, tensors={len(self._index.tensors)})"
+
+    # loading ----------------------------------------------------------------------------
+    def refresh(self) -> int:
+        """Read what was written since the last refresh. Returns the number of new records."""
+        return self._index.refresh()
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once training ended and every step it wrote has been read."""
+        if not self._index.complete:
+            self.refresh()
+        return self._index.complete
+
+    @property
+    def corrupt_files(self) -> list[str]:
+        return list(self._index.corrupt)
+
+    def wait_for_steps(self, steps: Iterable[int], mode: Mode | None = None, timeout: float | None = None) -> None:
+        """Block until every step in `steps` is readable.
+
+        Raises StepNotYetAvailable after `timeout` seconds, StepUnavailable when training ended
+        without saving one of them, NoMoreData when they lie beyond the last step.
+        """
+        wanted = sorted(set(steps))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.refresh()
+            have = set(self.steps(mode))
+            missing = [s for s in wanted if s not in have]
+            if not missing:
+                return
+            if self._index.complete:
+                self._raise_never(missing[0], mode)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StepNotYetAvailable(f"steps {missing} not written after {timeout}s (run {self.path})")
+            time.sleep(0.05)
+
+    def _raise_never(self, step: int, mode: Mode | None) -> None:
+        last = max(self.steps(mode), default=-1)
+        what = f"step {step}" + (f" of mode {mode.name}" if mode else "")
+        if step > last:
+            raise NoMoreData(f"{what}: training ended at step {last}; no more data will come")
+        raise StepUnavailable(f"{what} was not saved, and training has ended")
+
+    def _missing_step(self, step: int, mode: Mode | None, tensor: str | None = None) -> None:
+        """Called when a query misses a step: refresh once, then say why it is missing."""
+        if self._index.complete:
+            if step not in self.steps(mode):
+                self._raise_never_step(step, mode)
+            return
+        self.refresh()
+        if step not in self.steps(mode):
+            if self._index.complete:
+                self._raise_never_step(step, mode)
+            raise StepNotYetAvailable(
+                f"step {step}" + (f" of mode {mode.name}" if mode else "")
+                + f" is not written yet (run {self.path}); try wait_for_steps()"
+            )
+
+    def _raise_never_step(self, step: int, mode: Mode | None) -> None:
+        what = f"step {step}" + (f" of mode {mode.name}" if mode else "")
+        raise StepUnavailable(f"{what} was not saved in {self.path}, and training has ended")
+
+    # queries ----------------------------------------------------------------------------
+    def steps(self, mode: Mode | None = None) -> list[int]:
+        """Global steps with saved data; with a mode, that mode's own steps."""
+        info = self._index.step_info
+        if mode is None or mode == Mode.GLOBAL:
+            if self._sorted_steps is None or self._sorted_steps[0] != len(info):
+                self._sorted_steps = (len(info), sorted(info))
+            return list(self._sorted_steps[1])
+        m = int(Mode.parse(mode))
+        return sorted(ms for (mo, ms) in self._index.mode_step_to_step if mo == m)
+
+    def mode(self, step: int) -> Mode:
+        """The mode of a global step."""
+        return Mode(self._step_info(step)[0])
+
+    def mode_step(self, step: int) -> int:
+        """The mode's own step count at a global step."""
+        return self._step_info(step)[1]
+
+    def global_step(self, mode: Mode, mode_step: int) -> int:
+        try:
+            return self._index.mode_step_to_step[(int(mode), mode_step)]
+        except KeyError:
+            self._missing_step(mode_step, mode)
+            return self._index.mode_step_to_step[(int(mode), mode_step)]
+
+    def _step_info(self, step: int) -> tuple[int, int]:
+        if step not in self._index.step_info:
+            self._missing_step(step, None)
+        return self._index.step_info[step]
+
+    def workers(self) -> list[str]:
+        return sorted(self._index.workers)
+
+    def collections(self) -> dict[str, list[str]]:
+        """Collection name -> the names of its recorded tensors."""
+        return {c: sorted(names) for c, names in sorted(self._index.collections.items())}
+
+    def tensor_names(
+        self,
+        regex: str | list[str] | None = None,
+        collection: str | None = None,
+        mode: Mode | None = None,
+        step: int | None = None,
+    ) -> list[str]:
+        names: Iterable[str] = self._index.tensors
+        if collection is not None:
+            if collection not in self._index.collections:
+                self.refresh()
+            names = self._index.collections.get(collection, set())
+        if regex is not None:
+            try:
+                pats = [re.compile(r) for r in ([regex] if isinstance(regex, str) else regex)]
+            except re.error as e:
+                raise InvalidConfig(f"invalid regex {regex!r}: {e}") from None
+            names = [n for n in names if any(p.search(n) for p in pats)]
+        if step is not None:
+            names = [n for n in names if self.tensor(n).has_step(step, mode)]
+        elif mode is not None and mode != Mode.GLOBAL:
+            names = [n for n in names if self.tensor(n).steps(mode)]
+        return sorted(names)
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._index.tensors
+
+    def tensor(self, name: str) -> Tensor:
+        found = self._tensors.get(name)
+        if found is not None:
+            return found
+        rows = self._index.tensors.get(name)
+        if rows is None:
+            self.refresh()
+            rows = self._index.tensors.get(name)
+        if rows is None:
+            close = [n for n in self._index.tensors if name.lower() in n.lower()][:5]
+            hint = f"; similar: {close}" if close else f"; {len(self._index.tensors)} tensors recorded (see tensor_names())"
+            raise TensorUnavailable(f"no tensor {name!r} in {self.path}{hint}")
+        found = self._tensors[name] = Tensor(self, name, rows)
+        return found
