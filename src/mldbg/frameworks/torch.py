@@ -105,6 +105,7 @@ class Hook:
         self._grad_handles: list[Any] = []
         self._optimizers: dict[int, bool] = {}
         self._optimizer_seen = False
+        self._optimizer_searched = False
         self._backward_done = False
         self._backward_queued = False
         self._grads_saved = False
@@ -186,9 +187,10 @@ class Hook:
             value = value.detach().float().item()
         self.recorder.save_scalar(name, value)
 
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
+    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ()) -> None:
         if isinstance(value, torch.Tensor):
-            value = _to_numpy(value.detach().cpu().clone())[0]
+            value = value.detach().cpu()
+            value = (value.float() if value.dtype == _BF16 else value).numpy()
         self.recorder.save_tensor(name, value, tuple(collections))
 
     # lifecycle --------------------------------------------------------------------------
@@ -271,6 +273,9 @@ class Hook:
     def _on_backward_end(self) -> None:
         self._backward_queued = False
         self._backward_done = True
+        if not self._optimizer_seen and not self._optimizer_searched:
+            self._optimizer_searched = True
+            self._optimizer_seen = _optimizer_exists(self._param_ids)
         if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
             self._save_gradients()
 
@@ -312,6 +317,18 @@ class Hook:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _optimizer_exists(param_ids: set[int]) -> bool:
+    """Once, at the first backward: does an optimizer hold our parameters? Then steps end
+    at its `step()`, even when several backward passes accumulate gradients before it."""
+    import gc
+
+    return any(
+        issubclass(type(o), torch.optim.Optimizer)  # type(): no __class__ properties run
+        and any(id(p) in param_ids for g in o.param_groups for p in g["params"])
+        for o in gc.get_objects()
+    )
 
 
 def _is_ddp(module: nn.Module) -> bool:

@@ -82,6 +82,7 @@ class Recorder:
         self.in_step = False
         self.saving = False  # does anything save at the open step?
         self._batch: dict[str, Pending] = {}
+        self._early: list[tuple[str, np.ndarray, tuple[str, ...]]] = []
         self._last: tuple[int, Mode, int] | None = None  # (step, mode, mode_step) last ended
         self._closed = False
         self._warned_unmatched = False
@@ -122,6 +123,10 @@ class Recorder:
         self.saving = self.enabled and self.collections.update_active(
             self.save_config, mode, self.mode_steps[mode]
         )
+        if self._early:
+            early, self._early = self._early, []
+            for name, array, collections in early:
+                self._save_user(name, array, collections)
         return self.saving
 
     def end_step(self) -> None:
@@ -182,27 +187,36 @@ class Recorder:
         self.save_tensor(name, np.asarray(value, dtype=np.float64), collections)
 
     def save_tensor(self, name: str, value: Any, collections: tuple[str, ...] = ()) -> None:
-        """Save a NumPy-convertible value now (the user's own tensors)."""
+        """Save a user's value at the open step (or the one that just ended, or the first).
+
+        It follows the schedule of its collections, or the hook's own `save_config` when none
+        of them is included: asking for a tensor by name is asking for it to be saved.
+        """
         if not self.enabled or self._closed:
             return
         array = np.array(value, copy=True)
         if self.in_step:
-            plan = self.plan(name, tuple(collections))
-            if plan is not None:
-                self.save(name, array, plan)
-            return
-        # between steps: attach it to the step that just ended
-        step, mode, mode_step = self._last or (0, Mode.GLOBAL if self.mode == Mode.GLOBAL else self.mode, 0)
-        keep = (self.in_step, self.mode, self.saving, self.step, self.mode_steps[mode])
-        self.mode, self.step, self.mode_steps[mode] = mode, step, mode_step
-        self.saving = self.collections.update_active(self.save_config, mode, mode_step)
-        try:
-            plan = self.plan(name, tuple(collections))
-            if plan is not None:
-                self.save(name, array, plan)
+            self._save_user(name, array, collections)
+        elif self._last is None:
+            self._early.append((name, array, collections))  # saved with the first step
+        else:
+            step, mode, mode_step = self._last
+            now = (self.step, self.mode, self.mode_steps[mode], self.saving)
+            self.step, self.mode, self.mode_steps[mode] = step, mode, mode_step
+            self.saving = self.collections.update_active(self.save_config, mode, mode_step)
+            try:
+                self._save_user(name, array, collections)
                 self._submit()
-        finally:
-            _, self.mode, self.saving, self.step, self.mode_steps[mode] = keep
+            finally:
+                self.step, self.mode, self.mode_steps[mode], self.saving = now
+
+    def _save_user(self, name: str, array: np.ndarray, collections: tuple[str, ...]) -> None:
+        plan = self.plan(name, tuple(collections))
+        if plan is None and self.enabled and self.save_config.should_save(self.mode, self.mode_step):
+            members = self.collections.members(name, tuple(collections))
+            plan = Plan(True, (), tuple(c.name for c in members))
+        if plan is not None:
+            self.save(name, array, plan)
 
     def _submit(self) -> None:
         batch, self._batch = list(self._batch.values()), {}

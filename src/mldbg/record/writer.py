@@ -89,8 +89,8 @@ class Writer:
         self.store = store
         self.worker = worker
         self.flush_seconds = flush_seconds
-        self.segment_bytes = segment_bytes
         self.max_queue_bytes = max_queue_bytes
+        self.segment_bytes = min(segment_bytes, max(1, max_queue_bytes // 2))
         self.when_full = when_full
         self.retry_seconds = retry_seconds
         self.dropped = 0
@@ -102,8 +102,7 @@ class Writer:
         self._cond = threading.Condition()
         self._closed = False
         self._seq = self._next_seq()
-        self._failed: list[Record] = []
-        self._failed_bytes = 0  # kept for retry; counts against max_queue_bytes
+        self.failed_records = 0  # records of a segment that could not be written yet
         self._last_error = ""
         self._thread = threading.Thread(target=self._run, name=f"mldbg-writer-{worker}", daemon=True)
         self._thread.start()
@@ -145,7 +144,7 @@ class Writer:
         return True
 
     def _backlog(self) -> int:
-        return self._queued_bytes + self._failed_bytes
+        return self._queued_bytes
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until everything submitted so far is written (or has failed and is kept)."""
@@ -165,18 +164,20 @@ class Writer:
             self._closed = True
             self._cond.notify_all()
         self._thread.join()
-        if self._failed:
+        if self.failed_records:
             log.error(
                 "mldbg: %d records could not be written to %s: %s",
-                len(self._failed),
+                self.failed_records,
                 self.store.url,
                 self._last_error,
             )
 
     # writer thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        """Batch records into segments. Bytes stay counted against `max_queue_bytes` from
+        `submit` until their segment is written, so memory is bounded end to end."""
         pending: list[Record] = []
-        pending_bytes = 0
+        held = 0  # bytes of `pending`, as counted by submit
         deadline: float | None = None
         while True:
             with self._cond:
@@ -187,46 +188,31 @@ class Writer:
                     self._cond.wait(wait)
                 item = self._queue.popleft() if self._queue else None
                 if item is None and self._closed:
-                    self._write(pending)
+                    self._write(pending, held)
                     return
-            if item is None:  # deadline reached
-                self._write(pending)
-                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
-                continue
-            if isinstance(item, tuple) and item[0] is _FLUSH:
-                self._write(pending)
-                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
-                item[1].set()
-                continue
-            released = 0
-            for p in item:
-                released += p.nbytes
-                try:
-                    rec = p.materialize()
-                except Exception as e:  # a bad tensor must not stop the others
-                    log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
-                    continue
-                pending.append(rec)
-                pending_bytes += rec.array.nbytes if rec.array is not None else 0
-            with self._cond:
-                self._queued_bytes -= released
-                self._cond.notify_all()
-            if deadline is None:
-                deadline = time.monotonic() + self.flush_seconds
-            if pending_bytes >= self.segment_bytes:
-                self._write(pending)
-                pending, pending_bytes, deadline = self._failed, 0, self._retry_deadline()
+            flush_now = item is None or (isinstance(item, tuple) and item[0] is _FLUSH)
+            if not flush_now:
+                for p in item:
+                    held += p.nbytes
+                    try:
+                        pending.append(p.materialize())
+                    except Exception as e:  # a bad tensor must not stop the others
+                        log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
+                if deadline is None:
+                    deadline = time.monotonic() + self.flush_seconds
+                flush_now = held >= self.segment_bytes
+            if flush_now:
+                if self._write(pending, held):
+                    pending, held, deadline = [], 0, None
+                else:  # keep them (still counted) and retry later
+                    deadline = time.monotonic() + self.retry_seconds
+                if isinstance(item, tuple):
+                    item[1].set()
 
-    def _retry_deadline(self) -> float | None:
-        return time.monotonic() + self.retry_seconds if self._failed else None
-
-    def _write(self, records: list[Record]) -> None:
-        self._failed = []
-        with self._cond:
-            self._failed_bytes = 0
-            self._cond.notify_all()
+    def _write(self, records: list[Record], nbytes: int) -> bool:
+        """Write one segment: the data file, then the index that makes it visible."""
         if not records:
-            return
+            return True
         data_key = layout.data_key(self.worker, self._seq)
         index_key = layout.index_key(self.worker, self._seq)
         raw = [r for r in records if r.array is not None]
@@ -239,15 +225,18 @@ class Writer:
             it = iter(offsets_raw)
             offsets = [next(it) if r.array is not None else -1 for r in records]
             self.store.write(index_key, encode_index(records, offsets, self.worker, data_key))
-        except Exception as e:  # keep the records; retry on the next tick
+        except Exception as e:
             msg = f"{type(e).__name__}: {e}"
             if msg != self._last_error:
                 log.error("mldbg: writing %s failed, will retry: %s", index_key, msg)
             self._last_error = msg
-            self._failed = records
-            with self._cond:
-                self._failed_bytes = sum(r.array.nbytes for r in records if r.array is not None)
-            return
+            self.failed_records = len(records)
+            return False
         self._seq += 1
         self.written_records += len(records)
         self.written_segments += 1
+        self.failed_records = 0
+        with self._cond:
+            self._queued_bytes -= nbytes
+            self._cond.notify_all()
+        return True

@@ -1,0 +1,37 @@
+"""One worker of a 2-process gloo job: `python ddp_script.py OUT INCLUDE_WORKERS` with RANK set."""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import mldbg
+from mldbg.torch import Hook
+
+
+def main(out_dir: str, include_workers: str) -> None:
+    dist.init_process_group("gloo", init_method="env://")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)))
+    hook = Hook(out_dir, save_config=mldbg.SaveConfig(save_interval=1), include_workers=include_workers,
+                include_collections=["weights", "gradients", "losses", "inputs"])
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(100 + rank)  # each worker its own data
+    for _ in range(4):
+        x, y = torch.randn(4, 4, generator=g), torch.randint(0, 2, (4,), generator=g)
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    hook.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    main(sys.argv[1], sys.argv[2])

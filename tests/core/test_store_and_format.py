@@ -1,0 +1,206 @@
+"""The format on disk: safetensors compatibility, corruption, key safety, back-pressure."""
+
+import glob
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+import mldbg
+from mldbg.errors import CorruptRecord, StoreError, TensorUnavailable
+from mldbg.record.recorder import Recorder
+from mldbg.store import LocalStore, MemoryStore, open_store
+
+
+def record(out, steps=5, names=("a", "b"), **kw):
+    rec = Recorder(out, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"], **kw)
+    values = {}
+    for s in range(steps):
+        rec.start_step(mldbg.Mode.TRAIN)
+        for n in names:
+            v = np.random.default_rng(s).standard_normal((3, 4)).astype(np.float32) + len(n)
+            values[(n, s)] = v
+            rec.save(n, v.copy(), rec.plan(n, ()))
+        rec.end_step()
+    rec.close()
+    return values
+
+
+def test_files_are_plain_safetensors(tmp_path):
+    values = record(tmp_path)
+    files = glob.glob(str(tmp_path / "workers/worker_0/*/*.safetensors"))
+    assert files
+    for f in files:
+        safetensors.numpy.load_file(f)
+    data = {}
+    for f in glob.glob(str(tmp_path / "workers/worker_0/data/*.safetensors")):
+        data.update(safetensors.numpy.load_file(f))
+    np.testing.assert_array_equal(data["2/b"], values[("b", 2)])
+
+
+def test_few_files(tmp_path):
+    record(tmp_path, steps=200)
+    files = glob.glob(str(tmp_path / "workers/worker_0/*/*.safetensors"))
+    assert len(files) <= 8  # smdebug: two per step
+
+
+def test_memory_store_round_trip():
+    values = record("memory://rt")
+    trial = mldbg.create_trial("memory://rt")
+    assert trial.steps() == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(trial.tensor("a").value(3), values[("a", 3)])
+    assert isinstance(open_store("memory://rt"), MemoryStore)
+
+
+def test_truncated_data_file_names_the_file(tmp_path):
+    record(tmp_path)
+    (data,) = glob.glob(str(tmp_path / "workers/worker_0/data/*.safetensors"))
+    with open(data, "r+b") as f:
+        f.truncate(200)
+    trial = mldbg.create_trial(tmp_path)
+    with pytest.raises(CorruptRecord, match=r"data/0000000001\.safetensors.*truncated"):
+        trial.tensor("b").value(4)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_corrupt_index_file_names_the_file(tmp_path, damage):
+    record(tmp_path)
+    (index,) = glob.glob(str(tmp_path / "workers/worker_0/index/*.safetensors"))
+    raw = Path(index).read_bytes()
+    with open(index, "wb") as f:
+        f.write({"truncate": raw[: len(raw) // 2], "garbage": b"\x07" * 64, "empty": b""}[damage])
+    with pytest.raises(CorruptRecord, match=r"index/0000000001\.safetensors"):
+        mldbg.create_trial(tmp_path)
+    with pytest.warns(RuntimeWarning, match="skipping"):
+        trial = mldbg.create_trial(tmp_path, on_corrupt="skip")
+    assert trial.steps() == [] and trial.corrupt_files
+
+
+def test_tensor_names_cannot_escape_the_run(tmp_path):
+    run = tmp_path / "run"
+    evil = ["../../escape", "/etc/passwd", "..\\..\\x", "a/../../b", "\0nul"]
+    values = record(run, steps=2, names=evil)
+    outside = [p for p in tmp_path.rglob("*") if not str(p).startswith(str(run))]
+    assert outside == []
+    trial = mldbg.create_trial(run)
+    assert sorted(trial.tensor_names()) == sorted(evil)
+    for n in evil:
+        np.testing.assert_array_equal(trial.tensor(n).value(1), values[(n, 1)])
+    store = LocalStore(run)
+    for bad in ["../x", "/abs", "a/../../b", "a\\b", ""]:
+        with pytest.raises(StoreError):
+            store.write(bad, [b"x"])
+
+
+def test_unknown_tensor_error_is_helpful(tmp_path):
+    record(tmp_path)
+    trial = mldbg.create_trial(tmp_path)
+    with pytest.raises(TensorUnavailable, match="no tensor 'nope'"):
+        trial.tensor("nope")
+
+
+class SlowStore(LocalStore):
+    """A real local store on a slow disk: each write takes `delay` seconds."""
+
+    def __init__(self, root, delay):
+        super().__init__(root)
+        self.delay = delay
+
+    def write(self, key, parts):
+        if "/data/" in key:
+            time.sleep(self.delay)
+        super().write(key, parts)
+
+
+def test_backpressure_blocks_with_bounded_memory(tmp_path):
+    store = SlowStore(tmp_path, 0.2)
+    rec = Recorder(store, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
+                   max_queue_bytes=1 << 20, flush_seconds=0.01)
+    big = np.ones(128 * 1024, dtype=np.float32)  # 512 KiB
+    peak = 0
+    for _ in range(12):
+        rec.start_step()
+        rec.save("x", big.copy(), rec.plan("x", ()))
+        rec.end_step()
+        peak = max(peak, rec.writer._queued_bytes)
+    rec.close()
+    assert peak <= 1 << 20
+    assert rec.writer.blocked_seconds > 0
+    assert mldbg.create_trial(tmp_path).steps() == list(range(12))  # blocking loses nothing
+
+
+def test_backpressure_drop_counts_and_warns(tmp_path):
+    store = SlowStore(tmp_path, 0.3)
+    rec = Recorder(store, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
+                   max_queue_bytes=1 << 20, when_full="drop", flush_seconds=0.01)
+    big = np.ones(128 * 1024, dtype=np.float32)
+    with pytest.warns(RuntimeWarning, match="dropped"):
+        for _ in range(12):
+            rec.start_step()
+            rec.save("x", big.copy(), rec.plan("x", ()))
+            rec.end_step()
+    rec.close()
+    assert rec.writer.dropped > 0
+    assert len(mldbg.create_trial(tmp_path).steps()) == 12 - rec.writer.dropped
+
+
+def test_unwritable_store_never_breaks_training(tmp_path, caplog):
+    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
+                   flush_seconds=0.01)
+    rec.writer.retry_seconds = 0.05
+    blocker = tmp_path / "workers" / "worker_0" / "data"
+    blocker.write_text("a file where a folder should be: every data write fails")
+    with caplog.at_level(logging.ERROR, logger="mldbg"):
+        for _ in range(3):
+            rec.start_step()
+            rec.save("x", np.ones(4), rec.plan("x", ()))
+            rec.end_step()
+        time.sleep(0.3)
+        assert "will retry" in caplog.text and "data" in caplog.text
+        blocker.unlink()  # the disk comes back
+        rec.close()
+    assert mldbg.create_trial(tmp_path).steps() == [0, 1, 2]
+
+
+def test_import_without_frameworks():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch','tensorflow','keras','jax','xgboost','boto3'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import mldbg, mldbg.trial, mldbg.record.recorder, mldbg.store, mldbg.config\n"
+        "print(mldbg.create_trial, mldbg.Mode.TRAIN)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_concurrent_writer_and_reader_threads(tmp_path):
+    """A reader thread refreshing while the writer writes never sees a partial record."""
+    stop = threading.Event()
+    errors = []
+
+    def read():
+        trial = mldbg.create_trial(tmp_path)
+        while not stop.is_set():
+            trial.refresh()
+            for s in trial.steps():
+                try:
+                    trial.tensor("a").value(s)
+                except Exception as e:  # pragma: no cover - the assertion reports it
+                    errors.append(e)
+
+    t = threading.Thread(target=read)
+    t.start()
+    record(tmp_path, steps=50, flush_seconds=0.001)
+    stop.set()
+    t.join()
+    assert errors == []
