@@ -51,8 +51,13 @@ def cli() -> None:
 
 
 def main() -> None:
+    from mldbg.errors import MldbgError
+
     try:
         cli(standalone_mode=True)
+    except MldbgError as e:
+        click.secho(f"mldbg: {e}", fg="red", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -1,0 +1,72 @@
+"""`mldbg ls` and `mldbg show`: look inside a run from the terminal."""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from mldbg.config import Mode
+
+
+def _open(path: str):  # type: ignore[no-untyped-def]
+    import mldbg
+
+    trial = mldbg.create_trial(path)
+    if not trial.steps() and not trial.workers():
+        raise click.ClickException(f"no mldbg run at {path} (no workers/ folder with records)")
+    return trial
+
+
+@click.command()
+@click.argument("path")
+@click.option("--collection", "-c", default=None, help="Only tensors of this collection.")
+@click.option("--regex", "-r", default=None, help="Only tensor names matching this regex.")
+def ls(path: str, collection: str | None, regex: str | None) -> None:
+    """List a run's steps, workers, collections and tensors."""
+    trial = _open(path)
+    steps = trial.steps()
+    state = "finished" if trial.loaded_all_steps else "still being written (or stopped early)"
+    click.echo(f"run {trial.path}: {state}")
+    click.echo(f"workers: {', '.join(trial.workers())}")
+    span = f"{steps[0]}..{steps[-1]}" if steps else "none"
+    click.echo(f"steps: {len(steps)} saved ({span})")
+    for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT, Mode.GLOBAL):
+        ms = trial.steps(mode)
+        if ms:
+            click.echo(f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]})")
+    click.echo("collections:")
+    for c, names in trial.collections().items():
+        if c != "all":
+            click.echo(f"  {c:<20} {len(names)} tensors")
+    click.echo("tensors:")
+    for name in trial.tensor_names(regex=regex, collection=collection):
+        t = trial.tensor(name)
+        ts = t.steps()
+        click.echo(f"  {name:<40} {len(ts)} steps")
+
+
+@click.command()
+@click.argument("path")
+@click.argument("name")
+@click.option("--step", type=int, default=None, help="Global step (default: the last saved).")
+@click.option("--mode", type=click.Choice(["train", "eval", "predict"]), default=None,
+              help="Read --step as this mode's own step.")
+@click.option("--worker", default=None)
+def show(path: str, name: str, step: int | None, mode: str | None, worker: str | None) -> None:
+    """Print one tensor of a run at a step, with its statistics."""
+    trial = _open(path)
+    m = Mode.parse(mode) if mode else None
+    t = trial.tensor(name)
+    if step is None:
+        steps = t.steps(m)
+        if not steps:
+            raise click.ClickException(f"{name!r} has no saved steps" + (f" in mode {mode}" if mode else ""))
+        step = steps[-1]
+    value = t.value(step, mode=m, worker=worker)
+    click.echo(f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}")
+    if value.size:
+        v = value.astype(np.float64)
+        click.echo(f"min {v.min():.6g}  max {v.max():.6g}  mean {v.mean():.6g}  std {v.std():.6g}  "
+                   f"zeros {np.mean(v == 0):.1%}  nan {int(np.isnan(v).sum())}")
+    with np.printoptions(threshold=200, precision=5, suppress=True):
+        click.echo(value)

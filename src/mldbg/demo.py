@@ -1,0 +1,99 @@
+"""The embedded demo job: a small real network on scikit-learn's digits (shipped inside the
+installed package, no download), recorded with mldbg, then checked by the rules.
+
+A healthy run and a deliberately broken twin (a learning rate far too high) show what the
+rules say about each.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class DemoRun:
+    path: Path
+    train_accuracy: float
+    eval_accuracy: float
+    steps: int
+
+
+def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0 - 0.5).astype(np.float32) * 2  # pixels 0..16 -> -1..1
+    return tuple(train_test_split(x, y.astype(np.int64), test_size=0.25, random_state=seed, stratify=y))  # type: ignore[return-value]
+
+
+def train_digits(
+    out: Path,
+    *,
+    lr: float = 1e-3,
+    epochs: int = 4,
+    batch_size: int = 32,
+    save_interval: int = 5,
+    seed: int = 0,
+    progress: Callable[[int, float], None] | None = None,
+    rules: list[str] | None = None,
+) -> DemoRun:
+    """Train a 64-32-16-10 ReLU network with Adam, recording everything every few steps."""
+    import torch
+    from torch import nn
+
+    from mldbg import Mode, SaveConfig, TrainingStopped
+    from mldbg.torch import Hook
+
+    torch.manual_seed(seed)
+    x_train, x_test, y_train, y_test = load_digits_split(seed)
+    model = nn.Sequential(
+        nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)
+    )  # fmt: skip
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    if out.exists():
+        shutil.rmtree(out)
+    hook = Hook(
+        out,
+        save_config=SaveConfig(save_interval=save_interval, mode_save_configs={Mode.EVAL: SaveConfig(save_interval=1)}),
+        include_collections=[
+            "weights", "biases", "gradients", "losses", "inputs", "labels", "predictions", "relu_activations",
+        ],
+    )  # fmt: skip
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
+    xe, ye = torch.from_numpy(x_test), torch.from_numpy(y_test)
+    gen = torch.Generator().manual_seed(seed)
+    step = 0
+    try:
+        for _ in range(epochs):
+            model.train()
+            order = torch.randperm(len(xt), generator=gen)
+            for i in range(0, len(order), batch_size):
+                idx = order[i : i + batch_size]
+                opt.zero_grad()
+                loss = loss_fn(model(xt[idx]), yt[idx])
+                loss.backward()
+                opt.step()
+                step += 1
+                if progress:
+                    progress(step, loss.item())
+            model.eval()
+            with torch.no_grad():
+                for i in range(0, len(xe), 128):
+                    loss_fn(model(xe[i : i + 128]), ye[i : i + 128])
+    except TrainingStopped:
+        pass
+    finally:
+        hook.close()
+    with torch.no_grad():
+        train_acc = (model(xt).argmax(1) == yt).float().mean().item()
+        eval_acc = (model(xe).argmax(1) == ye).float().mean().item()
+    return DemoRun(out, train_acc, eval_acc, step)
