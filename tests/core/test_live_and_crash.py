@@ -67,3 +67,11 @@ def test_kill_9_keeps_every_completed_record(tmp_path):
         trial.tensor("0.weight").value(steps[-1] + 1)
     # no temporary files left visible to readers
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and ".tmp-" in p.name and p.suffix == ".safetensors"]
+
+
+def test_interpreter_exit_flushes_and_ends_the_run(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "7", "0", "noclose"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps
+    assert trial.steps() == list(range(7))

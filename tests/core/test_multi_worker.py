@@ -25,9 +25,11 @@ def run_job(out, include_workers):
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(out), include_workers], env=env))
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(out), include_workers], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for p in procs:
-        assert p.wait(timeout=120) == 0
+        output, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, output
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import mldbg
 from mldbg.torch import Hook
 
 
-def main(out_dir: str, steps: int, sleep: float) -> None:
+def main(out_dir: str, steps: int, sleep: float, close: bool = True) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     loss_fn = nn.CrossEntropyLoss()
@@ -25,8 +25,10 @@ def main(out_dir: str, steps: int, sleep: float) -> None:
         opt.step()
         print(f"step {step}", flush=True)
         time.sleep(sleep)
-    hook.close()
+    if close:  # else the interpreter's exit flushes and closes
+        hook.close()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+         close=sys.argv[4:5] != ["noclose"])
