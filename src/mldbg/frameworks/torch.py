@@ -21,6 +21,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig
+from mldbg.profiler.config import ProfilerConfig
+from mldbg.profiler.timeline import BACKWARD_END, BACKWARD_START, FORWARD_END, OPTIMIZER_END, OPTIMIZER_START
 from mldbg.record.recorder import Recorder
 from mldbg.store.base import Store
 
@@ -79,6 +81,7 @@ class Hook:
         save_all: bool = False,
         include_workers: str = "one",
         collection_configs: Sequence[CollectionConfig] | None = None,
+        profiler_config: ProfilerConfig | None = None,
         **options: Any,
     ):
         rank, world = _rank_and_world()
@@ -111,6 +114,13 @@ class Hook:
         self._grads_saved = False
         self._params_saved_at = -1
         self._closed = False
+        self.profiler: Any = None  # mldbg.profiler.session.Profiler, with a profiler_config
+        self._timeline: Any = None
+        if profiler_config is not None:
+            from mldbg.profiler.session import Profiler
+
+            self.profiler = Profiler(self.recorder.store, profiler_config, rank=rank, framework=f"torch-{torch.__version__}")
+            self._timeline = self.profiler.timeline
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Hook:
@@ -211,6 +221,8 @@ class Hook:
                 rec.start_step(Mode.TRAIN)
         else:
             rec.start_step(mode)  # each eval/predict forward is a step
+        if self._timeline is not None:
+            self._timeline.forward_start(rec.step, rec.mode)
         if not rec.saving or self._params_saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         self._params_saved_at = rec.step
@@ -220,6 +232,10 @@ class Hook:
             self._save(f"model_input_{i}", a, ("inputs",))
 
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if self._timeline is not None:
+            self._timeline.mark(FORWARD_END)
+            if self.recorder.mode == Mode.TRAIN:
+                _time_backward(output, self._timeline)
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
@@ -290,6 +306,8 @@ class Hook:
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not self._ours(optimizer) or not self.recorder.in_step:
             return
+        if self._timeline is not None:
+            self._timeline.mark(OPTIMIZER_START)
         if not self._optimizer_seen:
             self._optimizer_seen = True
             for h in self._grad_handles:  # steps now end at the optimizer: no per-grad hooks
@@ -300,6 +318,9 @@ class Hook:
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
+            if self._timeline is not None:
+                self._timeline.mark(OPTIMIZER_END)
+                self._timeline.step_end()
             self.recorder.end_step()
 
     def close(self) -> None:
@@ -310,7 +331,11 @@ class Hook:
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
-        self.recorder.close()
+        try:
+            self.recorder.close()
+        finally:
+            if self.profiler is not None:
+                self.profiler.close()
 
     def __enter__(self) -> Hook:
         return self
@@ -329,6 +354,23 @@ def _optimizer_exists(param_ids: set[int]) -> bool:
         and any(id(p) in param_ids for g in o.param_groups for p in g["params"])
         for o in gc.get_objects()
     )
+
+
+def _time_backward(output: Any, timeline: Any) -> None:
+    """Profiler timestamps: backward starts when the gradient reaches the model's output and
+    ends with the autograd engine's final callback."""
+    if isinstance(output, dict):
+        output = list(output.values())
+    outs = output if isinstance(output, (tuple, list)) else (output,)
+    t = next((o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad), None)
+    if t is None:
+        return
+
+    def on_grad(grad: torch.Tensor) -> None:
+        timeline.mark(BACKWARD_START)
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: timeline.mark(BACKWARD_END))
+
+    t.register_hook(on_grad)
 
 
 def _is_ddp(module: nn.Module) -> bool:
