@@ -200,7 +200,7 @@ class Writer:
                         log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
                 if deadline is None:
                     deadline = time.monotonic() + self.flush_seconds
-                flush_now = held >= self.segment_bytes
+                flush_now = held >= self.segment_bytes or time.monotonic() >= deadline
             if flush_now:
                 if self._write(pending, held):
                     pending, held, deadline = [], 0, None

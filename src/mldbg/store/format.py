@@ -93,24 +93,25 @@ class Record:
 def encode_safetensors(
     tensors: Sequence[tuple[str, str, tuple[int, ...], Any]], metadata: dict[str, str]
 ) -> tuple[list[Any], list[int]]:
-    """(key, dtype, shape, buffer) -> (parts to write, absolute offset of each tensor).
+    """(key, dtype, shape, C-contiguous array) -> (parts to write, absolute offset of each).
 
-    The parts are the header and the tensors' own buffers: no copy of the data is made.
+    The parts are the header and the arrays themselves: the data is never copied. The header
+    is formatted directly (this runs for every record, on the writer thread).
     """
-    header: dict[str, Any] = {"__metadata__": metadata}
-    pos = 0
+    entries = ['"__metadata__":' + json.dumps(metadata, separators=(",", ":"))]
     starts = []
-    buffers = []
-    for key, dt, shape, buf in tensors:
-        view = memoryview(buf).cast("B")
-        header[key] = {"dtype": dt, "shape": list(shape), "data_offsets": [pos, pos + len(view)]}
+    pos = 0
+    for key, dt, shape, array in tensors:
+        n = array.nbytes
+        dims = ",".join(map(str, shape))
+        entries.append(f'{json.dumps(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}')
         starts.append(pos)
-        buffers.append(view)
-        pos += len(view)
-    head = json.dumps(header, separators=(",", ":")).encode()
+        pos += n
+    head = ("{" + ",".join(entries) + "}").encode()
     head += b" " * (-len(head) % 8)
     base = 8 + len(head)
-    return [struct.pack("<Q", len(head)), head, *buffers], [base + s for s in starts]
+    parts = [struct.pack("<Q", len(head)), head, *(t[3] for t in tensors)]
+    return parts, [base + s for s in starts]
 
 
 def decode_header(blob: bytes, where: str) -> tuple[dict[str, Any], int]:

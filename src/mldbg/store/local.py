@@ -120,14 +120,17 @@ class LocalStore(Store):
 
 
 def _write_all(fd: int, parts: Sequence[Buffer]) -> None:
-    views = [memoryview(p).cast("B") for p in parts if len(p)]
-    while views:
-        written = os.writev(fd, views[:1024])
-        while written and views:
-            n = len(views[0])
+    """Write every buffer with as few `writev` calls as the kernel allows (no copies)."""
+    views = [p for p in parts if len(memoryview(p))]
+    i = 0
+    while i < len(views):
+        batch = views[i : i + 1024]
+        written = os.writev(fd, batch)
+        for b in batch:
+            n = memoryview(b).nbytes
             if written >= n:
                 written -= n
-                views.pop(0)
-            else:
-                views[0] = views[0][written:]
-                written = 0
+                i += 1
+            else:  # a partial write: continue inside this buffer
+                views[i] = memoryview(b).cast("B")[written:]
+                break
