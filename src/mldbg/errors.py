@@ -35,8 +35,8 @@ class StepUnavailable(MldbgError):
     """The step will never be available: training ended without saving it."""
 
 
-class NoMoreData(MldbgError):
-    """Training ended; no step beyond the last one will come."""
+class NoMoreData(StepUnavailable):
+    """Training ended; no step beyond the last one will come (a kind of StepUnavailable)."""
 
 
 class StoreError(MldbgError):

@@ -260,6 +260,7 @@ class Recorder:
                 self.store.write(layout.end_key(self.worker), [json.dumps(end).encode()])
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+            self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)
 
 
 def _read_reason(store: Store) -> str:

@@ -80,6 +80,11 @@ class Rule:
 
     def __init__(self, base_trial: Trial | None = None, **params: Any):
         self.trial = base_trial
+        # smdebug compatibility: `action_str` (actions live elsewhere in mldbg) and
+        # `other_trials` (kept as an attribute unless the rule declares it) are accepted
+        params.pop("action_str", None)
+        if "other_trials" in params and "other_trials" not in self._types():
+            self.other_trials = params.pop("other_trials")
         allowed = self.parameters()
         unknown = set(params) - set(allowed)
         if unknown:
@@ -89,6 +94,16 @@ class Rule:
             )
         for key, value in params.items():
             setattr(self, key, _convert(self.name, key, value, self._types()[key]))
+        self._fired: set[Any] = set()
+
+    @property
+    def base_trial(self) -> Trial | None:
+        """smdebug's name for the trial a rule reads."""
+        return self.trial
+
+    @base_trial.setter
+    def base_trial(self, trial: Trial | None) -> None:
+        self.trial = trial
 
     # parameters ---------------------------------------------------------------------------
     @classmethod
@@ -110,13 +125,41 @@ class Rule:
         return {k: getattr(self, k) for k in self._types()}
 
     # the work -----------------------------------------------------------------------------
+    def needed_collections(self) -> tuple[str, ...]:
+        """The collections this rule reads (its parameters may change them); see `needs_any`."""
+        return tuple(self.needs)
+
     def check(self, trial: Trial, step: int) -> Finding | Iterable[Finding] | None:
-        """Look at one step (global step number); return what is wrong, or None."""
-        raise NotImplementedError
+        """Look at one step (global step number); return what is wrong, or None.
+
+        smdebug-style rules define `invoke_at_step(step) -> bool` instead: True is a finding.
+        """
+        invoke = getattr(self, "invoke_at_step", None)
+        if invoke is None:
+            raise NotImplementedError(f"rule {self.name!r} defines neither check() nor invoke_at_step()")
+        if invoke(step):
+            return self.finding(trial, step, f"{type(self).__name__}: condition met at step {step}")
+        return None
 
     def finish(self, trial: Trial) -> Finding | Iterable[Finding] | None:
         """Called once after the last step of a finished run (for whole-run conditions)."""
         return None
+
+    def poll(self, trial: Trial, now: float) -> Finding | Iterable[Finding] | None:
+        """Called on every pass of a live runner, new steps or not (for wall-clock rules)."""
+        return None
+
+    def unchecked(self) -> str | None:
+        """After `finish`: why the rule could not look at anything, or None if it did."""
+        return None
+
+    def first(self, key: Any = None) -> bool:
+        """True the first time `key` is seen: report a condition once, not at every step."""
+        fired = self.__dict__.setdefault("_fired", set())
+        if key in fired:
+            return False
+        fired.add(key)
+        return True
 
     def finding(
         self,

@@ -37,7 +37,7 @@ class Trial:
         self.path = store.url
         self._index = RunIndex(store, on_corrupt)
         self._tensors: dict[str, Tensor] = {}
-        self._sorted_steps: tuple[int, list[int]] | None = None
+        self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -69,7 +69,7 @@ class Trial:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self.refresh()
-            have = set(self.steps(mode))
+            have = self._step_set(mode)
             missing = [s for s in wanted if s not in have]
             if not missing:
                 return
@@ -80,41 +80,46 @@ class Trial:
             time.sleep(0.05)
 
     def _raise_never(self, step: int, mode: Mode | None) -> None:
+        """Training has ended without `step`: NoMoreData past the end, else StepUnavailable."""
         last = max(self.steps(mode), default=-1)
         what = f"step {step}" + (f" of mode {mode.name}" if mode else "")
         if step > last:
-            raise NoMoreData(f"{what}: training ended at step {last}; no more data will come")
-        raise StepUnavailable(f"{what} was not saved, and training has ended")
+            raise NoMoreData(f"{what}: training ended at step {last} ({self.path}); no more data will come")
+        raise StepUnavailable(f"{what} was not saved in {self.path}, and training has ended")
 
     def _missing_step(self, step: int, mode: Mode | None, tensor: str | None = None) -> None:
         """Called when a query misses a step: refresh once, then say why it is missing."""
-        if self._index.complete:
-            if step not in self.steps(mode):
-                self._raise_never_step(step, mode)
-            return
-        self.refresh()
-        if step not in self.steps(mode):
+        if not self._index.complete:
+            self.refresh()
+        if step not in self._step_set(mode):
             if self._index.complete:
-                self._raise_never_step(step, mode)
+                self._raise_never(step, mode)
             raise StepNotYetAvailable(
                 f"step {step}" + (f" of mode {mode.name}" if mode else "")
                 + f" is not written yet (run {self.path}); try wait_for_steps()"
             )
 
-    def _raise_never_step(self, step: int, mode: Mode | None) -> None:
-        what = f"step {step}" + (f" of mode {mode.name}" if mode else "")
-        raise StepUnavailable(f"{what} was not saved in {self.path}, and training has ended")
-
     # queries ----------------------------------------------------------------------------
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps with saved data; with a mode, that mode's own steps."""
-        info = self._index.step_info
-        if mode is None or mode == Mode.GLOBAL:
-            if self._sorted_steps is None or self._sorted_steps[0] != len(info):
-                self._sorted_steps = (len(info), sorted(info))
-            return list(self._sorted_steps[1])
-        m = int(Mode.parse(mode))
-        return sorted(ms for (mo, ms) in self._index.mode_step_to_step if mo == m)
+        return list(self._sorted_steps(mode))
+
+    def _sorted_steps(self, mode: Mode | None) -> list[int]:
+        key = None if mode is None or mode == Mode.GLOBAL else int(Mode.parse(mode))
+        version = len(self._index.step_info)
+        cached = self._steps_cache.get(key)
+        if cached is None or cached[0] != version:
+            if key is None:
+                steps = sorted(self._index.step_info)
+            else:
+                steps = sorted(ms for (mo, ms) in self._index.mode_step_to_step if mo == key)
+            cached = self._steps_cache[key] = (version, steps, set(steps))
+        return cached[1]
+
+    def _step_set(self, mode: Mode | None) -> set[int]:
+        self._sorted_steps(mode)
+        key = None if mode is None or mode == Mode.GLOBAL else int(Mode.parse(mode))
+        return self._steps_cache[key][2]
 
     def mode(self, step: int) -> Mode:
         """The mode of a global step."""

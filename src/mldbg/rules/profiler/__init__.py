@@ -1,0 +1,159 @@
+"""`ProfilerRule`: the base of the rules over the profiler's series (one per module here).
+
+They run through the same runner as the model rules. A profiler rule looks at the series,
+not at a step's tensors, so:
+
+- `poll(trial, now)`, which the runner calls on every pass, re-evaluates the whole series
+  when new chunks arrived since its last look (live: about once per `flush_seconds`);
+  `check(trial, step)` does nothing: tensor steps say nothing about the system;
+- `finish(trial)` evaluates the complete run;
+- each condition is reported once (per node, GPU, worker...), however often it is seen;
+- `unchecked()` (after `finish`) and `unavailable(trial)` say why the rule could not run
+  (no profiler data, no GPU series): the runner lists it in `skipped`, as for a missing
+  collection.
+
+A subclass overrides `evaluate(data, final)` and returns `(key, Finding)` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.profiler.read import ProfilerData, SystemSeries, profiler_data
+from mldbg.rules.base import Finding, Rule
+
+MIN_SAMPLES = 10  # fewer samples after warm-up than this: too little to judge
+
+NO_DATA = "no profiler data in this run (pass profiler_config=mldbg.ProfilerConfig() to the hook)"
+
+
+class ProfilerRule(Rule):
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: what the rule reads: "system" (node samples), "gpu" (GPU samples), "steps" (step
+    #: timeline), "any" (whatever profiler data there is)
+    requires: ClassVar[str] = "any"
+
+    # state (instance attributes, made on first use) ------------------------------------
+    def _state(self) -> dict[str, Any]:
+        st = self.__dict__.get("_profiler_state")
+        if st is None:
+            st = self.__dict__["_profiler_state"] = {"version": -1, "emitted": set()}
+        return st
+
+    # what the runner calls ----------------------------------------------------------------
+    def unavailable(self, trial: Any) -> str | None:
+        """Why this rule cannot run on `trial` (None: it can)."""
+        data = profiler_data(trial)
+        return self.missing(data)
+
+    def missing(self, data: ProfilerData) -> str | None:
+        if not data.has_data:
+            return NO_DATA
+        if self.requires in ("system", "gpu") and data.complete and not data.has_system:
+            return "no system metrics were recorded (ProfilerConfig.system_interval_ms is None, or psutil is missing)"
+        if self.requires == "gpu" and data.complete and not data.has_gpus:
+            notes = [n for n in data.notes() if "GPU" in n]
+            return "no GPU series in this run" + (f" ({notes[0]})" if notes else "")
+        if self.requires == "steps" and data.complete and not data.has_steps:
+            return "no step timeline in this run (ProfilerConfig.step_phases=False, or no hook step was seen)"
+        return None
+
+    def check(self, trial: Any, step: int) -> list[Finding]:
+        """Tensor steps say nothing to a profiler rule: the work is in `poll` and `finish`."""
+        return []
+
+    def poll(self, trial: Any, now: float | None = None) -> list[Finding]:
+        """The runner calls this on every pass: evaluate again when new chunks arrived."""
+        data = profiler_data(trial)
+        st = self._state()
+        if data.version == st["version"]:
+            return []
+        st["version"] = data.version
+        return self._run(data, final=data.complete)
+
+    def finish(self, trial: Any) -> list[Finding]:
+        data = profiler_data(trial, max_age=0.0)
+        st = self._state()
+        st["version"] = data.version
+        st["unchecked"] = self.missing(data)
+        return self._run(data, final=True)
+
+    def unchecked(self) -> str | None:
+        """After `finish`: why the rule could not run (no profiler data, no GPU series)."""
+        return self._state().get("unchecked")
+
+    def run(self, data: ProfilerData) -> list[Finding]:
+        """Evaluate a complete run's data directly (the report does this)."""
+        return self._run(data, final=True)
+
+    def _run(self, data: ProfilerData, final: bool) -> list[Finding]:
+        if self.missing(data) is not None:
+            return []
+        out = []
+        emitted = self._state()["emitted"]
+        for key, finding in self.evaluate(data, final):
+            if key not in emitted:
+                emitted.add(key)
+                out.append(finding)
+        return out
+
+    def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
+        raise NotImplementedError
+
+    # helpers ------------------------------------------------------------------------------
+    def make(
+        self,
+        data: ProfilerData,
+        message: str,
+        *,
+        t: float | None = None,
+        step: int | None = None,
+        mode: int | None = None,
+        series: Iterable[str] = (),
+        suggestion: str | None = None,
+        worker: str | None = None,
+    ) -> Finding:
+        """A finding at wall-clock time `t` (mapped to the step then running) or at `step`."""
+        if step is None:
+            step, mode = data.step_at(t, worker) if t is not None else (0, None)
+        return Finding(
+            rule=self.name,
+            step=int(step),
+            mode=Mode(mode).name if mode is not None else None,
+            message=message,
+            tensors=list(series),
+            suggestion=self.suggestion if suggestion is None else suggestion,
+            worker=worker,
+        )
+
+    def after_warmup(self, data: ProfilerData, sys: SystemSeries, warmup_steps: int = 0) -> SystemSeries:
+        """The samples after initialization: from the first training step (the end of the
+        first `warmup_steps` of them), and at most `patience` samples in."""
+        patience = int(getattr(self, "patience", 0) or 0)
+        if not len(sys):
+            return sys
+        cut = float(sys.time[patience]) if patience < len(sys) else float("inf")
+        first = data.training_start(warmup_steps)
+        if first is not None:
+            cut = min(cut, first)
+        return sys.where(sys.time >= cut)
+
+
+def fmt_pct(x: float) -> str:
+    return "n/a" if not np.isfinite(x) else f"{x:.0f}%"
+
+
+def fmt_s(x: float) -> str:
+    if not np.isfinite(x):
+        return "n/a"
+    if x < 1e-3:
+        return f"{x * 1e6:.0f} us"
+    if x < 1:
+        return f"{x * 1e3:.1f} ms"
+    if x < 120:
+        return f"{x:.1f} s"
+    return f"{x / 60:.1f} min"
