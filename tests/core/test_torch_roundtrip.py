@@ -269,3 +269,34 @@ def test_torch_compile_records_weights_and_gradients(tmp_path):
     trial = mldbg.create_trial(tmp_path)
     assert trial.steps() == [0, 1]
     np.testing.assert_array_equal(trial.tensor("gradient/0.weight").value(1), seen[1]["grads"]["_orig_mod.0.weight"].numpy())
+
+
+def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
+    import json
+    import time
+
+    from mldbg.store import open_store
+
+    model = make_model()
+    loss_fn = nn.CrossEntropyLoss()
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    stopped_at = None
+    for step, (x, y) in enumerate(batches(50)):
+        if step == 5:
+            open_store(tmp_path).write("control/stop", [json.dumps({"reason": "loss_not_decreasing fired"}).encode()])
+            time.sleep(0.15)  # the recorder looks at most every 0.1 s
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        try:
+            opt.step()
+        except mldbg.TrainingStopped as e:
+            stopped_at = step
+            assert "loss_not_decreasing fired" in str(e)
+            break
+    assert stopped_at == 5
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps  # flushed and closed before raising
+    assert trial.steps() == list(range(6))
