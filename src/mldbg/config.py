@@ -171,9 +171,7 @@ class CollectionConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CollectionConfig:
-        _check_keys(
-            "CollectionConfig", data, {"name", "include_regex", "save_config", "reduction_config"}
-        )
+        _check_keys("CollectionConfig", data, {"name", "include_regex", "save_config", "reduction_config"})
         return cls(**data)
 
 
@@ -190,6 +188,4 @@ def compile_patterns(regexes: Iterable[str], where: str) -> tuple[re.Pattern[str
 def _check_keys(what: str, data: Mapping[str, Any], allowed: set[str]) -> None:
     unknown = set(data) - allowed
     if unknown:
-        raise InvalidConfig(
-            f"{what}: unknown setting(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-        )
+        raise InvalidConfig(f"{what}: unknown setting(s) {sorted(unknown)}; allowed: {sorted(allowed)}")

@@ -50,7 +50,9 @@ def hook_kwargs(data: dict[str, Any], where: str = "hook config") -> dict[str, A
         if "reduction_config" in kwargs and kwargs["reduction_config"] is not None:
             kwargs["reduction_config"] = ReductionConfig.from_dict(kwargs["reduction_config"])
         if "collection_configs" in kwargs and kwargs["collection_configs"] is not None:
-            kwargs["collection_configs"] = [CollectionConfig.from_dict(c) for c in kwargs["collection_configs"]]
+            kwargs["collection_configs"] = [
+                CollectionConfig.from_dict(c) for c in kwargs["collection_configs"]
+            ]
     except InvalidConfig as e:
         raise InvalidConfig(f"{where}: {e}") from None
     except TypeError as e:

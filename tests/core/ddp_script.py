@@ -16,8 +16,12 @@ def main(out_dir: str, include_workers: str) -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)))
-    hook = Hook(out_dir, save_config=mldbg.SaveConfig(save_interval=1), include_workers=include_workers,
-                include_collections=["weights", "gradients", "losses", "inputs"])
+    hook = Hook(
+        out_dir,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_workers=include_workers,
+        include_collections=["weights", "gradients", "losses", "inputs"],
+    )
     hook.register_module(model)
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)

@@ -12,7 +12,9 @@ from mldbg.record.recorder import Recorder
 
 
 def make_run(path):
-    rec = Recorder(path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["weights", "losses"])
+    rec = Recorder(
+        path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["weights", "losses"]
+    )
     for s in range(3):
         rec.start_step(mldbg.Mode.TRAIN if s < 2 else mldbg.Mode.EVAL)
         rec.save("fc.weight", np.full((2, 2), s, dtype=np.float32), rec.plan("fc.weight", ("weights",)))
@@ -38,10 +40,16 @@ def test_ls_and_show(tmp_path):
 
 def test_errors_are_clear_and_exit_2(tmp_path):
     make_run(tmp_path)
-    res = subprocess.run([sys.executable, "-m", "mldbg.cli.main", "show", str(tmp_path), "nope"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "show", str(tmp_path), "nope"],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2
     assert "no tensor 'nope'" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "mldbg.cli.main", "ls", str(tmp_path / "missing")],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "ls", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode != 0 and "no mldbg run" in res.stderr

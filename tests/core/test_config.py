@@ -17,7 +17,9 @@ def test_hook_from_json(tmp_path):
         "out_dir": str(tmp_path / "run"),
         "save_config": {"save_interval": 2, "mode_save_configs": {"eval": {"save_steps": [0]}}},
         "include_collections": ["weights", "mine"],
-        "collection_configs": [{"name": "mine", "include_regex": ["^0\\."], "reduction_config": {"reductions": ["mean"]}}],
+        "collection_configs": [
+            {"name": "mine", "include_regex": ["^0\\."], "reduction_config": {"reductions": ["mean"]}}
+        ],
     }
     path = tmp_path / "hook.json"
     path.write_text(json.dumps(cfg))
@@ -34,7 +36,9 @@ def test_hook_from_json(tmp_path):
     assert trial.steps() == [0, 2]
     assert trial.tensor_names(collection="mine") == ["0.bias", "0.weight"]
     # 0.weight is in `weights` (raw) and `mine` (mean): the collection's reductions apply
-    assert trial.tensor("0.bias").reduction_value(2, "mean") == pytest.approx(float(model[0].bias.detach().mean()), abs=1)
+    assert trial.tensor("0.bias").reduction_value(2, "mean") == pytest.approx(
+        float(model[0].bias.detach().mean()), abs=1
+    )
 
 
 @pytest.mark.parametrize(

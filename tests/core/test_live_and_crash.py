@@ -17,8 +17,9 @@ SCRIPT = Path(__file__).with_name("train_script.py")
 
 
 def start(out, steps, sleep, stdout=subprocess.DEVNULL):
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(out), str(steps), str(sleep)],
-                            stdout=stdout, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(out), str(steps), str(sleep)], stdout=stdout, text=True
+    )
 
 
 def test_reader_sees_steps_appear_while_training(tmp_path):
@@ -46,9 +47,7 @@ def test_reader_sees_steps_appear_while_training(tmp_path):
 
 def test_kill_9_keeps_every_completed_record(tmp_path):
     proc = start(tmp_path, 10_000, 0.01, stdout=subprocess.PIPE)
-    printed = 0
-    for line in proc.stdout:  # let it train for a while
-        printed += 1
+    for printed, _line in enumerate(proc.stdout, 1):  # let it train for a while
         if printed >= 60:
             break
     time.sleep(0.5)  # > flush interval: steps up to here are on disk
@@ -66,11 +65,15 @@ def test_kill_9_keeps_every_completed_record(tmp_path):
     with pytest.raises(StepNotYetAvailable):
         trial.tensor("0.weight").value(steps[-1] + 1)
     # no temporary files left visible to readers
-    assert not [p for p in tmp_path.rglob("*") if p.is_file() and ".tmp-" in p.name and p.suffix == ".safetensors"]
+    assert not [
+        p for p in tmp_path.rglob("*") if p.is_file() and ".tmp-" in p.name and p.suffix == ".safetensors"
+    ]
 
 
 def test_interpreter_exit_flushes_and_ends_the_run(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "7", "0", "noclose"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "7", "0", "noclose"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps

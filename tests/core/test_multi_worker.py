@@ -25,8 +25,15 @@ def run_job(out, include_workers):
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(out), include_workers], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(SCRIPT), str(out), include_workers],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     for p in procs:
         output, _ = p.communicate(timeout=120)
         assert p.returncode == 0, output
@@ -53,8 +60,10 @@ def test_each_worker_writes_its_own_records(runs):
     # DDP averages gradients: every worker holds the same ones, and the same weights
     g = trial.tensor("gradient/0.weight")
     np.testing.assert_allclose(g.value(3, worker="worker_0"), g.value(3, worker="worker_1"), rtol=1e-6)
-    np.testing.assert_array_equal(trial.tensor("0.weight").value(3, worker="worker_0"),
-                                  trial.tensor("0.weight").value(3, worker="worker_1"))
+    np.testing.assert_array_equal(
+        trial.tensor("0.weight").value(3, worker="worker_0"),
+        trial.tensor("0.weight").value(3, worker="worker_1"),
+    )
     losses = [trial.tensor("CrossEntropyLoss_output_0").value(1, worker=w) for w in trial.workers()]
     assert losses[0] != losses[1]
 

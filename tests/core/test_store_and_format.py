@@ -120,8 +120,13 @@ class SlowStore(LocalStore):
 
 def test_backpressure_blocks_with_bounded_memory(tmp_path):
     store = SlowStore(tmp_path, 0.2)
-    rec = Recorder(store, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
-                   max_queue_bytes=1 << 20, flush_seconds=0.01)
+    rec = Recorder(
+        store,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["all"],
+        max_queue_bytes=1 << 20,
+        flush_seconds=0.01,
+    )
     big = np.ones(128 * 1024, dtype=np.float32)  # 512 KiB
     peak = 0
     for _ in range(12):
@@ -137,8 +142,14 @@ def test_backpressure_blocks_with_bounded_memory(tmp_path):
 
 def test_backpressure_drop_counts_and_warns(tmp_path):
     store = SlowStore(tmp_path, 0.3)
-    rec = Recorder(store, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
-                   max_queue_bytes=1 << 20, when_full="drop", flush_seconds=0.01)
+    rec = Recorder(
+        store,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["all"],
+        max_queue_bytes=1 << 20,
+        when_full="drop",
+        flush_seconds=0.01,
+    )
     big = np.ones(128 * 1024, dtype=np.float32)
     with pytest.warns(RuntimeWarning, match="dropped"):
         for _ in range(12):
@@ -151,8 +162,12 @@ def test_backpressure_drop_counts_and_warns(tmp_path):
 
 
 def test_unwritable_store_never_breaks_training(tmp_path, caplog):
-    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
-                   flush_seconds=0.01)
+    rec = Recorder(
+        tmp_path,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["all"],
+        flush_seconds=0.01,
+    )
     rec.writer.retry_seconds = 0.05
     blocker = tmp_path / "workers" / "worker_0" / "data"
     blocker.write_text("a file where a folder should be: every data write fails")

@@ -9,8 +9,19 @@ import mldbg
 from mldbg import Mode, ReductionConfig, SaveConfig
 from mldbg.torch import Hook
 
-ALL = ["weights", "biases", "gradients", "losses", "outputs", "inputs", "labels", "predictions",
-       "relu_activations", "tanh_activations", "sigmoid_activations"]
+ALL = [
+    "weights",
+    "biases",
+    "gradients",
+    "losses",
+    "outputs",
+    "inputs",
+    "labels",
+    "predictions",
+    "relu_activations",
+    "tanh_activations",
+    "sigmoid_activations",
+]
 
 
 def make_model():
@@ -63,12 +74,20 @@ def test_weights_gradients_outputs_losses_round_trip(tmp_path):
         want = seen[step]
         for name, w in want["weights"].items():
             np.testing.assert_array_equal(trial.tensor(name).value(step), w.numpy())
-            np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), want["grads"][name].numpy())
+            np.testing.assert_array_equal(
+                trial.tensor(f"gradient/{name}").value(step), want["grads"][name].numpy()
+            )
         np.testing.assert_array_equal(trial.tensor("model_input_0").value(step), want["x"][0].numpy())
         np.testing.assert_array_equal(trial.tensor("model_output_0").value(step), want["out"][0].numpy())
-        np.testing.assert_array_equal(trial.tensor("CrossEntropyLoss_input_0").value(step), want["out"][0].numpy())
-        np.testing.assert_array_equal(trial.tensor("CrossEntropyLoss_input_1").value(step), want["y"][0].numpy())
-        assert trial.tensor("CrossEntropyLoss_output_0").value(step) == pytest.approx(want["losses"][0], rel=1e-6)
+        np.testing.assert_array_equal(
+            trial.tensor("CrossEntropyLoss_input_0").value(step), want["out"][0].numpy()
+        )
+        np.testing.assert_array_equal(
+            trial.tensor("CrossEntropyLoss_input_1").value(step), want["y"][0].numpy()
+        )
+        assert trial.tensor("CrossEntropyLoss_output_0").value(step) == pytest.approx(
+            want["losses"][0], rel=1e-6
+        )
     colls = trial.collections()
     assert "1_output_0" in colls["relu_activations"] and "1_input_0" in colls["relu_activations"]
     assert "3_input_0" in colls["tanh_activations"]
@@ -94,7 +113,9 @@ def test_default_collections_and_no_optimizer_steps(tmp_path):
     assert set(trial.collections()) >= {"weights", "biases", "gradients", "losses"}
     assert "outputs" not in trial.collections()
     for step in (0, 1, 2):
-        np.testing.assert_array_equal(trial.tensor("gradient/0.weight").value(step), seen[step]["grads"]["0.weight"].numpy())
+        np.testing.assert_array_equal(
+            trial.tensor("gradient/0.weight").value(step), seen[step]["grads"]["0.weight"].numpy()
+        )
 
 
 def test_gradient_accumulation_is_one_step(tmp_path):
@@ -104,8 +125,12 @@ def test_gradient_accumulation_is_one_step(tmp_path):
     trial = mldbg.create_trial(tmp_path)
     assert trial.steps() == [0, 1]
     for step in (0, 1):
-        np.testing.assert_array_equal(trial.tensor("gradient/4.weight").value(step), seen[step]["grads"]["4.weight"].numpy())
-        np.testing.assert_array_equal(trial.tensor("4.weight").value(step), seen[step]["weights"]["4.weight"].numpy())
+        np.testing.assert_array_equal(
+            trial.tensor("gradient/4.weight").value(step), seen[step]["grads"]["4.weight"].numpy()
+        )
+        np.testing.assert_array_equal(
+            trial.tensor("4.weight").value(step), seen[step]["weights"]["4.weight"].numpy()
+        )
 
 
 def test_modes_and_mode_steps(tmp_path):
@@ -117,7 +142,7 @@ def test_modes_and_mode_steps(tmp_path):
     opt = torch.optim.Adam(model.parameters())
     data = batches(3)
     evals = []
-    for epoch in range(2):
+    for _epoch in range(2):
         model.train()
         for x, y in data:
             opt.zero_grad()
@@ -136,7 +161,9 @@ def test_modes_and_mode_steps(tmp_path):
     assert trial.steps(Mode.TRAIN) == [0, 1, 2, 3, 4, 5]
     assert trial.steps(Mode.EVAL) == [0, 1, 2, 3]
     assert trial.steps(Mode.PREDICT) == [0]
-    assert [trial.mode(s) for s in range(11)] == [Mode.TRAIN] * 3 + [Mode.EVAL] * 2 + [Mode.TRAIN] * 3 + [Mode.EVAL] * 2 + [Mode.PREDICT]
+    assert [trial.mode(s) for s in range(11)] == [Mode.TRAIN] * 3 + [Mode.EVAL] * 2 + [Mode.TRAIN] * 3 + [
+        Mode.EVAL
+    ] * 2 + [Mode.PREDICT]
     assert trial.mode_step(8) == 2 and trial.mode_step(9) == 3 and trial.mode_step(10) == 0
     loss = trial.tensor("CrossEntropyLoss_output_0")
     assert [loss.value(s, mode=Mode.EVAL).item() for s in range(4)] == pytest.approx(evals, rel=1e-6)
@@ -150,15 +177,29 @@ def test_modes_and_mode_steps(tmp_path):
 
 def test_reductions_equal_numpy(tmp_path):
     model = make_model()
-    rc = ReductionConfig(reductions=["min", "max", "mean", "std", "variance", "sum", "prod"],
-                         abs_reductions=["mean", "max"], norms=["l1", "l2"], abs_norms=["l2"], save_raw_tensor=True)
+    rc = ReductionConfig(
+        reductions=["min", "max", "mean", "std", "variance", "sum", "prod"],
+        abs_reductions=["mean", "max"],
+        norms=["l1", "l2"],
+        abs_norms=["l2"],
+        save_raw_tensor=True,
+    )
     hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1), reduction_config=rc)
     train(hook, model, batches(2))
     trial = mldbg.create_trial(tmp_path)
     t = trial.tensor("2.weight")
     x = t.value(1)
-    expect = {"min": x.min(), "max": x.max(), "mean": x.mean(), "std": x.std(), "variance": x.var(),
-              "sum": x.sum(), "prod": x.prod(), "l1": np.abs(x).sum(), "l2": np.linalg.norm(x)}
+    expect = {
+        "min": x.min(),
+        "max": x.max(),
+        "mean": x.mean(),
+        "std": x.std(),
+        "variance": x.var(),
+        "sum": x.sum(),
+        "prod": x.prod(),
+        "l1": np.abs(x).sum(),
+        "l2": np.linalg.norm(x),
+    }
     for name, v in expect.items():
         assert t.reduction_value(1, name) == pytest.approx(float(v), rel=1e-5, abs=1e-30), name
     assert t.reduction_value(1, "mean", abs=True) == pytest.approx(float(np.abs(x).mean()), rel=1e-6)
@@ -167,22 +208,33 @@ def test_reductions_equal_numpy(tmp_path):
 
 def test_reductions_only_save_no_raw(tmp_path):
     model = make_model()
-    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1), include_collections=["weights"],
-                reduction_config=ReductionConfig(reductions=["mean"], norms=["l2"]))
+    hook = Hook(
+        tmp_path,
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["weights"],
+        reduction_config=ReductionConfig(reductions=["mean"], norms=["l2"]),
+    )
     seen = train(hook, model, batches(2))
     trial = mldbg.create_trial(tmp_path)
     w = seen[1]["weights"]["0.weight"].numpy()
     assert trial.tensor("0.weight").reduction_value(1, "mean") == pytest.approx(float(w.mean()), rel=1e-6)
-    assert trial.tensor("0.weight").reduction_value(1, "l2") == pytest.approx(float(np.linalg.norm(w)), rel=1e-5)
+    assert trial.tensor("0.weight").reduction_value(1, "l2") == pytest.approx(
+        float(np.linalg.norm(w)), rel=1e-5
+    )
     with pytest.raises(mldbg.errors.TensorUnavailableForStep, match="only reductions"):
         trial.tensor("0.weight").value(1)
 
 
 def test_collection_configs_and_regex(tmp_path):
     model = make_model()
-    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=100), include_collections=["losses", "second"],
-                collection_configs=[mldbg.CollectionConfig("second", include_regex=[r"^2\."],
-                                                           save_config=SaveConfig(save_interval=2))])
+    hook = Hook(
+        tmp_path,
+        save_config=SaveConfig(save_interval=100),
+        include_collections=["losses", "second"],
+        collection_configs=[
+            mldbg.CollectionConfig("second", include_regex=[r"^2\."], save_config=SaveConfig(save_interval=2))
+        ],
+    )
     train(hook, model, batches(4))
     trial = mldbg.create_trial(tmp_path)
     assert trial.tensor_names(collection="second") == ["2.bias", "2.weight"]
@@ -221,7 +273,9 @@ def test_half_precision_and_frozen_parameters(tmp_path):
     bf = trial.tensor("bf16").value(0)
     assert bf.dtype == np.float32 and bf.tolist() == [1.5, -2.25, 3.0]
     fp = trial.tensor("fp16").value(0)
-    assert fp.dtype == np.float16 and fp.tolist() == torch.tensor([0.1, 65504.0], dtype=torch.float16).tolist()
+    assert (
+        fp.dtype == np.float16 and fp.tolist() == torch.tensor([0.1, 65504.0], dtype=torch.float16).tolist()
+    )
 
 
 def test_bf16_model(tmp_path):
@@ -240,7 +294,11 @@ def test_bf16_model(tmp_path):
 
 def test_model_called_twice_per_step_and_scalars(tmp_path):
     model = make_model()
-    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1), include_collections=["weights", "scalars", "inputs"])
+    hook = Hook(
+        tmp_path,
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["weights", "scalars", "inputs"],
+    )
     hook.register_module(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     xs = []
@@ -268,7 +326,9 @@ def test_torch_compile_records_weights_and_gradients(tmp_path):
     seen = train(hook, compiled, batches(2))
     trial = mldbg.create_trial(tmp_path)
     assert trial.steps() == [0, 1]
-    np.testing.assert_array_equal(trial.tensor("gradient/0.weight").value(1), seen[1]["grads"]["_orig_mod.0.weight"].numpy())
+    np.testing.assert_array_equal(
+        trial.tensor("gradient/0.weight").value(1), seen[1]["grads"]["_orig_mod.0.weight"].numpy()
+    )
 
 
 def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
@@ -286,7 +346,9 @@ def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
     stopped_at = None
     for step, (x, y) in enumerate(batches(50)):
         if step == 5:
-            open_store(tmp_path).write("control/stop", [json.dumps({"reason": "loss_not_decreasing fired"}).encode()])
+            open_store(tmp_path).write(
+                "control/stop", [json.dumps({"reason": "loss_not_decreasing fired"}).encode()]
+            )
             time.sleep(0.15)  # the recorder looks at most every 0.1 s
         opt.zero_grad()
         loss_fn(model(x), y).backward()

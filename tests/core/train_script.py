@@ -30,5 +30,9 @@ def main(out_dir: str, steps: int, sleep: float, close: bool = True) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
-         close=sys.argv[4:5] != ["noclose"])
+    main(
+        sys.argv[1],
+        int(sys.argv[2]),
+        float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+        close=sys.argv[4:5] != ["noclose"],
+    )

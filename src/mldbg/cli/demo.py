@@ -10,8 +10,13 @@ from tqdm import tqdm
 
 
 @click.command()
-@click.option("--out", type=click.Path(path_type=Path), default=Path("mldbg-demo"), show_default=True,
-              help="Where the two demo runs are written.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("mldbg-demo"),
+    show_default=True,
+    help="Where the two demo runs are written.",
+)
 @click.option("--epochs", type=int, default=4, show_default=True)
 def demo(out: Path, epochs: int) -> None:
     """Train a small network on scikit-learn's digits with mldbg recording, show what was
@@ -32,7 +37,9 @@ def demo(out: Path, epochs: int) -> None:
 
             runs[name] = train_digits(out / name, lr=lr, epochs=epochs, progress=progress)
         r = runs[name]
-        click.echo(f"   {r.steps} training steps; accuracy train {r.train_accuracy:.1%}, test {r.eval_accuracy:.1%}")
+        click.echo(
+            f"   {r.steps} training steps; accuracy train {r.train_accuracy:.1%}, test {r.eval_accuracy:.1%}"
+        )
         summarize(r.path)
     check_runs(runs)
 
@@ -42,9 +49,11 @@ def summarize(path: Path) -> None:
 
     trial = mldbg.create_trial(path)
     colls = trial.collections()
-    click.echo(f"   recorded in {path}: {len(trial.steps())} steps "
-               f"({len(trial.steps(mldbg.Mode.TRAIN))} train, {len(trial.steps(mldbg.Mode.EVAL))} eval), "
-               f"{len(trial.tensor_names())} tensors")
+    click.echo(
+        f"   recorded in {path}: {len(trial.steps())} steps "
+        f"({len(trial.steps(mldbg.Mode.TRAIN))} train, {len(trial.steps(mldbg.Mode.EVAL))} eval), "
+        f"{len(trial.tensor_names())} tensors"
+    )
     for c in ("weights", "gradients", "losses", "relu_activations", "labels", "predictions"):
         if c in colls:
             click.echo(f"     {c:<17} {', '.join(colls[c][:4])}{' ...' if len(colls[c]) > 4 else ''}")
@@ -55,8 +64,13 @@ def summarize(path: Path) -> None:
     grad_name = colls["gradients"][0]
     g = trial.tensor(grad_name)
     steps = g.steps()
-    click.echo(f"   mean |{grad_name}|: " + "  ".join(
-        f"step {s}: {g.reduction_value(s, 'mean', abs=True):.2e}" for s in steps[:: max(1, len(steps) // 4)][:5]))
+    click.echo(
+        f"   mean |{grad_name}|: "
+        + "  ".join(
+            f"step {s}: {g.reduction_value(s, 'mean', abs=True):.2e}"
+            for s in steps[:: max(1, len(steps) // 4)][:5]
+        )
+    )
     relu = [n for n in colls.get("relu_activations", []) if n.endswith("_output_0")]
     if relu:
         s = trial.steps(mldbg.Mode.TRAIN)[-1]
@@ -74,7 +88,10 @@ def check_runs(runs: dict) -> None:
         return
     for name, r in runs.items():
         findings = mldbg.check(r.path)
-        click.secho(f"\n== rules on the {name} run: {len(findings) or 'no'} finding(s)", bold=True,
-                    fg="green" if not findings else "red")
+        click.secho(
+            f"\n== rules on the {name} run: {len(findings) or 'no'} finding(s)",
+            bold=True,
+            fg="green" if not findings else "red",
+        )
         for f in findings[:12]:
             click.echo(f"  {f}")

@@ -49,8 +49,12 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
 @click.argument("path")
 @click.argument("name")
 @click.option("--step", type=int, default=None, help="Global step (default: the last saved).")
-@click.option("--mode", type=click.Choice(["train", "eval", "predict"]), default=None,
-              help="Read --step as this mode's own step.")
+@click.option(
+    "--mode",
+    type=click.Choice(["train", "eval", "predict"]),
+    default=None,
+    help="Read --step as this mode's own step.",
+)
 @click.option("--worker", default=None)
 def show(path: str, name: str, step: int | None, mode: str | None, worker: str | None) -> None:
     """Print one tensor of a run at a step, with its statistics."""
@@ -63,10 +67,14 @@ def show(path: str, name: str, step: int | None, mode: str | None, worker: str |
             raise click.ClickException(f"{name!r} has no saved steps" + (f" in mode {mode}" if mode else ""))
         step = steps[-1]
     value = t.value(step, mode=m, worker=worker)
-    click.echo(f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}")
+    click.echo(
+        f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}"
+    )
     if value.size:
         v = value.astype(np.float64)
-        click.echo(f"min {v.min():.6g}  max {v.max():.6g}  mean {v.mean():.6g}  std {v.std():.6g}  "
-                   f"zeros {np.mean(v == 0):.1%}  nan {int(np.isnan(v).sum())}")
+        click.echo(
+            f"min {v.min():.6g}  max {v.max():.6g}  mean {v.mean():.6g}  std {v.std():.6g}  "
+            f"zeros {np.mean(v == 0):.1%}  nan {int(np.isnan(v).sum())}"
+        )
     with np.printoptions(threshold=200, precision=5, suppress=True):
         click.echo(value)

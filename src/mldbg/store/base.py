@@ -45,8 +45,8 @@ class Store(abc.ABC):
     def size(self, key: str) -> int:
         return len(self.read(key))
 
-    def close(self) -> None:
-        """Release handles; the store stays usable (handles reopen on demand)."""
+    def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
+        """Release handles and finish background uploads; the store stays usable."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"

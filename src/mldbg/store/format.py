@@ -104,7 +104,9 @@ def encode_safetensors(
     for key, dt, shape, array in tensors:
         n = array.nbytes
         dims = ",".join(map(str, shape))
-        entries.append(f'{json.dumps(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}')
+        entries.append(
+            f'{json.dumps(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}'
+        )
         starts.append(pos)
         pos += n
     head = ("{" + ",".join(entries) + "}").encode()
@@ -145,13 +147,15 @@ class SegmentIndex:
         return len(self.columns["step"])
 
 
-def encode_index(
-    records: Sequence[Record], offsets: Sequence[int], worker: str, data_key: str
-) -> list[Any]:
+def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str, data_key: str) -> list[Any]:
     names: dict[str, int] = {}
     collections: dict[str, list[int]] = {}
     n = len(records)
-    cols = {k: np.empty(n, dtype=v) for k, v in INDEX_COLUMNS.items() if k not in ("shapes", "red_row", "red_code", "red_value")}
+    cols = {
+        k: np.empty(n, dtype=v)
+        for k, v in INDEX_COLUMNS.items()
+        if k not in ("shapes", "red_row", "red_code", "red_value")
+    }
     shapes: list[int] = []
     red_row: list[int] = []
     red_code: list[int] = []
@@ -207,7 +211,9 @@ def decode_index(blob: bytes, key: str) -> SegmentIndex:
             start, end = entry["data_offsets"]
             if base + end > len(blob):
                 raise CorruptRecord(f"{key}: column {name!r} ends past the end of the file (truncated)")
-            columns[name] = np.frombuffer(blob, dtype=dt, count=(end - start) // np.dtype(dt).itemsize, offset=base + start)
+            columns[name] = np.frombuffer(
+                blob, dtype=dt, count=(end - start) // np.dtype(dt).itemsize, offset=base + start
+            )
         lengths = {len(columns[c]) for c in ("name_id", "step", "mode", "offset", "nbytes")}
         if len(lengths) != 1:
             raise CorruptRecord(f"{key}: index columns have different lengths {sorted(lengths)}")

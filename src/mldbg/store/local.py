@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
@@ -43,10 +44,8 @@ class LocalStore(Store):
                 os.close(fd)
             os.replace(tmp, path)
         except OSError as e:
-            try:
+            with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
             raise StoreError(f"cannot write {path}: {e.strerror or e}") from e
         with self._lock:  # a rewritten key must not be read through a stale handle
             fd_old = self._handles.pop(key, None)
@@ -84,7 +83,7 @@ class LocalStore(Store):
         rel = base.relative_to(self.root).as_posix()
         rel = "" if rel == "." else rel + "/"
         keys = []
-        for dirpath, dirnames, filenames in os.walk(base):
+        for dirpath, _dirnames, filenames in os.walk(base):
             sub = Path(dirpath).relative_to(base).as_posix()
             sub = "" if sub == "." else sub + "/"
             keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f)
@@ -113,10 +112,8 @@ class LocalStore(Store):
             os.close(fd)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def _write_all(fd: int, parts: Sequence[Buffer]) -> None:

@@ -142,9 +142,9 @@ class RunIndex:
             row = np.concatenate([r for _, r in rows.chunks])
             cols = {"seg": seg, "row": row}
             for col in ("step", "mode", "mode_step"):
-                cols[col] = np.concatenate(
-                    [self.segments[s].columns[col][r] for s, r in rows.chunks]
-                ).astype(np.int64)
+                cols[col] = np.concatenate([self.segments[s].columns[col][r] for s, r in rows.chunks]).astype(
+                    np.int64
+                )
             cols["worker"] = np.asarray(self.segment_worker, dtype=np.int64)[seg]
             rows._flat = cols
         return rows._flat
@@ -167,7 +167,11 @@ class RunIndex:
         if found is None:
             c = self.segments[seg_idx].columns
             found = self._reductions[seg_idx] = dict(
-                zip(zip(c["red_row"].tolist(), c["red_code"].tolist()), c["red_value"].tolist())
+                zip(
+                    zip(c["red_row"].tolist(), c["red_code"].tolist(), strict=False),
+                    c["red_value"].tolist(),
+                    strict=False,
+                )
             )
         return found
 

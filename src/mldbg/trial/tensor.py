@@ -119,7 +119,9 @@ class Tensor:
         """Every saved value (of the first worker), by step."""
         return {s: self.value(s, mode) for s in self.steps(mode)}
 
-    def reduction_values(self, reduction: str, abs: bool = False, mode: Mode | None = None) -> dict[int, float]:
+    def reduction_values(
+        self, reduction: str, abs: bool = False, mode: Mode | None = None
+    ) -> dict[int, float]:
         return {s: self.reduction_value(s, reduction, abs, mode) for s in self.steps(mode)}
 
     def has_step(self, step: int, mode: Mode | None = None) -> bool:

@@ -59,7 +59,9 @@ class Trial:
     def corrupt_files(self) -> list[str]:
         return list(self._index.corrupt)
 
-    def wait_for_steps(self, steps: Iterable[int], mode: Mode | None = None, timeout: float | None = None) -> None:
+    def wait_for_steps(
+        self, steps: Iterable[int], mode: Mode | None = None, timeout: float | None = None
+    ) -> None:
         """Block until every step in `steps` is readable.
 
         Raises StepNotYetAvailable after `timeout` seconds, StepUnavailable when training ended
@@ -95,7 +97,8 @@ class Trial:
             if self._index.complete:
                 self._raise_never(step, mode)
             raise StepNotYetAvailable(
-                f"step {step}" + (f" of mode {mode.name}" if mode else "")
+                f"step {step}"
+                + (f" of mode {mode.name}" if mode else "")
                 + f" is not written yet (run {self.path}); try wait_for_steps()"
             )
 
@@ -185,7 +188,11 @@ class Trial:
             rows = self._index.tensors.get(name)
         if rows is None:
             close = [n for n in self._index.tensors if name.lower() in n.lower()][:5]
-            hint = f"; similar: {close}" if close else f"; {len(self._index.tensors)} tensors recorded (see tensor_names())"
+            hint = (
+                f"; similar: {close}"
+                if close
+                else f"; {len(self._index.tensors)} tensors recorded (see tensor_names())"
+            )
             raise TensorUnavailable(f"no tensor {name!r} in {self.path}{hint}")
         found = self._tensors[name] = Tensor(self, name, rows)
         return found
