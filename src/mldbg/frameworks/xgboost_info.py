@@ -1,0 +1,81 @@
+"""The run description the XGBoost adapter writes beside its tensors, and its reader.
+
+Tensors hold numbers; what gives them meaning (feature names, the objective, which evaluation
+set is the training set and which the validation set) is one small JSON object per worker at
+``workers/<worker>/xgboost.json``. It imports no XGBoost, so rules and the report read it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mldbg.store import layout
+
+if TYPE_CHECKING:
+    from mldbg.trial import Trial
+
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+
+
+def info_key(worker: str) -> str:
+    return f"{layout.worker_prefix(worker)}xgboost.json"
+
+
+@dataclass
+class RunInfo:
+    """What an XGBoost run was: its task, features, evaluation sets and parameters."""
+
+    task: str = "unknown"  # binary, multiclass, regression, ranking, unknown
+    objective: str = ""
+    num_class: int = 0
+    feature_names: list[str] = field(default_factory=list)
+    train_set: str | None = None  # evaluation-set name of the training data (TRAIN steps)
+    validation_set: str | None = None  # the one recorded in EVAL steps
+    eval_sets: list[str] = field(default_factory=list)
+    losses: list[str] = field(default_factory=list)  # metric names put into `losses`
+    params: dict[str, Any] = field(default_factory=dict)  # the user's parameters
+    config: dict[str, Any] = field(default_factory=dict)  # Booster.save_config()
+    xgboost_version: str = ""
+    rounds: int = 0  # boosted rounds so far (final once training ended)
+    best_iteration: int | None = None
+
+    def feature(self, index: int) -> str:
+        if 0 <= index < len(self.feature_names):
+            return self.feature_names[index]
+        return f"f{index}"
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.__dict__, default=str).encode()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunInfo:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def read_run_info(trial: Trial) -> RunInfo | None:
+    """The run description of the first worker that wrote one; None for other runs."""
+    workers = trial.workers() or ["worker_0"]
+    for worker in workers:
+        try:
+            return RunInfo.from_dict(json.loads(trial.store.read(info_key(worker))))
+        except FileNotFoundError:
+            continue
+        except ValueError:
+            return None
+    return None
+
+
+def importance_at(trial: Trial, step: int, kind: str = "weight") -> np.ndarray | None:
+    """The `feature_importance/<kind>` vector saved at a global step, or None."""
+    name = f"feature_importance/{kind}"
+    if not trial.has_tensor(name):
+        return None
+    tensor = trial.tensor(name)
+    if not tensor.has_step(step):
+        return None
+    return np.asarray(tensor.value(step), dtype=np.float64)

@@ -1,0 +1,498 @@
+"""The training report of a recorded run: `mldbg report PATH -o report.html`.
+
+For an XGBoost run it holds the sections of SageMaker Debugger's XGBoost training report:
+label distribution, loss per iteration, feature importance, confusion matrix, per-class
+accuracy over iterations, ROC for binary tasks, residuals for regression, and the findings of
+the rules. Any other run gets the sections its recorded data allows (losses, labels and
+predictions, findings). Every section reads the trial; nothing here knows a framework.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.errors import MldbgError
+from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, read_run_info
+from mldbg.report import html, svg
+from mldbg.report.svg import Series
+from mldbg.store import layout
+from mldbg.trial import Trial, create_trial
+
+MODES = (Mode.TRAIN, Mode.EVAL)
+TOP_FEATURES = 20
+
+
+@dataclass
+class Prediction:
+    """Labels and predictions of one data set at one saved step."""
+
+    labels: np.ndarray
+    predictions: np.ndarray  # class indices (classification) or values (regression)
+    scores: np.ndarray | None  # probability of the positive class / of each class
+
+
+class _Run:
+    """What the sections need to know about the run, read once."""
+
+    def __init__(self, trial: Trial):
+        self.trial = trial
+        self.info: RunInfo | None = read_run_info(trial)
+        self.xgboost = self.info is not None
+        self.x_label = "iteration" if self.xgboost else "step (of its mode)"
+        self.meta = _meta(trial)
+        self.names = {Mode.TRAIN: "train", Mode.EVAL: "validation"}
+        if self.info is not None:
+            self.names[Mode.TRAIN] = self.info.train_set or "train"
+            self.names[Mode.EVAL] = self.info.validation_set or "validation"
+        self.label_name = _first(trial, "labels", "labels")
+        self.pred_name = _first(trial, "predictions", "predictions")
+        self.score_name = "probabilities" if trial.has_tensor("probabilities") else None
+        self.task = self._task()
+
+    def _task(self) -> str:
+        if self.info is not None and self.info.task != "unknown":
+            return self.info.task
+        steps = [(m, s) for m in MODES for s in self.prediction_steps(m)[-1:]]
+        if not steps:
+            return "unknown"
+        mode, step = steps[0]
+        y = np.asarray(self.trial.tensor(self.label_name).value(step, mode=mode)).ravel()  # type: ignore[arg-type]
+        integral = y.size > 0 and np.all(np.isfinite(y)) and np.all(y == np.round(y))
+        if integral and len(np.unique(y)) <= 50:
+            return "binary" if y.max() <= 1 and y.min() >= 0 else "multiclass"
+        return "regression"
+
+    @property
+    def classification(self) -> bool:
+        return self.task in ("binary", "multiclass")
+
+    # labels and predictions ---------------------------------------------------------------
+    def prediction_steps(self, mode: Mode) -> list[int]:
+        if self.label_name is None or self.pred_name is None:
+            return []
+        labels = self.trial.tensor(self.label_name).steps(mode)
+        preds = set(self.trial.tensor(self.pred_name).steps(mode))
+        return [s for s in labels if s in preds]
+
+    def prediction(self, mode: Mode, mode_step: int) -> Prediction:
+        t = self.trial
+        y = np.asarray(t.tensor(self.label_name).value(mode_step, mode=mode))  # type: ignore[arg-type]
+        p = np.asarray(t.tensor(self.pred_name).value(mode_step, mode=mode))  # type: ignore[arg-type]
+        scores = None
+        if self.score_name and t.tensor(self.score_name).has_step(mode_step, mode):
+            scores = np.asarray(t.tensor(self.score_name).value(mode_step, mode=mode), dtype=float)
+        if self.classification:
+            if p.ndim == 2 and p.shape[1] > 1:  # scores or logits per class
+                if scores is None:
+                    z = np.exp(p - p.max(axis=1, keepdims=True))
+                    scores = z / z.sum(axis=1, keepdims=True)
+                p = p.argmax(axis=1)
+            elif p.dtype.kind == "f" and self.task == "binary" and np.all((p >= 0) & (p <= 1)):
+                scores = p if scores is None else scores
+                p = (p > 0.5).astype(int)
+            y = y.reshape(-1).astype(int) if y.ndim <= 1 or y.shape[-1] == 1 else y.argmax(axis=-1)
+            p = p.reshape(-1).astype(int)
+        return Prediction(y, p, scores)
+
+    def last_prediction(self, mode: Mode) -> Prediction | None:
+        steps = self.prediction_steps(mode)
+        return self.prediction(mode, steps[-1]) if steps else None
+
+    def modes_with_predictions(self) -> list[Mode]:
+        return [m for m in MODES if self.prediction_steps(m)]
+
+
+# the sections -----------------------------------------------------------------------------
+def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
+    t, info = run.trial, run.info
+    rows: list[tuple[str, Any]] = [("run", t.path)]
+    if run.meta.get("framework"):
+        rows.append(("framework", run.meta["framework"]))
+    rows.append(("state", "finished" if t.loaded_all_steps else "still running, or ended without closing"))
+    for mode in MODES:
+        steps = t.steps(mode)
+        if steps:
+            rows.append((f"{mode.name.lower()} steps saved", f"{len(steps)} ({steps[0]}..{steps[-1]})"))
+    if info is not None:
+        rows += [
+            ("objective", info.objective),
+            ("task", info.task + (f" ({info.num_class} classes)" if info.num_class > 1 else "")),
+            ("features", len(info.feature_names)),
+            ("boosting rounds", info.rounds),
+            ("training set", info.train_set or "not recorded"),
+            ("validation set", info.validation_set or "none"),
+        ]
+        if info.best_iteration is not None:
+            rows.append(("best iteration (early stopping)", info.best_iteration))
+    for mode in run.modes_with_predictions():
+        last = run.last_prediction(mode)
+        if last is not None:
+            rows.append((f"{run.names[mode]} rows", last.labels.shape[0]))
+    rows.append(("rule findings", len(found)))
+    body = html.table(["", ""], rows)
+    if info is not None and info.params:
+        params = sorted((k, json.dumps(v) if not isinstance(v, str) else v) for k, v in info.params.items())
+        body += html.details(
+            f"{len(params)} parameters passed to XGBoost", html.table(["parameter", "value"], params)
+        )
+    return html.Section("summary", "Summary", body)
+
+
+def _labels(run: _Run) -> html.Section | None:
+    modes = run.modes_with_predictions()
+    if not modes:
+        return None
+    sets = [(run.names[m], p.labels) for m in modes if (p := run.last_prediction(m)) is not None]
+    if run.classification:
+        classes = int(max(int(y.max()) for _, y in sets if y.size) + 1)
+        groups = [
+            Series(name, [], (np.bincount(y, minlength=classes) / max(y.size, 1)).tolist())
+            for name, y in sets
+        ]
+        counts = {name: np.bincount(y, minlength=classes) for name, y in sets}
+        chart = svg.bar_chart(
+            [str(c) for c in range(classes)],
+            groups,
+            title="Share of each class",
+            value_label="share",
+            percent=True,
+        )
+        rows = [[c, *(int(counts[n][c]) for n, _ in sets)] for c in range(classes)]
+        ratio = [
+            f"{n}: largest/smallest class = {cnt.max() / max(cnt.min(), 1):.1f}" for n, cnt in counts.items()
+        ]
+        body = html.grid([chart, html.table(["class", *counts], rows, numeric=range(1, len(sets) + 1))])
+        return html.Section("labels", "Label distribution", body, note="; ".join(ratio))
+    chart = svg.histogram(sets, title="Distribution of the labels", x_label="label")
+    return html.Section("labels", "Label distribution", chart)
+
+
+def _losses(run: _Run) -> html.Section | None:
+    t = run.trial
+    charts = []
+    if run.xgboost:
+        by_metric: dict[str, list[Series]] = {}
+        for name in t.tensor_names(collection="metrics"):
+            set_name, _, metric = name.partition("-")
+            tensor = t.tensor(name)
+            mode = next((m for m in MODES if tensor.steps(m)), None)
+            if mode is None:
+                continue
+            values = tensor.values(mode)
+            line = Series(set_name, list(values), [float(v) for v in values.values()])
+            by_metric.setdefault(metric, []).append(line)
+        for metric, lines in sorted(by_metric.items()):
+            charts.append(svg.line_chart(lines, title=metric, x_label=run.x_label, y_label=metric))
+        note = "Each evaluation metric per boosting iteration, one line per evaluation set."
+    else:
+        for name in t.tensor_names(collection="losses"):
+            tensor = t.tensor(name)
+            per_mode: list[Series] = []
+            for mode in MODES:
+                values = tensor.values(mode) if tensor.steps(mode) else {}
+                if values:
+                    per_mode.append(
+                        Series(mode.name.lower(), list(values), [float(np.mean(v)) for v in values.values()])
+                    )
+            charts.append(svg.line_chart(per_mode, title=name, x_label=run.x_label, y_label="loss"))
+        note = "Each tensor of the losses collection, per step of its mode."
+    if not charts:
+        return None
+    return html.Section("loss", "Loss per iteration" if run.xgboost else "Loss", html.grid(charts), note=note)
+
+
+def _importance(run: _Run) -> html.Section | None:
+    t = run.trial
+    kinds = [k for k in IMPORTANCE_TYPES if t.has_tensor(f"feature_importance/{k}")]
+    if not kinds:
+        return None
+    last = t.tensor(f"feature_importance/{kinds[0]}").steps()[-1]
+    vectors = {k: np.asarray(t.tensor(f"feature_importance/{k}").value(last), dtype=float) for k in kinds}
+    names = run.info.feature_names if run.info else []
+
+    def label(i: int) -> str:
+        return names[i] if i < len(names) else f"f{i}"
+
+    charts = []
+    for kind in ("weight", "gain", "cover"):
+        v = vectors.get(kind)
+        if v is None or v.sum() <= 0:
+            continue
+        share = v / v.sum()
+        top = [int(i) for i in np.argsort(share)[::-1][:TOP_FEATURES] if share[i] > 0]
+        charts.append(
+            svg.bar_chart(
+                [label(i) for i in top], [Series(kind, [], share[top].tolist())],
+                title=f"{kind}: share of the total", horizontal=True, percent=True,
+            )
+        )  # fmt: skip
+    order = np.argsort(vectors[kinds[0]])[::-1]
+    rows = [[label(int(i)), *(svg.fmt(float(vectors[k][i])) for k in kinds)] for i in order]
+    unused = int((vectors[kinds[0]] == 0).sum())
+    body = html.grid(charts) + html.details(
+        f"all {len(order)} features ({unused} never used in a split)",
+        html.table(["feature", *kinds], rows, numeric=range(1, len(kinds) + 1)),
+    )
+    note = (
+        f"Importance at {run.x_label} {t.mode_step(last)}: weight = number of splits on the feature, "
+        "gain = average loss reduction of its splits, cover = average number of rows its splits route."
+    )
+    shap = _shap(run, label)
+    return html.Section(
+        "feature-importance", "Feature importance", body + (html.grid([shap]) if shap else ""), note=note
+    )
+
+
+def _shap(run: _Run, label: Any) -> str:
+    t = run.trial
+    if not t.has_tensor("shap/mean_abs"):
+        return ""
+    tensor = t.tensor("shap/mean_abs")
+    step = tensor.steps()[-1]
+    v = np.asarray(tensor.value(step), dtype=float)
+    v = v.reshape(-1, v.shape[-1]).mean(axis=0)[:-1]  # the last column is the bias
+    top = [int(i) for i in np.argsort(v)[::-1][:TOP_FEATURES]]
+    return svg.bar_chart(
+        [label(i) for i in top], [Series("mean |SHAP|", [], v[top].tolist())], horizontal=True,
+        title=f"mean |SHAP value| at {run.x_label} {t.mode_step(step)} ({run.names.get(t.mode(step), '')})",
+    )  # fmt: skip
+
+
+def _trees(run: _Run) -> html.Section | None:
+    t = run.trial
+    if not t.has_tensor("trees/depth"):
+        return None
+    depth = t.tensor("trees/depth").values()
+    leaves = t.tensor("trees/leaves").values() if t.has_tensor("trees/leaves") else {}
+    xs = [t.mode_step(s) for s in depth]
+    lines = [Series("deepest tree", xs, [float(v.max()) if v.size else 0.0 for v in depth.values()])]
+    if any(v.size > 1 for v in depth.values()):  # several trees per iteration
+        lines.append(
+            Series(
+                "mean depth", xs, [float(v.mean()) if v.size else 0.0 for v in depth.values()], dashed=True
+            )
+        )
+    charts = [svg.line_chart(lines, title="Tree depth", x_label=run.x_label, y_label="depth")]
+    if leaves:
+        charts.append(
+            svg.line_chart(
+                [Series("leaves per tree", [t.mode_step(s) for s in leaves], [float(v.mean()) if v.size else 0.0 for v in leaves.values()])],
+                title="Leaves per tree", x_label=run.x_label, y_label="leaves",
+            )
+        )  # fmt: skip
+    all_depths = np.concatenate([v for v in depth.values()]) if depth else np.zeros(0)
+    note = f"{all_depths.size} trees; deepest {int(all_depths.max()) if all_depths.size else 0} levels."
+    return html.Section("trees", "Tree structure", html.grid(charts), note=note)
+
+
+def _confusion(run: _Run) -> html.Section | None:
+    if not run.classification:
+        return None
+    modes = run.modes_with_predictions()
+    if not modes:
+        return None
+    charts, tables = [], []
+    for mode in reversed(modes):  # validation first
+        steps = run.prediction_steps(mode)
+        p = run.prediction(mode, steps[-1])
+        k = int(max(p.labels.max(initial=0), p.predictions.max(initial=0)) + 1)
+        m = np.zeros((k, k), dtype=int)
+        np.add.at(m, (p.labels, p.predictions), 1)
+        names = [str(i) for i in range(k)]
+        charts.append(
+            svg.heatmap(
+                m, names, names, title=f"{run.names[mode]} at {run.x_label} {steps[-1]}",
+                row_title="label", col_title="prediction",
+            )
+        )  # fmt: skip
+        rows = []
+        for c in range(k):
+            support, predicted, hit = m[c].sum(), m[:, c].sum(), m[c, c]
+            recall = hit / support if support else float("nan")
+            precision = hit / predicted if predicted else float("nan")
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else float("nan")
+            rows.append([c, int(support), f"{precision:.3f}", f"{recall:.3f}", f"{f1:.3f}"])
+        acc = np.trace(m) / max(m.sum(), 1)
+        tables.append(
+            f"<p><b>{run.names[mode]}</b>: accuracy {acc:.3f}</p>"
+            + html.table(["class", "support", "precision", "recall", "F1"], rows, numeric=(1, 2, 3, 4))
+        )
+    body = html.grid(charts) + html.grid(tables)
+    return html.Section(
+        "confusion",
+        "Confusion matrix",
+        body,
+        note="Rows are labels, columns predictions, at the last saved step.",
+    )
+
+
+def _per_class(run: _Run) -> html.Section | None:
+    if not run.classification:
+        return None
+    charts = []
+    for mode in reversed(run.modes_with_predictions()):
+        steps = run.prediction_steps(mode)
+        recalls: dict[int, tuple[list[int], list[float]]] = {}
+        for s in steps:
+            p = run.prediction(mode, s)
+            for c in np.unique(p.labels):
+                xs, ys = recalls.setdefault(int(c), ([], []))
+                xs.append(s)
+                ys.append(float((p.predictions[p.labels == c] == c).mean()))
+        series = [Series(f"class {c}", xs, ys) for c, (xs, ys) in sorted(recalls.items())]
+        charts.append(
+            svg.line_chart(
+                series, title=f"{run.names[mode]}: accuracy of each class", x_label=run.x_label,
+                y_label="share predicted right", y_range=(0.0, 1.0),
+            )
+        )  # fmt: skip
+    if not charts:
+        return None
+    note = (
+        "The diagonal of the confusion matrix over the saved steps: the share of each class predicted right."
+    )
+    return html.Section("per-class", "Per-class accuracy over iterations", html.grid(charts), note=note)
+
+
+def _roc(run: _Run) -> html.Section | None:
+    if run.task != "binary":
+        return None
+    series = []
+    for mode in reversed(run.modes_with_predictions()):
+        p = run.last_prediction(mode)
+        if p is None or p.scores is None:
+            continue
+        score = p.scores[:, 1] if p.scores.ndim == 2 else p.scores.reshape(-1)
+        fpr, tpr = roc_curve(p.labels, score)
+        auc = float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2))  # trapezoids
+        series.append(Series(f"{run.names[mode]} (AUC {auc:.3f})", fpr.tolist(), tpr.tolist()))
+    if not series:
+        return None
+    chart = svg.line_chart(
+        series, title="ROC at the last saved step", x_label="false positive rate", y_label="true positive rate",
+        points=False, y_range=(0.0, 1.0), diagonal=True,
+    )  # fmt: skip
+    return html.Section("roc", "ROC curve", html.grid([chart]), note="The dashed diagonal is a random guess.")
+
+
+def _residuals(run: _Run) -> html.Section | None:
+    if run.task not in ("regression", "ranking"):
+        return None
+    modes = run.modes_with_predictions()
+    if not modes:
+        return None
+    sets = []
+    for mode in modes:
+        p = run.last_prediction(mode)
+        if p is not None and p.predictions.size == p.labels.size:
+            sets.append(
+                (run.names[mode], (p.predictions.reshape(-1) - p.labels.reshape(-1)).astype(float), p)
+            )
+    if not sets:
+        return None
+    charts = [
+        svg.histogram(
+            [(n, r) for n, r, _ in sets], title="Residuals (prediction - label)", x_label="residual"
+        )
+    ]
+    name, _, last = sets[-1]
+    charts.append(
+        svg.scatter(last.labels, last.predictions, title=f"{name}: prediction against label", x_label="label",
+                    y_label="prediction", diagonal=True)
+    )  # fmt: skip
+    mae = []
+    for mode in modes:
+        steps = run.prediction_steps(mode)
+        preds = [run.prediction(mode, s) for s in steps]
+        errs = [float(np.mean(np.abs(p.predictions.reshape(-1) - p.labels.reshape(-1)))) for p in preds]
+        mae.append(Series(run.names[mode], steps, errs))
+    charts.append(
+        svg.line_chart(mae, title="Mean absolute error", x_label=run.x_label, y_label="|prediction - label|")
+    )
+    rows = [[n, f"{r.mean():.4g}", f"{r.std():.4g}", f"{np.abs(r).mean():.4g}"] for n, r, _ in sets]
+    body = html.grid(charts) + html.table(
+        ["set", "mean residual", "std", "mean |residual|"], rows, numeric=(1, 2, 3)
+    )
+    return html.Section(
+        "residuals", "Residuals", body, note="A centered, narrow distribution is what a good regressor shows."
+    )
+
+
+def _findings_section(found: Sequence[Any], skipped: dict[str, str], error: str | None) -> html.Section:
+    return html.Section("findings", "Rule findings", html.findings(found, skipped, error))
+
+
+# entry points -----------------------------------------------------------------------------
+def build_report(
+    run: str | os.PathLike[str] | Trial, rules: Sequence[Any] | None = None, check: bool = True
+) -> str:
+    """The report of a run as an HTML string; `rules` as for `mldbg.check` (None: default set)."""
+    trial = run if isinstance(run, Trial) else create_trial(run)
+    if not trial.workers():
+        raise MldbgError(f"no mldbg run at {trial.path} (no workers/ folder with records)")
+    found, skipped, error = run_rules(trial, rules) if check else ([], {}, "rules were not run (--no-rules)")
+    r = _Run(trial)
+    parts = [_summary(r, found), _findings_section(found, skipped, error)]
+    for make in (_labels, _losses, _importance, _trees, _confusion, _per_class, _roc, _residuals):
+        section = make(r)
+        if section is not None:
+            parts.append(section)
+    kind = "XGBoost training report" if r.xgboost else "Training report"
+    return html.page(f"mldbg: {kind}", str(trial.path), parts)
+
+
+def write_report(run: str | os.PathLike[str] | Trial, out: str | os.PathLike[str], **options: Any) -> Path:
+    """Write `build_report(run)` to `out` and return its path."""
+    target = Path(out)
+    target.write_text(build_report(run, **options), encoding="utf-8")
+    return target
+
+
+def run_rules(trial: Trial, rules: Sequence[Any] | None) -> tuple[list[Any], dict[str, str], str | None]:
+    """Findings, rules skipped (name -> why), and an error note if the rules could not run."""
+    try:
+        from mldbg.rules.runner import RuleRunner, resolve_rules
+    except ImportError as e:
+        return [], {}, f"the rule engine is not available in this installation ({e})"
+    runner = RuleRunner(trial, resolve_rules(rules))
+    found = list(runner.run_available())
+    if trial.loaded_all_steps:
+        found += list(runner.finish())
+    return found, dict(getattr(runner, "skipped", {}) or {}), None
+
+
+def roc_curve(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """False and true positive rates at every distinct score threshold, from (0, 0) to (1, 1)."""
+    y = np.asarray(labels).reshape(-1) > 0
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    order = np.argsort(-s, kind="stable")
+    y, s = y[order], s[order]
+    last = np.r_[np.flatnonzero(np.diff(s)), y.size - 1]  # the last index of each distinct score
+    tp = np.cumsum(y)[last]
+    fp = (last + 1) - tp
+    pos, neg = max(int(y.sum()), 1), max(int((~y).sum()), 1)
+    return np.r_[0.0, fp / neg], np.r_[0.0, tp / pos]
+
+
+def _first(trial: Trial, preferred: str, collection: str) -> str | None:
+    if trial.has_tensor(preferred):
+        return preferred
+    names = trial.tensor_names(collection=collection)
+    return names[0] if names else None
+
+
+def _meta(trial: Trial) -> dict[str, Any]:
+    for worker in trial.workers():
+        try:
+            return json.loads(trial.store.read(layout.meta_key(worker)))
+        except (FileNotFoundError, ValueError):
+            continue
+    return {}

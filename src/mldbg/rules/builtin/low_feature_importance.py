@@ -1,0 +1,86 @@
+"""Features that the trees (almost) never use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mldbg.errors import InvalidConfig
+from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, importance_at, read_run_info
+from mldbg.rules.base import Finding, Rule, register
+
+if TYPE_CHECKING:
+    from mldbg.trial import Trial
+
+
+@register
+class LowFeatureImportance(Rule):
+    """At least `nfeatures` features are (almost) never used: each holds less than `threshold`
+    times the even share (1 / number of features) of the `importance_type` importance.
+    Constant, all-missing or duplicated columns are never split on; a column that a broken
+    join emptied looks the same.
+
+    It judges only once the ensemble has made `min_splits_per_feature` splits per feature on
+    average, so every feature had its chance: early trees use the strongest features first,
+    and weak or even pure-noise features are picked up later, the later the smaller the
+    learning rate (measured on scikit-learn's datasets, docs/xgboost.md: with eta=0.05, 4 of
+    the 5 noise features of Friedman #1 are still unused at 50 splits per feature, none at
+    100; constant and duplicated columns stay unused for good). Runs that never reach that
+    many splits are not judged (`mldbg check` says so). It fires once.
+    """
+
+    needs = ("feature_importance",)
+    threshold: float = 0.05
+    nfeatures: int = 1
+    importance_type: str = "weight"
+    min_splits_per_feature: float = 100.0
+
+    suggestion = (
+        "Drop the unused features, or check the data pipeline for them: constant, all-missing "
+        "or duplicated columns are never split on. A feature that should matter but is unused "
+        "may have lost its values upstream."
+    )
+
+    def __init__(self, base_trial: Trial | None = None, **params: Any):
+        super().__init__(base_trial, **params)
+        if self.importance_type not in IMPORTANCE_TYPES:
+            raise InvalidConfig(
+                f"rule {self.name!r}: importance_type={self.importance_type!r}; choose from {', '.join(IMPORTANCE_TYPES)}"
+            )
+        self._most_splits = -1.0  # the largest model seen, for `unchecked`
+
+    def check(self, trial: Trial, step: int) -> Finding | None:
+        if self._fired:  # once per run
+            return None
+        splits = importance_at(trial, step, "weight")
+        scores = importance_at(trial, step, self.importance_type)
+        if splits is None or scores is None or scores.size == 0 or scores.sum() <= 0:
+            return None
+        if splits.sum() < self.min_splits_per_feature * scores.size:
+            self._most_splits = max(self._most_splits, splits.sum() / scores.size)
+            return None
+        self._most_splits = float("inf")
+        share = scores / scores.sum()
+        low = np.flatnonzero(share < self.threshold / scores.size)
+        if low.size < self.nfeatures or not self.first():
+            return None
+        info = read_run_info(trial)
+        names = [info.feature(int(i)) if info else f"f{int(i)}" for i in low]
+        listed = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        return self.finding(
+            trial,
+            step,
+            f"at iteration {trial.mode_step(step)}, after {int(splits.sum())} splits, {low.size} of "
+            f"{scores.size} features are (almost) never used (under {self.threshold:g} of an even "
+            f"share of the '{self.importance_type}' importance): {listed}",
+            tensors=[f"feature_importance/{self.importance_type}"],
+        )
+
+    def unchecked(self) -> str | None:
+        if 0 <= self._most_splits < self.min_splits_per_feature:
+            return (
+                f"the model never made {self.min_splits_per_feature:g} splits per feature "
+                f"(at most {self._most_splits:.1f}), too few to call a feature unused"
+            )
+        return None

@@ -1,0 +1,109 @@
+"""The decision-tree rules fire on real defects and stay quiet on healthy boosters; the
+universal rules read XGBoost trials (metrics as losses, labels and predictions)."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from mldbg.rules import BUILTIN
+from mldbg.rules.runner import RuleRunner
+
+TREE_RULES = ["tree_depth", "feature_importance_overweight", "low_feature_importance"]
+
+
+def fired(path, rules) -> dict[str, list[mldbg.Finding]]:
+    out: dict[str, list[mldbg.Finding]] = {}
+    for f in mldbg.check(str(path), rules):
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
+def test_tree_depth_fires_on_a_max_depth_20_booster(run):
+    found = fired(run("deep_trees")["path"], TREE_RULES)
+    assert list(found) == ["tree_depth"]
+    (f,) = found["tree_depth"]
+    assert f.step == 0 and f.mode == "TRAIN" and f.tensors == ["trees/depth"]
+    assert "deeper than depth=10" in f.message and "max_depth=20" in f.message
+    assert "max_depth" in f.suggestion
+
+
+def test_tree_depth_threshold_is_a_parameter(run):
+    path = run("sane_classifier")["path"]
+    assert not fired(path, ["tree_depth"])
+    assert fired(path, ["tree_depth:depth=2"])["tree_depth"][0].message.count("reaches depth 3") == 1
+
+
+def test_feature_importance_overweight_fires_on_a_leaked_label(run):
+    found = fired(run("leaked_regression")["path"], TREE_RULES)
+    assert list(found) == ["feature_importance_overweight"]
+    (f,) = found["feature_importance_overweight"]
+    assert "f10 100%" in f.message  # the leaked column, named, with its share
+    assert "leakage" in f.suggestion
+
+
+def test_a_perfectly_separating_leak_holds_the_total_gain(run):
+    path = run("leaked_classifier")["path"]
+    found = fired(path, ["feature_importance_overweight:importance_type=total_gain,threshold=0.9"])
+    assert "f30 99%" in found["feature_importance_overweight"][0].message
+
+
+def test_low_feature_importance_fires_on_constant_and_duplicated_columns(run):
+    found = fired(run("dead_columns")["path"], TREE_RULES)
+    assert list(found) == ["low_feature_importance"]
+    (f,) = found["low_feature_importance"]
+    assert f.message.endswith(
+        "2 of 12 features are (almost) never used (under 0.05 of an even share of the 'weight' importance): f10, f11"
+    )
+
+
+@pytest.mark.parametrize("name", ["sane_classifier", "sane_regressor", "multiclass"])
+def test_sane_boosters_fire_none_of_the_tree_rules(run, name):
+    runner = RuleRunner(str(run(name)["path"]), TREE_RULES)
+    assert runner.run_available() + runner.finish() == []
+    assert not runner.errors
+    if name == "sane_regressor":  # big enough for every tree rule to judge it
+        assert not runner.skipped
+
+
+def test_low_feature_importance_says_when_the_model_is_too_small_to_judge(run):
+    runner = RuleRunner(str(run("sane_classifier")["path"]), ["low_feature_importance"])
+    runner.run_available()
+    runner.finish()
+    assert "never made 100 splits per feature" in runner.skipped["low_feature_importance"]
+
+
+# the universal rules on XGBoost trials ----------------------------------------------------
+def universal(name: str) -> None:
+    if name not in BUILTIN:
+        pytest.skip(f"rule {name} is not in this tree yet")
+
+
+def test_overfit_reads_train_and_validation_metrics(run):
+    universal("overfit")
+    found = fired(run("overfitting_regressor")["path"], ["overfit"])
+    assert found["overfit"][0].mode == "EVAL" and "rmse" in found["overfit"][0].message
+    assert not fired(run("sane_regressor")["path"], ["overfit"])
+
+
+def test_loss_not_decreasing_on_a_stuck_booster(run):
+    universal("loss_not_decreasing")
+    assert (
+        "logloss"
+        in fired(run("stuck_classifier")["path"], ["loss_not_decreasing"])["loss_not_decreasing"][0].message
+    )
+    assert not fired(run("sane_classifier")["path"], ["loss_not_decreasing"])
+
+
+def test_class_imbalance_reads_the_labels(run):
+    universal("class_imbalance")
+    assert fired(run("imbalanced_classifier")["path"], ["class_imbalance"])
+    assert not fired(run("sane_classifier")["path"], ["class_imbalance"])
+
+
+def test_confusion_reads_labels_and_predictions(run):
+    universal("confusion")
+    f = fired(run("noisy_labels_classifier")["path"], ["confusion"])["confusion"][0]
+    assert f.mode == "EVAL"
+    assert not fired(run("sane_classifier")["path"], ["confusion"])
+    assert not fired(run("multiclass")["path"], ["confusion"])
