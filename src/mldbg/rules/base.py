@@ -113,7 +113,11 @@ class Rule:
             if klass is object or klass is Rule.__mro__[-1]:
                 continue
             hints.update(typing.get_type_hints(klass))
-        return {k: v for k, v in hints.items() if typing.get_origin(v) is not ClassVar and not k.startswith("_") and k not in ("trial",)}
+        return {
+            k: v
+            for k, v in hints.items()
+            if typing.get_origin(v) is not ClassVar and not k.startswith("_") and k not in ("trial",)
+        }
 
     @classmethod
     def parameters(cls) -> dict[str, Any]:

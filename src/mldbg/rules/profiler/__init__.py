@@ -56,8 +56,8 @@ class ProfilerRule(Rule):
         if self.requires in ("system", "gpu") and data.complete and not data.has_system:
             return "no system metrics were recorded (ProfilerConfig.system_interval_ms is None, or psutil is missing)"
         if self.requires == "gpu" and data.complete and not data.has_gpus:
-            notes = [n for n in data.notes() if "GPU" in n]
-            return "no GPU series in this run" + (f" ({notes[0]})" if notes else "")
+            notes = [n.removeprefix("no GPU metrics: ") for n in data.notes() if "GPU" in n]
+            return "no GPU series in this run" + (f": {notes[0]}" if notes else "")
         if self.requires == "steps" and data.complete and not data.has_steps:
             return "no step timeline in this run (ProfilerConfig.step_phases=False, or no hook step was seen)"
         return None

@@ -1,0 +1,112 @@
+"""`mldbg check PATH`: run rules over a recorded run; exit 1 if any fired, 2 on errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from mldbg.errors import MldbgError
+
+
+def _fail(message: str) -> None:
+    click.echo(f"mldbg check: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _list_rules() -> None:
+    from mldbg.rules import BUILTIN
+
+    for name, cls in sorted(BUILTIN.items()):
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        params = ", ".join(f"{k}={v!r}" for k, v in cls.parameters().items())
+        flag = "" if cls.default else " (not in the default set)"
+        click.echo(f"{name}{flag}\n    {doc}\n    parameters: {params or 'none'}")
+
+
+@click.command("check")
+@click.argument("path", required=False)
+@click.option("--rule", "-r", "rules", multiple=True, metavar="NAME[:k=v,...]",
+              help="A rule to run, with parameters (repeatable; 'default' is the default set). "
+                   "Without --rule or --config, the default set runs.")  # fmt: skip
+@click.option("--config", "config", type=click.Path(dir_okay=False), metavar="RULES.yaml",
+              help="Rules from a YAML or JSON file: a list of names / {name: ..., k: v}, or {name: {k: v}}.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per finding on stdout.")
+@click.option("--start-step", type=int, default=None, help="First global step to check.")
+@click.option("--end-step", type=int, default=None, help="Stop before this global step.")
+@click.option("--list", "list_rules", is_flag=True, help="List the built-in rules and their parameters.")
+@click.option("--verbose", "-v", is_flag=True, help="Say why each skipped rule was skipped.")
+def check(
+    path: str | None,
+    rules: tuple[str, ...],
+    config: str | None,
+    as_json: bool,
+    start_step: int | None,
+    end_step: int | None,
+    list_rules: bool,
+    verbose: bool,
+) -> None:
+    """Run rules over the run recorded at PATH (a directory or s3://bucket/prefix).
+
+    Prints what each rule found (the tensors, the numbers that crossed the line, from which
+    step, and what to try). Exit status: 1 if anything fired, 0 if not, 2 on errors.
+
+    \b
+    Examples:
+      mldbg check ./run
+      mldbg check ./run --rule dead_relu --rule loss_not_decreasing:num_steps=20
+      mldbg check ./run --config rules.yaml --json
+    """
+    if list_rules:
+        _list_rules()
+        return
+    if not path:
+        _fail("give the PATH of a recorded run (or --list to see the rules)")
+    from mldbg.rules.runner import RuleRunner, load_rule_config
+    from mldbg.trial import create_trial
+
+    specs: list[Any] = list(rules)
+    try:
+        if config:
+            specs += load_rule_config(config)
+        trial = create_trial(str(path))
+        if not trial.steps() and not trial.workers():
+            _fail(f"no recorded run at {path} (no steps written; is the path right?)")
+        runner = RuleRunner(trial, specs or None, start_step=start_step, end_step=end_step)
+        findings = runner.run_available() + runner.finish()
+    except MldbgError as e:
+        _fail(str(e))
+        return
+    except OSError as e:
+        _fail(f"cannot read {path}: {e}")
+        return
+    keys = ("rule", "step", "mode", "message", "tensors", "suggestion")
+    for f in findings:
+        if as_json:
+            click.echo(json.dumps({k: getattr(f, k) for k in keys}))
+        else:
+            click.echo(str(f))
+    if specs or verbose:
+        for name, why in runner.skipped.items():
+            click.echo(f"mldbg check: {name} skipped: {why}", err=True)
+    elif runner.skipped and not as_json:
+        click.echo(
+            f"mldbg check: {len(runner.skipped)} rules skipped for lack of data "
+            f"({', '.join(sorted(runner.skipped))}); --verbose says why",
+            err=True,
+        )
+    for name, err in runner.errors.items():
+        click.echo(f"mldbg check: error: rule {name} failed: {err}", err=True)
+    if not as_json:
+        ran = len(runner.rules) - len(runner.skipped)
+        fired = len({f.rule for f in findings})
+        click.echo(
+            f"{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
+            f"over {len(trial.steps())} steps of {path}",
+            err=True,
+        )
+    if runner.errors:
+        sys.exit(2)
+    sys.exit(1 if findings else 0)

@@ -1,0 +1,91 @@
+"""all_zero: tensors that are (almost) all zeros."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import needed, selected, short_list
+from mldbg.rules.view import TrialView
+
+_DEFAULT = ("weights", "gradients", "outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
+
+
+@register
+class AllZero(Rule):
+    """At least `threshold` % of a tensor's values are exactly 0, at `patience` consecutive
+    saved steps of its mode.
+
+    All-zero weights never learn distinct features, all-zero gradients mean no signal reaches
+    the layer (dead units, a detached graph), an all-zero layer output means everything
+    downstream sees nothing. By default weights, gradients and layer outputs are inspected;
+    biases (often initialized at 0 on purpose), inputs and labels are not. `patience` lets a
+    layer initialized at zero on purpose (a common trick for the last layer) move first.
+    With `threshold=100` it works from saved reductions (max |x| = 0).
+    """
+
+    needs = _DEFAULT
+    needs_any = True
+    collection_names: list[str] | None = None
+    tensor_regex: list[str] | None = None
+    threshold: float = 100.0
+    patience: int = 3
+    suggestion = (
+        "Initialize weights randomly (not with zeros), check that biases are not negative enough "
+        "to silence a ReLU layer (see dead_relu), and that the tensor is connected to the loss "
+        "(no .detach() or torch.no_grad() in the training forward)."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
+        if not names:
+            return None
+        if not hasattr(self, "_streak"):
+            self._streak: dict[tuple[str, Mode], int] = {}
+            self._since: dict[tuple[str, Mode], int] = {}
+            self._share: dict[str, float] = {}
+        mode = trial.mode(step)
+        zero = []
+        for name in names:
+            share = self._zero_share(trial, name, step)
+            if share is None:
+                continue
+            key = (name, mode)
+            if share >= self.threshold:
+                self._streak[key] = self._streak.get(key, 0) + 1
+                self._since.setdefault(key, step)
+                self._share[name] = share
+                if self._streak[key] >= self.patience:
+                    zero.append(name)
+            else:
+                self._streak[key] = 0
+                self._since.pop(key, None)
+        zero = [n for n in zero if self.first(n)]
+        if not zero:
+            return None
+        since = min(self._since[(n, mode)] for n in zero)
+        what = "all zeros" if self.threshold >= 100 else f"at least {self.threshold:g}% zeros"
+        return self.finding(
+            trial, step,
+            f"{len(zero)} tensor{'s are' if len(zero) > 1 else ' is'} {what} at {self.patience} consecutive saved "
+            f"steps since step {since}: {short_list(zero)}",
+            tensors=zero,
+        )  # fmt: skip
+
+    def _zero_share(self, trial: TrialView, name: str, step: int) -> float | None:
+        raw = trial.raw(name, step)
+        if raw is None:
+            if self.threshold < 100:
+                return None
+            try:
+                m = trial.reduce(name, step, "max", abs=True)
+            except Exception:
+                return None
+            return 100.0 if m == 0 else 0.0
+        if raw.size == 0:
+            return None
+        return 100.0 * float(np.count_nonzero(raw == 0)) / raw.size

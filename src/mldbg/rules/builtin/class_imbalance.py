@@ -1,0 +1,144 @@
+"""class_imbalance: some classes far rarer than others, or ignored by the model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.labels import pairs
+from mldbg.rules.view import TrialView
+
+
+@register
+class ClassImbalance(Rule):
+    """After `samples` training labels, the most frequent class outnumbers the rarest by more
+    than `threshold_imbalance` times; or a class is mispredicted more than
+    `threshold_misprediction` of the time while the other classes are mostly right.
+
+    A model trained on imbalanced data learns to predict the majority and ignore the rest,
+    and its accuracy hides it. Mispredictions are counted on consecutive windows of `samples`
+    predictions, skipping the first (the model is untrained then), and must show in two
+    windows in a row; the other classes must be mispredicted less than half as often, so a
+    model that is simply still poor everywhere is not reported, and the class counts in the
+    window must differ by more than `threshold_imbalance` / 2 times (a class that is just
+    harder to learn is not imbalance). Classes the model scores but
+    never appear in the labels count as count 0. `argmax` turns one-hot or probability labels
+    into ids (done automatically for float labels in [0, 1]).
+    """
+
+    needs = ("labels",)
+    threshold_imbalance: float = 10.0
+    threshold_misprediction: float = 0.7
+    samples: int = 500
+    argmax: bool = False
+    labels_regex: list[str] | None = None
+    predictions_regex: list[str] | None = None
+    suggestion = (
+        "Re-sample the classes (oversample the rare ones, e.g. torch.utils.data.WeightedRandomSampler), "
+        "weight the loss by inverse class frequency (CrossEntropyLoss(weight=...)), or collect more "
+        "data of the rare classes; judge the model with per-class recall or F1, not accuracy."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return () if self.labels_regex else self.needs
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        mode = trial.mode(step)
+        if mode != Mode.TRAIN and (mode == Mode.PREDICT or trial.steps(Mode.TRAIN)):
+            return None
+        labels = (
+            trial.names(None, regex=self.labels_regex, step=step)
+            if self.labels_regex
+            else trial.names("labels", step=step)
+        )
+        preds = (
+            trial.names(None, regex=self.predictions_regex, step=step)
+            if self.predictions_regex
+            else trial.names("predictions", step=step)
+        )
+        got = pairs(trial, step, labels, preds, self.argmax)
+        if got is None:
+            return None
+        y, p, c = got
+        if not hasattr(self, "_counts"):
+            self._counts: dict[int, int] = {}
+            self._total = 0
+            self._classes: int | None = None
+            self._win_y: list[np.ndarray] = []
+            self._win_p: list[np.ndarray] = []
+            self._windows = 0
+            self._streak = 0
+        if c is not None:
+            self._classes = max(self._classes or 0, c)
+        if self._total < self.samples:
+            ids, counts = np.unique(y, return_counts=True)
+            for i, k in zip(ids.tolist(), counts.tolist(), strict=True):
+                self._counts[i] = self._counts.get(i, 0) + k
+            self._total += len(y)
+            if self._total >= self.samples:
+                found = self._imbalance(trial, step, labels[0])
+                if found:
+                    return found
+        if p is not None:
+            return self._mispredictions(trial, step, y, p, labels + preds[:1])
+        return None
+
+    def _imbalance(self, trial: TrialView, step: int, name: str) -> Finding | None:
+        counts = dict(self._counts)
+        if self._classes and self._classes <= 100 and self._total >= 10 * self._classes:
+            for k in range(self._classes):
+                counts.setdefault(k, 0)
+        if len(counts) < 2:
+            return None
+        big = max(counts, key=counts.get)  # type: ignore[arg-type]
+        small = min(counts, key=counts.get)  # type: ignore[arg-type]
+        ratio = counts[big] / counts[small] if counts[small] else float("inf")
+        if ratio <= self.threshold_imbalance or not self.first("imbalance"):
+            return None
+        share = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())[:12])
+        return self.finding(
+            trial, step,
+            f"class {big} outnumbers class {small} {ratio:.3g} to 1 in the first {self._total} training labels "
+            f"of {name} (more than {self.threshold_imbalance:g}); counts per class: {share}",
+            tensors=[name],
+        )  # fmt: skip
+
+    def _mispredictions(
+        self, trial: TrialView, step: int, y: np.ndarray, p: np.ndarray, tensors: list[str]
+    ) -> Finding | None:
+        self._win_y.append(y)
+        self._win_p.append(p)
+        if sum(len(a) for a in self._win_y) < self.samples:
+            return None
+        ys, ps = np.concatenate(self._win_y), np.concatenate(self._win_p)
+        self._win_y, self._win_p = [], []
+        self._windows += 1
+        if self._windows == 1:
+            return None  # the first window: the model is still untrained
+        worst = None
+        ids, counts = np.unique(ys, return_counts=True)
+        if counts.max() <= counts.min() * self.threshold_imbalance / 2:
+            self._streak = 0
+            return None  # classes about as frequent: a class still hard to learn is not imbalance
+        for k in ids.tolist():
+            mask = ys == k
+            if mask.sum() < 10:
+                continue
+            err = float(np.mean(ps[mask] != k))
+            others = ys != k
+            other_err = float(np.mean(ps[others] != ys[others])) if others.any() else 0.0
+            ignored = err > self.threshold_misprediction and other_err < self.threshold_misprediction / 2
+            if ignored and (worst is None or err > worst[1]):
+                worst = (k, err, other_err, int(mask.sum()))
+        self._streak = self._streak + 1 if worst else 0
+        if worst is None or self._streak < 2 or not self.first("misprediction"):
+            return None
+        k, err, other_err, n = worst
+        return self.finding(
+            trial, step,
+            f"class {k} is mispredicted {100 * err:.0f}% of the time ({n} samples in the last {len(ys)} "
+            f"training predictions; more than {100 * self.threshold_misprediction:g}%) while the other classes "
+            f"are mispredicted {100 * other_err:.0f}%: the model ignores it",
+            tensors=tensors,
+        )  # fmt: skip

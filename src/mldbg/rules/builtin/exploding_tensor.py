@@ -1,0 +1,100 @@
+"""exploding_tensor: NaN or infinite values."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.errors import TensorUnavailableForStep
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import needed, selected, short_list
+from mldbg.rules.view import TrialView
+
+# reductions that carry a NaN or an inf through, tried in this order when only reductions were saved
+_PROBES = (
+    ("max", True),
+    ("max", False),
+    ("min", False),
+    ("mean", True),
+    ("mean", False),
+    ("l2", False),
+    ("l1", False),
+    ("sum", False),
+    ("std", False),
+    ("variance", False),
+)
+
+
+def nonfinite(
+    view: TrialView, name: str, step: int, probes: dict[str, tuple[str, bool]] | None = None
+) -> str | None:
+    """'nan', 'inf' or None for a tensor at a step, from the raw tensor or a saved reduction."""
+    raw = view.raw(name, step)
+    if raw is not None:
+        if raw.dtype.kind not in "fc" or raw.size == 0:
+            return None
+        m = view.reduce(name, step, "max", abs=True)
+    else:
+        saved = view.saved_reductions(name, step)
+        m = next((saved[p] for p in _PROBES if p in saved), None)
+        if m is None:
+            for red, is_abs in _PROBES:  # an index this version does not read: the public API
+                try:
+                    m = view.tensor(name).reduction_value(step, red, is_abs)
+                    break
+                except TensorUnavailableForStep:
+                    continue
+        if m is None:
+            return None
+    if math.isnan(m):
+        return "nan"
+    if math.isinf(m):
+        return "inf"
+    return None
+
+
+@register
+class ExplodingTensor(Rule):
+    """A tensor holds NaN (or +-inf, unless `only_nan`).
+
+    Once a value is NaN or infinite, every update that touches it is too: training is lost
+    from that step on. The usual cause is a learning rate that is too high (the updates grow
+    until they overflow), then log(0) or a division by zero in the loss. All tensors are
+    inspected unless `collection_names` / `tensor_regex` narrow it; it works from saved
+    reductions too (a NaN or inf shows in max, mean or norm).
+    """
+
+    collection_names: list[str] | None = None
+    tensor_regex: list[str] | None = None
+    only_nan: bool = False
+    suggestion = (
+        "Lower the learning rate (try 10x smaller), clip gradients (e.g. "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)), normalize the inputs, and look "
+        "for log(0), sqrt of negatives or division by zero in the loss."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return needed(self.collection_names, self.tensor_regex, ())
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        nans, infs = [], []
+        for name in selected(trial, step, self.collection_names, self.tensor_regex, None):
+            kind = nonfinite(trial, name, step)
+            if kind == "nan":
+                nans.append(name)
+            elif kind == "inf" and not self.only_nan:
+                infs.append(name)
+        if not (nans or infs) or not self.first():
+            return None
+        parts = []
+        if nans:
+            parts.append(f"NaN in {len(nans)} tensor{'s' if len(nans) > 1 else ''} ({short_list(nans)})")
+        if infs:
+            parts.append(f"+-inf in {len(infs)} tensor{'s' if len(infs) > 1 else ''} ({short_list(infs)})")
+        return self.finding(
+            trial, step,
+            f"{' and '.join(parts)} from step {step} on: the values overflowed, training is lost from here",
+            tensors=nans + infs,
+        )  # fmt: skip
+
+
+__all__ = ["ExplodingTensor", "nonfinite"]

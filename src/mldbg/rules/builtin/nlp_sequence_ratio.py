@@ -1,0 +1,104 @@
+"""nlp_sequence_ratio: input sequences made mostly of one token (padding)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.errors import InvalidConfig
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+
+_MIN_TOKENS = 1000
+
+
+@register
+class NlpSequenceRatio(Rule):
+    """The share of given token ids in the input sequences exceeds its threshold:
+    `token_values` and `token_thresholds_percent` are parallel comma-separated lists
+    (default: token 0, usually padding, above 50%), measured over all training inputs seen
+    (after at least 1000 tokens).
+
+    When most of every sequence is padding, the model spends its compute on nothing and, if
+    padding is not masked, learns from it: sort or bucket sequences by length, or cut the
+    maximum length. Integer model inputs of shape (batch, length) are read (the `inputs`
+    collection, or `tensor_regex`); images and float features are not sequences.
+    """
+
+    needs = ("inputs",)
+    token_values: str = "0"
+    token_thresholds_percent: str = "50"
+    tensor_regex: list[str] | None = None
+    suggestion = (
+        "Bucket or sort sequences by length so batches pad less, lower the maximum sequence length, "
+        "and mask padding in attention and in the loss (ignore_index)."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return () if self.tensor_regex else self.needs
+
+    def _tokens(self) -> list[tuple[int, float]]:
+        values = [v.strip() for v in str(self.token_values).split(",") if v.strip()]
+        limits = [v.strip() for v in str(self.token_thresholds_percent).split(",") if v.strip()]
+        if len(limits) == 1:
+            limits *= len(values)
+        if len(values) != len(limits):
+            raise InvalidConfig(
+                f"nlp_sequence_ratio: {len(values)} token_values but {len(limits)} token_thresholds_percent"
+            )
+        try:
+            return [(int(v), float(t)) for v, t in zip(values, limits, strict=True)]
+        except ValueError:
+            raise InvalidConfig(
+                f"nlp_sequence_ratio: token_values {self.token_values!r} must be integers"
+            ) from None
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if not hasattr(self, "_counts"):
+            self._pairs = self._tokens()
+            self._counts: dict[str, np.ndarray] = {}
+            self._totals: dict[str, int] = {}
+        names = (
+            trial.names(None, regex=self.tensor_regex, step=step)
+            if self.tensor_regex
+            else trial.names("inputs", step=step)
+        )
+        out = []
+        for name in names:
+            x = trial.raw(name, step)
+            if x is None or x.ndim != 2 or x.dtype.kind not in "iu":
+                continue
+            counts = self._counts.setdefault(name, np.zeros(len(self._pairs), dtype=np.int64))
+            for i, (tok, _) in enumerate(self._pairs):
+                counts[i] += int(np.count_nonzero(x == tok))
+            self._totals[name] = self._totals.get(name, 0) + x.size
+            out += self._judge(trial, step, name)
+        return out[0] if out else None
+
+    def finish(self, trial: TrialView) -> Finding | None:
+        for name in getattr(self, "_counts", {}):
+            found = self._judge(trial, trial.steps()[-1], name, final=True)
+            if found:
+                return found[0]
+        return None
+
+    def unchecked(self) -> str | None:
+        if not getattr(self, "_counts", None):
+            return "no integer (batch, length) input sequences were saved"
+        return None
+
+    def _judge(self, trial: TrialView, step: int, name: str, final: bool = False) -> list[Finding]:
+        total = self._totals.get(name, 0)
+        if total == 0 or (total < _MIN_TOKENS and not final):
+            return []
+        bad = [
+            (tok, 100.0 * self._counts[name][i] / total, limit)
+            for i, (tok, limit) in enumerate(self._pairs)
+            if 100.0 * self._counts[name][i] / total > limit
+        ]
+        bad = [b for b in bad if self.first((name, b[0]))]
+        if not bad:
+            return []
+        parts = ", ".join(
+            f"token {t} is {share:.0f}% of the tokens (limit {limit:g}%)" for t, share, limit in bad
+        )
+        return [self.finding(trial, step, f"in {name} over {total} tokens: {parts}", tensors=[name])]

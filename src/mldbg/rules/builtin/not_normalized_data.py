@@ -1,0 +1,146 @@
+"""not_normalized_data: model inputs far from zero mean and unit variance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+
+
+class _Moments:
+    def __init__(self) -> None:
+        self.n = 0  # samples (batch rows)
+        self.count: np.ndarray | None = None
+        self.total: np.ndarray | None = None
+        self.total_sq: np.ndarray | None = None
+
+
+@register
+class NotNormalizedData(Rule):
+    """Model inputs are far from zero mean / unit variance per feature (or per channel of
+    images), measured over the first `threshold_samples` training samples: a feature's
+    |mean| exceeds `threshold_mean`, or its standard deviation exceeds `threshold_std`, or
+    the typical (median) feature's standard deviation is below 1/`threshold_std`.
+
+    Unscaled inputs (raw pixels 0-255, a feature in the thousands) make one direction of the
+    loss surface far steeper than the others: training needs a tiny learning rate, saturates
+    tanh/sigmoid units and can blow up. Defaults: `threshold_mean=1.0` and `threshold_std=5`
+    (SageMaker's 0.2 flags images scaled to [0, 1], which train fine). Small spreads count
+    only for the typical feature, so rare one-hot columns are not reported. Axis: the
+    feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
+    for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
+    """
+
+    needs = ("inputs",)
+    threshold_mean: float = 1.0
+    threshold_std: float = 5.0
+    threshold_samples: int = 500
+    channel: int | None = None
+    regex: list[str] | None = None
+    suggestion = (
+        "Standardize the inputs with statistics of the training set: x = (x - mean) / std per feature "
+        "(sklearn.preprocessing.StandardScaler, or torchvision.transforms.Normalize(mean, std) per "
+        "channel for images; divide raw pixels by 255 first)."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return () if self.regex else self.needs
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if not hasattr(self, "_moments"):
+            self._moments: dict[str, _Moments] = {}
+            self._checked: set[str] = set()
+        mode = trial.mode(step)
+        if mode != Mode.TRAIN and trial.steps(Mode.TRAIN):
+            return None
+        names = (
+            trial.names(None, regex=self.regex, step=step) if self.regex else trial.names("inputs", step=step)
+        )
+        out = None
+        for name in names:
+            if name in self._checked:
+                continue
+            x = trial.raw(name, step)
+            if x is None or x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
+                continue
+            m = self._moments.setdefault(name, _Moments())
+            self._add(m, np.asarray(x, dtype=np.float64))
+            if m.n >= self.threshold_samples:
+                self._checked.add(name)
+                out = out or self._judge(trial, step, name, m)
+        return out
+
+    def finish(self, trial: TrialView) -> Finding | None:
+        for name, m in getattr(self, "_moments", {}).items():
+            if name not in self._checked and m.n >= min(100, self.threshold_samples):
+                self._checked.add(name)
+                found = self._judge(trial, trial.steps()[-1], name, m)
+                if found:
+                    return found
+        return None
+
+    def unchecked(self) -> str | None:
+        if not getattr(self, "_moments", None):
+            return "no floating-point model inputs were saved"
+        return None
+
+    def _axis(self, x: np.ndarray) -> int | None:
+        if x.ndim == 1:
+            return None
+        if x.ndim == 2:
+            return 1
+        if self.channel is not None:
+            return self.channel % x.ndim
+        return x.ndim - 1 if x.ndim == 3 else 1
+
+    def _add(self, m: _Moments, x: np.ndarray) -> None:
+        axis = self._axis(x)
+        flat = x.reshape(-1, 1) if axis is None else np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+        finite = np.isfinite(flat)
+        v = np.where(finite, flat, 0.0)
+        count, total, total_sq = finite.sum(0), v.sum(0), (v * v).sum(0)
+        if m.total is None or m.total.shape != total.shape:
+            m.count, m.total, m.total_sq = count, total, total_sq
+        else:
+            m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq  # type: ignore[operator]
+        m.n += x.shape[0] if x.ndim > 1 else x.size
+
+    def _judge(self, trial: TrialView, step: int, name: str, m: _Moments) -> Finding | None:
+        assert m.count is not None and m.total is not None and m.total_sq is not None
+        n = np.maximum(m.count, 1)
+        mean = m.total / n
+        std = np.sqrt(np.maximum(m.total_sq / n - mean**2, 0.0))
+        live = std > 0  # constant features are a different problem
+        if not live.any():
+            return None
+        what = "channel" if self._is_image(trial, name, step) else "feature"
+        problems = []
+        off_mean = np.flatnonzero(live & (np.abs(mean) > self.threshold_mean))
+        if off_mean.size:
+            j = off_mean[np.argmax(np.abs(mean[off_mean]))]
+            problems.append(
+                f"{off_mean.size} {what}(s) with |mean| > {self.threshold_mean:g} (up to {mean[j]:.4g} for {what} {j})"
+            )
+        big = np.flatnonzero(live & (std > self.threshold_std))
+        if big.size:
+            j = big[np.argmax(std[big])]
+            problems.append(
+                f"{big.size} {what}(s) with std > {self.threshold_std:g} (up to {std[j]:.4g} for {what} {j})"
+            )
+        typical = float(np.median(std[live]))
+        if typical < 1 / self.threshold_std:
+            problems.append(f"the typical {what} has std {typical:.3g} < {1 / self.threshold_std:g}")
+        if not problems or not self.first(name):
+            return None
+        return self.finding(
+            trial, step,
+            f"inputs {name} are not normalized over the first {m.n} samples: {'; '.join(problems)} "
+            f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
+            tensors=[name],
+        )  # fmt: skip
+
+    def _is_image(self, trial: TrialView, name: str, step: int) -> bool:
+        x = trial.raw(name, step)
+        return x is not None and x.ndim >= 4

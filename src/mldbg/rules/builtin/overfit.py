@@ -1,0 +1,95 @@
+"""overfit: the validation loss parts from the training loss."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.losses import Evaluation, LossTracker, train_level
+from mldbg.rules.view import TrialView
+
+
+@register
+class Overfit(Rule):
+    """The model fits the training set and stops generalizing: at `patience` consecutive
+    evaluations (after `start_step`), the validation loss is above its best so far, and
+    (validation - training) / training exceeds `ratio_threshold` and the gap is more than
+    `gap_threshold` of the first validation loss.
+
+    SageMaker's condition alone, (val - train) / train > 0.1, fires on almost every healthy
+    run: a validation loss above the training loss is normal, and the ratio explodes as the
+    training loss nears 0. A model overfits when the validation loss stops improving while
+    the gap keeps a sizeable share of the loss scale (the first validation loss, ~ln(classes)
+    for cross-entropy). Validation values are the mean over each evaluation pass (EVAL steps),
+    smoothed as the median of the last 3 evaluations (a single spike is instability, not
+    overfitting); the training value is the median of the last `window` training losses
+    before it. `patience` is 2, not SageMaker's 1, for the same reason.
+    """
+
+    needs = ("losses", "scalars")
+    needs_any = True
+    start_step: int = 0
+    patience: int = 2
+    ratio_threshold: float = 0.1
+    gap_threshold: float = 0.25
+    window: int = 10
+    use_losses_collection: bool = True
+    tensor_regex: list[str] | None = None
+    suggestion = (
+        "Stop earlier (early stopping on the validation loss), get more training data or augment "
+        "it, add regularization (weight decay, dropout), or use a smaller model; if the labels "
+        "could be wrong or shuffled, check them."
+    )
+
+    def check(self, trial: TrialView, step: int) -> list[Finding]:
+        if not hasattr(self, "_tracker"):
+            self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+            self._state: dict[str, dict] = {}
+        _, _, closed = self._tracker.update(trial, step)
+        return [f for name, ev in closed if (f := self._judge(trial, name, ev))]
+
+    def finish(self, trial: TrialView) -> list[Finding]:
+        if not hasattr(self, "_tracker"):
+            return []
+        return [f for name, ev in self._tracker.close_all() if (f := self._judge(trial, name, ev))]
+
+    def unchecked(self) -> str | None:
+        if not hasattr(self, "_tracker") or not self._tracker.evals:
+            return "no validation loss: it needs losses saved in EVAL mode (evaluation passes)"
+        if not self._tracker.train:
+            return "no training loss to compare the validation loss with"
+        return None
+
+    def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
+        if ev.last_step < self.start_step or not math.isfinite(ev.value):
+            return None
+        st = self._state.setdefault(
+            name, {"best": math.inf, "best_step": None, "first": None, "streak": 0, "recent": []}
+        )
+        st["recent"] = (st["recent"] + [ev.value])[-3:]
+        v = sorted(st["recent"])[len(st["recent"]) // 2]  # median of the last 3: one spike is not a trend
+        t = train_level(self._tracker.train_for(name), ev.first_step, self.window)
+        if st["first"] is None:
+            st["first"] = v
+        worse = v > st["best"]
+        if not worse:
+            st["best"], st["best_step"] = v, ev.last_step
+        if t is None:
+            return None
+        ratio = (v - t) / max(abs(t), 1e-12)
+        gap_share = (v - t) / max(abs(st["first"]), 1e-12)
+        if worse and ratio > self.ratio_threshold and gap_share > self.gap_threshold:
+            st["streak"] += 1
+        else:
+            st["streak"] = 0
+        if st["streak"] < self.patience or not self.first(name):
+            return None
+        return self.finding(
+            trial, ev.last_step,
+            f"{name}: validation loss {v:.4g} (median of the last 3 evaluations) vs training loss {t:.4g} at step {ev.last_step} "
+            f"(ratio {ratio:.2g} > {self.ratio_threshold:g}; the gap is {100 * gap_share:.0f}% of the first "
+            f"validation loss {st['first']:.4g}), and the validation loss has not beaten its best "
+            f"{st['best']:.4g} (step {st['best_step']}) for {st['streak']} evaluations: the model is memorizing "
+            "the training set",
+            tensors=[name],
+        )  # fmt: skip

@@ -1,0 +1,180 @@
+"""poor_weight_initialization: an init that breaks training from the first step."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import short_list
+from mldbg.rules.stats import is_input
+from mldbg.rules.view import TrialView
+
+_ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
+
+
+def _fans(w: np.ndarray) -> tuple[float, float] | None:
+    """(smaller, larger) of the two fan-in candidates: frameworks put the input axis first
+    (Keras, JAX) or second (PyTorch), so a layer's gain is bounded with both."""
+    if w.ndim < 2 or w.shape[0] < 2 or w.shape[-1] < 2:
+        return None
+    c1, c2 = w.size / w.shape[0], w.size / w.shape[-1]
+    return min(c1, c2), max(c1, c2)
+
+
+def _identical(w: np.ndarray) -> bool:
+    """Every neuron's incoming weights are one repeated value, or all neurons are the same."""
+    if w.ndim < 2 or w.shape[0] < 2:
+        return False
+    rows = w.reshape(w.shape[0], -1)
+    if rows.shape[1] > 1 and bool(np.all(rows.max(axis=1) == rows.min(axis=1))):
+        return True
+    return bool(np.all(rows == rows[0]))
+
+
+@register
+class PoorWeightInitialization(Rule):
+    """In the first `steps` training steps, for `patience` consecutive saved steps:
+    - weights feeding a neuron are identical (zero or constant init: the neurons stay copies
+      of each other and the layer learns like a single unit), or
+    - a weight gradient's distribution is degenerate (5th to 95th percentile spread below
+      `distribution_range`), or
+    - the variance of activation inputs changes across the `L` layers by more than
+      `threshold` per layer (max/min > `threshold` ** (L-1)), or a layer's weights scale
+      their input's variance by more than `threshold` or less than 1/`threshold`
+      (var(w) x fan-in): the signal explodes or dies on its way through the network.
+
+    SageMaker's max/min over all layers > `threshold` fires on healthy deep nets (PyTorch's
+    default init shrinks the variance ~3-6x per layer); per layer it does not. Embedding
+    tables (named like "embed") are left out: their rows are not fan-in layers.
+    """
+
+    needs = ("weights",)
+    threshold: float = 10.0
+    distribution_range: float = 0.001
+    patience: int = 5
+    steps: int = 10
+    suggestion = (
+        "Use a variance-preserving random init: torch.nn.init.kaiming_normal_ (ReLU) or "
+        "xavier_uniform_ (tanh/sigmoid), never all zeros or one constant for weights; keep biases "
+        "at 0 or small. Normalized inputs and BatchNorm/LayerNorm make training less sensitive to it."
+    )
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if trial.mode(step) != Mode.TRAIN or self.__dict__.get("_done"):
+            return None
+        if not hasattr(self, "_streak"):
+            self._streak: dict[str, int] = {}
+            self._seen = 0
+            self._last: dict[str, tuple[str, list[str]]] = {}
+            self._last_step = step
+        if trial.mode_step(step) >= self.steps:
+            return self._verdict(trial, end=True)
+        self._seen += 1
+        self._last_step = step
+        hits = self._conditions(trial, step)
+        for key in list(self._streak):
+            if key not in hits:
+                self._streak[key] = 0
+        for key, detail in hits.items():
+            self._streak[key] = self._streak.get(key, 0) + 1
+            self._last[key] = detail
+        return self._verdict(trial, end=False)
+
+    def finish(self, trial: TrialView) -> Finding | None:
+        if self.__dict__.get("_done") or not hasattr(self, "_streak"):
+            return None
+        return self._verdict(trial, end=True)
+
+    def _verdict(self, trial: TrialView, end: bool) -> Finding | None:
+        """During the first `steps`: what held `patience` times in a row. At their end (few
+        saved steps): what held at every saved step, at least twice (an init-scale problem:
+        once)."""
+        if end:
+            self._done = True
+            fired = [
+                k for k, n in self._streak.items()
+                if n == self._seen and (n >= 2 or k == "scale") and n > 0
+            ]  # fmt: skip
+        else:
+            fired = [k for k, n in self._streak.items() if n >= self.patience]
+        fired = [k for k in fired if self.first(k)]
+        if not fired:
+            return None
+        self._done = True
+        messages = [self._last[k][0] for k in fired]
+        tensors = sorted({t for k in fired for t in self._last[k][1]})
+        return self.finding(
+            trial, self._last_step,
+            "; ".join(messages) + f" (at {max(self._streak[k] for k in fired)} consecutive saved steps of the first {self.steps})",
+            tensors=tensors,
+        )  # fmt: skip
+
+    def _conditions(self, trial: TrialView, step: int) -> dict[str, tuple[str, list[str]]]:
+        hits: dict[str, tuple[str, list[str]]] = {}
+        weights = [n for n in trial.names("weights", step=step, exclude=r"(?i)embed")]
+        same, scale = [], []
+        for name in weights:
+            w = trial.raw(name, step)
+            if w is None or w.dtype.kind != "f" or not np.all(np.isfinite(w)):
+                continue
+            if _identical(w):
+                same.append(name)
+                continue
+            fans = _fans(w)
+            if fans is None or (w.ndim == 3 and w.shape[0] == 1):
+                continue
+            var = float(np.mean(np.square(w, dtype=np.float64)))
+            lo, hi = var * fans[0], var * fans[1]
+            if lo > self.threshold:
+                scale.append((name, f"x{lo:.3g}"))
+            elif hi < 1 / self.threshold:
+                scale.append((name, f"x{hi:.2g}"))
+        if same:
+            hits["identical"] = (
+                f"identical weights feeding each neuron in {short_list(same)} (zero or constant init: "
+                "the neurons stay copies of each other)",
+                same,
+            )
+        if scale:
+            hits["scale"] = (
+                "weights scale their input's variance by "
+                + ", ".join(f"{g} in {n}" for n, g in scale[:6])
+                + f" (outside 1/{self.threshold:g}..{self.threshold:g}): the signal "
+                + ("explodes" if any(g.startswith("x") and float(g[1:]) > 1 for _, g in scale) else "fades")
+                + " through the layers",
+                [n for n, _ in scale],
+            )
+        flat = []
+        for g in trial.names("gradients", step=step, exclude=r"(?i)bias|embed"):
+            x = trial.raw(g, step)
+            if x is None or x.size < 2 or x.dtype.kind != "f":
+                continue
+            p5, p95 = np.percentile(x, [5, 95])
+            if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
+                flat.append((g, float(p95 - p5)))
+        if flat:
+            hits["gradients"] = (
+                "degenerate gradient distribution in "
+                + ", ".join(f"{g} (5th-95th percentile spread {r:.2g})" for g, r in flat[:6])
+                + f", below {self.distribution_range:g}",
+                [g for g, _ in flat],
+            )
+        acts = [n for c in _ACTIVATIONS for n in trial.names(c, step=step) if is_input(n)]
+        var = {}
+        for n in acts:
+            v = trial.reduce(n, step, "variance")
+            if math.isfinite(v):
+                var[n] = v
+        if len(var) >= 2:
+            hi_n, lo_n = max(var, key=var.get), min(var, key=var.get)  # type: ignore[arg-type]
+            ratio = var[hi_n] / var[lo_n] if var[lo_n] > 0 else math.inf
+            if ratio > self.threshold ** (len(var) - 1):
+                hits["variance"] = (
+                    f"activation-input variance differs across {len(var)} layers by {ratio:.3g}x "
+                    f"({hi_n}: {var[hi_n]:.3g}, {lo_n}: {var[lo_n]:.3g}; more than {self.threshold:g}x per layer)",
+                    [hi_n, lo_n],
+                )
+        return hits

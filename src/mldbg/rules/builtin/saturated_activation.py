@@ -1,0 +1,55 @@
+"""saturated_activation: tanh or sigmoid saturation (SageMaker's combined rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, describe
+from mldbg.rules.view import TrialView
+
+
+@register
+class SaturatedActivation(Rule):
+    """Either `tanh_saturation` or `sigmoid_saturation`, with the parameters of both.
+
+    Kept for SageMaker users. Not in the default set, because the two rules it combines are
+    (it would report the same layers twice).
+    """
+
+    needs = ("tanh_activations", "sigmoid_activations")
+    needs_any = True
+    default = False
+    threshold_tanh_min: float = -9.4999
+    threshold_tanh_max: float = 9.4999
+    threshold_sigmoid_min: float = -23.0
+    threshold_sigmoid_max: float = 16.99999
+    threshold_inactivity: float = 50.0
+    threshold_layer: float = 50.0
+    patience: int = 3
+    suggestion = SUGGESTION
+
+    def check(self, trial: TrialView, step: int) -> Iterable[Finding]:
+        if not hasattr(self, "_trackers"):
+            self._trackers = {
+                "tanh": SaturationTracker(
+                    "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
+                ),
+                "sigmoid": SaturationTracker(
+                    "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
+                ),
+            }
+        out = []
+        for kind, tracker in self._trackers.items():
+            names = trial.names(f"{kind}_activations", step=step)
+            if not names:
+                continue
+            found = tracker.update(trial, step, names, self.threshold_inactivity, self.threshold_layer)
+            found = [s for s in found if self.first(s.layer)]
+            if found:
+                out.append(self.finding(
+                    trial, step,
+                    describe(kind, found, tracker.lo, tracker.hi, self.threshold_inactivity, self.patience),
+                    tensors=[s.tensor for s in found],
+                ))  # fmt: skip
+        return out

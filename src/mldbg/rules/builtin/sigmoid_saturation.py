@@ -1,0 +1,45 @@
+"""sigmoid_saturation: sigmoid layers stuck at 0 or 1."""
+
+from __future__ import annotations
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, describe
+from mldbg.rules.view import TrialView
+
+
+@register
+class SigmoidSaturation(Rule):
+    """More than `threshold_layer` % of a sigmoid layer's units are saturated: their input lies
+    below `threshold_sigmoid_min` or above `threshold_sigmoid_max` in all but
+    `threshold_inactivity` % of the samples, over the last `patience` saved steps.
+
+    There the sigmoid is flat (0 or 1 in float32): no gradient passes and the units stop
+    learning. Huge weights or unnormalized inputs cause it. Default `threshold_inactivity` is
+    50, not SageMaker's 1, for the reason given in `tanh_saturation`.
+    """
+
+    needs = ("sigmoid_activations",)
+    threshold_sigmoid_min: float = -23.0
+    threshold_sigmoid_max: float = 16.99999
+    threshold_inactivity: float = 50.0
+    threshold_layer: float = 50.0
+    patience: int = 3
+    suggestion = SUGGESTION
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        names = trial.names("sigmoid_activations", step=step)
+        if not names:
+            return None
+        if not hasattr(self, "_tracker"):
+            self._tracker = SaturationTracker(
+                "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
+            )
+        found = self._tracker.update(trial, step, names, self.threshold_inactivity, self.threshold_layer)
+        found = [s for s in found if self.first(s.layer)]
+        if not found:
+            return None
+        return self.finding(
+            trial, step,
+            describe("sigmoid", found, self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.threshold_inactivity, self.patience),
+            tensors=[s.tensor for s in found],
+        )  # fmt: skip

@@ -1,0 +1,47 @@
+"""tanh_saturation: tanh layers stuck at +-1."""
+
+from __future__ import annotations
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, describe
+from mldbg.rules.view import TrialView
+
+
+@register
+class TanhSaturation(Rule):
+    """More than `threshold_layer` % of a tanh layer's units are saturated: their input lies
+    outside [`threshold_tanh_min`, `threshold_tanh_max`] in all but `threshold_inactivity` %
+    of the samples, over the last `patience` saved steps.
+
+    There tanh is flat (its slope at 9.5 is 2e-8): no gradient passes and the units stop
+    learning. Huge weights or unnormalized inputs cause it. Default `threshold_inactivity` is
+    50, not SageMaker's 1: a unit's input w.x spreads around 0 across samples, so even with
+    init std 10 or inputs x100 a unit lands in the linear range for a few percent of the
+    samples, and a 1% rule never fires; 50 means "saturated for most samples".
+    """
+
+    needs = ("tanh_activations",)
+    threshold_tanh_min: float = -9.4999
+    threshold_tanh_max: float = 9.4999
+    threshold_inactivity: float = 50.0
+    threshold_layer: float = 50.0
+    patience: int = 3
+    suggestion = SUGGESTION
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        names = trial.names("tanh_activations", step=step)
+        if not names:
+            return None
+        if not hasattr(self, "_tracker"):
+            self._tracker = SaturationTracker(
+                "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
+            )
+        found = self._tracker.update(trial, step, names, self.threshold_inactivity, self.threshold_layer)
+        found = [s for s in found if self.first(s.layer)]
+        if not found:
+            return None
+        return self.finding(
+            trial, step,
+            describe("tanh", found, self.threshold_tanh_min, self.threshold_tanh_max, self.threshold_inactivity, self.patience),
+            tensors=[s.tensor for s in found],
+        )  # fmt: skip

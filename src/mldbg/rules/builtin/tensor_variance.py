@@ -1,0 +1,84 @@
+"""tensor_variance: tensors whose variance is out of range."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import needed, selected, short_list
+from mldbg.rules.view import TrialView
+
+_DEFAULT = ("weights", "biases", "gradients")
+
+
+@register
+class TensorVariance(Rule):
+    """A tensor's variance is above `max_threshold` or below `min_threshold`.
+
+    SageMaker had no defaults (both thresholds had to be given). mldbg defaults to
+    `max_threshold=1e6` over weights, biases and gradients: no healthy network has weights or
+    gradients with a variance near a million, and a training that diverges crosses it steps
+    before the values overflow to inf/NaN, so it warns earlier than `exploding_tensor`.
+    `min_threshold` is off by default: small variances are normal for gradients and for
+    biases (zero variance is `all_zero`'s or `poor_weight_initialization`'s business).
+    Works from saved reductions (variance or std).
+    """
+
+    needs = _DEFAULT
+    needs_any = True
+    collection_names: list[str] | None = None
+    tensor_regex: list[str] | None = None
+    max_threshold: float | None = 1e6
+    min_threshold: float | None = None
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if self.max_threshold is None and self.min_threshold is None:
+            return None
+        names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
+        high, low = [], []
+        for name in names:
+            v = self._variance(trial, name, step)
+            if v is None or math.isnan(v):
+                continue
+            if self.max_threshold is not None and v > self.max_threshold and self.first((name, "high")):
+                high.append((name, v))
+            elif self.min_threshold is not None and v < self.min_threshold and self.first((name, "low")):
+                low.append((name, v))
+        if not high and not low:
+            return None
+        parts, tips = [], []
+        if high:
+            parts.append(
+                f"variance above {self.max_threshold:g} in {short_list([n for n, _ in high])} "
+                f"(up to {max(v for _, v in high):.3g})"
+            )
+            tips.append("lower the learning rate, clip gradients, normalize the inputs")
+        if low:
+            parts.append(
+                f"variance below {self.min_threshold:g} in {short_list([n for n, _ in low])} "
+                f"(down to {min(v for _, v in low):.3g})"
+            )
+            tips.append("check the init (not constant) and that the tensor receives a signal")
+        return self.finding(
+            trial, step,
+            "; ".join(parts) + f" at step {step}",
+            tensors=[n for n, _ in high + low],
+            suggestion="; ".join(tips).capitalize() + ".",
+        )  # fmt: skip
+
+    def _variance(self, trial: TrialView, name: str, step: int) -> float | None:
+        raw = trial.raw(name, step)
+        if raw is not None:
+            if raw.size == 0 or raw.dtype.kind not in "fc":
+                return None
+            return trial.reduce(name, step, "variance")
+        for red in ("variance", "std"):
+            try:
+                v = trial.tensor(name).reduction_value(step, red)
+            except Exception:
+                continue
+            return v * v if red == "std" else v
+        return None

@@ -1,0 +1,123 @@
+"""unchanged_tensor: a tensor that should change does not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.errors import TensorUnavailableForStep
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import gradient_names, needed, selected, short_list
+from mldbg.rules.view import TrialView
+
+_DEFAULT = ("weights", "biases")
+_REDUCTIONS = (("mean", False), ("l2", False), ("max", False), ("min", False), ("mean", True), ("std", False))
+_NEGLIGIBLE = 1e-6  # mean|gradient| / mean|weight| below this: no update was expected
+
+
+@register
+class UnchangedTensor(Rule):
+    """A tensor is unchanged (`allclose` with `rtol`, `atol`, `equal_nan`) over its last
+    `num_steps` saved steps.
+
+    By default the parameters (`weights`, `biases`) on training steps: if they do not move
+    although their gradients are not zero, the optimizer is not updating them (no
+    `optimizer.step()`, a learning rate of 0, an optimizer built on other parameters). A
+    parameter with no gradient (frozen on purpose) or a negligible one (a bias before
+    BatchNorm) is not reported. Works from saved reductions too (all of them unchanged).
+    """
+
+    needs = _DEFAULT
+    needs_any = True
+    collection_names: list[str] | None = None
+    tensor_regex: list[str] | None = None
+    num_steps: int = 3
+    rtol: float = 1e-5
+    atol: float = 1e-8
+    equal_nan: bool = False
+    suggestion = (
+        "Check that optimizer.step() is called every step, that the optimizer was built with "
+        "model.parameters() (after moving the model to its device), that the learning rate is not "
+        "0, and that the tensor is not detached from the graph."
+    )
+
+    def needed_collections(self) -> tuple[str, ...]:
+        return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        params = not self.collection_names and not self.tensor_regex
+        if params and trial.mode(step) != Mode.TRAIN:
+            return None  # weights do not change in evaluation
+        names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
+        if not names:
+            return None
+        if not hasattr(self, "_history"):
+            self._history: dict[str, list[tuple[int, object]]] = {}
+        grads = gradient_names(trial) if trial.has_collection("gradients") else {}
+        grads_here = bool(grads) and bool(trial.names("gradients", step=step))
+        stuck = []
+        for name in names:
+            if not params and self._mode_mismatch(trial, name, step):
+                continue
+            snap = self._snapshot(trial, name, step)
+            if snap is None:
+                continue
+            hist = self._history.setdefault(name, [])
+            hist.append((step, snap))
+            if len(hist) > self.num_steps:
+                hist.pop(0)
+            if len(hist) < max(2, self.num_steps) or not all(self._same(hist[0][1], h[1]) for h in hist[1:]):
+                continue
+            if params and grads_here:
+                g = grads.get(name)
+                if g is None or not trial.tensor(g).has_step(step):
+                    continue  # no gradient: frozen on purpose
+                gmean = trial.reduce(g, step, "mean", abs=True)
+                wmean = trial.reduce(name, step, "mean", abs=True)
+                if not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
+                    continue
+            stuck.append((name, hist[0][0]))
+        stuck = [s for s in stuck if self.first(s[0])]
+        if not stuck:
+            return None
+        names_ = [n for n, _ in stuck]
+        since = min(s for _, s in stuck)
+        why = " although their gradients are not zero" if params and grads_here else ""
+        return self.finding(
+            trial, step,
+            f"{len(names_)} tensor{'s' if len(names_) > 1 else ''} unchanged over the last {self.num_steps} saved steps "
+            f"(steps {since}-{step}, allclose rtol={self.rtol:g}, atol={self.atol:g}){why}: {short_list(names_)}",
+            tensors=names_,
+        )  # fmt: skip
+
+    def _mode_mismatch(self, trial: TrialView, name: str, step: int) -> bool:
+        """Compare a tensor within one mode: TRAIN when it has training steps."""
+        return trial.mode(step) != Mode.TRAIN and bool(trial.tensor(name).steps(Mode.TRAIN))
+
+    def _snapshot(self, trial: TrialView, name: str, step: int) -> object | None:
+        raw = trial.raw(name, step)
+        if raw is not None:
+            return raw.copy()
+        saved = trial.saved_reductions(name, step)
+        if saved:
+            return tuple(v for _, v in sorted(saved.items()))
+        vals = []
+        for red, is_abs in _REDUCTIONS:
+            try:
+                vals.append(trial.tensor(name).reduction_value(step, red, is_abs))
+            except TensorUnavailableForStep:
+                continue
+        return tuple(vals) or None
+
+    def _same(self, a: object, b: object) -> bool:
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            return len(a) == len(b) and all(
+                (x != x and y != y and self.equal_nan) or abs(x - y) <= self.atol + self.rtol * abs(y)
+                for x, y in zip(a, b, strict=True)
+            )
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind not in "fc" or b.dtype.kind not in "fc":
+            return bool(np.array_equal(a, b))
+        return bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan))

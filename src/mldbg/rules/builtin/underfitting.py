@@ -1,0 +1,78 @@
+"""underfitting: the loss stays high and flat."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.losses import LossTracker
+from mldbg.rules.stats import median, trend_z
+from mldbg.rules.view import TrialView
+
+_Z = -2.0  # a Mann-Kendall z below this is a real downward trend
+
+
+@register
+class Underfitting(Rule):
+    """The model does not fit even the training data: after `patience` windows of `window`
+    training losses, the loss is still above `threshold_percent` % of where it started (the
+    median of the first window), it shows no downward trend over the last `patience`
+    windows (Mann-Kendall), and the validation loss, when there is one, has not improved by
+    more than 100 - `threshold_percent` % either.
+
+    This is whole-run: a loss that fell a lot and then levelled off has learned, and a slow
+    but steady fall is learning too. Too small a model, a learning rate far too low,
+    over-regularization, or labels unrelated to the inputs cause it.
+    """
+
+    needs = ("losses", "scalars")
+    needs_any = True
+    window: int = 10
+    patience: int = 5
+    threshold_percent: float = 90.0
+    use_losses_collection: bool = True
+    tensor_regex: list[str] | None = None
+    suggestion = (
+        "Train longer or raise the learning rate, use a bigger model (more units or layers), remove "
+        "excess regularization (weight decay, dropout), and check the data pipeline: do the labels "
+        "belong to the inputs?"
+    )
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if not hasattr(self, "_tracker"):
+            self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+        mode, names, _ = self._tracker.update(trial, step)
+        if mode != Mode.TRAIN:
+            return None
+        found = []
+        for name in names:
+            s = self._tracker.train.get(name)
+            if s is None or not s.steps or s.steps[-1] != step:
+                continue
+            w, n = max(2, self.window), len(s.values)
+            if n % w or n < self.patience * w:
+                continue
+            start, now = median(s.values[:w]), median(s.values[-w:])
+            if not (math.isfinite(start) and math.isfinite(now)):
+                continue
+            level = 100.0 * now / start if start else 100.0
+            z = trend_z(s.values[-self.patience * w :])
+            if level <= self.threshold_percent or z < _Z:
+                continue
+            evals = [e.value for e in self._tracker.closed_evals(name) if math.isfinite(e.value)]
+            if len(evals) >= 2 and 100.0 * min(evals[1:]) / evals[0] <= self.threshold_percent:
+                continue
+            if self.first(name):
+                found.append((name, start, now, level, z, n, evals))
+        if not found:
+            return None
+        name, start, now, level, z, n, evals = found[0]
+        val = f"; validation loss {evals[0]:.4g} -> {evals[-1]:.4g}" if len(evals) >= 2 else ""
+        return self.finding(
+            trial, step,
+            f"{name}: after {n} saved training steps the loss is still {level:.0f}% of where it started "
+            f"({start:.4g} -> {now:.4g}, more than {self.threshold_percent:g}%) with no downward trend over the "
+            f"last {self.patience * max(2, self.window)} (Mann-Kendall z = {z:.1f}){val}: the model is not fitting the training data",
+            tensors=[f[0] for f in found],
+        )  # fmt: skip

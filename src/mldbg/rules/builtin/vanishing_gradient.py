@@ -1,0 +1,71 @@
+"""vanishing_gradient: gradients too small for the layers to learn."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.select import short_list
+from mldbg.rules.view import TrialView
+
+
+@register
+class VanishingGradient(Rule):
+    """The mean absolute value of a weight's gradient stays below `threshold`.
+
+    Such a layer barely moves: with sigmoid or tanh stacked deep, or a bad init, the signal
+    shrinks at every layer on its way back, and the first layers stop learning. To see
+    through the first, noisy steps the condition must hold at `patience` consecutive saved
+    training steps. Bias gradients are left out unless `include_biases`: a bias followed by
+    BatchNorm has a gradient of (almost) zero by construction, which is healthy.
+    """
+
+    needs = ("gradients",)
+    threshold: float = 1e-7
+    patience: int = 3
+    include_biases: bool = False
+    tensor_regex: list[str] | None = None
+    suggestion = (
+        "Use ReLU-family activations (ReLU, LeakyReLU, GELU) instead of sigmoid/tanh in deep stacks, "
+        "add BatchNorm/LayerNorm or residual connections, and use a variance-preserving init "
+        "(torch.nn.init.kaiming_normal_ for ReLU, xavier_uniform_ for tanh)."
+    )
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        names = trial.names("gradients", regex=self.tensor_regex, step=step,
+                            exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
+        if not names:
+            return None
+        if not hasattr(self, "_streak"):
+            self._streak: dict[str, int] = {}
+            self._first: dict[str, int] = {}
+        means = {n: trial.reduce(n, step, "mean", abs=True) for n in names}
+        low = []
+        for n, m in means.items():
+            if not math.isnan(m) and m < self.threshold:
+                self._streak[n] = self._streak.get(n, 0) + 1
+                self._first.setdefault(n, step)
+                if self._streak[n] >= self.patience:
+                    low.append(n)
+            else:
+                self._streak[n] = 0
+                self._first.pop(n, None)
+        low = [n for n in low if self.first(n)]
+        if not low:
+            return None
+        low.sort(key=lambda n: means[n])
+        finite = [m for m in means.values() if not math.isnan(m)]
+        top = max(means, key=lambda n: -1 if math.isnan(means[n]) else means[n])
+        since = min(self._first[n] for n in low)
+        contrast = (
+            f", while the largest ({top}) is {max(finite):.2g}"
+            if finite and max(finite) >= self.threshold
+            else " (all of them)"
+        )
+        return self.finding(
+            trial, step,
+            f"mean |gradient| below {self.threshold:g} in {len(low)} of {len(names)} weight gradients "
+            f"({short_list(low)}; smallest {means[low[0]]:.2g}) for {self.patience} saved steps since step {since}"
+            f"{contrast}: these layers are not learning",
+            tensors=low,
+        )  # fmt: skip

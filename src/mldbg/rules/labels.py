@@ -1,0 +1,106 @@
+"""Class ids from label and prediction tensors, whatever their layout.
+
+Labels may be class ids (N,), one-hot or probabilities (N, C), or per-position ids (N, H, W)
+with logits (N, C, H, W) (PyTorch puts classes on axis 1, Keras on the last axis). A float
+label that is not integer-valued, takes more than `MAX_FLOAT_CLASSES` values, or comes with
+real-valued predictions of its own shape is a regression target: no classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_FLOAT_CLASSES = 32  # integer-valued float targets with more distinct values: a regression
+
+
+def label_ids(labels: np.ndarray, argmax: bool = False) -> np.ndarray | None:
+    y = np.asarray(labels)
+    if y.size == 0:
+        return None
+    if y.ndim >= 2 and y.shape[-1] > 1 and (argmax or (y.dtype.kind == "f" and np.all((y >= 0) & (y <= 1)))):
+        return np.argmax(y, axis=-1).reshape(-1)  # one-hot or probabilities
+    if y.ndim >= 2 and y.shape[-1] == 1:
+        y = y[..., 0]
+    if y.dtype.kind == "b":
+        return y.astype(np.int64).reshape(-1)
+    if y.dtype.kind in "iu":
+        return y.astype(np.int64).reshape(-1)
+    if y.dtype.kind == "f":
+        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)) or y.min() < 0:
+            return None
+        if len(np.unique(y)) > MAX_FLOAT_CLASSES:
+            return None
+        return y.astype(np.int64).reshape(-1)
+    return None
+
+
+def predicted_ids(pred: np.ndarray, labels_shape: tuple[int, ...] | None = None) -> np.ndarray | None:
+    p = np.asarray(pred)
+    if p.size == 0:
+        return None
+    if p.dtype.kind in "iub":
+        return p.astype(np.int64).reshape(-1)
+    if p.dtype.kind != "f":
+        return None
+    if labels_shape is not None and p.ndim == len(labels_shape) + 1:
+        for axis in (1, -1):
+            if tuple(np.delete(np.asarray(p.shape), axis)) == tuple(labels_shape):
+                return np.argmax(p, axis=axis).reshape(-1)
+    if p.ndim >= 2 and p.shape[-1] > 1:
+        return np.argmax(p, axis=-1).reshape(-1)
+    if p.ndim >= 2 and p.shape[-1] == 1:
+        p = p[..., 0]
+    finite = p[np.isfinite(p)]
+    if finite.size and finite.min() >= 0 and finite.max() <= 1:
+        return (p > 0.5).astype(np.int64).reshape(-1)  # binary probabilities
+    return (p > 0).astype(np.int64).reshape(-1)  # binary logits
+
+
+def n_classes(pred: np.ndarray | None, labels_shape: tuple[int, ...] | None = None) -> int | None:
+    """The number of classes a prediction tensor scores, when it says."""
+    if pred is None:
+        return None
+    p = np.asarray(pred)
+    if p.dtype.kind != "f":
+        return None
+    if labels_shape is not None and p.ndim == len(labels_shape) + 1:
+        for axis in (1, -1):
+            if tuple(np.delete(np.asarray(p.shape), axis)) == tuple(labels_shape):
+                return int(p.shape[axis])
+    if p.ndim >= 2 and p.shape[-1] > 1:
+        return int(p.shape[-1])
+    return 2 if p.ndim >= 1 else None
+
+
+def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argmax: bool = False):  # type: ignore[no-untyped-def]
+    """(label ids, predicted ids or None, number of classes or None) at a step."""
+    if not labels_names:
+        return None
+    y_raw = view.raw(labels_names[0], step)
+    if y_raw is None:
+        return None
+    y = label_ids(y_raw, argmax)
+    if y is None:
+        return None
+    p = c = None
+    p_raw = view.raw(pred_names[0], step) if pred_names else None
+    if p_raw is not None and _regression(np.asarray(y_raw), np.asarray(p_raw)):
+        return None
+    if pred_names:
+        if p_raw is not None:
+            shape = tuple(np.asarray(y_raw).shape)
+            p = predicted_ids(p_raw, shape)
+            c = n_classes(p_raw, shape)
+            if p is not None and p.shape != y.shape:
+                p = None
+    return y, p, c
+
+
+def _regression(y: np.ndarray, p: np.ndarray) -> bool:
+    """Float targets predicted by real values of the same shape (not probabilities)."""
+    if y.dtype.kind != "f" or p.dtype.kind != "f" or p.size == 0:
+        return False
+    if p.shape != y.shape and p.reshape(-1).shape != y.reshape(-1).shape:
+        return False
+    finite = p[np.isfinite(p)]
+    return bool(finite.size) and (finite.min() < 0 or finite.max() > 1)

@@ -1,0 +1,376 @@
+"""Run rules over a trial: offline (`check`), or live, a pass at a time (`RuleRunner`).
+
+The runner walks the global steps in order and calls every rule's `check(trial, step)` once
+per step; rules keep their own state (windows, counters) between calls, so the same rule
+works on a finished run and beside a running job. The rules read through a `TrialView`,
+which reads each tensor of the current step once for all of them. A rule whose collections
+were not saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+
+from mldbg.errors import (
+    InvalidConfig,
+    MldbgError,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from mldbg.rules.base import BUILTIN, Finding, Rule, snake_case
+from mldbg.rules.view import TrialView
+from mldbg.trial import Trial, create_trial
+
+log = logging.getLogger("mldbg")
+
+RuleSpec = str | Rule | type | Mapping[str, Any] | Any
+ENTRY_POINT_GROUP = "mldbg.rules"
+_MISSING_DATA = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable, StepNotYetAvailable)
+
+
+# resolving rule specs -----------------------------------------------------------------------
+def rule_class(name: str) -> type:
+    """A rule class by snake_case or CamelCase name: built-in first, then the `mldbg.rules`
+    entry points of installed packages."""
+    _load_builtin()
+    key = snake_case(name.strip()) if not name.islower() else name.strip()
+    found = BUILTIN.get(key)
+    if found is not None:
+        return found
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in (name, key):
+            try:
+                return ep.load()
+            except Exception as e:
+                raise InvalidConfig(f"rule {name!r}: its entry point {ep.value!r} failed to load: {e}") from e
+    close = difflib.get_close_matches(key, list(BUILTIN), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known rules: {', '.join(sorted(BUILTIN))}"
+    raise InvalidConfig(f"unknown rule {name!r}{hint}")
+
+
+def default_rules() -> list[type[Rule]]:
+    """The rules `check(path)` runs when none are named: every built-in with `default = True`."""
+    _load_builtin()
+    return [cls for cls in BUILTIN.values() if cls.default]
+
+
+def parse_rule_spec(text: str) -> tuple[str, dict[str, str]]:
+    """`"name:k=v,k2=v2"` -> (name, {k: v}). A part without `=` continues the previous value,
+    so lists need no quoting: `nlp_sequence_ratio:token_values=0,1,token_thresholds_percent=50,60`."""
+    name, _, rest = text.partition(":")
+    params: dict[str, str] = {}
+    last: str | None = None
+    for part in rest.split(","):
+        if "=" in part:
+            key, _, value = part.partition("=")
+            last = key.strip()
+            if not last:
+                raise InvalidConfig(f"rule spec {text!r}: empty parameter name in {part!r}")
+            params[last] = value.strip()
+        elif part.strip():
+            if last is None:
+                raise InvalidConfig(f"rule spec {text!r}: expected k=v after ':', got {part!r}")
+            params[last] += "," + part.strip()
+    if not name.strip():
+        raise InvalidConfig(f"rule spec {text!r}: no rule name")
+    return name.strip(), params
+
+
+def resolve_rules(specs: RuleSpec | Iterable[RuleSpec] | None, trial: Trial | None = None) -> list[Rule]:
+    """Turn names, `"name:k=v"` strings, mappings (`{"name": ..., **params}`), Rule instances,
+    Rule classes and smdebug-style rule objects into Rule objects. None (or `"default"`) is
+    the default set."""
+    if specs is None:
+        return [cls(trial) for cls in default_rules()]
+    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
+        specs = [specs]
+    if isinstance(specs, Mapping):  # {name: {params}, ...}
+        specs = [{"name": k, **(v or {})} for k, v in specs.items()]
+    rules: list[Rule] = []
+    for spec in specs:
+        rules.extend(_resolve_one(spec, trial))
+    return rules
+
+
+def _resolve_one(spec: RuleSpec, trial: Trial | None) -> list[Rule]:
+    if isinstance(spec, str):
+        name, params = parse_rule_spec(spec)
+        if name == "default" and not params:
+            return [cls(trial) for cls in default_rules()]
+        return [_instantiate(rule_class(name), trial, params)]
+    if isinstance(spec, Mapping):
+        spec = dict(spec)
+        name = spec.pop("name", None)
+        if not isinstance(name, str):
+            raise InvalidConfig(f"rule config {spec!r}: needs a 'name'")
+        params = spec.pop("params", None) or spec.pop("parameters", None) or {}
+        params.update(spec)
+        return [_instantiate(rule_class(name), trial, params)]
+    if isinstance(spec, Rule):
+        if spec.trial is None:
+            spec.trial = trial
+        return [spec]
+    if isinstance(spec, type):
+        return [_instantiate(spec, trial, {})]
+    if callable(getattr(spec, "invoke_at_step", None)):
+        return [SmdebugRule(spec, trial)]
+    raise InvalidConfig(f"not a rule: {spec!r} (give a name, a Rule, or an object with invoke_at_step)")
+
+
+def _instantiate(cls: type, trial: Trial | None, params: Mapping[str, Any]) -> Rule:
+    if isinstance(cls, type) and issubclass(cls, Rule):
+        return cls(trial, **params)
+    if isinstance(cls, type) and callable(getattr(cls, "invoke_at_step", None)):
+        return SmdebugRule(cls(trial, **params), trial)
+    raise InvalidConfig(f"{cls!r} is not a rule: subclass mldbg.rules.Rule or define invoke_at_step")
+
+
+def load_rule_config(path: str | os.PathLike[str]) -> list[RuleSpec]:
+    """Rule specs from a YAML or JSON file: a list of names / `{name: ..., k: v}` mappings,
+    a mapping `{rule_name: {k: v}}`, or either under a top-level `rules:` key."""
+    from mldbg.config_file import load_file
+
+    data = load_file(path)
+    if isinstance(data, Mapping) and "rules" in data and len(data) == 1:
+        data = data["rules"]
+    if isinstance(data, Mapping):
+        return [{"name": k, **(v or {})} for k, v in data.items()]
+    if isinstance(data, list):
+        out: list[RuleSpec] = []
+        for item in data:
+            if isinstance(item, Mapping) and "name" not in item and len(item) == 1:
+                ((k, v),) = item.items()
+                out.append({"name": k, **(v or {})})
+            elif isinstance(item, (str, Mapping)):
+                out.append(item)
+            else:
+                raise InvalidConfig(f"{path}: a rule must be a name or a mapping, got {item!r}")
+        return out
+    raise InvalidConfig(f"{path}: expected a list of rules or a mapping of rule names to parameters")
+
+
+class SmdebugRule(Rule):
+    """Runs an smdebug-style rule object: `invoke_at_step(step)` returning True is a finding."""
+
+    default = False
+    suggestion = ""
+
+    def __init__(self, obj: Any, trial: Trial | None = None):
+        super().__init__(trial)
+        self.obj = obj
+        self.name = snake_case(type(obj).__name__)
+        if getattr(obj, "base_trial", None) is None:
+            with contextlib.suppress(AttributeError):
+                obj.base_trial = trial
+
+    def check(self, trial: Trial, step: int) -> Finding | None:
+        if self.obj.invoke_at_step(step):
+            message = (
+                getattr(self.obj, "message", None)
+                or f"{type(self.obj).__name__}: condition met at step {step}"
+            )
+            return self.finding(trial, step, str(message))
+        return None
+
+    def __repr__(self) -> str:
+        return f"SmdebugRule({self.obj!r})"
+
+
+# running ----------------------------------------------------------------------------------
+class RuleRunner:
+    """Runs rules over a trial, step by step, in order.
+
+    `run_available()` checks the steps not checked yet (call it again after new data came,
+    for live use), `finish()` checks the rest and the whole-run conditions once training
+    ended. `skipped` maps a rule name to why it could not run; `errors` to a rule that
+    raised (it is then dropped, the others go on).
+    """
+
+    def __init__(
+        self,
+        trial: Trial | str | os.PathLike[str],
+        rules: RuleSpec | Iterable[RuleSpec] | None = None,
+        start_step: int | None = None,
+        end_step: int | None = None,
+    ):
+        self.trial = trial if isinstance(trial, Trial) else create_trial(trial)
+        self.view = TrialView(self.trial)
+        self.rules = resolve_rules(rules, self.trial)
+        for rule in self.rules:
+            if rule.trial is None:
+                rule.trial = self.trial
+        self.start_step = start_step
+        self.end_step = end_step
+        self.skipped: dict[str, str] = {}
+        self.errors: dict[str, str] = {}
+        self._waiting = list(self.rules)  # needs not met yet
+        self._active: list[Rule] = []
+        self._last = -1 if start_step is None else start_step - 1
+        self._seen_steps = 0
+        self._finished = False
+
+    def run_available(self) -> list[Finding]:
+        """Check every step not checked yet (in a live run, all but the newest, which may
+        still be incomplete). Returns the new findings."""
+        complete = self.trial.loaded_all_steps
+        return self._run(complete)
+
+    def finish(self) -> list[Finding]:
+        """Check the remaining steps, then whole-run conditions. Call once training ended."""
+        if self._finished:
+            return []
+        self.trial.refresh()
+        findings = self._run(True)
+        self._finished = True
+        for rule in list(self._active):
+            findings += self._call(rule, rule.finish, self.view)
+        for rule in self._active:
+            why = rule.unchecked()
+            if why and rule.name not in self.errors:
+                self.skipped.setdefault(rule.name, why)
+        for rule in self._waiting:
+            self._skip(rule)
+        self._waiting = []
+        return findings
+
+    # internals ------------------------------------------------------------------------------
+    def _run(self, complete: bool) -> list[Finding]:
+        steps = self.trial.steps()
+        if len(steps) != self._seen_steps:
+            self._seen_steps = len(steps)
+            self.view.refreshed()
+        self._activate(complete)
+        new = [s for s in steps if s > self._last and (self.end_step is None or s < self.end_step)]
+        if not complete and new:
+            new = new[:-1]  # the newest step may still be written
+        findings: list[Finding] = []
+        with np.errstate(all="ignore"):
+            for step in new:
+                self.view.begin(step)
+                for rule in list(self._active):
+                    findings += self._call(rule, rule.check, self.view, step)
+                self._last = step
+            now = time.time()
+            for rule in list(self._active):
+                findings += self._call(rule, rule.poll, self.view, now)
+        return findings
+
+    def _activate(self, complete: bool) -> None:
+        if not self._waiting:
+            return
+        if not self.trial.steps():
+            if complete:
+                for rule in self._waiting:
+                    self._skip(rule, "the run has no saved steps")
+                self._waiting = []
+            return
+        have = self.view.collections()
+        still = []
+        for rule in self._waiting:
+            needs = rule.needed_collections()
+            present = [c for c in needs if have.get(c)]
+            ok = not needs or (bool(present) if rule.needs_any else len(present) == len(needs))
+            if ok:
+                self._active.append(rule)
+            elif complete:
+                self._skip(rule)
+            else:
+                still.append(rule)
+        self._waiting = still
+
+    def _skip(self, rule: Rule, why: str | None = None) -> None:
+        if rule.name in self.skipped:
+            return
+        if why is None:
+            needs = rule.needed_collections()
+            have = self.view.collections()
+            missing = [c for c in needs if not have.get(c)]
+            which = " or ".join(missing) if rule.needs_any else ", ".join(missing)
+            why = (
+                f"needs the {which} collection{'s' if len(missing) > 1 and not rule.needs_any else ''}, "
+                "which this run did not save (add it to the hook's include_collections)"
+            )
+        self.skipped[rule.name] = why
+        log.info("mldbg: rule %s skipped: %s", rule.name, why)
+
+    def _call(self, rule: Rule, method: Any, *args: Any) -> list[Finding]:
+        try:
+            result = method(*args)
+        except _MISSING_DATA as e:  # data missing at this step: as smdebug, not a finding
+            log.debug("mldbg: rule %s: %s", rule.name, e)
+            return []
+        except Exception as e:
+            self.errors[rule.name] = f"{type(e).__name__}: {e}"
+            log.warning("mldbg: rule %s failed and was stopped: %s: %s", rule.name, type(e).__name__, e)
+            if rule in self._active:
+                self._active.remove(rule)
+            return []
+        if result is None:
+            return []
+        if isinstance(result, Finding):
+            return [result]
+        return [f for f in result if f is not None]
+
+
+def _load_builtin() -> None:
+    import mldbg.rules  # noqa: F401  (registers the built-in rules)
+
+
+def check(
+    path: str | os.PathLike[str] | Trial,
+    rules: RuleSpec | Iterable[RuleSpec] | None = None,
+    start_step: int | None = None,
+    end_step: int | None = None,
+) -> list[Finding]:
+    """Run rules over a recorded run and return what they found.
+
+    `rules=None` runs the default set: every built-in rule whose data was recorded. A rule
+    that raised is reported as a RuntimeWarning (the others still ran).
+    """
+    runner = RuleRunner(path, rules, start_step=start_step, end_step=end_step)
+    findings = runner.run_available() + runner.finish()
+    for name, err in runner.errors.items():
+        warnings.warn(f"mldbg: rule {name} failed: {err}", RuntimeWarning, stacklevel=2)
+    return findings
+
+
+def invoke_rule(
+    rule: Rule | Any, start_step: int | None = None, end_step: int | None = None
+) -> list[Finding]:
+    """Run one rule over its own trial (`rule.trial`, or smdebug's `rule.base_trial`)."""
+    trial = getattr(rule, "trial", None) or getattr(rule, "base_trial", None)
+    if trial is None:
+        raise InvalidConfig(f"{rule!r} has no trial: create it with the trial as first argument")
+    runner = RuleRunner(trial, [rule], start_step=start_step, end_step=end_step)
+    findings = runner.run_available()
+    last = trial.steps()[-1] if trial.steps() else -1
+    if end_step is None or end_step > last:
+        findings += runner.finish()
+    for name, err in runner.errors.items():
+        raise MldbgError(f"rule {name} failed: {err}")
+    return findings
+
+
+__all__ = [
+    "RuleRunner",
+    "SmdebugRule",
+    "check",
+    "default_rules",
+    "invoke_rule",
+    "load_rule_config",
+    "parse_rule_spec",
+    "resolve_rules",
+    "rule_class",
+]

@@ -1,0 +1,92 @@
+"""Shared by `tanh_saturation`, `sigmoid_saturation` and `saturated_activation`: the share of
+a layer's units whose inputs sit where the activation is flat."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mldbg.rules.stats import UnitWindow, is_input, pick_per_layer, unit_fraction
+from mldbg.rules.view import TrialView
+
+
+@dataclass
+class Saturated:
+    layer: str
+    tensor: str
+    share: float  # % of units saturated
+    units: int
+    saturated: int
+    samples: int
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+FUNCTIONS: dict[str, Callable[[float], float]] = {"tanh": math.tanh, "sigmoid": _sigmoid}
+
+
+class SaturationTracker:
+    """Per layer, a window of per-unit saturation counts over the last `patience` saved steps."""
+
+    def __init__(self, kind: str, lo: float, hi: float, patience: int):
+        self.kind = kind
+        self.lo, self.hi = lo, hi
+        self.fn = FUNCTIONS[kind]
+        self.patience = patience
+        self.windows: dict[str, UnitWindow] = {}
+
+    def update(
+        self,
+        view: TrialView,
+        step: int,
+        names: list[str],
+        threshold_inactivity: float,
+        threshold_layer: float,
+    ) -> list[Saturated]:
+        found = []
+        for layer, name in sorted(pick_per_layer(names, prefer="input").items()):
+            x = view.raw(name, step)
+            if x is None or x.size == 0 or x.dtype.kind not in "fc":
+                continue
+            x = np.asarray(x)
+            if is_input(name):
+                mask = (x < self.lo) | (x > self.hi)
+            else:  # only the output was saved: invert through the function
+                mask = (x <= self.fn(self.lo)) | (x >= self.fn(self.hi))
+            counts, samples = unit_fraction(mask)
+            win = self.windows.setdefault(layer, UnitWindow(self.patience))
+            win.add(counts, samples)
+            if not win.full:
+                continue
+            active = 100.0 * (1.0 - win.fraction())  # % of samples where the unit is not saturated
+            sat = active <= threshold_inactivity
+            share = 100.0 * sat.sum() / sat.size
+            if share > threshold_layer:
+                found.append(Saturated(layer, name, share, sat.size, int(sat.sum()), sum(win.samples)))
+        return found
+
+
+def describe(
+    kind: str, found: list[Saturated], lo: float, hi: float, threshold_inactivity: float, patience: int
+) -> str:
+    parts = [
+        f"{s.layer}: {s.saturated} of {s.units} units ({s.share:.0f}%) with inputs outside "
+        f"[{lo:g}, {hi:g}] in at least {100 - threshold_inactivity:g}% of {s.samples} samples"
+        for s in found
+    ]
+    return (
+        f"saturated {kind} over the last {patience} saved steps: {'; '.join(parts)}; there the {kind} "
+        "is flat, its gradient is ~0, and these units stop learning"
+    )
+
+
+SUGGESTION = (
+    "Normalize the inputs (zero mean, unit variance), use a smaller init (xavier_uniform_ for "
+    "tanh/sigmoid), add BatchNorm/LayerNorm before the activation, lower the learning rate, or "
+    "switch hidden layers to ReLU-family activations."
+)

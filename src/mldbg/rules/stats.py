@@ -1,0 +1,148 @@
+"""Robust statistics for rules: rank tests, trends, and per-unit activity of layers.
+
+Time-series rules compare windows with rank tests (Mann-Whitney) and test trends with
+Mann-Kendall instead of comparing two raw points: a minibatch loss is noisy, and a rule that
+cries wolf on noise is worse than none. NumPy only; the windows are small.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based), ties share their mean rank."""
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=np.float64)
+    sx = x[order]
+    i = 0
+    n = len(x)
+    while i < n:
+        j = i
+        while j + 1 < n and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _norm_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def p_lower(a: Sequence[float], b: Sequence[float]) -> float:
+    """One-sided Mann-Whitney p-value that the values of `a` tend to be lower than `b`'s
+    (normal approximation with tie correction; continuity corrected). 1.0 when undecidable."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    ranks = _ranks(np.concatenate([a, b]))
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2  # small when a is lower
+    n = n1 + n2
+    _, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    tie = (counts**3 - counts).sum()
+    var = n1 * n2 / 12 * ((n + 1) - tie / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return 1.0
+    z = (n1 * n2 / 2 - u - 0.5) / math.sqrt(var)
+    return _norm_sf(z)
+
+
+def trend_z(x: Sequence[float]) -> float:
+    """Mann-Kendall trend statistic as a z-score: clearly negative when the series falls,
+    clearly positive when it rises, near 0 for noise around a level."""
+    v = np.asarray(x, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    n = len(v)
+    if n < 4:
+        return 0.0
+    diff = np.sign(v[None, :] - v[:, None])
+    s = float(np.triu(diff, 1).sum())
+    _, counts = np.unique(v, return_counts=True)
+    var = (n * (n - 1) * (2 * n + 5) - (counts * (counts - 1) * (2 * counts + 5)).sum()) / 18
+    if var <= 0:
+        return 0.0
+    if s > 0:
+        return (s - 1) / math.sqrt(var)
+    if s < 0:
+        return (s + 1) / math.sqrt(var)
+    return 0.0
+
+
+def median(x: Sequence[float]) -> float:
+    v = np.asarray(x, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else float("nan")
+
+
+def rel_change(new: float, old: float) -> float:
+    """(new - old) / |old|, safe near 0."""
+    return (new - old) / max(abs(old), 1e-12)
+
+
+# layers and units ------------------------------------------------------------------------------
+_IO = re.compile(r"_(input|output)_\d+$")
+
+
+def layer_of(name: str) -> str:
+    """`relu1_output_0` -> `relu1`: the layer an activation tensor belongs to."""
+    return _IO.sub("", name)
+
+
+def is_input(name: str) -> bool:
+    m = _IO.search(name)
+    return bool(m and m.group(1) == "input")
+
+
+def pick_per_layer(names: Sequence[str], prefer: str = "output") -> dict[str, str]:
+    """One tensor per layer: the layer's `prefer` (input or output) tensor when both were saved."""
+    chosen: dict[str, str] = {}
+    for n in names:
+        layer = layer_of(n)
+        have = chosen.get(layer)
+        if have is None or (is_input(n) == (prefer == "input") and is_input(have) != (prefer == "input")):
+            chosen[layer] = n
+    return chosen
+
+
+def unit_fraction(mask: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per unit (every coordinate but the batch axis), the count of samples where `mask` holds,
+    and the number of samples. A 0-d or 1-d tensor is one sample of its elements."""
+    m = np.asarray(mask)
+    if m.ndim <= 1:
+        return m.reshape(-1).astype(np.int64), 1
+    flat = m.reshape(m.shape[0], -1)
+    return flat.sum(axis=0, dtype=np.int64), m.shape[0]
+
+
+class UnitWindow:
+    """Per-unit counts over the last `size` saved steps of one layer."""
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self.counts: list[np.ndarray] = []
+        self.samples: list[int] = []
+
+    def add(self, counts: np.ndarray, samples: int) -> None:
+        if self.counts and self.counts[-1].shape != counts.shape:
+            self.counts, self.samples = [], []  # the layer changed shape (another input size)
+        self.counts.append(counts)
+        self.samples.append(samples)
+        if len(self.counts) > self.size:
+            self.counts.pop(0)
+            self.samples.pop(0)
+
+    @property
+    def full(self) -> bool:
+        return len(self.counts) >= self.size
+
+    def fraction(self) -> np.ndarray:
+        """Per unit, the share of samples (over the window) where the condition held."""
+        return np.sum(self.counts, axis=0) / max(1, sum(self.samples))

@@ -1,0 +1,284 @@
+"""What rules read: a Trial with a per-step cache that every rule of one runner shares.
+
+Many rules look at the same tensors at the same step (weights for `unchanged_tensor`,
+`weight_update_ratio`, `exploding_tensor`...). The runner hands them a `TrialView`: it behaves
+like the Trial (every attribute not defined here is the trial's), reads each raw tensor of
+the current step once, answers reductions from the saved reductions when only those were
+recorded, and keeps the tensor names of each collection at hand.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.errors import InvalidConfig, TensorUnavailableForStep
+from mldbg.record.reductions import reduce
+from mldbg.store.format import ABS, REDUCTION_CODE
+from mldbg.trial import Trial
+
+_NO_RAW = object()
+_CODES = {code + (ABS if a else 0): (name, a) for name, code in REDUCTION_CODE.items() for a in (False, True)}
+
+
+class TrialView:
+    """A Trial plus a cache of the current step's reads. Attributes not defined here are the trial's."""
+
+    def __init__(self, trial: Trial):
+        self.trial = trial
+        self._step: int | None = None
+        self._raw: dict[tuple[str, int, Any, Any], Any] = {}
+        self._reds: dict[tuple[str, int, str, bool], float] = {}
+        self._names: dict[tuple[Any, ...], list[str]] = {}
+        self._collections: dict[str, frozenset[str]] | None = None
+        self._modes: dict[int, Mode] = {}
+        self._patterns: dict[str, re.Pattern[str]] = {}
+        self._tensors: dict[str, CachedTensor] = {}
+        self._records: dict[tuple[str, int], Any] = {}
+        self._where: dict[tuple[str, int], tuple[int, int, str]] | None = {}
+        self._present: dict[int, set[str]] = {}
+        self._synced = 0
+        self._seg_reds: dict[int, dict[int, dict[tuple[str, bool], float]]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.trial, name)
+
+    def __repr__(self) -> str:
+        return f"TrialView({self.trial!r})"
+
+    # bookkeeping (the runner calls these) -----------------------------------------------
+    def begin(self, step: int) -> None:
+        """Move to `step`: what was cached for other steps is dropped."""
+        if step != self._step:
+            self._step = step
+            self._raw.clear()
+            self._reds.clear()
+            self._records.clear()
+
+    def refreshed(self) -> None:
+        """New data was loaded: collections and names may have grown."""
+        self._collections = None
+        self._names.clear()
+        self._records.clear()
+        self._sync()
+
+    # metadata ---------------------------------------------------------------------------
+    def collections(self) -> dict[str, frozenset[str]]:  # type: ignore[override]
+        if self._collections is None:
+            self._collections = {c: frozenset(n) for c, n in self.trial.collections().items()}
+        return self._collections
+
+    def has_collection(self, name: str) -> bool:
+        return bool(self.collections().get(name))
+
+    def mode(self, step: int) -> Mode:
+        found = self._modes.get(step)
+        if found is None:
+            found = self._modes[step] = self.trial.mode(step)
+        return found
+
+    def tensor(self, name: str) -> CachedTensor:
+        found = self._tensors.get(name)
+        if found is None:
+            found = self._tensors[name] = CachedTensor(self, name)
+        return found
+
+    def names(
+        self,
+        collections: Sequence[str] | str | None = None,
+        regex: Sequence[str] | str | None = None,
+        step: int | None = None,
+        exclude: str | None = None,
+    ) -> list[str]:
+        """Tensor names in any of `collections` (all tensors when None), matching any of
+        `regex`, not matching `exclude`, and (when `step` is given) saved at that step."""
+        if isinstance(collections, str):
+            collections = (collections,)
+        if isinstance(regex, str):
+            regex = (regex,)
+        key = (tuple(collections) if collections else None, tuple(regex) if regex else None, step, exclude)
+        found = self._names.get(key)
+        if found is not None:
+            return found
+        if step is not None:
+            every = self.names(collections, regex, None, exclude)
+            present = self._present.get(step) if self._where is not None else None
+            if present is None and self._where is not None:
+                self._sync()
+                present = self._present.get(step) if self._where is not None else None
+            if present is not None:
+                names = [n for n in every if n in present]
+            else:
+                names = [n for n in every if self.trial.tensor(n).has_step(step)]
+        else:
+            pool: Iterable[str]
+            if collections is None:
+                pool = self.trial.tensor_names()
+            else:
+                cmap = self.collections()
+                pool = set().union(*(cmap.get(c, frozenset()) for c in collections))
+            names = sorted(pool)
+            if regex:
+                pats = [self._pattern(r) for r in regex]
+                names = [n for n in names if any(p.search(n) for p in pats)]
+            if exclude:
+                pat = self._pattern(exclude)
+                names = [n for n in names if not pat.search(n)]
+        self._names[key] = names
+        return names
+
+    def _pattern(self, regex: str) -> re.Pattern[str]:
+        found = self._patterns.get(regex)
+        if found is None:
+            try:
+                found = self._patterns[regex] = re.compile(regex)
+            except re.error as e:
+                raise InvalidConfig(f"invalid regex {regex!r}: {e}") from None
+        return found
+
+    # values -----------------------------------------------------------------------------
+    def _sync(self) -> None:
+        """Index every record of segments not seen yet: (name, step) -> (segment, row), and the
+        names saved at each step. One pass over the trial's index columns, so that per-step
+        lookups are dict lookups. If the index layout is not the one this version knows, the
+        view falls back to the public Trial API."""
+        if self._where is None:
+            return
+        try:
+            index = self.trial._index
+            segments = index.segments
+            for seg_idx in range(self._synced, len(segments)):
+                seg = segments[seg_idx]
+                worker = index.workers[index.segment_worker[seg_idx]]
+                names = seg.names
+                c = seg.columns
+                for row, (nid, st) in enumerate(zip(c["name_id"].tolist(), c["step"].tolist(), strict=True)):
+                    name = names[nid]
+                    key = (name, st)
+                    prev = self._where.get(key)
+                    if prev is None or worker < prev[2]:
+                        self._where[key] = (seg_idx, row, worker)
+                    self._present.setdefault(st, set()).add(name)
+            self._synced = len(segments)
+        except (AttributeError, KeyError, TypeError, IndexError):
+            self._where = None
+
+    def _record(self, name: str, step: int) -> tuple[Any, int, dict[tuple[str, bool], float]] | None:
+        """(index columns of the segment, row, saved reductions by code) of a tensor at a
+        global step, read from the trial's index without touching data files; None when the
+        index layout is not the one this version knows (then the public API is used)."""
+        key = (name, step)
+        found = self._records.get(key)
+        if found is None:
+            try:
+                if self._where is None:
+                    raise AttributeError
+                where = self._where.get(key)
+                if where is None:
+                    self._sync()
+                    where = self._where.get(key) if self._where is not None else None
+                if where is None:
+                    raise KeyError(key)
+                seg_idx, row, _ = where
+                index = self.trial._index
+                reds = self._seg_reds.get(seg_idx)
+                if reds is None:
+                    c = index.segments[seg_idx].columns
+                    reds = self._seg_reds[seg_idx] = {}
+                    for r, code, v in zip(
+                        c["red_row"].tolist(), c["red_code"].tolist(), c["red_value"].tolist(), strict=True
+                    ):
+                        if code in _CODES:
+                            reds.setdefault(r, {})[_CODES[code]] = v
+                found = (index.segments[seg_idx].columns, row, reds.get(row, {}))
+            except (AttributeError, KeyError, TypeError, IndexError):
+                found = _NO_RAW
+            if step == self._step:
+                self._records[key] = found
+        return None if found is _NO_RAW else found
+
+    def saved_reductions(self, name: str, step: int) -> dict[tuple[str, bool], float]:
+        """Every reduction saved for a tensor at a global step: {(reduction, abs): value}."""
+        rec = self._record(name, step)
+        return {} if rec is None else rec[2]
+
+    def raw(
+        self, name: str, step: int, mode: Mode | None = None, worker: str | None = None
+    ) -> np.ndarray | None:
+        """The saved tensor, or None when only its reductions were saved at that step."""
+        key = (name, step, mode, worker)
+        found = self._raw.get(key)
+        if found is None:
+            rec = self._record(name, step) if mode is None and worker is None else None
+            if rec is not None and int(rec[0]["offset"][rec[1]]) < 0:
+                found = _NO_RAW
+            else:
+                try:
+                    found = self.trial.tensor(name).value(step, mode, worker)
+                except TensorUnavailableForStep:
+                    if not self.trial.tensor(name).has_step(step, mode):
+                        raise
+                    found = _NO_RAW
+            if step == self._step:
+                self._raw[key] = found
+        return None if found is _NO_RAW else found
+
+    def value(self, name: str, step: int, mode: Mode | None = None, worker: str | None = None) -> np.ndarray:
+        found = self.raw(name, step, mode, worker)
+        if found is None:
+            raise TensorUnavailableForStep(f"only reductions of {name!r} were saved at step {step}")
+        return found
+
+    def reduce(self, name: str, step: int, reduction: str, abs: bool = False) -> float:
+        """A reduction of a tensor at a global step: computed from the raw tensor when it was
+        saved (read once for every rule), else the saved reduction."""
+        key = (name, step, reduction, abs)
+        found = self._reds.get(key)
+        if found is None:
+            rec = self._record(name, step)
+            if rec is not None and (reduction, abs) in rec[2]:
+                found = rec[2][(reduction, abs)]
+            else:
+                raw = self.raw(name, step)
+                if raw is None:
+                    found = self.trial.tensor(name).reduction_value(step, reduction, abs)
+                else:
+                    with np.errstate(all="ignore"):
+                        found = reduce(raw, reduction, abs)
+            if step == self._step:
+                self._reds[key] = found
+        return found
+
+
+class CachedTensor:
+    """`trial.tensor(name)` as seen through a TrialView: values of the current step are cached."""
+
+    def __init__(self, view: TrialView, name: str):
+        self._view = view
+        self.name = name
+        self._tensor = view.trial.tensor(name)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._tensor, attr)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name!r})"
+
+    def value(self, step: int, mode: Mode | None = None, worker: str | None = None) -> np.ndarray:
+        return self._view.value(self.name, step, mode, worker)
+
+    def reduction_value(
+        self,
+        step: int,
+        reduction: str,
+        abs: bool = False,
+        mode: Mode | None = None,
+        worker: str | None = None,
+    ) -> float:
+        if mode is None and worker is None:
+            return self._view.reduce(self.name, step, reduction, abs)
+        return self._tensor.reduction_value(step, reduction, abs, mode, worker)

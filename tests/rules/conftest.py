@@ -1,0 +1,83 @@
+"""Tiny real trainings shared by every rule test: each is trained once per session, on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import mldbg
+from mldbg.rules import Finding
+from tests.tiny import train
+
+# name -> train() keyword arguments. Healthy runs first; every rule must stay quiet on them.
+SCENARIOS: dict[str, dict] = {
+    "healthy_relu_sgd": {},
+    "healthy_tanh_sgd": {"activation": "tanh"},
+    "healthy_sigmoid_adam": {"activation": "sigmoid", "optimizer": "adam"},
+    "healthy_relu_adam": {"optimizer": "adam", "steps": 150},
+    "healthy_cnn_sgd": {"model": "cnn"},
+    "healthy_cnn_adam": {"model": "cnn", "optimizer": "adam"},
+    "healthy_frozen_fc1": {"freeze": ("fc1",)},
+    "lr_huge": {"lr": 1e12},
+    "negative_bias": {"init": "negative_bias"},
+    "zero_init": {"init": "zero"},
+    "constant_init": {"init": "constant"},
+    "lr_tiny": {"lr": 1e-10},
+    "frozen_optimizer": {"frozen_optimizer": True},
+    "tanh_huge_init": {"activation": "tanh", "init": "huge"},
+    "sigmoid_inputs_x100": {"activation": "sigmoid", "input_scale": 100.0},
+    "deep_sigmoid": {"activation": "sigmoid", "depth": 8},
+    "unnormalized": {"input_scale": 100.0, "input_shift": 50.0, "lr": 1e-5},
+    "imbalanced": {"imbalance": 0.97},
+    "swapped_classes": {"swap_classes": (0, 1), "optimizer": "adam"},
+    "tiny_train_set": {"n_train": 16, "optimizer": "adam", "steps": 150},
+    "random_labels": {"shuffle_labels": True, "optimizer": "adam", "steps": 300, "width": 64},
+}
+HEALTHY = [n for n in SCENARIOS if n.startswith("healthy")]
+STEPS = 60
+
+
+@pytest.fixture(scope="session")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], str]:
+    """run(name) -> path of the recorded training `name` (trained on first use)."""
+    root = tmp_path_factory.mktemp("rule_runs")
+    done: dict[str, str] = {}
+
+    def get(name: str) -> str:
+        if name not in done:
+            path = Path(root) / name
+            train(path, **{"steps": STEPS, **SCENARIOS[name]})
+            done[name] = str(path)
+        return done[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def default_findings(run: Callable[[str], str]) -> Callable[[str], list[Finding]]:
+    """default_findings(name) -> what the default rule set finds on training `name` (cached)."""
+    cache: dict[str, list[Finding]] = {}
+
+    def get(name: str) -> list[Finding]:
+        if name not in cache:
+            cache[name] = mldbg.check(run(name))
+        return cache[name]
+
+    return get
+
+
+def fired(findings: list[Finding]) -> dict[str, int]:
+    """rule name -> the first step where it fired."""
+    out: dict[str, int] = {}
+    for f in findings:
+        out[f.rule] = min(out.get(f.rule, f.step), f.step)
+    return out
+
+
+def assert_explains(f: Finding) -> None:
+    """A finding names its tensors, has numbers in its message, and says what to try."""
+    assert f.tensors, f
+    assert any(ch.isdigit() for ch in f.message), f
+    assert len(f.suggestion) > 30, f

@@ -1,0 +1,42 @@
+"""`mldbg check`: findings, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from mldbg.cli.check import check
+
+
+def test_exit_1_and_json_findings(run):
+    res = CliRunner().invoke(check, [run("negative_bias"), "--json", "--rule", "dead_relu"])
+    assert res.exit_code == 1, res.output
+    lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    assert lines and set(lines[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion"}
+    assert lines[0]["rule"] == "dead_relu" and lines[0]["mode"] == "TRAIN"
+
+
+def test_exit_0_on_healthy_run(run):
+    res = CliRunner().invoke(check, [run("healthy_relu_sgd")])
+    assert res.exit_code == 0, res.output
+
+
+def test_config_file_and_parameters(run, tmp_path):
+    cfg = tmp_path / "rules.json"
+    cfg.write_text(json.dumps([{"name": "dead_relu", "threshold_layer": 99.0}]))
+    res = CliRunner().invoke(check, [run("negative_bias"), "--config", str(cfg)])
+    assert res.exit_code == 1 and "dead_relu" in res.stdout
+
+
+def test_exit_2_on_errors(run, tmp_path):
+    assert CliRunner().invoke(check, [str(tmp_path / "nothing")]).exit_code == 2
+    res = CliRunner().invoke(check, [run("healthy_relu_sgd"), "--rule", "dead_relus"])
+    assert res.exit_code == 2 and "did you mean" in res.stderr
+    res = CliRunner().invoke(check, [run("healthy_relu_sgd"), "--rule", "dead_relu:nope=1"])
+    assert res.exit_code == 2 and "unknown parameter" in res.stderr
+
+
+def test_list_rules():
+    res = CliRunner().invoke(check, ["--list"])
+    assert res.exit_code == 0 and "loss_not_decreasing" in res.stdout

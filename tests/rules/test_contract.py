@@ -1,0 +1,55 @@
+"""Contract over the whole registry: every rule documents itself, its parameters round-trip
+through JSON, its needs are known collections, and it runs on a real trial without failing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mldbg.record.collections import DEFAULT_COLLECTIONS
+from mldbg.rules import BUILTIN, Rule
+from mldbg.rules.base import snake_case
+from mldbg.rules.runner import RuleRunner
+
+MODEL_RULES = [
+    "all_zero", "check_input_images", "class_imbalance", "confusion", "dead_relu", "exploding_tensor",
+    "loss_not_decreasing", "nlp_sequence_ratio", "not_normalized_data", "overfit", "overtraining",
+    "poor_weight_initialization", "saturated_activation", "sigmoid_saturation", "similar_across_runs",
+    "stalled_training", "tanh_saturation", "tensor_variance", "unchanged_tensor", "underfitting",
+    "vanishing_gradient", "weight_update_ratio",
+]  # fmt: skip
+KNOWN = set(DEFAULT_COLLECTIONS) | {"metrics", "feature_importance", "trees"}
+
+
+def test_every_model_rule_of_the_catalogue_is_registered():
+    missing = [n for n in MODEL_RULES if n not in BUILTIN]
+    assert not missing
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_rule_contract(name):
+    cls = BUILTIN[name]
+    assert issubclass(cls, Rule)
+    assert cls.name == name == snake_case(cls.__name__)
+    assert cls.__doc__ and len(cls.__doc__.strip()) > 40
+    params = cls.parameters()
+    again = json.loads(json.dumps(params))
+    rule = cls(None, **again)
+    assert json.loads(json.dumps(rule.params())) == again
+    if name in MODEL_RULES:
+        assert set(rule.needed_collections()) <= KNOWN, rule.needed_collections()
+
+
+@pytest.mark.parametrize("name", MODEL_RULES)
+def test_runs_on_a_real_trial_without_errors(name, run):
+    params = {"other_trials": run("healthy_relu_sgd")} if name == "similar_across_runs" else {}
+    runner = RuleRunner(run("healthy_tanh_sgd"), [BUILTIN[name](None, **params)])
+    runner.run_available()
+    runner.finish()
+    assert not runner.errors
+
+
+def test_string_parameters_are_converted_by_annotation():
+    rule = BUILTIN["loss_not_decreasing"](None, num_steps="20", diff_percent="0.5", tensor_regex="a,b")
+    assert rule.num_steps == 20 and rule.diff_percent == 0.5 and rule.tensor_regex == ["a", "b"]

@@ -1,0 +1,30 @@
+"""loss_not_decreasing: fires on a real training with the defect (lr 1e-10: the loss stays where it started), quiet on healthy ones."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from mldbg.rules import BUILTIN
+from tests.rules.conftest import HEALTHY, assert_explains
+
+
+def test_fires_on_defect(run):
+    found = mldbg.check(run("lr_tiny"), rules=["loss_not_decreasing"])
+    assert found, "loss_not_decreasing did not fire on lr_tiny"
+    assert all(f.rule == "loss_not_decreasing" for f in found)
+    assert "has not decreased" in found[0].message
+    assert_explains(found[0])
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_quiet_on_healthy(name, run, default_findings):
+    if BUILTIN["loss_not_decreasing"].default:
+        found = [f for f in default_findings(name) if f.rule == "loss_not_decreasing"]
+    else:
+        found = mldbg.check(run(name), rules=["loss_not_decreasing"])
+    assert not found, "\n".join(map(str, found))
+
+
+def test_class_name():
+    assert BUILTIN["loss_not_decreasing"].__name__ == "LossNotDecreasing"
