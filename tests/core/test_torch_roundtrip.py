@@ -362,3 +362,17 @@ def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps  # flushed and closed before raising
     assert trial.steps() == list(range(6))
+
+
+def test_an_old_stop_request_does_not_stop_a_new_run(tmp_path):
+    import json
+    import time
+
+    from mldbg.store import open_store
+
+    open_store(tmp_path).write("control/stop", [json.dumps({"reason": "old", "requested": time.time() - 60}).encode()])
+    model = make_model()
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1))
+    seen = train(hook, model, batches(4))  # would raise TrainingStopped at step 0
+    assert len(seen) == 4
+    assert not open_store(tmp_path).exists("control/stop")

@@ -63,7 +63,7 @@ class Recorder:
         flush_seconds: float = 0.5,
         max_queue_bytes: int = 512 << 20,
         when_full: str = "block",
-        stop_check_seconds: float = 0.1,
+        stop_check_seconds: float | None = None,
     ):
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
@@ -86,7 +86,12 @@ class Recorder:
         self._last: tuple[int, Mode, int] | None = None  # (step, mode, mode_step) last ended
         self._closed = False
         self._warned_unmatched = False
+        # a stop request is looked for at every step end on a local disk (one stat), at most
+        # every half second on a remote store
+        if stop_check_seconds is None:
+            stop_check_seconds = 0.5 if self.store.remote else 0.0
         self._stop_check_seconds = stop_check_seconds
+        self._started = time.time()
         self._next_stop_check = 0.0
         self.stopped = False
         self.writer: Writer | None = None
@@ -111,6 +116,7 @@ class Recorder:
             }
             self.store.write(layout.meta_key(self.worker), [json.dumps(meta).encode()])
             self.store.delete(layout.end_key(self.worker))
+            self._clear_stale_stop()
         _close_at_exit(self)
 
     # steps ------------------------------------------------------------------------------
@@ -234,10 +240,24 @@ class Recorder:
         except Exception:  # an unreachable store must not stop training
             return
         if requested:
+            request = _read_request(self.store)
+            if request.get("requested", self._started) < self._started:
+                return  # left over from an earlier run in the same place
             self.stopped = True
-            reason = _read_reason(self.store)
             self.close()
+            reason = request.get("reason", "a rule fired")
             raise TrainingStopped(f"mldbg stopped the training at step {self.step - 1}: {reason}")
+
+    def _clear_stale_stop(self) -> None:
+        """A stop request older than this run was meant for an earlier run here: remove it."""
+        try:
+            if not self.store.exists(layout.STOP_REQUEST):
+                return
+            request = _read_request(self.store)
+            if request.get("requested", 0) < self._started:
+                self.store.delete(layout.STOP_REQUEST)
+        except Exception as e:
+            log.warning("mldbg: cannot clear an old stop request in %s: %s", self.store.url, e)
 
     def flush(self) -> None:
         if self._batch:
@@ -263,11 +283,12 @@ class Recorder:
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)
 
 
-def _read_reason(store: Store) -> str:
+def _read_request(store: Store) -> dict[str, Any]:
     try:
-        return json.loads(store.read(layout.STOP_REQUEST)).get("reason", "a rule fired")
+        request = json.loads(store.read(layout.STOP_REQUEST))
+        return request if isinstance(request, dict) else {}
     except Exception:
-        return "a stop was requested"
+        return {}
 
 
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()

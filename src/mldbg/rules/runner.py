@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.errors import (
+    CorruptRecord,
     InvalidConfig,
     MldbgError,
     StepNotYetAvailable,
@@ -215,6 +216,7 @@ class RuleRunner:
         self.end_step = end_step
         self.skipped: dict[str, str] = {}
         self.errors: dict[str, str] = {}
+        self.corrupt: dict[str, str] = {}  # damaged file -> the rule that met it first
         self._waiting = list(self.rules)  # needs not met yet
         self._active: list[Rule] = []
         self._last = -1 if start_step is None else start_step - 1
@@ -290,6 +292,11 @@ class RuleRunner:
                 still.append(rule)
         self._waiting = still
 
+    @property
+    def last_step(self) -> int:
+        """The last global step checked so far (-1 before any)."""
+        return self._last
+
     def _skip(self, rule: Rule, why: str | None = None) -> None:
         if rule.name in self.skipped:
             return
@@ -310,6 +317,11 @@ class RuleRunner:
             result = method(*args)
         except _MISSING_DATA as e:  # data missing at this step: as smdebug, not a finding
             log.debug("mldbg: rule %s: %s", rule.name, e)
+            return []
+        except CorruptRecord as e:  # a damaged file: skip this step, keep the rule
+            if str(e) not in self.corrupt:
+                self.corrupt[str(e)] = rule.name
+                log.warning("mldbg: rule %s skipped step %s: %s", rule.name, args[-1] if args else "?", e)
             return []
         except Exception as e:
             self.errors[rule.name] = f"{type(e).__name__}: {e}"

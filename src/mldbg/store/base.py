@@ -18,6 +18,7 @@ class Store(abc.ABC):
     """A flat key space with atomic whole-object writes and ranged reads."""
 
     url: str
+    remote: bool = False  # True where each request is a network round trip (S3)
 
     @abc.abstractmethod
     def write(self, key: str, parts: Sequence[Buffer]) -> None:

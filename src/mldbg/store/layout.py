@@ -2,6 +2,7 @@
 
 WORKERS = "workers/"
 STOP_REQUEST = "control/stop"
+WATCH = "watch/"  # a watcher's saved place: watch/<id>.json
 
 
 def worker_prefix(worker: str) -> str:

@@ -1,0 +1,102 @@
+"""StopTraining: ask the training job to stop at its next step boundary."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal as signals
+import socket
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from mldbg.actions.base import Action, Context
+from mldbg.errors import InvalidConfig
+from mldbg.store import layout, open_store
+
+if TYPE_CHECKING:
+    from mldbg.rules.base import Finding
+
+log = logging.getLogger("mldbg")
+
+
+class StopTraining(Action):
+    """Write a stop request into the run's store; the hook raises `TrainingStopped` at the
+    next step boundary, after flushing and closing the run, so everything recorded stays
+    readable.
+
+    With `signal` (a name such as "SIGTERM", or a number) the action also signals `pid`, or,
+    when `pid` is None, the training processes named in the run's worker metadata that
+    run on this host: for a script that catches exceptions broadly and would not stop.
+    It fires once per run, on the first finding of any of its `rules`.
+    """
+
+    def __init__(
+        self,
+        *,
+        signal: str | int | None = None,
+        pid: int | None = None,
+        rules: Iterable[str] | None = None,
+        **gate: Any,
+    ):
+        gate.setdefault("once_per_rule", True)
+        super().__init__(rules=rules, **gate)
+        self.signal = None if signal is None else _signal_number(signal)
+        self.pid = pid
+
+    def key(self, finding: Finding) -> str:
+        return "stop"  # one stop per run, whatever fired
+
+    def describe(self) -> str:
+        sig = "" if self.signal is None else f" {signals.Signals(self.signal).name}"
+        return f"StopTraining{sig}"
+
+    def act(self, findings: list[Finding], context: Context) -> None:
+        if context.ended:
+            return  # found in the final pass: the training is over, nothing to stop
+        first = findings[0]
+        reason = f"{first.rule} at step {first.step}: {first.message}"
+        request = {
+            "reason": reason,
+            "rule": first.rule,
+            "step": first.step,
+            "findings": [f.to_dict() for f in findings],
+            "requested": time.time(),
+            "by": f"mldbg watch (pid {os.getpid()} on {socket.gethostname()})",
+        }
+        store = context.store or open_store(context.run)
+        store.write(layout.STOP_REQUEST, [json.dumps(request).encode()])
+        context.stop_requested = reason
+        log.info("mldbg: asked the training to stop: %s", reason)
+        if self.signal is not None:
+            for pid in [self.pid] if self.pid is not None else _training_pids(store):
+                with contextlib.suppress(ProcessLookupError):  # it already ended
+                    os.kill(pid, self.signal)
+
+
+def _signal_number(value: str | int) -> int:
+    if isinstance(value, int) or str(value).isdigit():
+        return int(value)
+    name = str(value).upper()
+    name = name if name.startswith("SIG") else f"SIG{name}"
+    try:
+        return int(signals.Signals[name])
+    except KeyError:
+        raise InvalidConfig(f"StopTraining: unknown signal {value!r}; use e.g. SIGTERM or SIGINT") from None
+
+
+def _training_pids(store: Any) -> list[int]:
+    """Pids of the run's workers that run on this host and have not ended."""
+    host, pids = socket.gethostname(), []
+    for worker in store.children(layout.WORKERS):
+        if store.exists(layout.end_key(worker)):
+            continue
+        try:
+            meta = json.loads(store.read(layout.meta_key(worker)))
+        except (FileNotFoundError, ValueError):
+            continue
+        if meta.get("host") == host and isinstance(meta.get("pid"), int) and meta["pid"] != os.getpid():
+            pids.append(meta["pid"])
+    return pids

@@ -1,0 +1,207 @@
+"""`mldbg run -- python train.py ...`: an unmodified PyTorch script, recorded and watched."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mldbg.cli.watch import announce, build, make_watcher, watch_options
+from mldbg.errors import InvalidConfig
+from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
+
+DEFAULT_SAVE_INTERVAL = 10
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@watch_options
+@click.option(
+    "--out",
+    "-o",
+    default=None,
+    metavar="DIR",
+    help="Record into DIR (default: mldbg-runs/<script>-<date>-<time>).",
+)
+@click.option(
+    "--hook-config",
+    default=None,
+    metavar="FILE",
+    envvar=ENV_CONFIG,
+    help="JSON/YAML hook config: collections, save and reduction configs (env MLDBG_CONFIG).",
+)
+@click.option(
+    "--save-interval",
+    type=int,
+    default=None,
+    metavar="N",
+    help=f"Save tensors every N steps (default {DEFAULT_SAVE_INTERVAL}; losses every step).",
+)
+@click.option("--no-watch", is_flag=True, help="Only record; run no rules.")
+@click.option(
+    "--stop-grace",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After a stop request, end the script with SIGTERM if it is still running after SECONDS.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save_interval: int | None,
+        no_watch: bool, stop_grace: float, as_json: bool, quiet: bool, poll_seconds: float,
+        **options: Any) -> None:  # fmt: skip
+    """Run COMMAND (e.g. `-- python train.py --lr 0.1`) with a PyTorch hook attached and
+    the rules watching beside it; no change to the script.
+
+    The first module that runs forward in train mode is recorded as the model, loss modules
+    as losses, and each optimizer step ends a step. Exits with the script's exit code, or
+    86 when a rule stopped the training.
+    """
+    from mldbg.store import layout, open_store
+
+    command = tuple(c for c in command if c != "--") if command[:1] == ("--",) else command
+    if not command:
+        raise click.UsageError("give the command to run after --, e.g. mldbg run -- python train.py")
+    try:
+        specs, actions = build(**options)
+        out = out or _default_out(command)
+        hook = _hook_config(hook_config, out, save_interval, False if no_watch else specs)
+    except InvalidConfig as e:
+        raise click.UsageError(str(e)) from None
+    store = open_store(hook["out_dir"])
+    store.delete(layout.STOP_REQUEST)  # a stop request left by an earlier run is not for this one
+    with tempfile.TemporaryDirectory(prefix="mldbg-run-") as boot:
+        write_bootstrap(boot)
+        config_path = Path(boot) / "hook.json"
+        config_path.write_text(json.dumps(hook))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([boot, *filter(None, [env.get("PYTHONPATH")])])
+        env[ENV_RUN], env[ENV_CONFIG], env[ENV_STOP_CODE] = "1", str(config_path), str(EXIT_STOPPED)
+        click.echo(f"mldbg run: recording into {store.url}", err=True)
+        try:
+            child = subprocess.Popen(list(command), env=env)
+        except OSError as e:
+            raise click.ClickException(f"cannot start {command[0]!r}: {e.strerror or e}") from None
+        supervisor = _Supervisor(child, stop_grace)
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGTERM, supervisor.forward)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to the script too
+        watcher = None
+        try:
+            if not no_watch:
+                watcher = make_watcher(
+                    store.url, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds,
+                    label="mldbg run", alive=supervisor.alive,
+                )  # fmt: skip
+                supervisor.watcher = watcher
+                watcher.start()
+                announce(watcher)
+                watcher.run()
+            code = supervisor.wait()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if code == EXIT_STOPPED or supervisor.terminated or _stopped_by_rule(store):
+        reason = watcher.context.stop_requested if watcher is not None else None
+        click.echo(
+            f"mldbg run: the training was stopped by a rule{': ' + reason if reason else ''}", err=True
+        )
+        sys.exit(EXIT_STOPPED)
+    sys.exit(code)
+
+
+class _Supervisor:
+    """Tells the watcher whether the script still runs; ends it if it ignores a stop."""
+
+    def __init__(self, child: subprocess.Popen[bytes], grace: float):
+        self.child = child
+        self.grace = grace
+        self.watcher: Any = None
+        self.terminated = False
+        self._stop_seen: float | None = None
+
+    def alive(self) -> bool:
+        if self.child.poll() is not None:
+            return False
+        self._enforce()
+        return True
+
+    def _enforce(self) -> None:
+        if self.watcher is None or not self.watcher.context.stop_requested:
+            return
+        now = time.monotonic()
+        if self._stop_seen is None:
+            self._stop_seen = now
+        elif now - self._stop_seen > self.grace and not self.terminated:
+            click.echo(
+                f"mldbg run: the script ignored the stop request for {self.grace:g}s; sending SIGTERM",
+                err=True,
+            )
+            self.terminated = True
+            self.child.terminate()
+
+    def forward(self, signum: int, frame: Any) -> None:
+        if self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def wait(self) -> int:
+        while True:
+            try:
+                code = self.child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                self._enforce()
+                late = self._stop_seen is not None and time.monotonic() - self._stop_seen > self.grace + 10
+                if self.terminated and late:
+                    self.child.kill()
+        return 128 - code if code < 0 else code
+
+
+def _default_out(command: tuple[str, ...]) -> str:
+    name = next((Path(c).stem for c in command if c.endswith(".py")), None)
+    if name is None and "-m" in command[:-1]:
+        name = command[command.index("-m") + 1].split(".")[-1]
+    name = name or Path(command[0]).name
+    return str(Path("mldbg-runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _hook_config(path: str | None, out: str, save_interval: int | None, specs: Any) -> dict[str, Any]:
+    """The hook config for the script: the user's, completed with what the rules need."""
+    from mldbg.config_file import hook_kwargs, load_file
+    from mldbg.record.collections import DEFAULT_COLLECTIONS, DEFAULT_INCLUDED
+
+    data: dict[str, Any] = dict(load_file(path) or {}) if path else {}
+    data["out_dir"] = out
+    hook_kwargs(data, path or "hook config")  # validate now, not in the child
+    if save_interval is not None or "save_config" not in data:
+        data["save_config"] = {"save_interval": save_interval or DEFAULT_SAVE_INTERVAL}
+    if "collection_configs" not in data and save_interval is None:
+        data["collection_configs"] = [{"name": "losses", "save_config": {"save_interval": 1}}]
+    if "include_collections" not in data and not data.get("save_all") and specs is not False:
+        from mldbg.rules.runner import resolve_rules
+
+        needs = [n for r in resolve_rules(specs) for n in r.needed_collections() if n in DEFAULT_COLLECTIONS]
+        data["include_collections"] = list(dict.fromkeys([*DEFAULT_INCLUDED, *needs]))
+    return data
+
+
+def _stopped_by_rule(store: Any) -> bool:
+    from mldbg.store import layout
+
+    for worker in store.children(layout.WORKERS):
+        try:
+            if json.loads(store.read(layout.end_key(worker))).get("stopped"):
+                return True
+        except (FileNotFoundError, ValueError):
+            continue
+    return False

@@ -1,0 +1,205 @@
+"""`mldbg watch`: run rules live beside a training job, and act when they fire."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from mldbg.errors import InvalidConfig
+
+EXIT_FOUND = 1  # a rule fired (as `mldbg check`)
+EXIT_NO_RUN = 3  # --wait-timeout passed and the run never appeared
+EXIT_INTERRUPTED = 130
+
+
+def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `mldbg watch` and `mldbg run`."""
+    options = [
+        click.option("--rule", "-r", "rules", multiple=True, metavar="NAME[:k=v,...]",
+                     help="A rule to run (repeatable). Default: the default set."),
+        click.option("--stop", is_flag=True, help="Stop the training when a rule fires."),
+        click.option("--stop-rule", "stop_rules", multiple=True, metavar="NAME",
+                     help="Only these rules stop the training (repeatable; implies --stop)."),
+        click.option("--signal", "stop_signal", default=None, metavar="SIG",
+                     help="With --stop, also send SIG (e.g. SIGTERM) to the training processes on this host."),
+        click.option("--email", "emails", multiple=True, metavar="ADDR",
+                     help="Email findings to ADDR (repeatable). SMTP settings: MLDBG_SMTP_HOST, _PORT, "
+                          "_TLS (none|starttls|ssl), _USER, _PASSWORD, _FROM."),
+        click.option("--webhook", "webhooks", multiple=True, metavar="URL",
+                     help="POST findings as JSON to URL (repeatable)."),
+        click.option("--slack", is_flag=True, help="Send webhooks as Slack messages."),
+        click.option("--metrics-port", type=int, default=None, metavar="N",
+                     help="Serve Prometheus metrics on this port (0: any free port)."),
+        click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."),
+        click.option("--metrics-file", default=None, metavar="PATH",
+                     help="Write Prometheus metrics to this textfile (node_exporter)."),
+        click.option("--log-file", default=None, metavar="PATH", help="Append findings as JSON lines to PATH."),
+        click.option("--every-finding", is_flag=True,
+                     help="Alert every distinct finding, not once per rule per run."),
+        click.option("--config", "config_path", default=None, metavar="FILE",
+                     help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...])."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress line."),
+        click.option("--poll", "poll_seconds", type=float, default=0.2, show_default=True,
+                     help="Seconds between looks for new steps."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def build(
+    rules: tuple[str, ...],
+    stop: bool,
+    stop_rules: tuple[str, ...],
+    stop_signal: str | None,
+    emails: tuple[str, ...],
+    webhooks: tuple[str, ...],
+    slack: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+    metrics_file: str | None,
+    log_file: str | None,
+    every_finding: bool,
+    config_path: str | None,
+) -> tuple[list[Any] | None, list[Any]]:
+    """Rule specs and actions from the command line and an optional config file."""
+    from mldbg.actions import Email, Log, Metrics, StopTraining, Webhook, from_config
+
+    gate: dict[str, Any] = {"once_per_rule": False} if every_finding else {}
+    specs: list[Any] = list(rules)
+    actions: list[Any] = []
+    if config_path:
+        from mldbg.config_file import load_file
+
+        data = load_file(config_path) or {}
+        if not isinstance(data, dict) or set(data) - {"rules", "actions"}:
+            raise InvalidConfig(f"{config_path}: expected an object with 'rules' and/or 'actions'")
+        for item in data.get("rules") or []:
+            if isinstance(item, dict):  # {name: {k: v}} or {name: k, ...params}
+                for name, params in item.items():
+                    kv = ",".join(f"{k}={v}" for k, v in (params or {}).items())
+                    specs.append(f"{name}:{kv}" if kv else name)
+            else:
+                specs.append(str(item))
+        actions += from_config(data.get("actions") or [])
+    if stop or stop_rules or stop_signal:
+        actions.append(StopTraining(signal=stop_signal, rules=stop_rules or None))
+    actions += [Email(list(emails), **gate)] if emails else []
+    actions += [Webhook(url, slack=slack, **gate) for url in webhooks]
+    if metrics_port is not None or metrics_file:
+        actions.append(Metrics(metrics_port, host=metrics_host, textfile=metrics_file))
+    if log_file:
+        actions.append(Log(log_file))
+    return (specs or None), actions
+
+
+def printer(as_json: bool) -> Callable[[Any], None]:
+    def show(finding: Any) -> None:
+        if as_json:
+            click.echo(json.dumps(finding.to_dict()))
+        else:
+            click.echo(str(finding))
+        sys.stdout.flush()
+
+    return show
+
+
+def make_watcher(path: str, specs: list[Any] | None, actions: list[Any], *, as_json: bool, quiet: bool,
+                 poll_seconds: float, label: str, **kwargs: Any) -> Any:  # fmt: skip
+    from mldbg.watch.progress import NoProgress, Progress
+    from mldbg.watch.watcher import Watcher
+
+    progress = NoProgress(label=label) if quiet else Progress(label=label)
+    return Watcher(path, specs, actions, poll_seconds=poll_seconds, progress=progress,
+                   on_finding=printer(as_json), **kwargs)  # fmt: skip
+
+
+def announce(watcher: Any) -> None:
+    """Say where the metrics are served (the port may have been picked by the system)."""
+    from mldbg.actions import Metrics
+
+    for action in watcher.actions:
+        if isinstance(action, Metrics) and action.port is not None:
+            click.echo(f"{watcher.progress.label}: metrics at {action.url}", err=True)
+
+
+@click.command()
+@click.argument("path")
+@watch_options
+@click.option(
+    "--state",
+    "state_path",
+    default=None,
+    metavar="FILE",
+    help="Keep the watcher's place in FILE (default: watch/<id>.json in the run).",
+)
+@click.option("--no-state", is_flag=True, help="Do not keep a place: a restart reports everything again.")
+@click.option(
+    "--pid",
+    type=int,
+    default=None,
+    help="The training's pid: if it dies without closing the run, make the final pass and exit.",
+)
+@click.option(
+    "--wait-timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Give up (exit 3) if no step is written within SECONDS.",
+)
+def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
+          as_json: bool, quiet: bool, poll_seconds: float, **options: Any) -> None:  # fmt: skip
+    """Run rules on PATH while it is written (it may not exist yet), until training ends.
+
+    A step is checked as soon as the next one is written (while training runs, more
+    records of the newest step may still come), then acted on. A restarted watcher resumes
+    where it stopped and does not alert old findings again. Exit 0 when nothing fired,
+    1 when a rule fired, 3 when the run never appeared (--wait-timeout).
+    """
+    from mldbg.watch.watcher import WatchTimeout
+
+    try:
+        specs, actions = build(**options)
+        watcher = make_watcher(
+            path, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds, label="mldbg watch",
+            state=False if no_state else (state_path or True), wait_timeout=wait_timeout,
+            alive=None if pid is None else _pid_alive(pid),
+        )  # fmt: skip
+    except InvalidConfig as e:
+        raise click.UsageError(str(e)) from None
+    previous = signal.signal(signal.SIGTERM, lambda *_: watcher.stop())
+    try:
+        watcher.start()
+        announce(watcher)
+        watcher.run()
+    except WatchTimeout as e:
+        click.echo(f"mldbg watch: {e}", err=True)
+        sys.exit(EXIT_NO_RUN)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not watcher.ended:  # stopped by a signal: the place is saved, a restart resumes
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_FOUND if watcher.context.findings else 0)
+
+
+def _pid_alive(pid: int) -> Callable[[], bool]:
+    import os
+
+    def alive() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    return alive

@@ -1,0 +1,301 @@
+"""The watcher: rules run on a live run, in their own process, until training ends.
+
+One cycle refreshes the trial, lets the rule runner check the steps that appeared since the
+last cycle, hands new findings to the actions, and saves its place. It waits for a run that
+does not exist yet, reads around partial or corrupt files (and says so), and after training
+ends it makes a final pass (`RuleRunner.finish`) and returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from mldbg.actions.base import Action, Context
+from mldbg.actions.stop import StopTraining
+from mldbg.errors import MldbgError
+from mldbg.rules.base import Finding, Rule
+from mldbg.store import layout
+from mldbg.trial import create_trial
+from mldbg.watch.progress import NoProgress, Progress
+from mldbg.watch.state import StateFile, WatchState, run_id, watcher_id
+
+log = logging.getLogger("mldbg")
+
+RuleSpec = str | Rule | type[Rule]
+SAVE_SECONDS = 2.0  # how often the place is saved when only progress changed
+
+
+class WatchTimeout(MldbgError):
+    """The run did not appear (no step was written) within the watcher's `wait_timeout`."""
+
+
+class Watcher:
+    """Check `rules` on the run at `path` while it is written, and act on what they find.
+
+    - `rules`: names, "name:k=v,..." strings, Rule objects or classes; None: the default set.
+    - `actions`: `mldbg.actions.Action` objects, called every cycle with the new findings.
+    - `poll_seconds`: how often to look for new steps when nothing new came.
+    - `state`: True to keep the watcher's place in the run's store (`watch/<id>.json`), a
+      path for a local file, False for none. A restarted watcher resumes there and does not
+      report or alert old findings again.
+    - `on_finding`: called with each new finding (the CLI prints it).
+    - `alive`: returns False once the training process is gone; the watcher then makes its
+      final pass even if the run has no end marker (a crash, kill -9).
+    - `wait_timeout`: seconds to wait for the first step before raising `WatchTimeout`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        rules: Sequence[RuleSpec] | None = None,
+        actions: Iterable[Action] = (),
+        *,
+        poll_seconds: float = 0.2,
+        state: bool | str | os.PathLike[str] = True,
+        progress: Progress | None = None,
+        on_finding: Callable[[Finding], None] | None = None,
+        on_problem: Callable[[str], None] | None = None,
+        alive: Callable[[], bool] | None = None,
+        wait_timeout: float | None = None,
+    ):
+        from mldbg.rules.runner import resolve_rules
+
+        self.rules: list[Rule] = list(resolve_rules(rules))  # a wrong name fails now, not later
+        # stop first: the sooner the request is written, the fewer steps run past the problem
+        self.actions = sorted(actions, key=lambda a: not isinstance(a, StopTraining))
+        self.poll_seconds = poll_seconds
+        self.progress = progress or NoProgress()
+        self.on_finding = on_finding
+        self.on_problem = on_problem or (lambda text: self.progress.note(f"{self.progress.label}: {text}"))
+        self.alive = alive
+        self.wait_timeout = wait_timeout
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.trial = create_trial(path, on_corrupt="skip")
+        self._report_warnings(caught)
+        self.store = self.trial.store
+        self.runner: Any = None
+        self.ident = watcher_id([repr(r) for r in self.rules] + [a.ident() for a in self.actions])
+        self._state_file: StateFile | None = None
+        if state is not False:
+            self._state_file = StateFile.for_watcher(self.store, self.ident, None if state is True else state)
+        self.state = WatchState()
+        self._resume_step = -1  # findings up to here were reported by an earlier watcher
+        self._resume_finished = False
+        self.findings: list[Finding] = []  # new findings reported by this watcher
+        self.context = Context(run=self.store.url, store=self.store, rules=[r.name for r in self.rules])
+        self._stop = threading.Event()
+        self._started = False
+        self.ended = False
+        self.errors = 0
+        self._told: set[tuple[str, str]] = set()
+        self._saved_at = 0.0
+
+    # control ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask `run()` to return after the current cycle (thread- and signal-safe)."""
+        self._stop.set()
+
+    def run(self) -> list[Finding]:
+        """Watch until training ends (or `stop()`); the new findings."""
+        self.start()
+        waiting_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                gone = self.alive is not None and not self.alive()
+                new_records = self.cycle(final=gone)
+                if self.ended:
+                    break
+                waited = time.monotonic() - waiting_since
+                if self.runner is None and self.wait_timeout is not None and waited > self.wait_timeout:
+                    raise WatchTimeout(
+                        f"no step was written to {self.store.url} within {self.wait_timeout:g}s"
+                    )
+                if not new_records:
+                    self._stop.wait(self.poll_seconds)
+        finally:
+            self._save()
+            self.progress.close()
+            for action in self.actions:
+                try:
+                    action.close()
+                except Exception as e:
+                    log.warning("mldbg: closing %s: %s", action.describe(), e)
+        return self.findings
+
+    # one cycle --------------------------------------------------------------------------
+    def cycle(self, final: bool = False) -> int:
+        """Check what is new; with `final` (or once training ended) make the final pass.
+        Returns the number of new records read."""
+        self.start()
+        found: list[Finding] = []
+        new_records = 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                new_records = self.trial.refresh()
+                ended = self.trial.loaded_all_steps or final
+                if self.runner is None and (self.trial.steps() or ended):
+                    self._begin()
+                if self.runner is not None:
+                    found = list(self.runner.run_available())
+                    if ended:
+                        found += list(self.runner.finish())
+                        self.ended = True
+                elif ended:
+                    self.ended = True
+                self.errors = 0
+            except Exception as e:  # a read failed (a store outage?): report, try again next cycle
+                self.errors += 1
+                if self.errors == 1 or self.errors % 100 == 0:
+                    self.on_problem(
+                        f"{type(e).__name__}: {e}" + (f" ({self.errors} times)" if self.errors > 1 else "")
+                    )
+                if final:
+                    self.ended = True
+        self._report_warnings(caught)
+        self._handle(found)
+        return new_records
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for action in self.actions:
+            action.start(self.context)
+        try:
+            if self.store.exists(layout.STOP_REQUEST):
+                reason = json.loads(self.store.read(layout.STOP_REQUEST)).get(
+                    "reason", "a stop was requested"
+                )
+                self.context.stop_requested = reason
+        except (ValueError, OSError, MldbgError):
+            pass
+        self.progress.update(None, 0, len(self.rules), 0, 0, waiting=f"waiting for {self.store.url}")
+
+    def _begin(self) -> None:
+        """The first step is there: load the saved place, then start the rule runner."""
+        from mldbg.rules.runner import RuleRunner
+
+        self._load()
+        self.runner = RuleRunner(self.trial, self.rules)
+
+    def _handle(self, found: list[Finding]) -> None:
+        ctx = self.context
+        last = self._checked_through()
+        if last is not None:
+            ctx.step = last
+            ctx.steps_checked = sum(1 for s in self.trial.steps() if s <= last)
+        new = []
+        for f in found:
+            old = f.step <= self._resume_step or (self.ended and self._resume_finished)
+            if not old:
+                new.append(f)
+        self.findings.extend(new)
+        ctx.findings = self.state.findings + len(new)
+        ctx.ended = self.ended
+        for f in new:
+            if self.on_finding is not None:
+                self.on_finding(f)
+        stop_before = ctx.stop_requested
+        delivered = 0
+        for action in self.actions:
+            try:
+                delivered += action(found, ctx, final=self.ended)
+            except Exception as e:  # every_cycle actions are not gated: never let them stop us
+                self.on_problem(f"{action.describe()}: {e}")
+        if ctx.stop_requested and not stop_before:
+            self.on_problem(f"asked the training to stop: {ctx.stop_requested}")
+        # what was reported or delivered is saved at once; mere progress every few seconds
+        urgent = bool(new) or bool(delivered) or self.ended
+        moved = ctx.step is not None and ctx.step != self.state.last_step
+        self.state.findings = ctx.findings
+        self.state.steps_checked = ctx.steps_checked
+        if ctx.step is not None:
+            self.state.last_step = ctx.step
+        if urgent or (moved and time.monotonic() - self._saved_at > SAVE_SECONDS):
+            self._save()
+        if self.runner is not None:
+            self._report_rule_problems()
+            skipped = len(self.runner.skipped) + len(self.runner.errors)
+            self.progress.update(
+                ctx.step, ctx.steps_checked, len(self.rules) - skipped, skipped, ctx.findings
+            )
+
+    def _checked_through(self) -> int | None:
+        """The last step the runner checked (in a live run it holds back the newest step)."""
+        if self.runner is None:
+            return None
+        last = getattr(self.runner, "last_step", None)
+        if last is None:
+            last = self.runner.last_step
+        return int(last) if last is not None and last >= 0 else None
+
+    # saved place ------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._state_file is None:
+            return
+        current = run_id(self.store)
+        saved = self._state_file.load()
+        if saved is None or (saved.run_id is not None and saved.run_id != current):
+            self.state = WatchState(run_id=current)
+            return
+        self.state = saved
+        self.state.run_id = current
+        self._resume_step = saved.last_step
+        self._resume_finished = saved.finished
+        for action in self.actions:
+            kept = saved.actions.get(action.ident())
+            if kept:
+                action.restore(kept)
+        if saved.last_step >= 0:
+            self.on_problem(
+                f"resuming after step {saved.last_step} ({saved.findings} findings reported before; "
+                f"state in {self._state_file.where})"
+            )
+
+    def _save(self) -> None:
+        if self._state_file is None or self.runner is None:
+            return
+        self.state.actions = {a.ident(): a.state() for a in self.actions}
+        self.state.finished = self.ended
+        self._saved_at = time.monotonic()
+        try:
+            self._state_file.save(self.state)
+        except Exception as e:
+            self.on_problem(f"cannot save the watch state: {e}")
+
+    def _report_rule_problems(self) -> None:
+        """Say once why a rule does not run: its data was not saved, or it failed."""
+        if self.ended and not self.trial.steps():
+            if ("empty", "") not in self._told:
+                self._told.add(("empty", ""))
+                self.on_problem(f"no step was recorded in {self.store.url}: no rule could run")
+            return
+        for kind, problems in (
+            ("skipped", self.runner.skipped),
+            ("failed and was stopped", self.runner.errors),
+        ):
+            for name, why in problems.items():
+                if (kind, name) not in self._told:
+                    self._told.add((kind, name))
+                    self.on_problem(f"rule {name} {kind}: {why}")
+        for damage in self.runner.corrupt:
+            if ("corrupt", damage) not in self._told:
+                self._told.add(("corrupt", damage))
+                self.on_problem(f"skipped a damaged record: {damage}")
+
+    def _report_warnings(self, caught: list[warnings.WarningMessage]) -> None:
+        seen = set()
+        for w in caught:
+            text = str(w.message).removeprefix("mldbg: ")
+            if text not in seen:
+                seen.add(text)
+                self.on_problem(text)

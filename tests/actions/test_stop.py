@@ -1,0 +1,91 @@
+"""StopTraining: the request reaches a real recorder, which stops at its next step with
+everything written; and the optional signal reaches the training process."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from action_helpers import finding
+
+import mldbg
+from mldbg.actions import Context, StopTraining
+from mldbg.errors import InvalidConfig
+from mldbg.record.recorder import Recorder
+from mldbg.store import layout, open_store
+
+
+def test_recorder_stops_at_the_next_step_with_everything_readable(tmp_path):
+    run = tmp_path / "run"
+    rec = Recorder(run, save_config=mldbg.SaveConfig(save_interval=1), stop_check_seconds=0)
+    for step in range(3):
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_tensor("loss", np.float32(1.0 / (step + 1)), ("losses",))
+        rec.end_step()
+    context = Context(run=str(run), store=open_store(run))
+    assert StopTraining()([finding(step=2)], context) == 1
+    assert context.stop_requested.startswith("exploding_tensor at step 2")
+    request = json.loads(open_store(run).read(layout.STOP_REQUEST))
+    assert request["rule"] == "exploding_tensor" and request["step"] == 2
+    rec.start_step(mldbg.Mode.TRAIN)
+    rec.save_tensor("loss", np.float32(0.2), ("losses",))
+    with pytest.raises(mldbg.TrainingStopped, match="exploding_tensor at step 2"):
+        rec.end_step()
+    trial = mldbg.create_trial(run)
+    assert trial.loaded_all_steps
+    assert trial.steps() == [0, 1, 2, 3]
+    assert trial.tensor("loss").value(3) == pytest.approx(0.2)
+    end = json.loads(open_store(run).read(layout.end_key("worker_0")))
+    assert end["stopped"] is True
+
+
+def test_one_stop_per_run_and_none_after_the_end(tmp_path):
+    store = open_store(tmp_path)
+    stop = StopTraining()
+    context = Context(run=str(tmp_path), store=store)
+    stop([finding("loss_not_decreasing", 30)], context)
+    first = store.read(layout.STOP_REQUEST)
+    stop([finding("exploding_tensor", 40)], context, final=True)
+    assert store.read(layout.STOP_REQUEST) == first
+
+    other = open_store(tmp_path / "ended")
+    StopTraining()([finding()], Context(run=str(tmp_path / "ended"), store=other, ended=True))
+    assert not other.exists(layout.STOP_REQUEST)  # found in the final pass: nothing to stop
+
+
+def test_signal_to_a_pid(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        StopTraining(signal="TERM", pid=proc.pid)(
+            [finding()], Context(run=str(tmp_path), store=open_store(tmp_path))
+        )
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+
+
+def test_signal_to_the_training_found_in_the_run(tmp_path):
+    # a training process that records and then hangs between steps (in a data loader, say)
+    script = textwrap.dedent(f"""
+        import time
+        from mldbg.record.recorder import Recorder
+        rec = Recorder({str(tmp_path)!r})
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        StopTraining(signal="SIGTERM")([finding()], Context(run=str(tmp_path), store=open_store(tmp_path)))
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.stdout.close()
+
+
+def test_unknown_signal():
+    with pytest.raises(InvalidConfig, match="unknown signal"):
+        StopTraining(signal="SIGNOPE")
