@@ -9,6 +9,7 @@ accumulation over several backward passes is one step).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -82,6 +83,8 @@ class Hook:
         include_workers: str = "one",
         collection_configs: Sequence[CollectionConfig] | None = None,
         profiler_config: ProfilerConfig | None = None,
+        rules: Sequence[Any] | None = None,
+        actions: Sequence[Any] | None = None,
         **options: Any,
     ):
         rank, world = _rank_and_world()
@@ -121,6 +124,11 @@ class Hook:
 
             self.profiler = Profiler(self.recorder.store, profiler_config, rank=rank, framework=f"torch-{torch.__version__}")
             self._timeline = self.profiler.timeline
+        self._watcher: Any = None  # rules checked live by a child process, from one line
+        if (rules is not None or actions) and rank == 0:
+            from mldbg.watch.inprocess import start_watcher
+
+            self._watcher = start_watcher(self.recorder.store.url, rules, actions or ())
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Hook:
@@ -163,6 +171,8 @@ class Hook:
         for _, p, _ in self._params:
             if p.requires_grad:
                 self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
+        if self._timeline is not None:
+            self._handles.extend(_time_backward(self._params, self._timeline))
 
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
@@ -175,6 +185,8 @@ class Hook:
         kinds = (("predictions",), ("labels",))
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            if self._timeline is not None:  # the loss is computed: backward comes next
+                self._timeline.mark(BACKWARD_START)
             rec = self.recorder
             if not rec.saving:
                 return
@@ -234,8 +246,6 @@ class Hook:
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._timeline is not None:
             self._timeline.mark(FORWARD_END)
-            if self.recorder.mode == Mode.TRAIN:
-                _time_backward(output, self._timeline)
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
@@ -336,6 +346,9 @@ class Hook:
         finally:
             if self.profiler is not None:
                 self.profiler.close()
+            if self._watcher is not None:  # waits for its final pass over the closed run
+                self._watcher.stop(timeout=10)
+                self._watcher = None
 
     def __enter__(self) -> Hook:
         return self
@@ -356,21 +369,15 @@ def _optimizer_exists(param_ids: set[int]) -> bool:
     )
 
 
-def _time_backward(output: Any, timeline: Any) -> None:
-    """Profiler timestamps: backward starts when the gradient reaches the model's output and
-    ends with the autograd engine's final callback."""
-    if isinstance(output, dict):
-        output = list(output.values())
-    outs = output if isinstance(output, (tuple, list)) else (output,)
-    t = next((o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad), None)
-    if t is None:
-        return
-
-    def on_grad(grad: torch.Tensor) -> None:
-        timeline.mark(BACKWARD_START)
-        torch.autograd.Variable._execution_engine.queue_callback(lambda: timeline.mark(BACKWARD_END))
-
-    t.register_hook(on_grad)
+def _time_backward(params: list[tuple[str, nn.Parameter, tuple[str, ...]]], timeline: Any) -> list[Any]:
+    """Profiler: backward ends with the autograd engine's final callback, queued when the
+    first trainable parameter's gradient is accumulated (one hook, registered once)."""
+    first = next((p for _, p, _ in params if p.requires_grad), None)
+    if first is None:
+        return []
+    engine = torch.autograd.Variable._execution_engine
+    end = functools.partial(timeline.mark, BACKWARD_END)
+    return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
 
 
 def _is_ddp(module: nn.Module) -> bool:
