@@ -120,10 +120,16 @@ class Recorder:
         _close_at_exit(self)
 
     # steps ------------------------------------------------------------------------------
-    def start_step(self, mode: Mode = Mode.TRAIN) -> bool:
-        """Open a step in `mode`; True when anything is saved at it."""
+    def start_step(self, mode: Mode = Mode.TRAIN, mode_step: int | None = None) -> bool:
+        """Open a step in `mode`; True when anything is saved at it.
+
+        `mode_step` sets the mode's step count, for frameworks whose loop numbers its own
+        steps (JAX); by default it counts on from the last step of that mode.
+        """
         if self.in_step:
             self.end_step()
+        if mode_step is not None:
+            self.mode_steps[mode] = int(mode_step)
         self.mode = mode
         self.in_step = True
         self.saving = self.enabled and self.collections.update_active(

@@ -112,8 +112,10 @@ class LocalStore(Store):
             os.close(fd)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - at interpreter exit module globals (contextlib) may be gone
             self.close()
+        except Exception:
+            pass
 
 
 def _write_all(fd: int, parts: Sequence[Buffer]) -> None:

@@ -1,0 +1,114 @@
+"""Inside a Keras model: tensor names, host copies, and taps on layers and methods.
+
+Shared by the Keras callback (`mldbg.frameworks.keras`) and the custom-loop TensorFlow hook
+(`mldbg.frameworks.tensorflow`). A tap wraps a method through an instance attribute for the
+lifetime of an `ExitStack`, so the model is left exactly as it was afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import keras
+import numpy as np
+
+from mldbg.store.format import dtype_name
+
+ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
+Put = Callable[[str, Any, tuple[str, ...]], None]
+
+
+def host_source(value: Any) -> tuple[Any, int] | None:
+    """A host copy of a tensor as a recorder source and its size; None when not storable."""
+    if isinstance(value, keras.Variable):
+        value = value.value
+    if type(value).__module__.startswith("tensorflow") and hasattr(value, "numpy"):
+        array = np.asarray(value.numpy())  # a snapshot already (and tf.Variable's __array__ predates NumPy 2)
+    else:  # torch shares memory with live tensors; JAX buffers may be donated: copy
+        array = np.array(keras.ops.convert_to_numpy(value), copy=True)
+    if array.dtype.name == "bfloat16":
+        bits = array.view(np.uint16)
+        return (lambda: (bits, "BF16")), array.nbytes
+    if array.dtype.kind == "f" and array.dtype.itemsize not in (2, 4, 8):
+        array = array.astype(np.float32)  # float8 and friends
+    try:
+        dtype_name(array)
+    except TypeError:
+        return None
+    return array, array.nbytes
+
+
+def activation_kind(layer: Any) -> tuple[str | None, bool]:
+    """(activation collection, is the layer itself the activation?) of a Keras layer."""
+    if isinstance(layer, keras.layers.ReLU):
+        return "relu_activations", True
+    kind = ACTIVATIONS.get(getattr(getattr(layer, "activation", None), "__name__", ""))
+    return kind, kind is not None and isinstance(layer, keras.layers.Activation)
+
+
+def named_layers(layer: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every sub-layer, named by its path under the model (`block/dense`)."""
+    for sub in layer._flatten_layers(include_self=False, recursive=False):
+        if not isinstance(sub, keras.layers.InputLayer):
+            yield f"{prefix}{sub.name}", sub
+            yield from named_layers(sub, f"{prefix}{sub.name}/")
+
+
+def variable_name(variable: Any, model_name: str) -> str:
+    """`dense/kernel`: the variable's path without the model's own name."""
+    path = getattr(variable, "path", None) or variable.name
+    return path[len(model_name) + 1 :] if path.startswith(model_name + "/") else path
+
+
+@contextlib.contextmanager
+def patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    """Set an instance attribute for a while, bypassing Keras' attribute tracking."""
+    had, old = attr in obj.__dict__, obj.__dict__.get(attr)
+    object.__setattr__(obj, attr, value)
+    try:
+        yield
+    finally:
+        if had:
+            object.__setattr__(obj, attr, old)
+        else:
+            object.__delattr__(obj, attr)
+
+
+def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., None]) -> None:
+    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`."""
+    original = getattr(obj, attr)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        seen(args, out)
+        return out
+
+    stack.enter_context(patched(obj, attr, wrapper))
+
+
+def put_each(put: Put, prefix: str, tree: Any, natural: tuple[str, ...]) -> None:
+    for i, t in enumerate(keras.tree.flatten(tree)):
+        put(f"{prefix}_{i}", t, natural)
+
+
+def tap_layers(stack: contextlib.ExitStack, model: Any, put: Put) -> None:
+    """Layer outputs `<layer>_output_0`; for an activation layer also `<layer>_input_0`, and for
+    a layer with a fused activation `<layer>/activation_input_0` and `_output_0` (pre- and
+    post-activation), in `relu_activations`, `tanh_activations` or `sigmoid_activations`."""
+    for name, layer in named_layers(model):
+        kind, is_act = activation_kind(layer)
+
+        def seen_call(args: Any, out: Any, name: str = name, kind: Any = kind, is_act: bool = is_act) -> None:
+            if is_act and args:
+                put(f"{name}_input_0", args[0], (kind,))
+            put_each(put, f"{name}_output", out, ("outputs", kind) if is_act else ("outputs",))
+
+        def seen_activation(args: Any, out: Any, name: str = name, kind: Any = kind) -> None:
+            put(f"{name}/activation_input_0", args[0], (kind,))
+            put(f"{name}/activation_output_0", out, (kind,))
+
+        tap(stack, layer, "call", seen_call)
+        if kind is not None and not is_act:
+            tap(stack, layer, "activation", seen_activation)

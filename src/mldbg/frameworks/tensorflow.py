@@ -1,0 +1,281 @@
+"""TensorFlow adapter for custom training loops: `mldbg.tensorflow.Hook`.
+
+Two lines: make the hook, and wrap the tape.
+
+    hook = mldbg.tensorflow.Hook(out_dir)
+    with hook.wrap_tape(tf.GradientTape()) as tape:      # a step starts here
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)  # recorded here; the step ends
+
+`tape.gradient` records its target as `loss`, its sources as weights (by variable path) and
+the gradients as `gradient/<weight>`. After `hook.register_model(model)` the outputs and
+activations of the model's Keras layers in the step are recorded too. Works eagerly and
+inside `tf.function`: there the host is asked once per step whether it saves (a
+`tf.numpy_function` returning one bool) and the tensors leave the graph only under `tf.cond`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.frameworks.keras_layers import host_source, tap_layers, variable_name
+from mldbg.profiler.config import ProfilerConfig
+from mldbg.record.recorder import Recorder
+from mldbg.store.base import Store
+
+
+class Hook:
+    """Records a custom TensorFlow loop: `hook.wrap_tape(tape)`, or `with hook.step(mode):`."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        save_config: SaveConfig | None = None,
+        include_collections: Sequence[str] | None = None,
+        include_regex: Sequence[str] | str | None = None,
+        reduction_config: ReductionConfig | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        collection_configs: Sequence[CollectionConfig] | None = None,
+        profiler_config: ProfilerConfig | None = None,
+        rules: Sequence[Any] | None = None,
+        actions: Sequence[Any] | None = None,
+        **options: Any,
+    ):
+        self.recorder = Recorder(
+            out_dir,
+            save_config=save_config,
+            include_collections=include_collections,
+            include_regex=include_regex,
+            reduction_config=reduction_config,
+            save_all=save_all,
+            collection_configs=collection_configs,
+            include_workers=include_workers,
+            rank=int(os.environ.get("RANK", 0)),
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            framework=f"tensorflow-{tf.__version__}",
+            **options,
+        )
+        self.out_dir = self.recorder.store.url
+        self.profiler: Any = None  # system metrics and step times, with a profiler_config
+        self._timeline: Any = None
+        if profiler_config is not None:
+            from mldbg.profiler.session import Profiler
+
+            self.profiler = Profiler(
+                self.recorder.store,
+                profiler_config,
+                rank=self.recorder.rank,
+                framework=f"tensorflow-{tf.__version__}",
+            )
+            self._timeline = self.profiler.timeline
+        self._watcher: Any = None  # rules checked live by a child process (`rules=`, `actions=`)
+        if (rules is not None or actions) and self.recorder.rank == 0:
+            from mldbg.watch.inprocess import start_watcher
+
+            self._watcher = start_watcher(self.recorder.store.url, rules, actions or ())
+        self._model: Any = None
+        self._state: str | None = None  # "eager" or "graph" while a step is open
+        self._graph: list[tuple[str, tuple[str, ...], Any]] = []  # tensors of a traced step
+        self._saving: Any = None  # the traced "does this step save" bool
+        self._layers: contextlib.ExitStack | None = None
+        self._closed = False
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
+        from mldbg.config_file import hook_kwargs_from_json
+
+        return cls(**hook_kwargs_from_json(path))
+
+    def register_model(self, model: Any) -> None:
+        """Name weights by their path in `model`, and record its layers' outputs in each step."""
+        self._model = model
+
+    def wrap_tape(self, tape: tf.GradientTape) -> RecordingTape:
+        """A tape whose `with` block starts a TRAIN step and whose `gradient` records and ends it."""
+        return RecordingTape(self, tape)
+
+    @contextlib.contextmanager
+    def step(self, mode: Mode | str = Mode.TRAIN) -> Iterator[Hook]:
+        """One step of `mode` (for eval or predict loops, or a loop without a tape)."""
+        self.begin(Mode.parse(mode))
+        try:
+            yield self
+        finally:
+            self.end()
+
+    # steps ------------------------------------------------------------------------------
+    def begin(self, mode: Mode = Mode.TRAIN) -> None:
+        self.end()
+        if tf.executing_eagerly():
+            self._state = "eager"
+            if not self._begin_host(mode):
+                return
+        else:  # traced once; runs every call
+            self._state, self._graph = "graph", []
+            self._saving = tf.numpy_function(
+                lambda: np.bool_(self._begin_host(mode)), [], tf.bool, stateful=True
+            )
+        if self._model is not None and self._wants_layers():
+            self._layers = contextlib.ExitStack()
+            tap_layers(self._layers, self._model, self.put)
+
+    def end(self) -> None:
+        self._unpatch()
+        state, self._state = self._state, None
+        if state == "eager":
+            self._end_host()
+        if state != "graph":
+            return
+        meta = [(n, c) for n, c, _ in self._graph]
+        tensors = [t for _, _, t in self._graph]
+        self._graph = []
+
+        def save(*values: Any) -> np.bool_:
+            for (name, natural), value in zip(meta, values, strict=True):
+                self._save_host(name, natural, value)
+            return np.bool_(True)
+
+        with tf.control_dependencies(tensors):
+            done = tf.cond(
+                self._saving,
+                lambda: tf.numpy_function(save, tensors, tf.bool, stateful=True),
+                lambda: tf.constant(True),
+            )
+        with tf.control_dependencies([done]):
+            tf.numpy_function(self._end_host, [], tf.bool, stateful=True)
+
+    def _begin_host(self, mode: Mode) -> bool:
+        saving = self.recorder.start_step(mode)
+        if self._timeline is not None:
+            self._timeline.step_begin(self.recorder.step, int(mode))
+        return saving
+
+    def _end_host(self) -> np.bool_:
+        if self._timeline is not None:
+            self._timeline.step_end()
+        self.recorder.end_step()
+        return np.bool_(True)
+
+    def record(self, variables: Any = None, grads: Any = None, loss: Any = None, **named: Any) -> None:
+        """Record tensors in the open step: weights, their gradients, the loss, and
+        `inputs`, `labels`, `predictions` (any other keyword: under its own name)."""
+        var_list = tf.nest.flatten(variables) if variables is not None else []
+        for v in var_list:
+            self.put(
+                self._name(v), v, ("biases",) if self._name(v).endswith(("bias", "beta")) else ("weights",)
+            )
+        for v, g in zip(var_list, tf.nest.flatten(grads) if grads is not None else [], strict=False):
+            self.put(f"gradient/{self._name(v)}", g, ("gradients",))
+        if loss is not None:
+            self.put("loss", loss, ("losses",))
+        kinds = {"inputs": ("model_input", ("inputs",)), "labels": ("labels", ("labels",)),
+                 "predictions": ("model_output", ("outputs", "predictions"))}  # fmt: skip
+        for key, value in named.items():
+            prefix, natural = kinds.get(key, (key, ()))
+            flat = tf.nest.flatten(value)
+            for i, t in enumerate(flat):
+                self.put(key if key not in kinds and len(flat) == 1 else f"{prefix}_{i}", t, natural)
+
+    def put(self, name: str, value: Any, natural: tuple[str, ...]) -> None:
+        """Save one tensor in the open step (eagerly now; traced: under the step's tf.cond)."""
+        if value is None or self._state is None:
+            return
+        if self._state == "eager":
+            if self.recorder.saving:
+                self._save_host(name, natural, value)
+            return
+        cols = self.recorder.collections
+        wanted = any(c.name in cols.included for c in cols.members(name, natural))
+        if wanted and not any(n == name for n, _, _ in self._graph):
+            value = tf.convert_to_tensor(value.value() if isinstance(value, tf.Variable) else value)
+            self._graph.append((name, natural, value))
+
+    # helpers ----------------------------------------------------------------------------
+    def _save_host(self, name: str, natural: tuple[str, ...], value: Any) -> None:
+        rec = self.recorder
+        plan = rec.plan(name, natural)
+        if plan is not None and not rec.has(name):
+            if isinstance(value, tf.IndexedSlices):
+                value = tf.convert_to_tensor(value)
+            source = host_source(value)
+            if source is not None:
+                rec.save(name, source[0], plan, source[1])
+
+    def _name(self, v: Any) -> str:
+        if self._model is not None and hasattr(v, "path"):
+            return variable_name(v, self._model.name)
+        name = str(getattr(v, "path", None) or getattr(v, "name", None) or "tensor")
+        return name[:-2] if name.endswith(":0") else name
+
+    def _wants_layers(self) -> bool:
+        return any(self.recorder.collections.may_save(c) for c in
+                   ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations"))  # fmt: skip
+
+    def _unpatch(self) -> None:
+        if self._layers is not None:
+            self._layers.close()
+            self._layers = None
+
+    def save_scalar(self, name: str, value: Any) -> None:
+        self.recorder.save_scalar(name, float(value))
+
+    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
+        self.recorder.save_tensor(name, np.asarray(value), tuple(collections))
+
+    def close(self) -> None:
+        """Flush everything and write the end marker. Also runs at interpreter exit."""
+        if not self._closed:
+            self._closed = True
+            self._unpatch()
+            try:
+                self.recorder.close()
+            finally:
+                if self.profiler is not None:
+                    self.profiler.close()
+                if self._watcher is not None:  # waits for its final pass over the closed run
+                    self._watcher.stop(timeout=10)
+                    self._watcher = None
+
+    def __enter__(self) -> Hook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordingTape:
+    """A `tf.GradientTape` that opens a step on entry and records in `gradient`."""
+
+    def __init__(self, hook: Hook, tape: tf.GradientTape):
+        self._hook = hook
+        self._tape = tape
+
+    def __enter__(self) -> RecordingTape:
+        self._hook.begin(Mode.TRAIN)
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        self._hook._unpatch()  # the forward pass is over
+        return self._tape.__exit__(*exc)
+
+    def gradient(self, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        grads = self._tape.gradient(target, sources, *args, **kwargs)
+        scalar = isinstance(target, (tf.Tensor, tf.Variable)) and target.shape.num_elements() == 1
+        self._hook.record(variables=sources, grads=grads, loss=target if scalar else None)
+        self._hook.end()
+        return grads
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tape, name)
+
+
+__all__ = ["Hook", "RecordingTape"]
