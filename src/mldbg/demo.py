@@ -21,6 +21,7 @@ class DemoRun:
     train_accuracy: float
     eval_accuracy: float
     steps: int
+    stopped: bool = False
 
 
 def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -41,9 +42,14 @@ def train_digits(
     save_interval: int = 5,
     seed: int = 0,
     progress: Callable[[int, float], None] | None = None,
-    rules: list[str] | None = None,
+    live_rules: bool = True,
+    stop_on_finding: bool = False,
 ) -> DemoRun:
-    """Train a 64-32-16-10 ReLU network with Adam, recording everything every few steps."""
+    """Train a 64-32-16-10 ReLU network with Adam, recording everything every few steps.
+
+    With `live_rules` the default rules run beside the training in a watcher process and
+    print what they find as it happens; with `stop_on_finding` they also stop the training.
+    """
     import torch
     from torch import nn
 
@@ -59,8 +65,13 @@ def train_digits(
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     if out.exists():
         shutil.rmtree(out)
+    from mldbg.actions import StopTraining
+
     hook = Hook(
         out,
+        rules=["default"] if live_rules else None,
+        flush_seconds=0.2,
+        actions=[StopTraining()] if stop_on_finding else None,
         save_config=SaveConfig(save_interval=save_interval, mode_save_configs={Mode.EVAL: SaveConfig(save_interval=1)}),
         include_collections=[
             "weights", "biases", "gradients", "losses", "inputs", "labels", "predictions", "relu_activations",
@@ -90,10 +101,12 @@ def train_digits(
                 for i in range(0, len(xe), 128):
                     loss_fn(model(xe[i : i + 128]), ye[i : i + 128])
     except TrainingStopped:
-        pass
+        stopped = True
+    else:
+        stopped = False
     finally:
         hook.close()
     with torch.no_grad():
         train_acc = (model(xt).argmax(1) == yt).float().mean().item()
         eval_acc = (model(xe).argmax(1) == ye).float().mean().item()
-    return DemoRun(out, train_acc, eval_acc, step)
+    return DemoRun(out, train_acc, eval_acc, step, stopped)

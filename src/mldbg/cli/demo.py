@@ -24,9 +24,9 @@ def demo(out: Path, epochs: int) -> None:
     from mldbg.demo import train_digits
 
     runs = {}
-    for name, lr, what in (
-        ("healthy", 1e-3, "Adam, lr 1e-3"),
-        ("broken", 5.0, "Adam, lr 5.0 (far too high)"),
+    for name, lr, what, stop, n_epochs in (
+        ("healthy", 3e-3, "Adam, lr 3e-3; rules watch live", False, epochs),
+        ("broken", 5.0, "Adam, lr 5.0 (far too high); rules watch live and stop it", True, 10 * epochs),
     ):
         click.secho(f"\n== {name} run: 64-32-16-10 ReLU network on digits, {what}", bold=True)
         with tqdm(desc=f"training ({name})", unit="step", leave=True, disable=None) as bar:
@@ -35,8 +35,17 @@ def demo(out: Path, epochs: int) -> None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}")
 
-            runs[name] = train_digits(out / name, lr=lr, epochs=epochs, progress=progress)
+            runs[name] = train_digits(
+                out / name, lr=lr, epochs=n_epochs, progress=progress, stop_on_finding=stop
+            )
         r = runs[name]
+        planned = n_epochs * 43  # 1,347 training images in batches of 32
+        if r.stopped:
+            click.secho(
+                f"   mldbg stopped it after {r.steps} of {planned} planned training steps: "
+                f"{1 - r.steps / planned:.0%} of the compute saved",
+                fg="yellow",
+            )
         click.echo(
             f"   {r.steps} training steps; accuracy train {r.train_accuracy:.1%}, test {r.eval_accuracy:.1%}"
         )

@@ -132,6 +132,12 @@ def main(spec_path: str) -> int:
         print(f"mldbg: {finding}", file=sys.stderr, flush=True)
 
     progress = NoProgress(label="mldbg watcher") if spec["quiet"] else Progress(label="mldbg watcher")
+
+    def problem(text: str) -> None:
+        if spec["quiet"] and text.startswith("rule ") and " skipped: " in text:
+            return  # a rule without its data is expected beside a training: no noise
+        progress.note(f"mldbg watcher: {text}")
+
     watcher = Watcher(
         spec["path"],
         spec["rules"],
@@ -140,6 +146,7 @@ def main(spec_path: str) -> int:
         state=spec["state"],
         progress=progress,
         on_finding=show,
+        on_problem=problem,
         alive=_parent_alive(spec["parent"]),
     )
     import signal
