@@ -12,7 +12,7 @@ from mldbg.errors import InvalidConfig
 
 HOOK_KEYS = {
     "out_dir", "save_config", "include_collections", "include_regex", "reduction_config",
-    "save_all", "include_workers", "collection_configs",
+    "save_all", "include_workers", "collection_configs", "profiler_config",
 }  # fmt: skip
 
 
@@ -49,6 +49,10 @@ def hook_kwargs(data: dict[str, Any], where: str = "hook config") -> dict[str, A
             kwargs["save_config"] = SaveConfig.from_dict(kwargs["save_config"])
         if "reduction_config" in kwargs and kwargs["reduction_config"] is not None:
             kwargs["reduction_config"] = ReductionConfig.from_dict(kwargs["reduction_config"])
+        if kwargs.get("profiler_config") is not None:
+            from mldbg.profiler.config import ProfilerConfig
+
+            kwargs["profiler_config"] = ProfilerConfig.from_dict(kwargs["profiler_config"])
         if "collection_configs" in kwargs and kwargs["collection_configs"] is not None:
             kwargs["collection_configs"] = [
                 CollectionConfig.from_dict(c) for c in kwargs["collection_configs"]

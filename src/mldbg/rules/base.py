@@ -71,6 +71,7 @@ class Rule:
     needs: ClassVar[tuple[str, ...]] = ()  # collections; the runner skips the rule when absent
     needs_any: ClassVar[bool] = False  # True: one of `needs` is enough
     default: ClassVar[bool] = True  # part of the default set run by `mldbg check`
+    needs_steps: ClassVar[bool] = True  # False: runs on a run with no saved tensor step yet
     suggestion: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

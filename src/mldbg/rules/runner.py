@@ -273,6 +273,9 @@ class RuleRunner:
         if not self._waiting:
             return
         if not self.trial.steps():
+            # rules on other series (the profiler's) need no saved tensor step to start
+            self._active.extend(r for r in self._waiting if not r.needs_steps)
+            self._waiting = [r for r in self._waiting if r.needs_steps]
             if complete:
                 for rule in self._waiting:
                     self._skip(rule, "the run has no saved steps")

@@ -33,6 +33,7 @@ NO_DATA = "no profiler data in this run (pass profiler_config=mldbg.ProfilerConf
 
 class ProfilerRule(Rule):
     needs: ClassVar[tuple[str, ...]] = ()
+    needs_steps: ClassVar[bool] = False  # the system series exist before the first step
     #: what the rule reads: "system" (node samples), "gpu" (GPU samples), "steps" (step
     #: timeline), "any" (whatever profiler data there is)
     requires: ClassVar[str] = "any"
