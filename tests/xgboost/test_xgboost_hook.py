@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 
@@ -189,14 +190,11 @@ def test_collections_and_schedules_follow_the_hook_settings(tmp_path):
 
 def test_a_stop_request_raises_training_stopped(tmp_path):
     X, y = load_diabetes(return_X_y=True)
-    open_store(tmp_path).write(layout.STOP_REQUEST, [json.dumps({"reason": "test"}).encode()])
+    hook = Hook(tmp_path, stop_check_seconds=0)
+    request = {"reason": "test", "requested": time.time()}  # after the run started
+    open_store(tmp_path).write(layout.STOP_REQUEST, [json.dumps(request).encode()])
     with pytest.raises(mldbg.TrainingStopped):
-        xgb.train(
-            {"max_depth": 2, "nthread": 1},
-            xgb.DMatrix(X, y),
-            50,
-            callbacks=[Hook(tmp_path, stop_check_seconds=0)],
-        )
+        xgb.train({"max_depth": 2, "nthread": 1}, xgb.DMatrix(X, y), 50, callbacks=[hook])
     assert mldbg.create_trial(tmp_path).steps(Mode.TRAIN) == [0]
 
 
