@@ -207,3 +207,17 @@ def test_rules_and_report_import_without_xgboost():
         "assert 'xgboost' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_profiler_and_live_rules_from_the_hook(tmp_path):
+    """`profiler_config=` times each boosting round; `rules=` checks them in a watcher child."""
+    from mldbg.profiler.config import ProfilerConfig
+    from mldbg.profiler.read import ProfilerData
+
+    X, y = load_diabetes(return_X_y=True)
+    hook = Hook(tmp_path, profiler_config=ProfilerConfig(system_interval_ms=100), rules=["tree_depth:depth=1"])
+    xgb.train({"max_depth": 3, "nthread": 1}, xgb.DMatrix(X, y), 20, callbacks=[hook])
+    assert hook.session.watcher is None  # stopped with the hook, after its final pass
+    steps = ProfilerData(mldbg.create_trial(tmp_path)).steps()
+    assert len(steps) >= 20
+    assert {f.rule for f in mldbg.check(tmp_path, rules=["tree_depth:depth=1"])} == {"tree_depth"}

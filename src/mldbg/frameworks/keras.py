@@ -25,7 +25,7 @@ import numpy as np
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.frameworks.keras_layers import host_source, patched, put_each, tap, tap_layers, variable_name
 from mldbg.profiler.config import ProfilerConfig
-from mldbg.record.recorder import Recorder
+from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
 
 MODES = {"train": Mode.TRAIN, "test": Mode.EVAL, "predict": Mode.PREDICT}
@@ -52,26 +52,17 @@ class Hook(keras.callbacks.Callback):
         super().__init__()
         self.backend = keras.backend.backend()
         framework = f"keras-{keras.__version__}-{self.backend}"
-        self.recorder = Recorder(
+        self.session = RecordingSession(
             out_dir, save_config=save_config, include_collections=include_collections,
             include_regex=include_regex, reduction_config=reduction_config, save_all=save_all,
             collection_configs=collection_configs, include_workers=include_workers,
             rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            framework=framework, **options,
+            framework=framework, profiler_config=profiler_config, rules=rules, actions=actions,
+            **options,
         )  # fmt: skip
+        self.recorder = self.session.recorder
+        self.profiler = self.session.profiler
         self.out_dir = self.recorder.store.url
-        self.profiler: Any = None  # system metrics and step times, with a profiler_config
-        if profiler_config is not None:
-            from mldbg.profiler.session import Profiler
-
-            self.profiler = Profiler(
-                self.recorder.store, profiler_config, rank=self.recorder.rank, framework=framework
-            )
-        self._watcher: Any = None  # rules checked live by a child process (`rules=`, `actions=`)
-        if (rules is not None or actions) and self.recorder.rank == 0:
-            from mldbg.watch.inprocess import start_watcher
-
-            self._watcher = start_watcher(self.recorder.store.url, rules, actions or ())
         self._variants: dict[str, Callable[..., Any]] = {}  # kind -> recording function
         self._seen: set[str] | None = None  # names captured in the step being traced or run
         self._natural: dict[str, tuple[str, ...]] = {}
@@ -108,14 +99,7 @@ class Hook(keras.callbacks.Callback):
         """Flush everything and write the end marker. Also runs at interpreter exit."""
         if not self._closed:
             self._closed = True
-            try:
-                self.recorder.close()
-            finally:
-                if self.profiler is not None:
-                    self.profiler.close()
-                if self._watcher is not None:  # waits for its final pass over the closed run
-                    self._watcher.stop(timeout=10)
-                    self._watcher = None
+            self.session.close()
 
     # steps ------------------------------------------------------------------------------
     def _attach(self, kind: str) -> None:

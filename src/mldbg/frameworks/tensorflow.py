@@ -27,7 +27,7 @@ import tensorflow as tf
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.frameworks.keras_layers import host_source, tap_layers, variable_name
 from mldbg.profiler.config import ProfilerConfig
-from mldbg.record.recorder import Recorder
+from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
 
 
@@ -49,7 +49,7 @@ class Hook:
         actions: Sequence[Any] | None = None,
         **options: Any,
     ):
-        self.recorder = Recorder(
+        self.session = RecordingSession(
             out_dir,
             save_config=save_config,
             include_collections=include_collections,
@@ -61,26 +61,15 @@ class Hook:
             rank=int(os.environ.get("RANK", 0)),
             world_size=int(os.environ.get("WORLD_SIZE", 1)),
             framework=f"tensorflow-{tf.__version__}",
+            profiler_config=profiler_config,
+            rules=rules,
+            actions=actions,
             **options,
         )
+        self.recorder = self.session.recorder
+        self.profiler = self.session.profiler
+        self._timeline = self.session.timeline
         self.out_dir = self.recorder.store.url
-        self.profiler: Any = None  # system metrics and step times, with a profiler_config
-        self._timeline: Any = None
-        if profiler_config is not None:
-            from mldbg.profiler.session import Profiler
-
-            self.profiler = Profiler(
-                self.recorder.store,
-                profiler_config,
-                rank=self.recorder.rank,
-                framework=f"tensorflow-{tf.__version__}",
-            )
-            self._timeline = self.profiler.timeline
-        self._watcher: Any = None  # rules checked live by a child process (`rules=`, `actions=`)
-        if (rules is not None or actions) and self.recorder.rank == 0:
-            from mldbg.watch.inprocess import start_watcher
-
-            self._watcher = start_watcher(self.recorder.store.url, rules, actions or ())
         self._model: Any = None
         self._state: str | None = None  # "eager" or "graph" while a step is open
         self._graph: list[tuple[str, tuple[str, ...], Any]] = []  # tensors of a traced step
@@ -235,14 +224,7 @@ class Hook:
         if not self._closed:
             self._closed = True
             self._unpatch()
-            try:
-                self.recorder.close()
-            finally:
-                if self.profiler is not None:
-                    self.profiler.close()
-                if self._watcher is not None:  # waits for its final pass over the closed run
-                    self._watcher.stop(timeout=10)
-                    self._watcher = None
+            self.session.close()
 
     def __enter__(self) -> Hook:
         return self

@@ -30,7 +30,7 @@ from xgboost.callback import TrainingCallback
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, info_key
-from mldbg.record.recorder import Recorder
+from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
 
 log = logging.getLogger("mldbg")
@@ -73,6 +73,9 @@ class Hook(TrainingCallback):
         predictions_interval: int = 10,
         shap_steps: Sequence[int] = (),
         loss_metrics: Sequence[str] | None = None,
+        profiler_config: Any = None,
+        rules: Sequence[Any] | None = None,
+        actions: Sequence[Any] | None = None,
         **options: Any,
     ):
         """`predictions_interval`: labels, predictions and probabilities are saved every that
@@ -94,7 +97,7 @@ class Hook(TrainingCallback):
         if include_collections is None:
             include_collections = [*DEFAULT_INCLUDED, *configured, *(("shap",) if shap_steps else ())]
         rank, world = _rank_and_world()
-        self.recorder = Recorder(
+        self.session = RecordingSession(
             out_dir,
             save_config=save_config,
             include_collections=list(dict.fromkeys(include_collections)),
@@ -107,8 +110,13 @@ class Hook(TrainingCallback):
             world_size=world,
             framework=f"xgboost-{xgboost.__version__}",
             extra_collections=EXTRA_COLLECTIONS,
+            profiler_config=profiler_config,
+            rules=rules,
+            actions=actions,
             **options,
         )
+        self.recorder = self.session.recorder
+        self._timeline = self.session.timeline  # a boosting round's time, with profiler_config
         self.out_dir = self.recorder.store.url
         self.train_data = train_data
         self.validation_data = validation_data
@@ -179,6 +187,8 @@ class Hook(TrainingCallback):
     def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         if not self._closed:
             self.recorder.start_step(Mode.TRAIN)
+            if self._timeline is not None:
+                self._timeline.step_begin(self.recorder.step, int(Mode.TRAIN))
         return False
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -197,6 +207,8 @@ class Hook(TrainingCallback):
             self._save_metrics({k: v for k, v in scores.items() if k == train}, losses_from=train)
             self._save_data(model, self._dtrain, shap=self._dvalid is None)
             self._save_model_state(model)
+        if self._timeline is not None:
+            self._timeline.step_end()
         rec.end_step()
         if any(k != train for k in scores) or self._dvalid is not None:
             rec.start_step(Mode.EVAL)
@@ -323,7 +335,7 @@ class Hook(TrainingCallback):
     def close(self) -> None:
         """Flush everything and write the end marker. Also runs at interpreter exit."""
         self._closed = True
-        self.recorder.close()
+        self.session.close()
 
     def __enter__(self) -> Hook:
         return self
