@@ -7,7 +7,6 @@ Short outages, and the 30 s outage of the issue (marked slow: `-m "not slow"` le
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid

@@ -26,6 +26,7 @@ from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import BACKWARD_END, BACKWARD_START, FORWARD_END, OPTIMIZER_END, OPTIMIZER_START
 from mldbg.record.recorder import Recorder
 from mldbg.store.base import Store
+from mldbg.store.format import dtype_name
 
 log = logging.getLogger("mldbg")
 
@@ -59,8 +60,6 @@ def _to_numpy(t: torch.Tensor) -> tuple[np.ndarray, str]:
     if t.dtype == _BF16:
         return t.view(torch.int16).numpy().view(np.uint16), "BF16"
     array = t.numpy()
-    from mldbg.store.format import dtype_name
-
     return array, dtype_name(array)
 
 
@@ -302,6 +301,10 @@ class Hook:
         if not self._optimizer_seen and not self._optimizer_searched:
             self._optimizer_searched = True
             self._optimizer_seen = _optimizer_exists(self._param_ids)
+            if self._optimizer_seen:  # steps end at the optimizer: the per-grad hooks have no more use
+                for h in self._grad_handles:
+                    h.remove()
+                self._grad_handles = []
         if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
             self._save_gradients()
 
