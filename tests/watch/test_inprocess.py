@@ -119,6 +119,6 @@ def test_hook_rules_and_actions_in_one_line(tmp_path):
         time.sleep(0.01)
     hook.close()
     assert stopped is not None and stopped < 1500
-    assert hook._watcher is None  # ended with the hook
+    assert hook.session.watcher is None  # ended with the hook
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps and trial.steps()[-1] == stopped

@@ -24,7 +24,7 @@ from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import BACKWARD_END, BACKWARD_START, FORWARD_END, OPTIMIZER_END, OPTIMIZER_START
-from mldbg.record.recorder import Recorder
+from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
 from mldbg.store.format import dtype_name
 
@@ -87,7 +87,7 @@ class Hook:
         **options: Any,
     ):
         rank, world = _rank_and_world()
-        self.recorder = Recorder(
+        self.session = RecordingSession(
             out_dir,
             save_config=save_config,
             include_collections=include_collections,
@@ -99,8 +99,14 @@ class Hook:
             rank=rank,
             world_size=world,
             framework=f"torch-{torch.__version__}",
+            profiler_config=profiler_config,
+            rules=rules,
+            actions=actions,
             **options,
         )
+        self.recorder = self.session.recorder
+        self.profiler = self.session.profiler  # with a profiler_config: system metrics, step phases
+        self._timeline = self.session.timeline
         self.out_dir = self.recorder.store.url
         self._mode: Mode | None = None  # None: follow model.training
         self._model: nn.Module | None = None
@@ -116,18 +122,6 @@ class Hook:
         self._grads_saved = False
         self._params_saved_at = -1
         self._closed = False
-        self.profiler: Any = None  # mldbg.profiler.session.Profiler, with a profiler_config
-        self._timeline: Any = None
-        if profiler_config is not None:
-            from mldbg.profiler.session import Profiler
-
-            self.profiler = Profiler(self.recorder.store, profiler_config, rank=rank, framework=f"torch-{torch.__version__}")
-            self._timeline = self.profiler.timeline
-        self._watcher: Any = None  # rules checked live by a child process, from one line
-        if (rules is not None or actions) and rank == 0:
-            from mldbg.watch.inprocess import start_watcher
-
-            self._watcher = start_watcher(self.recorder.store.url, rules, actions or ())
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Hook:
@@ -344,14 +338,7 @@ class Hook:
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
-        try:
-            self.recorder.close()
-        finally:
-            if self.profiler is not None:
-                self.profiler.close()
-            if self._watcher is not None:  # waits for its final pass over the closed run
-                self._watcher.stop(timeout=10)
-                self._watcher = None
+        self.session.close()
 
     def __enter__(self) -> Hook:
         return self
