@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,12 @@ SCENARIOS = {
     "d": "default configuration",
 }
 TARGETS = {"a": 1.10, "b": 1.02, "c": 1.01, "d": 1.01}
+# glibc's malloc adapts its mmap threshold to the sizes freed, so a process that clones tensors
+# (any hook) ends up with a different allocation policy, and page-fault count, than one that
+# does not: on this machine the unhooked baseline takes ~1,700 minor faults (~3 ms of system
+# time) per step and a hooked process ~90. `--malloc static` fixes the policy for every
+# configuration alike, so that the ratios measure the work added and nothing else.
+STATIC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
 # the model -----------------------------------------------------------------------------
@@ -85,12 +92,19 @@ def mldbg_hook(scenario: str, out: str, model, loss_fn):
     from mldbg.torch import Hook
 
     kwargs = {
-        "a": dict(include_collections=["weights", "biases", "gradients", "outputs"], save_config=mldbg.SaveConfig(save_interval=10)),
+        "a": dict(
+            include_collections=["weights", "biases", "gradients", "outputs"],
+            save_config=mldbg.SaveConfig(save_interval=10),
+        ),
         "b": dict(include_collections=["weights"], save_config=mldbg.SaveConfig(save_interval=10)),
         "c": dict(save_all=True, save_config=mldbg.SaveConfig(save_interval=200)),
         "d": dict(),
         # smdebug's (a): what storage.py compares byte for byte
-        "a-regex": dict(include_collections=["weights", "biases", "gradients"], include_regex=[".*"], save_config=mldbg.SaveConfig(save_interval=10)),
+        "a-regex": dict(
+            include_collections=["weights", "biases", "gradients"],
+            include_regex=[".*"],
+            save_config=mldbg.SaveConfig(save_interval=10),
+        ),
     }[scenario]
     hook = Hook(out, **kwargs)
     hook.register_module(model)
@@ -102,7 +116,11 @@ def smdebug_hook(scenario: str, out: str, model, loss_fn):
     import smdebug.pytorch as smd
 
     kwargs = {
-        "a": dict(include_collections=["weights", "biases", "gradients"], include_regex=[".*"], save_config=smd.SaveConfig(save_interval=10)),
+        "a": dict(
+            include_collections=["weights", "biases", "gradients"],
+            include_regex=[".*"],
+            save_config=smd.SaveConfig(save_interval=10),
+        ),
         "b": dict(include_collections=["weights"], save_config=smd.SaveConfig(save_interval=10)),
         "c": dict(save_all=True, save_config=smd.SaveConfig(save_interval=200)),
         "d": dict(),
@@ -193,6 +211,7 @@ def worker(spec: dict) -> dict:
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     c0, m0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
     for _ in range(spec["steps"]):
         step()
@@ -203,6 +222,7 @@ def worker(spec: dict) -> dict:
     else:
         loop_s = time.perf_counter() - t0
     cpu_s, main_cpu_s = time.process_time() - c0, time.thread_time() - m0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
     t1, c1 = time.perf_counter(), time.process_time()
     if hook is not None:
         hook.close()
@@ -214,6 +234,7 @@ def worker(spec: dict) -> dict:
         "loop_s": loop_s, "cpu_s": cpu_s, "main_cpu_s": main_cpu_s, "close_s": close_s,
         "close_cpu_s": close_cpu_s, "setup_s": setup_s, "rss_start_kb": rss0,
         "hwm_kb": report.rss_kb("VmHWM"), "bytes": nbytes, "files": files,
+        "minor_faults": ru1.ru_minflt - ru0.ru_minflt, "sys_s": ru1.ru_stime - ru0.ru_stime,
     }  # fmt: skip
     if kind == "mldbg":
         w = hook.recorder.writer
@@ -236,10 +257,10 @@ def configs(args: argparse.Namespace) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def run_worker(python: str, spec: dict) -> dict:
+def run_worker(python: str, spec: dict, env_extra: dict | None = None) -> dict:
     if python == "inprocess":  # the smoke test: no fresh process per measurement
         return worker(spec)
-    env = dict(os.environ, SMDEBUG_LOG_LEVEL="error", PYTHONWARNINGS="ignore")
+    env = dict(os.environ, SMDEBUG_LOG_LEVEL="error", PYTHONWARNINGS="ignore", **(env_extra or {}))
     proc = subprocess.run(
         [python, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
@@ -262,7 +283,9 @@ def peer_python() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=300, help="timed steps per run (>= 196 for (c) to save once)")
+    ap.add_argument(
+        "--steps", type=int, default=300, help="timed steps per run (>= 196 for (c) to save once)"
+    )
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--model", choices=["resnet", "cnn"], default="resnet")
@@ -274,7 +297,15 @@ def main() -> None:
     ap.add_argument("--tb-scenarios", default="a,b", help="scenarios the TensorBoard peer runs")
     ap.add_argument("--name", default="overhead", help="result file name under benchmarks/results/")
     ap.add_argument("--no-save", action="store_true", help="print only; do not write benchmarks/results/")
-    ap.add_argument("--inprocess", action="store_true", help="run mldbg's measurements in this process (smoke test)")
+    ap.add_argument(
+        "--malloc",
+        choices=["default", "static"],
+        default="default",
+        help="static: the same fixed glibc malloc policy for every configuration (see STATIC_MALLOC)",
+    )
+    ap.add_argument(
+        "--inprocess", action="store_true", help="run mldbg's measurements in this process (smoke test)"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -305,7 +336,7 @@ def main() -> None:
                     "steps": args.steps, "warmup": args.warmup, "model": args.model,
                     "batch": args.batch, "threads": args.threads, "device": args.device,
                 }  # fmt: skip
-                res = run_worker(pythons[kind], spec)
+                res = run_worker(pythons[kind], spec, STATIC_MALLOC if args.malloc == "static" else None)
                 runs[label].append(res)
                 shutil.rmtree(out, ignore_errors=True)
                 print(f"round {r + 1}/{args.rounds} {label:22s} {res['loop_s'] / args.steps * 1e3:8.2f} ms/step "
@@ -313,7 +344,10 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     result.update(
-        settings={k: getattr(args, k) for k in ("steps", "warmup", "rounds", "model", "batch", "threads", "device")},
+        settings={
+            k: getattr(args, k)
+            for k in ("steps", "warmup", "rounds", "model", "batch", "threads", "device", "malloc")
+        },
         seconds=round(time.time() - t_start, 1),
         rows=summarize(plan, runs, args.steps),
     )
@@ -335,7 +369,9 @@ def summarize(plan: list[tuple[str, str, str | None]], runs: dict[str, list[dict
         with_close = [(m["loop_s"] + m["close_s"]) / b["loop_s"] for m, b in zip(mine, base, strict=True)]
         added = [(m["loop_s"] - b["loop_s"]) / steps * 1e3 for m, b in zip(mine, base, strict=True)]
         added_cpu = [(m["cpu_s"] - b["cpu_s"]) / steps * 1e3 for m, b in zip(mine, base, strict=True)]
-        added_main = [(m["main_cpu_s"] - b["main_cpu_s"]) / steps * 1e3 for m, b in zip(mine, base, strict=True)]
+        added_main = [
+            (m["main_cpu_s"] - b["main_cpu_s"]) / steps * 1e3 for m, b in zip(mine, base, strict=True)
+        ]
         rows.append({
             "label": label, "kind": kind, "scenario": scenario,
             "ms_per_step": report.med([m["loop_s"] for m in mine]) / steps * 1e3,
@@ -349,6 +385,8 @@ def summarize(plan: list[tuple[str, str, str | None]], runs: dict[str, list[dict
             "extra_hwm_mb": report.med([(m["hwm_kb"] - b["hwm_kb"]) / 1024 for m, b in zip(mine, base, strict=True)]),
             "bytes": report.med([m["bytes"] for m in mine]), "files": report.med([m["files"] for m in mine]),
             "blocked_s": report.med([m.get("blocked_s", 0.0) for m in mine]),
+            "faults_per_step": report.med([m["minor_faults"] / steps for m in mine if "minor_faults" in m]),
+            "sys_ms_per_step": report.med([m["sys_s"] / steps * 1e3 for m in mine if "sys_s" in m]),
         })  # fmt: skip
     return rows
 
@@ -361,23 +399,31 @@ def markdown(result: dict) -> str:
         f"Model: {s['model']} (ResNet-18 shape at 1/4 width, 0.70 M parameters), batch {s['batch']} of 3x32x32, "
         f"SGD with momentum, device {s['device']}, torch threads {s['threads'] or 'default'}; "
         f"{s['warmup']} untimed warm-up steps, then {s['steps']} timed steps; {s['rounds']} interleaved rounds, "
-        f"each configuration a fresh process ({result['seconds']:.0f} s in all).\n",
+        f"each configuration a fresh process ({result['seconds']:.0f} s in all). "
+        + (
+            "glibc malloc with its default, adaptive policy (what users get).\n"
+            if s.get("malloc", "default") == "default"
+            else "glibc malloc with a fixed policy for every configuration: "
+            + ", ".join(f"`{k}={v}`" for k, v in STATIC_MALLOC.items())
+            + ".\n"
+        ),
         "Ratio = step time / the same round's uninstrumented baseline (peers: the baseline run in "
         "their own venv), median over rounds, min-max over rounds as the noise. CPU ratio = process "
         "CPU time (all threads, the writer's included) / the baseline's. `+close` adds the one-time "
         "`close()` (final flush) to the timed loop.\n",
     ]
     head = ["configuration", "ms/step", "ratio", "rounds min-max", "ratio +close", "CPU ratio",
-            "CPU min-max", "added ms/step", "added CPU ms/step", "of it training thread", "extra peak RSS MB", "bytes written", "files", "target"]  # fmt: skip
+            "CPU min-max", "added ms/step", "added CPU ms/step", "of it training thread", "extra peak RSS MB", "bytes written", "files", "page faults/step", "system ms/step", "target"]  # fmt: skip
     body = []
     for r in rows:
-        target = TARGETS.get(r["scenario"] or "", None) if r["kind"] == "mldbg" else None
+        target = TARGETS.get(r["scenario"] or "") if r["kind"] == "mldbg" else None
         body.append([
             r["label"] + (f" ({SCENARIOS[r['scenario']]})" if r["kind"] == "mldbg" else ""),
             f"{r['ms_per_step']:.2f}", f"{r['ratio']:.3f}x", r["ratio_spread"], f"{r['ratio_with_close']:.3f}x",
             f"{r['cpu_ratio']:.3f}x", r["cpu_ratio_spread"], f"{r['added_ms']:+.2f}", f"{r['added_cpu_ms']:+.2f}", f"{r['added_main_cpu_ms']:+.2f}",
             f"{r['extra_hwm_mb']:+.1f}", f"{r['bytes'] / 1e6:.1f} MB" if r["bytes"] else "-",
             int(r["files"]) if r["files"] else "-",
+            f"{r.get('faults_per_step', float('nan')):.0f}", f"{r.get('sys_ms_per_step', float('nan')):.2f}",
             f"<= {target:.2f}x" if target else "",
         ])  # fmt: skip
     lines.append(report.table(head, body))

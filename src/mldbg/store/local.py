@@ -26,6 +26,7 @@ class LocalStore(Store):
         self._handles: OrderedDict[str, int] = OrderedDict()
         self._max_open = max_open
         self._lock = threading.Lock()
+        self._checked: dict[str, str] = {}
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
@@ -100,7 +101,13 @@ class LocalStore(Store):
             return []
 
     def exists(self, key: str) -> bool:
-        return self._path(key).exists()
+        # asked at every step end for the stop request: keep the checked path of a few keys
+        path = self._checked.get(key)
+        if path is None:
+            path = str(self._path(key))
+            if len(self._checked) < 64:
+                self._checked[key] = path
+        return os.path.exists(path)
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
