@@ -33,7 +33,9 @@ def main(out_dir: str, include_workers: str) -> None:
         loss_fn(model(x), y).backward()
         opt.step()
     hook.close()
+    dist.barrier()
     dist.destroy_process_group()
+    print("worker done", flush=True)
 
 
 if __name__ == "__main__":
