@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,22 @@ def describe(
         f"saturated {kind} over the last {patience} saved steps: {'; '.join(parts)}; there the {kind} "
         "is flat, its gradient is ~0, and these units stop learning"
     )
+
+
+def check_saturation(rule: Any, view: TrialView, step: int, tracker: SaturationTracker) -> Any:
+    """One step of a saturation rule: the finding for layers newly saturated, or None.
+
+    `rule` is the Rule (its `threshold_inactivity`, `threshold_layer`, `patience`, `first`
+    and `finding`); the tracker holds the kind and bounds."""
+    names = view.names(f"{tracker.kind}_activations", step=step)
+    if not names:
+        return None
+    found = tracker.update(view, step, names, rule.threshold_inactivity, rule.threshold_layer)
+    found = [s for s in found if rule.first(s.layer)]
+    if not found:
+        return None
+    text = describe(tracker.kind, found, tracker.lo, tracker.hi, rule.threshold_inactivity, rule.patience)
+    return rule.finding(view, step, text, tensors=[s.tensor for s in found])
 
 
 SUGGESTION = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.saturation import SUGGESTION, SaturationTracker, describe
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation
 from mldbg.rules.view import TrialView
 
 
@@ -39,17 +39,5 @@ class SaturatedActivation(Rule):
                     "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
                 ),
             }
-        out = []
-        for kind, tracker in self._trackers.items():
-            names = trial.names(f"{kind}_activations", step=step)
-            if not names:
-                continue
-            found = tracker.update(trial, step, names, self.threshold_inactivity, self.threshold_layer)
-            found = [s for s in found if self.first(s.layer)]
-            if found:
-                out.append(self.finding(
-                    trial, step,
-                    describe(kind, found, tracker.lo, tracker.hi, self.threshold_inactivity, self.patience),
-                    tensors=[s.tensor for s in found],
-                ))  # fmt: skip
-        return out
+        found = (check_saturation(self, trial, step, t) for t in self._trackers.values())
+        return [f for f in found if f is not None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.saturation import SUGGESTION, SaturationTracker, describe
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation
 from mldbg.rules.view import TrialView
 
 
@@ -27,19 +27,8 @@ class SigmoidSaturation(Rule):
     suggestion = SUGGESTION
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        names = trial.names("sigmoid_activations", step=step)
-        if not names:
-            return None
         if not hasattr(self, "_tracker"):
             self._tracker = SaturationTracker(
                 "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
             )
-        found = self._tracker.update(trial, step, names, self.threshold_inactivity, self.threshold_layer)
-        found = [s for s in found if self.first(s.layer)]
-        if not found:
-            return None
-        return self.finding(
-            trial, step,
-            describe("sigmoid", found, self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.threshold_inactivity, self.patience),
-            tensors=[s.tensor for s in found],
-        )  # fmt: skip
+        return check_saturation(self, trial, step, self._tracker)
