@@ -6,12 +6,15 @@ writer moves large tensors next to `dd`.
 1. Bytes captured per saved step of scenario (a) (weights, biases, gradients, layer outputs of
    the small ResNet of overhead.py), from a short recorded run.
 2. The floor for those bytes: a plain memcpy (one `numpy.copyto` per tensor, same sizes) plus
-   one sequential write of the same bytes to a file in the same folder (page cache, no fsync,
-   as mldbg's writer; the fsync'd figure is given too). Compared with mldbg's added time per
-   saved step from `benchmarks/results/overhead.json` when it exists.
+   one sequential write of the same bytes to a new file in the same folder, written through
+   and dropped from the page cache (`fdatasync` + `POSIX_FADV_DONTNEED`, as mldbg's local
+   store does for files of 1 MiB or more). The same write left in the page cache and with
+   `fsync` is timed beside it. Compared with mldbg's added time per saved step from
+   `benchmarks/results/overhead.json` when it exists.
 3. Throughput for large tensors: the Recorder's writer (tensors handed over as host arrays,
-   written as segments) against `dd bs=<tensor size>` of the same total, both buffered and
-   with a final fsync (`conv=fdatasync`).
+   written as segments) against `dd bs=<tensor size>` of the same total: mldbg's default
+   (written through, dropped from the cache) against `dd conv=fdatasync`, and with
+   `drop_cache=False` against a buffered `dd`.
 """
 
 from __future__ import annotations
@@ -53,44 +56,53 @@ def floor(sizes: list[int], tmp: Path, repeat: int) -> dict:
     total = sum(sizes)
     srcs = [np.random.default_rng(0).random(max(1, s // 8)).view(np.uint8)[:s] for s in sizes]
     dsts = [np.empty_like(a) for a in srcs]
-    memcpy, write, write_cpu, write_sync = [], [], [], []
+    memcpy = []
+    modes = ("dropped", "cached", "fsync")
+    wall: dict[str, list[float]] = {m: [] for m in modes}
+    cpu: dict[str, list[float]] = {m: [] for m in modes}
     kept: list[Path] = []
     for i in range(repeat):
         t0 = time.perf_counter()
         for s, d in zip(srcs, dsts, strict=True):
             np.copyto(d, s)
         memcpy.append(time.perf_counter() - t0)
-        for sync, into in ((False, write), (True, write_sync)):
+        for mode in modes:
             # a new file each time, kept (as the writer's segments are): the kernel must also
             # write the earlier ones back, which a rewritten-and-deleted file never needs
-            path = tmp / f"floor-{i}-{sync}.bin"
+            path = tmp / f"floor-{i}-{mode}.bin"
             t0, c0 = time.perf_counter(), time.process_time()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.writev(fd, dsts[:1024])  # one sequential write of the same bytes
-            if sync:
+            if mode == "dropped":
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            elif mode == "fsync":
                 os.fsync(fd)
             os.close(fd)
-            into.append(time.perf_counter() - t0)
-            if not sync:
-                write_cpu.append(time.process_time() - c0)
+            wall[mode].append(time.perf_counter() - t0)
+            cpu[mode].append(time.process_time() - c0)
             kept.append(path)
     for path in kept:
         path.unlink()
     ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
-    return {"bytes": total, "tensors": len(sizes), "memcpy_ms": ms(memcpy), "write_ms": ms(write),
-            "write_cpu_ms": ms(write_cpu), "write_fsync_ms": ms(write_sync),
-            "floor_ms": ms(memcpy) + ms(write)}  # fmt: skip
+    out = {"bytes": total, "tensors": len(sizes), "memcpy_ms": ms(memcpy)}
+    for mode in modes:
+        out[f"write_{mode}_ms"], out[f"write_{mode}_cpu_ms"] = ms(wall[mode]), ms(cpu[mode])
+    out["floor_ms"] = out["memcpy_ms"] + out["write_dropped_ms"]
+    out["floor_cpu_ms"] = out["memcpy_ms"] + out["write_dropped_cpu_ms"]
+    return out
 
 
-def writer_throughput(mib: int, count: int, tmp: Path, fsync: bool) -> float:
-    """MB/s of the Recorder's writer for `count` tensors of `mib` MiB, to close()."""
+def writer_throughput(mib: int, count: int, tmp: Path, drop_cache: bool) -> float:
+    """MB/s of the Recorder's writer for `count` tensors of `mib` MiB, to close() (and, when
+    the page cache is kept, to `sync`, as `dd conv=fdatasync` would)."""
     from mldbg import SaveConfig
     from mldbg.record.recorder import Recorder
     from mldbg.store.local import LocalStore
 
-    out = tmp / f"writer-{fsync}"
+    out = tmp / f"writer-{drop_cache}"
     arrays = [np.full(mib << 18, i, dtype=np.float32) for i in range(2)]  # 2 distinct buffers
-    rec = Recorder(LocalStore(out, fsync=fsync), save_config=SaveConfig(save_interval=1),
+    rec = Recorder(LocalStore(out, drop_cache=drop_cache), save_config=SaveConfig(save_interval=1),
                    include_collections=[], include_regex=["big"])  # fmt: skip
     t0 = time.perf_counter()
     for i in range(count):
@@ -99,8 +111,6 @@ def writer_throughput(mib: int, count: int, tmp: Path, fsync: bool) -> float:
         rec.save("big", arrays[i % 2], plan)
         rec.end_step()
     rec.close()
-    if fsync:
-        os.sync()
     elapsed = time.perf_counter() - t0
     shutil.rmtree(out, ignore_errors=True)
     return mib * count * 2**20 / elapsed / 1e6
@@ -134,13 +144,13 @@ def main() -> None:
         result["floor"] = floor(sizes, tmp, args.repeat)
         result["floor"]["stored_bytes_per_saved_step"] = stored_per_step
         rows = []
-        writer_throughput(args.large_mib, 2, tmp, False)  # warm-up: imports, first allocations
-        for fsync in (False, True):
+        writer_throughput(args.large_mib, 2, tmp, True)  # warm-up: imports, first allocations
+        for drop_cache in (True, False):
             ours, theirs = [], []
-            for _ in range(args.repeat if not fsync else max(3, args.repeat // 2)):  # interleaved
-                ours.append(writer_throughput(args.large_mib, args.large_count, tmp, fsync))
-                theirs.append(dd_throughput(args.large_mib, args.large_count, tmp, fsync))
-            rows.append({"fsync": fsync, "mldbg_mbs": statistics.median(ours), "dd_mbs": statistics.median(theirs),
+            for _ in range(args.repeat):  # interleaved
+                ours.append(writer_throughput(args.large_mib, args.large_count, tmp, drop_cache))
+                theirs.append(dd_throughput(args.large_mib, args.large_count, tmp, fsync=drop_cache))
+            rows.append({"drop_cache": drop_cache, "mldbg_mbs": statistics.median(ours), "dd_mbs": statistics.median(theirs),
                          "ratio": statistics.median(o / t for o, t in zip(ours, theirs, strict=True)),
                          "ratio_spread": report.spread([o / t for o, t in zip(ours, theirs, strict=True)])})  # fmt: skip
         result["throughput"] = rows
@@ -167,20 +177,24 @@ def markdown(result: dict) -> str:
         f"Scenario (a) captures **{f['bytes'] / 1e6:.2f} MB in {f['tensors']} tensors per saved step** "
         f"({f['stored_bytes_per_saved_step'] / 1e6:.2f} MB stored with index and headers). On this machine a "
         f"plain memcpy of those tensors takes {f['memcpy_ms']:.2f} ms and one sequential write of the same bytes "
-        f"{f['write_ms']:.2f} ms ({f.get('write_cpu_ms', float('nan')):.2f} ms CPU) into a new file of the page cache "
-        f"({f['write_fsync_ms']:.2f} ms with fsync): "
-        f"**floor {f['floor_ms']:.2f} ms per saved step, {f['floor_ms'] / 10:.2f} ms per step at every 10 steps**.\n"
+        f"into a new file, written through and dropped from the page cache (what mldbg's local store does), "
+        f"{f['write_dropped_ms']:.2f} ms ({f['write_dropped_cpu_ms']:.2f} ms CPU): "
+        f"**floor {f['floor_ms']:.2f} ms per saved step ({f['floor_cpu_ms']:.2f} ms CPU), "
+        f"{f['floor_ms'] / 10:.2f} ms per step at every 10 steps**. The same write left in the page cache takes "
+        f"{f['write_cached_ms']:.2f} ms ({f['write_cached_cpu_ms']:.2f} ms CPU), with fsync "
+        f"{f['write_fsync_ms']:.2f} ms ({f['write_fsync_cpu_ms']:.2f} ms CPU).\n"
     )
     if "added_per_saved_step_ms" in result:
         lines.append(
             f"mldbg's added time in (a) from the overhead run: {result['added_per_saved_step_ms']:.2f} ms wall per saved "
             f"step ({result['added_per_saved_step_ms'] / f['floor_ms']:.1f}x the floor), "
             f"{result['added_cpu_per_saved_step_ms']:.2f} ms CPU in all threads "
-            f"({result['added_cpu_per_saved_step_ms'] / f['floor_ms']:.1f}x the floor), of which "
+            f"({result['added_cpu_per_saved_step_ms'] / f['floor_cpu_ms']:.1f}x the floor's CPU), of which "
             f"{result['added_main_cpu_per_saved_step_ms']:.2f} ms on the training thread.\n"
         )
     lg = result["large"]
-    rows = [[("with fsync" if r["fsync"] else "buffered (page cache)"), f"{r['mldbg_mbs']:.0f}", f"{r['dd_mbs']:.0f}",
+    rows = [[("default, written through (dd conv=fdatasync)" if r["drop_cache"] else
+              "drop_cache=False, page cache (dd buffered)"), f"{r['mldbg_mbs']:.0f}", f"{r['dd_mbs']:.0f}",
              f"{r['ratio'] * 100:.0f}%", r["ratio_spread"], ">= 70%"] for r in result["throughput"]]  # fmt: skip
     lines.append(
         f"Large tensors: {lg['count']} tensors of {lg['mib']} MiB through the Recorder's writer (to `close()`), "

@@ -219,3 +219,50 @@ def test_concurrent_writer_and_reader_threads(tmp_path):
     stop.set()
     t.join()
     assert errors == []
+
+
+
+def _cached_fraction(path: Path) -> float:
+    """The fraction of `path`'s pages in the page cache, by mmap(2) + mincore(2)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    with open(path, "rb") as f:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(addr, size)
+    return sum(b & 1 for b in vec.raw) / pages
+
+
+def _disk_dir() -> Path:
+    """A folder on a disk-backed filesystem (tmpfs keeps every page in memory by design)."""
+    return Path(__file__).resolve().parents[2] / ".pytest_cache"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="mincore(2) and posix_fadvise are Linux calls here")
+def test_large_files_leave_the_page_cache_small_ones_stay():
+    import tempfile
+
+    _disk_dir().mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=_disk_dir()) as d:
+        store = LocalStore(d)
+        big = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)  # 4 MiB
+        store.write("data/big", [b"head", memoryview(big)])
+        store.write("index/small", [b"x" * 5000])
+        assert _cached_fraction(Path(d) / "data/big") < 0.5
+        assert _cached_fraction(Path(d) / "index/small") == 1.0
+        assert store.read("data/big") == b"head" + big.tobytes()  # still whole, read from disk
+        kept = LocalStore(d, drop_cache=False)
+        kept.write("data/kept", [memoryview(big)])
+        assert _cached_fraction(Path(d) / "data/kept") == 1.0
