@@ -117,7 +117,7 @@ def test_damaged_files_are_reported_and_skipped(tmp_path):
 
 
 def test_gives_up_waiting_when_asked(tmp_path):
-    with pytest.raises(WatchTimeout, match="no step was written"):
+    with pytest.raises(WatchTimeout, match="no run was written"):
         Watcher(tmp_path / "never", [LossAbove()], poll_seconds=0.05, wait_timeout=0.3).run()
 
 
@@ -130,3 +130,31 @@ def test_a_training_that_died_gets_a_final_pass(tmp_path):
     watcher.run()  # no END marker: without `alive` it would wait forever
     assert watcher.ended and [f.step for f in found] == [1]
     rec.close()
+
+
+def test_profiler_rules_run_live_before_the_first_step(tmp_path):
+    """A job stuck in start-up has no tensor step yet: max_initialization_time must still fire
+    while it waits (the process started longer ago than the tiny threshold)."""
+    import torch
+
+    import mldbg
+    from mldbg.torch import Hook
+
+    run = tmp_path / "run"
+    hook = Hook(run, profiler_config=mldbg.ProfilerConfig(system_interval_ms=100))
+    hook.register_module(torch.nn.Linear(2, 1))
+    found = []
+    watcher = Watcher(run, ["max_initialization_time:threshold=0.001"], poll_seconds=0.05,
+                      on_finding=found.append)  # fmt: skip
+    thread = in_thread(watcher.run)
+    deadline = time.monotonic() + 10
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert [f.rule for f in found] == ["max_initialization_time"]
+        assert "none has come yet" in found[0].message
+        assert not open_store(str(run)).list("workers/worker_0/index/")  # no step was recorded
+    finally:
+        hook.close()
+        thread.join(10)
+    assert not thread.is_alive()

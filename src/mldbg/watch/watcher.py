@@ -48,7 +48,7 @@ class Watcher:
     - `on_finding`: called with each new finding (the CLI prints it).
     - `alive`: returns False once the training process is gone; the watcher then makes its
       final pass even if the run has no end marker (a crash, kill -9).
-    - `wait_timeout`: seconds to wait for the first step before raising `WatchTimeout`.
+    - `wait_timeout`: seconds to wait for the run to appear before raising `WatchTimeout`.
     """
 
     def __init__(
@@ -116,7 +116,7 @@ class Watcher:
                 waited = time.monotonic() - waiting_since
                 if self.runner is None and self.wait_timeout is not None and waited > self.wait_timeout:
                     raise WatchTimeout(
-                        f"no step was written to {self.store.url} within {self.wait_timeout:g}s"
+                        f"no run was written to {self.store.url} within {self.wait_timeout:g}s"
                     )
                 if not new_records:
                     self._stop.wait(self.poll_seconds)
@@ -142,7 +142,9 @@ class Watcher:
             try:
                 new_records = self.trial.refresh()
                 ended = self.trial.loaded_all_steps or final
-                if self.runner is None and (self.trial.steps() or ended):
+                # a worker's meta is there: start, so that rules on the profiler's series
+                # (max_initialization_time) run before the first tensor step
+                if self.runner is None and (self.trial.workers() or ended):
                     self._begin()
                 if self.runner is not None:
                     found = list(self.runner.run_available())
@@ -181,7 +183,7 @@ class Watcher:
         self.progress.update(None, 0, len(self.rules), 0, 0, waiting=f"waiting for {self.store.url}")
 
     def _begin(self) -> None:
-        """The first step is there: load the saved place, then start the rule runner."""
+        """The run is there: load the saved place, then start the rule runner."""
         from mldbg.rules.runner import RuleRunner
 
         self._load()
