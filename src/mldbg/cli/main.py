@@ -14,10 +14,13 @@ COMMANDS = {
     "ls": ("mldbg.cli.inspect", "ls", "List a run's steps, workers, collections and tensors."),
     "show": ("mldbg.cli.inspect", "show", "Print one tensor of a run (at a step)."),
     "check": ("mldbg.cli.check", "check", "Run rules over a recorded run; exit 1 if any fired."),
+    "sweep": ("mldbg.cli.sweep", "sweep", "Check every run of a sweep on Dask; exit 1 if any rule fired."),
     "watch": ("mldbg.cli.watch", "watch", "Run rules live beside a training job."),
     "run": ("mldbg.cli.run", "run", "Run an unmodified training script with mldbg attached."),
     "report": ("mldbg.cli.report", "report", "Write a self-contained HTML report of a run."),
     "profile-report": ("mldbg.cli.profile_report", "profile_report", "Write the profiler HTML report."),
+    "plot": ("mldbg.cli.plot", "plot", "Plot a run: distributions, histograms, t-SNE, saliency, confusion."),
+    "export-tensorboard": ("mldbg.cli.export_tensorboard", "export_tensorboard", "Export to TensorBoard."),
     "dashboard": ("mldbg.cli.dashboard", "dashboard", "Serve a live dashboard of one or more runs."),
 }
 
