@@ -5,7 +5,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench lint install clean
+.PHONY: demo test bench lint install clean chromium
 
 $(STAMP):
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,7 +20,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/mldbg demo
 
-test: $(STAMP)
+# the dashboard's browser test drives Debian's Chromium (Playwright's own browser download is not used)
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
 
 bench: $(STAMP)

@@ -20,7 +20,7 @@ def test_bands_are_the_percentiles_of_the_recorded_values(blobs_run, name):
     steps = trial.tensor(name).steps()
     assert list(fig.data[0].x) == steps and len(steps) > 5
     bands = by_percentile(fig)
-    assert sorted(bands) == [0, 7, 16, 50, 84, 93, 100]
+    assert sorted(bands) == [0, 6.68, 15.87, 30.85, 50, 69.15, 84.13, 93.32, 100]  # TensorBoard's
     for i, s in enumerate(steps):
         v = trial.tensor(name).value(s)
         for q, y in bands.items():  # computed in float64 from the recorded float32 values

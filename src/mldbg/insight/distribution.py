@@ -12,16 +12,32 @@ from mldbg.errors import InvalidConfig
 from mldbg.insight.data import RunLike, evenly, open_trial, parse_mode, raw, steps_of
 from mldbg.insight.figure import plotly
 
-PERCENTILES = (0, 7, 16, 50, 84, 93, 100)  # min, ~±1.5σ, ±1σ, median, as TensorBoard draws them
-BANDS = ((0, 100, 0.18, "min to max"), (7, 93, 0.3, "7% to 93%"), (16, 84, 0.45, "16% to 84%"))  # outer first
+# TensorBoard's distribution percentiles: min, -1.5σ, -1σ, -0.5σ, median, +0.5σ, +1σ, +1.5σ, max
+# of a normal distribution
+PERCENTILES = (0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0)
+BANDS = (  # outer first
+    (0.0, 100.0, 0.15, "min to max"),
+    (6.68, 93.32, 0.25, "±1.5σ (6.7% to 93.3%)"),
+    (15.87, 84.13, 0.35, "±1σ (15.9% to 84.1%)"),
+    (30.85, 69.15, 0.45, "±0.5σ (30.9% to 69.1%)"),
+)
 COLOR = "31, 119, 180"
 MAX_HISTOGRAMS = 12
+
+
+def finite_percentiles(value: Any) -> tuple[np.ndarray, int]:
+    """The `PERCENTILES` of the finite values of `value` (NaN when it has none) and how many
+    values were not finite."""
+    v = np.asarray(value, dtype=np.float64).ravel()
+    finite = v[np.isfinite(v)]
+    bands = np.percentile(finite, PERCENTILES) if finite.size else np.full(len(PERCENTILES), np.nan)
+    return bands, int(v.size - finite.size)
 
 
 def percentiles(
     run: RunLike, name: str, mode: Mode | str | None = None, worker: str | None = None
 ) -> tuple[list[int], np.ndarray]:
-    """(steps, array of shape (steps, 7)): the `PERCENTILES` of the finite values of `name` at
+    """(steps, array of shape (steps, len(PERCENTILES))): the `PERCENTILES` of the finite values of `name` at
     every step its raw value was saved (NaN where it had none). Steps are global, or `mode`'s own."""
     trial = open_trial(run)
     m = parse_mode(mode)
@@ -30,10 +46,8 @@ def percentiles(
         v = raw(trial, name, s, m, worker)
         if v is None:
             continue  # only reductions at this step
-        v = np.asarray(v, dtype=np.float64).ravel()
-        v = v[np.isfinite(v)]
         steps.append(s)
-        rows.append(np.percentile(v, PERCENTILES) if v.size else np.full(len(PERCENTILES), np.nan))
+        rows.append(finite_percentiles(v)[0])
     if not steps:
         raise InvalidConfig(
             f"only reductions of {name!r} were saved, no raw values to draw a distribution from; "
@@ -43,8 +57,9 @@ def percentiles(
 
 
 def distribution(run: RunLike, name: str, mode: Mode | str | None = None, worker: str | None = None) -> Any:
-    """A tensor's value distribution over steps: bands between the 0/100, 7/93 and 16/84
-    percentiles and the median line, as TensorBoard's distributions dashboard shows them.
+    """A tensor's value distribution over steps: bands between the `PERCENTILES` (min to max,
+    ±1.5σ, ±1σ, ±0.5σ of a normal distribution) and the median line, as TensorBoard's
+    distributions dashboard shows them.
     Each trace's `meta["percentile"]` says which percentile its y values are."""
     go = plotly()
     m = parse_mode(mode)
@@ -55,14 +70,14 @@ def distribution(run: RunLike, name: str, mode: Mode | str | None = None, worker
         fig.add_trace(
             go.Scatter(
                 x=steps, y=col[low], name=label, meta={"percentile": low}, mode="lines", line={"width": 0},
-                legendgroup=label, showlegend=False, hovertemplate=f"p{low}: %{{y:.4g}}<extra></extra>",
+                legendgroup=label, showlegend=False, hovertemplate=f"p{low:g}: %{{y:.4g}}<extra></extra>",
             )
         )  # fmt: skip
         fig.add_trace(
             go.Scatter(
                 x=steps, y=col[high], name=label, meta={"percentile": high}, mode="lines", line={"width": 0},
                 fill="tonexty", fillcolor=f"rgba({COLOR}, {alpha})", legendgroup=label,
-                hovertemplate=f"p{high}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"p{high:g}: %{{y:.4g}}<extra></extra>",
             )
         )  # fmt: skip
     fig.add_trace(

@@ -1,0 +1,226 @@
+"""The live dashboard: a FastAPI app serving one page and a JSON API over one or more runs.
+
+`create_app(paths, rules=None, refresh_seconds=1.0)` builds it; `mldbg dashboard PATH...`
+serves it with uvicorn. A background thread re-reads every run each `refresh_seconds` and
+runs the rules over the new steps; the page polls the API and redraws in place.
+
+JSON endpoints (all GET; errors are `{"detail": "..."}` with 404 for an unknown run, tensor or
+step, 400 for a bad parameter, never a stack trace). NaN and infinities, which JSON lacks,
+are sent as the strings "NaN", "Infinity", "-Infinity". `since=STEP` on the series endpoints
+returns only the steps after STEP, for incremental polling.
+
+    /api/runs                                   {"runs": [run summary...], "reductions", "percentiles",
+                                                 "refresh_seconds", "rules"}; a summary is
+                                                 {name, path, status (waiting|running|finished|error),
+                                                 steps, last_step, workers, loaded_all_steps, finished,
+                                                 seconds_since_new_step, findings, rules_failed,
+                                                 corrupt, error}
+    /api/runs/{run}                             one run summary
+    /api/runs/{run}/tensors                     {"tensors": [names], "collections": {collection: [names]}}
+    /api/runs/{run}/scalars?since=              {"series": [{name, collection, steps, modes, values}]}:
+                                                 the `losses` and `scalars` collections over global
+                                                 steps, each step with its mode (TRAIN, EVAL, ...)
+    /api/runs/{run}/reduction?tensor=NAME&reduction=mean&abs=false&since=
+                                                {tensor, reduction, abs, steps, modes, values}: the saved
+                                                 reduction, or computed from the raw values
+                                                 (min max mean std variance sum prod l1 l2)
+    /api/runs/{run}/distribution?tensor=NAME&since=
+                                                {tensor, percentiles, steps, modes, values: [[one per
+                                                 percentile] per step], nonfinite, size}
+    /api/runs/{run}/histogram?tensor=NAME&step=N&bins=30
+                                                {tensor, step, mode, steps, edges, counts, nonfinite, size};
+                                                 without step, the tensor's last step
+    /api/runs/{run}/findings                    {enabled, done, rules, checked_step, findings: [{run, rule,
+                                                 step, mode, message, tensors, suggestion}], skipped, errors}:
+                                                 the rules run live (incrementally) on each refresh;
+                                                 `done` once the run ended and every step was checked
+    /api/findings                               {"runs": {run: findings of that run as above}}
+
+The page is `/` (static/index.html + dashboard.js); Plotly.js is served from the installed
+`plotly` package at /static/plotly.min.js, so the dashboard works with no internet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from mldbg.dashboard.data import PERCENTILES, Dashboard, NotFound, UnknownRun
+from mldbg.errors import InvalidConfig, MldbgError
+from mldbg.store.format import REDUCTION_NAMES
+
+log = logging.getLogger("mldbg")
+
+STATIC = ("index.html", "dashboard.js", "dashboard.css")
+MEDIA = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css"}
+
+
+def plotly_js() -> bytes:
+    """plotly.min.js as shipped inside the `plotly` Python package (no CDN)."""
+    try:
+        return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError) as e:
+        raise InvalidConfig(
+            f"the dashboard draws with Plotly.js from the `plotly` package, which is missing ({e}): "
+            "pip install 'mldbg[dashboard]'"
+        ) from None
+
+
+def _static(name: str) -> bytes:
+    return (importlib.resources.files("mldbg.dashboard") / "static" / name).read_bytes()
+
+
+def create_app(
+    paths: Sequence[str | os.PathLike[str]],
+    rules: Sequence[Any] | None = None,
+    refresh_seconds: float = 1.0,
+) -> Any:
+    """A FastAPI app serving the runs at `paths` (local paths or s3:// URLs; a local folder of
+    runs serves each run in it). `rules`: None runs the default rule set live on every run, a
+    list of rule specs (as `mldbg check --rule`) those, `[]` none. The refresher thread runs
+    while the app does (its lifespan); `app.state.dashboard` is the data layer."""
+    from fastapi import FastAPI, Query, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import Response
+
+    dashboard = Dashboard(paths, rules=rules, refresh_seconds=refresh_seconds)
+    js = plotly_js()
+    pages = {name: _static(name) for name in STATIC}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        dashboard.start()
+        try:
+            yield
+        finally:
+            dashboard.stop()
+
+    app = FastAPI(title="mldbg dashboard", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.dashboard = dashboard
+
+    def send(content: Any, status: int = 200) -> Response:
+        body = json.dumps(content, separators=(",", ":"), allow_nan=False)
+        return Response(
+            body, status_code=status, media_type="application/json", headers={"Cache-Control": "no-store"}
+        )
+
+    def error(status: int, message: str) -> Response:
+        return send({"detail": message}, status)
+
+    @app.exception_handler(UnknownRun)
+    async def _unknown_run(request: Request, e: UnknownRun) -> Response:
+        return error(404, str(e))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, e: NotFound) -> Response:
+        return error(404, str(e))
+
+    @app.exception_handler(InvalidConfig)
+    async def _invalid(request: Request, e: InvalidConfig) -> Response:
+        return error(400, str(e))
+
+    @app.exception_handler(MldbgError)
+    async def _mldbg(request: Request, e: MldbgError) -> Response:
+        return error(500, f"{type(e).__name__}: {e}")
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, e: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err.get('loc', ())[1:]) or 'request'}: {err.get('msg', err)}"
+            for err in e.errors()
+        )
+        return error(400, f"bad request to {request.url.path}: {problems}")
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, e: Exception) -> Response:
+        log.exception("mldbg dashboard: %s failed", request.url.path)
+        return error(500, f"internal error on {request.url.path}: {type(e).__name__}: {e}")
+
+    # the page -------------------------------------------------------------------------------
+    def asset(body: bytes, name: str, cache: bool = False) -> Response:
+        media = MEDIA[os.path.splitext(name)[1]]
+        headers = {"Cache-Control": "public, max-age=86400" if cache else "no-cache"}
+        return Response(body, media_type=media, headers=headers)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> Response:
+        return asset(pages["index.html"], "index.html")
+
+    @app.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly() -> Response:
+        return asset(js, "plotly.min.js", cache=True)
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in pages:
+            return error(404, f"no static file {name!r}")
+        return asset(pages[name], name)
+
+    # the API --------------------------------------------------------------------------------
+    @app.get("/api/runs")
+    def runs() -> Response:
+        return send(
+            {
+                "runs": [r.summary() for r in dashboard.runs.values()],
+                "reductions": list(REDUCTION_NAMES),
+                "percentiles": list(PERCENTILES),
+                "refresh_seconds": dashboard.refresh_seconds,
+                "rules": {
+                    "enabled": dashboard.with_rules,
+                    "specs": None if dashboard.rule_specs is None else [str(s) for s in dashboard.rule_specs],
+                },
+            }
+        )
+
+    @app.get("/api/findings")
+    def all_findings() -> Response:
+        return send({"runs": {name: r.findings_info() for name, r in dashboard.runs.items()}})
+
+    # run names may hold "/" (runs told apart by their parent folder): `:path` converters,
+    # the specific routes before the bare one
+    @app.get("/api/runs/{run:path}/tensors")
+    def tensors(run: str) -> Response:
+        return send(dashboard.run(run).tensors())
+
+    @app.get("/api/runs/{run:path}/scalars")
+    def scalars(run: str, since: int | None = None) -> Response:
+        return send(dashboard.run(run).scalars(since))
+
+    @app.get("/api/runs/{run:path}/reduction")
+    def reduction(
+        run: str,
+        tensor: str = Query(..., description="tensor name"),
+        reduction: str = "mean",
+        abs: bool = False,
+        since: int | None = None,
+    ) -> Response:
+        return send(dashboard.run(run).reduction(tensor, reduction, abs, since))
+
+    @app.get("/api/runs/{run:path}/distribution")
+    def distribution(run: str, tensor: str = Query(...), since: int | None = None) -> Response:
+        return send(dashboard.run(run).distribution(tensor, since))
+
+    @app.get("/api/runs/{run:path}/histogram")
+    def histogram(run: str, tensor: str = Query(...), step: int | None = None, bins: int = 30) -> Response:
+        return send(dashboard.run(run).histogram(tensor, step, bins))
+
+    @app.get("/api/runs/{run:path}/findings")
+    def findings(run: str) -> Response:
+        return send(dashboard.run(run).findings_info())
+
+    @app.get("/api/runs/{run:path}")
+    def one_run(run: str) -> Response:
+        return send(dashboard.run(run).summary())
+
+    @app.get("/api/{rest:path}", include_in_schema=False)
+    def unknown_api(rest: str) -> Response:
+        return error(
+            404, f"no endpoint /api/{rest}; see /api/runs (the endpoints are listed in docs/dashboard.md)"
+        )
+
+    return app
