@@ -16,6 +16,24 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+JSON_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion")
+
+
+def collect_rule_specs(rules: tuple[str, ...], config: str | None) -> list[Any]:
+    """The rule specs of `--rule NAME[:k=v,...]` options and a `--config` file (shared by `sweep`)."""
+    from mldbg.rules.runner import load_rule_config
+
+    return list(rules) + (load_rule_config(config) if config else [])
+
+
+def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
+    """Print a finding as text, or as one JSON object (with `extra` fields first, e.g. the run)."""
+    if as_json:
+        click.echo(json.dumps({**extra, **{k: getattr(finding, k) for k in JSON_KEYS}}))
+    else:
+        click.echo(str(finding))
+
+
 def _list_rules() -> None:
     from mldbg.rules import BUILTIN
 
@@ -64,13 +82,12 @@ def check(
         return
     if not path:
         _fail("give the PATH of a recorded run (or --list to see the rules)")
-    from mldbg.rules.runner import RuleRunner, load_rule_config
+    from mldbg.rules.runner import RuleRunner
     from mldbg.trial import create_trial
 
     specs: list[Any] = list(rules)
     try:
-        if config:
-            specs += load_rule_config(config)
+        specs = collect_rule_specs(rules, config)
         trial = create_trial(str(path))
         if not trial.steps() and not trial.workers():
             _fail(f"no recorded run at {path} (no steps written; is the path right?)")
@@ -82,12 +99,8 @@ def check(
     except OSError as e:
         _fail(f"cannot read {path}: {e}")
         return
-    keys = ("rule", "step", "mode", "message", "tensors", "suggestion")
     for f in findings:
-        if as_json:
-            click.echo(json.dumps({k: getattr(f, k) for k in keys}))
-        else:
-            click.echo(str(f))
+        echo_finding(f, as_json)
     if specs or verbose:
         for name, why in runner.skipped.items():
             click.echo(f"mldbg check: {name} skipped: {why}", err=True)

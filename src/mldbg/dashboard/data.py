@@ -17,7 +17,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,9 +30,9 @@ from mldbg.errors import (
 )
 from mldbg.insight.distribution import PERCENTILES, finite_percentiles
 from mldbg.rules.base import Finding
-from mldbg.store import layout
 from mldbg.store.format import REDUCTION_NAMES
 from mldbg.trial import Trial, create_trial
+from mldbg.trial.runs import find_runs
 
 log = logging.getLogger("mldbg")
 
@@ -388,23 +387,6 @@ def _percentiles(value: np.ndarray) -> tuple[list[float], int, int]:
 
 
 # many runs ---------------------------------------------------------------------------------------
-def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """The runs to serve: each PATH, or, for a local folder that is not a run but holds runs
-    (a sweep's parent folder), each run inside it. A PATH that does not exist yet is kept: the
-    run may start later."""
-    out: list[str] = []
-    for p in paths:
-        text = os.fspath(p)
-        local = Path(text)
-        if "://" not in text and local.is_dir() and not (local / layout.WORKERS).is_dir():
-            inner = sorted(str(d) for d in local.iterdir() if (d / layout.WORKERS).is_dir())
-            if inner:
-                out.extend(inner)
-                continue
-        out.append(text)
-    return out
-
-
 def run_names(paths: Sequence[str]) -> list[str]:
     """Short unique names for the runs: the last part of each path, more parts on a clash."""
     parts = [[q for q in p.rstrip("/").replace("\\", "/").split("/") if q] or [p] for p in paths]
@@ -452,7 +434,11 @@ class Dashboard:
         self.refresh_seconds = refresh_seconds
         self.with_rules = with_rules
         self.rule_specs = rules
-        expanded = expand_paths(paths)
+        # each PATH, the runs of a folder of runs (a sweep), or a pattern's; a PATH that does not
+        # exist yet is kept: the run may start later
+        expanded, unmatched = find_runs(paths)
+        if unmatched:
+            raise InvalidConfig("; ".join(unmatched.values()))
         self.runs: dict[str, RunData] = {
             name: RunData(name, path, rules, with_rules)
             for name, path in zip(run_names(expanded), expanded, strict=True)
