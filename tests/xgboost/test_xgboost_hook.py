@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -215,7 +215,9 @@ def test_profiler_and_live_rules_from_the_hook(tmp_path):
     from mldbg.profiler.read import ProfilerData
 
     X, y = load_diabetes(return_X_y=True)
-    hook = Hook(tmp_path, profiler_config=ProfilerConfig(system_interval_ms=100), rules=["tree_depth:depth=1"])
+    hook = Hook(
+        tmp_path, profiler_config=ProfilerConfig(system_interval_ms=100), rules=["tree_depth:depth=1"]
+    )
     xgb.train({"max_depth": 3, "nthread": 1}, xgb.DMatrix(X, y), 20, callbacks=[hook])
     assert hook.session.watcher is None  # stopped with the hook, after its final pass
     steps = ProfilerData(mldbg.create_trial(tmp_path)).steps()

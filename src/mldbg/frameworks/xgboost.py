@@ -1,5 +1,5 @@
-"""XGBoost adapter: `mldbg.xgboost.Hook`, a `TrainingCallback` for `xgb.train` and the
-scikit-learn wrappers (`XGBClassifier(callbacks=[hook])`).
+"""XGBoost adapter: `mldbg.xgboost.Hook`, a `TrainingCallback` for `xgb.train`, `xgb.cv` and
+the scikit-learn wrappers (`XGBClassifier(callbacks=[hook])`).
 
 What a step is: each boosting iteration is one TRAIN step (opened before the update, closed
 after it) holding the training set's values, then, when there is a validation set, one EVAL
@@ -9,7 +9,12 @@ step holding the validation set's values. Both have the iteration as their mode 
 The training and evaluation data are taken from `xgb.train`'s own arguments (the `dtrain`
 and `evals` it was called with); `train_data=` / `validation_data=` name them explicitly.
 The validation set is the last evaluation set that is not the training data, the one early
-stopping watches. Names and layout are documented in docs/xgboost.md.
+stopping watches. Under `xgb.cv` the folds' training sets are the training data and their
+test sets the validation data; metrics are the mean and standard deviation over the folds.
+
+A copy of a hook (`copy.deepcopy`, which `sklearn.base.clone` makes for `GridSearchCV`,
+`cross_val_score`, ...; or a pickled hook) records its own run, `<out_dir>/fit-<k>`,
+numbered in the order the copies start training. Names and layout: docs/xgboost.md.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import inspect
 import json
 import logging
 import os
+import re
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -29,8 +35,11 @@ import xgboost
 from xgboost.callback import TrainingCallback
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.errors import TrainingStopped
 from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, info_key
+from mldbg.record.recorder import Recorder
 from mldbg.record.session import RecordingSession
+from mldbg.store import open_store
 from mldbg.store.base import Store
 
 log = logging.getLogger("mldbg")
@@ -47,14 +56,25 @@ LOSS_METRICS = frozenset({
     "quantile", "expectile", "interval-regression-nloglik",
 })  # fmt: skip
 _TRAIN_CODE = inspect.unwrap(xgboost.training.train).__code__
+_CV_CODE = inspect.unwrap(xgboost.training.cv).__code__
 _TREE_BOOSTERS = ("gbtree", "dart")
+_SUB_RUN = re.compile(r"fit-(\d+)")
 
 Data = Any  # an xgboost.DMatrix, or (X, y)
+Score = float | tuple[float, float]  # xgb.cv scores are (mean, std) over the folds
 
 
 class Hook(TrainingCallback):
-    """Records an XGBoost training: pass it in `callbacks=[hook]`. One hook per training run;
-    it closes itself when training ends."""
+    """Records an XGBoost training (`xgb.train`, `xgb.cv`, the scikit-learn wrappers): pass
+    it in `callbacks=[hook]`. One hook per training run; it closes itself when training ends.
+
+    A copy records its own run. `copy.deepcopy(hook)`, which `sklearn.base.clone` makes for
+    `GridSearchCV`, `cross_val_score` and `Pipeline`, and a pickled hook (joblib's worker
+    processes) give a hook that, when it trains, records into `<out_dir>/fit-<k>`: k counts
+    the copies in the order they start training (a copy pickled before training: in the order
+    they were pickled), after any `fit-<k>` already there. A copy is cheap: it opens nothing
+    and starts no thread until it trains. The hook itself keeps recording into `out_dir`;
+    `hook.sub_runs` lists its copies' runs."""
 
     def __init__(
         self,
@@ -83,17 +103,56 @@ class Hook(TrainingCallback):
         `shap_steps`: iterations at which SHAP values (`pred_contribs`) are saved.
         `loss_metrics`: evaluation metrics that go into `losses` (default: the built-in losses
         among the metrics, e.g. rmse, logloss, mlogloss; never auc, error or ndcg)."""
-        configs = list(collection_configs or ())
+        settings = dict(
+            save_config=save_config, include_collections=include_collections, include_regex=include_regex,
+            reduction_config=reduction_config, save_all=save_all, include_workers=include_workers,
+            collection_configs=collection_configs, train_data=train_data, validation_data=validation_data,
+            hyperparameters=hyperparameters, predictions_interval=predictions_interval, shap_steps=shap_steps,
+            loss_metrics=loss_metrics, profiler_config=profiler_config, rules=rules, actions=actions,
+            **options,
+        )  # fmt: skip
+        self._setup(settings)
+        self._start(out_dir)
+
+    def _setup(self, settings: dict[str, Any]) -> None:
+        """The state of a hook that has not started recording: cheap, no store, no thread."""
+        self._settings = settings
+        self.session: RecordingSession | None = None  # None until this hook records
+        self.out_dir: str | None = None  # the run's location once it records
+        self._timeline: Any = None  # a boosting round's time, with profiler_config
+        self._planned: str | None = None  # where a pickled copy records
+        self._family: _SubRuns | None = None  # the numbering of the copies, shared by all of them
+        self.train_data = settings["train_data"]
+        self.validation_data = settings["validation_data"]
+        self.hyperparameters = dict(settings["hyperparameters"] or {})
+        loss_metrics = settings["loss_metrics"]
+        self.loss_metrics = None if loss_metrics is None else frozenset(loss_metrics)
+        self.info = RunInfo(xgboost_version=xgboost.__version__)
+        self._dtrain: xgboost.DMatrix | None = None
+        self._dvalid: xgboost.DMatrix | None = None
+        self._folds: list[Any] | None = None  # xgb.cv's folds (CVPack: .bst, .dtrain, .dtest)
+        self._computed: list[tuple[xgboost.DMatrix, str]] = []  # sets missing from `evals`
+        self._tree_booster = True
+        self._trees_from = 0  # first boosting round whose trees are not yet recorded
+        self._hyper_saved = False
+        self._closed = False
+        self._failed: set[str] = set()  # optional parts that failed once (logged once)
+
+    def _start(self, out_dir: str | os.PathLike[str] | Store) -> None:
+        s = dict(self._settings)
+        for name in ("train_data", "validation_data", "hyperparameters", "loss_metrics"):
+            del s[name]
+        save_config, include_collections = s.pop("save_config"), s.pop("include_collections")
+        interval, shap_steps = s.pop("predictions_interval"), tuple(s.pop("shap_steps"))
+        configs = list(s.pop("collection_configs") or ())
         configured = {c.name for c in configs}
         if save_config is None:
             save_config = SaveConfig(save_interval=1)
             for name in ("labels", "predictions", "probabilities"):
                 if name not in configured:
-                    configs.append(
-                        CollectionConfig(name, save_config=SaveConfig(save_interval=predictions_interval))
-                    )
+                    configs.append(CollectionConfig(name, save_config=SaveConfig(save_interval=interval)))
         if shap_steps and "shap" not in configured:
-            configs.append(CollectionConfig("shap", save_config=SaveConfig(save_steps=tuple(shap_steps))))
+            configs.append(CollectionConfig("shap", save_config=SaveConfig(save_steps=shap_steps)))
         if include_collections is None:
             include_collections = [*DEFAULT_INCLUDED, *configured, *(("shap",) if shap_steps else ())]
         rank, world = _rank_and_world()
@@ -101,41 +160,70 @@ class Hook(TrainingCallback):
             out_dir,
             save_config=save_config,
             include_collections=list(dict.fromkeys(include_collections)),
-            include_regex=include_regex,
-            reduction_config=reduction_config,
-            save_all=save_all,
             collection_configs=configs,
-            include_workers=include_workers,
             rank=rank,
             world_size=world,
             framework=f"xgboost-{xgboost.__version__}",
             extra_collections=EXTRA_COLLECTIONS,
-            profiler_config=profiler_config,
-            rules=rules,
-            actions=actions,
-            **options,
+            **s,
         )
-        self.recorder = self.session.recorder
-        self._timeline = self.session.timeline  # a boosting round's time, with profiler_config
-        self.out_dir = self.recorder.store.url
-        self.train_data = train_data
-        self.validation_data = validation_data
-        self.hyperparameters = dict(hyperparameters or {})
-        self.loss_metrics = None if loss_metrics is None else frozenset(loss_metrics)
-        self.info = RunInfo(xgboost_version=xgboost.__version__)
-        self._dtrain: xgboost.DMatrix | None = None
-        self._dvalid: xgboost.DMatrix | None = None
-        self._computed: list[tuple[xgboost.DMatrix, str]] = []  # sets missing from `evals`
-        self._tree_booster = True
-        self._trees_from = 0  # first boosting round whose trees are not yet recorded
-        self._hyper_saved = False
-        self._closed = False
+        self._timeline = self.session.timeline
+        self.out_dir = self.session.recorder.store.url
+
+    @property
+    def recorder(self) -> Recorder:
+        """The recorder of this hook's run; a copy opens its run here, at its first use."""
+        if self.session is None:
+            self._start(self._planned or self._family_of().take())
+        assert self.session is not None
+        return self.session.recorder
+
+    @property
+    def sub_runs(self) -> list[str]:
+        """The runs of this hook's copies (`<out_dir>/fit-<k>`), in the order they were numbered."""
+        return list(self._family.runs) if self._family is not None else []
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Hook:
         from mldbg.config_file import hook_kwargs_from_json
 
         return cls(**hook_kwargs_from_json(path))
+
+    # copies -------------------------------------------------------------------------------
+    def _family_of(self) -> _SubRuns:
+        if self._family is None:
+            assert self.out_dir is not None  # every copy shares its original's numbering
+            self._family = _SubRuns(self.out_dir)
+        return self._family
+
+    def _copy(self) -> Hook:
+        twin = Hook.__new__(Hook)
+        twin._setup(self._settings)
+        twin._family = self._family_of()
+        return twin
+
+    def __copy__(self) -> Hook:
+        return self._copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Hook:
+        """`sklearn.base.clone` deep-copies an estimator's parameters, this hook among them:
+        the copy records its own run when it trains (see the class docstring)."""
+        return self._copy()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (for joblib's worker processes, say): a copy. One that has not trained yet
+        is numbered here, in the process that made it, so that copies trained in different
+        processes never share a run; a pickled running or finished hook is numbered when its
+        copy trains."""
+        family = self._family_of()
+        planned = family.take() if self.session is None else None
+        return (_unpickled_hook, (self._settings, planned, family.base))
+
+    def __repr__(self) -> str:
+        if self.out_dir is not None:
+            return f"Hook({self.out_dir!r})"
+        where = self._planned or f"{self._family_of().base}/fit-<k>"
+        return f"Hook({where!r}, not started)"
 
     # user values --------------------------------------------------------------------------
     def save_scalar(self, name: str, value: float) -> None:
@@ -149,11 +237,22 @@ class Hook(TrainingCallback):
         if self._closed:
             log.warning("mldbg: this XGBoost hook already recorded a training; give each training a new Hook")
             return model
-        if not isinstance(model, xgboost.Booster):
-            log.warning("mldbg: the XGBoost hook records xgb.train and the scikit-learn wrappers, not xgb.cv")
-            self.close()
-            return model
-        call = _training_call()
+        if self.session is None:
+            try:
+                self.recorder  # noqa: B018 - a copy opens its own run now
+            except Exception as e:  # the copy's run cannot be opened: train without recording
+                log.error("mldbg: cannot record this XGBoost training (%s); it runs unrecorded", e)
+                self._closed = True
+                return model
+        if _is_cv(model):
+            self._guarded("the cross-validation folds", self._find_folds, model)
+        else:
+            self._guarded("the training and evaluation sets", self._find_data)
+        self._guarded("the run description", self._describe, model)
+        return model
+
+    def _find_data(self) -> None:
+        call = _training_call(_TRAIN_CODE)
         self._dtrain = _dmatrix(self.train_data) if self.train_data is not None else call.get("dtrain")
         evals: list[tuple[xgboost.DMatrix, str]] = list(call.get("evals") or [])
         info = self.info
@@ -181,8 +280,24 @@ class Hook(TrainingCallback):
         info.params = {**dict(call.get("params") or {}), **self.hyperparameters}
         if "num_boost_round" in call:
             info.params.setdefault("num_boost_round", call["num_boost_round"])
-        self._describe(model)
-        return model
+
+    def _find_folds(self, model: Any) -> None:
+        """`xgb.cv` passes a `_PackedBooster` whose `cvfolds` each hold a booster, a training
+        set and a test set, the two names its evaluation log uses."""
+        self._folds = list(model.cvfolds)
+        if self.train_data is not None or self.validation_data is not None:
+            log.info("mldbg: xgb.cv: train_data= and validation_data= ignored; the folds' sets are recorded")
+        call = _training_call(_CV_CODE)
+        info = self.info
+        info.cv_folds = len(self._folds)
+        info.train_set, info.validation_set, info.eval_sets = "train", "test", ["train", "test"]
+        params = dict(call.get("params") or {})  # xgb.cv moved eval_metric into `metrics`
+        if call.get("metrics"):
+            params.setdefault("eval_metric", list(call["metrics"]))
+        info.params = {**params, **self.hyperparameters}
+        if "num_boost_round" in call:
+            info.params.setdefault("num_boost_round", call["num_boost_round"])
+        info.params.setdefault("nfold", len(self._folds))
 
     def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         if not self._closed:
@@ -200,33 +315,60 @@ class Hook(TrainingCallback):
         scores = {name: {m: _last(v) for m, v in metrics.items()} for name, metrics in evals_log.items()}
         computed = False
         if rec.saving and self._computed:
-            scores.update(_evaluate(model, self._computed, epoch))
+            scores.update(self._guarded("metrics", _evaluate, model, self._computed, epoch) or {})
             computed = True
         train = self.info.train_set
+        has_validation = self._dvalid is not None or self._folds is not None
         if rec.saving:
-            self._save_metrics({k: v for k, v in scores.items() if k == train}, losses_from=train)
-            self._save_data(model, self._dtrain, shap=self._dvalid is None)
-            self._save_model_state(model)
+            training = {k: v for k, v in scores.items() if k == train}
+            self._guarded("metrics", self._save_metrics, training, train)
+            self._guarded("predictions", self._save_data, self._sets(model, Mode.TRAIN), not has_validation)
+            self._guarded("the model state", self._save_model_state, model)
         if self._timeline is not None:
             self._timeline.step_end()
         rec.end_step()
-        if any(k != train for k in scores) or self._dvalid is not None:
+        if any(k != train for k in scores) or has_validation:
             rec.start_step(Mode.EVAL)
             if rec.saving and self._computed and not computed:
-                scores.update(_evaluate(model, self._computed, epoch))
+                scores.update(self._guarded("metrics", _evaluate, model, self._computed, epoch) or {})
             if rec.saving:
-                self._save_metrics({k: v for k, v in scores.items() if k != train}, self.info.validation_set)
-                self._save_data(model, self._dvalid, shap=True)
+                validation = {k: v for k, v in scores.items() if k != train}
+                self._guarded("metrics", self._save_metrics, validation, self.info.validation_set)
+                self._guarded("predictions", self._save_data, self._sets(model, Mode.EVAL), True)
             rec.end_step()
         return False
 
     def after_training(self, model: Any) -> Any:
-        if not self._closed and isinstance(model, xgboost.Booster):
-            self._describe(model)
+        if not self._closed and self.session is not None:
+            self._guarded("the run description", self._describe, model)
         self.close()
         return model
 
     # what is saved ------------------------------------------------------------------------
+    def _guarded(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run an optional part of the recording: a failure is logged once, never raised into
+        the training."""
+        try:
+            return fn(*args)
+        except TrainingStopped:
+            raise
+        except Exception as e:
+            if what not in self._failed:
+                self._failed.add(what)
+                log.warning(
+                    "mldbg: could not record %s of this XGBoost training (%s: %s); training goes on without it",
+                    what, type(e).__name__, e,
+                )  # fmt: skip
+            return None
+
+    def _sets(self, model: Any, mode: Mode) -> list[tuple[xgboost.Booster, xgboost.DMatrix]]:
+        """The (booster, data) pairs whose labels and predictions a step holds: one, or under
+        `xgb.cv` one per fold (its training set in TRAIN, its test set in EVAL)."""
+        if self._folds is not None:
+            return [(f.bst, f.dtrain if mode == Mode.TRAIN else f.dtest) for f in self._folds]
+        data = self._dtrain if mode == Mode.TRAIN else self._dvalid
+        return [] if data is None else [(model, data)]
+
     def _put(self, name: str, natural: tuple[str, ...], value: np.ndarray | Callable[[], np.ndarray]) -> bool:
         """Save `name` if its collections save now; a callable value is computed only then."""
         plan = self.recorder.plan(name, natural)
@@ -236,11 +378,17 @@ class Hook(TrainingCallback):
         self.recorder.save(name, array, plan, array.nbytes)
         return True
 
-    def _save_metrics(self, scores: dict[str, dict[str, float]], losses_from: str | None) -> None:
+    def _save_metrics(self, scores: dict[str, dict[str, Score]], losses_from: str | None) -> None:
         for set_name, metrics in scores.items():
-            for metric, value in metrics.items():
-                v = np.asarray(value, dtype=np.float64)
-                self._put(f"{set_name}-{metric}", ("metrics",), v)
+            for metric, score in metrics.items():
+                if isinstance(score, tuple):  # xgb.cv: named as in the table it returns
+                    mean, std = (np.asarray(s, dtype=np.float64) for s in score)
+                    self._put(f"{set_name}-{metric}-mean", ("metrics",), mean)
+                    self._put(f"{set_name}-{metric}-std", ("metrics",), std)
+                    v = mean
+                else:
+                    v = np.asarray(score, dtype=np.float64)
+                    self._put(f"{set_name}-{metric}", ("metrics",), v)
                 if set_name == losses_from and self._is_loss(metric):
                     self._put(metric, ("losses",), v)
                     if metric not in self.info.losses:
@@ -251,21 +399,26 @@ class Hook(TrainingCallback):
             return metric in self.loss_metrics
         return metric.split("@")[0] in LOSS_METRICS
 
-    def _save_data(self, model: xgboost.Booster, data: xgboost.DMatrix | None, shap: bool) -> None:
-        if data is None:
+    def _save_data(self, sets: list[tuple[xgboost.Booster, xgboost.DMatrix]], shap: bool) -> None:
+        """Labels, predictions (and SHAP values) of `sets`, one after the other."""
+        if not sets:
             return
         rec = self.recorder
-        self._put("labels", ("labels",), lambda: self._labels(data))
+        self._put("labels", ("labels",), lambda: _concat([self._labels(d) for _, d in sets]))
         wants = [rec.plan(n, (n,)) for n in ("predictions", "probabilities")]
         if any(p is not None for p in wants):
-            predictions, probabilities = self._predict(model, data)
+            predicted = [self._predict(b, d) for b, d in sets]
+            predictions = _concat([p for p, _ in predicted])
+            probabilities = (
+                None if predicted[0][1] is None else _concat([q for _, q in predicted if q is not None])
+            )
             for name, plan, value in zip(
                 ("predictions", "probabilities"), wants, (predictions, probabilities), strict=True
             ):
                 if plan is not None and value is not None:
                     rec.save(name, np.asarray(value, order="C"), plan, value.nbytes)
         if shap and self._tree_booster and rec.plan("shap/values", ("shap",)) is not None:
-            contribs = model.predict(data, pred_contribs=True).astype(np.float32)
+            contribs = _concat([b.predict(d, pred_contribs=True).astype(np.float32) for b, d in sets])
             self._put("shap/values", ("shap",), contribs)
             self._put("shap/mean_abs", ("shap",), np.abs(contribs).mean(axis=0))
 
@@ -289,7 +442,7 @@ class Hook(TrainingCallback):
         p = z / z.sum(axis=1, keepdims=True)
         return p.argmax(axis=1).astype(np.int32), p.astype(np.float32)
 
-    def _save_model_state(self, model: xgboost.Booster) -> None:
+    def _save_model_state(self, model: Any) -> None:
         rec = self.recorder
         if not self._hyper_saved:  # once, at the first step that saves them
             for name, value in _numeric_hyperparameters(self.info).items():
@@ -299,33 +452,38 @@ class Hook(TrainingCallback):
                 self._hyper_saved = self._hyper_saved or saved
         if not self._tree_booster:
             return
+        boosters = [f.bst for f in self._folds] if self._folds is not None else [model]
         names = self.info.feature_names
         for kind in IMPORTANCE_TYPES:
-            self._put(
-                f"feature_importance/{kind}",
-                ("feature_importance",),
-                partial(_importance, model, kind, names),
-            )
-        rounds = model.num_boosted_rounds()
+            plan = rec.plan(f"feature_importance/{kind}", ("feature_importance",))
+            if plan is None:
+                continue
+            per_booster = np.stack([_importance(b, kind, names) for b in boosters])
+            self._put(f"feature_importance/{kind}", ("feature_importance",), per_booster.mean(axis=0))
+            if self._folds is not None:
+                self._put(f"feature_importance/{kind}/folds", ("feature_importance",), per_booster)
+        rounds = boosters[0].num_boosted_rounds()
         if rounds > self._trees_from and rec.plan("trees/depth", ("trees",)) is not None:
-            depth, leaves, nodes = tree_stats(model[self._trees_from : rounds].get_dump())
+            dump = [tree for b in boosters for tree in b[self._trees_from : rounds].get_dump()]
+            depth, leaves, nodes = tree_stats(dump)
             self._trees_from = rounds
             self._put("trees/depth", ("trees",), depth)
             self._put("trees/leaves", ("trees",), leaves)
             self._put("trees/nodes", ("trees",), nodes)
 
-    def _describe(self, model: xgboost.Booster) -> None:
+    def _describe(self, model: Any) -> None:
         """(Re)write the run description: called before and after training."""
         info = self.info
-        config = json.loads(model.save_config())
+        booster = self._folds[0].bst if self._folds is not None else model
+        config = json.loads(booster.save_config())
         learner = config.get("learner", {})
         info.config = config
         info.objective = learner.get("learner_train_param", {}).get("objective", "")
         info.num_class = int(learner.get("learner_model_param", {}).get("num_class", "0") or 0)
         info.task = _task(info.objective, info.num_class)
         self._tree_booster = learner.get("gradient_booster", {}).get("name", "gbtree") in _TREE_BOOSTERS
-        info.feature_names = list(model.feature_names or [f"f{i}" for i in range(model.num_features())])
-        info.rounds = model.num_boosted_rounds()
+        info.feature_names = list(booster.feature_names or [f"f{i}" for i in range(booster.num_features())])
+        info.rounds = booster.num_boosted_rounds()
         best = model.attr("best_iteration")
         info.best_iteration = int(best) if best is not None else None
         rec = self.recorder
@@ -335,13 +493,80 @@ class Hook(TrainingCallback):
     def close(self) -> None:
         """Flush everything and write the end marker. Also runs at interpreter exit."""
         self._closed = True
-        self.session.close()
+        if self.session is not None:
+            self.session.close()
 
     def __enter__(self) -> Hook:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _SubRuns:
+    """Where the copies of one hook record: `<base>/fit-<k>`, k from 0 in the order they are
+    numbered, after the `fit-<k>` already in `base` (a rerun adds runs, never overwrites)."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.runs: list[str] = []
+        self._next: int | None = None
+        self._lock = threading.Lock()  # copies may start in threads (joblib's threading backend)
+
+    def take(self) -> str:
+        with self._lock:
+            if self._next is None:
+                self._next = _first_free(self.base)
+            while True:
+                run = _join(self.base, f"fit-{self._next}")
+                self._next += 1
+                if _claim(run):
+                    break
+            self.runs.append(run)
+            return run
+
+
+def _unpickled_hook(settings: dict[str, Any], planned: str | None, base: str) -> Hook:
+    hook = Hook.__new__(Hook)
+    hook._setup(settings)
+    hook._planned = planned
+    hook._family = _SubRuns(base)  # this process's numbering of base's copies
+    return hook
+
+
+def _first_free(base: str) -> int:
+    try:
+        store = open_store(base)
+        try:
+            names: Sequence[str] = store.children("")
+            taken = [int(m.group(1)) for c in names if (m := _SUB_RUN.fullmatch(c))]
+        finally:
+            store.close()
+    except Exception:  # nothing there yet, or unreadable: numbering starts at 0
+        return 0
+    return max(taken, default=-1) + 1
+
+
+def _claim(run: str) -> bool:
+    """A local run is claimed by creating its folder, which only one process can do; a URL's
+    numbering is this process's alone."""
+    if "://" in run:
+        return True
+    try:
+        os.makedirs(os.path.dirname(run), exist_ok=True)
+    except OSError:  # no folder can be made there: the recorder says so when it opens the run
+        return True
+    try:
+        os.mkdir(run)
+    except FileExistsError:  # another copy has it, or an earlier search
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}" if "://" in base else os.path.join(base, name)
 
 
 def tree_stats(dump: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -413,16 +638,27 @@ def _evaluate(
     return out
 
 
-def _last(values: Any) -> float:
+def _last(values: Any) -> Score:
+    """The latest score of an evaluation log: a float, or xgb.cv's (mean, std)."""
     v = values[-1]
-    return float(v[0] if isinstance(v, tuple) else v)
+    return (float(v[0]), float(v[1])) if isinstance(v, tuple) else float(v)
 
 
-def _training_call() -> dict[str, Any]:
-    """The arguments of the running `xgb.train` call (which the scikit-learn wrappers make)."""
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _is_cv(model: Any) -> bool:
+    """xgb.cv's `_PackedBooster`, told apart the way XGBoost's own CallbackContainer does."""
+    return not isinstance(model, xgboost.Booster) and isinstance(getattr(model, "cvfolds", None), list)
+
+
+def _training_call(code: Any) -> dict[str, Any]:
+    """The arguments of the running `xgb.train` (which the scikit-learn wrappers make) or
+    `xgb.cv` call: the frame running `code`."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        if frame.f_code is _TRAIN_CODE:
+        if frame.f_code is code:
             return dict(frame.f_locals)
         frame = frame.f_back
     return {}

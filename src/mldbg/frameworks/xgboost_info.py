@@ -42,6 +42,7 @@ class RunInfo:
     xgboost_version: str = ""
     rounds: int = 0  # boosted rounds so far (final once training ended)
     best_iteration: int | None = None
+    cv_folds: int = 0  # xgb.cv: the number of folds (metrics are their mean and std); else 0
 
     def feature(self, index: int) -> str:
         if 0 <= index < len(self.feature_names):
