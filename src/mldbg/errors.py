@@ -43,5 +43,10 @@ class StoreError(MldbgError):
     """The store (a directory or a bucket) could not be read or written."""
 
 
+class StoreFull(StoreError):
+    """A write was dropped, not kept for a retry: the bucket is unreachable and its local spill
+    folder is at its bound or cannot be written (disk full). Training goes on without it."""
+
+
 class TrainingStopped(MldbgError):
     """Raised in the training process at the step boundary after a stop action fired."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
-from mldbg.errors import InvalidConfig, TrainingStopped
+from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.writer import Pending, Writer
 from mldbg.store import Store, layout, open_store
@@ -64,6 +64,7 @@ class Recorder:
         max_queue_bytes: int = 512 << 20,
         when_full: str = "block",
         stop_check_seconds: float | None = None,
+        spill_max_bytes: int | None = None,
     ):
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
@@ -75,7 +76,9 @@ class Recorder:
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0
-        self.store = open_store(out_dir)
+        # an s3:// run buffers writes on local disk while the bucket is away, up to this bound
+        s3_options = {"spill_max_bytes": spill_max_bytes} if spill_max_bytes is not None else {}
+        self.store = open_store(out_dir, **s3_options)
         self.mode = Mode.GLOBAL
         self.step = 0  # the global step of the open (or next) step
         self.mode_steps: dict[Mode, int] = {m: 0 for m in Mode}
@@ -93,6 +96,7 @@ class Recorder:
         self._stop_check_seconds = stop_check_seconds
         self._started = time.time()
         self._next_stop_check = 0.0
+        self._stale_stop_checked = False  # until then, a stale stop request is removed when seen
         self.stopped = False
         self.writer: Writer | None = None
         if self.enabled:
@@ -114,8 +118,11 @@ class Recorder:
                 "pid": os.getpid(),
                 "started": time.time(),
             }
-            self.store.write(layout.meta_key(self.worker), [json.dumps(meta).encode()])
-            self.store.delete(layout.end_key(self.worker))
+            try:
+                self.store.write(layout.meta_key(self.worker), [json.dumps(meta).encode()])
+                self.store.delete(layout.end_key(self.worker))
+            except StoreFull as e:  # a bucket away and no room to buffer: the store said so
+                log.error("mldbg: %s", e)
             self._clear_stale_stop()
         _close_at_exit(self)
 
@@ -248,6 +255,9 @@ class Recorder:
         if requested:
             request = _read_request(self.store)
             if request.get("requested", self._started) < self._started:
+                if not self._stale_stop_checked:  # the bucket was away at the start
+                    self._stale_stop_checked = True
+                    self._remove_stale_stop()
                 return  # left over from an earlier run in the same place
             self.stopped = True
             self.close()
@@ -255,15 +265,25 @@ class Recorder:
             raise TrainingStopped(f"mldbg stopped the training at step {self.step - 1}: {reason}")
 
     def _clear_stale_stop(self) -> None:
-        """A stop request older than this run was meant for an earlier run here: remove it."""
+        """A stop request older than this run was meant for an earlier run here: remove it. If
+        the store cannot tell now (a bucket away), `_check_stop` removes it once it can, and
+        ignores it until then (it predates `_started`)."""
         try:
-            if not self.store.exists(layout.STOP_REQUEST):
-                return
+            found = self.store.exists(layout.STOP_REQUEST)
+        except Exception as e:
+            log.debug("mldbg: stop request in %s not checked yet: %s", self.store.url, e)
+            return
+        self._stale_stop_checked = True
+        if found:
             request = _read_request(self.store)
             if request.get("requested", 0) < self._started:
-                self.store.delete(layout.STOP_REQUEST)
+                self._remove_stale_stop()
+
+    def _remove_stale_stop(self) -> None:
+        try:
+            self.store.delete(layout.STOP_REQUEST)
         except Exception as e:
-            log.warning("mldbg: cannot clear an old stop request in %s: %s", self.store.url, e)
+            log.warning("mldbg: cannot remove an old stop request from %s: %s", self.store.url, e)
 
     def flush(self) -> None:
         if self._batch:

@@ -4,7 +4,9 @@ A background thread turns host copies into NumPy arrays, computes reductions, ba
 records into one segment (one data file plus one index file) and writes it when the segment
 is large enough or `flush_seconds` old. Memory is bounded: past `max_queue_bytes` the
 training thread waits (`when_full="block"`) or the records are dropped and counted
-(`when_full="drop"`). Store errors never reach training: the segment is kept and retried.
+(`when_full="drop"`). Store errors never reach training: the segment is kept and retried,
+except when the store says it dropped the write (`StoreFull`: an unreachable bucket whose local
+spill folder is full), where the segment is counted in `store_dropped` and its number reused.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mldbg.errors import MldbgError
+from mldbg.errors import MldbgError, StoreFull
 from mldbg.record.reductions import reduce_all
 from mldbg.store import layout
 from mldbg.store.base import Store
@@ -93,7 +95,8 @@ class Writer:
         self.segment_bytes = min(segment_bytes, max(1, max_queue_bytes // 2))
         self.when_full = when_full
         self.retry_seconds = retry_seconds
-        self.dropped = 0
+        self.dropped = 0  # records dropped because the queue was full (when_full="drop")
+        self.store_dropped = 0  # records the store could not keep (StoreFull)
         self.written_records = 0
         self.written_segments = 0
         self.blocked_seconds = 0.0
@@ -108,9 +111,9 @@ class Writer:
         self._thread.start()
 
     def _next_seq(self) -> int:
-        """Continue after the segments already in the store (a resumed job appends)."""
-        keys = self.store.list(layout.index_prefix(self.worker))
-        return int(keys[-1].rsplit("/", 1)[1].split(".")[0]) + 1 if keys else 1
+        """Continue after the segments already in the store (a resumed job appends). An S3 store
+        that cannot list yet numbers them itself once the bucket answers."""
+        return self.store.next_segment(self.worker)
 
     # training thread -------------------------------------------------------------------
     def submit(self, batch: list[Pending]) -> bool:
@@ -225,6 +228,14 @@ class Writer:
             it = iter(offsets_raw)
             offsets = [next(it) if r.array is not None else -1 for r in records]
             self.store.write(index_key, encode_index(records, offsets, self.worker, data_key))
+        except StoreFull as e:  # the store reported it (rate-limited); keeping them would only block
+            log.debug("mldbg: %d records dropped: %s", len(records), e)
+            self.store_dropped += len(records)
+            self.failed_records = 0
+            with self._cond:
+                self._queued_bytes -= nbytes
+                self._cond.notify_all()
+            return True
         except Exception as e:
             msg = f"{type(e).__name__}: {e}"
             if msg != self._last_error:

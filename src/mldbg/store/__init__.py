@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+from mldbg.errors import InvalidConfig
 from mldbg.store.base import Store
 from mldbg.store.local import LocalStore
 from mldbg.store.memory import MemoryStore
 
 
-def open_store(location: str | os.PathLike[str] | Store) -> Store:
-    """A Store for a local path, `memory://name`, or `s3://bucket/prefix`."""
+def open_store(location: str | os.PathLike[str] | Store, **s3_options: Any) -> Store:
+    """A Store for a local path, `memory://name`, or `s3://bucket/prefix` (`s3_options` go to
+    `S3Store`, such as `spill_max_bytes`; they are refused for other locations)."""
+    if s3_options and (isinstance(location, Store) or not str(os.fspath(location)).startswith("s3://")):
+        raise InvalidConfig(
+            f"{', '.join(sorted(s3_options))}: S3 settings, but {location!r} is not an s3:// URL "
+            "(pass them to S3Store(...) when you build the store yourself)"
+        )
     if isinstance(location, Store):
         return location
     url = os.fspath(location)
@@ -19,7 +27,7 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     if url.startswith("s3://"):
         from mldbg.store.s3 import S3Store  # boto3 is an optional extra
 
-        return S3Store(url)
+        return S3Store(url, **s3_options)
     if url.startswith("file://"):
         url = url[len("file://") :]
     return LocalStore(url)

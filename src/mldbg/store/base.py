@@ -46,6 +46,14 @@ class Store(abc.ABC):
     def size(self, key: str) -> int:
         return len(self.read(key))
 
+    def next_segment(self, worker: str) -> int:
+        """The number of `worker`'s next segment: after the last one already written (a resumed
+        job appends). A remote store may number them later, when it can list (S3Store)."""
+        from mldbg.store import layout
+
+        keys = self.list(layout.index_prefix(worker))
+        return layout.segment_seq(keys[-1]) + 1 if keys else 1
+
     def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
         """Release handles and finish background uploads; the store stays usable."""
 

@@ -196,6 +196,22 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
     return parts
 
 
+def retarget_index(blob: bytes, data_key: str, where: str) -> bytes:
+    """The same index pointing into `data_key`: for segments numbered only once the bucket answers
+    (`S3Store.next_segment`). Column offsets are relative to the data section, so only the
+    header changes."""
+    header, base = decode_header(blob, where)
+    try:
+        meta = json.loads(header["__metadata__"]["mldbg"])
+        meta["data"] = data_key
+        header["__metadata__"]["mldbg"] = json.dumps(meta)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptRecord(f"{where}: not an mldbg index file ({type(e).__name__}: {e})") from None
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return struct.pack("<Q", len(head)) + head + blob[base:]
+
+
 def decode_index(blob: bytes, key: str) -> SegmentIndex:
     header, base = decode_header(blob, key)
     try:

@@ -27,3 +27,23 @@ def index_key(worker: str, seq: int) -> str:
 
 def data_key(worker: str, seq: int) -> str:
     return f"{WORKERS}{worker}/data/{seq:010d}.safetensors"
+
+
+def segment_seq(key: str) -> int:
+    """The number of a segment file from its key (index or data)."""
+    return int(key.rsplit("/", 1)[1].split(".")[0])
+
+
+def parse_segment_key(key: str) -> tuple[str, str, int] | None:
+    """`workers/<worker>/<index|data>/<seq>.safetensors` -> (worker, "index" or "data", seq)."""
+    parts = key.split("/")
+    if len(parts) != 4 or parts[0] + "/" != WORKERS or parts[2] not in ("index", "data"):
+        return None
+    name = parts[3]
+    if not name.endswith(".safetensors") or not name[: -len(".safetensors")].isdigit():
+        return None
+    return parts[1], parts[2], int(name[: -len(".safetensors")])
+
+
+def segment_key(worker: str, kind: str, seq: int) -> str:
+    return index_key(worker, seq) if kind == "index" else data_key(worker, seq)

@@ -5,7 +5,11 @@ both are atomic: readers see all or nothing). Throttling and network errors are 
 with exponential backoff. When the bucket stays unreachable for `block_seconds`, writes go to
 a local spill queue (`mldbg.store.spill`) instead, and a background thread uploads it, in
 order, when the bucket answers again: no record is lost and no caller waits longer than that
-bound. With `upload_from=DIR` every write lands in DIR first and is uploaded in the background.
+bound. The spill folder holds at most `spill_max_bytes`; beyond that (or on a full disk) writes
+are dropped, counted and reported, so an outage never fills the disk nor stops training.
+A writer may start while the bucket is away: `next_segment` then lets it number its segments
+provisionally, and they are renumbered after the bucket's last one before any is uploaded.
+With `upload_from=DIR` every write lands in DIR first and is uploaded in the background.
 
 Reading: `list(prefix, start_after)` is one `ListObjectsV2 StartAfter` (new index files only),
 `children` uses the `/` delimiter, single tensors are ranged GETs. Segment files never change
@@ -27,15 +31,17 @@ import os
 import random
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from mldbg.errors import InvalidConfig, StoreError
+from mldbg.errors import InvalidConfig, StoreError, StoreFull
 from mldbg.store import layout
 from mldbg.store.base import Buffer, Store, check_key
 from mldbg.store.cache import BlockCache
+from mldbg.store.format import retarget_index
 from mldbg.store.local import LocalStore
 from mldbg.store.spill import Entry, SpillQueue, default_root
 
@@ -45,6 +51,8 @@ T = TypeVar("T")
 ENV_ENDPOINT = "MLDBG_S3_ENDPOINT"
 ENV_SPILL = "MLDBG_S3_SPILL"  # "0" turns the spill buffer off
 ENV_SPILL_DIR = "MLDBG_S3_SPILL_DIR"
+ENV_SPILL_MAX_MB = "MLDBG_S3_SPILL_MAX_MB"
+DEFAULT_SPILL_MAX_BYTES = 4 << 30
 ENV_UPLOAD_FROM = "MLDBG_S3_UPLOAD_FROM"
 ENV_BLOCK_SECONDS = "MLDBG_S3_BLOCK_SECONDS"
 ENV_CACHE_MB = "MLDBG_S3_CACHE_MB"
@@ -80,7 +88,9 @@ class S3Store(Store):
     `block_seconds` bounds how long a write (or an existence check such as the stop-request
     poll) waits for an unreachable bucket; then writes are spilled to `spill_dir` (default
     `~/.cache/mldbg/s3-spill`) and uploaded later, in order. `spill=False` makes such writes
-    raise `StoreError` instead. Reads retry for `retry_seconds`.
+    raise `StoreError` instead. At most `spill_max_bytes` (4 GiB) are spilled; writes beyond
+    that, or that the disk refuses, raise `StoreFull` (dropped, counted in `dropped`).
+    Reads retry for `retry_seconds`.
     """
 
     remote = True  # every request is a round trip: the recorder polls for a stop every 0.5 s
@@ -94,6 +104,7 @@ class S3Store(Store):
         profile: str | None = None,
         spill: bool | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
+        spill_max_bytes: int | None = None,
         upload_from: str | os.PathLike[str] | None = None,
         block_seconds: float | None = None,
         retry_seconds: float = 10.0,
@@ -126,7 +137,25 @@ class S3Store(Store):
         self.bytes_received = 0
         self.spilled = 0
         self.uploaded = 0
+        self.dropped = 0  # writes dropped: the spill folder was at its bound or unwritable
+        self.dropped_bytes = 0
         self._stats_lock = threading.Lock()
+        self.drop_warning_seconds = 30.0  # at most one warning about dropped writes this often
+        self._last_drop_warning = -1e9
+        self._dropped_reported = 0  # by close()
+        if spill_max_bytes is None:
+            mb = os.environ.get(ENV_SPILL_MAX_MB, "").strip()
+            try:
+                spill_max_bytes = int(float(mb) * (1 << 20)) if mb else DEFAULT_SPILL_MAX_BYTES
+            except ValueError:
+                raise InvalidConfig(f"{ENV_SPILL_MAX_MB}={mb!r} is not a number of MiB") from None
+        if spill_max_bytes < 0:
+            raise InvalidConfig(f"{self.url}: spill_max_bytes must be >= 0, got {spill_max_bytes}")
+        self.spill_max_bytes = int(spill_max_bytes)
+        # segments numbered before the bucket could be listed (see next_segment)
+        self._groups: dict[str, str] = {}  # worker -> its provisional group in this process
+        self._shifts: dict[str, int] = {}  # group -> how far its numbers move, once known
+        self._numbering = threading.Lock()
 
         if cache_bytes is None:
             cache_bytes = int(float(os.environ.get(ENV_CACHE_MB, 256)) * (1 << 20))
@@ -158,6 +187,8 @@ class S3Store(Store):
         self._uploader: threading.Thread | None = None
         self._stopping = False
         self._down = False  # the last request failed to connect
+        self._failing = False  # the last request failed (no answer, throttled, a server error)
+        self._warned = False  # about this outage (again after the queue emptied)
         self._next_probe = 0.0
         self._last_error = ""
         self._last_progress = 0.0
@@ -244,15 +275,16 @@ class S3Store(Store):
 
     # writing ---------------------------------------------------------------------------
     def write(self, key: str, parts: Sequence[Buffer]) -> None:
-        k = check_key(key)
+        """Raises `StoreFull` when the write had to be dropped (see the class docstring)."""
+        k, parts, group = self._number(check_key(key), parts)
         self.cache.invalidate(k)
         self._absent.pop(k, None)
         if self._local is not None:  # upload_from: the local copy first, the bucket later
             self._local.write(k, parts)
-            self._enqueue(lambda q: q.put_ref(k, self._local.root / k))  # type: ignore[union-attr]
+            self._enqueue(k, lambda q: q.put_ref(k, self._local.root / k, group))  # type: ignore[union-attr]
             return
-        if self._queue is not None and (len(self._queue) or not self._may_try()):
-            self._enqueue(lambda q: q.put(k, parts))  # older writes wait: keep the order
+        if self._queue is not None and (group or len(self._queue) or not self._may_try()):
+            self._enqueue(k, lambda q: q.put(k, parts, group), parts)  # older writes wait: keep the order
             return
         if self._queue is None and not self._may_try():
             raise StoreError(f"cannot write {self.url}/{k}: {self._unreachable()}")
@@ -260,7 +292,7 @@ class S3Store(Store):
             self._retry(lambda: self._put(k, parts), self.block_seconds)
         except Exception as e:
             if self._queue is not None and _transient(e):
-                self._enqueue(lambda q: q.put(k, parts))
+                self._enqueue(k, lambda q: q.put(k, parts), parts)
                 return
             raise self._error("write", k, e) from e
 
@@ -279,10 +311,10 @@ class S3Store(Store):
         self._absent.pop(k, None)
         if self._local is not None:
             self._local.delete(k)
-            self._enqueue(lambda q: q.delete(k))
+            self._enqueue(k, lambda q: q.delete(k))
             return
         if self._queue is not None and (len(self._queue) or not self._may_try()):
-            self._enqueue(lambda q: q.delete(k))
+            self._enqueue(k, lambda q: q.delete(k))
             return
         if self._queue is None and not self._may_try():
             raise StoreError(f"cannot delete {self.url}/{k}: {self._unreachable()}")
@@ -292,28 +324,184 @@ class S3Store(Store):
             )
         except Exception as e:
             if self._queue is not None and _transient(e):
-                self._enqueue(lambda q: q.delete(k))
+                self._enqueue(k, lambda q: q.delete(k))
                 return
             raise self._error("delete", k, e) from e
 
-    def _enqueue(self, append: Callable[[SpillQueue], Entry]) -> None:
+    def _enqueue(
+        self, k: str, append: Callable[[SpillQueue], Entry], parts: Sequence[Buffer] | None = None
+    ) -> None:
+        """Spill one operation; drop it (`StoreFull`) past `spill_max_bytes` or when the disk
+        refuses. The run's markers (meta.json, END, control/, watch/) are tiny and always kept."""
         q = self._queue
         assert q is not None
+        size = sum(v.nbytes for v in _byte_views(parts)) if parts is not None else 0
+        if parts is not None and not _always_kept(k) and q.bytes + size > self.spill_max_bytes:
+            self._drop(
+                k, size, f"its spill folder {q.dir or q.run_dir} is at its bound of "
+                f"{_size(self.spill_max_bytes)} ({_size(q.bytes)} waiting; raise it with spill_max_bytes= "
+                f"or {ENV_SPILL_MAX_MB})",
+            )  # fmt: skip
         try:
-            entry = append(q)
+            append(q)
         except OSError as e:
-            raise StoreError(f"cannot buffer a write to {self.url} in {q.run_dir}: {e}") from e
+            self._drop(k, size, f"its spill folder {q.dir or q.run_dir} cannot be written ({e})")
         with self._cond:
             if self._local is None:
                 self.spilled += 1
-                if self.spilled == 1 or (len(q) == 1 and entry.op == "put"):
+                if self._failing and not self._warned:  # (not when it only waits behind adopted ones)
+                    self._warned = True
                     log.warning(
-                        "mldbg: %s is unreachable (%s); buffering writes in %s and uploading them in order "
-                        "when it answers again",
-                        self.url, self._last_error or "no answer", q.dir,
+                        "mldbg: %s is unreachable at %s (%s); recording goes on: writes are kept in %s "
+                        "(at most %s) and uploaded in order when it answers again",
+                        self.url, self.endpoint_url or "AWS", self._last_error or "no answer", q.dir,
+                        _size(self.spill_max_bytes),
                     )  # fmt: skip
             self._start_uploader()
             self._cond.notify_all()
+
+    def _drop(self, k: str, size: int, why: str) -> NoReturn:
+        """Count a write that cannot be kept, warn (at most every `drop_warning_seconds`), raise."""
+        now = time.monotonic()
+        with self._stats_lock:
+            self.dropped += 1
+            self.dropped_bytes += size
+            warn = now - self._last_drop_warning >= self.drop_warning_seconds
+            if warn:
+                self._last_drop_warning = now
+            count, total = self.dropped, self.dropped_bytes
+        if warn:
+            log.warning(
+                "mldbg: %s is unreachable and %s: dropping new writes (%d so far, %s, the last %s). "
+                "Writes buffered before stay and are uploaded when it answers; training goes on.",
+                self.url, why, count, _size(total), k,
+            )  # fmt: skip
+        raise StoreFull(f"dropped the write of {self.url}/{k}: {self.url} is unreachable and {why}")
+
+    # numbering segments while the bucket is away ---------------------------------------------
+    def next_segment(self, worker: str) -> int:
+        """After `worker`'s last segment in the bucket (or spilled here). When the bucket does not
+        answer within `block_seconds`, the writer numbers from 1 anyway and this store moves those
+        numbers past the bucket's last segment once it answers, before any of them is uploaded:
+        a hook starts while the bucket is away and still never overwrites an earlier run's
+        segments. Only other errors (no such bucket, access denied) raise."""
+        q = self._queue
+        if q is not None and not len(q) and q.orphans():
+            with self._cond:  # a dead process's spill of this run goes first, and counts
+                q.open()
+                if len(q):
+                    self._start_uploader()
+                    self._cond.notify_all()
+        if q is not None and any(e.group and _worker_of(e.key) == worker for e in q.entries()):
+            return self._defer(worker)  # numbered after those, once they are
+        try:
+            if not self._may_try():
+                raise StoreError(self._unreachable())
+            return self._last_segment(worker, self._fast, self.block_seconds) + 1
+        except Exception as e:
+            if q is None or not (isinstance(e, StoreError) or _transient(e)):
+                raise self._error("list", layout.index_prefix(worker), e) from e
+            return self._defer(worker)
+
+    def _defer(self, worker: str) -> int:
+        """Number provisionally from 1 (with upload_from: after the local copy's last segment,
+        which must not be overwritten either); the group's id records where they started."""
+        start = 1
+        if self._local is not None:
+            keys = self._local.list(layout.index_prefix(worker))
+            start = layout.segment_seq(keys[-1]) + 1 if keys else 1
+        self._groups[worker] = f"{worker}.{start}.{uuid.uuid4().hex[:12]}"
+        log.debug("mldbg: %s unreachable; numbering %s's segments once it answers", self.url, worker)
+        return start
+
+    def _last_segment(self, worker: str, client: Any, seconds: float) -> int:
+        """The highest segment number of `worker` in the bucket or numbered in the queue."""
+        full = self._full(layout.index_prefix(worker))
+
+        def last_in_bucket() -> int:
+            last = 0
+            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full}
+            while True:
+                r = client.list_objects_v2(**args)
+                for o in r.get("Contents", ()):
+                    seg = layout.parse_segment_key(self._rel(o["Key"]))
+                    if seg is not None:
+                        last = max(last, seg[2])
+                if not r.get("IsTruncated"):
+                    return last
+                args["ContinuationToken"] = r["NextContinuationToken"]
+
+        last = self._retry(last_in_bucket, seconds)
+        for e in self._queue.entries() if self._queue is not None else ():
+            seg = layout.parse_segment_key(e.key)
+            if e.op == "put" and e.group is None and seg is not None and seg[0] == worker:
+                last = max(last, seg[2])
+        return last
+
+    def _number(self, k: str, parts: Sequence[Buffer]) -> tuple[str, Sequence[Buffer], str | None]:
+        """The final key and bytes of a segment numbered provisionally, or its group while its
+        place is unknown (it then waits in the queue)."""
+        seg = layout.parse_segment_key(k) if self._groups else None
+        if seg is None or seg[0] not in self._groups:
+            return k, parts, None
+        group = self._groups[seg[0]]
+        shift = self._shifts.get(group)
+        if shift is None and self._queue is not None and not len(self._queue) and self._may_try():
+            try:
+                shift = self._settle(group, seg[0], self._fast, self.block_seconds)
+            except Exception as e:  # still away: it waits in the queue
+                self._note_failure(e)
+        if shift is None:
+            return k, parts, group
+        worker, kind, seq = seg
+        if not shift:
+            return k, parts, None
+        final = layout.segment_key(worker, kind, seq + shift)
+        if kind == "index":
+            blob = b"".join(_byte_views(parts))
+            parts = [retarget_index(blob, layout.data_key(worker, seq + shift), f"{self.url}/{k}")]
+        return final, parts, None
+
+    def _settle(self, group: str, worker: str, client: Any, seconds: float) -> int:
+        """Fix where `group`'s segments go (after the last one in the bucket) and renumber its
+        spilled entries. Called before the first of them is uploaded."""
+        with self._numbering:
+            shift = self._shifts.get(group)
+            if shift is None:
+                shift = max(0, self._last_segment(worker, client, seconds) + 1 - _group_start(group))
+                self._shifts[group] = shift
+                if shift:
+                    log.info(
+                        "mldbg: %s already holds segments of %s; the ones recorded while it was "
+                        "unreachable are numbered after them (+%d)", self.url, worker, shift,
+                    )  # fmt: skip
+            # oldest first, so that a crash halfway leaves a gap at worst, never the order changed;
+            # with upload_from the newest first: a local copy moves onto the name of a later one
+            entries = self._queue.entries() if self._queue is not None else []
+            for e in reversed(entries) if self._local is not None else entries:
+                if e.group == group:
+                    self._rekey(e, shift)
+            return shift
+
+    def _rekey(self, e: Entry, shift: int) -> None:
+        q = self._queue
+        assert q is not None
+        seg = layout.parse_segment_key(e.key)
+        if seg is None or not shift:
+            q.rekey(e, e.key)
+            return
+        worker, kind, seq = seg
+        old, final = e.key, layout.segment_key(worker, kind, seq + shift)
+        data_key = layout.data_key(worker, seq + shift) if kind == "index" else None
+        q.rekey(e, final, data_key)
+        self.cache.invalidate(final)
+        self._absent.pop(final, None)
+        if self._local is not None and data_key is not None:  # keep the local copy a valid run
+            try:
+                blob = (self._local.root / final).read_bytes()
+                self._local.write(final, [retarget_index(blob, data_key, f"{self._local.url}/{old}")])
+            except Exception as err:
+                log.error("mldbg: cannot renumber the local copy %s/%s: %s", self._local.url, final, err)
 
     def _start_uploader(self) -> None:
         """Called holding `_cond`."""
@@ -341,6 +529,12 @@ class S3Store(Store):
             entry = q.head()
             assert entry is not None
             try:
+                if entry.group is not None:
+                    worker = _worker_of(entry.key)
+                    if worker is None:
+                        q.rekey(entry, entry.key)
+                    else:
+                        self._settle(entry.group, worker, self._client, 0.0)
                 self._apply(entry)
             except Exception as e:
                 self._note_failure(e)
@@ -351,7 +545,9 @@ class S3Store(Store):
             q.done(entry)
             delay = 0.1
             with self._cond:
-                was_down, self._down = self._down, False
+                was_down, self._down, self._failing = self._down, False, False
+                if not len(q):
+                    self._warned = False
                 self.uploaded += 1
                 self._last_progress = time.monotonic()
                 if was_down and self._local is None:
@@ -371,7 +567,10 @@ class S3Store(Store):
                 log.error("mldbg: buffered copy of %s/%s is gone (%s); skipped", self.url, e.key, e.path)
             return  # upload_from: deleted locally since; the queued delete follows
         with f:
-            if os.fstat(f.fileno()).st_size > self.multipart_bytes:
+            if e.retarget is not None:  # an index renumbered after it was spilled
+                body = retarget_index(f.read(), e.retarget, f"{self.url}/{e.key}")
+                self._client.put_object(Bucket=self.bucket, Key=full, Body=body)
+            elif os.fstat(f.fileno()).st_size > self.multipart_bytes:
                 self._client.upload_fileobj(f, self.bucket, full, Config=self._transfer)
             else:
                 self._client.put_object(Bucket=self.bucket, Key=full, Body=f.read())
@@ -398,6 +597,12 @@ class S3Store(Store):
         """Upload what is buffered (see `drain`), then stop the uploader. What cannot be uploaded
         within `close_timeout` stays in the spill directory for a later process."""
         q = self._queue
+        if self.dropped > self._dropped_reported:
+            self._dropped_reported = self.dropped
+            log.warning(
+                "mldbg: %d writes to %s (%s) were dropped while it was unreachable: the spill folder "
+                "was full or unwritable", self.dropped, self.url, _size(self.dropped_bytes),
+            )  # fmt: skip
         if q is None or (q.dir is None and not len(q)):
             return
         if not self.drain(self.close_timeout):
@@ -610,6 +815,7 @@ class S3Store(Store):
 
     def _note_failure(self, e: BaseException) -> None:
         msg = f"{type(e).__name__}: {e}"
+        self._failing = True
         if _connection_error(e):
             self._down = True
             self._next_probe = time.monotonic() + self.probe_seconds
@@ -634,7 +840,7 @@ class S3Store(Store):
                 time.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 2.0)
                 continue
-            self._down = False
+            self._down = self._failing = False
             return out
 
     def _reading(self, what: str, k: str, fn: Callable[[], T]) -> T:
@@ -731,8 +937,34 @@ def _read_entry(entry: Entry, where: str, start: int, length: int | None) -> byt
     if entry.op == "delete" or entry.path is None:
         raise FileNotFoundError(where)
     with open(entry.path, "rb") as f:
+        if entry.retarget is not None:
+            data = retarget_index(f.read(), entry.retarget, where)
+            return data[start:] if length is None else data[start : start + length]
         f.seek(start)
         return f.read() if length is None else f.read(length)
+
+
+def _always_kept(key: str) -> bool:
+    """The run's small markers: spilled even past `spill_max_bytes`."""
+    return key.startswith(("control/", "watch/")) or key.rsplit("/", 1)[-1] in ("meta.json", "END")
+
+
+def _group_start(group: str) -> int:
+    """The first provisional number of a group `<worker>.<start>.<id>`."""
+    parts = group.rsplit(".", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 1
+
+
+def _worker_of(key: str) -> str | None:
+    seg = layout.parse_segment_key(key)
+    return seg[0] if seg is not None else None
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _code(e: Any) -> str:

@@ -5,8 +5,9 @@ local file) and a background thread replays the queue, oldest first, when the bu
 readers that list with `start_after` then never skip an object, because nothing newer reaches
 the bucket before anything older. With `upload_from`, an entry only points at the local copy.
 
-Each queue is a directory `<root>/<run>/<instance>/` with one `NNNNNNNNNNNN.json` (op, key)
-per entry, plus `NNNNNNNNNNNN.obj` for spilled bytes. An entry exists once its json is renamed
+Each queue is a directory `<root>/<run>/<instance>/` with one `NNNNNNNNNNNN.json` (op, key;
+`group` for a segment numbered before the bucket could be listed, `data` for an index renumbered
+since) per entry, plus `NNNNNNNNNNNN.obj` for spilled bytes. An entry exists once its json is renamed
 into place, so a crash leaves whole entries only. The directory is locked (`flock`) while its
 process lives; a later queue for the same run adopts the entries of dead processes, so records
 written while the bucket was down survive a crash of the training job too.
@@ -47,6 +48,8 @@ class Entry:
     path: Path | None  # the bytes to upload (None for deletes)
     owned: bool  # the file is the queue's own copy: removed once uploaded
     size: int = 0
+    group: str | None = None  # a segment numbered provisionally (see `S3Store.next_segment`)
+    retarget: str | None = None  # an index renumbered since: the data key to set as it is uploaded
 
 
 def default_root() -> Path:
@@ -141,25 +144,38 @@ class SpillQueue:
                 self.run_dir.rmdir()
         return True
 
+    def orphans(self) -> bool:
+        """Are there queues of other processes of this run (maybe dead, to adopt)?"""
+        with contextlib.suppress(OSError):
+            return any(p.is_dir() and p != self.dir for p in self.run_dir.iterdir())
+        return False
+
     # appending --------------------------------------------------------------------------
-    def put(self, key: str, parts: Sequence[Buffer]) -> Entry:
-        """Spill a copy of the object's bytes."""
+    def put(self, key: str, parts: Sequence[Buffer], group: str | None = None) -> Entry:
+        """Spill a copy of the object's bytes. An OSError (disk full, unwritable) leaves nothing."""
         with self._append:
             self.open()
             seq = self._seq = self._seq + 1
-            fd = os.open(self._obj_path(seq), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            path = self._obj_path(seq)
             try:
-                _write_all(fd, parts)
-            finally:
-                os.close(fd)
-            return self._commit(seq, {"op": "put", "key": key})
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    _write_all(fd, parts)
+                finally:
+                    os.close(fd)
+                return self._commit(seq, _meta("put", key, group=group))
+            except BaseException:
+                for leftover in (path, path.with_suffix(".json-tmp")):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
+                raise
 
-    def put_ref(self, key: str, path: Path) -> Entry:
+    def put_ref(self, key: str, path: Path, group: str | None = None) -> Entry:
         """Queue the upload of a local file that stays where it is (`upload_from`)."""
         with self._append:
             self.open()
             seq = self._seq = self._seq + 1
-            return self._commit(seq, {"op": "put", "key": key, "path": str(path)})
+            return self._commit(seq, _meta("put", key, path, group))
 
     def delete(self, key: str) -> Entry:
         with self._append:
@@ -168,23 +184,48 @@ class SpillQueue:
             return self._commit(seq, {"op": "delete", "key": key})
 
     def _commit(self, seq: int, meta: dict[str, str]) -> Entry:
-        assert self.dir is not None
-        final = self.dir / f"{seq:012d}.json"
-        tmp = final.with_suffix(".json-tmp")
-        tmp.write_text(json.dumps(meta))
-        os.replace(tmp, final)
+        self._write_meta(seq, meta)
+        group, retarget = meta.get("group"), meta.get("data")
         if meta["op"] == "delete":
             entry = Entry(seq, "delete", meta["key"], None, False)
         elif "path" in meta:
-            entry = Entry(seq, "put", meta["key"], Path(meta["path"]), False)
+            entry = Entry(seq, "put", meta["key"], Path(meta["path"]), False, 0, group, retarget)
         else:
             path = self._obj_path(seq)
-            entry = Entry(seq, "put", meta["key"], path, True, path.stat().st_size)
+            entry = Entry(seq, "put", meta["key"], path, True, path.stat().st_size, group, retarget)
         with self._mutex:
             self._entries.append(entry)
             self._latest[entry.key] = entry
             self.bytes += entry.size
         return entry
+
+    def _write_meta(self, seq: int, meta: dict[str, str]) -> None:
+        assert self.dir is not None
+        final = self.dir / f"{seq:012d}.json"
+        tmp = final.with_suffix(".json-tmp")
+        tmp.write_text(json.dumps(meta))
+        os.replace(tmp, final)
+
+    def rekey(self, entry: Entry, key: str, retarget: str | None = None) -> None:
+        """Give a provisionally numbered put its final key; an index also gets the data key it
+        must point into, set in its bytes as it is uploaded (`retarget`). Needs no disk space (the
+        bucket may come back to a full disk): only the entry's json is rewritten, best-effort. If
+        that fails, or the process dies first, whoever adopts the entry numbers it again after
+        what reached the bucket by then: a gap in the numbers at worst, never an overwrite."""
+        assert entry.op == "put" and entry.path is not None
+        path = entry.path
+        if not entry.owned and key != entry.key:  # upload_from: the local copy is renamed with it
+            path = Path(str(path)[: len(str(path)) - len(entry.key)] + key)
+            os.replace(entry.path, path)
+        with self._mutex:
+            if self._latest.get(entry.key) is entry:
+                del self._latest[entry.key]
+            entry.key, entry.path, entry.group, entry.retarget = key, path, None, retarget
+            newest = self._latest.get(key)
+            if newest is None or newest.seq < entry.seq:
+                self._latest[key] = entry
+        with contextlib.suppress(OSError):
+            self._write_meta(entry.seq, _meta("put", key, None if entry.owned else path, retarget=retarget))
 
     def _obj_path(self, seq: int) -> Path:
         assert self.dir is not None
@@ -209,6 +250,11 @@ class SpillQueue:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def entries(self) -> list[Entry]:
+        """The pending entries, oldest first (a snapshot)."""
+        with self._mutex:
+            return list(self._entries)
 
     # the overlay readers of this process see -----------------------------------------------
     def latest(self, key: str) -> Entry | None:
@@ -239,6 +285,19 @@ def _lock(d: Path, block: bool = True) -> int | None:
     return fd
 
 
+def _meta(
+    op: str, key: str, path: Path | None = None, group: str | None = None, retarget: str | None = None
+) -> dict[str, str]:
+    meta = {"op": op, "key": key}
+    if path is not None:
+        meta["path"] = str(path)
+    if group is not None:
+        meta["group"] = group
+    if retarget is not None:
+        meta["data"] = retarget
+    return meta
+
+
 def _read_json(path: Path) -> dict[str, str] | None:
     with contextlib.suppress(OSError, ValueError):
         meta = json.loads(path.read_text())
@@ -246,6 +305,8 @@ def _read_json(path: Path) -> dict[str, str] | None:
             isinstance(meta, dict)
             and meta.get("op") in ("put", "delete")
             and isinstance(meta.get("key"), str)
+            and isinstance(meta.get("group", ""), str)
+            and isinstance(meta.get("data", ""), str)
         ):
             return meta
     return None
