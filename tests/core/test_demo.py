@@ -7,8 +7,12 @@ import mldbg
 
 
 def test_demo_trains_records_and_catches_the_broken_run(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "mldbg.cli.main", "demo", "--out", str(tmp_path), "--epochs", "3"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "demo", "--out", str(tmp_path), "--epochs", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     out = res.stdout + res.stderr
     assert "rules on the healthy run: no finding" in out

@@ -221,7 +221,6 @@ def test_concurrent_writer_and_reader_threads(tmp_path):
     assert errors == []
 
 
-
 def _cached_fraction(path: Path) -> float:
     """The fraction of `path`'s pages in the page cache, by mmap(2) + mincore(2)."""
     import ctypes
@@ -229,7 +228,14 @@ def _cached_fraction(path: Path) -> float:
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     size = path.stat().st_size

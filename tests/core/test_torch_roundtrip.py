@@ -370,7 +370,9 @@ def test_an_old_stop_request_does_not_stop_a_new_run(tmp_path):
 
     from mldbg.store import open_store
 
-    open_store(tmp_path).write("control/stop", [json.dumps({"reason": "old", "requested": time.time() - 60}).encode()])
+    open_store(tmp_path).write(
+        "control/stop", [json.dumps({"reason": "old", "requested": time.time() - 60}).encode()]
+    )
     model = make_model()
     hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1))
     seen = train(hook, model, batches(4))  # would raise TrainingStopped at step 0

@@ -38,10 +38,14 @@ def test_quiet_on_integer_valued_regression_targets(tmp_path):
     from mldbg.record.recorder import Recorder
 
     rng = np.random.default_rng(0)
-    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["labels", "predictions"])
+    rec = Recorder(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["labels", "predictions"]
+    )
     for _ in range(40):
         rec.start_step(mldbg.Mode.TRAIN)
-        y = rng.choice(np.array([25.0, 30.0, 31.0, 200.0, 346.0]), size=32, p=[0.9, 0.04, 0.03, 0.02, 0.01]).astype(np.float32)
+        y = rng.choice(
+            np.array([25.0, 30.0, 31.0, 200.0, 346.0]), size=32, p=[0.9, 0.04, 0.03, 0.02, 0.01]
+        ).astype(np.float32)
         rec.save("labels", y, rec.plan("labels", ("labels",)))
         rec.save("preds", y + rng.normal(0, 5, 32).astype(np.float32), rec.plan("preds", ("predictions",)))
         rec.end_step()

@@ -103,8 +103,13 @@ def test_hook_rules_and_actions_in_one_line(tmp_path):
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=1e12)
-    hook = Hook(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), flush_seconds=0.05,
-                rules=["exploding_tensor", "tensor_variance"], actions=[StopTraining()])
+    hook = Hook(
+        tmp_path,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        flush_seconds=0.05,
+        rules=["exploding_tensor", "tensor_variance"],
+        actions=[StopTraining()],
+    )
     hook.register_module(model)
     hook.register_loss(loss_fn)
     stopped = None

@@ -150,7 +150,9 @@ class Hook:
             for c in ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
         )
         if wants_layers and compiled:
-            log.info("mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)")
+            log.info(
+                "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
+            )
         elif wants_layers:
             for name, module in inner.named_modules():
                 if not name:
@@ -218,7 +220,9 @@ class Hook:
         rec = self.recorder
         mode = self._current_mode()
         if mode == Mode.TRAIN:
-            stale = rec.in_step and (rec.mode != Mode.TRAIN or (self._backward_done and not self._optimizer_seen))
+            stale = rec.in_step and (
+                rec.mode != Mode.TRAIN or (self._backward_done and not self._optimizer_seen)
+            )
             if stale:
                 rec.end_step()
             if not rec.in_step:

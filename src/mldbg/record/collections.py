@@ -69,9 +69,7 @@ class Collections:
 
     def may_save(self, natural: str) -> bool:
         """Could any tensor of the natural collection `natural` ever be saved?"""
-        return natural in self.included or any(
-            self.all[n].patterns for n in self.included
-        )
+        return natural in self.included or any(self.all[n].patterns for n in self.included)
 
     def members(self, name: str, natural: tuple[str, ...]) -> tuple[Collection, ...]:
         """Every collection the tensor belongs to (cached: a name's collections never change)."""

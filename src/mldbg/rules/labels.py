@@ -86,13 +86,12 @@ def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argma
     p_raw = view.raw(pred_names[0], step) if pred_names else None
     if p_raw is not None and _regression(np.asarray(y_raw), np.asarray(p_raw)):
         return None
-    if pred_names:
-        if p_raw is not None:
-            shape = tuple(np.asarray(y_raw).shape)
-            p = predicted_ids(p_raw, shape)
-            c = n_classes(p_raw, shape)
-            if p is not None and p.shape != y.shape:
-                p = None
+    if p_raw is not None:
+        shape = tuple(np.asarray(y_raw).shape)
+        p = predicted_ids(p_raw, shape)
+        c = n_classes(p_raw, shape)
+        if p is not None and p.shape != y.shape:
+            p = None
     return y, p, c
 
 
