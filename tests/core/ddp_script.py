@@ -1,7 +1,10 @@
-"""One worker of a 2-process gloo job: `python ddp_script.py OUT INCLUDE_WORKERS` with RANK set."""
+"""One worker of a 2-process gloo job: `python ddp_script.py OUT INCLUDE_WORKERS [stop]` with
+RANK set. With `stop` it trains until mldbg stops it, worker 0 a little slower than worker 1
+(so that a stop request often lands between the two workers' step ends)."""
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -11,7 +14,7 @@ import mldbg
 from mldbg.torch import Hook
 
 
-def main(out_dir: str, include_workers: str) -> None:
+def main(out_dir: str, include_workers: str, stop: bool) -> None:
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -27,11 +30,16 @@ def main(out_dir: str, include_workers: str) -> None:
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(100 + rank)  # each worker its own data
-    for _ in range(4):
-        x, y = torch.randn(4, 4, generator=g), torch.randint(0, 2, (4,), generator=g)
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    try:
+        for _ in range(2000 if stop else 4):
+            x, y = torch.randn(4, 4, generator=g), torch.randint(0, 2, (4,), generator=g)
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            if stop and rank == 0:
+                time.sleep(0.02)  # worker 1 ends each step first and waits in the next all-reduce
+            opt.step()
+    except mldbg.TrainingStopped as e:
+        print(f"stopped after step {hook.recorder.step - 1}: {e}", flush=True)
     hook.close()
     dist.barrier()
     dist.destroy_process_group()
@@ -40,4 +48,4 @@ def main(out_dir: str, include_workers: str) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], stop=sys.argv[3:] == ["stop"])

@@ -20,21 +20,26 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(out, include_workers):
+def start_job(out, include_workers, *args):
     port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(SCRIPT), str(out), include_workers],
+                [sys.executable, str(SCRIPT), str(out), include_workers, *args],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )
         )
-    for p in procs:
+    return procs
+
+
+def run_job(out, include_workers):
+    outputs = []
+    for p in start_job(out, include_workers):
         output, _ = p.communicate(timeout=120)
         # Known flake, open: in about 1 of 10 jobs a worker aborts with "terminate called
         # without an active exception" in C++ teardown after Python has finished (after "worker
@@ -42,6 +47,8 @@ def run_job(out, include_workers):
         # by then, and the assertions below check all of it.
         finished = "worker done" in output
         assert p.returncode == 0 or (finished and p.returncode == -6), output
+        outputs.append(output)
+    return outputs
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +87,41 @@ def test_include_workers_one_records_rank_zero_only(runs):
     assert trial.steps() == [0, 1, 2, 3]
     with pytest.raises(mldbg.errors.TensorUnavailableForStep, match="worker_1"):
         trial.tensor("0.weight").value(1, worker="worker_1")
+
+
+def test_every_worker_stops_at_the_same_step(tmp_path):
+    """A stop request reaches the two workers between their step ends: both must stop after the
+    same step, or the one still training waits forever in its next all-reduce."""
+    import json
+    import re
+    import time
+
+    from mldbg.store import layout, open_store
+
+    run = tmp_path / "run"
+    procs = start_job(run, "all", "stop")
+    try:
+        trial = mldbg.create_trial(run)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            trial.refresh()
+            if len(trial.steps()) >= 5:
+                break
+            time.sleep(0.05)
+        assert len(trial.steps()) >= 5, "the job did not start"
+        request = {"reason": "test: stop", "requested": time.time()}
+        open_store(str(run)).write(layout.STOP_REQUEST, [json.dumps(request).encode()])
+        outputs = [p.communicate(timeout=60)[0] for p in procs]  # a worker left waiting would hang
+    finally:
+        for p in procs:
+            p.kill()
+    steps = []
+    for p, output in zip(procs, outputs, strict=True):
+        found = re.search(r"stopped after step (\d+): mldbg stopped the training", output)
+        assert found and (p.returncode == 0 or ("worker done" in output and p.returncode == -6)), output
+        steps.append(int(found.group(1)))
+    assert steps[0] == steps[1], steps
+    trial = mldbg.create_trial(run)
+    assert trial.loaded_all_steps and trial.steps()[-1] == steps[0]
+    for worker in ("worker_0", "worker_1"):
+        assert trial.tensor("0.weight").workers(steps[0]) == ["worker_0", "worker_1"], worker

@@ -22,6 +22,7 @@ import numpy as np
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
+from mldbg.record.stop import StopRequests
 from mldbg.record.writer import Pending, Writer
 from mldbg.store import Store, layout, open_store
 
@@ -93,10 +94,7 @@ class Recorder:
         # every half second on a remote store
         if stop_check_seconds is None:
             stop_check_seconds = 0.5 if self.store.remote else 0.0
-        self._stop_check_seconds = stop_check_seconds
-        self._started = time.time()
-        self._next_stop_check = 0.0
-        self._stale_stop_checked = False  # until then, a stale stop request is removed when seen
+        self._stops = StopRequests(self.store, rank, world_size, stop_check_seconds, started=time.time())
         self.stopped = False
         self.writer: Writer | None = None
         if self.enabled:
@@ -123,7 +121,7 @@ class Recorder:
                 self.store.delete(layout.end_key(self.worker))
             except StoreFull as e:  # a bucket away and no room to buffer: the store said so
                 log.error("mldbg: %s", e)
-            self._clear_stale_stop()
+            self._stops.clear_stale()
         _close_at_exit(self)
 
     # steps ------------------------------------------------------------------------------
@@ -244,46 +242,11 @@ class Recorder:
 
     # stop requests and closing ----------------------------------------------------------
     def _check_stop(self) -> None:
-        now = time.monotonic()
-        if now < self._next_stop_check:
-            return
-        self._next_stop_check = now + self._stop_check_seconds
-        try:
-            requested = self.store.exists(layout.STOP_REQUEST)
-        except Exception:  # an unreachable store must not stop training
-            return
-        if requested:
-            request = _read_request(self.store)
-            if request.get("requested", self._started) < self._started:
-                if not self._stale_stop_checked:  # the bucket was away at the start
-                    self._stale_stop_checked = True
-                    self._remove_stale_stop()
-                return  # left over from an earlier run in the same place
+        reason = self._stops.check(self.step - 1)
+        if reason is not None:
             self.stopped = True
             self.close()
-            reason = request.get("reason", "a rule fired")
             raise TrainingStopped(f"mldbg stopped the training at step {self.step - 1}: {reason}")
-
-    def _clear_stale_stop(self) -> None:
-        """A stop request older than this run was meant for an earlier run here: remove it. If
-        the store cannot tell now (a bucket away), `_check_stop` removes it once it can, and
-        ignores it until then (it predates `_started`)."""
-        try:
-            found = self.store.exists(layout.STOP_REQUEST)
-        except Exception as e:
-            log.debug("mldbg: stop request in %s not checked yet: %s", self.store.url, e)
-            return
-        self._stale_stop_checked = True
-        if found:
-            request = _read_request(self.store)
-            if request.get("requested", 0) < self._started:
-                self._remove_stale_stop()
-
-    def _remove_stale_stop(self) -> None:
-        try:
-            self.store.delete(layout.STOP_REQUEST)
-        except Exception as e:
-            log.warning("mldbg: cannot remove an old stop request from %s: %s", self.store.url, e)
 
     def flush(self) -> None:
         if self._batch:
@@ -307,14 +270,6 @@ class Recorder:
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)
-
-
-def _read_request(store: Store) -> dict[str, Any]:
-    try:
-        request = json.loads(store.read(layout.STOP_REQUEST))
-        return request if isinstance(request, dict) else {}
-    except Exception:
-        return {}
 
 
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()
