@@ -107,7 +107,8 @@ def summary() -> str:
                 ov["smdebug a"][k] / ov["a"][k] if ov["a"][k] > 0 else float("inf")
                 for k in ("added_ms", "added_cpu_ms")
             )
-            rows.append([f"smdebug's added time / mldbg's in (a), {policy}: wall / CPU", f"{w:.1f}x / {c:.1f}x", ">= 3x",
+            shown = [f"{v:.1f}x" if v != float("inf") else "(mldbg added none)" for v in (w, c)]
+            rows.append([f"smdebug's added time / mldbg's in (a), {policy}: wall / CPU", " / ".join(shown), ">= 3x",
                          f"{'met' if w >= 3 else 'not met'} / {'met' if c >= 3 else 'not met'}"])  # fmt: skip
     hc = load("hook_cpu")
     for r in hc.get("rows", []):
