@@ -51,6 +51,7 @@ def test_a_run_of_two_workers(two_worker_run, sweep, client):
     exploded = [f for f in split[two_worker_run] if f.rule == "exploding_tensor"]
     assert exploded and {f.worker for f in exploded} == {"worker_1"}  # the rank that exploded
     assert {f.worker for f in split[two_worker_run]} <= {"worker_0", "worker_1"}
+    assert split[two_worker_run] == mldbg.check(two_worker_run, per_worker=True)  # one per worker, as check
 
 
 def test_unreadable_runs_are_errors_and_the_rest_is_checked(sweep, client, tmp_path):

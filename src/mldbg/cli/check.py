@@ -27,11 +27,14 @@ def collect_rule_specs(rules: tuple[str, ...], config: str | None) -> list[Any]:
 
 
 def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
-    """Print a finding as text, or as one JSON object (with `extra` fields first, e.g. the run)."""
+    """Print a finding as text, or as one JSON object (with `extra` fields first, e.g. the run);
+    a finding on one worker of a run (`--per-worker`) names it."""
+    worker = getattr(finding, "worker", None)
     if as_json:
-        click.echo(json.dumps({**extra, **{k: getattr(finding, k) for k in JSON_KEYS}}))
+        fields = {k: getattr(finding, k) for k in JSON_KEYS}
+        click.echo(json.dumps({**extra, **fields, **({"worker": worker} if worker else {})}))
     else:
-        click.echo(str(finding))
+        click.echo(f"{worker}: {finding}" if worker else str(finding))
 
 
 def _list_rules() -> None:
@@ -55,6 +58,8 @@ def _list_rules() -> None:
 @click.option("--start-step", type=int, default=None, help="First global step to check.")
 @click.option("--end-step", type=int, default=None, help="Stop before this global step.")
 @click.option("--list", "list_rules", is_flag=True, help="List the built-in rules and their parameters.")
+@click.option("--per-worker", is_flag=True,
+              help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 @click.option("--verbose", "-v", is_flag=True, help="Say why each skipped rule was skipped.")
 def check(
     path: str | None,
@@ -64,6 +69,7 @@ def check(
     start_step: int | None,
     end_step: int | None,
     list_rules: bool,
+    per_worker: bool,
     verbose: bool,
 ) -> None:
     """Run rules over the run recorded at PATH (a directory or s3://bucket/prefix).
@@ -76,13 +82,14 @@ def check(
       mldbg check ./run
       mldbg check ./run --rule dead_relu --rule loss_not_decreasing:num_steps=20
       mldbg check ./run --config rules.yaml --json
+      mldbg check ./ddp_run --per-worker       # every rank of a distributed job on its own
     """
     if list_rules:
         _list_rules()
         return
     if not path:
         _fail("give the PATH of a recorded run (or --list to see the rules)")
-    from mldbg.rules.runner import RuleRunner
+    from mldbg.rules.runner import PerWorkerRunner, RuleRunner
     from mldbg.trial import create_trial
 
     specs: list[Any] = list(rules)
@@ -91,7 +98,8 @@ def check(
         trial = create_trial(str(path))
         if not trial.steps() and not trial.workers():
             _fail(f"no recorded run at {path} (no steps written; is the path right?)")
-        runner = RuleRunner(trial, specs or None, start_step=start_step, end_step=end_step)
+        cls = PerWorkerRunner if per_worker else RuleRunner
+        runner = cls(trial, specs or None, start_step=start_step, end_step=end_step)
         findings = runner.run_available() + runner.finish()
     except MldbgError as e:
         _fail(str(e))
@@ -115,9 +123,11 @@ def check(
     if not as_json:
         ran = len(runner.rules) - len(runner.skipped)
         fired = len({f.rule for f in findings})
+        split = getattr(runner, "runners", None)  # the workers checked on their own
         click.echo(
             f"{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
-            f"over {len(trial.steps())} steps of {path}",
+            f"over {len(trial.steps())} steps of {path}"
+            + (f" ({len(split)} workers, each on its own)" if split else ""),
             err=True,
         )
     if runner.errors:

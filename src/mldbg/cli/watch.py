@@ -103,8 +103,8 @@ def printer(as_json: bool) -> Callable[[Any], None]:
     def show(finding: Any) -> None:
         if as_json:
             click.echo(json.dumps(finding.to_dict()))
-        else:
-            click.echo(str(finding))
+        else:  # a finding on one worker (--per-worker) names it
+            click.echo(f"{finding.worker}: {finding}" if finding.worker else str(finding))
         sys.stdout.flush()
 
     return show
@@ -153,8 +153,10 @@ def announce(watcher: Any) -> None:
     metavar="SECONDS",
     help="Give up (exit 3) if no step is written within SECONDS.",
 )
+@click.option("--per-worker", is_flag=True,
+              help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
-          as_json: bool, quiet: bool, poll_seconds: float, **options: Any) -> None:  # fmt: skip
+          per_worker: bool, as_json: bool, quiet: bool, poll_seconds: float, **options: Any) -> None:  # fmt: skip
     """Run rules on PATH while it is written (it may not exist yet), until training ends.
 
     A step is checked as soon as the next one is written (while training runs, more
@@ -169,7 +171,7 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
         watcher = make_watcher(
             path, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds, label="mldbg watch",
             state=False if no_state else (state_path or True), wait_timeout=wait_timeout,
-            alive=None if pid is None else _pid_alive(pid),
+            alive=None if pid is None else _pid_alive(pid), per_worker=per_worker,
         )  # fmt: skip
     except InvalidConfig as e:
         raise click.UsageError(str(e)) from None

@@ -10,6 +10,7 @@ were not saved is skipped, once, with the reason in `runner.skipped`; it never f
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import logging
 import os
@@ -32,7 +33,9 @@ from mldbg.errors import (
 )
 from mldbg.rules.base import BUILTIN, Finding, Rule, snake_case
 from mldbg.rules.view import TrialView
+from mldbg.store import open_store
 from mldbg.trial import Trial, create_trial
+from mldbg.trial.worker_view import run_workers
 
 log = logging.getLogger("mldbg")
 
@@ -334,9 +337,123 @@ class RuleRunner:
             return []
         if result is None:
             return []
-        if isinstance(result, Finding):
-            return [result]
-        return [f for f in result if f is not None]
+        found = [result] if isinstance(result, Finding) else [f for f in result if f is not None]
+        if self.trial.worker is not None:  # a trial of one worker (create_trial(path, worker=...))
+            for f in found:
+                f.worker = f.worker or self.trial.worker
+        return found
+
+
+class PerWorkerRunner:
+    """A `RuleRunner` for each worker of a run written by several (the ranks of a distributed
+    job, `include_workers="all"`), so that a rank that goes wrong alone is seen: a RuleRunner
+    over the whole run reads each step from its first worker. Each worker's rules are built
+    anew from the specs, and their findings carry `Finding.worker`.
+
+    A run of one worker is checked as a whole, exactly as `RuleRunner` does. A worker that
+    starts writing later (a live job) gets its runner when it appears. The same surface as
+    RuleRunner: `run_available()`, `finish()`, `last_step` (the step every worker was checked
+    through), `rules` (one worker's), and `skipped`, `errors`, `corrupt` merged by rule name.
+    """
+
+    def __init__(
+        self,
+        trial: Trial | str | os.PathLike[str],
+        rules: RuleSpec | Iterable[RuleSpec] | None = None,
+        start_step: int | None = None,
+        end_step: int | None = None,
+    ):
+        if rules is not None and not isinstance(rules, (str, Rule, type, Mapping)):
+            rules = list(rules)  # read once per worker
+        self._specs = rules
+        self._steps = (start_step, end_step)
+        self.runners: dict[str, RuleRunner] = {}  # worker -> its runner (empty for a whole run)
+        self._whole: RuleRunner | None = None
+        if isinstance(trial, Trial):
+            self.store, self._on_corrupt = trial.store, trial.on_corrupt
+            several = trial.worker is None and (len(trial.workers()) > 1 or trial.expected_workers > 1)
+        else:  # a finished run's workers are listed, not read: no index is loaded twice
+            self.store, self._on_corrupt = open_store(trial), "raise"
+            several = len(run_workers(self.store)) > 1
+            if not several:
+                trial = create_trial(self.store)
+                several = len(trial.workers()) > 1 or trial.expected_workers > 1
+        if several:
+            self.rules = resolve_rules(_fresh(rules), None)
+            self._add_workers()
+        else:
+            self._whole = RuleRunner(trial, rules, start_step, end_step)
+            self.rules = self._whole.rules
+
+    def _add_workers(self) -> None:
+        for worker in run_workers(self.store):
+            if worker not in self.runners:
+                view = create_trial(self.store, on_corrupt=self._on_corrupt, worker=worker)
+                self.runners[worker] = RuleRunner(view, _fresh(self._specs), *self._steps)
+
+    def _each(self) -> list[RuleRunner]:
+        return [self._whole] if self._whole is not None else list(self.runners.values())
+
+    def run_available(self) -> list[Finding]:
+        """Check every step not checked yet, worker by worker. Returns the new findings."""
+        if self._whole is None:
+            self._add_workers()
+        return [f for runner in self._each() for f in runner.run_available()]
+
+    def finish(self) -> list[Finding]:
+        """Check the rest and the whole-run conditions of every worker. Call once training ended."""
+        if self._whole is None:
+            self._add_workers()
+        return [f for runner in self._each() for f in runner.finish()]
+
+    @property
+    def last_step(self) -> int:
+        """The last global step checked on every worker (-1 before any)."""
+        return min((r.last_step for r in self._each()), default=-1)
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return self._merged("skipped")
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return self._merged("errors")
+
+    @property
+    def corrupt(self) -> dict[str, str]:
+        return {what: name for r in self._each() for what, name in r.corrupt.items()}
+
+    def _merged(self, kind: str) -> dict[str, str]:
+        """Rule name -> why, from every worker; the workers are named unless it is all of them."""
+        if self._whole is not None:
+            return dict(getattr(self._whole, kind))
+        by_rule: dict[str, dict[str, str]] = {}
+        for worker, runner in self.runners.items():
+            for name, why in getattr(runner, kind).items():
+                by_rule.setdefault(name, {})[worker] = why
+        out = {}
+        for name, whys in by_rule.items():
+            if len(whys) == len(self.runners) and len(set(whys.values())) == 1:
+                out[name] = next(iter(whys.values()))
+            else:
+                out[name] = "; ".join(f"{worker}: {why}" for worker, why in whys.items())
+        return out
+
+
+def _fresh(specs: RuleSpec | Iterable[RuleSpec] | None) -> Any:
+    """A copy of rule specs to build one worker's rules from: a rule holds state and its
+    trial, and must never be shared between workers."""
+    if specs is None:
+        return None
+    listed = [specs] if isinstance(specs, (str, Rule, type, Mapping)) else list(specs)
+    for spec in listed:
+        bound = isinstance(spec, Rule) and spec.trial is not None
+        if bound or (not isinstance(spec, type) and callable(getattr(spec, "invoke_at_step", None))):
+            raise InvalidConfig(
+                f"rule {spec!r} is an object bound to a trial; to check each worker on its own, "
+                "give its name, class or {'name': ..., **params}, so that every worker gets its own"
+            )
+    return copy.deepcopy(specs)
 
 
 def _load_builtin() -> None:
@@ -348,13 +465,19 @@ def check(
     rules: RuleSpec | Iterable[RuleSpec] | None = None,
     start_step: int | None = None,
     end_step: int | None = None,
+    per_worker: bool = False,
 ) -> list[Finding]:
     """Run rules over a recorded run and return what they found.
 
     `rules=None` runs the default set: every built-in rule whose data was recorded. A rule
     that raised is reported as a RuntimeWarning (the others still ran).
+
+    In a run written by several workers (`include_workers="all"`) the rules read each step
+    from its first worker. `per_worker=True` checks each worker on its own (worker by worker,
+    in that order) and every finding names its `worker`; a one-worker run is checked as usual.
     """
-    runner = RuleRunner(path, rules, start_step=start_step, end_step=end_step)
+    cls = PerWorkerRunner if per_worker else RuleRunner
+    runner = cls(path, rules, start_step=start_step, end_step=end_step)
     findings = runner.run_available() + runner.finish()
     for name, err in runner.errors.items():
         warnings.warn(f"mldbg: rule {name} failed: {err}", RuntimeWarning, stacklevel=2)
@@ -379,6 +502,7 @@ def invoke_rule(
 
 
 __all__ = [
+    "PerWorkerRunner",
     "RuleRunner",
     "SmdebugRule",
     "check",

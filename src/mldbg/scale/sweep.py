@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mldbg.errors import InvalidConfig, MldbgError
+from mldbg.errors import InvalidConfig, MldbgError, StoreError
 from mldbg.scale.cluster import ClientSpec, dask_client, run_tasks
-from mldbg.scale.workers import WorkerView, workers_of
 from mldbg.trial.runs import RunsSpec, find_runs
 
 if TYPE_CHECKING:
@@ -148,9 +148,9 @@ def check_runs(
     in `result.errors` and the others are still checked. `progress` shows a bar on stderr.
 
     `per_worker`: check each worker of a run written by several (the ranks of a distributed
-    job) on its own, in its own task, and tag the findings with `Finding.worker`. Without it
-    a run is checked as `mldbg.check` does, where the rules read each step from its first
-    worker only.
+    job) on its own, in its own task, as `mldbg.check(run, per_worker=True)` does, and tag the
+    findings with `Finding.worker`. Without it a run is checked as `mldbg.check` does, where
+    the rules read each step from its first worker only.
     """
     specs = rule_specs(rules)
     found, unmatched = find_runs(runs)
@@ -198,6 +198,28 @@ def _merge(result: SweepResult, run: str, outcomes: list[RunOutcome]) -> None:
         result.errors[run] = "; ".join(problems)
 
 
+def workers_of(runs: list[str]) -> dict[str, list[str]]:
+    """run -> the workers that wrote it (one listing per run, in parallel for remote stores)."""
+    from mldbg.store import open_store
+    from mldbg.trial.worker_view import run_workers
+
+    def workers(run: str) -> list[str]:
+        try:
+            store = open_store(run)
+        except Exception:  # an unreadable location: its check reports it
+            return []
+        try:
+            return run_workers(store)
+        except (OSError, StoreError):
+            return []
+        finally:
+            store.close()
+
+    remote = any("://" in r for r in runs)
+    with ThreadPoolExecutor(16 if remote else 1) as pool:
+        return dict(zip(runs, pool.map(workers, runs), strict=True))
+
+
 def rule_specs(rules: RuleSpecs) -> list[Any] | None:
     """Rule specs in a form that pickles and that `mldbg.check` takes, checked here (unknown
     names and parameters fail now, not in every task)."""
@@ -242,24 +264,20 @@ def _check_run(
     start_step: int | None,
     end_step: int | None,
 ) -> RunOutcome:
-    """The task: check one run (or one worker of it) as `mldbg.check` would, and say what went
-    wrong instead of raising."""
+    """The task: check one run (or one worker of it, its findings tagged with the worker) as
+    `mldbg.check` would, and say what went wrong instead of raising."""
     from mldbg.rules.runner import RuleRunner
-    from mldbg.store import open_store
     from mldbg.trial import create_trial
 
     began = time.perf_counter()
     outcome = RunOutcome(run, worker=worker)
     try:
-        trial = create_trial(run if worker is None else WorkerView(open_store(run), worker))
+        trial = create_trial(run, worker=worker)
         if not trial.steps() and not trial.workers():
             outcome.error = f"no recorded run at {run} (nothing written there; is the path right?)"
             return outcome
         runner = RuleRunner(trial, copy.deepcopy(rules), start_step=start_step, end_step=end_step)
         outcome.findings = runner.run_available() + runner.finish()
-        if worker is not None:
-            for f in outcome.findings:
-                f.worker = f.worker or worker
         outcome.steps = len(trial.steps())
     except MldbgError as e:
         outcome.error = str(e)

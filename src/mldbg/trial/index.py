@@ -17,6 +17,7 @@ from mldbg.config import Mode
 from mldbg.errors import CorruptRecord
 from mldbg.store import Store, layout
 from mldbg.store.format import SegmentIndex, decode_index
+from mldbg.trial.worker_view import WorkerView
 
 log = logging.getLogger("mldbg")
 
@@ -84,7 +85,8 @@ class RunIndex:
     def _add_worker(self, worker: str) -> None:
         self.workers.append(worker)
         meta = self._read_json(layout.meta_key(worker)) or {}
-        self.expected_workers = max(self.expected_workers, int(meta.get("expected_workers", 1)))
+        if not isinstance(self.store, WorkerView):  # one worker of a job is done when it ends
+            self.expected_workers = max(self.expected_workers, int(meta.get("expected_workers", 1)))
 
     def _read_json(self, key: str) -> dict | None:
         try:

@@ -19,28 +19,48 @@ from mldbg.errors import (
 from mldbg.store import Store, open_store
 from mldbg.trial.index import RunIndex
 from mldbg.trial.tensor import Tensor
+from mldbg.trial.worker_view import WorkerView
 
 
-def create_trial(path: str | os.PathLike[str] | Store, on_corrupt: str = "raise") -> Trial:
+def create_trial(
+    path: str | os.PathLike[str] | Store, on_corrupt: str = "raise", worker: str | None = None
+) -> Trial:
     """Open a run: a local path, `memory://name` or `s3://bucket/prefix`.
 
     The run may not exist yet, or may still be written: call `refresh()` or
     `wait_for_steps()` to see new steps. `on_corrupt="skip"` reads around damaged files
     (and warns) instead of raising `CorruptRecord`.
+
+    `worker="worker_1"` shows one worker of a run written by several (the ranks of a
+    distributed job, `include_workers="all"`) as a run of its own: its steps, its tensors,
+    `workers() == ["worker_1"]`, `loaded_all_steps` once that worker ended. Without it a
+    query reads each step from the first worker that saved it. A worker that did not write to
+    an existing run raises `InvalidConfig`, naming the workers that did.
     """
-    return Trial(open_store(path), on_corrupt=on_corrupt)
+    store = open_store(path)
+    if worker is not None:
+        store = WorkerView.checked(store, worker)
+    return Trial(store, on_corrupt=on_corrupt)
 
 
 class Trial:
     def __init__(self, store: Store, on_corrupt: str = "raise"):
         self.store = store
         self.path = store.url
+        self.on_corrupt = on_corrupt
+        # the one worker this trial shows (create_trial(path, worker=...)), else None
+        self.worker: str | None = store.worker if isinstance(store, WorkerView) else None
         self._index = RunIndex(store, on_corrupt)
         self._tensors: dict[str, Tensor] = {}
         self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
+        if self.worker is not None:
+            return (
+                f"Trial({self.path!r}, worker={self.worker!r}, steps={len(self._index.step_info)}, "
+                f"tensors={len(self._index.tensors)})"
+            )
         return f"Trial({self.path!r}, steps={len(self._index.step_info)}, tensors={len(self._index.tensors)})"
 
     # loading ----------------------------------------------------------------------------
@@ -145,7 +165,14 @@ class Trial:
         return self._index.step_info[step]
 
     def workers(self) -> list[str]:
+        """The workers that wrote to the run so far (only `worker` for a one-worker trial)."""
         return sorted(self._index.workers)
+
+    @property
+    def expected_workers(self) -> int:
+        """How many workers will write, as the first to start said (the world size of a job
+        recording every rank, else 1): `workers()` may list fewer while a job starts."""
+        return 1 if self.worker is not None else self._index.expected_workers
 
     def collections(self) -> dict[str, list[str]]:
         """Collection name -> the names of its recorded tensors."""

@@ -49,6 +49,8 @@ class Watcher:
     - `alive`: returns False once the training process is gone; the watcher then makes its
       final pass even if the run has no end marker (a crash, kill -9).
     - `wait_timeout`: seconds to wait for the run to appear before raising `WatchTimeout`.
+    - `per_worker`: check each worker of a run written by several (the ranks of a distributed
+      job) on its own, as `mldbg.check(path, per_worker=True)`; findings carry the worker.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Watcher:
         on_problem: Callable[[str], None] | None = None,
         alive: Callable[[], bool] | None = None,
         wait_timeout: float | None = None,
+        per_worker: bool = False,
     ):
         from mldbg.rules.runner import resolve_rules
 
@@ -76,13 +79,18 @@ class Watcher:
         self.on_problem = on_problem or (lambda text: self.progress.note(f"{self.progress.label}: {text}"))
         self.alive = alive
         self.wait_timeout = wait_timeout
+        self.per_worker = per_worker
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             self.trial = create_trial(path, on_corrupt="skip")
         self._report_warnings(caught)
         self.store = self.trial.store
         self.runner: Any = None
-        self.ident = watcher_id([repr(r) for r in self.rules] + [a.ident() for a in self.actions])
+        self.ident = watcher_id(
+            [repr(r) for r in self.rules]
+            + [a.ident() for a in self.actions]
+            + (["per_worker"] if per_worker else [])
+        )
         self._state_file: StateFile | None = None
         if state is not False:
             self._state_file = StateFile.for_watcher(self.store, self.ident, None if state is True else state)
@@ -183,11 +191,12 @@ class Watcher:
         self.progress.update(None, 0, len(self.rules), 0, 0, waiting=f"waiting for {self.store.url}")
 
     def _begin(self) -> None:
-        """The run is there: load the saved place, then start the rule runner."""
-        from mldbg.rules.runner import RuleRunner
+        """The run is there: load the saved place, then start the rule runner (one per worker
+        with `per_worker`, each worker's rules copied from `self.rules`)."""
+        from mldbg.rules.runner import PerWorkerRunner, RuleRunner
 
         self._load()
-        self.runner = RuleRunner(self.trial, self.rules)
+        self.runner = (PerWorkerRunner if self.per_worker else RuleRunner)(self.trial, self.rules)
 
     def _handle(self, found: list[Finding]) -> None:
         ctx = self.context
