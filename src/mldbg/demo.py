@@ -30,7 +30,7 @@ def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0 - 0.5).astype(np.float32) * 2  # pixels 0..16 -> -1..1
-    return tuple(train_test_split(x, y.astype(np.int64), test_size=0.25, random_state=seed, stratify=y))  # type: ignore[return-value]
+    return tuple(train_test_split(x, y.astype(np.int64), test_size=0.25, random_state=seed, stratify=y))
 
 
 def train_digits(

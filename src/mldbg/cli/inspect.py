@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 import numpy as np
 
 from mldbg.config import Mode
 
+if TYPE_CHECKING:
+    from mldbg.trial import Trial
 
-def _open(path: str):  # type: ignore[no-untyped-def]
+
+def _open(path: str) -> Trial:
     import mldbg
 
     trial = mldbg.create_trial(path)

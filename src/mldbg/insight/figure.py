@@ -15,7 +15,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg", ".pdf")
 def plotly() -> Any:
     """`plotly.graph_objects`, or an error that says which extra installs it."""
     try:
-        import plotly.graph_objects as go  # type: ignore[import-untyped]
+        import plotly.graph_objects as go
     except ImportError:
         raise MldbgError(
             "mldbg's plots need plotly: pip install 'mldbg[dashboard]' (or pip install plotly)"
@@ -25,7 +25,7 @@ def plotly() -> Any:
 
 def subplots(**kwargs: Any) -> Any:
     plotly()
-    from plotly.subplots import make_subplots  # type: ignore[import-untyped]
+    from plotly.subplots import make_subplots
 
     return make_subplots(**kwargs)
 

@@ -238,8 +238,8 @@ class _Protos:
     """The tensorboard package's protos and record writer, loaded on first use."""
 
     def __init__(self) -> None:
-        from tensorboard.compat.proto import event_pb2, summary_pb2  # type: ignore[import-untyped]
-        from tensorboard.summary.writer.record_writer import RecordWriter  # type: ignore[import-untyped]
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
 
         self.Event = event_pb2.Event
         self.Summary = summary_pb2.Summary

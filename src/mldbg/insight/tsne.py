@@ -45,7 +45,7 @@ def embedding(
     `labels`: None finds the labels tensor saved at the same step; a tensor name; or an array
     of N values. `step=None` is the last step `name` was saved at. `perplexity` defaults to
     min(30, (N - 1) / 3)."""
-    from sklearn.manifold import TSNE  # type: ignore[import-untyped]
+    from sklearn.manifold import TSNE
 
     trial = open_trial(run)
     m = parse_mode(mode)

@@ -239,7 +239,7 @@ class Profiler:
 
 def _process_start() -> float | None:
     try:
-        import psutil  # type: ignore[import-untyped]
+        import psutil
 
         return float(psutil.Process().create_time())
     except Exception:

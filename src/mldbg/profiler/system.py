@@ -84,7 +84,7 @@ class GPUs:
         self.note = ""
         self._nvml: Any = None
         try:
-            import pynvml  # type: ignore[import-untyped]
+            import pynvml
         except ImportError:
             self.note = "no GPU metrics: nvidia-ml-py is not installed (pip install 'mldbg[profiler]')"
             return
@@ -144,7 +144,7 @@ class NodeSampler:
     """One sample of the whole node per call (the first call only primes the counters)."""
 
     def __init__(self) -> None:
-        import psutil  # type: ignore[import-untyped]
+        import psutil
 
         self.psutil = psutil
         self.cores = psutil.cpu_count(logical=True) or 1
@@ -186,7 +186,7 @@ class ProcessSampler:
     scans /proc, too slow to do every 500 ms on a busy node)."""
 
     def __init__(self, pid: int | None = None, children_seconds: float = 5.0):
-        import psutil  # type: ignore[import-untyped]
+        import psutil
 
         self.psutil = psutil
         self.proc = psutil.Process(pid or os.getpid())

@@ -96,7 +96,7 @@ class PythonCapture:
 
         self.prof.disable()
         stats = pstats.Stats(self.prof)
-        raw = stats.stats  # type: ignore[attr-defined]
+        raw = stats.stats  # type: ignore[attr-defined]  # undocumented attribute: typeshed lacks it
         self.store.write(layout.window_key(self.worker, "python", first, last, ".prof"), [marshal.dumps(raw)])
         rows = []
         for (file, line, func), (cc, nc, tt, ct, _callers) in raw.items():

@@ -194,7 +194,7 @@ class Writer:
                     self._write(pending, held)
                     return
             flush_now = item is None or (isinstance(item, tuple) and item[0] is _FLUSH)
-            if not flush_now:
+            if item is not None and not flush_now:
                 for p in item:
                     held += p.nbytes
                     try:

@@ -64,7 +64,8 @@ class _Run:
         if not steps:
             return "unknown"
         mode, step = steps[0]
-        y = np.asarray(self.trial.tensor(self.label_name).value(step, mode=mode)).ravel()  # type: ignore[arg-type]
+        assert self.label_name is not None  # prediction_steps() is empty without it
+        y = np.asarray(self.trial.tensor(self.label_name).value(step, mode=mode)).ravel()
         integral = y.size > 0 and np.all(np.isfinite(y)) and np.all(y == np.round(y))
         if integral and len(np.unique(y)) <= 50:
             return "binary" if y.max() <= 1 and y.min() >= 0 else "multiclass"
@@ -84,8 +85,10 @@ class _Run:
 
     def prediction(self, mode: Mode, mode_step: int) -> Prediction:
         t = self.trial
-        y = np.asarray(t.tensor(self.label_name).value(mode_step, mode=mode))  # type: ignore[arg-type]
-        p = np.asarray(t.tensor(self.pred_name).value(mode_step, mode=mode))  # type: ignore[arg-type]
+        # callers take mode_step from prediction_steps(), which is empty without both tensors
+        assert self.label_name is not None and self.pred_name is not None
+        y = np.asarray(t.tensor(self.label_name).value(mode_step, mode=mode))
+        p = np.asarray(t.tensor(self.pred_name).value(mode_step, mode=mode))
         scores = None
         if self.score_name and t.tensor(self.score_name).has_step(mode_step, mode):
             scores = np.asarray(t.tensor(self.score_name).value(mode_step, mode=mode), dtype=float)

@@ -20,6 +20,7 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 
 if typing.TYPE_CHECKING:
+    from mldbg.rules.view import TrialView
     from mldbg.trial import Trial
 
 
@@ -134,7 +135,7 @@ class Rule:
         """The collections this rule reads (its parameters may change them); see `needs_any`."""
         return tuple(self.needs)
 
-    def check(self, trial: Trial, step: int) -> Finding | Iterable[Finding] | None:
+    def check(self, trial: Any, step: int) -> Finding | Iterable[Finding] | None:
         """Look at one step (global step number); return what is wrong, or None.
 
         smdebug-style rules define `invoke_at_step(step) -> bool` instead: True is a finding.
@@ -146,11 +147,11 @@ class Rule:
             return self.finding(trial, step, f"{type(self).__name__}: condition met at step {step}")
         return None
 
-    def finish(self, trial: Trial) -> Finding | Iterable[Finding] | None:
+    def finish(self, trial: Any) -> Finding | Iterable[Finding] | None:
         """Called once after the last step of a finished run (for whole-run conditions)."""
         return None
 
-    def poll(self, trial: Trial, now: float) -> Finding | Iterable[Finding] | None:
+    def poll(self, trial: Any, now: float) -> Finding | Iterable[Finding] | None:
         """Called on every pass of a live runner, new steps or not (for wall-clock rules)."""
         return None
 
@@ -168,7 +169,7 @@ class Rule:
 
     def finding(
         self,
-        trial: Trial | None,
+        trial: Trial | TrialView | None,
         step: int,
         message: str,
         tensors: Iterable[str] = (),

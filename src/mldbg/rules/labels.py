@@ -72,7 +72,7 @@ def n_classes(pred: np.ndarray | None, labels_shape: tuple[int, ...] | None = No
     return 2 if p.ndim >= 1 else None
 
 
-def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argmax: bool = False):  # type: ignore[no-untyped-def]
+def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argmax: bool = False):
     """(label ids, predicted ids or None, number of classes or None) at a step."""
     if not labels_names:
         return None

@@ -107,9 +107,9 @@ class LossTracker:
         """Read the losses of `step`. Returns (mode, the tensors read, evaluations closed by it)."""
         mode = view.mode(step)
         closed: list[tuple[str, Evaluation]] = []
-        for name, ev in list(self._open.items()):  # a pass ends at a gap or another mode
-            if mode != Mode.EVAL or step != ev.last_step + 1:
-                closed.append((name, ev))
+        for name, open_ev in list(self._open.items()):  # a pass ends at a gap or another mode
+            if mode != Mode.EVAL or step != open_ev.last_step + 1:
+                closed.append((name, open_ev))
                 del self._open[name]
         names = self.names(view, step)
         for name in names:

@@ -133,7 +133,7 @@ def _resolve_one(spec: RuleSpec, trial: Trial | None) -> list[Rule]:
     raise InvalidConfig(f"not a rule: {spec!r} (give a name, a Rule, or an object with invoke_at_step)")
 
 
-def _instantiate(cls: type, trial: Trial | None, params: Mapping[str, Any]) -> Rule:
+def _instantiate(cls: type[Any], trial: Trial | None, params: Mapping[str, Any]) -> Rule:
     if isinstance(cls, type) and issubclass(cls, Rule):
         return cls(trial, **params)
     if isinstance(cls, type) and callable(getattr(cls, "invoke_at_step", None)):
@@ -174,7 +174,7 @@ class SmdebugRule(Rule):
     def __init__(self, obj: Any, trial: Trial | None = None):
         super().__init__(trial)
         self.obj = obj
-        self.name = snake_case(type(obj).__name__)
+        self.name = snake_case(type(obj).__name__)  # type: ignore[misc]  # per instance: the wrapped object's name
         if getattr(obj, "base_trial", None) is None:
             with contextlib.suppress(AttributeError):
                 obj.base_trial = trial

@@ -37,16 +37,16 @@ def _norm_sf(z: float) -> float:
 def p_lower(a: Sequence[float], b: Sequence[float]) -> float:
     """One-sided Mann-Whitney p-value that the values of `a` tend to be lower than `b`'s
     (normal approximation with tie correction; continuity corrected). 1.0 when undecidable."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    n1, n2 = len(a), len(b)
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
+    n1, n2 = len(xa), len(xb)
     if n1 == 0 or n2 == 0:
         return 1.0
-    ranks = _ranks(np.concatenate([a, b]))
+    ranks = _ranks(np.concatenate([xa, xb]))
     u = ranks[:n1].sum() - n1 * (n1 + 1) / 2  # small when a is lower
     n = n1 + n2
-    _, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    _, counts = np.unique(np.concatenate([xa, xb]), return_counts=True)
     tie = (counts**3 - counts).sum()
     var = n1 * n2 / 12 * ((n + 1) - tie / (n * (n - 1))) if n > 1 else 0.0
     if var <= 0:

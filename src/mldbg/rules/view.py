@@ -9,9 +9,10 @@ recorded, and keeps the tensor names of each collection at hand.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -21,7 +22,14 @@ from mldbg.record.reductions import reduce
 from mldbg.store.format import ABS, REDUCTION_CODE
 from mldbg.trial import Trial
 
-_NO_RAW = object()
+
+class _Missing(enum.Enum):
+    """Cached "only reductions were saved" (None means "not read yet")."""
+
+    NO_RAW = enum.auto()
+
+
+_NO_RAW: Final = _Missing.NO_RAW
 _CODES = {code + (ABS if a else 0): (name, a) for name, code in REDUCTION_CODE.items() for a in (False, True)}
 
 
@@ -67,7 +75,7 @@ class TrialView:
         self._sync()
 
     # metadata ---------------------------------------------------------------------------
-    def collections(self) -> dict[str, frozenset[str]]:  # type: ignore[override]
+    def collections(self) -> dict[str, frozenset[str]]:
         if self._collections is None:
             self._collections = {c: frozenset(n) for c, n in self.trial.collections().items()}
         return self._collections

@@ -7,6 +7,7 @@ Nothing outside `mldbg.store` touches a filesystem or a bucket directly. Keys ar
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Sequence
 
 from mldbg.errors import StoreError
@@ -29,11 +30,11 @@ class Store(abc.ABC):
         """Bytes of `key` from `start`, `length` of them (or to the end). Raises FileNotFoundError."""
 
     @abc.abstractmethod
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         """Sorted keys below `prefix` (a folder, ending in '/'), those after `start_after` only."""
 
     @abc.abstractmethod
-    def children(self, prefix: str) -> list[str]:
+    def children(self, prefix: str) -> builtins.list[str]:
         """Sorted names of the sub-folders directly below `prefix`."""
 
     @abc.abstractmethod

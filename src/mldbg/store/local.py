@@ -10,6 +10,7 @@ runs beside the training job on a machine whose cores it uses.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import threading
@@ -95,13 +96,13 @@ class LocalStore(Store):
     def size(self, key: str) -> int:
         return self._path(key).stat().st_size
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
         if not base.is_dir():
             return []
         rel = base.relative_to(self.root).as_posix()
         rel = "" if rel == "." else rel + "/"
-        keys = []
+        keys: builtins.list[str] = []
         for dirpath, _dirnames, filenames in os.walk(base):
             sub = Path(dirpath).relative_to(base).as_posix()
             sub = "" if sub == "." else sub + "/"
@@ -111,7 +112,7 @@ class LocalStore(Store):
             keys = [k for k in keys if k > start_after]
         return keys
 
-    def children(self, prefix: str) -> list[str]:
+    def children(self, prefix: str) -> builtins.list[str]:
         base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
         try:
             return sorted(e.name for e in os.scandir(base) if e.is_dir())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Sequence
 
@@ -33,14 +34,14 @@ class MemoryStore(Store):
         end = len(data) if length is None else start + length
         return data[start:end]
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         with self._lock:
             keys = sorted(k for k in self._objects if k.startswith(prefix))
         if start_after is not None:
             keys = [k for k in keys if k > start_after]
         return keys
 
-    def children(self, prefix: str) -> list[str]:
+    def children(self, prefix: str) -> builtins.list[str]:
         with self._lock:
             rest = [k[len(prefix) :] for k in self._objects if k.startswith(prefix)]
         return sorted({r.split("/", 1)[0] for r in rest if "/" in r})

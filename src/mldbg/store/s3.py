@@ -167,7 +167,7 @@ class S3Store(Store):
             self._clients = (client, client)
         self._clients_lock = threading.Lock()
         try:
-            from boto3.s3.transfer import TransferConfig  # type: ignore[import-untyped]
+            from boto3.s3.transfer import TransferConfig
         except ImportError:
             raise ModuleNotFoundError(f"{self.url}: s3:// runs need boto3: pip install 'mldbg[s3]'") from None
         self._transfer = TransferConfig(
@@ -216,8 +216,8 @@ class S3Store(Store):
         return (self._clients or self._make_clients())[1]
 
     def _make_clients(self) -> tuple[Any, Any]:
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
+        import boto3
+        from botocore.config import Config
 
         with self._clients_lock:
             if self._clients is not None:
@@ -279,9 +279,9 @@ class S3Store(Store):
         k, parts, group = self._number(check_key(key), parts)
         self.cache.invalidate(k)
         self._absent.pop(k, None)
-        if self._local is not None:  # upload_from: the local copy first, the bucket later
-            self._local.write(k, parts)
-            self._enqueue(k, lambda q: q.put_ref(k, self._local.root / k, group))  # type: ignore[union-attr]
+        if (local := self._local) is not None:  # upload_from: the local copy first, the bucket later
+            local.write(k, parts)
+            self._enqueue(k, lambda q: q.put_ref(k, local.root / k, group))
             return
         if self._queue is not None and (group or len(self._queue) or not self._may_try()):
             self._enqueue(k, lambda q: q.put(k, parts, group), parts)  # older writes wait: keep the order
@@ -668,7 +668,7 @@ class S3Store(Store):
             args["Range"] = f"bytes={start}-" if length is None else f"bytes={start}-{start + length - 1}"
 
         def get() -> bytes:
-            from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+            from botocore.exceptions import ClientError
 
             try:
                 r = self._client.get_object(**args)
@@ -686,7 +686,7 @@ class S3Store(Store):
 
         return self._reading("read", k, get)
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+    def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         full = self._full_prefix(prefix)
 
         def list_all() -> builtins.list[str]:
@@ -781,7 +781,7 @@ class S3Store(Store):
         return int(head["ContentLength"])
 
     def _head(self, client: Any, k: str) -> dict[str, Any] | None:
-        from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+        from botocore.exceptions import ClientError
 
         try:
             return client.head_object(Bucket=self.bucket, Key=self._full(k))
@@ -858,7 +858,7 @@ class S3Store(Store):
         return f"the bucket is unreachable at {where} ({self._last_error or 'no answer'}); retrying in the background"
 
     def _error(self, what: str, k: str, e: BaseException) -> StoreError:
-        from botocore.exceptions import ClientError, NoCredentialsError  # type: ignore[import-untyped]
+        from botocore.exceptions import ClientError, NoCredentialsError
 
         where = f"{self.url}/{k}"
         endpoint = self.endpoint_url or "AWS"
@@ -977,8 +977,8 @@ def _status(e: Any) -> int:
 
 def _connection_error(e: BaseException) -> bool:
     """No answer at all (refused, timed out, reset): the bucket is unreachable."""
-    from botocore.exceptions import ConnectionError as BotoConnectionError  # type: ignore[import-untyped]
-    from botocore.exceptions import HTTPClientError  # type: ignore[import-untyped]
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
 
     cause = getattr(e, "last_exception", None)
     if cause is not None and cause is not e:
@@ -990,7 +990,7 @@ def _connection_error(e: BaseException) -> bool:
 
 def _transient(e: BaseException) -> bool:
     """Worth retrying: no answer, throttling, a server-side error."""
-    from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError  # type: ignore[import-untyped]
+    from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
 
     if isinstance(e, ClientError):
         status = _status(e)

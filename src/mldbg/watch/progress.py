@@ -103,7 +103,7 @@ class Progress:
 
     def _ensure_bar(self) -> Any:
         if self._bar is None:
-            from tqdm import tqdm  # type: ignore[import-untyped]
+            from tqdm import tqdm
 
             try:  # a terminal that reports no size (a bare pty) gets a fixed width
                 size = os.get_terminal_size(self.stream.fileno())

@@ -29,6 +29,7 @@ def nonfinite(
 ) -> str | None:
     """'nan', 'inf' or None for a tensor at a step, from the raw tensor or a saved reduction."""
     raw = view.raw(name, step)
+    m: float | None
     if raw is not None:
         if raw.dtype.kind not in "fc" or raw.size == 0:
             return None

@@ -104,7 +104,7 @@ class NotNormalizedData(Rule):
         if m.total is None or m.total.shape != total.shape:
             m.count, m.total, m.total_sq = count, total, total_sq
         else:
-            m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq  # type: ignore[operator]
+            m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq
         m.n += x.shape[0] if x.ndim > 1 else x.size
 
     def _judge(self, trial: TrialView, step: int, name: str, m: _Moments) -> Finding | None:

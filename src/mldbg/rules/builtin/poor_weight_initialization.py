@@ -126,8 +126,8 @@ class PoorWeightInitialization(Rule):
             fans = _fans(w)
             if fans is None or (w.ndim == 3 and w.shape[0] == 1):
                 continue
-            var = float(np.mean(np.square(w, dtype=np.float64)))
-            lo, hi = var * fans[0], var * fans[1]
+            mean_sq = float(np.mean(np.square(w, dtype=np.float64)))
+            lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             if lo > self.threshold:
                 scale.append((name, f"x{lo:.3g}"))
             elif hi < 1 / self.threshold:
@@ -163,13 +163,13 @@ class PoorWeightInitialization(Rule):
                 [g for g, _ in flat],
             )
         acts = [n for c in _ACTIVATIONS for n in trial.names(c, step=step) if is_input(n)]
-        var = {}
+        var: dict[str, float] = {}
         for n in acts:
             v = trial.reduce(n, step, "variance")
             if math.isfinite(v):
                 var[n] = v
         if len(var) >= 2:
-            hi_n, lo_n = max(var, key=var.get), min(var, key=var.get)  # type: ignore[arg-type]
+            hi_n, lo_n = max(var, key=var.__getitem__), min(var, key=var.__getitem__)
             ratio = var[hi_n] / var[lo_n] if var[lo_n] > 0 else math.inf
             if ratio > self.threshold ** (len(var) - 1):
                 hits["variance"] = (

@@ -49,7 +49,8 @@ class WeightUpdateRatio(Rule):
             return None
         grads = gradient_names(trial) if trial.has_collection("gradients") else {}
         has_grads = bool(grads) and bool(trial.names("gradients", step=step))
-        small, large = [], []
+        small: list[str] = []
+        large: list[str] = []
         for name in names:
             raw = trial.raw(name, step)
             cur: np.ndarray | float = (
