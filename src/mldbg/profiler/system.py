@@ -182,8 +182,9 @@ class NodeSampler:
 
 
 class ProcessSampler:
-    """The worker process and its children (re-listed every `children_seconds`: listing
-    scans /proc, too slow to do every 500 ms on a busy node)."""
+    """The worker process and its children that run the same program (data-loader and compile
+    workers; a server or a shell the job started is not one of its loaders), re-listed every
+    `children_seconds`: listing scans /proc, too slow to do every 500 ms on a busy node."""
 
     def __init__(self, pid: int | None = None, children_seconds: float = 5.0):
         import psutil
@@ -197,15 +198,17 @@ class ProcessSampler:
         self._prev: dict[int, float] = {}
         self._t = time.time()
         self._prev[self.proc.pid] = _cpu_seconds(self.proc)
+        self._exe = _exe(self.proc)
 
     def _refresh_children(self, now: float) -> None:
         if now < self._next_list:
             return
         self._next_list = now + self.children_seconds
         try:
-            self._children = self.proc.children(recursive=True)
+            children = self.proc.children(recursive=True)
         except self.psutil.Error:
-            self._children = []
+            children = []
+        self._children = [c for c in children if self._exe is None or _exe(c) == self._exe]
 
     def sample(self) -> list[Any] | None:
         now = time.time()
@@ -234,6 +237,14 @@ class ProcessSampler:
                 live += 1
         self._prev, self._t = seen, now
         return [now, max(0.0, 100.0 * busy / dt), rss, children_rss, live]
+
+
+def _exe(p: Any) -> str | None:
+    """The program a process runs, or None when the system will not say."""
+    try:
+        return str(p.exe()) or None
+    except Exception:  # psutil.Error: gone, or not ours to inspect
+        return None
 
 
 def _cpu_seconds(p: Any) -> float:
