@@ -124,7 +124,8 @@ def test_several_workers_one_node_sampler_and_live_reading(tmp_path):
     assert len(data.process("worker_1")) > 0 and len(data.steps("worker_1")) == step
 
 
-def test_any_store_and_a_failing_store_never_reach_training(tmp_path):
+@pytest.mark.parametrize("flush_seconds", [0.05, 60.0])  # 60: only close() writes, and meets every failure
+def test_any_store_and_a_failing_store_never_reach_training(tmp_path, flush_seconds):
     """The profiler writes through the Store interface (here in memory); a store that
     refuses writes for a while loses nothing: the rows are kept and written later."""
     from mldbg.store.memory import MemoryStore
@@ -138,14 +139,14 @@ def test_any_store_and_a_failing_store_never_reach_training(tmp_path):
                 raise OSError("bucket unavailable")
             super().write(key, parts)
 
-    store = Flaky("profiler-flaky")
-    prof = Profiler(store, ProfilerConfig(system_interval_ms=20, flush_seconds=0.05))
+    store = Flaky(f"profiler-flaky-{flush_seconds}")
+    prof = Profiler(store, ProfilerConfig(system_interval_ms=20, flush_seconds=flush_seconds))
     for step in range(30):
         prof.timeline.step_begin(step)
         time.sleep(0.005)
         prof.timeline.step_end()
     prof.close()
-    data = ProfilerData(MemoryStore("profiler-flaky"))
+    data = ProfilerData(MemoryStore(f"profiler-flaky-{flush_seconds}"))
     assert store.failures == 0
     assert data.steps("worker_0").step.tolist() == list(range(30))
     assert len(data.system()) > 5 and data.complete

@@ -123,7 +123,7 @@ def test_a_run_resumed_while_the_bucket_is_down_keeps_what_it_held(own_s3_server
     rec = record(url, 4, 100.0)  # the job is resumed while the bucket is away: numbered 1-4 for now
     assert rec.store.pending == 2 + 2 * 4
     own_s3_server.start()
-    deadline = time.monotonic() + 10  # training goes on; the stale stop request is seen and removed
+    deadline = time.monotonic() + 30  # training goes on; the stale stop request is seen and removed
     while reader.exists(layout.STOP_REQUEST):
         assert time.monotonic() < deadline, "the stale stop request was not removed"
         rec.start_step()

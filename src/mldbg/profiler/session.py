@@ -38,6 +38,8 @@ from mldbg.store import Store, open_store
 
 log = logging.getLogger("mldbg")
 
+FINAL_RETRY_SECONDS = 5.0  # close(): how long a failing store is retried before rows are given up
+
 
 class Profiler:
     def __init__(
@@ -200,8 +202,20 @@ class Profiler:
                 for r in rows:
                     self._steps.append(r)
         for w in (self._node_writer, self._process_writer, self._steps):
-            if w is not None:
-                w.flush()
+            if w is None:
+                continue
+            # the last flush retries a failing store for a while: nothing comes after it
+            deadline, delay = time.monotonic() + (FINAL_RETRY_SECONDS if final else 0.0), 0.05
+            while not w.flush() and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(2 * delay, 1.0)
+            if final and w.rows:
+                log.error(
+                    "mldbg: %d profiler rows for %s/%s could not be written",
+                    len(w.rows),
+                    w.store.url,
+                    w.prefix,
+                )
 
     # closing ------------------------------------------------------------------------------
     def close(self) -> None:
