@@ -49,3 +49,12 @@ def main(out_dir: str, include_workers: str, stop: bool) -> None:
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     main(sys.argv[1], sys.argv[2], stop=sys.argv[3:] == ["stop"])
+    # Leave without interpreter finalization. PyTorch 2.13 (`_engine_run_backward`) stashes a
+    # Python object (a contextvars.Context) in thread-local state during backward; the gloo
+    # all-reduces that DDP starts there copy it, and a later barrier keeps a weak reference to
+    # one still in flight. When a gloo worker thread frees that barrier after the interpreter
+    # began finalizing, the decref must take the GIL, CPython 3.11 ends the thread with
+    # pthread_exit inside a noexcept destructor, and the worker aborts with "terminate called
+    # without an active exception" (about 1 job in 60, with or without mldbg). Everything is
+    # written and flushed by now; there is nothing left for finalization to do.
+    os._exit(0)

@@ -41,12 +41,7 @@ def run_job(out, include_workers):
     outputs = []
     for p in start_job(out, include_workers):
         output, _ = p.communicate(timeout=120)
-        # Known flake, open: in about 1 of 10 jobs a worker aborts with "terminate called
-        # without an active exception" in C++ teardown after Python has finished (after "worker
-        # done"); seen only with the hook attached, not yet explained. Every record is written
-        # by then, and the assertions below check all of it.
-        finished = "worker done" in output
-        assert p.returncode == 0 or (finished and p.returncode == -6), output
+        assert p.returncode == 0, output  # (ddp_script.py's end explains its os._exit)
         outputs.append(output)
     return outputs
 
@@ -118,7 +113,7 @@ def test_every_worker_stops_at_the_same_step(tmp_path):
     steps = []
     for p, output in zip(procs, outputs, strict=True):
         found = re.search(r"stopped after step (\d+): mldbg stopped the training", output)
-        assert found and (p.returncode == 0 or ("worker done" in output and p.returncode == -6)), output
+        assert found and p.returncode == 0, output
         steps.append(int(found.group(1)))
     assert steps[0] == steps[1], steps
     trial = mldbg.create_trial(run)
