@@ -20,14 +20,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_job(out, include_workers, *args):
+def start_workers(*argv, cwd=None):
+    """Two processes `python *argv`, ranks 0 and 1 of a gloo job on a free port."""
     port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(SCRIPT), str(out), include_workers, *args],
+                [sys.executable, *argv],
+                cwd=cwd,
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -35,6 +37,10 @@ def start_job(out, include_workers, *args):
             )
         )
     return procs
+
+
+def start_job(out, include_workers, *args):
+    return start_workers(str(SCRIPT), str(out), include_workers, *args)
 
 
 def run_job(out, include_workers):
