@@ -46,6 +46,9 @@ SCRIPTS: dict[str, tuple[str, list[str], list[str]]] = {
     "reading": ("reading", [], ["--steps", "2000", "--repeat", "3"]),
     "storage": ("storage", [], ["--steps", "20"]),
     "memory": ("memory", [], ["--steps", "100", "--rounds", "1"]),
+    "sweep_throughput": ("sweep_throughput", [], ["--runs", "10", "--repeat", "2"]),
+    "dashboard_latency": ("dashboard_latency", [], ["--steps", "200", "--requests", "20"]),
+    "tensorboard_export": ("tensorboard_export", [], ["--steps", "200", "--repeat", "3"]),
 }
 # other engineers' figures: name -> (their doc, the heading of the section to include)
 OTHERS = {"rules_throughput": ("docs/benchmarks/rules.md", "## Rule-runner throughput")}
