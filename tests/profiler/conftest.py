@@ -1,5 +1,9 @@
 """Runs shared by the profiler tests: each tiny training is made once per session."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from profiler_runs import SLOW_STEPS, train
 
@@ -17,7 +21,10 @@ def healthy_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def slow_loader_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("slow_loader")
-    train(path, steps=40, data_sleep=0.02)  # every batch takes 20 ms to load, in the main process
+    # every batch takes 20 ms to load, in the main process; in a process of its own, so that no
+    # child of pytest (a server or watcher another test started) counts as its data loader
+    code = f"from profiler_runs import train; train({str(path)!r}, steps=40, data_sleep=0.02)"
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, check=True, timeout=300)
     return path
 
 
