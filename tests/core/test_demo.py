@@ -22,6 +22,8 @@ def test_demo_trains_records_and_catches_the_broken_run(tmp_path):
     assert healthy.loaded_all_steps and len(healthy.steps(mldbg.Mode.TRAIN)) > 20
     broken = mldbg.create_trial(tmp_path / "broken")
     assert broken.loaded_all_steps
-    assert max(broken.steps()) < 10 * 3 * 43 / 2  # stopped long before the planned end
+    # stopped before the planned end (10 * 3 epochs of 43 steps). How long before depends on the
+    # machine: ~1 s from the bad step to the stop, 250-700 steps of this tiny model on an idle one
+    assert max(broken.steps()) < 10 * 3 * 43 * 0.9
     assert mldbg.check(tmp_path / "healthy") == []
     assert {f.rule for f in mldbg.check(tmp_path / "broken")} >= {"dead_relu"}
