@@ -175,10 +175,7 @@ def main() -> None:
             result["added_per_saved_step_ms"] = ov["a"]["added_ms"] * 10
             result["added_cpu_per_saved_step_ms"] = ov["a"]["added_cpu_ms"] * 10
             result["added_main_cpu_per_saved_step_ms"] = ov["a"].get("added_main_cpu_ms", float("nan")) * 10
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def markdown(result: dict) -> str:

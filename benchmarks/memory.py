@@ -131,10 +131,7 @@ def main() -> None:
             "records": report.med([m.get("records", 0) for m in mine]),
         })  # fmt: skip
     result["rows"] = rows
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def markdown(r: dict) -> str:

@@ -351,10 +351,7 @@ def main() -> None:
         seconds=round(time.time() - t_start, 1),
         rows=summarize(plan, runs, args.steps),
     )
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def summarize(plan: list[tuple[str, str, str | None]], runs: dict[str, list[dict]], steps: int) -> list[dict]:

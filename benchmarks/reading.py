@@ -129,10 +129,7 @@ def main() -> None:
     result["reduction_warm_ms"] = ms(red)
     result["refresh_10_steps_ms"] = ms(refresh_new)
     result["refresh_nothing_ms"] = ms(refresh_none)
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def markdown(r: dict) -> str:

@@ -67,6 +67,13 @@ def save(name: str, result: dict, markdown: str) -> None:
     (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n")
 
 
+def publish(name: str, result: dict, markdown: str, save_it: bool = True) -> None:
+    """Print a figure's markdown and, unless `--no-save`, keep it under benchmarks/results/."""
+    print(markdown)
+    if save_it:
+        save(name, result, markdown)
+
+
 def header(result: dict) -> str:
     m = result["machine"]
     return (

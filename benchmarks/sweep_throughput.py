@@ -124,10 +124,7 @@ def main() -> None:
          "runs_per_s": args.runs / report.med(ts), "ratio": serial_s / report.med(ts)}
         for label, ts in times.items()
     ]  # fmt: skip
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def markdown(r: dict) -> str:

@@ -65,10 +65,7 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result["rows"] = rows
-    md = markdown(result)
-    print(md)
-    if not args.no_save:
-        report.save(args.name, result, md)
+    report.publish(args.name, result, markdown(result), not args.no_save)
 
 
 def markdown(r: dict) -> str:
