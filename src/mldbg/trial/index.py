@@ -17,7 +17,6 @@ from mldbg.config import Mode
 from mldbg.errors import CorruptRecord
 from mldbg.store import Store, layout
 from mldbg.store.format import SegmentIndex, decode_index
-from mldbg.trial.worker_view import WorkerView
 
 log = logging.getLogger("mldbg")
 
@@ -37,11 +36,14 @@ class TensorRows:
 
 
 class RunIndex:
-    def __init__(self, store: Store, on_corrupt: str = "raise"):
+    def __init__(self, store: Store, on_corrupt: str = "raise", single_worker: bool = False):
+        """`single_worker`: the store shows one worker of a job (a WorkerView); it is complete
+        when that worker ended, whatever the job's world size."""
         if on_corrupt not in ("raise", "skip"):
             raise ValueError("on_corrupt must be 'raise' or 'skip'")
         self.store = store
         self.on_corrupt = on_corrupt
+        self.single_worker = single_worker
         self.segments: list[SegmentIndex] = []
         self.segment_worker: list[int] = []
         self.workers: list[str] = []  # index = worker id
@@ -85,7 +87,7 @@ class RunIndex:
     def _add_worker(self, worker: str) -> None:
         self.workers.append(worker)
         meta = self._read_json(layout.meta_key(worker)) or {}
-        if not isinstance(self.store, WorkerView):  # one worker of a job is done when it ends
+        if not self.single_worker:
             self.expected_workers = max(self.expected_workers, int(meta.get("expected_workers", 1)))
 
     def _read_json(self, key: str) -> dict | None:

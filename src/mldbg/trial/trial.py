@@ -50,7 +50,7 @@ class Trial:
         self.on_corrupt = on_corrupt
         # the one worker this trial shows (create_trial(path, worker=...)), else None
         self.worker: str | None = store.worker if isinstance(store, WorkerView) else None
-        self._index = RunIndex(store, on_corrupt)
+        self._index = RunIndex(store, on_corrupt, single_worker=self.worker is not None)
         self._tensors: dict[str, Tensor] = {}
         self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
         self.refresh()
@@ -172,7 +172,7 @@ class Trial:
     def expected_workers(self) -> int:
         """How many workers will write, as the first to start said (the world size of a job
         recording every rank, else 1): `workers()` may list fewer while a job starts."""
-        return 1 if self.worker is not None else self._index.expected_workers
+        return self._index.expected_workers
 
     def collections(self) -> dict[str, list[str]]:
         """Collection name -> the names of its recorded tensors."""
