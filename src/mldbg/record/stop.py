@@ -47,7 +47,9 @@ class StopRequests:
         if self.world_size > 1:  # the pace places the agreed step; one worker needs none
             if self._last_end is not None:
                 took = now - self._last_end
-                self._step_seconds = took if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * took
+                self._step_seconds = (
+                    took if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * took
+                )
             self._last_end = now
         if self._stop_at is not None:
             return self._reason if finished >= self._stop_at else None
