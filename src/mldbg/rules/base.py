@@ -96,7 +96,7 @@ class Rule:
             )
         for key, value in params.items():
             setattr(self, key, _convert(self.name, key, value, self._types()[key]))
-        self._fired: set[Any] = set()
+        self.reset()
 
     @property
     def base_trial(self) -> Trial | None:
@@ -129,6 +129,16 @@ class Rule:
     def params(self) -> dict[str, Any]:
         """This instance's parameter values."""
         return {k: getattr(self, k) for k in self._types()}
+
+    def reset(self) -> None:
+        """Return the rule's state (windows, counters, what it reported) to its start.
+
+        Called when the rule is made and by the runner before it reads a run, so one rule
+        object can check run after run. A rule with state overrides it, calls
+        `super().reset()` and assigns every state attribute here: this is where a rule's
+        state is declared.
+        """
+        self._fired: set[Any] = set()
 
     # the work -----------------------------------------------------------------------------
     def needed_collections(self) -> tuple[str, ...]:
