@@ -8,10 +8,17 @@ from click.testing import CliRunner
 from profiler_runs import gpu_run, train
 
 from mldbg.cli.main import cli
-from mldbg.profiler import ProfilerConfig
-from mldbg.profiler.report import RULE_ORDER, write_report
+from mldbg.profiler import ProfilerConfig, ProfilerData
+from mldbg.report.profiler import profiler_rules, write_report
+from mldbg.rules.base import Finding
+from mldbg.rules.profiler import ProfilerRule, svg
 
 SECTIONS = ("summary", "verdicts", "system", "steps", "windows", "rules")
+# the order the rules declare (`ProfilerRule.order`): RULES.md's
+RULE_ORDER = (
+    "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck", "batch_size", "gpu_memory_increase",
+    "load_balancing", "step_outlier", "max_initialization_time", "dataloader", "overall_system_usage",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +86,48 @@ def test_cli(cpu_run, tmp_path):
     assert out.exists() and "n_outliers=1000" in out.read_text()
     r = CliRunner().invoke(cli, ["profile-report", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.html")])
     assert r.exit_code != 0 and "no profiler data" in r.output
+
+
+def test_the_report_lists_the_registered_profiler_rules_in_their_order():
+    assert [r.name for r in profiler_rules()] == list(RULE_ORDER)
+    given = profiler_rules(["step_outlier:n_outliers=3", "dead_relu", "no_such_rule"])
+    assert [r.name for r in given] == list(RULE_ORDER)
+    assert next(r for r in given if r.name == "step_outlier").n_outliers == 3
+
+
+class SlowSteps(ProfilerRule):
+    """A user's own profiler rule: a training step took longer than `limit_ms`."""
+
+    requires = "steps"
+    order = 65  # between load_balancing and step_outlier
+    limit_ms: float = 5.0
+
+    def evaluate(self, data, final):
+        for worker in data.workers():
+            s = data.steps(worker)
+            slow = s.duration * 1e3 > self.limit_ms
+            if slow.any():
+                yield worker, self.make(data, f"{int(slow.sum())} steps over {self.limit_ms:g} ms", step=0)
+
+    def chart(self, data, t0):
+        s = data.steps(data.workers()[0])
+        line = ("step duration", s.step.astype(float), s.duration * 1e3)
+        return svg.line_chart([line], "step", "ms", hlines=[(self.limit_ms, "slow-steps-limit")])
+
+
+def test_a_new_profiler_rule_brings_its_chart(cpu_run, tmp_path):
+    html = write_report(cpu_run, tmp_path / "p.html", rules=[SlowSteps(limit_ms=0.0)]).read_text()
+    ids = re.findall(r'id="rule-([a-z_]+)"', html)
+    assert ids == [*RULE_ORDER[:6], "slow_steps", *RULE_ORDER[6:]]
+    section = html.split('id="rule-slow_steps"')[1].split("</section>")[0]
+    assert "verdict fired" in section and "steps over 0 ms" in section
+    assert "<svg" in section and "slow-steps-limit" in section
+
+
+def test_a_profiler_rule_can_be_reused_after_reset(cpu_run):
+    rule = SlowSteps(limit_ms=0.0)
+    data = ProfilerData(cpu_run)
+    (first,) = rule.run(data)
+    assert rule.run(data) == []  # a condition is reported once
+    rule.reset()
+    assert rule.run(data) == [first] and isinstance(first, Finding)

@@ -19,7 +19,7 @@ def profile_report(path: str, output: str, rules: tuple[str, ...]) -> None:
     """Write a self-contained HTML report of the profiler data of the run at PATH: job
     summary, system usage, step durations and phases, top operators, and the profiler rules."""
     from mldbg.profiler.read import ProfilerData
-    from mldbg.profiler.report import write_report
+    from mldbg.report.profiler import write_report
 
     data = ProfilerData(path)
     if not data.has_data:

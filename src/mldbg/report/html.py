@@ -1,5 +1,6 @@
 """The HTML shell of a report: one self-contained file (inline CSS and SVG, no script, no
-CDN), made of titled sections. Shared by every report (`mldbg report`, the profiler report).
+CDN), made of titled sections: the training report's (`mldbg report`); the profiler report keeps
+its own page (`mldbg.report.profiler`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each function takes plain numbers and labels and returns one `<svg>` element sized by its
 `viewBox`, so it scales with the page. Hovering a point or bar shows its value (an SVG
-`<title>`). Shared by every HTML report (`mldbg report`, the profiler report).
+`<title>`). The training report's (`mldbg report`); the profiler report draws with
+`mldbg.rules.profiler.svg`, the charts its rules draw theirs with.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ not at a step's tensors, so:
   (no profiler data, no GPU series): the runner lists it in `skipped`, as for a missing
   collection.
 
-A subclass overrides `evaluate(data, final)` and returns `(key, Finding)` pairs.
+A subclass overrides `evaluate(data, final)` and returns `(key, Finding)` pairs, and
+`chart(data, t0)` to show its chart in the profiler report (`mldbg profile-report`), which
+lists the registered profiler rules by their `order`: a new rule is one new file here.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ class ProfilerRule(Rule):
     #: what the rule reads: "system" (node samples), "gpu" (GPU samples), "steps" (step
     #: timeline), "any" (whatever profiler data there is)
     requires: ClassVar[str] = "any"
+    #: where the profiler report lists the rule (ascending; the built-ins in RULES.md order)
+    order: ClassVar[int] = 1000
+    #: False for a rule that only gathers statistics for the report: it never fires
+    fires: ClassVar[bool] = True
 
-    # state (instance attributes, made on first use) ------------------------------------
-    def _state(self) -> dict[str, Any]:
-        st = self.__dict__.get("_profiler_state")
-        if st is None:
-            st = self.__dict__["_profiler_state"] = {"version": -1, "emitted": set()}
-        return st
+    def reset(self) -> None:
+        super().reset()
+        self._version = -1  # the profiler data version last evaluated
+        self._emitted: set[Any] = set()  # keys of the conditions already reported
+        self._unchecked: str | None = None  # after `finish`: why the rule could not run
 
     # what the runner calls ----------------------------------------------------------------
     def unavailable(self, trial: Any) -> str | None:
@@ -70,22 +75,20 @@ class ProfilerRule(Rule):
     def poll(self, trial: Any, now: float | None = None) -> list[Finding]:
         """The runner calls this on every pass: evaluate again when new chunks arrived."""
         data = profiler_data(trial)
-        st = self._state()
-        if data.version == st["version"]:
+        if data.version == self._version:
             return []
-        st["version"] = data.version
+        self._version = data.version
         return self._run(data, final=data.complete)
 
     def finish(self, trial: Any) -> list[Finding]:
         data = profiler_data(trial, max_age=0.0)
-        st = self._state()
-        st["version"] = data.version
-        st["unchecked"] = self.missing(data)
+        self._version = data.version
+        self._unchecked = self.missing(data)
         return self._run(data, final=True)
 
     def unchecked(self) -> str | None:
         """After `finish`: why the rule could not run (no profiler data, no GPU series)."""
-        return self._state().get("unchecked")
+        return self._unchecked
 
     def run(self, data: ProfilerData) -> list[Finding]:
         """Evaluate a complete run's data directly (the report does this)."""
@@ -95,15 +98,20 @@ class ProfilerRule(Rule):
         if self.missing(data) is not None:
             return []
         out = []
-        emitted = self._state()["emitted"]
         for key, finding in self.evaluate(data, final):
-            if key not in emitted:
-                emitted.add(key)
+            if key not in self._emitted:
+                self._emitted.add(key)
                 out.append(finding)
         return out
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         raise NotImplementedError
+
+    def chart(self, data: ProfilerData, t0: float) -> str | None:
+        """The rule's chart in the profiler report: an HTML fragment (inline SVG, drawn with
+        `mldbg.rules.profiler.svg`) of the series it judges, with its thresholds; times in
+        seconds since `t0`. None: no chart."""
+        return None
 
     # helpers ------------------------------------------------------------------------------
     def make(

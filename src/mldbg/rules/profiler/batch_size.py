@@ -6,7 +6,7 @@ from typing import Any
 from mldbg.profiler.read import ProfilerData
 from mldbg.profiler.stats import percentile, windows
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, fmt_pct
+from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, fmt_pct, svg
 
 
 @register
@@ -16,11 +16,25 @@ class BatchSize(ProfilerRule):
     hold almost no memory (< 1%: not used by the job) are left to low_gpu_utilization."""
 
     requires = "gpu"
+    order = 40
     cpu_threshold_p95: float = 70
     gpu_threshold_p95: float = 70
     gpu_memory_threshold_p95: float = 70
     patience: int = 1000
     window: int = 500
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """CPU, GPU utilization and GPU memory over time, with the p95 threshold."""
+        return svg.node_timelines(
+            data,
+            t0,
+            lambda node, sys, x: [
+                (f"{node} CPU", x, sys.cpu_total),
+                *svg.gpu_util_lines(node, sys, x),
+                *svg.gpu_memory_lines(node, sys, x),
+            ],
+            hlines=[(self.gpu_threshold_p95, "p95 thresholds")],
+        )
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for node in data.nodes():

@@ -7,7 +7,7 @@ import numpy as np
 
 from mldbg.profiler.read import ProfilerData
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule
+from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, svg
 
 
 @register
@@ -18,10 +18,23 @@ class CpuBottleneck(ProfilerRule):
     skipped."""
 
     requires = "gpu"
+    order = 20
     threshold: float = 50
     gpu_threshold: float = 10
     cpu_threshold: float = 90
     patience: int = 1000
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """The busiest core against the GPUs' utilization, with both thresholds."""
+        return svg.node_timelines(
+            data,
+            t0,
+            lambda node, sys, x: [
+                (f"{node} busiest core", x, sys.cpu_max_core),
+                *svg.gpu_util_lines(node, sys, x),
+            ],
+            hlines=[(self.cpu_threshold, "CPU threshold"), (self.gpu_threshold, "GPU idle threshold")],
+        )
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for node in data.nodes():

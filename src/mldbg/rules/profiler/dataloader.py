@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from html import escape
 from typing import Any
 
 import numpy as np
@@ -8,7 +9,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.profiler.read import ProfilerData
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import ProfilerRule, fmt_s
+from mldbg.rules.profiler import ProfilerRule, fmt_s, svg
 
 MIN_STEPS = 5
 
@@ -22,9 +23,40 @@ class Dataloader(ProfilerRule):
     loaders alone are not a finding: a fast data set needs none."""
 
     requires = "steps"
+    order = 90
     min_threshold: float = 70
     max_threshold: float = 200
     data_threshold: float = 30
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """Each worker's wait for data against its compute per training step, and its
+        number of data-loader processes."""
+        charts = []
+        for w in data.workers():
+            s = data.steps(w, Mode.TRAIN)
+            if len(s):
+                charts.append(
+                    svg.line_chart(
+                        [
+                            (f"{w} waiting for data", s.step.astype(float), s.data * 1e3),
+                            (
+                                f"{w} compute (first forward to step end)",
+                                s.step.astype(float),
+                                s.compute * 1e3,
+                            ),
+                        ],
+                        "step",
+                        "ms",
+                        markers=True,
+                    )
+                )
+            p = data.process(w)
+            if len(p):
+                charts.append(
+                    f"<p class='muted small'>{escape(w)}: up to {int(p.children.max())} child (data-loader) "
+                    f"processes, {data.worker_meta(w).get('cores', '?')} cores.</p>"
+                )
+        return "".join(charts)
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for worker in data.workers():

@@ -8,7 +8,7 @@ import numpy as np
 from mldbg.profiler.read import ProfilerData
 from mldbg.profiler.stats import windows
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import ProfilerRule
+from mldbg.rules.profiler import ProfilerRule, svg
 
 WARMUP_STEPS = 3  # the allocator and optimizer state grow during the first steps
 
@@ -21,9 +21,14 @@ class GpuMemoryIncrease(ProfilerRule):
     up then) and the first `patience` samples are skipped."""
 
     requires = "gpu"
+    order = 50
     increase: float = 5
     patience: int = 1000
     window: int = 10
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """Each GPU's memory use over time."""
+        return svg.node_timelines(data, t0, svg.gpu_memory_lines, y_label="% of GPU memory")
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for node in data.nodes():

@@ -8,7 +8,7 @@ import numpy as np
 from mldbg.profiler.read import ProfilerData
 from mldbg.profiler.stats import histogram, js_distance
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule
+from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, svg
 
 BINS = 20
 
@@ -21,8 +21,22 @@ class LoadBalancing(ProfilerRule):
     first training step, are skipped."""
 
     requires = "system"
+    order = 60
     threshold: float = 0.5
     patience: int = 1000
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """The utilization distributions it compares: the GPUs', or without GPUs the
+        workers' process CPU."""
+        hists = []
+        for node in data.nodes():
+            sys = data.system(node)
+            hists += [(f"{node}/gpu{g}", histogram(sys.gpu_util[:, g])) for g in range(sys.gpus)]
+        if hists:
+            return svg.distribution_chart(hists, "GPU utilization %")
+        top = 100.0 * max((int(data.worker_meta(w).get("cores", 1)) for w in data.workers()), default=1)
+        hists = [(w, histogram(data.process(w).cpu, 20, top)) for w in data.workers() if len(data.process(w))]
+        return svg.distribution_chart(hists, "worker CPU %, of one core", top) if hists else ""
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         hists: list[tuple[str, np.ndarray, float, float]] = []  # label, histogram, p50, first time

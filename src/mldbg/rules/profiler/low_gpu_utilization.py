@@ -6,7 +6,7 @@ from typing import Any
 from mldbg.profiler.read import ProfilerData
 from mldbg.profiler.stats import percentile, windows
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, fmt_pct
+from mldbg.rules.profiler import MIN_SAMPLES, ProfilerRule, fmt_pct, svg
 
 IDLE = 5.0  # p95 below this: nothing runs on the GPU
 
@@ -19,10 +19,23 @@ class LowGpuUtilization(ProfilerRule):
     if that comes sooner, are initialization and are skipped."""
 
     requires = "gpu"
+    order = 10
     threshold_p95: float = 70
     threshold_p5: float = 10
     window: int = 500
     patience: int = 1000
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """Each GPU's utilization over time, with both thresholds."""
+        return svg.node_timelines(
+            data,
+            t0,
+            svg.gpu_util_lines,
+            hlines=[
+                (self.threshold_p95, f"p95 threshold {self.threshold_p95:g}%"),
+                (self.threshold_p5, f"p5 threshold {self.threshold_p5:g}%"),
+            ],
+        )
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for node in data.nodes():

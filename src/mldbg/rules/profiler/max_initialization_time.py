@@ -7,7 +7,7 @@ from typing import Any
 from mldbg.config import Mode
 from mldbg.profiler.read import ProfilerData
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import ProfilerRule, fmt_s
+from mldbg.rules.profiler import ProfilerRule, fmt_s, svg
 
 
 @register
@@ -17,6 +17,7 @@ class MaxInitializationTime(ProfilerRule):
     never)."""
 
     requires = "steps"
+    order = 80
     threshold: float = 20
 
     def missing(self, data: ProfilerData) -> str | None:
@@ -25,6 +26,20 @@ class MaxInitializationTime(ProfilerRule):
         if all(not data.worker_meta(w).get("config", {}).get("step_phases", True) for w in data.workers()):
             return "no step timeline in this run (ProfilerConfig.step_phases=False)"
         return None
+
+    def chart(self, data: ProfilerData, t0: float) -> str | None:
+        """The initialization time beside the threshold."""
+        init = data.job_summary().get("initialization")
+        if init is None:
+            return None
+        return svg.stacked_bars(
+            [
+                ("initialization", [("initialization", init)]),
+                ("threshold", [("threshold", self.threshold * 60.0)]),
+            ],
+            "s",
+            {"initialization": "#d97706", "threshold": "#94a3b8"},
+        )
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         limit = self.threshold * 60.0

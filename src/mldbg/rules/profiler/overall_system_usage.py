@@ -15,7 +15,13 @@ class OverallSystemUsage(ProfilerRule):
     node and of every worker process); never fires."""
 
     requires = "system"
+    order = 100
+    fires = False
     default: ClassVar[bool] = False  # nothing to find: the report shows its statistics
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """The statistics have a section of their own in the report."""
+        return '<p class="muted small">The statistics are in <a href="#system">System usage</a>.</p>'
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         return ()

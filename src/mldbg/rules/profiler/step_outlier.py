@@ -9,7 +9,7 @@ from mldbg.config import Mode
 from mldbg.profiler.read import ProfilerData, StepSeries
 from mldbg.profiler.stats import robust_sigma
 from mldbg.rules.base import Finding, register
-from mldbg.rules.profiler import ProfilerRule, fmt_s
+from mldbg.rules.profiler import ProfilerRule, fmt_s, svg
 
 MIN_STEPS = 20
 
@@ -37,10 +37,33 @@ class StepOutlier(ProfilerRule):
     own (or only `mode`); the first step of each is warm-up and left out."""
 
     requires = "steps"
+    order = 70
     stddev: float = 3
     mode: Mode | None = None
     n_outliers: int = 10
     min_ratio: float = 1.5
+
+    def chart(self, data: ProfilerData, t0: float) -> str:
+        """Each worker's step durations (of `mode`, else TRAIN), with the outlier threshold."""
+        charts = []
+        for w in data.workers():
+            s = data.steps(w, self.mode or Mode.TRAIN)
+            if len(s) < 2:
+                continue
+            hl = []
+            if len(s) >= MIN_STEPS:
+                _, _, _, limit = outliers(s, self.stddev, self.min_ratio)
+                hl = [(limit * 1e3, f"outlier threshold {limit * 1e3:.3g} ms")]
+            charts.append(
+                svg.line_chart(
+                    [(f"{w} step duration", s.step.astype(float), s.duration * 1e3)],
+                    "step",
+                    "ms",
+                    markers=True,
+                    hlines=hl,
+                )
+            )
+        return "".join(charts)
 
     def evaluate(self, data: ProfilerData, final: bool) -> Iterable[tuple[Any, Finding]]:
         for worker in data.workers():

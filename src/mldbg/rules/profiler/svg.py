@@ -1,13 +1,25 @@
 """Small static SVG charts for the profiler report: lines over time, histograms, stacked
-bars. No JavaScript, no external files: the report stays one self-contained HTML page."""
+bars. No JavaScript, no external files: the report stays one self-contained HTML page.
+
+Here, beside the profiler rules, because each rule draws its own chart with them
+(`ProfilerRule.chart`); the report (`mldbg.report.profiler`) draws its other sections with
+them too. The rules never import the report.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from mldbg.profiler.read import ProfilerData, SystemSeries
+
+Line = tuple[str, np.ndarray, np.ndarray]  # label, x, y
+Span = tuple[float, float, str]  # x from, x to, colour
 
 PALETTE = (
     "#2563eb",
@@ -123,7 +135,7 @@ def _legend(labels: Sequence[tuple[str, str]]) -> str:
 
 
 def line_chart(
-    series: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    series: Sequence[Line],
     x_label: str,
     y_label: str,
     *,
@@ -131,7 +143,7 @@ def line_chart(
     y_max: float | None = None,
     hlines: Sequence[tuple[float, str]] = (),
     markers: bool = False,
-    spans: Sequence[tuple[float, float, str]] = (),
+    spans: Sequence[Span] = (),
     w: int = W,
     h: int = H,
 ) -> str:
@@ -273,3 +285,49 @@ def stacked_bars(
         )
     legend = [(n, colors.get(n, PALETTE[i % len(PALETTE)])) for i, n in enumerate(names)]
     return f'<svg viewBox="0 0 {w} {h}" class="chart">{"".join(out)}</svg>' + _legend(legend)
+
+
+# timelines of a run ---------------------------------------------------------------------
+def loop_span(data: ProfilerData, t0: float) -> list[Span]:
+    """The training loop, first step start to last step end, as a span to shade on a
+    timeline of seconds since `t0` (none while the loop's ends are unknown)."""
+    js = data.job_summary()
+    if js.get("first_step_start") and js.get("last_step_end"):
+        return [(js["first_step_start"] - t0, js["last_step_end"] - t0, "#60a5fa")]
+    return []
+
+
+def node_timelines(
+    data: ProfilerData,
+    t0: float,
+    lines: Callable[[str, SystemSeries, np.ndarray], Sequence[Line]],
+    y_label: str = "%",
+    hlines: Sequence[tuple[float, str]] = (),
+) -> str:
+    """One timeline (0-100, the training loop shaded) per node of the lines that
+    `lines(node, series, seconds since t0)` picks from the node's system series."""
+    spans = loop_span(data, t0)
+    charts = []
+    for node in data.nodes():
+        sys = data.system(node)
+        charts.append(
+            line_chart(
+                lines(node, sys, sys.time - t0),
+                "seconds since start",
+                y_label,
+                y_max=100,
+                spans=spans,
+                hlines=hlines,
+            )
+        )
+    return "".join(charts)
+
+
+def gpu_util_lines(node: str, sys: SystemSeries, x: np.ndarray) -> list[Line]:
+    """Each GPU's utilization on `node`."""
+    return [(f"{node} GPU {g} util", x, sys.gpu_util[:, g]) for g in range(sys.gpus)]
+
+
+def gpu_memory_lines(node: str, sys: SystemSeries, x: np.ndarray) -> list[Line]:
+    """Each GPU's memory use on `node`."""
+    return [(f"{node} GPU {g} memory", x, sys.gpu_mem[:, g]) for g in range(sys.gpus)]

@@ -1,10 +1,12 @@
-"""The profiler report: one self-contained static HTML page (inline CSS and SVG, no script,
-no CDN) from a run's profiler series.
+"""The profiler report (`mldbg profile-report`): one self-contained static HTML page (inline
+CSS and SVG, no script, no CDN) from a run's profiler series.
 
 Sections: job summary (initialization, training loop, finalization), rule verdicts, system
 usage statistics (p50/p95/p99/max per metric and node) and timelines, step durations
 (timeline and histogram), phase breakdown, top operators and Python functions of the
-profiling windows, then one section per profiler rule with its verdict and chart.
+profiling windows, then one section per profiler rule with its verdict and the chart the
+rule draws (`ProfilerRule.chart`). The rules are the registered profiler rules in their
+declared `order`: a new profiler rule shows here without an edit to this file.
 """
 
 from __future__ import annotations
@@ -19,17 +21,11 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.profiler import svg
 from mldbg.profiler.read import ProfilerData
-from mldbg.profiler.stats import histogram, percentile
-from mldbg.rules.base import Finding
-from mldbg.rules.profiler import ProfilerRule, fmt_s
-
-# RULES.md order
-RULE_ORDER = (
-    "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck", "batch_size", "gpu_memory_increase",
-    "load_balancing", "step_outlier", "max_initialization_time", "dataloader", "overall_system_usage",
-)  # fmt: skip
+from mldbg.profiler.stats import percentile
+from mldbg.rules import BUILTIN, Finding
+from mldbg.rules.profiler import ProfilerRule, fmt_s, svg
+from mldbg.rules.profiler.overall_system_usage import OverallSystemUsage
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:#0f172a;margin:0;background:#f8fafc}
@@ -54,10 +50,9 @@ code{font-size:12px}
 
 
 def profiler_rules(specs: Sequence[Any] | None = None) -> list[ProfilerRule]:
-    """The ten profiler rules with their defaults, or as given: names, "name:k=v,k2=v2"
-    strings, classes or instances (the profiler rules among them, in RULES.md order)."""
-    from mldbg.rules import BUILTIN
-
+    """Every registered profiler rule with its defaults, or as given in `specs`: names,
+    "name:k=v,k2=v2" strings, classes or instances (the profiler rules among them; those
+    not registered, a user's own, come too). Listed by their `order`."""
     given: dict[str, ProfilerRule] = {}
     for spec in specs or ():
         if isinstance(spec, ProfilerRule):
@@ -70,12 +65,12 @@ def profiler_rules(specs: Sequence[Any] | None = None) -> list[ProfilerRule]:
             cls = BUILTIN.get(name.strip())
             if cls is not None and issubclass(cls, ProfilerRule):
                 given[cls.name] = cls(None, **{k.strip(): v.strip() for k, v in params.items()})
-    out: list[ProfilerRule] = []
-    for name in RULE_ORDER:
-        cls = BUILTIN.get(name)
-        if cls is not None and issubclass(cls, ProfilerRule):
-            out.append(given.get(name) or cls())
-    return out
+    rules = [
+        given.pop(name) if name in given else cls()
+        for name, cls in BUILTIN.items()
+        if issubclass(cls, ProfilerRule)
+    ]
+    return sorted([*rules, *given.values()], key=lambda rule: rule.order)
 
 
 def write_report(source: Any, out: str | os.PathLike[str], rules: Sequence[Any] | None = None) -> Path:
@@ -91,6 +86,7 @@ def write_report(source: Any, out: str | os.PathLike[str], rules: Sequence[Any] 
 def render(data: ProfilerData, rules: Sequence[ProfilerRule]) -> str:
     results = []
     for rule in rules:
+        rule.reset()  # the report evaluates the whole run, whatever the rule saw before
         reason = rule.missing(data)
         findings = [] if reason else rule.run(data)
         results.append((rule, reason, findings))
@@ -215,7 +211,7 @@ def _badge(reason: str | None, findings: list[Finding], rule: ProfilerRule) -> s
         return '<span class="verdict skip">not evaluated</span>'
     if findings:
         return f'<span class="verdict fired">{len(findings)} issue{"s" if len(findings) > 1 else ""}</span>'
-    if rule.name == "overall_system_usage":
+    if not rule.fires:
         return '<span class="verdict ok">statistics</span>'
     return '<span class="verdict ok">no issue</span>'
 
@@ -225,8 +221,8 @@ def _system(
     data: ProfilerData, t0: float, results: Sequence[tuple[ProfilerRule, str | None, list[Finding]]]
 ) -> str:
     out = ['<h2 id="system">System usage</h2>']
-    usage = next((r for r, _, _ in results if r.name == "overall_system_usage"), None)
-    stats = usage.statistics(data) if usage is not None and hasattr(usage, "statistics") else []
+    usage = next((r for r, _, _ in results if isinstance(r, OverallSystemUsage)), None)
+    stats = usage.statistics(data) if usage is not None else []
     if not data.nodes():
         return (
             out[0]
@@ -237,7 +233,7 @@ def _system(
         "<h3>Statistics per metric and node</h3>"
         + _table(["node / worker", "metric", "p50", "p95", "p99", "max", "samples"], rows, left=2)
     )
-    spans = _loop_span(data, t0)
+    spans = svg.loop_span(data, t0)
     for node in data.nodes():
         sys = data.system(node)
         meta = data.node_meta(node)
@@ -307,13 +303,6 @@ def _system(
                 )
             )
     return "".join(out)
-
-
-def _loop_span(data: ProfilerData, t0: float) -> list[tuple[float, float, str]]:
-    js = data.job_summary()
-    if js.get("first_step_start") and js.get("last_step_end"):
-        return [(js["first_step_start"] - t0, js["last_step_end"] - t0, "#60a5fa")]
-    return []
 
 
 # steps ----------------------------------------------------------------------------------
@@ -442,160 +431,11 @@ def _rule_section(
             + (f'<div class="try">Try: {escape(f.suggestion)}</div>' if f.suggestion else "")
             + "</div>"
         )
-    if not findings and rule.name != "overall_system_usage":
+    if not findings and rule.fires:
         out.append('<p class="muted">Nothing found.</p>')
     try:
-        out.append(_rule_chart(data, t0, rule))
+        out.append(rule.chart(data, t0) or "")
     except Exception as e:  # a chart must not take the report down
         out.append(f'<p class="muted">chart unavailable: {escape(str(e))}</p>')
     out.append("</section>")
     return "".join(out)
-
-
-def _rule_chart(data: ProfilerData, t0: float, rule: Any) -> str:
-    name = rule.name
-    spans = _loop_span(data, t0)
-    charts = []
-    if name in (
-        "low_gpu_utilization",
-        "cpu_bottleneck",
-        "io_bottleneck",
-        "batch_size",
-        "gpu_memory_increase",
-    ):
-        for node in data.nodes():
-            sys = data.system(node)
-            x = sys.time - t0
-            gpu = [(f"{node} GPU {g} util", x, sys.gpu_util[:, g]) for g in range(sys.gpus)]
-            if name == "low_gpu_utilization":
-                charts.append(
-                    svg.line_chart(
-                        gpu,
-                        "seconds since start",
-                        "%",
-                        y_max=100,
-                        spans=spans,
-                        hlines=[
-                            (rule.threshold_p95, f"p95 threshold {rule.threshold_p95:g}%"),
-                            (rule.threshold_p5, f"p5 threshold {rule.threshold_p5:g}%"),
-                        ],
-                    )
-                )
-            elif name == "cpu_bottleneck":
-                charts.append(
-                    svg.line_chart(
-                        [(f"{node} busiest core", x, sys.cpu_max_core), *gpu],
-                        "seconds since start",
-                        "%",
-                        y_max=100,
-                        spans=spans,
-                        hlines=[
-                            (rule.cpu_threshold, "CPU threshold"),
-                            (rule.gpu_threshold, "GPU idle threshold"),
-                        ],
-                    )
-                )
-            elif name == "io_bottleneck":
-                charts.append(
-                    svg.line_chart(
-                        [(f"{node} I/O wait", x, sys.iowait), *gpu],
-                        "seconds since start",
-                        "%",
-                        y_max=100,
-                        spans=spans,
-                        hlines=[
-                            (rule.io_threshold, "I/O threshold"),
-                            (rule.gpu_threshold, "GPU idle threshold"),
-                        ],
-                    )
-                )
-            elif name == "batch_size":
-                mem = [(f"{node} GPU {g} memory", x, sys.gpu_mem[:, g]) for g in range(sys.gpus)]
-                charts.append(
-                    svg.line_chart(
-                        [(f"{node} CPU", x, sys.cpu_total), *gpu, *mem],
-                        "seconds since start",
-                        "%",
-                        y_max=100,
-                        spans=spans,
-                        hlines=[(rule.gpu_threshold_p95, "p95 thresholds")],
-                    )
-                )
-            else:
-                mem = [(f"{node} GPU {g} memory", x, sys.gpu_mem[:, g]) for g in range(sys.gpus)]
-                charts.append(
-                    svg.line_chart(mem, "seconds since start", "% of GPU memory", y_max=100, spans=spans)
-                )
-    elif name == "load_balancing":
-        hists = []
-        for node in data.nodes():
-            sys = data.system(node)
-            hists += [(f"{node}/gpu{g}", histogram(sys.gpu_util[:, g])) for g in range(sys.gpus)]
-        if hists:
-            charts.append(svg.distribution_chart(hists, "GPU utilization %"))
-        else:
-            top = 100.0 * max((int(data.worker_meta(w).get("cores", 1)) for w in data.workers()), default=1)
-            hists = [
-                (w, histogram(data.process(w).cpu, 20, top)) for w in data.workers() if len(data.process(w))
-            ]
-            charts.append(svg.distribution_chart(hists, "worker CPU %, of one core", top) if hists else "")
-    elif name == "step_outlier":
-        from mldbg.rules.profiler.step_outlier import MIN_STEPS, outliers
-
-        for w in data.workers():
-            s = data.steps(w, rule.mode or Mode.TRAIN)
-            if len(s) >= 2:
-                hl = []
-                if len(s) >= MIN_STEPS:
-                    _, _, _, limit = outliers(s, rule.stddev, rule.min_ratio)
-                    hl = [(limit * 1e3, f"outlier threshold {limit * 1e3:.3g} ms")]
-                charts.append(
-                    svg.line_chart(
-                        [(f"{w} step duration", s.step.astype(float), s.duration * 1e3)],
-                        "step",
-                        "ms",
-                        markers=True,
-                        hlines=hl,
-                    )
-                )
-    elif name == "dataloader":
-        for w in data.workers():
-            s = data.steps(w, Mode.TRAIN)
-            if len(s):
-                charts.append(
-                    svg.line_chart(
-                        [
-                            (f"{w} waiting for data", s.step.astype(float), s.data * 1e3),
-                            (
-                                f"{w} compute (first forward to step end)",
-                                s.step.astype(float),
-                                s.compute * 1e3,
-                            ),
-                        ],
-                        "step",
-                        "ms",
-                        markers=True,
-                    )
-                )
-            p = data.process(w)
-            if len(p):
-                charts.append(
-                    f"<p class='muted small'>{escape(w)}: up to {int(p.children.max())} child (data-loader) processes, {data.worker_meta(w).get('cores', '?')} cores.</p>"
-                )
-    elif name == "max_initialization_time":
-        js = data.job_summary()
-        init = js.get("initialization")
-        if init is not None:
-            charts.append(
-                svg.stacked_bars(
-                    [
-                        ("initialization", [("initialization", init)]),
-                        ("threshold", [("threshold", rule.threshold * 60.0)]),
-                    ],
-                    "s",
-                    {"initialization": "#d97706", "threshold": "#94a3b8"},
-                )
-            )
-    elif name == "overall_system_usage":
-        charts.append('<p class="muted small">The statistics are in <a href="#system">System usage</a>.</p>')
-    return "".join(charts)
