@@ -89,6 +89,11 @@ def test_unpicklable_actions_are_refused_with_a_reason(tmp_path):
         start_watcher(tmp_path, ["exploding_tensor"], [Local()])
 
 
+def test_a_wrong_action_name_is_refused_before_the_child_starts(tmp_path):
+    with pytest.raises(mldbg.errors.InvalidConfig, match="unknown type 'pager'"):
+        start_watcher(tmp_path, ["exploding_tensor"], ["stop", {"type": "pager"}])
+
+
 def test_hook_rules_and_actions_in_one_line(tmp_path):
     """`Hook(..., rules=, actions=)`: a watcher child checks the rules live and stops a run whose
     weights explode; the hook ends it on close."""

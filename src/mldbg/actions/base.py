@@ -6,15 +6,20 @@ about, drops what it already handled (by default one delivery per rule per run),
 what arrives faster than `min_interval`, and retries a failed delivery with a back-off
 instead of letting it reach the watcher. Its memory of what was delivered (`state()`) is
 saved by the watcher, so a restarted watcher does not alert twice.
+
+Built-in actions carry `@register_action`, which adds them to `ACTIONS` under their
+snake_case name: the `type` a watch config names them by. Other packages add theirs under
+the `mldbg.actions` entry point group (see `mldbg.actions.specs`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
@@ -79,7 +84,7 @@ class Action:
 
     # identity and lifecycle -----------------------------------------------------------
     def describe(self) -> str:
-        """A short, stable description (no secrets): names the action in state and logs."""
+        """ActionClass short, stable description (no secrets): names the action in state and logs."""
         return type(self).__name__
 
     def ident(self) -> str:
@@ -168,6 +173,37 @@ class Action:
     def restore(self, state: dict[str, Any]) -> None:
         self._seen = set(state.get("seen", ()))
         self.deliveries = int(state.get("deliveries", 0))
+
+
+# the registry ---------------------------------------------------------------------------
+ACTIONS: dict[str, type[Action]] = {}
+ActionClass = TypeVar("ActionClass", bound=type[Action])
+
+
+@overload
+def register_action(cls: ActionClass, /) -> ActionClass: ...
+@overload
+def register_action(*, aliases: Iterable[str] = ()) -> Callable[[ActionClass], ActionClass]: ...
+def register_action(
+    cls: ActionClass | None = None, /, *, aliases: Iterable[str] = ()
+) -> ActionClass | Callable[[ActionClass], ActionClass]:
+    """Class decorator: add a built-in action to `ACTIONS` under its snake_case name
+    (`StopTraining` -> `stop_training`) and any `aliases` (`@register_action(aliases=("stop",))`)."""
+    names = tuple(aliases)
+
+    def add(klass: ActionClass) -> ActionClass:
+        if not (isinstance(klass, type) and issubclass(klass, Action)):
+            raise TypeError(f"{klass!r} is not a subclass of mldbg.actions.Action")
+        for name in (action_name(klass), *names):
+            ACTIONS[name] = klass
+        return klass
+
+    return add if cls is None else add(cls)
+
+
+def action_name(cls: type[Action]) -> str:
+    """The snake_case name of an action class."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", cls.__name__).lower()
 
 
 def summary(findings: list[Finding], run: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
-from mldbg.actions.base import Action, Context, details, summary
+from mldbg.actions.base import Action, Context, details, register_action, summary
 from mldbg.errors import InvalidConfig
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ SECURITY = ("none", "starttls", "ssl")
 DEFAULT_PORT = {"none": 25, "starttls": 587, "ssl": 465}
 
 
+@register_action
 class Email(Action):
     """Send the findings to `to` (one address or several) by SMTP.
 

@@ -9,12 +9,13 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from mldbg.actions.base import Action, Context
+from mldbg.actions.base import Action, Context, register_action
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
 
 
+@register_action
 class Log(Action):
     """Log every distinct finding: to the `mldbg` logger at `level`, or, with `path`, as one
     JSON object per line appended to that file (the keys of `mldbg check --json`, plus

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mldbg.actions.base import Action, Context
+from mldbg.actions.base import Action, Context, register_action
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+@register_action
 class Metrics(Action):
     """Expose, per run: `mldbg_rule_issues_found{rule}` (0/1 gauge: 1 once the rule fired),
     `mldbg_findings_total{rule}` (counter), `mldbg_rule_last_finding_step{rule}`,

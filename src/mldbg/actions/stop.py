@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from mldbg.actions.base import Action, Context
+from mldbg.actions.base import Action, Context, register_action
 from mldbg.errors import InvalidConfig
 from mldbg.store import layout, open_store
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mldbg")
 
 
+@register_action(aliases=("stop",))
 class StopTraining(Action):
     """Write a stop request into the run's store; the hook raises `TrainingStopped` at the
     next step boundary, after flushing and closing the run, so everything recorded stays

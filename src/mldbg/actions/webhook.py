@@ -9,13 +9,14 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mldbg.actions.base import Action, Context, summary
+from mldbg.actions.base import Action, Context, register_action, summary
 from mldbg.errors import InvalidConfig
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
 
 
+@register_action
 class Webhook(Action):
     """POST the findings to `url`.
 

@@ -42,7 +42,8 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--every-finding", is_flag=True,
                      help="Alert every distinct finding, not once per rule per run."),
         click.option("--config", "config_path", default=None, metavar="FILE",
-                     help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...])."),
+                     help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...]; a type is "
+                          "a built-in action or an installed 'mldbg.actions' entry point)."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding."),
         click.option("--quiet", "-q", is_flag=True, help="No progress line."),
         click.option("--poll", "poll_seconds", type=float, default=0.2, show_default=True,
@@ -69,7 +70,7 @@ def build(
     config_path: str | None,
 ) -> tuple[list[Any] | None, list[Any]]:
     """Rule specs and actions from the command line and an optional config file."""
-    from mldbg.actions import Email, Log, Metrics, StopTraining, Webhook, from_config
+    from mldbg.actions import Email, Log, Metrics, StopTraining, Webhook, resolve_actions
 
     gate: dict[str, Any] = {"once_per_rule": False} if every_finding else {}
     specs: list[Any] = list(rules)
@@ -87,7 +88,7 @@ def build(
                     specs.append(f"{name}:{kv}" if kv else name)
             else:
                 specs.append(str(item))
-        actions += from_config(data.get("actions") or [])
+        actions += resolve_actions(data.get("actions") or [])
     if stop or stop_rules or stop_signal:
         actions.append(StopTraining(signal=stop_signal, rules=stop_rules or None))
     actions += [Email(list(emails), **gate)] if emails else []

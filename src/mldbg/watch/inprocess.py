@@ -8,7 +8,8 @@ hook closes the run, or when the training process disappears.
 The child is a fresh interpreter (`python -m mldbg.watch.inprocess SPEC`), not a fork: it
 must not inherit the framework's threads, and it must not re-run the user's script (which
 multiprocessing's spawn would do for a script without a `__main__` guard). Rules and
-actions travel pickled: built-in and importable ones do; classes defined in the user's
+actions travel pickled: built-in and importable ones do, and so do names and config
+objects of actions (`"stop"`, `{"type": "email", ...}`); classes defined in the user's
 `__main__` do not (define them in a module).
 """
 
@@ -67,8 +68,12 @@ def start_watcher(
 ) -> WatcherProcess:
     """Start a watcher of `out_dir` in a child process; it prints findings on this process's
     stderr as `mldbg: [rule] step N: ...`. `rules`: names, "name:k=v" strings, Rule objects
-    or classes (None: the default set); `actions`: `mldbg.actions.Action` objects."""
+    or classes (None: the default set); `actions`: `mldbg.actions.Action` objects, names or
+    `{"type": ..., **settings}` objects (a wrong one fails here, not in the child)."""
+    from mldbg.actions.specs import resolve_actions
     from mldbg.store import open_store
+
+    resolve_actions(actions)
 
     url = open_store(out_dir).url
     if url.startswith("memory://"):

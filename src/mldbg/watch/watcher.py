@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mldbg.actions.base import Action, Context
+from mldbg.actions.specs import ActionSpec, resolve_actions
 from mldbg.actions.stop import StopTraining
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule
@@ -40,7 +41,9 @@ class Watcher:
     """Check `rules` on the run at `path` while it is written, and act on what they find.
 
     - `rules`: names, "name:k=v,..." strings, Rule objects or classes; None: the default set.
-    - `actions`: `mldbg.actions.Action` objects, called every cycle with the new findings.
+    - `actions`: `mldbg.actions.Action` objects, names (`"stop"`) or config objects
+      (`{"type": "email", "to": ...}`), built-in or from the `mldbg.actions` entry points;
+      called every cycle with the new findings.
     - `poll_seconds`: how often to look for new steps when nothing new came.
     - `state`: True to keep the watcher's place in the run's store (`watch/<id>.json`), a
       path for a local file, False for none. A restarted watcher resumes there and does not
@@ -57,7 +60,7 @@ class Watcher:
         self,
         path: str | os.PathLike[str],
         rules: Sequence[RuleSpec] | None = None,
-        actions: Iterable[Action] = (),
+        actions: Iterable[ActionSpec] = (),
         *,
         poll_seconds: float = 0.2,
         state: bool | str | os.PathLike[str] = True,
@@ -72,7 +75,9 @@ class Watcher:
 
         self.rules: list[Rule] = list(resolve_rules(rules))  # a wrong name fails now, not later
         # stop first: the sooner the request is written, the fewer steps run past the problem
-        self.actions = sorted(actions, key=lambda a: not isinstance(a, StopTraining))
+        self.actions: list[Action] = sorted(
+            resolve_actions(actions), key=lambda a: not isinstance(a, StopTraining)
+        )
         self.poll_seconds = poll_seconds
         self.progress = progress or NoProgress()
         self.on_finding = on_finding
