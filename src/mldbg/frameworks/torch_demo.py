@@ -1,5 +1,6 @@
-"""The embedded demo job: a small real network on scikit-learn's digits (shipped inside the
-installed package, no download), recorded with mldbg, then checked by the rules.
+"""The embedded demo job: a small real PyTorch network on scikit-learn's digits (shipped
+inside the installed package, no download), recorded with mldbg, then checked by the rules.
+It trains with torch, so it lives at the framework edge, beside the torch adapter.
 
 A healthy run and a deliberately broken twin (a learning rate far too high) show what the
 rules say about each.
