@@ -70,7 +70,7 @@ def test_a_hook_starts_while_the_bucket_is_down(own_s3_server, monkeypatch, tmp_
     store, writer = hook.recorder.store, hook.recorder.writer
     assert started < BOUND + 1.5, f"creating the hook took {started:.2f}s"
     assert slowest < BOUND, f"a training step took {slowest:.2f}s"
-    assert store.spill_max_bytes == 1 << 30  # the hook's option reached the store
+    assert store.options.spill_max_bytes == 1 << 30  # the hook's option reached the store
     # one clear warning, naming the bucket and where the records wait
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
