@@ -21,9 +21,9 @@ pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
 from mldbg.store.s3 import S3Options, S3Store  # noqa: E402
 
 try:
-    from .s3server import BUCKET, point_env_at
+    from .s3server import BUCKET, point_env_at, wait_until
 except ImportError:
-    from s3server import BUCKET, point_env_at
+    from s3server import BUCKET, point_env_at, wait_until
 
 IDX = "workers/worker_0/index/"
 
@@ -272,9 +272,6 @@ def test_a_stop_request_written_elsewhere_is_seen_within_exists_ttl(s3_url):
         assert not training.exists("control/stop")
     assert training.requests["HeadObject"] == heads
     watcher.write("control/stop", [b'{"reason": "test"}'])
-    deadline = time.monotonic() + 2
-    while not training.exists("control/stop"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: training.exists("control/stop"), 2, "the stop request seen", every=0.05)
     training.write("control/other", [b"1"])
     assert training.exists("control/other")  # its own writes: at once
