@@ -196,11 +196,11 @@ def throughput(server, tmp: Path) -> list[dict]:
     import numpy as np
 
     from mldbg.store.local import LocalStore
-    from mldbg.store.s3 import S3Store
+    from mldbg.store.s3 import S3Options, S3Store
 
     rows = []
     server.create_bucket("throughput")
-    s3 = S3Store("s3://throughput/run", endpoint_url=server.endpoint, spill=False)
+    s3 = S3Store("s3://throughput/run", S3Options(endpoint_url=server.endpoint, spill=False))
     local = LocalStore(tmp / "local")
     for size_mb, count in ((1, 64), (16, 8), (64, 4)):
         blob = np.random.default_rng(0).integers(0, 255, size_mb << 20, dtype=np.uint8)

@@ -20,7 +20,7 @@ from mldbg.store import layout, open_store
 
 pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
 
-from mldbg.store.s3 import DEFAULT_SPILL_MAX_BYTES, S3Store  # noqa: E402
+from mldbg.store.s3 import DEFAULT_SPILL_MAX_BYTES, S3Options, S3Store  # noqa: E402
 
 try:
     from .s3server import BUCKET, point_env_at
@@ -41,11 +41,11 @@ def drop_warnings(caplog) -> list[str]:
 def test_the_bound_is_a_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("MLDBG_S3_SPILL_DIR", str(tmp_path))
     monkeypatch.delenv("MLDBG_S3_SPILL_MAX_MB", raising=False)
-    assert S3Store("s3://b/run").spill_max_bytes == DEFAULT_SPILL_MAX_BYTES == 4 << 30
-    assert S3Store("s3://b/run", spill_max_bytes=1000).spill_max_bytes == 1000
-    assert open_store("s3://b/run", spill_max_bytes=1000).spill_max_bytes == 1000
+    assert S3Store("s3://b/run").options.spill_max_bytes == DEFAULT_SPILL_MAX_BYTES == 4 << 30
+    assert S3Store("s3://b/run", S3Options(spill_max_bytes=1000)).options.spill_max_bytes == 1000
+    assert open_store("s3://b/run", spill_max_bytes=1000).options.spill_max_bytes == 1000
     monkeypatch.setenv("MLDBG_S3_SPILL_MAX_MB", "2.5")
-    assert S3Store("s3://b/run").spill_max_bytes == int(2.5 * (1 << 20))
+    assert S3Store("s3://b/run").options.spill_max_bytes == int(2.5 * (1 << 20))
     monkeypatch.setenv("MLDBG_S3_SPILL_MAX_MB", "lots")
     with pytest.raises(InvalidConfig, match="MLDBG_S3_SPILL_MAX_MB"):
         S3Store("s3://b/run")
@@ -58,7 +58,7 @@ def test_writes_past_the_bound_are_dropped_and_the_rest_uploaded(
 ):
     point_env_at(own_s3_server, monkeypatch, str(tmp_path / "spill"))
     url = f"s3://{BUCKET}/bound-{uuid.uuid4().hex[:8]}"
-    store = S3Store(url, block_seconds=0.3, spill_max_bytes=10_000)
+    store = S3Store(url, S3Options(block_seconds=0.3, spill_max_bytes=10_000))
     own_s3_server.stop()
     kept, dropped = [], []
     with caplog.at_level(logging.WARNING, logger="mldbg"):
@@ -80,7 +80,7 @@ def test_writes_past_the_bound_are_dropped_and_the_rest_uploaded(
         assert len(warned) == 1, warned  # rate-limited: one for the seven
         assert url in warned[0] and str(store.spill_dir) in warned[0] and "bound of 9.8 KiB" in warned[0]
         assert "1 so far" in warned[0]
-        store.drop_warning_seconds = 0.0
+        store.uploader.drops.warn_every = 0.0
         with pytest.raises(StoreFull):
             store.write(f"{DATA}{11:010d}.safetensors", [b"x" * 3000])
         assert "8 so far" in drop_warnings(caplog)[-1]  # counted
@@ -125,7 +125,7 @@ def test_training_goes_on_past_the_bound(own_s3_server, monkeypatch, tmp_path, c
         slowest = record_steps(rec, range(20))
         assert rec.writer.store_dropped >= 15 and rec.writer.blocked_seconds == 0
         assert slowest < 0.3
-        assert rec.store.spill_max_bytes == 64 << 10
+        assert rec.store.options.spill_max_bytes == 64 << 10
         assert rec.store.dropped > 0 and rec.store.pending > 0
         own_s3_server.start()
         assert rec.store.drain(30)
@@ -171,7 +171,7 @@ def test_a_full_disk_keeps_what_was_spilled(own_s3_server, monkeypatch, tmp_path
     """ENOSPC from the kernel: the next spill files are links to /dev/full."""
     point_env_at(own_s3_server, monkeypatch, str(tmp_path / "spill"))
     url = f"s3://{BUCKET}/full-{uuid.uuid4().hex[:8]}"
-    store = S3Store(url, block_seconds=0.3)
+    store = S3Store(url, S3Options(block_seconds=0.3))
     own_s3_server.stop()
     store.write(f"{DATA}{1:010d}.safetensors", [b"first"])
     full = [store.spill_dir / f"{seq:012d}.obj" for seq in range(2, 6)]

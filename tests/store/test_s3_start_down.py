@@ -26,10 +26,10 @@ from mldbg.store.format import decode_index  # noqa: E402
 from mldbg.torch import Hook  # noqa: E402
 
 try:
-    from .s3server import BUCKET, point_env_at
+    from .s3server import BUCKET, point_env_at, wait_until
     from .test_s3_torch import assert_same_run, train
 except ImportError:
-    from s3server import BUCKET, point_env_at
+    from s3server import BUCKET, point_env_at, wait_until
     from test_s3_torch import assert_same_run, train
 
 BOUND = 0.5  # block_seconds
@@ -57,20 +57,22 @@ def test_a_hook_starts_while_the_bucket_is_down(own_s3_server, monkeypatch, tmp_
         hook.register_loss(loss_fn)
         g = torch.Generator().manual_seed(1)
         x, y = torch.randn(16, 4, generator=g), torch.randint(0, 3, (16,), generator=g)
+        store, writer = hook.recorder.store, hook.recorder.writer
         slowest = 0.0
         for _ in range(steps):
+            segments = writer.written_segments
             t0 = time.perf_counter()
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
             slowest = max(slowest, time.perf_counter() - t0)
-            time.sleep(0.06)  # a few segments
+            # a segment a step: the writer flushes every 0.05 s
+            wait_until(lambda n=segments: writer.written_segments > n, 10, "the step's segment")
         hook.recorder.flush()
 
-    store, writer = hook.recorder.store, hook.recorder.writer
     assert started < BOUND + 1.5, f"creating the hook took {started:.2f}s"
     assert slowest < BOUND, f"a training step took {slowest:.2f}s"
-    assert store.spill_max_bytes == 1 << 30  # the hook's option reached the store
+    assert store.options.spill_max_bytes == 1 << 30  # the hook's option reached the store
     # one clear warning, naming the bucket and where the records wait
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings

@@ -3,6 +3,7 @@ spill while the server is down, upload_from, and adoption of a dead process's sp
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,12 +18,12 @@ from mldbg.store import open_store
 
 pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
 
-from mldbg.store.s3 import S3Store  # noqa: E402
+from mldbg.store.s3 import S3Options, S3Store  # noqa: E402
 
 try:
-    from .s3server import BUCKET, point_env_at
+    from .s3server import BUCKET, point_env_at, wait_until
 except ImportError:
-    from s3server import BUCKET, point_env_at
+    from s3server import BUCKET, point_env_at, wait_until
 
 IDX = "workers/worker_0/index/"
 
@@ -31,7 +32,7 @@ def test_open_store_gives_an_s3_store(s3_url):
     store = open_store(s3_url)
     assert isinstance(store, S3Store)
     assert store.url == s3_url
-    assert store.endpoint_url == os.environ["MLDBG_S3_ENDPOINT"]
+    assert store.options.endpoint_url == os.environ["MLDBG_S3_ENDPOINT"]
 
 
 def test_bad_urls_are_refused():
@@ -39,6 +40,31 @@ def test_bad_urls_are_refused():
         S3Store("s3:///run")
     with pytest.raises(InvalidConfig, match="plain relative path"):
         S3Store("s3://bucket/a/../b")
+
+
+def test_the_settings_are_one_object(monkeypatch, tmp_path):
+    """S3Options: what is left out comes from the environment; open_store's keywords build one."""
+    monkeypatch.setenv("MLDBG_S3_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("MLDBG_S3_BLOCK_SECONDS", "0.7")
+    monkeypatch.setenv("MLDBG_S3_CACHE_MB", "2")
+    monkeypatch.setenv("MLDBG_S3_SPILL", "0")
+    options = S3Options(retry_seconds=3.0)
+    assert (options.endpoint_url, options.block_seconds, options.cache_bytes, options.spill) == (
+        "http://127.0.0.1:9", 0.7, 2 << 20, False,
+    )  # fmt: skip
+    assert options.retry_seconds == 3.0 and options.close_timeout == 60.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.block_seconds = 1.0  # type: ignore[misc]
+    store = S3Store("s3://bucket/run", options)
+    assert store.options is options and store.cache.max_bytes == 2 << 20
+    assert store.uploader is None and store.pending == 0  # spill off: no spill queue
+    opened = open_store("s3://bucket/run", block_seconds=None, exists_ttl=0.5)
+    assert opened.options.block_seconds == 0.7 and opened.options.exists_ttl == 0.5  # None: the environment
+    with pytest.raises(InvalidConfig, match="'spil_max_bytes' is not an S3 setting.*spill_max_bytes"):
+        open_store("s3://bucket/run", spil_max_bytes=1000)
+    monkeypatch.setenv("MLDBG_S3_BLOCK_SECONDS", "soon")
+    with pytest.raises(InvalidConfig, match="MLDBG_S3_BLOCK_SECONDS='soon'"):
+        S3Options()
 
 
 def test_store_contract(s3_url):
@@ -95,11 +121,11 @@ def test_keys_stay_inside_the_prefix(s3_url, s3_server):
 
 
 def test_ranged_reads_go_through_the_block_cache(s3_url):
-    store = S3Store(s3_url, block_bytes=4096, cache_bytes=64 << 10)
+    store = S3Store(s3_url, S3Options(block_bytes=4096, cache_bytes=64 << 10))
     blob = np.random.default_rng(0).integers(0, 255, 20_000, dtype=np.uint8).tobytes()
     key = "workers/worker_0/data/0000000001.safetensors"
     store.write(key, [blob])
-    reader = S3Store(s3_url, block_bytes=4096, cache_bytes=64 << 10)
+    reader = S3Store(s3_url, S3Options(block_bytes=4096, cache_bytes=64 << 10))
     gets = lambda: reader.requests["GetObject"]  # noqa: E731
     assert reader.read(key, 10, 100) == blob[10:110]
     assert gets() == 1
@@ -121,7 +147,7 @@ def test_ranged_reads_go_through_the_block_cache(s3_url):
 
 
 def test_the_cache_stays_within_its_bound(s3_url):
-    store = S3Store(s3_url, block_bytes=1024, cache_bytes=8 * 1024)
+    store = S3Store(s3_url, S3Options(block_bytes=1024, cache_bytes=8 * 1024))
     for i in range(5):
         store.write(f"workers/worker_0/data/{i:010d}.safetensors", [bytes([i]) * 5000])
     for i in range(5):
@@ -131,7 +157,7 @@ def test_the_cache_stays_within_its_bound(s3_url):
 
 
 def test_large_objects_use_multipart_and_read_back(s3_url):
-    store = S3Store(s3_url, multipart_bytes=5 << 20)  # S3's smallest part
+    store = S3Store(s3_url, S3Options(multipart_bytes=5 << 20))  # S3's smallest part
     blob = np.random.default_rng(1).integers(0, 255, 11 << 20, dtype=np.uint8)
     store.write("workers/worker_0/data/0000000001.safetensors", [b"h" * 8, blob, b"tail"])
     assert store.requests["CreateMultipartUpload"] == 1
@@ -149,7 +175,7 @@ def test_missing_bucket_is_a_clear_error(s3_env):
 
 def test_upload_from_writes_locally_and_uploads_in_the_background(s3_url, tmp_path):
     local = tmp_path / "run"
-    store = S3Store(s3_url, upload_from=local)
+    store = S3Store(s3_url, S3Options(upload_from=local))
     for i in range(1, 6):
         store.write(f"{IDX}{i:010d}.safetensors", [f"segment {i}".encode()])
     store.delete(f"{IDX}{3:010d}.safetensors")
@@ -166,7 +192,7 @@ def test_upload_from_writes_locally_and_uploads_in_the_background(s3_url, tmp_pa
 def test_a_down_server_spills_within_the_bound_and_uploads_in_order(own_s3_server, monkeypatch, tmp_path):
     point_env_at(own_s3_server, monkeypatch, str(tmp_path / "spill"))
     url = f"s3://{BUCKET}/spill-{uuid.uuid4().hex[:8]}"
-    store = S3Store(url, block_seconds=1.0, multipart_bytes=5 << 20)
+    store = S3Store(url, S3Options(block_seconds=1.0, multipart_bytes=5 << 20))
     store.write(f"{IDX}0000000001.safetensors", [b"1"])
     own_s3_server.stop()
     big = np.random.default_rng(2).integers(0, 255, 6 << 20, dtype=np.uint8)
@@ -201,7 +227,7 @@ def test_a_down_server_spills_within_the_bound_and_uploads_in_order(own_s3_serve
 
 def test_spill_off_raises_within_the_bound(own_s3_server, monkeypatch, tmp_path):
     point_env_at(own_s3_server, monkeypatch, str(tmp_path / "spill"))
-    store = S3Store(f"s3://{BUCKET}/nospill", spill=False, block_seconds=0.5)
+    store = S3Store(f"s3://{BUCKET}/nospill", S3Options(spill=False, block_seconds=0.5))
     own_s3_server.stop()
     t0 = time.monotonic()
     with pytest.raises(StoreError, match="did not answer|unreachable"):
@@ -214,8 +240,8 @@ def test_spill_off_raises_within_the_bound(own_s3_server, monkeypatch, tmp_path)
 
 SPILL_AND_DIE = """
 import os, sys
-from mldbg.store.s3 import S3Store
-store = S3Store(sys.argv[1], block_seconds=0.2, close_timeout=0)
+from mldbg.store.s3 import S3Options, S3Store
+store = S3Store(sys.argv[1], S3Options(block_seconds=0.2, close_timeout=0))
 for i in range(1, 6):
     store.write(f"workers/worker_0/index/{i:010d}.safetensors", [str(i).encode()])
 assert store.pending == 5, store.pending
@@ -238,7 +264,7 @@ def test_a_later_process_uploads_what_a_dead_one_spilled(own_s3_server, monkeypa
 
 
 def test_a_stop_request_written_elsewhere_is_seen_within_exists_ttl(s3_url):
-    training = S3Store(s3_url, exists_ttl=0.3)
+    training = S3Store(s3_url, S3Options(exists_ttl=0.3))
     watcher = S3Store(s3_url)
     assert not training.exists("control/stop")
     heads = training.requests["HeadObject"]
@@ -246,9 +272,6 @@ def test_a_stop_request_written_elsewhere_is_seen_within_exists_ttl(s3_url):
         assert not training.exists("control/stop")
     assert training.requests["HeadObject"] == heads
     watcher.write("control/stop", [b'{"reason": "test"}'])
-    deadline = time.monotonic() + 2
-    while not training.exists("control/stop"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: training.exists("control/stop"), 2, "the stop request seen", every=0.05)
     training.write("control/other", [b"1"])
     assert training.exists("control/other")  # its own writes: at once

@@ -162,7 +162,6 @@ def test_upload_from_keeps_a_local_copy_and_fills_the_bucket(s3_url, tmp_path, m
 
 
 def test_check_runs_on_an_s3_run(s3_url, tmp_path):
-    pytest.importorskip("mldbg.rules.runner", reason="the rule runner is not there yet")
     train(s3_url, 6)
     train(tmp_path / "local", 6)
     s3_findings = mldbg.check(s3_url)
@@ -174,9 +173,9 @@ def test_check_runs_on_an_s3_run(s3_url, tmp_path):
 def test_a_watcher_on_an_s3_run_stops_the_training(s3_url):
     """The watcher reads the run from the bucket while it is written, a rule fires, the stop
     request goes into the bucket, and the training raises TrainingStopped a few steps later."""
-    watch = pytest.importorskip("mldbg.watch.watcher", reason="the watcher is not there yet")
     from mldbg.actions.stop import StopTraining
     from mldbg.rules.base import Rule
+    from mldbg.watch.watcher import Watcher
 
     class StepReached(Rule):
         """Fires once the run reaches step `at` (a stand-in for a real defect)."""
@@ -197,9 +196,7 @@ def test_a_watcher_on_an_s3_run_stops_the_training(s3_url):
     hook = Hook(s3_url, save_config=mldbg.SaveConfig(save_interval=1), flush_seconds=0.1)
     hook.register_module(model)
     hook.register_loss(loss_fn)
-    watcher = watch.Watcher(
-        s3_url, rules=[StepReached()], actions=[StopTraining()], state=False, poll_seconds=0.1
-    )
+    watcher = Watcher(s3_url, rules=[StepReached()], actions=[StopTraining()], state=False, poll_seconds=0.1)
     found: list = []
     thread = threading.Thread(target=lambda: found.extend(watcher.run()))
     thread.start()

@@ -1,7 +1,7 @@
 """An ordered, on-disk queue of writes and deletes waiting for a remote store.
 
 While the bucket is unreachable, `S3Store` appends each write here (the object's bytes in a
-local file) and a background thread replays the queue, oldest first, when the bucket is back:
+local file) and the `Uploader` replays the queue, oldest first, when the bucket is back:
 readers that list with `start_after` then never skip an object, because nothing newer reaches
 the bucket before anything older. With `upload_from`, an entry only points at the local copy.
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mldbg.store.base import Buffer
+from mldbg.store.format import retarget_index
 from mldbg.store.local import _write_all
 
 try:
@@ -48,13 +49,8 @@ class Entry:
     path: Path | None  # the bytes to upload (None for deletes)
     owned: bool  # the file is the queue's own copy: removed once uploaded
     size: int = 0
-    group: str | None = None  # a segment numbered provisionally (see `S3Store.next_segment`)
+    group: str | None = None  # a segment numbered provisionally (see `numbering.py`)
     retarget: str | None = None  # an index renumbered since: the data key to set as it is uploaded
-
-
-def default_root() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "mldbg" / "s3-spill"
 
 
 def run_slug(identity: str) -> str:
@@ -267,6 +263,19 @@ class SpillQueue:
         with self._mutex:
             found = [e for k, e in self._latest.items() if k.startswith(prefix)]
         yield from found
+
+
+def read_entry(entry: Entry, where: str, start: int, length: int | None) -> bytes:
+    """The bytes a pending operation will upload (`where` names it in errors): this process reads
+    its own writes before they reach the bucket."""
+    if entry.op == "delete" or entry.path is None:
+        raise FileNotFoundError(where)
+    with open(entry.path, "rb") as f:
+        if entry.retarget is not None:
+            data = retarget_index(f.read(), entry.retarget, where)
+            return data[start:] if length is None else data[start : start + length]
+        f.seek(start)
+        return f.read() if length is None else f.read(length)
 
 
 def _lock(d: Path, block: bool = True) -> int | None:
