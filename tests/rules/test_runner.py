@@ -12,7 +12,8 @@ import mldbg
 import mldbg.torch
 from mldbg.errors import InvalidConfig
 from mldbg.rules import BUILTIN, Finding, Rule, invoke_rule
-from mldbg.rules.runner import RuleRunner, load_rule_config, parse_rule_spec, resolve_rules
+from mldbg.rules.runner import RuleRunner
+from mldbg.rules.specs import load_rule_config, parse_rule_spec, resolve_rules
 from tests.tiny import train
 
 
