@@ -2,7 +2,8 @@
 
 The runner walks the global steps in order and calls every rule's `check(trial, step)` once
 per step; rules keep their own state (windows, counters) between calls, so the same rule
-works on a finished run and beside a running job. The rules read through a `TrialView`, which
+works on a finished run and beside a running job, and the runner resets that state before it
+starts, so a rule object checks run after run. The rules read through a `TrialView`, which
 reads each tensor of the current step once for all of them. A rule whose collections were not
 saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires.
 `PerWorkerRunner` checks each worker of a distributed run on its own.
@@ -62,6 +63,7 @@ class RuleRunner:
         for rule in self.rules:
             if rule.trial is None:
                 rule.trial = self.trial
+            rule.reset()  # state left by an earlier run must not leak into this one
         self.start_step = start_step
         self.end_step = end_step
         self.skipped: dict[str, str] = {}
