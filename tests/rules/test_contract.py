@@ -50,6 +50,30 @@ def test_runs_on_a_real_trial_without_errors(name, run):
     assert not runner.errors
 
 
+@pytest.mark.parametrize("name", MODEL_RULES)
+def test_state_is_declared_in_reset(name, run):
+    """A rule makes no attribute while it runs: its state is all declared (and reset) in reset()."""
+    params = {"other_trials": run("healthy_relu_sgd")} if name == "similar_across_runs" else {}
+    rule = BUILTIN[name](None, **params)
+    declared = set(vars(rule))
+    for scenario in ("healthy_relu_sgd", "healthy_tanh_sgd", "healthy_sigmoid_adam", "imbalanced"):
+        runner = RuleRunner(run(scenario), [rule])
+        runner.run_available()
+        runner.finish()
+        assert not runner.errors
+        assert set(vars(rule)) == declared, f"{scenario}: made on first use: {set(vars(rule)) - declared}"
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, c in BUILTIN.items() if c.__module__.startswith("mldbg.rules.builtin"))
+)
+def test_rule_methods_read_a_trial_view(name):
+    """check, finish and poll are typed with what the runner hands them: a TrialView."""
+    cls = BUILTIN[name]
+    for method in (cls.check, cls.finish, cls.poll):
+        assert method.__annotations__["trial"] == "TrialView", (name, method.__qualname__)
+
+
 def test_string_parameters_are_converted_by_annotation():
     rule = BUILTIN["loss_not_decreasing"](None, num_steps="20", diff_percent="0.5", tensor_regex="a,b")
     assert rule.num_steps == 20 and rule.diff_percent == 0.5 and rule.tensor_regex == ["a", "b"]

@@ -12,7 +12,8 @@ import mldbg
 import mldbg.torch
 from mldbg.errors import InvalidConfig
 from mldbg.rules import BUILTIN, Finding, Rule, invoke_rule
-from mldbg.rules.runner import RuleRunner, load_rule_config, parse_rule_spec, resolve_rules
+from mldbg.rules.runner import RuleRunner
+from mldbg.rules.specs import load_rule_config, parse_rule_spec, resolve_rules
 from tests.tiny import train
 
 
@@ -103,6 +104,24 @@ def test_custom_rule_subclass_with_invoke_at_step(run):
 
     found = invoke_rule(LossAbove(trial, limit=0.9), start_step=0, end_step=3)
     assert found and isinstance(found[0], Finding) and found[0].rule == "loss_above"
+
+
+def test_rule_objects_check_run_after_run_as_fresh_ones(run):
+    """The runner resets a rule's state before a run: the same objects, over a run with a defect,
+    its healthy twin and the defect again (then other defects), find what fresh objects find."""
+    reused = resolve_rules(None) + resolve_rules(["confusion", "overtraining", "saturated_activation"])
+    for name in ("negative_bias", "healthy_relu_sgd", "negative_bias", "tanh_huge_init", "imbalanced"):
+        fresh = [type(rule)(None, **rule.params()) for rule in reused]
+        expected = [f.to_dict() for f in mldbg.check(run(name), rules=fresh)]
+        assert [f.to_dict() for f in mldbg.check(run(name), rules=reused)] == expected, name
+        assert bool(expected) != name.startswith("healthy"), name
+
+
+def test_invoke_rule_twice_finds_the_same(run):
+    trial = mldbg.create_trial(run("negative_bias"))
+    rule = BUILTIN["dead_relu"](trial)
+    first = invoke_rule(rule)
+    assert first and invoke_rule(rule) == first
 
 
 def test_live_run_is_checked_as_it_grows(tmp_path):

@@ -21,7 +21,7 @@ JSON_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion")
 
 def collect_rule_specs(rules: tuple[str, ...], config: str | None) -> list[Any]:
     """The rule specs of `--rule NAME[:k=v,...]` options and a `--config` file (shared by `sweep`)."""
-    from mldbg.rules.runner import load_rule_config
+    from mldbg.rules.specs import load_rule_config
 
     return list(rules) + (load_rule_config(config) if config else [])
 

@@ -101,7 +101,7 @@ def dashboard(
         specs = list(rules)
         try:
             if config:
-                from mldbg.rules.runner import load_rule_config
+                from mldbg.rules.specs import load_rule_config
 
                 specs += load_rule_config(config)
         except MldbgError as e:

@@ -188,7 +188,7 @@ def _hook_config(path: str | None, out: str, save_interval: int | None, specs: A
     if "collection_configs" not in data and save_interval is None:
         data["collection_configs"] = [{"name": "losses", "save_config": {"save_interval": 1}}]
     if "include_collections" not in data and not data.get("save_all") and specs is not False:
-        from mldbg.rules.runner import resolve_rules
+        from mldbg.rules.specs import resolve_rules
 
         needs = [n for r in resolve_rules(specs) for n in r.needed_collections() if n in DEFAULT_COLLECTIONS]
         data["include_collections"] = list(dict.fromkeys([*DEFAULT_INCLUDED, *needs]))

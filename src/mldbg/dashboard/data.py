@@ -428,7 +428,7 @@ class Dashboard:
         if refresh_seconds <= 0:
             raise InvalidConfig(f"refresh_seconds={refresh_seconds}: must be > 0")
         if rules:
-            from mldbg.rules.runner import resolve_rules
+            from mldbg.rules.specs import resolve_rules
 
             resolve_rules(list(rules), None)  # an unknown rule or parameter fails now, not later
         self.refresh_seconds = refresh_seconds

@@ -462,7 +462,8 @@ def write_report(run: str | os.PathLike[str] | Trial, out: str | os.PathLike[str
 def run_rules(trial: Trial, rules: Sequence[Any] | None) -> tuple[list[Any], dict[str, str], str | None]:
     """Findings, rules skipped (name -> why), and an error note if the rules could not run."""
     try:
-        from mldbg.rules.runner import RuleRunner, resolve_rules
+        from mldbg.rules.runner import RuleRunner
+        from mldbg.rules.specs import resolve_rules
     except ImportError as e:
         return [], {}, f"the rule engine is not available in this installation ({e})"
     runner = RuleRunner(trial, resolve_rules(rules))

@@ -2,10 +2,11 @@
 
 A rule is one small class. It declares its parameters as annotated class attributes (the
 defaults of RULES.md), the collections it `needs`, and overrides `check(trial, step)`, which
-the runner calls once per step, in order, as steps become available. State kept on the
-instance (windows, counters) carries across calls, so the same rule runs offline (`check`)
-and live (`watch`). Results are values: `check` returns findings, it never raises for a
-condition it detects.
+the runner calls once per step, in order, as steps become available, with a `TrialView` of the
+run. Its state (windows, counters) is declared in `reset()` and carries across calls, so the
+same rule runs offline (`check`) and live (`watch`), and the runner resets it before a run, so
+one rule object checks run after run. Results are values: `check` returns findings, it never
+raises for a condition it detects.
 """
 
 from __future__ import annotations
@@ -62,9 +63,13 @@ class Rule:
         needs = ("gradients",)
         threshold: float = 1e-7
 
-        def check(self, trial, step):
+        def reset(self):
+            super().reset()
+            self._streak: dict[str, int] = {}   # the rule's state, declared here
+
+        def check(self, trial: TrialView, step: int) -> Finding | None:
             ...
-            return self.finding(step, "...", tensors=[...], suggestion="...")
+            return self.finding(trial, step, "...", tensors=[...], suggestion="...")
     ```
     """
 
@@ -145,7 +150,7 @@ class Rule:
         """The collections this rule reads (its parameters may change them); see `needs_any`."""
         return tuple(self.needs)
 
-    def check(self, trial: Any, step: int) -> Finding | Iterable[Finding] | None:
+    def check(self, trial: TrialView, step: int) -> Finding | Iterable[Finding] | None:
         """Look at one step (global step number); return what is wrong, or None.
 
         smdebug-style rules define `invoke_at_step(step) -> bool` instead: True is a finding.
@@ -157,11 +162,11 @@ class Rule:
             return self.finding(trial, step, f"{type(self).__name__}: condition met at step {step}")
         return None
 
-    def finish(self, trial: Any) -> Finding | Iterable[Finding] | None:
+    def finish(self, trial: TrialView) -> Finding | Iterable[Finding] | None:
         """Called once after the last step of a finished run (for whole-run conditions)."""
         return None
 
-    def poll(self, trial: Any, now: float) -> Finding | Iterable[Finding] | None:
+    def poll(self, trial: TrialView, now: float) -> Finding | Iterable[Finding] | None:
         """Called on every pass of a live runner, new steps or not (for wall-clock rules)."""
         return None
 
@@ -171,10 +176,9 @@ class Rule:
 
     def first(self, key: Any = None) -> bool:
         """True the first time `key` is seen: report a condition once, not at every step."""
-        fired = self.__dict__.setdefault("_fired", set())
-        if key in fired:
+        if key in self._fired:
             return False
-        fired.add(key)
+        self._fired.add(key)
         return True
 
     def finding(

@@ -8,7 +8,12 @@ real-valued predictions of its own shape is a regression target: no classes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from mldbg.rules.view import TrialView
 
 MAX_FLOAT_CLASSES = 32  # integer-valued float targets with more distinct values: a regression
 
@@ -72,8 +77,9 @@ def n_classes(pred: np.ndarray | None, labels_shape: tuple[int, ...] | None = No
     return 2 if p.ndim >= 1 else None
 
 
-def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argmax: bool = False):
-    """(label ids, predicted ids or None, number of classes or None) at a step."""
+def pairs(view: TrialView, step: int, labels_names: list[str], pred_names: list[str], argmax: bool = False):
+    """(label ids, predicted ids or None, number of classes or None) at a step; None when the
+    labels are not class ids."""
     if not labels_names:
         return None
     y_raw = view.raw(labels_names[0], step)
@@ -82,7 +88,8 @@ def pairs(view, step: int, labels_names: list[str], pred_names: list[str], argma
     y = label_ids(y_raw, argmax)
     if y is None:
         return None
-    p = c = None
+    p: np.ndarray | None = None
+    c: int | None = None
     p_raw = view.raw(pred_names[0], step) if pred_names else None
     if p_raw is not None and _regression(np.asarray(y_raw), np.asarray(p_raw)):
         return None

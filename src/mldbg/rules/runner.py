@@ -1,23 +1,21 @@
-"""Run rules over a trial: offline (`check`), or live, a pass at a time (`RuleRunner`).
+"""The runners: rules over a trial, offline (`check`), or live, a pass at a time (`RuleRunner`).
 
 The runner walks the global steps in order and calls every rule's `check(trial, step)` once
 per step; rules keep their own state (windows, counters) between calls, so the same rule
-works on a finished run and beside a running job. The rules read through a `TrialView`,
-which reads each tensor of the current step once for all of them. A rule whose collections
-were not saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires.
+works on a finished run and beside a running job, and the runner resets that state before it
+starts, so a rule object checks run after run. The rules read through a `TrialView`, which
+reads each tensor of the current step once for all of them. A rule whose collections were not
+saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires.
+`PerWorkerRunner` checks each worker of a distributed run on its own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import difflib
 import logging
 import os
 import time
 import warnings
 from collections.abc import Iterable, Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
@@ -31,7 +29,8 @@ from mldbg.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from mldbg.rules.base import BUILTIN, Finding, Rule, snake_case
+from mldbg.rules.base import Finding, Rule
+from mldbg.rules.specs import RuleSpec, resolve_rules, unbound_copy
 from mldbg.rules.view import TrialView
 from mldbg.store import open_store
 from mldbg.trial import Trial, create_trial
@@ -39,160 +38,9 @@ from mldbg.trial.worker_view import run_workers
 
 log = logging.getLogger("mldbg")
 
-RuleSpec = str | Rule | type | Mapping[str, Any] | Any
-ENTRY_POINT_GROUP = "mldbg.rules"
 _MISSING_DATA = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable, StepNotYetAvailable)
 
 
-# resolving rule specs -----------------------------------------------------------------------
-def rule_class(name: str) -> type:
-    """A rule class by snake_case or CamelCase name: built-in first, then the `mldbg.rules`
-    entry points of installed packages."""
-    _load_builtin()
-    key = snake_case(name.strip()) if not name.islower() else name.strip()
-    found = BUILTIN.get(key)
-    if found is not None:
-        return found
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in (name, key):
-            try:
-                return ep.load()
-            except Exception as e:
-                raise InvalidConfig(f"rule {name!r}: its entry point {ep.value!r} failed to load: {e}") from e
-    close = difflib.get_close_matches(key, list(BUILTIN), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known rules: {', '.join(sorted(BUILTIN))}"
-    raise InvalidConfig(f"unknown rule {name!r}{hint}")
-
-
-def default_rules() -> list[type[Rule]]:
-    """The rules `check(path)` runs when none are named: every built-in with `default = True`."""
-    _load_builtin()
-    return [cls for cls in BUILTIN.values() if cls.default]
-
-
-def parse_rule_spec(text: str) -> tuple[str, dict[str, str]]:
-    """`"name:k=v,k2=v2"` -> (name, {k: v}). A part without `=` continues the previous value,
-    so lists need no quoting: `nlp_sequence_ratio:token_values=0,1,token_thresholds_percent=50,60`."""
-    name, _, rest = text.partition(":")
-    params: dict[str, str] = {}
-    last: str | None = None
-    for part in rest.split(","):
-        if "=" in part:
-            key, _, value = part.partition("=")
-            last = key.strip()
-            if not last:
-                raise InvalidConfig(f"rule spec {text!r}: empty parameter name in {part!r}")
-            params[last] = value.strip()
-        elif part.strip():
-            if last is None:
-                raise InvalidConfig(f"rule spec {text!r}: expected k=v after ':', got {part!r}")
-            params[last] += "," + part.strip()
-    if not name.strip():
-        raise InvalidConfig(f"rule spec {text!r}: no rule name")
-    return name.strip(), params
-
-
-def resolve_rules(specs: RuleSpec | Iterable[RuleSpec] | None, trial: Trial | None = None) -> list[Rule]:
-    """Turn names, `"name:k=v"` strings, mappings (`{"name": ..., **params}`), Rule instances,
-    Rule classes and smdebug-style rule objects into Rule objects. None (or `"default"`) is
-    the default set."""
-    if specs is None:
-        return [cls(trial) for cls in default_rules()]
-    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
-        specs = [specs]
-    if isinstance(specs, Mapping):  # {name: {params}, ...}
-        specs = [{"name": k, **(v or {})} for k, v in specs.items()]
-    rules: list[Rule] = []
-    for spec in specs:
-        rules.extend(_resolve_one(spec, trial))
-    return rules
-
-
-def _resolve_one(spec: RuleSpec, trial: Trial | None) -> list[Rule]:
-    if isinstance(spec, str):
-        name, params = parse_rule_spec(spec)
-        if name == "default" and not params:
-            return [cls(trial) for cls in default_rules()]
-        return [_instantiate(rule_class(name), trial, params)]
-    if isinstance(spec, Mapping):
-        spec = dict(spec)
-        name = spec.pop("name", None)
-        if not isinstance(name, str):
-            raise InvalidConfig(f"rule config {spec!r}: needs a 'name'")
-        params = spec.pop("params", None) or spec.pop("parameters", None) or {}
-        params.update(spec)
-        return [_instantiate(rule_class(name), trial, params)]
-    if isinstance(spec, Rule):
-        if spec.trial is None:
-            spec.trial = trial
-        return [spec]
-    if isinstance(spec, type):
-        return [_instantiate(spec, trial, {})]
-    if callable(getattr(spec, "invoke_at_step", None)):
-        return [SmdebugRule(spec, trial)]
-    raise InvalidConfig(f"not a rule: {spec!r} (give a name, a Rule, or an object with invoke_at_step)")
-
-
-def _instantiate(cls: type[Any], trial: Trial | None, params: Mapping[str, Any]) -> Rule:
-    if isinstance(cls, type) and issubclass(cls, Rule):
-        return cls(trial, **params)
-    if isinstance(cls, type) and callable(getattr(cls, "invoke_at_step", None)):
-        return SmdebugRule(cls(trial, **params), trial)
-    raise InvalidConfig(f"{cls!r} is not a rule: subclass mldbg.rules.Rule or define invoke_at_step")
-
-
-def load_rule_config(path: str | os.PathLike[str]) -> list[RuleSpec]:
-    """Rule specs from a YAML or JSON file: a list of names / `{name: ..., k: v}` mappings,
-    a mapping `{rule_name: {k: v}}`, or either under a top-level `rules:` key."""
-    from mldbg.config_file import load_file
-
-    data = load_file(path)
-    if isinstance(data, Mapping) and "rules" in data and len(data) == 1:
-        data = data["rules"]
-    if isinstance(data, Mapping):
-        return [{"name": k, **(v or {})} for k, v in data.items()]
-    if isinstance(data, list):
-        out: list[RuleSpec] = []
-        for item in data:
-            if isinstance(item, Mapping) and "name" not in item and len(item) == 1:
-                ((k, v),) = item.items()
-                out.append({"name": k, **(v or {})})
-            elif isinstance(item, (str, Mapping)):
-                out.append(item)
-            else:
-                raise InvalidConfig(f"{path}: a rule must be a name or a mapping, got {item!r}")
-        return out
-    raise InvalidConfig(f"{path}: expected a list of rules or a mapping of rule names to parameters")
-
-
-class SmdebugRule(Rule):
-    """Runs an smdebug-style rule object: `invoke_at_step(step)` returning True is a finding."""
-
-    default = False
-    suggestion = ""
-
-    def __init__(self, obj: Any, trial: Trial | None = None):
-        super().__init__(trial)
-        self.obj = obj
-        self.name = snake_case(type(obj).__name__)  # type: ignore[misc]  # per instance: the wrapped object's name
-        if getattr(obj, "base_trial", None) is None:
-            with contextlib.suppress(AttributeError):
-                obj.base_trial = trial
-
-    def check(self, trial: Trial, step: int) -> Finding | None:
-        if self.obj.invoke_at_step(step):
-            message = (
-                getattr(self.obj, "message", None)
-                or f"{type(self.obj).__name__}: condition met at step {step}"
-            )
-            return self.finding(trial, step, str(message))
-        return None
-
-    def __repr__(self) -> str:
-        return f"SmdebugRule({self.obj!r})"
-
-
-# running ----------------------------------------------------------------------------------
 class RuleRunner:
     """Runs rules over a trial, step by step, in order.
 
@@ -215,6 +63,7 @@ class RuleRunner:
         for rule in self.rules:
             if rule.trial is None:
                 rule.trial = self.trial
+            rule.reset()  # state left by an earlier run must not leak into this one
         self.start_step = start_step
         self.end_step = end_step
         self.skipped: dict[str, str] = {}
@@ -379,7 +228,7 @@ class PerWorkerRunner:
                 trial = create_trial(self.store)
                 several = len(trial.workers()) > 1 or trial.expected_workers > 1
         if several:
-            self.rules = resolve_rules(_fresh(rules), None)
+            self.rules = resolve_rules(unbound_copy(rules), None)
             self._add_workers()
         else:
             self._whole = RuleRunner(trial, rules, start_step, end_step)
@@ -389,7 +238,7 @@ class PerWorkerRunner:
         for worker in run_workers(self.store):
             if worker not in self.runners:
                 view = create_trial(self.store, on_corrupt=self._on_corrupt, worker=worker)
-                self.runners[worker] = RuleRunner(view, _fresh(self._specs), *self._steps)
+                self.runners[worker] = RuleRunner(view, unbound_copy(self._specs), *self._steps)
 
     def _each(self) -> list[RuleRunner]:
         return [self._whole] if self._whole is not None else list(self.runners.values())
@@ -440,26 +289,6 @@ class PerWorkerRunner:
         return out
 
 
-def _fresh(specs: RuleSpec | Iterable[RuleSpec] | None) -> Any:
-    """A copy of rule specs to build one worker's rules from: a rule holds state and its
-    trial, and must never be shared between workers."""
-    if specs is None:
-        return None
-    listed = [specs] if isinstance(specs, (str, Rule, type, Mapping)) else list(specs)
-    for spec in listed:
-        bound = isinstance(spec, Rule) and spec.trial is not None
-        if bound or (not isinstance(spec, type) and callable(getattr(spec, "invoke_at_step", None))):
-            raise InvalidConfig(
-                f"rule {spec!r} is an object bound to a trial; to check each worker on its own, "
-                "give its name, class or {'name': ..., **params}, so that every worker gets its own"
-            )
-    return copy.deepcopy(specs)
-
-
-def _load_builtin() -> None:
-    import mldbg.rules  # noqa: F401  (registers the built-in rules)
-
-
 def check(
     path: str | os.PathLike[str] | Trial,
     rules: RuleSpec | Iterable[RuleSpec] | None = None,
@@ -501,15 +330,4 @@ def invoke_rule(
     return findings
 
 
-__all__ = [
-    "PerWorkerRunner",
-    "RuleRunner",
-    "SmdebugRule",
-    "check",
-    "default_rules",
-    "invoke_rule",
-    "load_rule_config",
-    "parse_rule_spec",
-    "resolve_rules",
-    "rule_class",
-]
+__all__ = ["PerWorkerRunner", "RuleRunner", "check", "invoke_rule"]

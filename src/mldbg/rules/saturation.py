@@ -4,12 +4,13 @@ a layer's units whose inputs sit where the activation is flat."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from mldbg.rules.base import Finding
 from mldbg.rules.stats import UnitWindow, is_input, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
 
@@ -86,11 +87,25 @@ def describe(
     )
 
 
-def check_saturation(rule: Any, view: TrialView, step: int, tracker: SaturationTracker) -> Any:
-    """One step of a saturation rule: the finding for layers newly saturated, or None.
+class SaturationRule(Protocol):
+    """What `check_saturation` reads of the rule: its thresholds, `first` and `finding`."""
 
-    `rule` is the Rule (its `threshold_inactivity`, `threshold_layer`, `patience`, `first`
-    and `finding`); the tracker holds the kind and bounds."""
+    threshold_inactivity: float
+    threshold_layer: float
+    patience: int
+
+    def first(self, key: Any = None) -> bool: ...
+
+    def finding(
+        self, trial: TrialView | None, step: int, message: str, tensors: Iterable[str] = ()
+    ) -> Finding: ...
+
+
+def check_saturation(
+    rule: SaturationRule, view: TrialView, step: int, tracker: SaturationTracker
+) -> Finding | None:
+    """One step of a saturation rule: the finding for layers newly saturated, or None; the
+    tracker holds the kind and bounds."""
     names = view.names(f"{tracker.kind}_activations", step=step)
     if not names:
         return None

@@ -1,10 +1,14 @@
 """What rules read: a Trial with a per-step cache that every rule of one runner shares.
 
 Many rules look at the same tensors at the same step (weights for `unchanged_tensor`,
-`weight_update_ratio`, `exploding_tensor`...). The runner hands them a `TrialView`: it behaves
-like the Trial (every attribute not defined here is the trial's), reads each raw tensor of
-the current step once, answers reductions from the saved reductions when only those were
-recorded, and keeps the tensor names of each collection at hand.
+`weight_update_ratio`, `exploding_tensor`...). The runner hands them a `TrialView`: it reads
+each raw tensor of the current step once, answers reductions from the saved reductions when
+only those were recorded, and keeps the tensor names of each collection at hand.
+
+The view is the whole surface a rule reads: the step queries (`names`, `raw`, `value`,
+`reduce`, `saved_reductions`, `tensor`), the read-only queries of the Trial that custom and
+smdebug-style rules use (`steps`, `tensor_names`, `mode`, `mode_step`, `workers`,
+`loaded_all_steps` ...), and `trial`, the Trial itself, for anything else.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -21,6 +25,9 @@ from mldbg.errors import InvalidConfig, TensorUnavailableForStep
 from mldbg.record.reductions import reduce
 from mldbg.store.format import ABS, REDUCTION_CODE
 from mldbg.trial import Trial
+
+if TYPE_CHECKING:
+    from mldbg.store import Store
 
 
 class _Missing(enum.Enum):
@@ -34,10 +41,14 @@ _CODES = {code + (ABS if a else 0): (name, a) for name, code in REDUCTION_CODE.i
 
 
 class TrialView:
-    """A Trial plus a cache of the current step's reads. Attributes not defined here are the trial's."""
+    """A Trial as the rules read it, plus a cache of the current step's reads.
+
+    `trial` is the Trial itself: what the view does not answer (waiting for steps, exports)
+    is asked there.
+    """
 
     def __init__(self, trial: Trial):
-        self.trial = trial
+        self.trial: Trial = trial
         self._step: int | None = None
         self._raw: dict[tuple[str, int, Any, Any], Any] = {}
         self._reds: dict[tuple[str, int, str, bool], float] = {}
@@ -51,9 +62,6 @@ class TrialView:
         self._present: dict[int, set[str]] = {}
         self._synced = 0
         self._seg_reds: dict[int, dict[int, dict[tuple[str, bool], float]]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.trial, name)
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -74,22 +82,71 @@ class TrialView:
         self._records.clear()
         self._sync()
 
-    # metadata ---------------------------------------------------------------------------
-    def collections(self) -> dict[str, frozenset[str]]:
-        if self._collections is None:
-            self._collections = {c: frozenset(n) for c, n in self.trial.collections().items()}
-        return self._collections
+    # the run: read-only queries of the Trial ----------------------------------------------
+    @property
+    def path(self) -> str:
+        """Where the run is (a local path or a URL), for messages."""
+        return self.trial.path
 
-    def has_collection(self, name: str) -> bool:
-        return bool(self.collections().get(name))
+    @property
+    def store(self) -> Store:
+        """The run's store: the profiler rules read their series from it."""
+        return self.trial.store
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once training ended and every step it wrote has been read."""
+        return self.trial.loaded_all_steps
+
+    def steps(self, mode: Mode | None = None) -> list[int]:
+        """Global steps with saved data; with a mode, that mode's own steps."""
+        return self.trial.steps(mode)
 
     def mode(self, step: int) -> Mode:
+        """The mode of a global step (asked of the trial once per step)."""
         found = self._modes.get(step)
         if found is None:
             found = self._modes[step] = self.trial.mode(step)
         return found
 
+    def mode_step(self, step: int) -> int:
+        """The mode's own step count at a global step."""
+        return self.trial.mode_step(step)
+
+    def global_step(self, mode: Mode, mode_step: int) -> int:
+        """The global step of a mode's own step."""
+        return self.trial.global_step(mode, mode_step)
+
+    def workers(self) -> list[str]:
+        """The workers that wrote to the run so far."""
+        return self.trial.workers()
+
+    # tensors and collections ------------------------------------------------------------
+    def collections(self) -> dict[str, frozenset[str]]:
+        """Collection name -> the names of its recorded tensors (cached until new data)."""
+        if self._collections is None:
+            self._collections = {c: frozenset(n) for c, n in self.trial.collections().items()}
+        return self._collections
+
+    def has_collection(self, name: str) -> bool:
+        """True when the collection holds at least one recorded tensor."""
+        return bool(self.collections().get(name))
+
+    def has_tensor(self, name: str) -> bool:
+        return self.trial.has_tensor(name)
+
+    def tensor_names(
+        self,
+        regex: str | list[str] | None = None,
+        collection: str | None = None,
+        mode: Mode | None = None,
+        step: int | None = None,
+    ) -> list[str]:
+        """The Trial's query, for rules written against it; `names` is the cached one."""
+        return self.trial.tensor_names(regex=regex, collection=collection, mode=mode, step=step)
+
     def tensor(self, name: str) -> CachedTensor:
+        """A tensor whose values of the current step are read once for every rule."""
         found = self._tensors.get(name)
         if found is None:
             found = self._tensors[name] = CachedTensor(self, name)
@@ -236,6 +293,7 @@ class TrialView:
         return None if found is _NO_RAW else found
 
     def value(self, name: str, step: int, mode: Mode | None = None, worker: str | None = None) -> np.ndarray:
+        """The saved tensor; `TensorUnavailableForStep` when only its reductions were saved."""
         found = self.raw(name, step, mode, worker)
         if found is None:
             raise TensorUnavailableForStep(f"only reductions of {name!r} were saved at step {step}")
@@ -263,21 +321,35 @@ class TrialView:
 
 
 class CachedTensor:
-    """`trial.tensor(name)` as seen through a TrialView: values of the current step are cached."""
+    """`trial.tensor(name)` as seen through a TrialView: what it reads at the current step
+    comes from the view's cache, shared by every rule; the rest is the Tensor's."""
 
     def __init__(self, view: TrialView, name: str):
         self._view = view
         self.name = name
         self._tensor = view.trial.tensor(name)
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._tensor, attr)
-
     def __repr__(self) -> str:
         return f"Tensor({self.name!r})"
 
+    def steps(self, mode: Mode | None = None) -> list[int]:
+        """Global steps where it was saved; with a mode, that mode's own steps."""
+        return self._tensor.steps(mode)
+
+    def has_step(self, step: int, mode: Mode | None = None) -> bool:
+        return self._tensor.has_step(step, mode)
+
+    def workers(self, step: int, mode: Mode | None = None) -> list[str]:
+        """The workers that saved it at `step`."""
+        return self._tensor.workers(step, mode)
+
     def value(self, step: int, mode: Mode | None = None, worker: str | None = None) -> np.ndarray:
+        """The tensor at `step` (a global step, or the mode's step when `mode` is given)."""
         return self._view.value(self.name, step, mode, worker)
+
+    def values(self, mode: Mode | None = None) -> dict[int, np.ndarray]:
+        """Every saved value (of the first worker), by step."""
+        return {s: self.value(s, mode) for s in self.steps(mode)}
 
     def reduction_value(
         self,
@@ -290,3 +362,8 @@ class CachedTensor:
         if mode is None and worker is None:
             return self._view.reduce(self.name, step, reduction, abs)
         return self._tensor.reduction_value(step, reduction, abs, mode, worker)
+
+    def reduction_values(
+        self, reduction: str, abs: bool = False, mode: Mode | None = None
+    ) -> dict[int, float]:
+        return {s: self.reduction_value(s, reduction, abs, mode) for s in self.steps(mode)}

@@ -242,7 +242,7 @@ def rule_specs(rules: RuleSpecs) -> list[Any] | None:
                 f"rule {spec!r}: a sweep takes rule names, 'name:k=v', (name, params), "
                 "{'name': ..., k: v} or Rule classes, built anew for each run; not rule objects"
             )
-    from mldbg.rules.runner import resolve_rules
+    from mldbg.rules.specs import resolve_rules
 
     resolve_rules(copy.deepcopy(specs), None)
     return specs

@@ -71,7 +71,7 @@ class Watcher:
         wait_timeout: float | None = None,
         per_worker: bool = False,
     ):
-        from mldbg.rules.runner import resolve_rules
+        from mldbg.rules.specs import resolve_rules
 
         self.rules: list[Rule] = list(resolve_rules(rules))  # a wrong name fails now, not later
         # stop first: the sooner the request is written, the fewer steps run past the problem

@@ -37,6 +37,12 @@ class AllZero(Rule):
         "(no .detach() or torch.no_grad() in the training forward)."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._streak: dict[tuple[str, Mode], int] = {}  # consecutive saved steps at the threshold
+        self._since: dict[tuple[str, Mode], int] = {}  # where that streak began
+        self._share: dict[str, float] = {}
+
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
 
@@ -44,10 +50,6 @@ class AllZero(Rule):
         names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
         if not names:
             return None
-        if not hasattr(self, "_streak"):
-            self._streak: dict[tuple[str, Mode], int] = {}
-            self._since: dict[tuple[str, Mode], int] = {}
-            self._share: dict[str, float] = {}
         mode = trial.mode(step)
         zero = []
         for name in names:

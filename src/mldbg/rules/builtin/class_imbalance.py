@@ -40,6 +40,16 @@ class ClassImbalance(Rule):
         "data of the rare classes; judge the model with per-class recall or F1, not accuracy."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._counts: dict[int, int] = {}  # label counts over the first `samples` labels
+        self._total = 0
+        self._classes: int | None = None  # classes the predictions score
+        self._win_y: list[np.ndarray] = []  # the window of labels and predictions being filled
+        self._win_p: list[np.ndarray] = []
+        self._windows = 0
+        self._streak = 0  # windows in a row where a class was ignored
+
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.labels_regex else self.needs
 
@@ -61,14 +71,6 @@ class ClassImbalance(Rule):
         if got is None:
             return None
         y, p, c = got
-        if not hasattr(self, "_counts"):
-            self._counts: dict[int, int] = {}
-            self._total = 0
-            self._classes: int | None = None
-            self._win_y: list[np.ndarray] = []
-            self._win_p: list[np.ndarray] = []
-            self._windows = 0
-            self._streak = 0
         if c is not None:
             self._classes = max(self._classes or 0, c)
         if self._total < self.samples:

@@ -42,6 +42,12 @@ class Confusion(Rule):
         "inputs given? Re-sample or weight rare classes, train longer, or give the model more capacity."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        # per mode, the last `samples` (labels, predictions, step): the matrix judged at the end
+        self._recent: dict[Mode, deque[tuple[np.ndarray, np.ndarray, int]]] = {}
+        self._names: list[str] = []  # the label and prediction tensors read
+
     def needed_collections(self) -> tuple[str, ...]:
         return (self.labels_collection, self.predictions_collection)
 
@@ -54,8 +60,7 @@ class Confusion(Rule):
         )  # fmt: skip
         if got is None or got[1] is None:
             return None
-        if not hasattr(self, "_recent"):
-            self._recent: dict[Mode, deque[tuple[np.ndarray, np.ndarray, int]]] = {}
+        if not self._recent:
             self._names = (
                 trial.names(self.labels_collection, step=step)[:1]
                 + trial.names(self.predictions_collection, step=step)[:1]
@@ -70,12 +75,12 @@ class Confusion(Rule):
         return None
 
     def unchecked(self) -> str | None:
-        if not getattr(self, "_recent", None):
+        if not self._recent:
             return "no class labels with predictions were found"
         return None
 
     def finish(self, trial: TrialView) -> Finding | None:
-        recent = getattr(self, "_recent", None)
+        recent = self._recent
         if not recent:
             return None
         mode = Mode.EVAL if Mode.EVAL in recent else next(iter(recent))

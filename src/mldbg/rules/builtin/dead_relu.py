@@ -33,6 +33,11 @@ class DeadRelu(Rule):
         "inputs are normalized."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._windows: dict[str, UnitWindow] = {}  # per layer, the last `patience` saved steps
+        self._since: dict[str, int] = {}
+
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
 
@@ -43,9 +48,6 @@ class DeadRelu(Rule):
             names = trial.names("relu_activations", step=step)
         if not names:
             return None
-        if not hasattr(self, "_windows"):
-            self._windows: dict[str, UnitWindow] = {}
-            self._since: dict[str, int] = {}
         dead_layers = []
         for layer, name in sorted(pick_per_layer(names, prefer="output").items()):
             x = trial.raw(name, step)

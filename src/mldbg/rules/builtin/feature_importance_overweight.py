@@ -11,6 +11,7 @@ from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, importance_at, read_
 from mldbg.rules.base import Finding, Rule, register
 
 if TYPE_CHECKING:
+    from mldbg.rules.view import TrialView
     from mldbg.trial import Trial
 
 
@@ -57,19 +58,19 @@ class FeatureImportanceOverweight(Rule):
                 f"rule {self.name!r}: importance_type={self.importance_type!r}; choose from {', '.join(IMPORTANCE_TYPES)}"
             )
 
-    def check(self, trial: Trial, step: int) -> Finding | None:
+    def check(self, trial: TrialView, step: int) -> Finding | None:
         return self._judge(trial, step, self.min_splits)
 
-    def finish(self, trial: Trial) -> Finding | None:
+    def finish(self, trial: TrialView) -> Finding | None:
         name = f"feature_importance/{self.importance_type}"
         steps = trial.tensor(name).steps() if trial.has_tensor(name) else []
         return self._judge(trial, steps[-1], 0) if steps else None
 
-    def _judge(self, trial: Trial, step: int, min_splits: int) -> Finding | None:
+    def _judge(self, trial: TrialView, step: int, min_splits: int) -> Finding | None:
         if self._fired:  # once per run
             return None
-        splits = importance_at(trial, step, "weight")
-        scores = importance_at(trial, step, self.importance_type)
+        splits = importance_at(trial.trial, step, "weight")
+        scores = importance_at(trial.trial, step, self.importance_type)
         if splits is None or scores is None or splits.sum() < min_splits:
             return None
         if scores.size < 3 * self.nfeatures or scores.sum() <= 0:
@@ -79,7 +80,7 @@ class FeatureImportanceOverweight(Rule):
         total = float(share[top].sum())
         if total <= self.threshold or not self.first():
             return None
-        info = read_run_info(trial)
+        info = read_run_info(trial.trial)
         names = [info.feature(int(i)) if info else f"f{int(i)}" for i in top]
         parts = ", ".join(f"{n} {share[i]:.0%}" for n, i in zip(names, top, strict=True))
         return self.finding(

@@ -41,10 +41,14 @@ class LossNotDecreasing(Rule):
     tensor_regex: list[str] | None = None
     patience: int = 5
 
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+        self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}  # per-evaluation values
+        # (name, mode) -> medians of the complete windows judged so far
+        self._medians: dict[tuple[str, str], list[float]] = {}
+
     def check(self, trial: TrialView, step: int) -> list[Finding]:
-        if not hasattr(self, "_tracker"):
-            self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
-            self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}
         mode, names, closed = self._tracker.update(trial, step)
         out: list[Finding] = []
         wanted = Mode.parse(self.mode) if self.mode else None
@@ -63,7 +67,7 @@ class LossNotDecreasing(Rule):
     def finish(self, trial: TrialView) -> list[Finding]:
         out: list[Finding] = []
         wanted = Mode.parse(self.mode) if self.mode else None
-        for name, ev in self._tracker.close_all() if hasattr(self, "_tracker") else []:
+        for name, ev in self._tracker.close_all():
             if wanted == Mode.EVAL or (wanted is None and name not in self._tracker.train):
                 series = self._series.setdefault((name, "EVAL"), [])
                 series.append((ev.last_step, ev.value))
@@ -71,7 +75,7 @@ class LossNotDecreasing(Rule):
         return out
 
     def unchecked(self) -> str | None:
-        if not hasattr(self, "_tracker") or not self._tracker.seen_any:
+        if not self._tracker.seen_any:
             return "no loss values found (losses collection, or scalars named like 'loss')"
         return None
 
@@ -107,7 +111,7 @@ class LossNotDecreasing(Rule):
                     "inputs, and look for dead_relu, vanishing_gradient or weight_update_ratio findings."
                 ),
             ))  # fmt: skip
-        cache = self.__dict__.setdefault("_medians", {}).setdefault((name, mode), [])
+        cache = self._medians.setdefault((name, mode), [])
         while len(cache) < n // w - 1:  # medians of the complete windows before the last one
             i = len(cache) * w
             cache.append(median(values[i : i + w]))

@@ -11,6 +11,7 @@ from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, importance_at, read_
 from mldbg.rules.base import Finding, Rule, register
 
 if TYPE_CHECKING:
+    from mldbg.rules.view import TrialView
     from mldbg.trial import Trial
 
 
@@ -48,13 +49,16 @@ class LowFeatureImportance(Rule):
             raise InvalidConfig(
                 f"rule {self.name!r}: importance_type={self.importance_type!r}; choose from {', '.join(IMPORTANCE_TYPES)}"
             )
-        self._most_splits = -1.0  # the largest model seen, for `unchecked`
 
-    def check(self, trial: Trial, step: int) -> Finding | None:
+    def reset(self) -> None:
+        super().reset()
+        self._most_splits = -1.0  # splits per feature of the largest model seen, for `unchecked`
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
         if self._fired:  # once per run
             return None
-        splits = importance_at(trial, step, "weight")
-        scores = importance_at(trial, step, self.importance_type)
+        splits = importance_at(trial.trial, step, "weight")
+        scores = importance_at(trial.trial, step, self.importance_type)
         if splits is None or scores is None or scores.size == 0 or scores.sum() <= 0:
             return None
         if splits.sum() < self.min_splits_per_feature * scores.size:
@@ -65,7 +69,7 @@ class LowFeatureImportance(Rule):
         low = np.flatnonzero(share < self.threshold / scores.size)
         if low.size < self.nfeatures or not self.first():
             return None
-        info = read_run_info(trial)
+        info = read_run_info(trial.trial)
         names = [info.feature(int(i)) if info else f"f{int(i)}" for i in low]
         listed = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         return self.finding(

@@ -33,10 +33,16 @@ class NlpSequenceRatio(Rule):
         "and mask padding in attention and in the loss (ignore_index)."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._counts: dict[str, np.ndarray] = {}  # per input tensor, the count of each token
+        self._totals: dict[str, int] = {}  # per input tensor, the tokens seen
+
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
 
     def _tokens(self) -> list[tuple[int, float]]:
+        """(token id, limit %) pairs of the parameters; a bad value fails the rule where it runs."""
         values = [v.strip() for v in str(self.token_values).split(",") if v.strip()]
         limits = [v.strip() for v in str(self.token_thresholds_percent).split(",") if v.strip()]
         if len(limits) == 1:
@@ -53,10 +59,7 @@ class NlpSequenceRatio(Rule):
             ) from None
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if not hasattr(self, "_counts"):
-            self._pairs = self._tokens()
-            self._counts: dict[str, np.ndarray] = {}
-            self._totals: dict[str, int] = {}
+        pairs = self._tokens()
         names = (
             trial.names(None, regex=self.tensor_regex, step=step)
             if self.tensor_regex
@@ -67,22 +70,22 @@ class NlpSequenceRatio(Rule):
             x = trial.raw(name, step)
             if x is None or x.ndim != 2 or x.dtype.kind not in "iu":
                 continue
-            counts = self._counts.setdefault(name, np.zeros(len(self._pairs), dtype=np.int64))
-            for i, (tok, _) in enumerate(self._pairs):
+            counts = self._counts.setdefault(name, np.zeros(len(pairs), dtype=np.int64))
+            for i, (tok, _) in enumerate(pairs):
                 counts[i] += int(np.count_nonzero(x == tok))
             self._totals[name] = self._totals.get(name, 0) + x.size
             out += self._judge(trial, step, name)
         return out[0] if out else None
 
     def finish(self, trial: TrialView) -> Finding | None:
-        for name in getattr(self, "_counts", {}):
+        for name in self._counts:
             found = self._judge(trial, trial.steps()[-1], name, final=True)
             if found:
                 return found[0]
         return None
 
     def unchecked(self) -> str | None:
-        if not getattr(self, "_counts", None):
+        if not self._counts:
             return "no integer (batch, length) input sequences were saved"
         return None
 
@@ -92,7 +95,7 @@ class NlpSequenceRatio(Rule):
             return []
         bad = [
             (tok, 100.0 * self._counts[name][i] / total, limit)
-            for i, (tok, limit) in enumerate(self._pairs)
+            for i, (tok, limit) in enumerate(self._tokens())
             if 100.0 * self._counts[name][i] / total > limit
         ]
         bad = [b for b in bad if self.first((name, b[0]))]

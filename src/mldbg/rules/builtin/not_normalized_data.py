@@ -45,13 +45,15 @@ class NotNormalizedData(Rule):
         "channel for images; divide raw pixels by 255 first)."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._moments: dict[str, _Moments] = {}  # per input tensor, sums over the samples seen
+        self._checked: set[str] = set()  # inputs judged already
+
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.regex else self.needs
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if not hasattr(self, "_moments"):
-            self._moments: dict[str, _Moments] = {}
-            self._checked: set[str] = set()
         mode = trial.mode(step)
         if mode != Mode.TRAIN and trial.steps(Mode.TRAIN):
             return None
@@ -73,7 +75,7 @@ class NotNormalizedData(Rule):
         return out
 
     def finish(self, trial: TrialView) -> Finding | None:
-        for name, m in getattr(self, "_moments", {}).items():
+        for name, m in self._moments.items():
             if name not in self._checked and m.n >= min(100, self.threshold_samples):
                 self._checked.add(name)
                 found = self._judge(trial, trial.steps()[-1], name, m)
@@ -82,7 +84,7 @@ class NotNormalizedData(Rule):
         return None
 
     def unchecked(self) -> str | None:
-        if not getattr(self, "_moments", None):
+        if not self._moments:
             return "no floating-point model inputs were saved"
         return None
 

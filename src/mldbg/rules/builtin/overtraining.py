@@ -39,20 +39,20 @@ class Overtraining(Rule):
         "augmentation) to keep the validation loss improving."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+        self._state: dict[str, dict] = {}  # per validation loss: its best, streak...
+
     def check(self, trial: TrialView, step: int) -> list[Finding]:
-        if not hasattr(self, "_tracker"):
-            self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
-            self._state: dict[str, dict] = {}
         _, _, closed = self._tracker.update(trial, step)
         return [f for name, ev in closed if (f := self._judge(trial, name, ev))]
 
     def finish(self, trial: TrialView) -> list[Finding]:
-        if not hasattr(self, "_tracker"):
-            return []
         return [f for name, ev in self._tracker.close_all() if (f := self._judge(trial, name, ev))]
 
     def unchecked(self) -> str | None:
-        if not hasattr(self, "_tracker") or not self._tracker.evals:
+        if not self._tracker.evals:
             return "no validation loss: it needs losses saved in EVAL mode (evaluation passes)"
         return None
 

@@ -62,13 +62,18 @@ class PoorWeightInitialization(Rule):
         "at 0 or small. Normalized inputs and BatchNorm/LayerNorm make training less sensitive to it."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._done = False  # judged: the first `steps` are over, or it fired
+        self._streak: dict[str, int] = {}  # condition -> consecutive saved steps where it held
+        self._seen = 0  # saved training steps looked at
+        self._last: dict[str, tuple[str, list[str]]] = {}  # condition -> (message, tensors) last seen
+        self._last_step = -1  # the last training step looked at (-1: none yet)
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN or self.__dict__.get("_done"):
+        if trial.mode(step) != Mode.TRAIN or self._done:
             return None
-        if not hasattr(self, "_streak"):
-            self._streak: dict[str, int] = {}
-            self._seen = 0
-            self._last: dict[str, tuple[str, list[str]]] = {}
+        if self._last_step < 0:
             self._last_step = step
         if trial.mode_step(step) >= self.steps:
             return self._verdict(trial, end=True)
@@ -84,7 +89,7 @@ class PoorWeightInitialization(Rule):
         return self._verdict(trial, end=False)
 
     def finish(self, trial: TrialView) -> Finding | None:
-        if self.__dict__.get("_done") or not hasattr(self, "_streak"):
+        if self._done or self._last_step < 0:
             return None
         return self._verdict(trial, end=True)
 

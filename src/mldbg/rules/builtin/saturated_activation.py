@@ -29,15 +29,17 @@ class SaturatedActivation(Rule):
     patience: int = 3
     suggestion = SUGGESTION
 
+    def reset(self) -> None:
+        super().reset()
+        self._trackers = {
+            "tanh": SaturationTracker(
+                "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
+            ),
+            "sigmoid": SaturationTracker(
+                "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
+            ),
+        }
+
     def check(self, trial: TrialView, step: int) -> Iterable[Finding]:
-        if not hasattr(self, "_trackers"):
-            self._trackers = {
-                "tanh": SaturationTracker(
-                    "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
-                ),
-                "sigmoid": SaturationTracker(
-                    "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
-                ),
-            }
         found = (check_saturation(self, trial, step, t) for t in self._trackers.values())
         return [f for f in found if f is not None]

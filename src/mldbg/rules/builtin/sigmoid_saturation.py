@@ -26,9 +26,11 @@ class SigmoidSaturation(Rule):
     patience: int = 3
     suggestion = SUGGESTION
 
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = SaturationTracker(
+            "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
+        )
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if not hasattr(self, "_tracker"):
-            self._tracker = SaturationTracker(
-                "sigmoid", self.threshold_sigmoid_min, self.threshold_sigmoid_max, self.patience
-            )
         return check_saturation(self, trial, step, self._tracker)

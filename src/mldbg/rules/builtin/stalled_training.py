@@ -24,19 +24,26 @@ class StalledTraining(Rule):
         "distributed collective (one rank died), a full disk, or a stuck remote read."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._last_seen: float | None = None  # when a new step was last seen (None: not yet)
+        self._last_step = -1
+
     def check(self, trial: TrialView, step: int) -> None:
         self._last_seen = time.time()
         self._last_step = step
         return None
 
     def poll(self, trial: TrialView, now: float) -> Finding | None:
-        last = self.__dict__.setdefault("_last_seen", now)
+        if self._last_seen is None:
+            self._last_seen = now
+        last = self._last_seen
         if now - last < self.threshold:
             return None
         if trial.loaded_all_steps:
             return None
         self._last_seen = now  # report each stall once per threshold
-        step = getattr(self, "_last_step", -1)
+        step = self._last_step
         return self.finding(
             trial if step >= 0 else None, max(step, 0),
             f"no new step for {now - last:.0f} s (more than {self.threshold:g} s) after step {step}",

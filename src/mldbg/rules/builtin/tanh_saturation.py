@@ -28,9 +28,11 @@ class TanhSaturation(Rule):
     patience: int = 3
     suggestion = SUGGESTION
 
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = SaturationTracker(
+            "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
+        )
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if not hasattr(self, "_tracker"):
-            self._tracker = SaturationTracker(
-                "tanh", self.threshold_tanh_min, self.threshold_tanh_max, self.patience
-            )
         return check_saturation(self, trial, step, self._tracker)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from mldbg.rules.base import Finding, Rule, register
 
 if TYPE_CHECKING:
-    from mldbg.trial import Trial
+    from mldbg.rules.view import TrialView
 
 
 @register
@@ -29,7 +29,7 @@ class TreeDepth(Rule):
         "loss with early stopping."
     )
 
-    def check(self, trial: Trial, step: int) -> Finding | None:
+    def check(self, trial: TrialView, step: int) -> Finding | None:
         if not trial.has_tensor("trees/depth"):
             return None
         tensor = trial.tensor("trees/depth")
@@ -53,7 +53,7 @@ class TreeDepth(Rule):
         )
 
 
-def _hyperparameter(trial: Trial, name: str) -> float | None:
+def _hyperparameter(trial: TrialView, name: str) -> float | None:
     full = f"hyperparameters/{name}"
     if not trial.has_tensor(full):
         return None

@@ -41,6 +41,10 @@ class UnchangedTensor(Rule):
         "0, and that the tensor is not detached from the graph."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._history: dict[str, list[tuple[int, object]]] = {}  # per tensor, its last (step, snapshot)s
+
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
 
@@ -51,8 +55,6 @@ class UnchangedTensor(Rule):
         names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
         if not names:
             return None
-        if not hasattr(self, "_history"):
-            self._history: dict[str, list[tuple[int, object]]] = {}
         grads = gradient_names(trial) if trial.has_collection("gradients") else {}
         grads_here = bool(grads) and bool(trial.names("gradients", step=step))
         stuck = []

@@ -39,9 +39,11 @@ class Underfitting(Rule):
         "belong to the inputs?"
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        if not hasattr(self, "_tracker"):
-            self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         mode, names, _ = self._tracker.update(trial, step)
         if mode != Mode.TRAIN:
             return None

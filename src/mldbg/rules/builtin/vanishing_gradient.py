@@ -31,14 +31,16 @@ class VanishingGradient(Rule):
         "(torch.nn.init.kaiming_normal_ for ReLU, xavier_uniform_ for tanh)."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        self._streak: dict[str, int] = {}  # consecutive saved steps below the threshold
+        self._first: dict[str, int] = {}  # where that streak began
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names = trial.names("gradients", regex=self.tensor_regex, step=step,
                             exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
         if not names:
             return None
-        if not hasattr(self, "_streak"):
-            self._streak: dict[str, int] = {}
-            self._first: dict[str, int] = {}
         means = {n: trial.reduce(n, step, "mean", abs=True) for n in names}
         low = []
         for n, m in means.items():

@@ -33,17 +33,19 @@ class WeightUpdateRatio(Rule):
     epsilon: float = 1e-9
     patience: int = 3
 
+    def reset(self) -> None:
+        super().reset()
+        self._prev: dict[str, tuple[int, np.ndarray | float]] = {}  # per weight, its last (step, value or L2)
+        self._streak: dict[tuple[str, str], int] = {}  # (weight, "small"/"large") -> checks in a row
+        self._ratios: dict[str, float] = {}  # per weight, its last ratio
+        self._count = 0  # training steps seen (for `num_steps`)
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
         names = trial.names("weights", step=step)
         if not names:
             return None
-        if not hasattr(self, "_prev"):
-            self._prev: dict[str, tuple[int, np.ndarray | float]] = {}
-            self._streak: dict[tuple[str, str], int] = {}
-            self._ratios: dict[str, float] = {}
-            self._count = 0
         self._count += 1
         if self.num_steps and (self._count - 1) % self.num_steps:
             return None
