@@ -21,7 +21,7 @@ from tqdm import tqdm
 def demo(out: Path, epochs: int) -> None:
     """Train a small network on scikit-learn's digits with mldbg recording, show what was
     recorded, then run the rules on it and on a deliberately broken twin."""
-    from mldbg.demo import train_digits
+    from mldbg.frameworks.torch_demo import train_digits
 
     runs = {}
     for name, lr, what, stop, n_epochs in (
