@@ -14,6 +14,7 @@ from mldbg.profiler.timeline import (
     STEP_BEGIN,
     STEP_COLUMNS,
     STEP_END,
+    NoTimeline,
     StepParser,
     StepTimeline,
 )
@@ -115,3 +116,15 @@ def test_timeline_records_on_the_calling_thread_cheaply():
     assert seen == [(0, TRAIN), (1, TRAIN), (2, TRAIN)]
     events = tl.drain()
     assert sum(e[0] == STEP_BEGIN for e in events) == 3 and tl.drain() == []
+
+
+def test_without_a_profiler_the_marks_go_nowhere():
+    """A hook without `profiler_config` marks a `NoTimeline`: the same calls, nothing kept."""
+    tl = NoTimeline()
+    assert not tl.active and StepTimeline().active
+    for step in range(3):
+        tl.forward_start(step, TRAIN)
+        tl.step_begin(step, TRAIN)
+        tl.mark(FORWARD_END)
+        tl.step_end()
+    assert vars(tl) == {}

@@ -8,7 +8,8 @@ import pstats
 
 from profiler_runs import train
 
-from mldbg.profiler import ProfilerConfig, ProfilerData
+from mldbg.frameworks.torch_trace import TorchCapture
+from mldbg.profiler import Profiler, ProfilerConfig, ProfilerData
 from mldbg.store import open_store
 
 
@@ -64,3 +65,22 @@ def test_window_still_open_at_close_is_saved(tmp_path):
     )
     (pw,) = ProfilerData(tmp_path).windows("python")
     assert pw["steps"] == [4, 5]
+
+
+def test_the_framework_capture_is_handed_to_the_profiler(tmp_path):
+    """The profiler imports no framework: a torch.profiler window runs only where the hook
+    (here the caller) hands over its capture; without one the window is noted as ignored."""
+    import torch
+
+    cfg = ProfilerConfig(system_interval_ms=None, torch_profiler=(1, 1), flush_seconds=0.25)
+    without = Profiler(tmp_path / "without", cfg)
+    without.close()
+    assert any("torch_profiler window ignored" in n for n in without.notes)
+    prof = Profiler(tmp_path / "with", cfg, captures={"torch": TorchCapture})
+    for step in range(3):
+        prof.timeline.step_begin(step)
+        torch.ones(8, 8) @ torch.ones(8, 8)
+        prof.timeline.step_end()
+    prof.close()
+    (tw,) = ProfilerData(tmp_path / "with").windows("torch")
+    assert tw["steps"] == [1, 1] and any("mm" in op["name"] for op in tw["operators"])

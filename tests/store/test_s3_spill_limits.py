@@ -50,7 +50,7 @@ def test_the_bound_is_a_setting(monkeypatch, tmp_path):
     with pytest.raises(InvalidConfig, match="MLDBG_S3_SPILL_MAX_MB"):
         S3Store("s3://b/run")
     with pytest.raises(InvalidConfig, match="spill_max_bytes.*not an s3:// URL"):
-        Recorder(tmp_path / "local", spill_max_bytes=1000)
+        open_store(tmp_path / "local", spill_max_bytes=1000)
 
 
 def test_writes_past_the_bound_are_dropped_and_the_rest_uploaded(
@@ -119,8 +119,8 @@ def test_training_goes_on_past_the_bound(own_s3_server, monkeypatch, tmp_path, c
     own_s3_server.stop()
     with caplog.at_level(logging.WARNING, logger="mldbg"):
         rec = Recorder(
-            url, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"],
-            spill_max_bytes=64 << 10,
+            open_store(url, spill_max_bytes=64 << 10), save_config=mldbg.SaveConfig(save_interval=1),
+            include_collections=["all"],
         )  # fmt: skip
         slowest = record_steps(rec, range(20))
         assert rec.writer.store_dropped >= 15 and rec.writer.blocked_seconds == 0

@@ -13,7 +13,6 @@ ships the tensors to the host only on saving steps, under `lax.cond`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -22,11 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
-from mldbg.profiler.config import ProfilerConfig
-from mldbg.record.session import RecordingSession
-from mldbg.store.base import Store
-from mldbg.store.format import dtype_name
+from mldbg.config import Mode
+from mldbg.frameworks.base import Adapter
+from mldbg.frameworks.host import array_source
+from mldbg.frameworks.session import Worker
 
 BIAS_KEYS = ("bias", "b", "beta")
 ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
@@ -114,65 +112,15 @@ def _is_leaf(x: Any) -> bool:
 
 
 def host_source(value: Any) -> tuple[Any, int] | None:
-    array = np.array(value, copy=True)
-    if array.dtype.name == "bfloat16":
-        bits = array.view(np.uint16)
-        return (lambda: (bits, "BF16")), array.nbytes
-    if array.dtype.kind == "f" and array.dtype.itemsize not in (2, 4, 8):
-        array = array.astype(np.float32)
-    try:
-        dtype_name(array)
-    except TypeError:
-        return None
-    return array, array.nbytes
+    """A host copy of a leaf as a recorder source (JAX buffers may be donated: copy now)."""
+    return array_source(np.array(value, copy=True))
 
 
-class Hook:
+class Hook(Adapter):
     """Records pytrees of a JAX training loop: `hook.record(step, params=..., grads=..., loss=...)`."""
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        include_collections: Sequence[str] | None = None,
-        include_regex: Sequence[str] | str | None = None,
-        reduction_config: ReductionConfig | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        collection_configs: Sequence[CollectionConfig] | None = None,
-        profiler_config: ProfilerConfig | None = None,
-        rules: Sequence[Any] | None = None,
-        actions: Sequence[Any] | None = None,
-        **options: Any,
-    ):
-        self.session = RecordingSession(
-            out_dir,
-            save_config=save_config,
-            include_collections=include_collections,
-            include_regex=include_regex,
-            reduction_config=reduction_config,
-            save_all=save_all,
-            collection_configs=collection_configs,
-            include_workers=include_workers,
-            rank=jax.process_index(),
-            world_size=jax.process_count(),
-            framework=f"jax-{jax.__version__}",
-            profiler_config=profiler_config,
-            rules=rules,
-            actions=actions,
-            **options,
-        )
-        self.recorder = self.session.recorder
-        self.profiler = self.session.profiler
-        self._timeline = self.session.timeline
-        self.out_dir = self.recorder.store.url
-        self._closed = False
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
-        from mldbg.config_file import hook_kwargs_from_json
-
-        return cls(**hook_kwargs_from_json(path))
+    def _worker(self) -> Worker:
+        return Worker(f"jax-{jax.__version__}", jax.process_index(), jax.process_count())
 
     def record(
         self,
@@ -208,10 +156,9 @@ class Hook:
         rec = self.recorder
         if rec.in_step:
             rec.end_step()
-        if self._timeline is not None:  # a step's time: from one record call to the next
-            if rec.step > 0:
-                self._timeline.step_end()
-            self._timeline.step_begin(rec.step, int(mode))
+        if rec.step > 0:  # a step's time: from one record call to the next
+            self.timeline.step_end()
+        self.timeline.step_begin(rec.step, int(mode))
         return rec.start_step(mode, mode_step=int(step))
 
     def _save(self, tensors: list[Named]) -> None:
@@ -244,24 +191,8 @@ class Hook:
         saving = io_callback(open_host, jax.ShapeDtypeStruct((), jnp.bool_), step, ordered=True)
         jax.lax.cond(saving, lambda: io_callback(save_host, None, *leaves, ordered=True), lambda: None)
 
-    def save_scalar(self, name: str, value: Any) -> None:
-        self.recorder.save_scalar(name, float(value))
-
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
-        self.recorder.save_tensor(name, np.asarray(value), tuple(collections))
-
-    def close(self) -> None:
-        """Flush everything and write the end marker. Also runs at interpreter exit."""
-        if not self._closed:
-            self._closed = True
-            jax.effects_barrier()
-            self.session.close()
-
-    def __enter__(self) -> Hook:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _release(self) -> None:
+        jax.effects_barrier()  # every io_callback of a jitted step has run
 
 
 __all__ = ["Hook", "path_name"]

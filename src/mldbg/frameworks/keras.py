@@ -14,67 +14,34 @@ outputs from each layer's `call`. They leave the compiled step as extra outputs
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import keras
 import numpy as np
 
-from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.config import Mode
+from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.keras_layers import host_source, patched, put_each, tap, tap_layers, variable_name
-from mldbg.profiler.config import ProfilerConfig
-from mldbg.record.session import RecordingSession
-from mldbg.store.base import Store
+from mldbg.frameworks.session import Worker
 
 MODES = {"train": Mode.TRAIN, "test": Mode.EVAL, "predict": Mode.PREDICT}
 
 
-class Hook(keras.callbacks.Callback):
+class Hook(Adapter, keras.callbacks.Callback):
     """Records a Keras model in `fit`, `evaluate` and `predict`: pass it in `callbacks=[hook]`."""
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        include_collections: Sequence[str] | None = None,
-        include_regex: Sequence[str] | str | None = None,
-        reduction_config: ReductionConfig | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        collection_configs: Sequence[CollectionConfig] | None = None,
-        profiler_config: ProfilerConfig | None = None,
-        rules: Sequence[Any] | None = None,
-        actions: Sequence[Any] | None = None,
-        **options: Any,
-    ):
-        super().__init__()
+    def _worker(self) -> Worker:
+        return Worker.from_environment(f"keras-{keras.__version__}-{keras.backend.backend()}")
+
+    def _setup(self) -> None:
         self.backend = keras.backend.backend()
-        framework = f"keras-{keras.__version__}-{self.backend}"
-        self.session = RecordingSession(
-            out_dir, save_config=save_config, include_collections=include_collections,
-            include_regex=include_regex, reduction_config=reduction_config, save_all=save_all,
-            collection_configs=collection_configs, include_workers=include_workers,
-            rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            framework=framework, profiler_config=profiler_config, rules=rules, actions=actions,
-            **options,
-        )  # fmt: skip
-        self.recorder = self.session.recorder
-        self.profiler = self.session.profiler
-        self.out_dir = self.recorder.store.url
         self._variants: dict[str, Callable[..., Any]] = {}  # kind -> recording function
         self._seen: set[str] | None = None  # names captured in the step being traced or run
         self._natural: dict[str, tuple[str, ...]] = {}
         self._extras: dict[str, Any] = {}  # TensorFlow: tensors that leave the traced step
         self._wanted: dict[tuple[str, tuple[str, ...]], bool] = {}
-        self._closed = False
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
-        from mldbg.config_file import hook_kwargs_from_json
-
-        return cls(**hook_kwargs_from_json(path))
 
     # fit/evaluate/predict made their compiled function just before these events
     def on_train_begin(self, logs: Any = None) -> None:
@@ -89,17 +56,8 @@ class Hook(keras.callbacks.Callback):
     def on_train_end(self, logs: Any = None) -> None:
         self.recorder.flush()
 
-    def save_scalar(self, name: str, value: Any) -> None:
-        self.recorder.save_scalar(name, float(keras.ops.convert_to_numpy(value)))
-
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
-        self.recorder.save_tensor(name, keras.ops.convert_to_numpy(value), tuple(collections))
-
-    def close(self) -> None:
-        """Flush everything and write the end marker. Also runs at interpreter exit."""
-        if not self._closed:
-            self._closed = True
-            self.session.close()
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(keras.ops.convert_to_numpy(value))
 
     # steps ------------------------------------------------------------------------------
     def _attach(self, kind: str) -> None:
@@ -108,16 +66,14 @@ class Hook(keras.callbacks.Callback):
         if normal is None or getattr(normal, "_mldbg_hook", None) is self:
             return
         self._variants.pop(kind, None)  # a new compiled function: its variant is stale
-        mode, timeline = MODES[kind], self.profiler and self.profiler.timeline
+        mode, timeline = MODES[kind], self.timeline
 
         def function(*args: Any) -> Any:
             rec = self.recorder
             rec.start_step(mode)
-            if timeline:
-                timeline.step_begin(rec.step, int(mode))
+            timeline.step_begin(rec.step, int(mode))
             out = self._record(kind, args) if rec.saving else normal(*args)
-            if timeline:
-                timeline.step_end()
+            timeline.step_end()
             rec.end_step()
             return out
 

@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from mldbg.store.format import dtype_name
+from mldbg.frameworks.host import array_source
 
 ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
 Put = Callable[[str, Any, tuple[str, ...]], None]
@@ -28,16 +28,7 @@ def host_source(value: Any) -> tuple[Any, int] | None:
         array = np.asarray(value.numpy())  # a snapshot already (and tf.Variable's __array__ predates NumPy 2)
     else:  # torch shares memory with live tensors; JAX buffers may be donated: copy
         array = np.array(keras.ops.convert_to_numpy(value), copy=True)
-    if array.dtype.name == "bfloat16":
-        bits = array.view(np.uint16)
-        return (lambda: (bits, "BF16")), array.nbytes
-    if array.dtype.kind == "f" and array.dtype.itemsize not in (2, 4, 8):
-        array = array.astype(np.float32)  # float8 and friends
-    try:
-        dtype_name(array)
-    except TypeError:
-        return None
-    return array, array.nbytes
+    return array_source(array)
 
 
 def activation_kind(layer: Any) -> tuple[str | None, bool]:

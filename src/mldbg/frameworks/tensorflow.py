@@ -17,71 +17,30 @@ inside `tf.function`: there the host is asked once per step whether it saves (a
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.config import Mode
+from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.keras_layers import host_source, tap_layers, variable_name
-from mldbg.profiler.config import ProfilerConfig
-from mldbg.record.session import RecordingSession
-from mldbg.store.base import Store
+from mldbg.frameworks.session import Worker
 
 
-class Hook:
+class Hook(Adapter):
     """Records a custom TensorFlow loop: `hook.wrap_tape(tape)`, or `with hook.step(mode):`."""
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        include_collections: Sequence[str] | None = None,
-        include_regex: Sequence[str] | str | None = None,
-        reduction_config: ReductionConfig | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        collection_configs: Sequence[CollectionConfig] | None = None,
-        profiler_config: ProfilerConfig | None = None,
-        rules: Sequence[Any] | None = None,
-        actions: Sequence[Any] | None = None,
-        **options: Any,
-    ):
-        self.session = RecordingSession(
-            out_dir,
-            save_config=save_config,
-            include_collections=include_collections,
-            include_regex=include_regex,
-            reduction_config=reduction_config,
-            save_all=save_all,
-            collection_configs=collection_configs,
-            include_workers=include_workers,
-            rank=int(os.environ.get("RANK", 0)),
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            framework=f"tensorflow-{tf.__version__}",
-            profiler_config=profiler_config,
-            rules=rules,
-            actions=actions,
-            **options,
-        )
-        self.recorder = self.session.recorder
-        self.profiler = self.session.profiler
-        self._timeline = self.session.timeline
-        self.out_dir = self.recorder.store.url
+    def _worker(self) -> Worker:
+        return Worker.from_environment(f"tensorflow-{tf.__version__}")
+
+    def _setup(self) -> None:
         self._model: Any = None
         self._state: str | None = None  # "eager" or "graph" while a step is open
         self._graph: list[tuple[str, tuple[str, ...], Any]] = []  # tensors of a traced step
         self._saving: Any = None  # the traced "does this step save" bool
         self._layers: contextlib.ExitStack | None = None
-        self._closed = False
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
-        from mldbg.config_file import hook_kwargs_from_json
-
-        return cls(**hook_kwargs_from_json(path))
 
     def register_model(self, model: Any) -> None:
         """Name weights by their path in `model`, and record its layers' outputs in each step."""
@@ -143,13 +102,11 @@ class Hook:
 
     def _begin_host(self, mode: Mode) -> bool:
         saving = self.recorder.start_step(mode)
-        if self._timeline is not None:
-            self._timeline.step_begin(self.recorder.step, int(mode))
+        self.timeline.step_begin(self.recorder.step, int(mode))
         return saving
 
     def _end_host(self) -> np.bool_:
-        if self._timeline is not None:
-            self._timeline.step_end()
+        self.timeline.step_end()
         self.recorder.end_step()
         return np.bool_(True)
 
@@ -213,24 +170,8 @@ class Hook:
             self._layers.close()
             self._layers = None
 
-    def save_scalar(self, name: str, value: Any) -> None:
-        self.recorder.save_scalar(name, float(value))
-
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
-        self.recorder.save_tensor(name, np.asarray(value), tuple(collections))
-
-    def close(self) -> None:
-        """Flush everything and write the end marker. Also runs at interpreter exit."""
-        if not self._closed:
-            self._closed = True
-            self._unpatch()
-            self.session.close()
-
-    def __enter__(self) -> Hook:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _release(self) -> None:
+        self._unpatch()
 
 
 class RecordingTape:

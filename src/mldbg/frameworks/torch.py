@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,13 +20,13 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
-from mldbg.profiler.config import ProfilerConfig
-from mldbg.profiler.timeline import BACKWARD_END, BACKWARD_START, FORWARD_END, OPTIMIZER_END, OPTIMIZER_START
-from mldbg.record.session import RecordingSession
-from mldbg.store.base import Store
-from mldbg.store.format import dtype_name
+from mldbg.frameworks.base import Adapter
+from mldbg.frameworks.session import Worker
+from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
+from mldbg.frameworks.torch_trace import TorchCapture
+from mldbg.profiler import timeline as marks
 
 log = logging.getLogger("mldbg")
 
@@ -35,79 +35,18 @@ ACTIVATIONS: dict[type[nn.Module], str] = {
     nn.Tanh: "tanh_activations",
     nn.Sigmoid: "sigmoid_activations",
 }
-_BF16 = torch.bfloat16
 
 
-def host_copy(t: torch.Tensor) -> Callable[[], tuple[np.ndarray, str]]:
-    """Copy a tensor off its device now; convert to NumPy later, on the writer thread."""
-    t = t.detach()
-    if t.is_cuda:
-        buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-        buf.copy_(t, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
-
-        def ready() -> tuple[np.ndarray, str]:
-            event.synchronize()
-            return _to_numpy(buf)
-
-        return ready
-    copy = t.clone()
-    return lambda: _to_numpy(copy)
-
-
-def _to_numpy(t: torch.Tensor) -> tuple[np.ndarray, str]:
-    if t.dtype == _BF16:
-        return t.view(torch.int16).numpy().view(np.uint16), "BF16"
-    array = t.numpy()
-    return array, dtype_name(array)
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
-class Hook:
+class Hook(Adapter):
     """Records a PyTorch model's tensors. Two lines: `hook.register_module(model)` and
     `hook.register_loss(loss_fn)`."""
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        include_collections: Sequence[str] | None = None,
-        include_regex: Sequence[str] | str | None = None,
-        reduction_config: ReductionConfig | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        collection_configs: Sequence[CollectionConfig] | None = None,
-        profiler_config: ProfilerConfig | None = None,
-        rules: Sequence[Any] | None = None,
-        actions: Sequence[Any] | None = None,
-        **options: Any,
-    ):
-        rank, world = _rank_and_world()
-        self.session = RecordingSession(
-            out_dir,
-            save_config=save_config,
-            include_collections=include_collections,
-            include_regex=include_regex,
-            reduction_config=reduction_config,
-            save_all=save_all,
-            collection_configs=collection_configs,
-            include_workers=include_workers,
-            rank=rank,
-            world_size=world,
-            framework=f"torch-{torch.__version__}",
-            profiler_config=profiler_config,
-            rules=rules,
-            actions=actions,
-            **options,
-        )
-        self.recorder = self.session.recorder
-        self.profiler = self.session.profiler  # with a profiler_config: system metrics, step phases
-        self._timeline = self.session.timeline
-        self.out_dir = self.recorder.store.url
+    captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
+
+    def _worker(self) -> Worker:
+        return Worker(f"torch-{torch.__version__}", *_rank_and_world())
+
+    def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
         self._model: nn.Module | None = None
         self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
@@ -121,13 +60,6 @@ class Hook:
         self._backward_queued = False
         self._grads_saved = False
         self._params_saved_at = -1
-        self._closed = False
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
-        from mldbg.config_file import hook_kwargs_from_json
-
-        return cls(**hook_kwargs_from_json(path))
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module) -> None:
@@ -166,8 +98,8 @@ class Hook:
         for _, p, _ in self._params:
             if p.requires_grad:
                 self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
-        if self._timeline is not None:
-            self._handles.extend(_time_backward(self._params, self._timeline))
+        if self.timeline.active:  # the profiler times backward: one more hook, registered once
+            self._handles.extend(_time_backward(self._params, self.timeline))
 
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
@@ -180,8 +112,7 @@ class Hook:
         kinds = (("predictions",), ("labels",))
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            if self._timeline is not None:  # the loss is computed: backward comes next
-                self._timeline.mark(BACKWARD_START)
+            self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
             if not rec.saving:
                 return
@@ -198,17 +129,8 @@ class Hook:
             self.recorder.end_step()
         self._mode = mode
 
-    # user values ------------------------------------------------------------------------
-    def save_scalar(self, name: str, value: float | torch.Tensor) -> None:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().float().item()
-        self.recorder.save_scalar(name, value)
-
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ()) -> None:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu()
-            value = (value.float() if value.dtype == _BF16 else value).numpy()
-        self.recorder.save_tensor(name, value, tuple(collections))
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        return to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
 
     # lifecycle --------------------------------------------------------------------------
     def _current_mode(self) -> Mode:
@@ -230,8 +152,7 @@ class Hook:
                 rec.start_step(Mode.TRAIN)
         else:
             rec.start_step(mode)  # each eval/predict forward is a step
-        if self._timeline is not None:
-            self._timeline.forward_start(rec.step, rec.mode)
+        self.timeline.forward_start(rec.step, rec.mode)
         if not rec.saving or self._params_saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         self._params_saved_at = rec.step
@@ -241,8 +162,7 @@ class Hook:
             self._save(f"model_input_{i}", a, ("inputs",))
 
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        if self._timeline is not None:
-            self._timeline.mark(FORWARD_END)
+        self.timeline.mark(marks.FORWARD_END)
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
@@ -277,7 +197,7 @@ class Hook:
             return
         plan = self.recorder.plan(name, natural)
         if plan is not None and (replace or not self.recorder.has(name)):
-            self.recorder.save(name, host_copy(value), plan, _nbytes(value))
+            self.recorder.save(name, host_copy(value), plan, nbytes(value))
 
     # gradients and step ends --------------------------------------------------------------
     def _save_gradients(self) -> None:
@@ -317,8 +237,7 @@ class Hook:
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not self._ours(optimizer) or not self.recorder.in_step:
             return
-        if self._timeline is not None:
-            self._timeline.mark(OPTIMIZER_START)
+        self.timeline.mark(marks.OPTIMIZER_START)
         if not self._optimizer_seen:
             self._optimizer_seen = True
             for h in self._grad_handles:  # steps now end at the optimizer: no per-grad hooks
@@ -329,26 +248,14 @@ class Hook:
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
-            if self._timeline is not None:
-                self._timeline.mark(OPTIMIZER_END)
-                self._timeline.step_end()
+            self.timeline.mark(marks.OPTIMIZER_END)
+            self.timeline.step_end()
             self.recorder.end_step()
 
-    def close(self) -> None:
-        """Flush everything and write the end marker. Also runs at interpreter exit."""
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
-        self.session.close()
-
-    def __enter__(self) -> Hook:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:
@@ -363,14 +270,16 @@ def _optimizer_exists(param_ids: set[int]) -> bool:
     )
 
 
-def _time_backward(params: list[tuple[str, nn.Parameter, tuple[str, ...]]], timeline: Any) -> list[Any]:
+def _time_backward(
+    params: list[tuple[str, nn.Parameter, tuple[str, ...]]], timeline: marks.Timeline
+) -> list[Any]:
     """Profiler: backward ends with the autograd engine's final callback, queued when the
     first trainable parameter's gradient is accumulated (one hook, registered once)."""
     first = next((p for _, p, _ in params if p.requires_grad), None)
     if first is None:
         return []
     engine = torch.autograd.Variable._execution_engine
-    end = functools.partial(timeline.mark, BACKWARD_END)
+    end = functools.partial(timeline.mark, marks.BACKWARD_END)
     return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
 
 

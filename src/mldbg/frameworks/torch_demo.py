@@ -3,7 +3,8 @@ inside the installed package, no download), recorded with mldbg, then checked by
 It trains with torch, so it lives at the framework edge, beside the torch adapter.
 
 A healthy run and a deliberately broken twin (a learning rate far too high) show what the
-rules say about each.
+rules say about each. It trains with PyTorch, so it lives beside the adapters (`mldbg demo`
+imports it when it runs).
 """
 
 from __future__ import annotations

@@ -29,14 +29,15 @@ import numpy as np
 import xgboost
 from xgboost.callback import TrainingCallback
 
-from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
+from mldbg.config import CollectionConfig, Mode, SaveConfig
 from mldbg.errors import TrainingStopped
 from mldbg.frameworks import xgboost_model
+from mldbg.frameworks.base import Adapter
+from mldbg.frameworks.session import Worker
 from mldbg.frameworks.xgboost_copies import SubRuns
 from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, info_key
 from mldbg.frameworks.xgboost_model import Data, Pairs, Score, TrainingSets, tree_stats
 from mldbg.record.recorder import Recorder
-from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
 
 log = logging.getLogger("mldbg")
@@ -46,9 +47,13 @@ DEFAULT_INCLUDED = (
     "losses", "scalars", "metrics", "feature_importance", "trees", "hyperparameters",
     "labels", "predictions", "probabilities",
 )  # fmt: skip
+# XGBoost's own keywords, beside every hook's
+OWN_SETTINGS = (
+    "train_data", "validation_data", "hyperparameters", "predictions_interval", "shap_steps", "loss_metrics",
+)  # fmt: skip
 
 
-class Hook(TrainingCallback):
+class Hook(Adapter, TrainingCallback):
     """Records an XGBoost training (`xgb.train`, `xgb.cv`, the scikit-learn wrappers): pass
     it in `callbacks=[hook]`. One hook per training run; it closes itself when training ends.
 
@@ -63,67 +68,53 @@ class Hook(TrainingCallback):
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        include_collections: Sequence[str] | None = None,
-        include_regex: Sequence[str] | str | None = None,
-        reduction_config: ReductionConfig | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        collection_configs: Sequence[CollectionConfig] | None = None,
-        *,
+        *settings: Any,
         train_data: Data | None = None,
         validation_data: Data | None = None,
         hyperparameters: Mapping[str, Any] | None = None,
         predictions_interval: int = 10,
         shap_steps: Sequence[int] = (),
         loss_metrics: Sequence[str] | None = None,
-        profiler_config: Any = None,
-        rules: Sequence[Any] | None = None,
-        actions: Sequence[Any] | None = None,
         **options: Any,
     ):
-        """`predictions_interval`: labels, predictions and probabilities are saved every that
+        """`settings`, `options`: every hook's (`save_config`, `include_collections`, ...,
+        `profiler_config`, `rules`, `actions`: `mldbg.frameworks.base.Adapter`).
+        `predictions_interval`: labels, predictions and probabilities are saved every that
         many iterations (unless `save_config` or their own `CollectionConfig` says otherwise).
         `shap_steps`: iterations at which SHAP values (`pred_contribs`) are saved.
         `loss_metrics`: evaluation metrics that go into `losses` (default: the built-in losses
         among the metrics, e.g. rmse, logloss, mlogloss; never auc, error or ndcg)."""
-        settings = dict(
-            save_config=save_config, include_collections=include_collections, include_regex=include_regex,
-            reduction_config=reduction_config, save_all=save_all, include_workers=include_workers,
-            collection_configs=collection_configs, train_data=train_data, validation_data=validation_data,
-            hyperparameters=hyperparameters, predictions_interval=predictions_interval, shap_steps=shap_steps,
-            loss_metrics=loss_metrics, profiler_config=profiler_config, rules=rules, actions=actions,
-            **options,
+        self._own: dict[str, Any] = dict(
+            train_data=train_data, validation_data=validation_data, hyperparameters=hyperparameters,
+            predictions_interval=predictions_interval, shap_steps=shap_steps, loss_metrics=loss_metrics,
         )  # fmt: skip
-        self._setup(settings)
-        self._start(out_dir)
+        super().__init__(out_dir, *settings, **options)
 
-    def _setup(self, settings: dict[str, Any]) -> None:
+    def _worker(self) -> Worker:
+        return Worker(f"xgboost-{xgboost.__version__}", *xgboost_model.rank_and_world())
+
+    def _setup(self) -> None:
         """The state of a hook that has not started recording: cheap, no store, no thread."""
-        self._settings = settings
-        self.session: RecordingSession | None = None  # None until this hook records
-        self.out_dir: str | None = None  # the run's location once it records
-        self._timeline: Any = None  # a boosting round's time, with profiler_config
         self._planned: str | None = None  # where a pickled copy records
         self._family: SubRuns | None = None  # the numbering of the copies, shared by all of them
-        self.train_data = settings["train_data"]
-        self.validation_data = settings["validation_data"]
-        self.hyperparameters = dict(settings["hyperparameters"] or {})
-        loss_metrics = settings["loss_metrics"]
+        own = self._own
+        self.train_data = own["train_data"]
+        self.validation_data = own["validation_data"]
+        self.hyperparameters = dict(own["hyperparameters"] or {})
+        loss_metrics = own["loss_metrics"]
         self.loss_metrics = None if loss_metrics is None else frozenset(loss_metrics)
         self.info = RunInfo(xgboost_version=xgboost.__version__)
         self._sets = TrainingSets()
         self._trees_from = 0  # first boosting round whose trees are not yet recorded
         self._hyper_saved = False
-        self._closed = False
         self._failed: set[str] = set()  # optional parts that failed once (logged once)
 
-    def _start(self, out_dir: str | os.PathLike[str] | Store) -> None:
+    def _recording(self) -> dict[str, Any]:
+        """XGBoost's defaults: every round saved, labels and predictions every
+        `predictions_interval` rounds, SHAP at `shap_steps`, its own collections."""
         s = dict(self._settings)
-        for name in ("train_data", "validation_data", "hyperparameters", "loss_metrics"):
-            del s[name]
         save_config, include_collections = s.pop("save_config"), s.pop("include_collections")
-        interval, shap_steps = s.pop("predictions_interval"), tuple(s.pop("shap_steps"))
+        interval, shap_steps = self._own["predictions_interval"], tuple(self._own["shap_steps"])
         configs = list(s.pop("collection_configs") or ())
         configured = {c.name for c in configs}
         if save_config is None:
@@ -135,39 +126,26 @@ class Hook(TrainingCallback):
             configs.append(CollectionConfig("shap", save_config=SaveConfig(save_steps=shap_steps)))
         if include_collections is None:
             include_collections = [*DEFAULT_INCLUDED, *configured, *(("shap",) if shap_steps else ())]
-        rank, world = xgboost_model.rank_and_world()
-        self.session = RecordingSession(
-            out_dir,
-            save_config=save_config,
-            include_collections=list(dict.fromkeys(include_collections)),
-            collection_configs=configs,
-            rank=rank,
-            world_size=world,
-            framework=f"xgboost-{xgboost.__version__}",
-            extra_collections=EXTRA_COLLECTIONS,
-            **s,
-        )
-        self._timeline = self.session.timeline
-        self.out_dir = self.session.recorder.store.url
+        return dict(
+            s, save_config=save_config, include_collections=list(dict.fromkeys(include_collections)),
+            collection_configs=configs, extra_collections=EXTRA_COLLECTIONS,
+        )  # fmt: skip
 
     @property
     def recorder(self) -> Recorder:
         """The recorder of this hook's run; a copy opens its run here, at its first use."""
         if self.session is None:
-            self._start(self._planned or self._family_of().take())
-        assert self.session is not None
-        return self.session.recorder
+            self._open_run(self._planned or self._family_of().take())
+        return self._recorder
+
+    @recorder.setter
+    def recorder(self, recorder: Recorder) -> None:
+        self._recorder = recorder
 
     @property
     def sub_runs(self) -> list[str]:
         """The runs of this hook's copies (`<out_dir>/fit-<k>`), in the order they were numbered."""
         return list(self._family.runs) if self._family is not None else []
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> Hook:
-        from mldbg.config_file import hook_kwargs_from_json
-
-        return cls(**hook_kwargs_from_json(path))
 
     # copies -------------------------------------------------------------------------------
     def _family_of(self) -> SubRuns:
@@ -177,7 +155,7 @@ class Hook(TrainingCallback):
         return self._family
 
     def __copy__(self) -> Hook:
-        return _idle_hook(self._settings, self._family_of(), None)
+        return _idle_hook(self._all_settings(), self._family_of(), None)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Hook:
         """`sklearn.base.clone` deep-copies an estimator's parameters, this hook among them:
@@ -191,20 +169,17 @@ class Hook(TrainingCallback):
         copy trains."""
         family = self._family_of()
         planned = family.take() if self.session is None else None
-        return (_unpickled_hook, (self._settings, planned, family.base))
+        return (_unpickled_hook, (self._all_settings(), planned, family.base))
+
+    def _all_settings(self) -> dict[str, Any]:
+        """Everything this hook was given but `out_dir`: what a copy is made from."""
+        return {**self._settings, **self._own}
 
     def __repr__(self) -> str:
         if self.out_dir is not None:
             return f"Hook({self.out_dir!r})"
         where = self._planned or f"{self._family_of().base}/fit-<k>"
         return f"Hook({where!r}, not started)"
-
-    # user values --------------------------------------------------------------------------
-    def save_scalar(self, name: str, value: float) -> None:
-        self.recorder.save_scalar(name, float(value))
-
-    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ("all",)) -> None:
-        self.recorder.save_tensor(name, np.asarray(value), tuple(collections))
 
     # the callback -------------------------------------------------------------------------
     def before_training(self, model: Any) -> Any:
@@ -228,8 +203,7 @@ class Hook(TrainingCallback):
     def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         if not self._closed:
             self.recorder.start_step(Mode.TRAIN)
-            if self._timeline is not None:
-                self._timeline.step_begin(self.recorder.step, int(Mode.TRAIN))
+            self.timeline.step_begin(self.recorder.step, int(Mode.TRAIN))
         return False
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -251,8 +225,7 @@ class Hook(TrainingCallback):
             self._guarded("metrics", self._save_metrics, training, train)
             self._guarded("predictions", self._save_data, sets.pairs(model, Mode.TRAIN), not has_validation)
             self._guarded("the model state", self._save_model_state, model)
-        if self._timeline is not None:
-            self._timeline.step_end()
+        self.timeline.step_end()
         rec.end_step()
         if any(k != train for k in scores) or has_validation:
             rec.start_step(Mode.EVAL)
@@ -367,23 +340,14 @@ class Hook(TrainingCallback):
         if rec.enabled:
             rec.store.write(info_key(rec.worker), [self.info.to_json()])
 
-    def close(self) -> None:
-        """Flush everything and write the end marker. Also runs at interpreter exit."""
-        self._closed = True
-        if self.session is not None:
-            self.session.close()
-
-    def __enter__(self) -> Hook:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _idle_hook(settings: dict[str, Any], family: SubRuns, planned: str | None) -> Hook:
     """A copy: it records nothing until it trains, then into `planned` or `family`'s next run."""
     hook = Hook.__new__(Hook)
-    hook._setup(settings)
+    hook._own = {k: settings[k] for k in OWN_SETTINGS}
+    hook._settings = {k: v for k, v in settings.items() if k not in OWN_SETTINGS}
+    hook._closed = False
+    hook._setup()
     hook._family, hook._planned = family, planned
     return hook
 

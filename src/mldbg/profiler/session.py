@@ -1,7 +1,9 @@
 """`Profiler`: one worker's profiling session: the sampler thread, the step timeline and the
 profiling windows, all written through the run's store.
 
-A hook makes one when given `profiler_config=` and closes it with itself. Without a hook:
+A hook makes one when given `profiler_config=` and closes it with itself; it hands over the
+profiling windows its framework can capture (`captures={"torch": ...}`: the profiler imports no
+framework). Without a hook:
 
 ```
 prof = Profiler("runs/x", ProfilerConfig())
@@ -19,26 +21,28 @@ training: a failing store is retried, a failing sampler is logged once and dropp
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
 import socket
 import threading
 import time
-import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from mldbg.closing import close_at_exit
 from mldbg.profiler import layout
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.series import ChunkWriter
-from mldbg.profiler.timeline import STEP_COLUMNS, StepParser, StepTimeline
-from mldbg.profiler.windows import PythonCapture, Window
+from mldbg.profiler.timeline import STEP_COLUMNS, NoTimeline, StepParser, StepTimeline, Timeline
+from mldbg.profiler.windows import Capture, PythonCapture, Window
 from mldbg.store import Store, open_store
 
 log = logging.getLogger("mldbg")
 
 FINAL_RETRY_SECONDS = 5.0  # close(): how long a failing store is retried before rows are given up
+
+CaptureFactory = Callable[[Store, str], Capture]  # (store, worker) -> a window's capture
 
 
 class Profiler:
@@ -51,7 +55,9 @@ class Profiler:
         worker: str | None = None,
         node: str | None = None,
         framework: str = "",
+        captures: Mapping[str, CaptureFactory] | None = None,
     ):
+        """`captures`: the framework's window captures by kind (`"torch"` for `torch_profiler`)."""
         self.config = config = config or ProfilerConfig()
         self.store = open_store(out_dir)
         self.worker = worker or f"worker_{rank}"
@@ -67,18 +73,18 @@ class Profiler:
         if config.python_profiler:
             self.windows.append(Window(*config.python_profiler, PythonCapture(self.store, self.worker)))
         if config.torch_profiler:
-            if framework.startswith("torch"):
-                from mldbg.profiler.torch_trace import TorchCapture
-
-                self.windows.append(Window(*config.torch_profiler, TorchCapture(self.store, self.worker)))
+            torch_capture = (captures or {}).get("torch")
+            if torch_capture is not None:
+                self.windows.append(Window(*config.torch_profiler, torch_capture(self.store, self.worker)))
             else:
                 self.notes.append("torch_profiler window ignored: only the PyTorch hook captures it")
-        self.timeline: StepTimeline | None = None
+        self.timeline: Timeline = NoTimeline()  # what the training thread marks
+        self._events: StepTimeline | None = None  # the same timeline, where it records
         self._parser: StepParser | None = None
         self._steps: ChunkWriter | None = None
         if config.step_phases or self.windows:
-            self.timeline = StepTimeline(on_step=self._on_step if self.windows else None)
-            self._parser = StepParser(self.timeline.offset)
+            self.timeline = self._events = StepTimeline(on_step=self._on_step if self.windows else None)
+            self._parser = StepParser(self._events.offset)
         if config.step_phases:
             self._steps = ChunkWriter(
                 self.store,
@@ -115,7 +121,7 @@ class Profiler:
         self.store.delete(layout.worker_end_key(self.worker))
         self._thread = threading.Thread(target=self._run, name=f"mldbg-profiler-{self.worker}", daemon=True)
         self._thread.start()
-        _close_at_exit(self)
+        close_at_exit(self)
 
     def _start_samplers(self, config: ProfilerConfig) -> tuple[float | None, int]:
         try:
@@ -194,8 +200,8 @@ class Profiler:
         self.samples += 1
 
     def _flush(self, final: bool = False) -> None:
-        if self.timeline is not None and self._parser is not None:
-            rows = self._parser.feed(self.timeline.drain())
+        if self._events is not None and self._parser is not None:
+            rows = self._parser.feed(self._events.drain())
             if final:
                 rows += self._parser.close()
             if self._steps is not None:
@@ -258,20 +264,3 @@ def _process_start() -> float | None:
         return float(psutil.Process().create_time())
     except Exception:
         return None
-
-
-_LIVE: weakref.WeakSet[Profiler] = weakref.WeakSet()
-
-
-def _close_at_exit(profiler: Profiler) -> None:
-    if not _LIVE:
-        atexit.register(_close_all)
-    _LIVE.add(profiler)
-
-
-def _close_all() -> None:
-    for p in list(_LIVE):
-        try:
-            p.close()
-        except Exception as e:
-            log.error("mldbg: closing the profiler at exit failed: %s", e)

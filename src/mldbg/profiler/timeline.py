@@ -4,7 +4,8 @@ The training thread only appends `(event, perf_counter())` to a deque (thread-sa
 a framework adapter calls `forward_start(step, mode)` at the start of each forward of the
 model, `mark(FORWARD_END)`, `mark(BACKWARD_START)`, `mark(BACKWARD_END)`,
 `mark(OPTIMIZER_START)`, `mark(OPTIMIZER_END)` and `step_end()`. Adapters without forward
-hooks (Keras, XGBoost callbacks) call `step_begin(step, mode)` and `step_end()` only.
+hooks (Keras, XGBoost callbacks) call `step_begin(step, mode)` and `step_end()` only. A hook
+without a profiler holds a `NoTimeline`, whose marks do nothing: adapters mark unconditionally.
 
 The profiler's thread turns the events into one row per step with `StepParser`:
 
@@ -26,7 +27,7 @@ import collections
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 STEP_BEGIN = 0
 FORWARD_START = 1
@@ -52,8 +53,42 @@ PHASES = ("data", "forward", "backward", "optimizer")
 _clock = time.perf_counter
 
 
+class Timeline(Protocol):
+    """What an adapter marks; `active` is False where the marks go nowhere."""
+
+    active: bool
+
+    def forward_start(self, step: int, mode: int = 1) -> None: ...
+
+    def step_begin(self, step: int, mode: int = 1) -> None: ...
+
+    def mark(self, event: int) -> None: ...
+
+    def step_end(self) -> None: ...
+
+
+class NoTimeline:
+    """The timeline of a hook without a profiler: each mark is one empty method call."""
+
+    active = False
+
+    def forward_start(self, step: int, mode: int = 1) -> None:
+        pass
+
+    def step_begin(self, step: int, mode: int = 1) -> None:
+        pass
+
+    def mark(self, event: int) -> None:
+        pass
+
+    def step_end(self) -> None:
+        pass
+
+
 class StepTimeline:
     """Where the training thread drops its timestamps. Each call is a clock read and an append."""
+
+    active = True
 
     def __init__(self, on_step: Callable[[int, int], None] | None = None):
         self._events: collections.deque[tuple[Any, ...]] = collections.deque()

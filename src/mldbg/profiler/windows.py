@@ -3,7 +3,8 @@
 A window starts at the first forward of its first step and stops when the step after its
 last one begins (or when the profiler closes), on the training thread: both cProfile and
 torch.profiler profile the thread that starts them. Results go through the store (see
-`mldbg.profiler.layout`).
+`mldbg.profiler.layout`). cProfile's capture is here; a framework's own (torch.profiler:
+`mldbg.frameworks.torch_trace`) is handed to the `Profiler` by that framework's hook.
 """
 
 from __future__ import annotations
@@ -74,16 +75,29 @@ class Window:
             )
 
 
-class PythonCapture:
-    """cProfile over the window; writes the stats (`pstats.Stats` reads the .prof file) and a
-    JSON table of the top functions by cumulative time."""
+class StoreCapture:
+    """A capture that writes what it captured, and its summary, through the run's store."""
 
-    kind = "python"
+    kind = ""
 
     def __init__(self, store: Store, worker: str):
         self.store = store
         self.worker = worker
-        self.prof: Any = None
+        self.prof: Any = None  # the running profiler
+
+    def write(self, first: int, last: int, suffix: str, data: bytes) -> None:
+        self.store.write(layout.window_key(self.worker, self.kind, first, last, suffix), [data])
+
+    def write_summary(self, first: int, last: int, suffix: str, **fields: Any) -> None:
+        """A JSON summary of steps `first`..`last` (its tables cut to their `TOP` rows)."""
+        self.write(first, last, suffix, json.dumps({"steps": [first, last], **fields}).encode())
+
+
+class PythonCapture(StoreCapture):
+    """cProfile over the window; writes the stats (`pstats.Stats` reads the .prof file) and a
+    JSON table of the top functions by cumulative time."""
+
+    kind = "python"
 
     def start(self) -> None:
         import cProfile
@@ -97,7 +111,7 @@ class PythonCapture:
         self.prof.disable()
         stats = pstats.Stats(self.prof)
         raw = stats.stats  # type: ignore[attr-defined]  # undocumented attribute: typeshed lacks it
-        self.store.write(layout.window_key(self.worker, "python", first, last, ".prof"), [marshal.dumps(raw)])
+        self.write(first, last, ".prof", marshal.dumps(raw))
         rows = []
         for (file, line, func), (cc, nc, tt, ct, _callers) in raw.items():
             rows.append(
@@ -112,12 +126,6 @@ class PythonCapture:
                 }
             )
         rows.sort(key=lambda r: -r["cumtime"])
-        summary = {
-            "steps": [first, last],
-            "total_seconds": getattr(stats, "total_tt", None),
-            "functions": rows[:TOP],
-        }
-        self.store.write(
-            layout.window_key(self.worker, "python", first, last, ".json"), [json.dumps(summary).encode()]
-        )
+        total = getattr(stats, "total_tt", None)
+        self.write_summary(first, last, ".json", total_seconds=total, functions=rows[:TOP])
         self.prof = None

@@ -6,13 +6,11 @@ Framework adapters call `start_step(mode)`, `plan(name, collections)`, `save(...
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
 import socket
 import time
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,12 +41,13 @@ class Recorder:
 
     A step is opened with `start_step(mode)` and closed with `end_step()`; global steps count
     across modes and each mode has its own `mode_step`. Tensors saved during a step are
-    handed to the writer as one batch when the step ends.
+    handed to the writer as one batch when the step ends. Whoever makes a Recorder closes it
+    (a hook does, also at interpreter exit).
     """
 
     def __init__(
         self,
-        out_dir: str | os.PathLike[str] | Store,
+        store: Store | str | os.PathLike[str],
         *,
         save_config: SaveConfig | None = None,
         include_collections: Sequence[str] | None = None,
@@ -65,8 +64,9 @@ class Recorder:
         max_queue_bytes: int = 512 << 20,
         when_full: str = "block",
         stop_check_seconds: float | None = None,
-        spill_max_bytes: int | None = None,
     ):
+        """`store`: what the records go into; a path or URL is opened with the store's defaults
+        (a hook opens the store itself, with its S3 options, and hands it over)."""
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
@@ -77,9 +77,7 @@ class Recorder:
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0
-        # an s3:// run buffers writes on local disk while the bucket is away, up to this bound
-        s3_options = {"spill_max_bytes": spill_max_bytes} if spill_max_bytes is not None else {}
-        self.store = open_store(out_dir, **s3_options)
+        self.store = open_store(store)
         self.mode = Mode.GLOBAL
         self.step = 0  # the global step of the open (or next) step
         self.mode_steps: dict[Mode, int] = {m: 0 for m in Mode}
@@ -122,7 +120,6 @@ class Recorder:
             except StoreFull as e:  # a bucket away and no room to buffer: the store said so
                 log.error("mldbg: %s", e)
             self._stops.clear_stale()
-        _close_at_exit(self)
 
     # steps ------------------------------------------------------------------------------
     def start_step(self, mode: Mode = Mode.TRAIN, mode_step: int | None = None) -> bool:
@@ -270,20 +267,3 @@ class Recorder:
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)
-
-
-_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()
-
-
-def _close_at_exit(recorder: Recorder) -> None:
-    if not _LIVE:
-        atexit.register(_close_all)
-    _LIVE.add(recorder)
-
-
-def _close_all() -> None:
-    for rec in list(_LIVE):
-        try:
-            rec.close()
-        except Exception as e:
-            log.error("mldbg: closing at exit failed: %s", e)

@@ -1,22 +1,13 @@
-"""Zero code change: attach `mldbg.torch.Hook` to an unmodified PyTorch script.
+"""Zero code change: what `mldbg run` puts into the child process, framework-free.
 
 `mldbg run` puts a directory holding a generated `sitecustomize.py` first on the child's
 PYTHONPATH and sets `MLDBG_RUN=1` and `MLDBG_CONFIG` (a JSON hook config). At start-up the
 sitecustomize only installs an import hook (nothing is imported); once the script imports
-`torch`, `attach()` runs:
-
-- It wraps `nn.Module.__call__` for the first training iteration only. The first module
-  called at top level in train mode, with grad enabled and trainable parameters, is the
-  model: the hook is registered on it before its forward runs (a DDP or `torch.compile`
-  wrapper is what gets registered; the hook looks inside). Loss modules (`_Loss`
-  subclasses) called in that iteration are registered as losses. At the model's second
-  call the wrapper turns itself off and `nn.Module.__call__` is restored, so no global
-  module hook is ever installed (they would make `torch.compile` warn and fire twice).
-- Steps end at the optimizer step: the hook's own global optimizer hooks.
-- A loss computed functionally (`F.cross_entropy`) is recorded as `loss` in `losses` from
-  `loss.backward()`, when no loss module was seen.
-- `TrainingStopped` that reaches the top of the script ends it with exit code 86
-  (`EXIT_STOPPED`), after the usual exit handlers.
+`torch`, it calls `mldbg.frameworks.torch_autoattach.attach()`, which finds the model and
+attaches `mldbg.torch.Hook` (see there). This module holds what is not PyTorch's: the
+bootstrap file, the hook config of this process, and the exit code of a stopped training:
+`TrainingStopped` that reaches the top of the script ends it with exit code 86
+(`EXIT_STOPPED`), after the usual exit handlers.
 
 Spawned helper processes (DataLoader workers, compile workers) import torch too: they are
 recognised by `multiprocessing.parent_process()` and left alone.
@@ -58,11 +49,11 @@ def _mldbg_install():
                 run(module)
                 try:
                     try:
-                        from mldbg.watch import autoattach
+                        from mldbg.frameworks import torch_autoattach
                     except ImportError:
                         _sys.path.append({src!r})
-                        from mldbg.watch import autoattach
-                    autoattach.attach()
+                        from mldbg.frameworks import torch_autoattach
+                    torch_autoattach.attach()
                 except Exception as e:
                     _sys.stderr.write(f"mldbg run: cannot attach to this script: {{e}}\\n")
 
@@ -100,8 +91,9 @@ def write_bootstrap(directory: str | os.PathLike[str]) -> Path:
     return path
 
 
-def attach() -> Any:
-    """Set up the zero-code-change hook in this process (after `import torch`)."""
+def hook_settings() -> dict[str, Any] | None:
+    """The hook keywords of this process under `mldbg run`; None in any other process (a
+    script run without it, or a helper process the training spawned)."""
     import multiprocessing
 
     if not os.environ.get(ENV_RUN) or multiprocessing.parent_process() is not None:
@@ -112,110 +104,15 @@ def attach() -> Any:
     if not config:
         sys.stderr.write("mldbg run: MLDBG_CONFIG is not set; nothing is recorded\n")
         return None
-    kwargs = hook_kwargs_from_json(config)
-    attacher = _Attacher(kwargs)
-    attacher.install()
-    _exit_with_code_when_stopped(int(os.environ.get(ENV_STOP_CODE, EXIT_STOPPED)))
-    return attacher
+    return hook_kwargs_from_json(config)
 
 
-class _Attacher:
-    """Finds the model and the loss modules in the first training iteration."""
-
-    def __init__(self, hook_kwargs: dict[str, Any]):
-        self.hook_kwargs = hook_kwargs
-        self.hook: Any = None
-        self.model: Any = None
-        self.active = True
-        self.depth = 0
-        self.model_calls = 0
-        self.losses: set[int] = set()
-        self._early_losses: list[Any] = []
-
-    def install(self) -> None:
-        import torch
-        from torch import nn
-
-        original = nn.Module.__call__
-        self._original_call = original
-        attacher = self
-
-        is_compiling = torch.compiler.is_compiling
-
-        def __call__(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            # while torch.compile traces, this must be invisible: test is_compiling() first
-            if is_compiling() or not attacher.active:
-                return original(module, *args, **kwargs)
-            attacher.see(module)
-            attacher.depth += 1
-            try:
-                return original(module, *args, **kwargs)
-            finally:
-                attacher.depth -= 1
-
-        self._wrapper = __call__
-        nn.Module.__call__ = __call__  # type: ignore[method-assign]
-        original_backward = torch.Tensor.backward
-
-        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            hook = attacher.hook
-            if is_compiling():
-                return original_backward(tensor, *args, **kwargs)
-            if hook is not None and not attacher.losses and hook.recorder.saving and tensor.numel() == 1:
-                hook.save_tensor("loss", tensor, collections=("losses",))
-            return original_backward(tensor, *args, **kwargs)
-
-        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]
-
-    def see(self, module: Any) -> None:
-        import torch
-        from torch.nn.modules.loss import _Loss
-
-        is_loss = isinstance(module, _Loss)
-        if self.hook is None:
-            if is_loss:
-                self._early_losses.append(module)
-            elif (
-                self.depth == 0
-                and module.training
-                and torch.is_grad_enabled()
-                and any(p.requires_grad for p in module.parameters())
-            ):
-                self._attach(module)
-            return
-        if module is self.model:
-            self.model_calls += 1
-            if self.model_calls >= 2:  # the first iteration is over: every loss was seen
-                self.deactivate()
-        elif is_loss and id(module) not in self.losses:
-            self.losses.add(id(module))
-            self.hook.register_loss(module)
-
-    def _attach(self, model: Any) -> None:
-        from mldbg.torch import Hook
-
-        self.hook = Hook(**self.hook_kwargs)
-        self.hook.register_module(model)
-        self.model = model
-        self.model_calls = 1
-        for loss in self._early_losses:
-            if id(loss) not in self.losses:
-                self.losses.add(id(loss))
-                self.hook.register_loss(loss)
-        self._early_losses = []
-
-    def deactivate(self) -> None:
-        from torch import nn
-
-        self.active = False
-        if nn.Module.__call__ is self._wrapper:  # unless someone patched it after us
-            nn.Module.__call__ = self._original_call  # type: ignore[method-assign]
-
-
-def _exit_with_code_when_stopped(code: int) -> None:
-    """An uncaught TrainingStopped ends the script with `code` (exit handlers still run)."""
+def exit_with_code_when_stopped() -> None:
+    """An uncaught TrainingStopped ends the script with the exit code `mldbg run` asked for
+    (`MLDBG_STOP_EXIT_CODE`, else `EXIT_STOPPED`); exit handlers still run."""
     from mldbg.errors import TrainingStopped
 
+    code = int(os.environ.get(ENV_STOP_CODE, EXIT_STOPPED))
     previous = sys.excepthook
 
     def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:

@@ -1,35 +1,28 @@
 """torch.profiler over a window of steps: a Chrome trace (gzip; chrome://tracing and
 ui.perfetto.dev open it) and a JSON table of the top operators.
 
-Only `mldbg.torch.Hook` makes one (through `Profiler(framework="torch")`), so torch is
-imported here only when a torch window was asked for.
+`mldbg.torch.Hook` hands it to its `Profiler` (`captures={"torch": TorchCapture}`), whose
+framework-neutral windows start and stop it: the profiler itself never imports torch.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import tempfile
-from typing import Any
 
-from mldbg.profiler import layout
-from mldbg.profiler.windows import TOP
-from mldbg.store.base import Store
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from mldbg.profiler.windows import TOP, StoreCapture
 
 
-class TorchCapture:
+class TorchCapture(StoreCapture):
+    """torch.profiler over one window, on the training thread (it profiles the thread that starts it)."""
+
     kind = "torch"
 
-    def __init__(self, store: Store, worker: str):
-        self.store = store
-        self.worker = worker
-        self.prof: Any = None
-
     def start(self) -> None:
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
@@ -47,7 +40,7 @@ class TorchCapture:
                 trace = gzip.compress(f.read(), compresslevel=5)
         finally:
             os.unlink(path)
-        self.store.write(layout.window_key(self.worker, "torch", first, last, ".trace.json.gz"), [trace])
+        self.write(first, last, ".trace.json.gz", trace)
         rows = []
         for e in prof.key_averages():
             rows.append(
@@ -61,7 +54,4 @@ class TorchCapture:
                 }
             )
         rows.sort(key=lambda r: -(r["self_cpu_us"] + r["self_device_us"]))
-        summary = {"steps": [first, last], "operators": rows[:TOP]}
-        self.store.write(
-            layout.window_key(self.worker, "torch", first, last, ".ops.json"), [json.dumps(summary).encode()]
-        )
+        self.write_summary(first, last, ".ops.json", operators=rows[:TOP])

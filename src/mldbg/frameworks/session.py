@@ -1,0 +1,95 @@
+"""What a hook composes around its Recorder: the store, the profiler and the live watcher.
+
+The recorder only records into the store it is given. A hook's `Session` opens that store
+(with the S3 options, such as `spill_max_bytes`, that only the store knows), hands it to the
+Recorder, starts the profiler (`profiler_config=`) and the watcher child (`rules=`,
+`actions=`), and closes them in order. Adapters build one and keep only the framework's
+lifecycle for themselves.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mldbg.profiler.config import ProfilerConfig
+from mldbg.profiler.timeline import NoTimeline, Timeline
+from mldbg.record.recorder import Recorder
+from mldbg.store import Store, open_store
+
+if TYPE_CHECKING:  # both load only for a hook that uses them
+    from mldbg.profiler.session import CaptureFactory, Profiler
+    from mldbg.watch.inprocess import WatcherProcess
+
+# every other keyword a hook is given is the store's (S3 options; the store refuses unknown ones)
+RECORDER_KEYWORDS = frozenset(inspect.signature(Recorder).parameters) - {"store"}
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Who records: the framework (name and version, written in the run's meta) and the rank."""
+
+    framework: str
+    rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def from_environment(cls, framework: str) -> Worker:
+        """Rank and world size from `RANK` and `WORLD_SIZE`, as launchers such as torchrun set them."""
+        return cls(framework, int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+
+
+class Session:
+    """One hook's run: its store, Recorder, profiler (or none) and watcher (or none)."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        worker: Worker,
+        *,
+        profiler_config: ProfilerConfig | None = None,
+        rules: Sequence[Any] | None = None,
+        actions: Sequence[Any] | None = None,
+        captures: Mapping[str, CaptureFactory] | None = None,
+        **settings: Any,
+    ):
+        """`settings`: the Recorder's keywords, and the store's (S3) options."""
+        recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
+        store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
+        self.store = open_store(out_dir, **store_options)
+        self.recorder = Recorder(
+            self.store,
+            rank=worker.rank,
+            world_size=worker.world_size,
+            framework=worker.framework,
+            **recording,
+        )
+        self.profiler: Profiler | None = None
+        self.timeline: Timeline = NoTimeline()  # marked by the adapter, profiler or not
+        if profiler_config is not None:
+            from mldbg.profiler.session import Profiler
+
+            self.profiler = Profiler(
+                self.store, profiler_config, rank=worker.rank, framework=worker.framework, captures=captures
+            )
+            self.timeline = self.profiler.timeline
+        self.watcher: WatcherProcess | None = None  # rules checked live by a child process
+        if (rules is not None or actions) and worker.rank == 0:
+            from mldbg.watch.inprocess import start_watcher
+
+            self.watcher = start_watcher(self.store.url, rules, actions or ())
+
+    def close(self) -> None:
+        """Write everything and the end marker; then stop the profiler, and let the watcher
+        make its final pass over the closed run. Safe to call twice."""
+        try:
+            self.recorder.close()
+        finally:
+            if self.profiler is not None:
+                self.profiler.close()
+            if self.watcher is not None:
+                self.watcher.stop(timeout=10)
+                self.watcher = None
