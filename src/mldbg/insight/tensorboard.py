@@ -31,15 +31,13 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, MldbgError
 from mldbg.insight.data import RunLike, open_trial
-from mldbg.store.format import ABS, REDUCTION_CODE
+from mldbg.store.reductions import ABS, TABLE
 
 SUBRUNS = {Mode.TRAIN: "train", Mode.EVAL: "eval", Mode.PREDICT: "predict", Mode.GLOBAL: "global"}
 SCALAR_COLLECTIONS = ("losses", "scalars")
 SUFFIX = ".mldbg"  # marks the event files an export wrote, so a later export replaces only those
 _REDUCTIONS = {  # index code -> tag suffix: mean, abs_mean, l2, ...
-    code + (ABS if a else 0): ("abs_" if a else "") + name
-    for name, code in REDUCTION_CODE.items()
-    for a in (False, True)
+    r.code + (ABS if a else 0): ("abs_" if a else "") + r.name for r in TABLE for a in (False, True)
 }
 
 

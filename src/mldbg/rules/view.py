@@ -18,8 +18,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, TensorUnavailableForStep
-from mldbg.record.reductions import reduce
-from mldbg.store.format import ABS, REDUCTION_CODE
+from mldbg.store.reductions import TABLE, reduce, reduction_of
 from mldbg.trial import Trial
 
 
@@ -30,7 +29,7 @@ class _Missing(enum.Enum):
 
 
 _NO_RAW: Final = _Missing.NO_RAW
-_CODES = {code + (ABS if a else 0): (name, a) for name, code in REDUCTION_CODE.items() for a in (False, True)}
+_CODES = {c: reduction_of(c) for r in TABLE for c in (r.code, r.code + 16)}
 
 
 class TrialView:

@@ -8,8 +8,8 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, TensorUnavailableForStep
-from mldbg.record.reductions import reduce
-from mldbg.store.format import ABS, DTYPES, REDUCTION_CODE, numpy_dtype, to_numpy_value
+from mldbg.store.format import DTYPES, numpy_dtype, to_numpy_value
+from mldbg.store.reductions import REDUCTION_NAMES, reduce, reduction_code
 from mldbg.trial.index import TensorRows
 
 if TYPE_CHECKING:
@@ -102,14 +102,14 @@ class Tensor:
         worker: str | None = None,
     ) -> float:
         """A saved reduction, or one computed from the saved raw tensor."""
-        if reduction not in REDUCTION_CODE:
+        if reduction not in REDUCTION_NAMES:
             from mldbg.errors import InvalidConfig
 
-            raise InvalidConfig(f"unknown reduction {reduction!r}; choose from {', '.join(REDUCTION_CODE)}")
+            raise InvalidConfig(f"unknown reduction {reduction!r}; choose from {', '.join(REDUCTION_NAMES)}")
         p = self._position(step, mode, worker)
         flat = self._flat()
         seg_idx, row = int(flat["seg"][p]), int(flat["row"][p])
-        code = REDUCTION_CODE[reduction] + (ABS if abs else 0)
+        code = reduction_code(reduction, abs)
         saved = self.trial._index.reductions_of(seg_idx).get((row, code))
         if saved is not None:
             return saved
