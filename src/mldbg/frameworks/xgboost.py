@@ -33,11 +33,11 @@ from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import TrainingStopped
 from mldbg.frameworks import xgboost_model
 from mldbg.frameworks.xgboost_copies import SubRuns
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, info_key
 from mldbg.frameworks.xgboost_model import Data, Pairs, Score, TrainingSets, tree_stats
 from mldbg.record.recorder import Recorder
 from mldbg.record.session import RecordingSession
 from mldbg.store.base import Store
+from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, info_key
 
 log = logging.getLogger("mldbg")
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, read_run_info
 from mldbg.report import html, svg
 from mldbg.report.svg import Series
 from mldbg.store import layout
+from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, read_run_info
 from mldbg.trial import Trial, create_trial
 
 MODES = (Mode.TRAIN, Mode.EVAL)

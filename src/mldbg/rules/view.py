@@ -18,7 +18,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, TensorUnavailableForStep
-from mldbg.store.reductions import TABLE, reduce, reduction_of
+from mldbg.store.reductions import ABS, TABLE, reduce
 from mldbg.trial import Trial
 
 
@@ -29,7 +29,7 @@ class _Missing(enum.Enum):
 
 
 _NO_RAW: Final = _Missing.NO_RAW
-_CODES = {c: reduction_of(c) for r in TABLE for c in (r.code, r.code + 16)}
+_CODES = {r.code + (ABS if a else 0): (r.name, a) for r in TABLE for a in (False, True)}
 
 
 class TrialView:
