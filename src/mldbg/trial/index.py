@@ -6,7 +6,6 @@ seen per worker, so the cost of a refresh grows with what is new, not with the r
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -15,8 +14,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord
-from mldbg.store import Store, layout
+from mldbg.store import Store, layout, markers
 from mldbg.store.format import SegmentIndex, decode_index
+from mldbg.store.markers import End, M, WorkerMeta
 
 log = logging.getLogger("mldbg")
 
@@ -53,7 +53,7 @@ class RunIndex:
         self.mode_step_to_step: dict[tuple[int, int], int] = {}
         self.corrupt: list[str] = []
         self.expected_workers = 1
-        self.ended: dict[str, dict] = {}
+        self.ended: dict[str, End] = {}
         self.version = 0
         self._last_key: dict[str, str] = {}
         self._reductions: dict[int, dict[tuple[int, int], float]] = {}
@@ -73,7 +73,7 @@ class RunIndex:
                 continue
             if worker not in self.workers:
                 self._add_worker(worker)
-            ended = self._read_json(layout.end_key(worker))  # before listing: nothing comes after
+            ended = self._marker(layout.end_key(worker), End)  # before listing: nothing comes after
             wid = self.workers.index(worker)
             for key in self.store.list(layout.index_prefix(worker), self._last_key.get(worker)):
                 self._last_key[worker] = key
@@ -86,17 +86,16 @@ class RunIndex:
 
     def _add_worker(self, worker: str) -> None:
         self.workers.append(worker)
-        meta = self._read_json(layout.meta_key(worker)) or {}
-        if not self.single_worker:
-            self.expected_workers = max(self.expected_workers, int(meta.get("expected_workers", 1)))
+        meta = self._marker(layout.meta_key(worker), WorkerMeta)
+        if meta is not None and not self.single_worker:
+            self.expected_workers = max(self.expected_workers, meta.expected_workers)
 
-    def _read_json(self, key: str) -> dict | None:
+    def _marker(self, key: str, kind: type[M]) -> M | None:
+        """A worker's marker; None when absent, or damaged and `on_corrupt="skip"`."""
         try:
-            return json.loads(self.store.read(key))
-        except FileNotFoundError:
-            return None
-        except (ValueError, UnicodeDecodeError) as e:
-            self._corrupt(CorruptRecord(f"{self.store.url}/{key}: not valid JSON ({e})"))
+            return markers.load(self.store, key, kind)
+        except CorruptRecord as e:
+            self._corrupt(e)
             return None
 
     def _corrupt(self, err: CorruptRecord) -> None:
