@@ -42,19 +42,18 @@ REDUCTION_NAMES: tuple[str, ...] = tuple(r.name for r in TABLE)
 STATISTICS: tuple[str, ...] = tuple(r.name for r in TABLE if not r.norm)
 NORMS: tuple[str, ...] = tuple(r.name for r in TABLE if r.norm)
 
+# every code this version knows -> (name, abs); readers skip other codes (a newer writer's),
+# as FORMAT.md's compatibility rule says
+CODES: dict[int, tuple[str, bool]] = {
+    r.code + (ABS if a else 0): (r.name, a) for r in TABLE for a in (False, True)
+}
+
 _BY_NAME = {r.name: r for r in TABLE}
-_BY_CODE = {r.code + (ABS if a else 0): (r.name, a) for r in TABLE for a in (False, True)}
 
 
 def reduction_code(name: str, abs: bool = False) -> int:
     """The index code of reduction `name` (of |x| when `abs`). KeyError for an unknown name."""
     return _BY_NAME[name].code + (ABS if abs else 0)
-
-
-def reduction_of(code: int) -> tuple[str, bool] | None:
-    """(name, abs) of an index code; None for a code this version does not know (a newer
-    writer's), which readers skip (FORMAT.md: readers ignore what they do not know)."""
-    return _BY_CODE.get(code)
 
 
 def reduce(array: np.ndarray, name: str, abs: bool = False) -> float:
