@@ -119,11 +119,10 @@ def visible_at(out: Path, step: int) -> float:
     import mldbg
 
     trial = mldbg.create_trial(out)
-    index = trial._index  # the benchmark looks at which segment holds the step
-    for seg in index.segments:
-        if step in set(seg.columns["step"].tolist()):
-            return os.stat(Path(index.store.url) / seg.key).st_mtime
-    raise RuntimeError(f"step {step} not found in {out}")
+    files = {r.index_file for name in trial.tensor_names() for r in trial.records(name, step=step)}
+    if not files:
+        raise RuntimeError(f"step {step} not found in {out}")
+    return min(os.stat(f).st_mtime for f in files)
 
 
 def step_to_finding(tmp: Path, step_ms: float, s: dict) -> dict:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mldbg.errors import InvalidConfig
+from mldbg.store.reductions import NORMS, STATISTICS
 
 
 class Mode(enum.IntEnum):
@@ -92,8 +93,8 @@ def _as_save_config(value: SaveConfig | Mapping[str, Any]) -> SaveConfig:
     return value if isinstance(value, SaveConfig) else SaveConfig.from_dict(value)
 
 
-REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
-NORMS = ("l1", "l2")
+# the names ReductionConfig accepts come from the store's one table of reductions
+REDUCTIONS = STATISTICS
 
 
 @dataclass(frozen=True)

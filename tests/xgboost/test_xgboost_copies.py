@@ -18,7 +18,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 
 import mldbg
 from mldbg import Mode
-from mldbg.frameworks.xgboost_info import read_run_info
+from mldbg.store.run_info import read_run_info
 from mldbg.xgboost import Hook
 
 ROUNDS = 4

@@ -13,8 +13,8 @@ from sklearn.datasets import load_breast_cancer, make_classification
 
 import mldbg
 from mldbg import Mode
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, read_run_info
 from mldbg.report import build_report
+from mldbg.store.run_info import IMPORTANCE_TYPES, read_run_info
 from mldbg.xgboost import Hook
 
 PARAMS = {

@@ -16,8 +16,8 @@ from sklearn.datasets import load_breast_cancer, load_diabetes
 import mldbg
 from mldbg import CollectionConfig, Mode, SaveConfig
 from mldbg.frameworks.xgboost import tree_stats
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, read_run_info
 from mldbg.store import layout, open_store
+from mldbg.store.run_info import IMPORTANCE_TYPES, read_run_info
 from mldbg.xgboost import Hook
 
 

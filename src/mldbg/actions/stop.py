@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from mldbg.actions.base import Action, Context, register_action
 from mldbg.errors import InvalidConfig
-from mldbg.store import layout, open_store
+from mldbg.store import layout, markers, open_store
+from mldbg.store.markers import StopRequest
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
@@ -59,16 +60,16 @@ class StopTraining(Action):
             return  # found in the final pass: the training is over, nothing to stop
         first = findings[0]
         reason = f"{first.rule} at step {first.step}: {first.message}"
-        request = {
-            "reason": reason,
-            "rule": first.rule,
-            "step": first.step,
-            "findings": [f.to_dict() for f in findings],
-            "requested": time.time(),
-            "by": f"mldbg watch (pid {os.getpid()} on {socket.gethostname()})",
-        }
+        request = StopRequest(
+            reason=reason,
+            rule=first.rule,
+            step=first.step,
+            findings=tuple(f.to_dict() for f in findings),
+            requested=time.time(),
+            by=f"mldbg watch (pid {os.getpid()} on {socket.gethostname()})",
+        )
         store = context.store or open_store(context.run)
-        store.write(layout.STOP_REQUEST, [json.dumps(request).encode()])
+        markers.save(store, layout.STOP_REQUEST, request)
         context.stop_requested = reason
         log.info("mldbg: asked the training to stop: %s", reason)
         if self.signal is not None:

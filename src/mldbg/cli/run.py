@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from mldbg.cli.watch import announce, build, make_watcher, watch_options
-from mldbg.errors import InvalidConfig
+from mldbg.errors import CorruptRecord, InvalidConfig
 from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
 
 DEFAULT_SAVE_INTERVAL = 10
@@ -196,12 +196,14 @@ def _hook_config(path: str | None, out: str, save_interval: int | None, specs: A
 
 
 def _stopped_by_rule(store: Any) -> bool:
-    from mldbg.store import layout
+    from mldbg.store import layout, markers
+    from mldbg.store.markers import End
 
     for worker in store.children(layout.WORKERS):
         try:
-            if json.loads(store.read(layout.end_key(worker))).get("stopped"):
-                return True
-        except (FileNotFoundError, ValueError):
+            end = markers.load(store, layout.end_key(worker), End)
+        except CorruptRecord:
             continue
+        if end is not None and end.stopped:
+            return True
     return False

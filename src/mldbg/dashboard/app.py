@@ -52,7 +52,7 @@ from typing import Any
 
 from mldbg.dashboard.data import PERCENTILES, Dashboard, NotFound, UnknownRun
 from mldbg.errors import InvalidConfig, MldbgError
-from mldbg.store.format import REDUCTION_NAMES
+from mldbg.store.reductions import REDUCTION_NAMES
 
 log = logging.getLogger("mldbg")
 

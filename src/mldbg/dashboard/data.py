@@ -30,7 +30,7 @@ from mldbg.errors import (
 )
 from mldbg.insight.distribution import PERCENTILES, finite_percentiles
 from mldbg.rules.base import Finding
-from mldbg.store.format import REDUCTION_NAMES
+from mldbg.store.reductions import REDUCTION_NAMES
 from mldbg.trial import Trial, create_trial
 from mldbg.trial.runs import find_runs
 

@@ -35,10 +35,10 @@ from mldbg.frameworks import xgboost_model
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.xgboost_copies import SubRuns
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, info_key
 from mldbg.frameworks.xgboost_model import Data, Pairs, Score, TrainingSets, tree_stats
 from mldbg.record.recorder import Recorder
 from mldbg.store.base import Store
+from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, info_key
 
 log = logging.getLogger("mldbg")
 

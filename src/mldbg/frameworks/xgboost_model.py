@@ -23,7 +23,7 @@ import numpy as np
 import xgboost
 
 from mldbg.config import Mode
-from mldbg.frameworks.xgboost_info import RunInfo
+from mldbg.store.run_info import RunInfo
 
 log = logging.getLogger("mldbg")
 

@@ -31,16 +31,11 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, MldbgError
 from mldbg.insight.data import RunLike, open_trial
-from mldbg.store.format import ABS, REDUCTION_CODE
+from mldbg.trial import Record
 
 SUBRUNS = {Mode.TRAIN: "train", Mode.EVAL: "eval", Mode.PREDICT: "predict", Mode.GLOBAL: "global"}
 SCALAR_COLLECTIONS = ("losses", "scalars")
 SUFFIX = ".mldbg"  # marks the event files an export wrote, so a later export replaces only those
-_REDUCTIONS = {  # index code -> tag suffix: mean, abs_mean, l2, ...
-    code + (ABS if a else 0): ("abs_" if a else "") + name
-    for name, code in REDUCTION_CODE.items()
-    for a in (False, True)
-}
 
 
 @dataclass
@@ -58,15 +53,6 @@ class Counts:
     @property
     def total(self) -> int:
         return sum(self.scalars.values()) + sum(self.histograms.values())
-
-
-@dataclass
-class _Record:
-    step: int
-    mode: Mode
-    worker: str
-    has_raw: bool
-    reductions: dict[str, float]
 
 
 class TensorBoardExport:
@@ -139,42 +125,30 @@ class TensorBoardExport:
         self.close()
 
     # internals --------------------------------------------------------------------------
-    def _new_records(self, name: str) -> tuple[Iterator[_Record], bool]:
+    def _new_records(self, name: str) -> tuple[Iterator[Record], bool]:
         """The records of `name` not exported yet, and whether several workers saved it.
 
-        Reads the trial's index directly (as the rules' TrialView does): the public Tensor
-        API cannot tell a saved reduction from one it would compute from the raw tensor."""
-        index = self.trial._index
-        flat = index.flat(index.tensors[name])
-        start, end = self._done.get(name, 0), len(flat["step"])
+        Reads the trial's index API: a `Record` tells a saved reduction from one the Tensor
+        API would compute from the raw tensor. Records only grow, so a count is a cursor."""
+        records = self.trial.records(name)
+        start, end = self._done.get(name, 0), len(records)
         self._done[name] = end
-        several = len(np.unique(flat["worker"])) > 1
+        several = len(np.unique(records.worker)) > 1
+        return (records[p] for p in range(start, end)), several
 
-        def records() -> Iterator[_Record]:
-            for p in range(start, end):
-                seg, row = int(flat["seg"][p]), int(flat["row"][p])
-                reds = index.reductions_of(seg)
-                found = {red: reds[(row, code)] for code, red in _REDUCTIONS.items() if (row, code) in reds}
-                yield _Record(
-                    step=int(flat["step"][p]),
-                    mode=Mode(int(flat["mode"][p])),
-                    worker=index.workers[int(flat["worker"][p])],
-                    has_raw=int(index.segments[seg].columns["offset"][row]) >= 0,
-                    reductions=found,
-                )
-
-        return records(), several
-
-    def _values(self, name: str, rec: _Record, several: bool, scalar: bool) -> list[Any]:
+    def _values(self, name: str, rec: Record, several: bool, scalar: bool) -> list[Any]:
         """The summary values of one record: its saved reductions, then its raw value as a
         scalar (losses, scalars, one-element tensors) or a histogram."""
 
         def tag(suffix: str = "") -> str:
             return name + (f"/{suffix}" if suffix else "") + (f"/{rec.worker}" if several else "")
 
-        values = [self._pb.Value(tag=tag(red), simple_value=v) for red, v in rec.reductions.items()]
+        values = [
+            self._pb.Value(tag=tag(("abs_" if is_abs else "") + red), simple_value=v)
+            for (red, is_abs), v in rec.reductions.items()
+        ]
         if rec.has_raw:
-            raw = np.asarray(self.trial.tensor(name).value(rec.step, worker=rec.worker))
+            raw = np.asarray(self.trial.read(rec))
             if scalar or raw.size == 1:
                 if raw.size:
                     values.append(

@@ -6,7 +6,6 @@ Framework adapters call `start_step(mode)`, `plan(name, collections)`, `save(...
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -22,7 +21,8 @@ from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
 from mldbg.record.writer import Pending, Writer
-from mldbg.store import Store, layout, open_store
+from mldbg.store import Store, layout, markers, open_store
+from mldbg.store.markers import End, WorkerMeta
 
 log = logging.getLogger("mldbg")
 
@@ -103,19 +103,18 @@ class Recorder:
                 max_queue_bytes=max_queue_bytes,
                 when_full=when_full,
             )
-            meta = {
-                "format": 1,
-                "worker": self.worker,
-                "rank": rank,
-                "world_size": world_size,
-                "expected_workers": world_size if include_workers == "all" else 1,
-                "framework": framework,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "started": time.time(),
-            }
+            meta = WorkerMeta(
+                worker=self.worker,
+                rank=rank,
+                world_size=world_size,
+                expected_workers=world_size if include_workers == "all" else 1,
+                framework=framework,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started=time.time(),
+            )
             try:
-                self.store.write(layout.meta_key(self.worker), [json.dumps(meta).encode()])
+                markers.save(self.store, layout.meta_key(self.worker), meta)
                 self.store.delete(layout.end_key(self.worker))
             except StoreFull as e:  # a bucket away and no room to buffer: the store said so
                 log.error("mldbg: %s", e)
@@ -261,9 +260,9 @@ class Recorder:
         self._closed = True
         if self.writer is not None:
             self.writer.close()
-            end = {"last_step": self.step - 1, "ended": time.time(), "stopped": self.stopped}
+            end = End(last_step=self.step - 1, ended=time.time(), stopped=self.stopped)
             try:
-                self.store.write(layout.end_key(self.worker), [json.dumps(end).encode()])
+                markers.save(self.store, layout.end_key(self.worker), end)
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)

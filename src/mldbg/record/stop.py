@@ -9,13 +9,13 @@ step, far enough ahead that every worker reads it before getting there, and writ
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from typing import Any
 
-from mldbg.store import Store, layout
+from mldbg.errors import CorruptRecord
+from mldbg.store import Store, layout, markers
+from mldbg.store.markers import StopAt, StopRequest
 
 log = logging.getLogger("mldbg")
 
@@ -40,6 +40,7 @@ class StopRequests:
         self._waiting_since: float | None = None
         self._last_end: float | None = None
         self._step_seconds: float | None = None  # recent step time, to place the agreed step
+        self._warned_damaged = False
 
     def check(self, finished: int) -> str | None:
         """Called when step `finished` ended: the reason to stop now, or None to go on."""
@@ -59,7 +60,7 @@ class StopRequests:
         request = self._request()
         if request is None:
             return None
-        reason = str(request.get("reason", "a rule fired"))
+        reason = request.reason or "a rule fired"
         if self.world_size <= 1:
             return reason
         stop_at = self._agreed_step(request, finished, now)
@@ -83,40 +84,45 @@ class StopRequests:
             log.debug("mldbg: stop request in %s not checked yet: %s", self.store.url, e)
             return
         self._stale_checked = True
-        if found and _read_json(self.store, layout.STOP_REQUEST).get("requested", 0) < self.started:
-            self._remove_stale()
+        if found:
+            request = self._read_request()
+            if request is not None and (request.requested or 0) < self.started:
+                self._remove_stale()
 
     # internals ------------------------------------------------------------------------------
-    def _request(self) -> dict[str, Any] | None:
+    def _request(self) -> StopRequest | None:
         """The stop request meant for this run, if there is one."""
         try:
             if not self.store.exists(layout.STOP_REQUEST):
                 return None
         except Exception:  # an unreachable store must not stop training
             return None
-        request = _read_json(self.store, layout.STOP_REQUEST)
-        if request.get("requested", self.started) < self.started:
+        request = self._read_request()
+        if request is None:
+            return None
+        if request.requested is not None and request.requested < self.started:
             if not self._stale_checked:  # the bucket was away at the start
                 self._stale_checked = True
                 self._remove_stale()
             return None  # left over from an earlier run in the same place
         return request
 
-    def _agreed_step(self, request: dict[str, Any], finished: int, now: float) -> int | None:
+    def _agreed_step(self, request: StopRequest, finished: int, now: float) -> int | None:
         """Worker 0 picks the step and writes it; the others read it (None: not there yet)."""
-        ident = request.get("requested")
         if self.rank == 0:
             stop_at = finished + self._margin()
-            record = {"step": stop_at, "request": ident, "worker": self.rank}
             try:
-                self.store.write(layout.STOP_AT, [json.dumps(record).encode()])
+                markers.save(self.store, layout.STOP_AT, StopAt(stop_at, request.requested, self.rank))
             except Exception as e:
                 log.warning("mldbg: cannot tell the other workers where to stop (%s): stopping now", e)
                 return finished
             return stop_at
-        agreed = _read_json(self.store, layout.STOP_AT)
-        if "step" in agreed and agreed.get("request") == ident:
-            return int(agreed["step"])
+        try:
+            agreed = markers.load(self.store, layout.STOP_AT, StopAt)
+        except Exception:  # damaged, or the store is away: not there yet, look again
+            agreed = None
+        if agreed is not None and agreed.request == request.requested:
+            return agreed.step
         self._next_check = now  # look again at the next step end
         if self._waiting_since is None:
             self._waiting_since = now
@@ -142,10 +148,17 @@ class StopRequests:
         except Exception as e:
             log.warning("mldbg: cannot remove an old stop request from %s: %s", self.store.url, e)
 
-
-def _read_json(store: Store, key: str) -> dict[str, Any]:
-    try:
-        value = json.loads(store.read(key))
-        return value if isinstance(value, dict) else {}
-    except Exception:
-        return {}
+    def _read_request(self) -> StopRequest | None:
+        """The request in the store. A damaged one still asks to stop (it has no time, so it is
+        taken for this run's; at the start, for an earlier run's, and removed); one that cannot
+        be read now (the store is away) is looked for again at the next check."""
+        try:
+            return markers.load(self.store, layout.STOP_REQUEST, StopRequest)
+        except CorruptRecord as e:
+            if not self._warned_damaged:
+                self._warned_damaged = True
+                log.warning("mldbg: %s: taken as a stop request", e)
+            return StopRequest(reason=f"a damaged stop request ({e})")
+        except Exception as e:
+            log.debug("mldbg: stop request in %s not read: %s", self.store.url, e)
+            return None

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from mldbg.errors import MldbgError, StoreFull
-from mldbg.record.reductions import reduce_all
 from mldbg.store import layout
 from mldbg.store.base import Store
 from mldbg.store.format import Record, dtype_name, encode_index, encode_safetensors, to_numpy_value
+from mldbg.store.reductions import reduce_all
 
 log = logging.getLogger("mldbg")
 

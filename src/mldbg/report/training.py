@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import MldbgError
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, RunInfo, read_run_info
+from mldbg.errors import CorruptRecord, MldbgError
 from mldbg.report import html, svg
 from mldbg.report.svg import Series
-from mldbg.store import layout
+from mldbg.store import layout, markers
+from mldbg.store.markers import WorkerMeta
+from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, read_run_info
 from mldbg.trial import Trial, create_trial
 
 MODES = (Mode.TRAIN, Mode.EVAL)
@@ -117,8 +118,8 @@ class _Run:
 def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
     t, info = run.trial, run.info
     rows: list[tuple[str, Any]] = [("run", t.path)]
-    if run.meta.get("framework"):
-        rows.append(("framework", run.meta["framework"]))
+    if run.meta is not None and run.meta.framework:
+        rows.append(("framework", run.meta.framework))
     rows.append(("state", "finished" if t.loaded_all_steps else "still running, or ended without closing"))
     for mode in MODES:
         steps = t.steps(mode)
@@ -493,10 +494,13 @@ def _first(trial: Trial, preferred: str, collection: str) -> str | None:
     return names[0] if names else None
 
 
-def _meta(trial: Trial) -> dict[str, Any]:
+def _meta(trial: Trial) -> WorkerMeta | None:
+    """The first worker's description; a damaged one is left out of the report."""
     for worker in trial.workers():
         try:
-            return json.loads(trial.store.read(layout.meta_key(worker)))
-        except (FileNotFoundError, ValueError):
+            meta = markers.load(trial.store, layout.meta_key(worker), WorkerMeta)
+        except CorruptRecord:
             continue
-    return {}
+        if meta is not None:
+            return meta
+    return None

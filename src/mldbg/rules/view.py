@@ -22,9 +22,8 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, TensorUnavailableForStep
-from mldbg.record.reductions import reduce
-from mldbg.store.format import ABS, REDUCTION_CODE
-from mldbg.trial import Trial
+from mldbg.store.reductions import reduce
+from mldbg.trial import Record, Records, Trial
 
 if TYPE_CHECKING:
     from mldbg.store import Store
@@ -37,7 +36,6 @@ class _Missing(enum.Enum):
 
 
 _NO_RAW: Final = _Missing.NO_RAW
-_CODES = {code + (ABS if a else 0): (name, a) for name, code in REDUCTION_CODE.items() for a in (False, True)}
 
 
 class TrialView:
@@ -58,10 +56,10 @@ class TrialView:
         self._patterns: dict[str, re.Pattern[str]] = {}
         self._tensors: dict[str, CachedTensor] = {}
         self._records: dict[tuple[str, int], Any] = {}
-        self._where: dict[tuple[str, int], tuple[int, int, str]] | None = {}
+        self._where: dict[tuple[str, int], tuple[int, str]] = {}  # -> (position in records(name), worker)
         self._present: dict[int, set[str]] = {}
-        self._synced = 0
-        self._seg_reds: dict[int, dict[int, dict[tuple[str, bool], float]]] = {}
+        self._synced: dict[str, Records] = {}  # name -> its records, as indexed so far
+        self._synced_all = 0  # the trial's loaded_records when last indexed
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -207,61 +205,43 @@ class TrialView:
 
     # values -----------------------------------------------------------------------------
     def _sync(self) -> None:
-        """Index every record of segments not seen yet: (name, step) -> (segment, row), and the
-        names saved at each step. One pass over the trial's index columns, so that per-step
-        lookups are dict lookups. If the index layout is not the one this version knows, the
-        view falls back to the public Trial API."""
-        if self._where is None:
+        """Index the records the trial loaded since the last call: (name, step) -> the first
+        worker's record, and the names saved at each step. One pass over the new entries of
+        each tensor's record columns (`Trial.records`, which only grow), so that per-step
+        lookups are dict lookups."""
+        loaded = self.trial.loaded_records
+        if loaded == self._synced_all:
             return
-        try:
-            index = self.trial._index
-            segments = index.segments
-            for seg_idx in range(self._synced, len(segments)):
-                seg = segments[seg_idx]
-                worker = index.workers[index.segment_worker[seg_idx]]
-                names = seg.names
-                c = seg.columns
-                for row, (nid, st) in enumerate(zip(c["name_id"].tolist(), c["step"].tolist(), strict=True)):
-                    name = names[nid]
-                    key = (name, st)
-                    prev = self._where.get(key)
-                    if prev is None or worker < prev[2]:
-                        self._where[key] = (seg_idx, row, worker)
-                    self._present.setdefault(st, set()).add(name)
-            self._synced = len(segments)
-        except (AttributeError, KeyError, TypeError, IndexError):
-            self._where = None
+        self._synced_all = loaded
+        for name in self.trial.tensor_names():
+            records = self.trial.records(name)
+            seen = self._synced.get(name)
+            done = 0 if seen is None else len(seen)
+            if len(records) == done:
+                continue
+            workers = records.workers
+            steps, ids = records.step[done:].tolist(), records.worker[done:].tolist()
+            for pos, (st, wid) in enumerate(zip(steps, ids, strict=True), done):
+                key = (name, st)
+                worker = workers[wid]
+                prev = self._where.get(key)
+                if prev is None or worker < prev[1]:
+                    self._where[key] = (pos, worker)
+                self._present.setdefault(st, set()).add(name)
+            self._synced[name] = records
 
-    def _record(self, name: str, step: int) -> tuple[Any, int, dict[tuple[str, bool], float]] | None:
-        """(index columns of the segment, row, saved reductions by code) of a tensor at a
-        global step, read from the trial's index without touching data files; None when the
-        index layout is not the one this version knows (then the public API is used)."""
+    def _record(self, name: str, step: int) -> Record | None:
+        """The record of a tensor at a global step that reads use (the first worker's), from
+        the trial's index without touching data files; None when the index has none (yet):
+        the public Tensor API then says why."""
         key = (name, step)
         found = self._records.get(key)
         if found is None:
-            try:
-                if self._where is None:
-                    raise AttributeError
+            where = self._where.get(key)
+            if where is None:
+                self._sync()
                 where = self._where.get(key)
-                if where is None:
-                    self._sync()
-                    where = self._where.get(key) if self._where is not None else None
-                if where is None:
-                    raise KeyError(key)
-                seg_idx, row, _ = where
-                index = self.trial._index
-                reds = self._seg_reds.get(seg_idx)
-                if reds is None:
-                    c = index.segments[seg_idx].columns
-                    reds = self._seg_reds[seg_idx] = {}
-                    for r, code, v in zip(
-                        c["red_row"].tolist(), c["red_code"].tolist(), c["red_value"].tolist(), strict=True
-                    ):
-                        if code in _CODES:
-                            reds.setdefault(r, {})[_CODES[code]] = v
-                found = (index.segments[seg_idx].columns, row, reds.get(row, {}))
-            except (AttributeError, KeyError, TypeError, IndexError):
-                found = _NO_RAW
+            found = _NO_RAW if where is None else self._synced[name][where[0]]
             if step == self._step:
                 self._records[key] = found
         return None if found is _NO_RAW else found
@@ -269,7 +249,7 @@ class TrialView:
     def saved_reductions(self, name: str, step: int) -> dict[tuple[str, bool], float]:
         """Every reduction saved for a tensor at a global step: {(reduction, abs): value}."""
         rec = self._record(name, step)
-        return {} if rec is None else rec[2]
+        return {} if rec is None else dict(rec.reductions)
 
     def raw(
         self, name: str, step: int, mode: Mode | None = None, worker: str | None = None
@@ -279,8 +259,10 @@ class TrialView:
         found = self._raw.get(key)
         if found is None:
             rec = self._record(name, step) if mode is None and worker is None else None
-            if rec is not None and int(rec[0]["offset"][rec[1]]) < 0:
+            if rec is not None and not rec.has_raw:
                 found = _NO_RAW
+            elif rec is not None:
+                found = self.trial.read(rec)
             else:
                 try:
                     found = self.trial.tensor(name).value(step, mode, worker)
@@ -306,8 +288,8 @@ class TrialView:
         found = self._reds.get(key)
         if found is None:
             rec = self._record(name, step)
-            if rec is not None and (reduction, abs) in rec[2]:
-                found = rec[2][(reduction, abs)]
+            if rec is not None and (reduction, abs) in rec.reductions:
+                found = rec.reductions[(reduction, abs)]
             else:
                 raw = self.raw(name, step)
                 if raw is None:

@@ -113,14 +113,14 @@ def reduce_runs(
 
 
 def _parse_reduction(text: str) -> tuple[str, bool]:
-    from mldbg.store.format import REDUCTION_CODE
+    from mldbg.store.reductions import REDUCTION_NAMES
 
     name = text.strip().lower()
     is_abs = name.startswith("abs_")
     base = name[4:] if is_abs else name
-    if base not in REDUCTION_CODE:
+    if base not in REDUCTION_NAMES:
         raise InvalidConfig(
-            f"unknown reduction {text!r}: choose from {', '.join(REDUCTION_CODE)}, or abs_<name> for |x|"
+            f"unknown reduction {text!r}: choose from {', '.join(REDUCTION_NAMES)}, or abs_<name> for |x|"
         )
     return base, is_abs
 

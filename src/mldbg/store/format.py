@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.errors import CorruptRecord
+from mldbg.store.reductions import reduction_code
 
 FORMAT_VERSION = 1
 
@@ -32,13 +33,6 @@ _NUMPY = {
 }  # fmt: skip
 _FROM_NUMPY = {np.dtype(v): k for k, v in _NUMPY.items() if k != "BF16"}
 DTYPE_CODE = {name: i for i, name in enumerate(DTYPES)}
-
-# reduction codes in the index; |x| variants add ABS
-REDUCTION_NAMES: tuple[str, ...] = (
-    "min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2",
-)  # fmt: skip
-REDUCTION_CODE = {name: i for i, name in enumerate(REDUCTION_NAMES)}
-ABS = 16
 
 INDEX_COLUMNS = {
     "name_id": np.int32,
@@ -178,7 +172,7 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
         cols["nbytes"][i] = rec.array.nbytes if rec.array is not None else 0
         for (rname, is_abs), value in rec.reductions.items():
             red_row.append(i)
-            red_code.append(REDUCTION_CODE[rname] + (ABS if is_abs else 0))
+            red_code.append(reduction_code(rname, is_abs))
             red_value.append(value)
     cols["shapes"] = np.asarray(shapes, dtype=np.int64)
     cols["red_row"] = np.asarray(red_row, dtype=np.int32)

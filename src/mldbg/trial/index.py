@@ -1,41 +1,122 @@
 """The in-memory index of a run: every segment's columns, grouped by tensor name.
 
 Loading is incremental: `RunIndex.refresh()` lists only index files newer than the last one
-seen per worker, so the cost of a refresh grows with what is new, not with the run.
+seen per worker, so the cost of a refresh grows with what is new, not with the run. Each
+tensor's records are kept as NumPy columns that only grow; the trial hands them out through
+its public index API (`Records`, `Record`, see trial/records.py). Everything here but that
+API and the run-wide tables the Trial answers from is private.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import types
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import KeysView, Mapping
 
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import CorruptRecord
-from mldbg.store import Store, layout
-from mldbg.store.format import SegmentIndex, decode_index
+from mldbg.errors import CorruptRecord, InvalidConfig, TensorUnavailableForStep
+from mldbg.store import Store, layout, markers
+from mldbg.store.format import DTYPES, SegmentIndex, decode_index, numpy_dtype, to_numpy_value
+from mldbg.store.markers import End, M, WorkerMeta
+from mldbg.store.reductions import CODES
+from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
 
+_NO_REDUCTIONS: Mapping[tuple[str, bool], float] = types.MappingProxyType({})
+_COLUMNS = ("seg", "row", "step", "mode", "mode_step", "worker", "raw")
+_MODES = {int(m): m for m in Mode}
+_KNOWN_CODES = np.asarray(list(CODES), dtype=np.uint8)
+# a segment's saved reductions, decoded: where each row's entries start, their keys, values
+_ReductionTable = tuple[list[int], list[tuple[str, bool]], list[float]]
+_NO_TABLE: _ReductionTable = ([], [], [])
 
-@dataclass
-class TensorRows:
-    """Where one tensor's records are: (segment, row) chunks, flattened on demand."""
 
-    chunks: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    _flat: dict[str, np.ndarray] | None = None
-    _by_step: dict[int, list[int]] | None = None
-    _by_mode_step: dict[tuple[int, int], list[int]] | None = None
+class _TensorColumns:
+    """One tensor's records as NumPy columns in load order: (segment, row) chunks are appended
+    as segments load and gathered into the columns on the next query, into buffers that grow
+    by doubling, so a refresh costs what is new. Step lookups grow the same way."""
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[int, np.ndarray]] = []  # loaded, not yet in the columns
+        self._buffers: dict[str, np.ndarray] = {}
+        self._n = 0
+        self._view: dict[str, np.ndarray] | None = None
+        self._by_step: dict[int, list[int]] = {}
+        self._by_step_upto = 0
+        self._by_mode_step: dict[tuple[int, int], list[int]] = {}
+        self._by_mode_step_upto = 0
 
     def add(self, seg_idx: int, rows: np.ndarray) -> None:
-        self.chunks.append((seg_idx, rows))
-        self._flat = self._by_step = self._by_mode_step = None
+        self._chunks.append((seg_idx, rows))
+
+    def columns(self, index: RunIndex) -> dict[str, np.ndarray]:
+        """Read-only views of the columns, every loaded record included."""
+        if self._chunks:
+            self._append(index)
+        if self._view is None:
+            view = {}
+            for key, buf in self._buffers.items():
+                v = buf[: self._n]
+                v.flags.writeable = False
+                view[key] = v
+            self._view = view
+        return self._view
+
+    def _append(self, index: RunIndex) -> None:
+        chunks, self._chunks = self._chunks, []
+        seg = np.concatenate([np.full(len(r), s, dtype=np.int64) for s, r in chunks])
+        row = np.concatenate([r for _, r in chunks]).astype(np.int64)
+        segments = index._segments
+        new = {"seg": seg, "row": row}
+        for col in ("step", "mode", "mode_step"):
+            new[col] = np.concatenate([segments[s].columns[col][r] for s, r in chunks]).astype(np.int64)
+        new["worker"] = np.asarray(index._segment_worker, dtype=np.int64)[seg]
+        new["raw"] = np.concatenate([segments[s].columns["offset"][r] >= 0 for s, r in chunks])
+        n, m = self._n, len(seg)
+        if not self._buffers or n + m > len(self._buffers["seg"]):
+            capacity = max(2 * (n + m), 64)
+            for key in _COLUMNS:
+                buf = np.empty(capacity, dtype=new[key].dtype)
+                if n:
+                    buf[:n] = self._buffers[key][:n]
+                self._buffers[key] = buf
+        for key in _COLUMNS:
+            self._buffers[key][n : n + m] = new[key]
+        self._n = n + m
+        self._view = None
+
+    def by_step(self, index: RunIndex) -> dict[int, list[int]]:
+        """Global step -> positions of its records."""
+        cols = self.columns(index)
+        if self._by_step_upto < self._n:
+            start = self._by_step_upto
+            for pos, s in enumerate(cols["step"][start:].tolist(), start):
+                self._by_step.setdefault(s, []).append(pos)
+            self._by_step_upto = self._n
+        return self._by_step
+
+    def by_mode_step(self, index: RunIndex) -> dict[tuple[int, int], list[int]]:
+        """(mode, mode_step) -> positions of its records."""
+        cols = self.columns(index)
+        if self._by_mode_step_upto < self._n:
+            start = self._by_mode_step_upto
+            modes, steps = cols["mode"][start:].tolist(), cols["mode_step"][start:].tolist()
+            for pos, key in enumerate(zip(modes, steps, strict=True), start):
+                self._by_mode_step.setdefault(key, []).append(pos)
+            self._by_mode_step_upto = self._n
+        return self._by_mode_step
 
 
 class RunIndex:
+    """A run's index, as loaded so far. The Trial answers from its run-wide tables
+    (`workers`, `step_info`, `mode_step_to_step`, `collections`, `expected_workers`, `ended`,
+    `corrupt`, `loaded_records`) and locates and reads records (`records`, `positions`,
+    `record`, `read`); the rest is private."""
+
     def __init__(self, store: Store, on_corrupt: str = "raise", single_worker: bool = False):
         """`single_worker`: the store shows one worker of a job (a WorkerView); it is complete
         when that worker ended, whatever the job's world size."""
@@ -44,25 +125,136 @@ class RunIndex:
         self.store = store
         self.on_corrupt = on_corrupt
         self.single_worker = single_worker
-        self.segments: list[SegmentIndex] = []
-        self.segment_worker: list[int] = []
         self.workers: list[str] = []  # index = worker id
-        self.tensors: dict[str, TensorRows] = {}
         self.collections: dict[str, set[str]] = {}
         self.step_info: dict[int, tuple[int, int]] = {}  # global step -> (mode, mode_step)
         self.mode_step_to_step: dict[tuple[int, int], int] = {}
         self.corrupt: list[str] = []
         self.expected_workers = 1
-        self.ended: dict[str, dict] = {}
-        self.version = 0
+        self.ended: dict[str, End] = {}
+        self.loaded_records = 0  # only grows
+        self._segments: list[SegmentIndex] = []
+        self._segment_worker: list[int] = []
+        # per segment: its saved reductions (row, code, value), sorted by row
+        self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._reduction_tables: dict[int, _ReductionTable] = {}
+        self._tensors: dict[str, _TensorColumns] = {}
         self._last_key: dict[str, str] = {}
-        self._reductions: dict[int, dict[tuple[int, int], float]] = {}
 
     @property
     def complete(self) -> bool:
         """Every worker that writes has ended and its last segment has been read."""
         return bool(self.ended) and len(self.ended) >= max(self.expected_workers, len(self.workers))
 
+    @property
+    def names(self) -> KeysView[str]:
+        """The names of the tensors recorded so far."""
+        return self._tensors.keys()
+
+    # the public index API, through Trial --------------------------------------------------
+    def records(
+        self, name: str, step: int | None = None, mode: Mode | None = None, worker: str | None = None
+    ) -> Records:
+        """The records of a known tensor `name`: all, or those at `step` (the mode's own step
+        when `mode` is given), of `mode`, of `worker`."""
+        cols = self._tensors[name].columns(self)
+        positions: tuple[int, ...] | np.ndarray | None = None
+        of_mode = None if mode is None or mode == Mode.GLOBAL else int(mode)  # GLOBAL: every mode
+        if step is not None:
+            positions = self.positions(name, step, mode)
+        elif of_mode is not None:
+            positions = np.flatnonzero(cols["mode"] == of_mode)
+        if worker is not None:
+            wid = self.workers.index(worker) if worker in self.workers else -1
+            if positions is None:
+                positions = np.flatnonzero(cols["worker"] == wid)
+            else:
+                positions = tuple(p for p in positions if cols["worker"][p] == wid)
+        return Records(name, cols, positions, self.workers, lambda p: self._record_at(name, cols, p))
+
+    def positions(self, name: str, step: int, mode: Mode | None = None) -> tuple[int, ...]:
+        """Positions of the records of a known tensor `name` at `step` (the mode's step when
+        `mode` is given): what `records()` selects, without building it (Trial.record's path)."""
+        tensor = self._tensors[name]
+        if mode is None or mode == Mode.GLOBAL:
+            return tuple(tensor.by_step(self).get(step, ()))
+        return tuple(tensor.by_mode_step(self).get((int(mode), step), ()))
+
+    def record(self, name: str, position: int) -> Record:
+        """The record of a known tensor `name` at `position` of its columns."""
+        return self._record_at(name, self._tensors[name].columns(self), position)
+
+    def read(self, record: Record) -> np.ndarray:
+        """The value of a record this index located: one ranged read of its data file."""
+        owner, seg_idx, row = record._at
+        if owner is not self:
+            raise InvalidConfig(
+                f"record of {record.name!r} at step {record.step} was located by another trial; "
+                "read it with that trial's read()"
+            )
+        if not record.has_raw:
+            raise TensorUnavailableForStep(
+                f"only reductions of {record.name!r} were saved at step {record.step}: use "
+                "reduction_value(), or save_raw_tensor=True in its ReductionConfig"
+            )
+        seg = self._segments[seg_idx]
+        c = seg.columns
+        offset, nbytes = c["offset"].item(row), c["nbytes"].item(row)
+        dt = DTYPES[c["dtype"].item(row)]
+        start = c["shape_start"].item(row)
+        shape = tuple(c["shapes"][start : start + c["ndim"].item(row)].tolist())
+        where = f"{self.store.url}/{seg.data_key}"
+        try:
+            blob = self.store.read(seg.data_key, offset, nbytes)
+        except FileNotFoundError:
+            raise CorruptRecord(f"{where}: missing, but its index {seg.key} refers to it") from None
+        if len(blob) != nbytes:
+            raise CorruptRecord(
+                f"{where}: {record.name!r} at step {record.step} needs bytes {offset}..{offset + nbytes} "
+                f"but the file ends at {offset + len(blob)} (truncated)"
+            )
+        raw = np.frombuffer(blob, dtype=numpy_dtype(dt)).reshape(shape)
+        return to_numpy_value(raw, dt)
+
+    def _record_at(self, name: str, cols: Mapping[str, np.ndarray], p: int) -> Record:
+        # .item(): a Python scalar with no NumPy scalar in between, and the fields by position:
+        # rules build a Record for every tensor at every step
+        seg, row = cols["seg"].item(p), cols["row"].item(p)
+        return Record(
+            name,
+            cols["step"].item(p),
+            _MODES[cols["mode"].item(p)],
+            cols["mode_step"].item(p),
+            self.workers[cols["worker"].item(p)],
+            cols["raw"].item(p),
+            self._reductions_at(seg, row),
+            self._segments[seg].key,
+            (self, seg, row),
+        )
+
+    def _reductions_at(self, seg: int, row: int) -> Mapping[tuple[str, bool], float]:
+        table = self._reduction_tables.get(seg)
+        if table is None:
+            table = self._reduction_tables[seg] = self._reduction_table(seg)
+        if table is _NO_TABLE:
+            return _NO_REDUCTIONS
+        starts, keys, values = table
+        lo, hi = starts[row], starts[row + 1]
+        if lo == hi:
+            return _NO_REDUCTIONS
+        return dict(zip(keys[lo:hi], values[lo:hi], strict=False))  # equal slices, no check: hot path
+
+    def _reduction_table(self, seg: int) -> _ReductionTable:
+        """A segment's saved reductions as Python lists, decoded once, the first time a record
+        of it is asked for: where each row's entries start, their (reduction, abs), values."""
+        rows, codes, values = self._segment_reductions[seg]
+        if not len(rows):
+            return _NO_TABLE
+        starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
+        keys = [CODES[code] for code in codes.tolist()]
+        return starts.tolist(), keys, values.tolist()
+
+    # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
         """Load index files written since the last refresh; the number of new records."""
         if self.complete:
@@ -73,30 +265,27 @@ class RunIndex:
                 continue
             if worker not in self.workers:
                 self._add_worker(worker)
-            ended = self._read_json(layout.end_key(worker))  # before listing: nothing comes after
+            ended = self._marker(layout.end_key(worker), End)  # before listing: nothing comes after
             wid = self.workers.index(worker)
             for key in self.store.list(layout.index_prefix(worker), self._last_key.get(worker)):
                 self._last_key[worker] = key
                 new += self._load_segment(key, wid)
             if ended is not None:
                 self.ended[worker] = ended
-        if new:
-            self.version += 1
         return new
 
     def _add_worker(self, worker: str) -> None:
         self.workers.append(worker)
-        meta = self._read_json(layout.meta_key(worker)) or {}
-        if not self.single_worker:
-            self.expected_workers = max(self.expected_workers, int(meta.get("expected_workers", 1)))
+        meta = self._marker(layout.meta_key(worker), WorkerMeta)
+        if meta is not None and not self.single_worker:
+            self.expected_workers = max(self.expected_workers, meta.expected_workers)
 
-    def _read_json(self, key: str) -> dict | None:
+    def _marker(self, key: str, kind: type[M]) -> M | None:
+        """A worker's marker; None when absent, or damaged and `on_corrupt="skip"`."""
         try:
-            return json.loads(self.store.read(key))
-        except FileNotFoundError:
-            return None
-        except (ValueError, UnicodeDecodeError) as e:
-            self._corrupt(CorruptRecord(f"{self.store.url}/{key}: not valid JSON ({e})"))
+            return markers.load(self.store, key, kind)
+        except CorruptRecord as e:
+            self._corrupt(e)
             return None
 
     def _corrupt(self, err: CorruptRecord) -> None:
@@ -115,20 +304,29 @@ class RunIndex:
         except CorruptRecord as e:
             self._corrupt(e)
             return 0
-        seg_idx = len(self.segments)
-        self.segments.append(seg)
-        self.segment_worker.append(worker_id)
+        seg_idx = len(self._segments)
+        self._segments.append(seg)
+        self._segment_worker.append(worker_id)
+        self.loaded_records += len(seg)
         c = seg.columns
+        rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
+        known = np.isin(codes, _KNOWN_CODES)
+        if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
+            rows, codes, values = rows[known], codes[known], values[known]
+        if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
+            order = np.argsort(rows, kind="stable")
+            rows, codes, values = rows[order], codes[order], values[order]
+        self._segment_reductions.append((rows, codes, values))
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
         bounds = [*starts[1:], len(order)]
         for lid, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True):
             name = seg.names[lid]
-            rows = self.tensors.get(name)
-            if rows is None:
-                rows = self.tensors[name] = TensorRows()
-            rows.add(seg_idx, order[a:b])
+            tensor = self._tensors.get(name)
+            if tensor is None:
+                tensor = self._tensors[name] = _TensorColumns()
+            tensor.add(seg_idx, order[a:b])
         for coll, lids in seg.collections.items():
             self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
         steps, first = np.unique(c["step"], return_index=True)
@@ -138,50 +336,3 @@ class RunIndex:
                 self.step_info[s] = (mode, mstep)
                 self.mode_step_to_step[(mode, mstep)] = s
         return len(seg)
-
-    # per-tensor views -------------------------------------------------------------------
-    def flat(self, rows: TensorRows) -> dict[str, np.ndarray]:
-        if rows._flat is None:
-            seg = np.concatenate([np.full(len(r), s, dtype=np.int64) for s, r in rows.chunks])
-            row = np.concatenate([r for _, r in rows.chunks])
-            cols = {"seg": seg, "row": row}
-            for col in ("step", "mode", "mode_step"):
-                cols[col] = np.concatenate([self.segments[s].columns[col][r] for s, r in rows.chunks]).astype(
-                    np.int64
-                )
-            cols["worker"] = np.asarray(self.segment_worker, dtype=np.int64)[seg]
-            rows._flat = cols
-        return rows._flat
-
-    def positions(self, rows: TensorRows, step: int, mode: Mode | None) -> list[int]:
-        """Positions (into `flat`) of the records at a global step, or at a mode's step."""
-        flat = self.flat(rows)
-        if mode is None or mode == Mode.GLOBAL:
-            if rows._by_step is None:
-                rows._by_step = _group(flat["step"])
-            return rows._by_step.get(step, [])
-        if rows._by_mode_step is None:
-            keys = flat["mode"] * (1 << 40) + flat["mode_step"]
-            grouped = _group(keys)
-            rows._by_mode_step = {(k >> 40, k & ((1 << 40) - 1)): v for k, v in grouped.items()}
-        return rows._by_mode_step.get((int(mode), step), [])
-
-    def reductions_of(self, seg_idx: int) -> dict[tuple[int, int], float]:
-        found = self._reductions.get(seg_idx)
-        if found is None:
-            c = self.segments[seg_idx].columns
-            found = self._reductions[seg_idx] = dict(
-                zip(
-                    zip(c["red_row"].tolist(), c["red_code"].tolist(), strict=False),
-                    c["red_value"].tolist(),
-                    strict=False,
-                )
-            )
-        return found
-
-
-def _group(keys: np.ndarray) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for pos, k in enumerate(keys.tolist()):
-        out.setdefault(k, []).append(pos)
-    return out

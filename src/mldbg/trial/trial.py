@@ -8,6 +8,8 @@ import re
 import time
 from collections.abc import Iterable
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.errors import (
     InvalidConfig,
@@ -15,9 +17,11 @@ from mldbg.errors import (
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailable,
+    TensorUnavailableForStep,
 )
 from mldbg.store import Store, open_store
 from mldbg.trial.index import RunIndex
+from mldbg.trial.records import Record, Records
 from mldbg.trial.tensor import Tensor
 from mldbg.trial.worker_view import WorkerView
 
@@ -59,9 +63,9 @@ class Trial:
         if self.worker is not None:
             return (
                 f"Trial({self.path!r}, worker={self.worker!r}, steps={len(self._index.step_info)}, "
-                f"tensors={len(self._index.tensors)})"
+                f"tensors={len(self._index.names)})"
             )
-        return f"Trial({self.path!r}, steps={len(self._index.step_info)}, tensors={len(self._index.tensors)})"
+        return f"Trial({self.path!r}, steps={len(self._index.step_info)}, tensors={len(self._index.names)})"
 
     # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
@@ -74,6 +78,12 @@ class Trial:
         if not self._index.complete:
             self.refresh()
         return self._index.complete
+
+    @property
+    def loaded_records(self) -> int:
+        """How many records the trial has loaded so far. It only grows: a reader that keeps
+        the last value it saw knows without a query whether anything new came."""
+        return self._index.loaded_records
 
     @property
     def corrupt_files(self) -> list[str]:
@@ -185,7 +195,7 @@ class Trial:
         mode: Mode | None = None,
         step: int | None = None,
     ) -> list[str]:
-        names: Iterable[str] = self._index.tensors
+        names: Iterable[str] = self._index.names
         if collection is not None:
             if collection not in self._index.collections:
                 self.refresh()
@@ -203,23 +213,81 @@ class Trial:
         return sorted(names)
 
     def has_tensor(self, name: str) -> bool:
-        return name in self._index.tensors
+        return name in self._index.names
 
     def tensor(self, name: str) -> Tensor:
         found = self._tensors.get(name)
         if found is not None:
             return found
-        rows = self._index.tensors.get(name)
-        if rows is None:
-            self.refresh()
-            rows = self._index.tensors.get(name)
-        if rows is None:
-            close = [n for n in self._index.tensors if name.lower() in n.lower()][:5]
-            hint = (
-                f"; similar: {close}"
-                if close
-                else f"; {len(self._index.tensors)} tensors recorded (see tensor_names())"
-            )
-            raise TensorUnavailable(f"no tensor {name!r} in {self.path}{hint}")
-        found = self._tensors[name] = Tensor(self, name, rows)
+        if name not in self._index.names:
+            self._unknown(name)
+        found = self._tensors[name] = Tensor(self, name)
         return found
+
+    def _unknown(self, name: str) -> None:
+        """A query named a tensor not seen yet: refresh once, then say what there is."""
+        self.refresh()
+        if name in self._index.names:
+            return
+        close = [n for n in self._index.names if name.lower() in n.lower()][:5]
+        hint = (
+            f"; similar: {close}"
+            if close
+            else f"; {len(self._index.names)} tensors recorded (see tensor_names())"
+        )
+        raise TensorUnavailable(f"no tensor {name!r} in {self.path}{hint}")
+
+    # the index API: where records are, without reading them -----------------------------
+    def records(
+        self, name: str, step: int | None = None, mode: Mode | None = None, worker: str | None = None
+    ) -> Records:
+        """The saved records of tensor `name` as NumPy columns (see `Records`), in the order
+        they were loaded: a refresh only appends, so a reader that keeps `len()` picks up
+        exactly the new ones. `step` is a global step, or the mode's own step when `mode` is
+        given; `mode` alone keeps that mode's records; `worker` one worker's. Nothing is
+        read from data files. Raises TensorUnavailable for a name not recorded."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.records(name, step, mode, worker)
+
+    def record(self, name: str, step: int, mode: Mode | None = None, worker: str | None = None) -> Record:
+        """The record a read of `name` at `step` uses (the mode's step when `mode` is given):
+        `worker`'s, or else the first worker's by name. Raises as `Tensor.value` does when the
+        step is not there (yet), or that worker did not save it."""
+        index = self._index
+        if name not in index.names:
+            self._unknown(name)
+        found = index.positions(name, step, mode)
+        if not found:
+            self._missing_step(step, mode, tensor=name)
+            found = index.positions(name, step, mode)  # a refresh may have brought it
+            if not found:
+                raise TensorUnavailableForStep(
+                    f"tensor {name!r} was not saved at step {step}"
+                    + (f" of mode {mode.name}" if mode else "")
+                    + f"; it was saved at steps {_summary(self.tensor(name).steps(mode))}"
+                )
+        if len(found) == 1 and worker is None:
+            return index.record(name, found[0])
+        records = [index.record(name, p) for p in found]
+        if worker is None:
+            return min(records, key=lambda r: r.worker)
+        for r in records:
+            if r.worker == worker:
+                return r
+        raise TensorUnavailableForStep(
+            f"tensor {name!r} at step {step} was not saved by worker {worker!r}; "
+            f"it was by {sorted(r.worker for r in records)}"
+        )
+
+    def read(self, record: Record) -> np.ndarray:
+        """The saved value of a record this trial located (one ranged read of its data file).
+        Raises TensorUnavailableForStep when only its reductions were saved, CorruptRecord
+        when the data file is damaged."""
+        return self._index.read(record)
+
+
+def _summary(steps: list[int]) -> str:
+    if len(steps) <= 8:
+        return str(steps)
+    return f"[{', '.join(map(str, steps[:4]))}, ..., {', '.join(map(str, steps[-3:]))}] ({len(steps)} in all)"

@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mldbg.store import layout
+from mldbg.errors import CorruptRecord
+from mldbg.store import layout, markers
 from mldbg.store.base import Store
+from mldbg.store.markers import WorkerMeta
 
 log = logging.getLogger("mldbg")
 
@@ -54,10 +56,11 @@ def run_id(store: Store) -> str | None:
     workers: list[str] = store.children(layout.WORKERS)
     for worker in workers:
         try:
-            meta = json.loads(store.read(layout.meta_key(worker)))
-        except (FileNotFoundError, ValueError, OSError):
+            meta = markers.load(store, layout.meta_key(worker), WorkerMeta)
+        except (CorruptRecord, OSError):
             continue
-        ids.append(f"{worker}@{meta.get('started')}")
+        if meta is not None:
+            ids.append(f"{worker}@{meta.started}")
     return ",".join(sorted(ids)) or None
 
 

@@ -8,7 +8,6 @@ ends it makes a final pass (`RuleRunner.finish`) and returns.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -22,7 +21,8 @@ from mldbg.actions.specs import ActionSpec, resolve_actions
 from mldbg.actions.stop import StopTraining
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule
-from mldbg.store import layout
+from mldbg.store import layout, markers
+from mldbg.store.markers import StopRequest
 from mldbg.trial import create_trial
 from mldbg.watch.progress import NoProgress, Progress
 from mldbg.watch.state import StateFile, WatchState, run_id, watcher_id
@@ -185,14 +185,12 @@ class Watcher:
         self._started = True
         for action in self.actions:
             action.start(self.context)
-        try:
-            if self.store.exists(layout.STOP_REQUEST):
-                reason = json.loads(self.store.read(layout.STOP_REQUEST)).get(
-                    "reason", "a stop was requested"
-                )
-                self.context.stop_requested = reason
-        except (ValueError, OSError, MldbgError):
-            pass
+        try:  # a stop asked before this watcher started (an earlier watcher) shows in its context
+            request = markers.load(self.store, layout.STOP_REQUEST, StopRequest)
+        except (OSError, MldbgError):  # damaged (CorruptRecord) or the store is away
+            request = None
+        if request is not None:
+            self.context.stop_requested = request.reason or "a stop was requested"
         self.progress.update(None, 0, len(self.rules), 0, 0, waiting=f"waiting for {self.store.url}")
 
     def _begin(self) -> None:

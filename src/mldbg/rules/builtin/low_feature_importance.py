@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mldbg.errors import InvalidConfig
-from mldbg.frameworks.xgboost_info import IMPORTANCE_TYPES, importance_at, read_run_info
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.store.run_info import IMPORTANCE_TYPES, importance_at, read_run_info
 
 if TYPE_CHECKING:
     from mldbg.rules.view import TrialView

@@ -2,21 +2,34 @@
 
 Tensors hold numbers; what gives them meaning (feature names, the objective, which evaluation
 set is the training set and which the validation set) is one small JSON object per worker at
-``workers/<worker>/xgboost.json``. It imports no XGBoost, so rules and the report read it.
+``workers/<worker>/xgboost.json``. It is part of the run's contract, so it lives with the
+store: the adapter writes it, rules and the report read it, and none of them imports XGBoost.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from mldbg.store import layout
+from mldbg.store.base import Store
 
-if TYPE_CHECKING:
-    from mldbg.trial import Trial
+
+class RunReader(Protocol):
+    """What the readers below need of an open run (a `Trial` is one): the store has no
+    trial of its own to import."""
+
+    store: Store
+
+    def workers(self) -> list[str]: ...
+
+    def has_tensor(self, name: str) -> bool: ...
+
+    def tensor(self, name: str) -> Any: ...
+
 
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
@@ -58,20 +71,22 @@ class RunInfo:
         return cls(**known)
 
 
-def read_run_info(trial: Trial) -> RunInfo | None:
-    """The run description of the first worker that wrote one; None for other runs."""
+def read_run_info(trial: RunReader) -> RunInfo | None:
+    """The run description of the first worker that wrote one; None for other runs (and for
+    a damaged description: the rules that need it then stay quiet)."""
     workers = trial.workers() or ["worker_0"]
     for worker in workers:
         try:
-            return RunInfo.from_dict(json.loads(trial.store.read(info_key(worker))))
+            data = json.loads(trial.store.read(info_key(worker)))
         except FileNotFoundError:
             continue
         except ValueError:
             return None
+        return RunInfo.from_dict(data) if isinstance(data, dict) else None
     return None
 
 
-def importance_at(trial: Trial, step: int, kind: str = "weight") -> np.ndarray | None:
+def importance_at(trial: RunReader, step: int, kind: str = "weight") -> np.ndarray | None:
     """The `feature_importance/<kind>` vector saved at a global step, or None."""
     name = f"feature_importance/{kind}"
     if not trial.has_tensor(name):
