@@ -507,22 +507,36 @@ def _float_chunks(x: torch.Tensor, whole: bool) -> Iterator[torch.Tensor]:
         yield flat[start : start + CHUNK].to(target)
 
 
-def _bound(dtype: torch.dtype, value: float, down: bool) -> float | int:
-    """The value of `dtype` nearest `value` on the side that keeps a comparison exact: for
-    `x <= value`, the largest representable <= value (down); for `x >= value`, the smallest >=."""
-    if not dtype.is_floating_point:
-        if math.isinf(value):
-            info = torch.iinfo(dtype)
-            return (info.min - 1) if value < 0 else (info.max + 1)
-        return math.floor(value) if down else math.ceil(value)
+def _bound(dtype: torch.dtype, value: float, down: bool) -> float:
+    """The float of `dtype` nearest `value` on the side that keeps a comparison exact: for
+    `x <= value` the largest one <= value (down), for `x >= value` the smallest one >= value."""
     t = torch.tensor(value, dtype=torch.float64).to(dtype)
     if (float(t) > value) if down else (float(t) < value):
         t = torch.nextafter(t, torch.tensor(-math.inf if down else math.inf, dtype=dtype))
     return float(t)
 
 
+def _at_most(x: torch.Tensor, value: float) -> torch.Tensor:
+    """x <= value, exactly, whatever the dtype of x (value is a real number, not cast first)."""
+    if x.dtype.is_floating_point:
+        return x <= _bound(x.dtype, value, True)
+    info = torch.iinfo(x.dtype)
+    if value < info.min or value >= info.max:
+        return torch.full_like(x, value >= info.max, dtype=torch.bool)
+    return x <= math.floor(value)
+
+
+def _at_least(x: torch.Tensor, value: float) -> torch.Tensor:
+    if x.dtype.is_floating_point:
+        return x >= _bound(x.dtype, value, False)
+    info = torch.iinfo(x.dtype)
+    if value > info.max or value <= info.min:
+        return torch.full_like(x, value <= info.min, dtype=torch.bool)
+    return x >= math.ceil(value)
+
+
 def _outside_mask(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-    return (x <= _bound(x.dtype, lo, True)) | (x >= _bound(x.dtype, hi, False))
+    return _at_most(x, lo) | _at_least(x, hi)
 
 
 def _exactly(dtype: torch.dtype, value: float) -> float | int | None:
