@@ -5,8 +5,10 @@ data-dependent shortcut, fused fp16/bf16 norms, whole-tensor conversion) on the 
 
 from __future__ import annotations
 
+import importlib
 import math
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -366,3 +368,20 @@ def test_cuda_tensors_ship_through_pinned_memory_without_sync():  # pragma: no c
     got = pending()
     assert_same(got["x"], reference(x.cpu(), kinds), 2e-5, "cuda fp16")
     assert got["y"]["class_counts"].sum() == 64
+
+
+def test_the_gpu_overhead_benchmark_runs_its_logic_on_a_cpu(monkeypatch, tmp_path, capsys):
+    """benchmarks/gpu_overhead.py uses StatisticsBatch as a hook will (forward hooks, a reader
+    thread): its CPU smoke run keeps that path working, and without a GPU it says so."""
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench))
+    monkeypatch.chdir(tmp_path)
+    gpu_overhead = importlib.import_module("gpu_overhead")
+    gpu_overhead.main(["--device", "cpu", "--model", "tiny", "--steps", "3", "--warmup", "1", "--rounds", "1",
+                       "--images", "32", "--batch", "4", "--threads", "1", "--inprocess", "--no-save",
+                       "--configs", "default,stats-norms,stats-rules,pinned"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "| stats-rules (" in out and "| none (" in out and "Command: `python" in out
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="no CUDA GPU here"):
+            gpu_overhead.main(["--steps", "1"])

@@ -273,6 +273,8 @@ class StatisticsBatch:
             tensors = [r.tensor for r in rs]
             if order == "max":
                 values = torch._foreach_max(tensors)
+            elif order == 1.0 and not gpu:  # the CPU's l1 kernel is not vectorized: 1.4x slower
+                values = [t.abs().sum() for t in tensors]
             else:
                 assert isinstance(order, float)
                 values = torch._foreach_norm(tensors, order, dtype=torch.float32 if dt in _HALF else None)
