@@ -271,6 +271,7 @@ class StatisticsBatch:
         l1: dict[int, torch.Tensor] = {}
         for (dt, order), rs in groups.items():
             tensors = [r.tensor for r in rs]
+            values: Sequence[torch.Tensor]
             if order == "max":
                 values = torch._foreach_max(tensors)
             elif order == 1.0 and not gpu:  # the CPU's l1 kernel is not vectorized: 1.4x slower
