@@ -372,6 +372,7 @@ class _PerTensor:
         self.n = r.tensor.numel()
         self.gpu = gpu
         self.todo = {s.key: s for s in r.stats if s.key not in r.done}
+        self.channels: dict[str, torch.Tensor] | None = None
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -503,7 +504,9 @@ class _PerTensor:
             mask = _outside_mask(x, *s.params)
             value = mask.sum().reshape(1) if axis is None else mask.sum(dim=others)
         elif name in ("channel_count", "channel_mean", "channel_std"):
-            value = _channel(x, axis, others, name)
+            if self.channels is None:  # the three share their passes
+                self.channels = _channels(x, axis, others, {s.name for s in self.todo.values()})
+            value = self.channels[name]
         elif name == "sample_fingerprints":
             value = _row_fingerprints(x)
         else:  # pragma: no cover - expand() refuses class statistics here
@@ -609,25 +612,27 @@ def _exactly(dtype: torch.dtype, value: float) -> float | int | None:
     return value if float(t) == value else None
 
 
-def _channel(x: torch.Tensor, axis: int | None, others: list[int], name: str) -> torch.Tensor:
+def _channels(
+    x: torch.Tensor, axis: int | None, others: list[int], wanted: set[str]
+) -> dict[str, torch.Tensor]:
+    """Per channel: count, mean and population std of the finite elements (two passes)."""
     f = x if x.dtype in _NATIVE_FLOAT else x.to(torch.float32 if x.dtype in _HALF else torch.float64)
     finite = torch.isfinite(f)
-    count = finite.sum(dim=others) if others else finite.long()
-    if axis is None:
-        count = count.reshape(1)
-    if name == "channel_count":
-        return count
+    count = (finite.sum(dim=others) if others else finite.long()).reshape(-1)
+    out = {"channel_count": count}
+    if wanted <= {"channel_count"}:
+        return out
     v = torch.where(finite, f, 0)
     total = v.sum(dim=others) if others else v
-    mean = total.reshape(-1).to(torch.float64) / count
-    if name == "channel_mean":
-        return mean
-    shape = [1] * x.dim()
-    if axis is not None:
-        shape[axis] = -1
-    centered = torch.where(finite, f - mean.to(f.dtype).reshape(shape), 0)
-    sq = (centered * centered).sum(dim=others) if others else centered * centered
-    return torch.sqrt(sq.reshape(-1).to(torch.float64) / count)
+    mean = out["channel_mean"] = total.reshape(-1).to(torch.float64) / count
+    if "channel_std" in wanted:
+        shape = [1] * x.dim()
+        if axis is not None:
+            shape[axis] = -1
+        centered = torch.where(finite, f - mean.to(f.dtype).reshape(shape), 0)
+        sq = (centered * centered).sum(dim=others) if others else centered * centered
+        out["channel_std"] = torch.sqrt(sq.reshape(-1).to(torch.float64) / count)
+    return out
 
 
 def _words(flat: torch.Tensor) -> list[tuple[torch.Tensor, int, int]]:
