@@ -17,6 +17,9 @@ Three ways:
   the values are read later on another thread), and `finish()` plus reading the values.
 Times are medians of `torch.utils.benchmark.Timer.blocked_autorange` (which synchronizes CUDA),
 next to the model's own training step (forward, backward, SGD step) at the same batch size.
+Next to them, counted on any device: the operations each way dispatches (views left out), which
+on a GPU are kernel launches, the cost that dominates a launch-bound step, and the times it
+waits for the device (reads). `StatisticsBatch` is counted on its GPU path (`sync_free=True`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,29 @@ import overhead
 import report
 
 SETS = ("norms", "rules")
+
+
+def count_ops(fn) -> int:
+    """Operations `fn` dispatches, views and reads left out: kernel launches on a GPU."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view and func.overloadpacket.__name__ != "_local_scalar_dense":
+                Count.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.ops
+
+
+def reads(params, acts, which: str) -> int:
+    """Values `per_tensor(..., read=True)` reads one by one: each waits for a GPU."""
+    per_param = 7 if which == "rules" else 3
+    return per_param * len(params) + (3 * len(acts) if which == "rules" else 0)
 
 
 def per_tensor(params, acts, which: str, read: bool):
@@ -139,9 +165,16 @@ def main() -> None:
         stacked = timed("per_tensor(params, act_tensors, which, False)", e)
         enqueue = timed("batched(batch, named, acts, which, False)", e)
         full = timed("batched(batch, named, acts, which, True)", e)
-        rows.append(
-            {"set": which, "item_ms": item, "stacked_ms": stacked, "finish_ms": enqueue, "read_ms": full}
-        )
+        gpu_path = StatisticsBatch(sync_free=True)
+        ops = {
+            "item": count_ops(lambda: per_tensor(params, act_tensors, which, True)),  # noqa: B023
+            "stacked": count_ops(lambda: per_tensor(params, act_tensors, which, False)),  # noqa: B023
+            "batch": count_ops(lambda: batched(gpu_path, named, acts, which, False)),  # noqa: B023
+        }
+        rows.append({
+            "set": which, "item_ms": item, "stacked_ms": stacked, "finish_ms": enqueue, "read_ms": full,
+            "ops": ops, "reads": reads(params, act_tensors, which),
+        })  # fmt: skip
     n_acts = len(acts)
     result = {
         "machine": report.machine(),
@@ -177,6 +210,14 @@ def markdown(result: dict) -> str:
     body = [
         [r["set"], cell(r["item_ms"]), cell(r["stacked_ms"]), cell(r["finish_ms"]), cell(r["read_ms"]),
          f"{r['item_ms'] / r['read_ms']:.1f}x"]
+        for r in result["rows"]
+    ]  # fmt: skip
+    lines.append(report.table(head, body))
+    lines.append("\nOperations dispatched per step (kernel launches on a GPU) and waits for the device:\n")
+    head = ["statistics", "per-tensor .item()", "per-tensor stacked", "StatisticsBatch (GPU path)"]
+    body = [
+        [r["set"], f"{r['ops']['item']} ops, {r['reads']} waits", f"{r['ops']['stacked']} ops, 1 wait",
+         f"{r['ops']['batch']} ops, 0 waits (1 event, read on another thread)"]
         for r in result["rows"]
     ]  # fmt: skip
     lines.append(report.table(head, body))
