@@ -79,6 +79,20 @@ def per_tensor(params, acts, which: str, read: bool):
     return torch.cat([v.reshape(-1).double() for v in vals]).cpu()
 
 
+PER_STATISTIC = [
+    *((k, False) for k in ["l2", "mean_abs", "max_abs", "max", "min", "nan_count", "variance", "zero_fraction",
+                           "outside(-1,1)", "quantile(5)", "fingerprint", "delta_l2", "row_range"]),
+    *((k, True) for k in ["unit_active", "unit_outside(-1,1)", "zero_fraction", "channel_mean"]),
+]  # fmt: skip
+
+
+def batched_one(batch, pairs, kinds, read: bool = True):
+    for name, t in pairs:
+        batch.add(name, t, kinds)
+    pending = batch.finish()
+    return pending() if read else pending
+
+
 def batched(batch, named_params, named_acts, which: str, read: bool):
     kinds = ["l2", "mean_abs", "max_abs"]
     if which == "rules":
@@ -102,6 +116,9 @@ def main() -> None:
     ap.add_argument("--min-run-time", type=float, default=1.0, help="seconds per measurement")
     ap.add_argument("--name", default="statistics_cost", help="result file name under benchmarks/results/")
     ap.add_argument("--no-save", action="store_true", help="print only; do not write benchmarks/results/")
+    ap.add_argument(
+        "--per-statistic", action="store_true", help="also time each statistic alone (the cadence table)"
+    )
     args = ap.parse_args()
     import torch
     from torch import nn
@@ -175,6 +192,17 @@ def main() -> None:
             "set": which, "item_ms": item, "stacked_ms": stacked, "finish_ms": enqueue, "read_ms": full,
             "ops": ops, "reads": reads(params, act_tensors, which),
         })  # fmt: skip
+    per_stat = []
+    if args.per_statistic:
+        for kind, on_acts in PER_STATISTIC:
+            pairs = acts if on_acts else named
+            e = dict(env, pairs=pairs, kinds=[kind])
+            ms = timed("batched_one(batch, pairs, kinds)", dict(e, batched_one=batched_one))
+            gpu_path = StatisticsBatch(sync_free=True)
+            batched_one(gpu_path, pairs, [kind])  # the steady state: delta_l2 has its copies
+            ops = count_ops(lambda: batched_one(gpu_path, pairs, [kind], read=False))  # noqa: B023
+            per_stat.append({"statistic": kind, "on": "activations" if on_acts else "parameters and gradients",
+                             "ms": ms, "ops": ops})  # fmt: skip
     n_acts = len(acts)
     result = {
         "machine": report.machine(),
@@ -186,6 +214,7 @@ def main() -> None:
         },
         "step_ms": step_ms,
         "rows": rows,
+        "per_statistic": per_stat,
     }  # fmt: skip
     report.publish(args.name, result, markdown(result), not args.no_save)
 
@@ -221,6 +250,16 @@ def markdown(result: dict) -> str:
         for r in result["rows"]
     ]  # fmt: skip
     lines.append(report.table(head, body))
+    if result["per_statistic"]:
+        lines.append(
+            "\nEach statistic alone (finish() + read), and the operations its GPU path dispatches:\n"
+        )
+        head = ["statistic", "of", "ms", "% of the step", "ops (GPU launches)"]
+        body = [
+            [r["statistic"], r["on"], f"{r['ms']:.3f}", f"{100 * r['ms'] / step:.1f}%", r["ops"]]
+            for r in result["per_statistic"]
+        ]
+        lines.append(report.table(head, body))
     return "\n".join(lines)
 
 

@@ -38,6 +38,7 @@ converted to float32 on the device (transient).
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -465,8 +466,10 @@ class _PerTensor:
     def _nonfinite(self, key: str, name: str) -> None:
         x = self.x
         finite = not x.dtype.is_floating_point
-        if not finite and self.l1 is not None:
-            finite = math.isfinite(float(self.l1))  # on the CPU the value is already there
+        if not finite and not self.gpu:  # on the CPU a sum is there at once: NaN or inf show in it
+            if self.l1 is None:
+                self.l1 = x.sum()
+            finite = math.isfinite(float(self.l1))
         if finite:
             self.out.known(self.r.name, key, 0.0)
         else:
@@ -571,6 +574,7 @@ def _float_chunks(x: torch.Tensor, whole: bool) -> Iterator[torch.Tensor]:
         yield flat[start : start + CHUNK].to(target)
 
 
+@functools.lru_cache(maxsize=256)
 def _bound(dtype: torch.dtype, value: float, down: bool) -> float:
     """The float of `dtype` nearest `value` on the side that keeps a comparison exact: for
     `x <= value` the largest one <= value (down), for `x >= value` the smallest one >= value."""
