@@ -15,10 +15,7 @@ import pytest
 
 from mldbg.errors import InvalidConfig, StoreError
 from mldbg.store import open_store
-
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-from mldbg.store.s3 import S3Options, S3Store  # noqa: E402
+from mldbg.store.s3 import S3Options, S3Store
 
 try:
     from .s3server import BUCKET, point_env_at, wait_until

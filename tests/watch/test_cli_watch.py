@@ -8,7 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
+import aiosmtpd.controller as aiosmtpd
+import prometheus_client.parser as parser
 
 import mldbg
 from mldbg.store import layout, open_store
@@ -125,8 +126,6 @@ def test_stop_a_stalled_training_early(tmp_path):
 
 
 def test_email_webhook_and_metrics_from_the_command_line(tmp_path):
-    aiosmtpd = pytest.importorskip("aiosmtpd.controller")
-    parser = pytest.importorskip("prometheus_client.parser")
     import socket
     import urllib.request
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
