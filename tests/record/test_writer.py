@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from tests.waiting import wait_until
 
 import mldbg
 from mldbg.record.recorder import Recorder
@@ -82,8 +83,8 @@ def test_unwritable_store_never_breaks_training(tmp_path, caplog):
             rec.start_step()
             rec.save("x", np.ones(4), rec.plan("x", ()))
             rec.end_step()
-        time.sleep(0.3)
-        assert "will retry" in caplog.text and "data" in caplog.text
+        wait_until(lambda: "will retry" in caplog.text, 30, "the writer's report of the failed write")
+        assert "data" in caplog.text
         blocker.unlink()  # the disk comes back
         rec.close()
     assert mldbg.create_trial(tmp_path).steps() == [0, 1, 2]

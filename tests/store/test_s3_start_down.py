@@ -15,6 +15,7 @@ import uuid
 
 import numpy as np
 import torch
+from tests.waiting import wait_until
 
 import mldbg
 from mldbg.record.recorder import Recorder
@@ -23,10 +24,10 @@ from mldbg.store.format import decode_index
 from mldbg.torch import Hook
 
 try:
-    from .s3server import BUCKET, point_env_at, wait_until
+    from .s3server import BUCKET, point_env_at
     from .test_s3_torch import assert_same_run, train
 except ImportError:
-    from s3server import BUCKET, point_env_at, wait_until
+    from s3server import BUCKET, point_env_at
     from test_s3_torch import assert_same_run, train
 
 BOUND = 0.5  # block_seconds

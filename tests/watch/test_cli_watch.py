@@ -77,7 +77,7 @@ def test_stop_an_exploding_training_early(tmp_path):
     out = tmp_path / "run"
     watcher = watch(out, "--rule", "exploding_tensor", "--stop", "--json")  # before the run exists
     w_out, w_err = Lines(watcher.stdout), Lines(watcher.stderr)
-    time.sleep(0.5)
+    w_err.wait_for(lambda line: "waiting for" in line)  # the watcher is up, the run not there yet
     training = train(out, "explode", 400, 0.02)
     t_out = training.communicate(timeout=60)[0].splitlines()
     assert training.returncode == STOPPED
