@@ -6,14 +6,13 @@ import socket
 import ssl
 import subprocess
 
+import aiosmtpd.controller as aiosmtpd
 import pytest
 from action_helpers import finding
+from aiosmtpd.smtp import AuthResult
 
 from mldbg.actions import Email
 from mldbg.errors import InvalidConfig
-
-aiosmtpd = pytest.importorskip("aiosmtpd.controller")
-from aiosmtpd.smtp import AuthResult  # noqa: E402
 
 
 def free_port():

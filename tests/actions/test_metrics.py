@@ -2,12 +2,10 @@
 
 import urllib.request
 
-import pytest
+import prometheus_client.parser as parser
 from action_helpers import finding
 
 from mldbg.actions import Metrics
-
-parser = pytest.importorskip("prometheus_client.parser")
 
 
 def samples(text):

@@ -6,12 +6,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 import mldbg
 from tests.dashboard.helpers import LiveTraining, Server, run_url
+from tests.waiting import wait_until
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -72,7 +72,7 @@ def two_segments(tmp_path_factory):
     training = LiveTraining(path, first=10, rest=10)
     training.start()
     assert training.paused.wait(60)
-    time.sleep(0.2)
+    wait_until(lambda: list(path.glob("workers/worker_0/index/*")), 30, "the first segment's index")
     training.finish()
     assert len(list((path / "workers" / "worker_0" / "index").iterdir())) >= 2
     return path

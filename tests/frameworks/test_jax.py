@@ -3,15 +3,14 @@ Optax pytrees, modes, and the default rules on injected defects and their health
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-
-import mldbg  # noqa: E402
-import mldbg.jax  # noqa: E402
-from mldbg import Mode  # noqa: E402
+import mldbg
+import mldbg.jax
+from mldbg import Mode
 
 LR = 0.1
 RULE_COLLECTIONS = ["weights", "biases", "gradients", "losses", "scalars", "relu_activations",
@@ -147,9 +146,9 @@ def test_profiler_config_records_step_times(tmp_path):
 
 
 def test_flax_and_optax_names(tmp_path):
-    nn = pytest.importorskip("flax.linen")
-    nnx = pytest.importorskip("flax.nnx")
-    optax = pytest.importorskip("optax")
+    import flax.linen as nn
+    import optax
+    from flax import nnx
 
     class MLP(nn.Module):
         @nn.compact

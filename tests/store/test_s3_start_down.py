@@ -14,22 +14,20 @@ import time
 import uuid
 
 import numpy as np
-import pytest
+import torch
+from tests.waiting import wait_until
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-import mldbg  # noqa: E402
-from mldbg.record.recorder import Recorder  # noqa: E402
-from mldbg.store import layout, open_store  # noqa: E402
-from mldbg.store.format import decode_index  # noqa: E402
-from mldbg.torch import Hook  # noqa: E402
+import mldbg
+from mldbg.record.recorder import Recorder
+from mldbg.store import layout, open_store
+from mldbg.store.format import decode_index
+from mldbg.torch import Hook
 
 try:
-    from .s3server import BUCKET, point_env_at, wait_until
+    from .s3server import BUCKET, point_env_at
     from .test_s3_torch import assert_same_run, train
 except ImportError:
-    from s3server import BUCKET, point_env_at, wait_until
+    from s3server import BUCKET, point_env_at
     from test_s3_torch import assert_same_run, train
 
 BOUND = 0.5  # block_seconds

@@ -12,18 +12,16 @@ import uuid
 
 import numpy as np
 import pytest
+from tests.waiting import wait_until
 
 from mldbg.errors import InvalidConfig, StoreError
 from mldbg.store import open_store
-
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-from mldbg.store.s3 import S3Options, S3Store  # noqa: E402
+from mldbg.store.s3 import S3Options, S3Store
 
 try:
-    from .s3server import BUCKET, point_env_at, wait_until
+    from .s3server import BUCKET, point_env_at
 except ImportError:
-    from s3server import BUCKET, point_env_at, wait_until
+    from s3server import BUCKET, point_env_at
 
 IDX = "workers/worker_0/index/"
 

@@ -8,12 +8,10 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("boto3", reason="S3 tests need the test-s3 extra")
-
-import mldbg  # noqa: E402
-from mldbg.torch import Hook  # noqa: E402
+import mldbg
+from mldbg.torch import Hook
 
 
 def train(out_dir, steps: int, *, pause: float = 0.0, on_step=None, **options) -> Hook:

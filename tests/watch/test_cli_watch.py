@@ -8,7 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
+import aiosmtpd.controller as aiosmtpd
+import prometheus_client.parser as parser
 
 import mldbg
 from mldbg.store import layout, open_store
@@ -76,7 +77,7 @@ def test_stop_an_exploding_training_early(tmp_path):
     out = tmp_path / "run"
     watcher = watch(out, "--rule", "exploding_tensor", "--stop", "--json")  # before the run exists
     w_out, w_err = Lines(watcher.stdout), Lines(watcher.stderr)
-    time.sleep(0.5)
+    w_err.wait_for(lambda line: "waiting for" in line)  # the watcher is up, the run not there yet
     training = train(out, "explode", 400, 0.02)
     t_out = training.communicate(timeout=60)[0].splitlines()
     assert training.returncode == STOPPED
@@ -125,8 +126,6 @@ def test_stop_a_stalled_training_early(tmp_path):
 
 
 def test_email_webhook_and_metrics_from_the_command_line(tmp_path):
-    aiosmtpd = pytest.importorskip("aiosmtpd.controller")
-    parser = pytest.importorskip("prometheus_client.parser")
     import socket
     import urllib.request
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

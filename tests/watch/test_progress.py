@@ -5,7 +5,7 @@ import os
 import pty
 import subprocess
 import sys
-import time
+import threading
 
 from watch_helpers import in_thread, recorder, write_steps
 
@@ -39,8 +39,10 @@ def test_status_line_on_a_terminal(tmp_path):
                             stdout=slave, stderr=slave, close_fds=True)  # fmt: skip
     os.close(slave)
 
+    waiting = threading.Event()  # set once the watcher shows it waits for the run
+
     def train():
-        time.sleep(0.5)
+        assert waiting.wait(30), "the watcher never said it was waiting"
         rec = recorder(run)
         write_steps(rec, [1.0] * 10 + [float("nan")] + [1.0] * 19, sleep=0.05)
         rec.close()
@@ -55,6 +57,8 @@ def test_status_line_on_a_terminal(tmp_path):
         if not chunk:
             break
         screen += chunk
+        if b"waiting for" in screen:
+            waiting.set()
     os.close(master)
     assert proc.wait(timeout=30) == 1
     writer.join(5)

@@ -5,6 +5,7 @@ import shutil
 import time
 
 import pytest
+from tests.waiting import wait_until
 from watch_helpers import LossAbove, in_thread, record, recorder, write_steps
 
 from mldbg.actions import Action
@@ -26,11 +27,12 @@ class Collect(Action):
 def test_waits_for_the_run_then_reports_each_step_within_a_second(tmp_path):
     run = tmp_path / "run"
     found = []
-    watcher = Watcher(run, [LossAbove()], poll_seconds=0.1,
+    polls = []  # `alive` is asked once per poll: the watcher's own count of its polls
+    watcher = Watcher(run, [LossAbove()], poll_seconds=0.1, alive=lambda: polls.append(1) or True,
                       on_finding=lambda f: found.append((time.monotonic(), f)))  # fmt: skip
     done = {}
     thread = in_thread(lambda: done.setdefault("findings", watcher.run()))
-    time.sleep(0.4)
+    wait_until(lambda: len(polls) >= 4, 30, "four polls of the watcher")
     assert thread.is_alive() and not run.exists()  # waiting; nothing written into a run that is not there
 
     visible = {}

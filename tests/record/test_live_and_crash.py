@@ -50,7 +50,7 @@ def test_kill_9_keeps_every_completed_record(tmp_path):
     for printed, _line in enumerate(proc.stdout, 1):  # let it train for a while
         if printed >= 60:
             break
-    time.sleep(0.5)  # > flush interval: steps up to here are on disk
+    mldbg.create_trial(tmp_path).wait_for_steps([54], timeout=30)  # written, in a reader's sight
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
