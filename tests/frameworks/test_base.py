@@ -80,6 +80,15 @@ def test_s3_options_go_to_the_store(tmp_path):
         assert hook.recorder.writer is not None and hook.recorder.writer.flush_seconds == 0.05
 
 
+@pytest.mark.parametrize(
+    ("typo", "meant"), [("flush_second", "flush_seconds"), ("spill_max_byte", "spill_max_bytes")]
+)
+def test_a_misspelled_option_is_named_with_the_closest_one(tmp_path, typo, meant):
+    with pytest.raises(InvalidConfig, match=f"unknown hook option '{typo}'; did you mean '{meant}'"):
+        Hook(tmp_path, **{typo: 1})
+    assert not (tmp_path / "workers").exists()  # refused before anything was written
+
+
 def test_from_json_builds_each_hook(tmp_path):
     from mldbg.xgboost import Hook as XGBoostHook
 

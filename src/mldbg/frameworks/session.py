@@ -9,23 +9,34 @@ lifecycle for themselves.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import inspect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mldbg.errors import InvalidConfig
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import NoTimeline, Timeline
 from mldbg.record.recorder import Recorder
 from mldbg.store import Store, open_store
+from mldbg.store.s3.options import S3Options
 
 if TYPE_CHECKING:  # both load only for a hook that uses them
     from mldbg.profiler.session import CaptureFactory, Profiler
     from mldbg.watch.inprocess import WatcherProcess
 
 # every other keyword a hook is given is the store's (S3 options; the store refuses unknown ones)
-RECORDER_KEYWORDS = frozenset(inspect.signature(Recorder).parameters) - {"store"}
+# (the session itself says which worker records: rank, world size and framework come from it)
+RECORDER_KEYWORDS = frozenset(inspect.signature(Recorder).parameters) - {
+    "store",
+    "rank",
+    "world_size",
+    "framework",
+}
+STORE_KEYWORDS = frozenset(f.name for f in dataclasses.fields(S3Options))
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,7 @@ class Session:
         **settings: Any,
     ):
         """`settings`: the Recorder's keywords, and the store's (S3) options."""
+        _refuse_unknown(settings)
         recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
         store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
         self.store = open_store(out_dir, **store_options)
@@ -93,3 +105,16 @@ class Session:
             if self.watcher is not None:
                 self.watcher.stop(timeout=10)
                 self.watcher = None
+
+
+def _refuse_unknown(settings: Mapping[str, Any]) -> None:
+    """A misspelled hook keyword is named, with the closest real one."""
+    known = RECORDER_KEYWORDS | STORE_KEYWORDS
+    for name in settings:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidConfig(
+                f"unknown hook option {name!r}{hint} (the writer's: {', '.join(sorted(RECORDER_KEYWORDS))}; "
+                f"an s3:// run's: {', '.join(sorted(STORE_KEYWORDS))})"
+            )
