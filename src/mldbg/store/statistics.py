@@ -142,6 +142,34 @@ DENOMINATORS: dict[str, str] = {
     "channel_count": "samples",
 }
 
+# What a hook records by default (no `save_config` and no `include_collections`): for each
+# collection, the statistics of its tensors that the default rules read, every step. Raw
+# tensors follow the user's save config; the loss (`losses`) is saved raw every step (one
+# number). Labels and predictions give the class statistics (`CLASS_VECTORS`) together.
+TANH_BOUNDS = (-9.4999, 9.4999)  # tanh_saturation's defaults (RULES.md)
+SIGMOID_BOUNDS = (-23.0, 16.99999)  # sigmoid_saturation's defaults
+DEFAULTS: dict[str, tuple[str, ...]] = {
+    # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init (spread)
+    "gradients": ("l2", "mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
+    # weight_update_ratio and unchanged_tensor (delta_l2 over l2), tensor_variance, all_zero,
+    # poor init (identical weights feeding one neuron: row_range 0), exploding_tensor
+    "weights": ("l2", "mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count"),
+    "biases": ("l2", "mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count"),
+    # dead_relu on the layer output; poor init (activation input variance across layers)
+    "relu_activations": ("unit_active", "samples", "variance", "zero_fraction", "nan_count", "inf_count"),
+    # saturation on the activation's input
+    "tanh_activations": (f"unit_outside({TANH_BOUNDS[0]!r},{TANH_BOUNDS[1]!r})", "count", "variance"),
+    "sigmoid_activations": (
+        f"unit_outside({SIGMOID_BOUNDS[0]!r},{SIGMOID_BOUNDS[1]!r})",
+        "count",
+        "variance",
+    ),
+    # not_normalized_data (per channel), nlp_sequence_ratio (padding share), all_zero
+    "inputs": ("channel_count", "channel_mean", "channel_std", "equal(0.0)", "zero_fraction", "samples"),
+    # all_zero / exploding_tensor on the model's output
+    "outputs": ("zero_fraction", "variance", "nan_count", "inf_count"),
+}
+
 STATS_PREFIX = "stats/"
 MAX_CLASSES = 1024  # above: no class statistics (a language model's vocabulary)
 MAX_CONFUSION_CLASSES = 64  # above: no confusion matrix (64 x 64 int32 is 16 KB)

@@ -43,6 +43,12 @@ class Record:
     # (the index that located it, segment, row): only that trial reads it
     _at: tuple[object, int, int] = field(repr=False, compare=False)
 
+    @property
+    def statistics(self) -> dict[str, float]:
+        """The saved scalar statistics by key (`mldbg.store.statistics`): `mean`, `mean_abs`,
+        `l2`, ... A run of format 1 has the `ReductionConfig` reductions only."""
+        return {f"{name}_abs" if abs else name: value for (name, abs), value in self.reductions.items()}
+
 
 class Records:
     """A tensor's records as read-only NumPy columns, one entry per record, in load order.
