@@ -45,6 +45,13 @@ class _Missing(enum.Enum):
 
 _NO_RAW: Final = _Missing.NO_RAW
 
+# safetensors dtype names (the index's) -> NumPy's
+_NUMPY_NAMES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "float32", "F8_E4M3": "float32",
+    "F8_E5M2": "float32", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+
 
 class TrialView:
     """A Trial as the rules read it, plus a cache of the current step's reads.
@@ -352,6 +359,27 @@ class TrialView:
             if other is not None:
                 found = other * other if stat.name == "variance" else float(np.sqrt(other))
         return None if found is None else float(found)
+
+    def layout(self, name: str, step: int) -> tuple[str, tuple[int, ...]] | None:
+        """(dtype kind as NumPy's `dtype.kind`: 'f', 'i', 'u', 'b'; shape) of a tensor at a
+        step: from the raw tensor, else from its record when the index keeps them (a
+        statistics-only record does); None when unknown. Rules that judge only float inputs
+        or integer sequences ask this before trusting statistics."""
+        try:
+            raw = self.raw(name, step)
+        except MldbgError:
+            return None
+        if raw is not None:
+            return raw.dtype.kind, tuple(raw.shape)
+        rec = self._record(name, step)
+        dtype, shape = getattr(rec, "dtype", None), getattr(rec, "shape", None)
+        if dtype is None or shape is None:
+            return None
+        try:
+            kind = np.dtype(_NUMPY_NAMES.get(str(dtype).upper(), str(dtype))).kind
+        except TypeError:
+            return None
+        return kind, tuple(int(d) for d in shape)
 
     def _saved_vector(self, name: str, step: int, stat: Statistic) -> np.ndarray | None:
         vname = vector_name(name, stat)
