@@ -24,10 +24,13 @@ def _token_counts(trial: TrialView, name: str, step: int, tokens: list[int]) -> 
     if x is not None:
         return np.array([np.count_nonzero(x == tok) for tok in tokens], dtype=np.int64), int(x.size)
     total = math.prod(layout[1])
-    shares = [trial.saved_statistic(name, step, Statistic("equal", (float(tok),))) for tok in tokens]
-    if not all(isinstance(s, float) and math.isfinite(s) for s in shares):
-        return None
-    return np.array([round(float(s) * total) for s in shares], dtype=np.int64), total  # type: ignore[arg-type]
+    shares = []
+    for tok in tokens:
+        share = trial.saved_statistic(name, step, Statistic("equal", (float(tok),)))
+        if not isinstance(share, float) or not math.isfinite(share):
+            return None
+        shares.append(round(share * total))
+    return np.array(shares, dtype=np.int64), total
 
 
 @register
