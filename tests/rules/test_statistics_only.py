@@ -139,3 +139,14 @@ def test_saturation_with_other_bounds_says_only_raw_can_answer(run: Callable[[st
     assert not runner.run_available() + runner.finish()
     assert "unit_outside(-9.4999,5.0)" in runner.unchecked["tanh_saturation"]
     assert "only raw tensors can answer" in runner.unchecked["tanh_saturation"]
+
+
+@pytest.mark.parametrize(("pad_share", "fires"), [(0.7, True), (0.2, False)])
+def test_nlp_sequence_ratio_from_equal_statistics(pad_share, fires, tmp_path):
+    from tests.rules.test_nlp_sequence_ratio import record
+
+    path = record(tmp_path / "tokens", pad_share)
+    raw, _ = findings(path, "nlp_sequence_ratio", statistics_only=False)
+    stats, _ = findings(path, "nlp_sequence_ratio", statistics_only=True)
+    assert bool(raw) == bool(stats) == fires
+    assert [f.message for f in stats] == [f.message for f in raw]
