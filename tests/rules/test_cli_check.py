@@ -40,3 +40,20 @@ def test_exit_2_on_errors(run, tmp_path):
 def test_list_rules():
     res = CliRunner().invoke(check, ["--list"])
     assert res.exit_code == 0 and "loss_not_decreasing" in res.stdout
+
+
+def test_a_rule_short_of_data_says_so_with_counts(tmp_path):
+    """20 saved losses: loss_not_decreasing cannot judge (it needs 50) and says so, in the text
+    output and as its own JSON object that cannot be taken for a finding."""
+    from tests.tiny import train
+
+    path = tmp_path / "short"
+    train(path, steps=20)
+    res = CliRunner().invoke(check, [str(path)])
+    assert res.exit_code == 0, res.output
+    assert "loss_not_decreasing could not judge: needs 50 saved training losses, has 20" in res.stderr
+    res = CliRunner().invoke(check, [str(path), "--json"])
+    lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    short = {d["unchecked"]: d["why"] for d in lines if "unchecked" in d}
+    assert "needs 50 saved training losses, has 20" in short["loss_not_decreasing"]
+    assert all(set(d) == {"unchecked", "why"} for d in lines)  # no finding on a healthy run

@@ -11,6 +11,7 @@ from mldbg.record.collections import DEFAULT_COLLECTIONS
 from mldbg.rules import BUILTIN, Rule
 from mldbg.rules.base import snake_case
 from mldbg.rules.runner import RuleRunner
+from mldbg.store.statistics import Statistic
 
 MODEL_RULES = [
     "all_zero", "check_input_images", "class_imbalance", "confusion", "dead_relu", "exploding_tensor",
@@ -39,6 +40,9 @@ def test_rule_contract(name):
     assert json.loads(json.dumps(rule.params())) == again
     if name in MODEL_RULES:
         assert set(rule.needed_collections()) <= KNOWN, rule.needed_collections()
+    for collection, keys in rule.needed_statistics().items():  # what the docs and the hook list
+        assert collection in KNOWN, collection
+        assert all(Statistic.parse(k).key == k for k in keys), keys
 
 
 @pytest.mark.parametrize("name", MODEL_RULES)

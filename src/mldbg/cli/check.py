@@ -37,6 +37,15 @@ def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
         click.echo(f"{worker}: {finding}" if worker else str(finding))
 
 
+def echo_unchecked(name: str, why: str, as_json: bool) -> None:
+    """A rule that had too little data to judge: never silent. In JSON its own object,
+    `{"unchecked": rule, "why": ...}`, that no reader can take for a finding."""
+    if as_json:
+        click.echo(json.dumps({"unchecked": name, "why": why}))
+    else:
+        click.echo(f"mldbg check: {name} could not judge: {why}", err=True)
+
+
 def _list_rules() -> None:
     from mldbg.rules import BUILTIN
 
@@ -109,13 +118,17 @@ def check(
         return
     for f in findings:
         echo_finding(f, as_json)
+    unchecked = runner.unchecked
+    for name, why in unchecked.items():
+        echo_unchecked(name, why, as_json)
+    skipped = {k: v for k, v in runner.skipped.items() if k not in unchecked}
     if specs or verbose:
-        for name, why in runner.skipped.items():
+        for name, why in skipped.items():
             click.echo(f"mldbg check: {name} skipped: {why}", err=True)
-    elif runner.skipped and not as_json:
+    elif skipped and not as_json:
         click.echo(
-            f"mldbg check: {len(runner.skipped)} rules skipped for lack of data "
-            f"({', '.join(sorted(runner.skipped))}); --verbose says why",
+            f"mldbg check: {len(skipped)} rules skipped for lack of data "
+            f"({', '.join(sorted(skipped))}); --verbose says why",
             err=True,
         )
     for name, err in runner.errors.items():

@@ -190,6 +190,11 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
         signal.signal(signal.SIGTERM, previous)
     if not watcher.ended:  # stopped by a signal: the place is saved, a restart resumes
         sys.exit(EXIT_INTERRUPTED)
+    if as_json:  # the text output said it as the watcher's notes ("rule X skipped: why")
+        from mldbg.cli.check import echo_unchecked
+
+        for name, why in getattr(watcher.runner, "unchecked", {}).items():
+            echo_unchecked(name, why, as_json)
     sys.exit(EXIT_FOUND if watcher.context.findings else 0)
 
 

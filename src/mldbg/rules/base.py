@@ -78,6 +78,8 @@ class Rule:
     needs_any: ClassVar[bool] = False  # True: one of `needs` is enough
     default: ClassVar[bool] = True  # part of the default set run by `mldbg check`
     needs_steps: ClassVar[bool] = True  # False: runs on a run with no saved tensor step yet
+    # collection -> statistics read of its tensors (`TrialView.statistic`); raw tensors do too
+    reads: ClassVar[dict[str, tuple[str, ...]]] = {}
     suggestion: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -173,6 +175,18 @@ class Rule:
     def unchecked(self) -> str | None:
         """After `finish`: why the rule could not look at anything, or None if it did."""
         return None
+
+    def undecided(self) -> str | None:
+        """After `finish`: why the rule, which found some of its data, had too little to
+        judge, with counts ("needs 50 saved losses, has 3"), or None. Never silent: the
+        runner lists it (`RuleRunner.unchecked`) and `mldbg check` prints it."""
+        return None
+
+    def needed_statistics(self) -> dict[str, tuple[str, ...]]:
+        """Collection -> the statistics (`mldbg.store.statistics` keys) this rule reads of its
+        tensors, for the docs and the hook: `reads`, unless the parameters change them (a
+        saturation rule's bounds)."""
+        return dict(self.reads)
 
     def first(self, key: Any = None) -> bool:
         """True the first time `key` is seen: report a condition once, not at every step."""

@@ -4,10 +4,16 @@ Labels may be class ids (N,), one-hot or probabilities (N, C), or per-position i
 with logits (N, C, H, W) (PyTorch puts classes on axis 1, Keras on the last axis). A float
 label that is not integer-valued, takes more than `MAX_FLOAT_CLASSES` values, or comes with
 real-valued predictions of its own shape is a regression target: no classes.
+
+Rules judge classes by their counts (`ClassStats`): the `class_counts`, `class_correct` and
+`confusion` statistics a hook records every step (`mldbg.store.statistics`), or the same
+counts taken here from raw labels and predictions (`class_stats_from_raw`). Counts add up
+exactly across steps, so a rule's windows are sums.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +22,63 @@ if TYPE_CHECKING:
     from mldbg.rules.view import TrialView
 
 MAX_FLOAT_CLASSES = 32  # integer-valued float targets with more distinct values: a regression
+MAX_IDS = 1 << 16  # class ids counted one by one; larger ids go to the outside bucket
+MAX_CONFUSION = 1024  # classes above which no confusion matrix is counted from raw tensors
+
+
+@dataclass
+class ClassStats:
+    """Class counts of one step. Vectors have C + 1 entries: one per class id in [0, C), the
+    last for ids outside it (an ignore_index, a bad label); `confusion` is (C, C), rows the
+    label, columns the predicted class. `classes` is the number of classes the predictions
+    score when known (None: only the ids seen say)."""
+
+    labels: np.ndarray
+    classes: int | None
+    predicted: np.ndarray | None = None
+    correct: np.ndarray | None = None
+    confusion: np.ndarray | None = None
+
+    @property
+    def samples(self) -> int:
+        """Labels counted (ids outside [0, C) included)."""
+        return int(self.labels.sum())
+
+
+def _bincount(ids: np.ndarray, c: int, weights: np.ndarray | None = None) -> np.ndarray:
+    bucket = np.where((ids >= 0) & (ids < c), ids, c)
+    return np.bincount(bucket, weights=weights, minlength=c + 1).astype(np.int64)
+
+
+def class_stats_from_raw(
+    labels: np.ndarray, predictions: np.ndarray | None, argmax: bool = False
+) -> ClassStats | None:
+    """The counts of `ClassStats` from raw label and prediction tensors; None when the labels
+    are not class ids (or are a regression target). Predictions whose ids do not pair up
+    with the labels (another shape) count as absent."""
+    y = label_ids(labels, argmax)
+    if y is None:
+        return None
+    p: np.ndarray | None = None
+    c: int | None = None
+    if predictions is not None and _regression(np.asarray(labels), np.asarray(predictions)):
+        return None
+    if predictions is not None:
+        shape = tuple(np.asarray(labels).shape)
+        p = predicted_ids(predictions, shape)
+        c = n_classes(predictions, shape)
+        if p is not None and p.shape != y.shape:
+            p = None
+    seen = [int(a.max()) + 1 for a in (y, p) if a is not None and a.size]
+    k = max(c or 0, 1, min(max(seen, default=0), MAX_IDS))  # ids beyond MAX_IDS count as outside
+    out = ClassStats(labels=_bincount(y, k), classes=c)
+    if p is not None:
+        out.predicted = _bincount(p, k)
+        out.correct = _bincount(y, k, (y == p).astype(np.float64))
+        if k <= MAX_CONFUSION:
+            ok = (y >= 0) & (y < k) & (p >= 0) & (p < k)
+            out.confusion = np.bincount(y[ok] * k + p[ok], minlength=k * k).reshape(k, k).astype(np.int64)
+    return out
 
 
 def label_ids(labels: np.ndarray, argmax: bool = False) -> np.ndarray | None:

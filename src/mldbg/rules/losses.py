@@ -135,6 +135,25 @@ class LossTracker:
                 s.values.append(v)
         return mode, names, closed
 
+    def shortfall(self, need: int, evaluations: bool = False) -> str | None:
+        """For a rule's `undecided()`: "needs N saved training losses, has n (name)" when
+        every series is shorter than `need` (evaluation passes with `evaluations`); None when
+        one is long enough, or there was no loss at all (`unchecked()` says that)."""
+        if not self.seen_any:
+            return None
+        if evaluations:
+            have = {name: len(evs) for name, evs in self.evals.items()}
+            what = "evaluation passes (EVAL steps) with a loss"
+        else:
+            have = {name: len(s.values) for name, s in self.train.items()}
+            what = "saved training losses"
+        if not have:
+            return f"needs {need} {what}, has 0"
+        name = max(have, key=have.__getitem__)
+        if have[name] >= need:
+            return None
+        return f"needs {need} {what}, has {have[name]} ({name})"
+
     def close_all(self) -> list[tuple[str, Evaluation]]:
         closed = list(self._open.items())
         self._open.clear()

@@ -5,7 +5,9 @@ per step; rules keep their own state (windows, counters) between calls, so the s
 works on a finished run and beside a running job, and the runner resets that state before it
 starts, so a rule object checks run after run. The rules read through a `TrialView`, which
 reads each tensor of the current step once for all of them. A rule whose collections were not
-saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires.
+saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires. A rule
+that read some data but too little to judge says why, with counts, in `runner.unchecked`
+(and in `skipped`, which lists every rule that reached no verdict).
 `PerWorkerRunner` checks each worker of a distributed run on its own.
 """
 
@@ -46,8 +48,9 @@ class RuleRunner:
 
     `run_available()` checks the steps not checked yet (call it again after new data came,
     for live use), `finish()` checks the rest and the whole-run conditions once training
-    ended. `skipped` maps a rule name to why it could not run; `errors` to a rule that
-    raised (it is then dropped, the others go on).
+    ended. `skipped` maps a rule name to why it could not run; `unchecked`, the rules among
+    them that had some data but too little to judge ("needs 50 saved losses, has 3");
+    `errors` a rule that raised (it is then dropped, the others go on).
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class RuleRunner:
         self.start_step = start_step
         self.end_step = end_step
         self.skipped: dict[str, str] = {}
+        self.unchecked: dict[str, str] = {}
         self.errors: dict[str, str] = {}
         self.corrupt: dict[str, str] = {}  # damaged file -> the rule that met it first
         self._waiting = list(self.rules)  # needs not met yet
@@ -91,9 +95,17 @@ class RuleRunner:
         for rule in list(self._active):
             findings += self._call(rule, rule.finish, self.view)
         for rule in self._active:
+            if rule.name in self.errors:
+                continue
             why = rule.unchecked()
-            if why and rule.name not in self.errors:
+            if why:
                 self.skipped.setdefault(rule.name, why)
+                continue
+            short = rule.undecided()
+            if short:
+                self.unchecked[rule.name] = short
+                self.skipped.setdefault(rule.name, short)
+                log.info("mldbg: rule %s could not judge: %s", rule.name, short)
         for rule in self._waiting:
             self._skip(rule)
         self._waiting = []
@@ -263,6 +275,10 @@ class PerWorkerRunner:
     @property
     def skipped(self) -> dict[str, str]:
         return self._merged("skipped")
+
+    @property
+    def unchecked(self) -> dict[str, str]:
+        return self._merged("unchecked")
 
     @property
     def errors(self) -> dict[str, str]:

@@ -1,5 +1,10 @@
 """Shared by `tanh_saturation`, `sigmoid_saturation` and `saturated_activation`: the share of
-a layer's units whose inputs sit where the activation is flat."""
+a layer's units whose inputs sit where the activation is flat.
+
+From the raw tensor (a unit per position, samples where it is saturated), else from the
+`unit_outside(lo,hi)` statistic of the activation's input (elements beyond the bounds per
+unit, out of `count / units`) that a two-line hook records with the default bounds: with
+other bounds only raw tensors can answer, and the rule says so (`SaturationTracker.short`)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import numpy as np
 from mldbg.rules.base import Finding
 from mldbg.rules.stats import UnitWindow, is_input, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import Statistic
 
 
 @dataclass
@@ -23,6 +29,11 @@ class Saturated:
     units: int
     saturated: int
     samples: int
+
+
+def unit_outside(bounds: tuple[float, float]) -> str:
+    """The statistic key a saturation rule reads for its bounds: `unit_outside(lo,hi)`."""
+    return Statistic("unit_outside", (float(bounds[0]), float(bounds[1]))).key
 
 
 def _sigmoid(x: float) -> float:
@@ -41,6 +52,42 @@ class SaturationTracker:
         self.fn = FUNCTIONS[kind]
         self.patience = patience
         self.windows: dict[str, UnitWindow] = {}
+        self.key = unit_outside((lo, hi))
+        self.without: set[str] = set()  # layers seen with neither raw tensors nor `key`
+
+    def short(self) -> str | None:
+        """For `undecided()`: layers that had data, but neither raw tensors nor the statistic
+        of these bounds."""
+        if self.windows or not self.without:
+            return None
+        return (
+            f"{len(self.without)} {self.kind} layer(s) have no raw tensors and no {self.key} statistic "
+            f"(the run recorded other bounds, or none): only raw tensors can answer for these bounds"
+        )
+
+    def counts(self, view: TrialView, name: str, step: int) -> tuple[np.ndarray, int] | None:
+        """Per unit, the samples (or elements) where it is saturated, and out of how many."""
+        x = view.raw(name, step)
+        if x is not None:
+            if x.size == 0 or x.dtype.kind not in "fc":
+                return None
+            x = np.asarray(x)
+            if is_input(name):
+                mask = (x < self.lo) | (x > self.hi)
+            else:  # only the output was saved: invert through the function
+                mask = (x <= self.fn(self.lo)) | (x >= self.fn(self.hi))
+            return unit_fraction(mask)
+        outside = view.saved_statistic(name, step, self.key) if is_input(name) else None
+        count = view.saved_statistic(name, step, "count")
+        if (
+            not isinstance(outside, np.ndarray)
+            or not isinstance(count, float)
+            or not outside.size
+            or count < 1
+        ):
+            self.without.add(name)
+            return None
+        return outside.astype(np.int64).reshape(-1), max(1, round(count / outside.size))
 
     def update(
         self,
@@ -52,15 +99,10 @@ class SaturationTracker:
     ) -> list[Saturated]:
         found = []
         for layer, name in sorted(pick_per_layer(names, prefer="input").items()):
-            x = view.raw(name, step)
-            if x is None or x.size == 0 or x.dtype.kind not in "fc":
+            got = self.counts(view, name, step)
+            if got is None:
                 continue
-            x = np.asarray(x)
-            if is_input(name):
-                mask = (x < self.lo) | (x > self.hi)
-            else:  # only the output was saved: invert through the function
-                mask = (x <= self.fn(self.lo)) | (x >= self.fn(self.hi))
-            counts, samples = unit_fraction(mask)
+            counts, samples = got
             win = self.windows.setdefault(layer, UnitWindow(self.patience))
             win.add(counts, samples)
             if not win.full:

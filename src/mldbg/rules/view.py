@@ -5,8 +5,14 @@ Many rules look at the same tensors at the same step (weights for `unchanged_ten
 each raw tensor of the current step once, answers reductions from the saved reductions when
 only those were recorded, and keeps the tensor names of each collection at hand.
 
+Rules read *statistics* (`mldbg.store.statistics`: `mean_abs`, `nan_count`, `unit_active`...)
+through `statistic()`: the statistic the hook saved when there is one, else computed from the
+raw tensor with the same NumPy reference, so a run recorded with the two-line hook (statistics
+every step, raw rarely) and an old run (raw tensors only) are judged by the same code.
+`class_statistics()` does the same for labels and predictions.
+
 The view is the whole surface a rule reads: the step queries (`names`, `raw`, `value`,
-`reduce`, `saved_reductions`, `tensor`), the read-only queries of the Trial that custom and
+`reduce`, `statistic`, `class_statistics`, `saved_reductions`, `tensor`), the read-only queries of the Trial that custom and
 smdebug-style rules use (`steps`, `tensor_names`, `mode`, `mode_step`, `workers`,
 `loaded_all_steps` ...), and `trial`, the Trial itself, for anything else.
 """
@@ -21,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig, TensorUnavailableForStep
+from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep
+from mldbg.rules.labels import ClassStats, class_stats_from_raw
 from mldbg.store.reductions import reduce
+from mldbg.store.statistics import Statistic, Value, compute, vector_name
 from mldbg.trial import Record, Records, Trial
 
 if TYPE_CHECKING:
@@ -37,6 +45,13 @@ class _Missing(enum.Enum):
 
 _NO_RAW: Final = _Missing.NO_RAW
 
+# safetensors dtype names (the index's) -> NumPy's
+_NUMPY_NAMES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "float32", "F8_E4M3": "float32",
+    "F8_E5M2": "float32", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+
 
 class TrialView:
     """A Trial as the rules read it, plus a cache of the current step's reads.
@@ -50,6 +65,8 @@ class TrialView:
         self._step: int | None = None
         self._raw: dict[tuple[str, int, Any, Any], Any] = {}
         self._reds: dict[tuple[str, int, str, bool], float] = {}
+        self._stats: dict[tuple[str, int, str], Value | None] = {}
+        self._classes: dict[tuple[str, str | None, int, bool], ClassStats | None] = {}
         self._names: dict[tuple[Any, ...], list[str]] = {}
         self._collections: dict[str, frozenset[str]] | None = None
         self._modes: dict[int, Mode] = {}
@@ -71,6 +88,8 @@ class TrialView:
             self._step = step
             self._raw.clear()
             self._reds.clear()
+            self._stats.clear()
+            self._classes.clear()
             self._records.clear()
 
     def refreshed(self) -> None:
@@ -300,6 +319,137 @@ class TrialView:
             if step == self._step:
                 self._reds[key] = found
         return found
+
+    # statistics ---------------------------------------------------------------------------
+    def statistic(self, name: str, step: int, key: str | Statistic) -> Value | None:
+        """A statistic of a tensor at a global step (`mldbg.store.statistics`): a float for a
+        scalar key (`mean_abs`, `outside(-1.0,1.0)`), an ndarray for a vector one
+        (`unit_active`). The saved one when the hook recorded it, else computed from the raw
+        tensor (once per step for every rule), else None: a rule that gets None has no data
+        for that tensor at that step and must not judge it."""
+        stat = Statistic.parse(key)
+        cache = (name, step, stat.key)
+        if cache in self._stats:
+            return self._stats[cache]
+        found = self.saved_statistic(name, step, stat)
+        if found is None:
+            for k, v in self._computed(name, step, stat).items():
+                if step == self._step:
+                    self._stats[(name, step, k)] = v
+                if k == stat.key:
+                    found = v
+        if step == self._step:
+            self._stats[cache] = found
+        return found
+
+    def saved_statistic(self, name: str, step: int, key: str | Statistic) -> Value | None:
+        """Only what the hook saved (None when it did not): a scalar from the tensor's
+        record, a vector from its `stats/<tensor>/<key>` record. Rules whose raw reading is
+        finer than the statistic (per position, exact percentiles) ask this first."""
+        stat = Statistic.parse(key)
+        if stat.is_vector:
+            return self._saved_vector(name, step, stat)
+        rec = self._record(name, step)
+        if rec is None:
+            return None
+        saved = rec.statistics
+        found = saved.get(stat.key)
+        if found is None and stat.name in ("variance", "std"):  # the one is the other's square
+            other = saved.get("std" if stat.name == "variance" else "variance")
+            if other is not None:
+                found = other * other if stat.name == "variance" else float(np.sqrt(other))
+        return None if found is None else float(found)
+
+    def layout(self, name: str, step: int) -> tuple[str, tuple[int, ...]] | None:
+        """(dtype kind as NumPy's `dtype.kind`: 'f', 'i', 'u', 'b'; shape) of a tensor at a
+        step: from the raw tensor, else from its record when the index keeps them (a
+        statistics-only record does); None when unknown. Rules that judge only float inputs
+        or integer sequences ask this before trusting statistics."""
+        try:
+            raw = self.raw(name, step)
+        except MldbgError:
+            return None
+        if raw is not None:
+            return raw.dtype.kind, tuple(raw.shape)
+        rec = self._record(name, step)
+        dtype, shape = getattr(rec, "dtype", None), getattr(rec, "shape", None)
+        if dtype is None or shape is None:
+            return None
+        try:
+            kind = np.dtype(_NUMPY_NAMES.get(str(dtype).upper(), str(dtype))).kind
+        except TypeError:
+            return None
+        return kind, tuple(int(d) for d in shape)
+
+    def _saved_vector(self, name: str, step: int, stat: Statistic) -> np.ndarray | None:
+        vname = vector_name(name, stat)
+        try:
+            rec = self._record(vname, step)
+            if rec is not None:
+                return self.trial.read(rec) if rec.has_raw else None
+            if self.trial.has_tensor(vname):  # a trial that lists vectors apart from tensors
+                tensor = self.trial.tensor(vname)
+                return tensor.value(step) if tensor.has_step(step) else None
+        except MldbgError:
+            return None
+        return None
+
+    def _computed(self, name: str, step: int, stat: Statistic) -> dict[str, Value]:
+        """The statistic (and the denominators it brings) from the raw tensor; {} without one."""
+        try:
+            raw = self.raw(name, step)
+        except MldbgError:
+            return {}
+        if raw is None or raw.dtype.kind not in "biuf":
+            return {}
+        previous = None
+        if stat.name == "delta_l2":  # the change since the tensor's previous saved step
+            earlier = [s for s in self.trial.tensor(name).steps() if s < step]
+            try:
+                previous = self.raw(name, earlier[-1]) if earlier else None
+            except MldbgError:
+                previous = None
+            if previous is None:
+                return {}
+        return compute(raw, [stat], previous=previous)
+
+    def class_statistics(
+        self, labels: str, predictions: str | None, step: int, argmax: bool = False
+    ) -> ClassStats | None:
+        """Class counts of the labels (and of the predicted classes, per-class correct
+        predictions and the confusion matrix when `predictions` is given) at a step: the
+        `class_counts` / `class_correct` / `confusion` vectors the hook saved on the labels'
+        and predictions' names, else counted from the raw tensors (`rules.labels`); None when
+        neither is there or the labels are not class ids (a regression target)."""
+        cache = (labels, predictions, step, argmax)
+        if cache in self._classes:
+            return self._classes[cache]
+        found = self._saved_classes(labels, predictions, step)
+        if found is None:
+            try:
+                y = self.raw(labels, step)
+                p = self.raw(predictions, step) if predictions is not None else None
+            except MldbgError:
+                y = p = None
+            found = None if y is None else class_stats_from_raw(y, p, argmax)
+        if step == self._step:
+            self._classes[cache] = found
+        return found
+
+    def _saved_classes(self, labels: str, predictions: str | None, step: int) -> ClassStats | None:
+        counts = self._saved_vector(labels, step, Statistic("class_counts"))
+        if counts is None:
+            return None
+        counts = np.asarray(counts, dtype=np.int64)
+        out = ClassStats(labels=counts, classes=len(counts) - 1)
+        if predictions is not None:
+            predicted = self._saved_vector(predictions, step, Statistic("class_counts"))
+            correct = self._saved_vector(labels, step, Statistic("class_correct"))
+            confusion = self._saved_vector(labels, step, Statistic("confusion"))
+            out.predicted = None if predicted is None else np.asarray(predicted, dtype=np.int64)
+            out.correct = None if correct is None else np.asarray(correct, dtype=np.int64)
+            out.confusion = None if confusion is None else np.asarray(confusion, dtype=np.int64)
+        return out
 
 
 class CachedTensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
@@ -22,10 +22,12 @@ class AllZero(Rule):
     downstream sees nothing. By default weights, gradients and layer outputs are inspected;
     biases (often initialized at 0 on purpose), inputs and labels are not. `patience` lets a
     layer initialized at zero on purpose (a common trick for the last layer) move first.
-    With `threshold=100` it works from saved reductions (max |x| = 0).
+    Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
+    `threshold=100` also saved reductions (max |x| = 0).
     """
 
     needs = _DEFAULT
+    reads = {c: ("zero_fraction",) for c in _DEFAULT}
     needs_any = True
     collection_names: list[str] | None = None
     tensor_regex: list[str] | None = None
@@ -79,15 +81,13 @@ class AllZero(Rule):
         )  # fmt: skip
 
     def _zero_share(self, trial: TrialView, name: str, step: int) -> float | None:
-        raw = trial.raw(name, step)
-        if raw is None:
-            if self.threshold < 100:
-                return None
-            try:
-                m = trial.reduce(name, step, "max", abs=True)
-            except Exception:
-                return None
-            return 100.0 if m == 0 else 0.0
-        if raw.size == 0:
+        share = trial.statistic(name, step, "zero_fraction")
+        if isinstance(share, float):
+            return None if math.isnan(share) else 100.0 * share  # NaN: an empty tensor
+        if self.threshold < 100 or trial.raw(name, step) is not None:
             return None
-        return 100.0 * float(np.count_nonzero(raw == 0)) / raw.size
+        try:
+            m = trial.reduce(name, step, "max", abs=True)
+        except Exception:
+            return None
+        return 100.0 if m == 0 else 0.0

@@ -6,7 +6,6 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.labels import pairs
 from mldbg.rules.view import TrialView
 
 
@@ -25,9 +24,15 @@ class ClassImbalance(Rule):
     harder to learn is not imbalance). Classes the model scores but
     never appear in the labels count as count 0. `argmax` turns one-hot or probability labels
     into ids (done automatically for float labels in [0, 1]).
+
+    It works on class counts: the `class_counts` and `class_correct` statistics a two-line
+    hook records every step on the labels (and `class_counts` on the predictions), or the
+    same counted from raw labels and predictions. Ids outside [0, classes) (an ignore_index)
+    are not a class.
     """
 
     needs = ("labels",)
+    reads = {"labels": ("class_counts", "class_correct"), "predictions": ("class_counts",)}
     threshold_imbalance: float = 10.0
     threshold_misprediction: float = 0.7
     samples: int = 500
@@ -45,8 +50,9 @@ class ClassImbalance(Rule):
         self._counts: dict[int, int] = {}  # label counts over the first `samples` labels
         self._total = 0
         self._classes: int | None = None  # classes the predictions score
-        self._win_y: list[np.ndarray] = []  # the window of labels and predictions being filled
-        self._win_p: list[np.ndarray] = []
+        self._win_count: np.ndarray | None = None  # the window being filled: labels per class
+        self._win_correct: np.ndarray | None = None  # and those predicted right
+        self._win_n = 0  # labels in the window (outside ids too)
         self._windows = 0
         self._streak = 0  # windows in a row where a class was ignored
 
@@ -67,23 +73,30 @@ class ClassImbalance(Rule):
             if self.predictions_regex
             else trial.names("predictions", step=step)
         )
-        got = pairs(trial, step, labels, preds, self.argmax)
+        if not labels:
+            return None
+        got = trial.class_statistics(labels[0], preds[0] if preds else None, step, self.argmax)
         if got is None:
             return None
-        y, p, c = got
-        if c is not None:
-            self._classes = max(self._classes or 0, c)
+        if got.classes is not None:
+            self._classes = max(self._classes or 0, got.classes)
         if self._total < self.samples:
-            ids, counts = np.unique(y, return_counts=True)
-            for i, k in zip(ids.tolist(), counts.tolist(), strict=True):
-                self._counts[i] = self._counts.get(i, 0) + k
-            self._total += len(y)
+            for i in np.flatnonzero(got.labels[:-1]).tolist():
+                self._counts[i] = self._counts.get(i, 0) + int(got.labels[i])
+            self._total += got.samples
             if self._total >= self.samples:
                 found = self._imbalance(trial, step, labels[0])
                 if found:
                     return found
-        if p is not None:
-            return self._mispredictions(trial, step, y, p, labels + preds[:1])
+        if got.correct is not None:
+            return self._mispredictions(trial, step, got.labels, got.correct, labels + preds[:1])
+        return None
+
+    def undecided(self) -> str | None:
+        if 0 < self._total < self.samples:
+            return (
+                f"saw {self._total} of the {self.samples} training labels it needs (samples={self.samples})"
+            )
         return None
 
     def _imbalance(self, trial: TrialView, step: int, name: str) -> Finding | None:
@@ -107,39 +120,44 @@ class ClassImbalance(Rule):
         )  # fmt: skip
 
     def _mispredictions(
-        self, trial: TrialView, step: int, y: np.ndarray, p: np.ndarray, tensors: list[str]
+        self, trial: TrialView, step: int, labels: np.ndarray, correct: np.ndarray, tensors: list[str]
     ) -> Finding | None:
-        self._win_y.append(y)
-        self._win_p.append(p)
-        if sum(len(a) for a in self._win_y) < self.samples:
+        if self._win_count is None or self._win_correct is None or self._win_count.shape != labels.shape:
+            # the first step of a window (or the class count changed): start the sums afresh
+            self._win_count, self._win_correct = np.zeros_like(labels), np.zeros_like(correct)
+        self._win_count += labels
+        self._win_correct += correct
+        self._win_n += int(labels.sum())
+        if self._win_n < self.samples:
             return None
-        ys, ps = np.concatenate(self._win_y), np.concatenate(self._win_p)
-        self._win_y, self._win_p = [], []
+        count, right, n = self._win_count[:-1], self._win_correct[:-1], self._win_n
+        self._win_count = self._win_correct = None
+        self._win_n = 0
         self._windows += 1
         if self._windows == 1:
             return None  # the first window: the model is still untrained
         worst = None
-        ids, counts = np.unique(ys, return_counts=True)
-        if counts.max() <= counts.min() * self.threshold_imbalance / 2:
+        present = np.flatnonzero(count)
+        if not present.size or count[present].max() <= count[present].min() * self.threshold_imbalance / 2:
             self._streak = 0
             return None  # classes about as frequent: a class still hard to learn is not imbalance
-        for k in ids.tolist():
-            mask = ys == k
-            if mask.sum() < 10:
+        for k in present.tolist():
+            if count[k] < 10:
                 continue
-            err = float(np.mean(ps[mask] != k))
-            others = ys != k
-            other_err = float(np.mean(ps[others] != ys[others])) if others.any() else 0.0
+            err = 1.0 - right[k] / count[k]
+            others, others_right = count.sum() - count[k], right.sum() - right[k]
+            other_err = float((others - others_right) / others) if others else 0.0
             ignored = err > self.threshold_misprediction and other_err < self.threshold_misprediction / 2
             if ignored and (worst is None or err > worst[1]):
-                worst = (k, err, other_err, int(mask.sum()))
+                worst = (k, float(err), other_err, int(count[k]))
         self._streak = self._streak + 1 if worst else 0
         if worst is None or self._streak < 2 or not self.first("misprediction"):
             return None
         k, err, other_err, n = worst
+        window = int(count.sum())
         return self.finding(
             trial, step,
-            f"class {k} is mispredicted {100 * err:.0f}% of the time ({n} samples in the last {len(ys)} "
+            f"class {k} is mispredicted {100 * err:.0f}% of the time ({n} samples in the last {window} "
             f"training predictions; more than {100 * self.threshold_misprediction:g}%) while the other classes "
             f"are mispredicted {100 * other_err:.0f}%: the model ignores it",
             tensors=tensors,

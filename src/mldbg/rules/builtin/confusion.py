@@ -8,7 +8,6 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.labels import pairs
 from mldbg.rules.view import TrialView
 
 
@@ -26,10 +25,13 @@ class Confusion(Rule):
     10 samples are not judged. `category_no` caps the classes considered. Not in the default
     set: what recall is acceptable depends on the task (a 10-class model still learning its
     rare classes is healthy); run it by name with thresholds for yours. Imbalance and random
-    labels are reported by `class_imbalance` and `overfit`.
+    labels are reported by `class_imbalance` and `overfit`. Reads the `confusion` statistic
+    of the labels (a two-line hook records it every step for up to 64 classes), or counts it
+    from raw labels and predictions.
     """
 
     needs = ("labels", "predictions")
+    reads = {"labels": ("confusion",)}
     default = False
     category_no: int | None = None
     min_diag: float = 0.3
@@ -44,8 +46,9 @@ class Confusion(Rule):
 
     def reset(self) -> None:
         super().reset()
-        # per mode, the last `samples` (labels, predictions, step): the matrix judged at the end
-        self._recent: dict[Mode, deque[tuple[np.ndarray, np.ndarray, int]]] = {}
+        # per mode, the last `samples` (confusion matrix, labels, step): the matrix judged at the end
+        self._recent: dict[Mode, deque[tuple[np.ndarray, int, int]]] = {}
+        self._without = 0  # steps with labels and predictions but no confusion matrix (too many classes)
         self._names: list[str] = []  # the label and prediction tensors read
 
     def needed_collections(self) -> tuple[str, ...]:
@@ -53,30 +56,37 @@ class Confusion(Rule):
 
     def check(self, trial: TrialView, step: int) -> None:
         mode = trial.mode(step)
-        got = pairs(
-            trial, step,
-            trial.names(self.labels_collection, step=step),
-            trial.names(self.predictions_collection, step=step),
-        )  # fmt: skip
-        if got is None or got[1] is None:
+        labels = trial.names(self.labels_collection, step=step)
+        preds = trial.names(self.predictions_collection, step=step)
+        if not labels or not preds:
+            return None
+        got = trial.class_statistics(labels[0], preds[0], step)
+        if got is None or got.correct is None:
+            return None
+        if got.confusion is None:
+            self._without += 1
             return None
         if not self._recent:
             self._names = (
                 trial.names(self.labels_collection, step=step)[:1]
                 + trial.names(self.predictions_collection, step=step)[:1]
             )
-        y, p, _ = got
         q = self._recent.setdefault(mode, deque())
         if mode == Mode.EVAL and q and q[-1][2] != step - 1:
             q.clear()  # a new evaluation pass: judge the model as it is now
-        q.append((y, p, step))
-        while sum(len(a) for a, _, _ in q) - len(q[0][0]) >= self.samples:
+        q.append((got.confusion, got.samples, step))
+        while sum(n for _, n, _ in q) - q[0][1] >= self.samples:
             q.popleft()
         return None
 
     def unchecked(self) -> str | None:
-        if not self._recent:
+        if not self._recent and not self._without:
             return "no class labels with predictions were found"
+        return None
+
+    def undecided(self) -> str | None:
+        if not self._recent and self._without:
+            return f"labels and predictions at {self._without} steps, but no confusion matrix (more than 64 classes)"
         return None
 
     def finish(self, trial: TrialView) -> Finding | None:
@@ -85,19 +95,16 @@ class Confusion(Rule):
             return None
         mode = Mode.EVAL if Mode.EVAL in recent else next(iter(recent))
         q = recent[mode]
-        ys = np.concatenate([a for a, _, _ in q])
-        ps = np.concatenate([b for _, b, _ in q])
         last_step = q[-1][2]
-        keep = (ys >= 0) & (ps >= 0)
-        ys, ps = ys[keep], ps[keep]
-        if not len(ys):
-            return None
-        k = int(max(ys.max(), ps.max())) + 1
-        if self.category_no:
-            keep = (ys < self.category_no) & (ps < self.category_no)
-            ys, ps, k = ys[keep], ps[keep], self.category_no
+        k = max(len(c) for c, _, _ in q)
         m = np.zeros((k, k), dtype=np.int64)
-        np.add.at(m, (ys, ps), 1)
+        for c, _, _ in q:  # the class count may grow between steps (ids seen so far)
+            m[: len(c), : len(c)] += c
+        if self.category_no:
+            k = min(k, self.category_no)
+            m = m[:k, :k]
+        if not m.sum():
+            return None
         bad = []
         for i in range(k):
             row = m[i].sum()
@@ -115,7 +122,7 @@ class Confusion(Rule):
             return None
         return self.finding(
             trial, last_step,
-            f"confusion on the last {len(ys)} {mode.name.lower()} predictions: {'; '.join(bad[:8])} "
+            f"confusion on the last {int(m.sum())} {mode.name.lower()} predictions: {'; '.join(bad[:8])} "
             f"(diagonal share below {self.min_diag:g} or an off-diagonal share above {self.max_off_diag:g}); "
             f"accuracy {100 * np.trace(m) / max(1, m.sum()):.0f}%",
             tensors=self._names,

@@ -9,6 +9,19 @@ from mldbg.rules.stats import UnitWindow, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
 
 
+def _activity(trial: TrialView, name: str, step: int) -> tuple[np.ndarray, int] | None:
+    """Per unit, the samples where it is active, and the samples: from the raw tensor (a unit
+    per position), else from the saved `unit_active` and `samples` statistics."""
+    x = trial.raw(name, step)
+    if x is not None:
+        return None if x.size == 0 else unit_fraction(np.asarray(x) > 0)
+    active = trial.saved_statistic(name, step, "unit_active")
+    samples = trial.saved_statistic(name, step, "samples")
+    if not isinstance(active, np.ndarray) or not isinstance(samples, float) or samples < 1 or not active.size:
+        return None
+    return active.astype(np.int64).reshape(-1), int(samples)
+
+
 @register
 class DeadRelu(Rule):
     """More than `threshold_layer` % of a ReLU layer's units are active (> 0) in fewer than
@@ -19,10 +32,13 @@ class DeadRelu(Rule):
     (and the window of steps), not when it is zero for half the samples, which is how a
     healthy ReLU behaves. A "unit" is every coordinate but the batch axis (a neuron, or one
     position of a feature map). Inputs or outputs of the layers in `relu_activations`
-    (or `tensor_regex`) are read; x > 0 is "active" for both.
+    (or `tensor_regex`) are read; x > 0 is "active" for both. Without the raw tensor, the
+    `unit_active` statistic (out of `samples`) a two-line hook records every step: there a
+    unit of a conv layer is its channel (a dead filter).
     """
 
     needs = ("relu_activations",)
+    reads = {"relu_activations": ("unit_active", "samples")}
     threshold_inactivity: float = 1.0
     threshold_layer: float = 50.0
     patience: int = 3
@@ -50,10 +66,10 @@ class DeadRelu(Rule):
             return None
         dead_layers = []
         for layer, name in sorted(pick_per_layer(names, prefer="output").items()):
-            x = trial.raw(name, step)
-            if x is None or x.size == 0:
+            got = _activity(trial, name, step)
+            if got is None:
                 continue
-            counts, samples = unit_fraction(np.asarray(x) > 0)
+            counts, samples = got
             win = self._windows.setdefault(layer, UnitWindow(self.patience))
             win.add(counts, samples)
             self._since.setdefault(layer, step)

@@ -27,7 +27,9 @@ _PROBES = (
 def nonfinite(
     view: TrialView, name: str, step: int, probes: dict[str, tuple[str, bool]] | None = None
 ) -> str | None:
-    """'nan', 'inf' or None for a tensor at a step, from the raw tensor or a saved reduction."""
+    """'nan', 'inf' or None for a tensor at a step: from the raw tensor, else the saved
+    `nan_count` / `inf_count` statistics, else a saved reduction that carries a NaN or an inf
+    through (max |x|, mean, l2...)."""
     raw = view.raw(name, step)
     m: float | None
     if raw is not None:
@@ -35,6 +37,14 @@ def nonfinite(
             return None
         m = view.reduce(name, step, "max", abs=True)
     else:
+        nans = view.saved_statistic(name, step, "nan_count")
+        infs = view.saved_statistic(name, step, "inf_count")
+        if isinstance(nans, float) and nans > 0:
+            return "nan"
+        if isinstance(infs, float) and infs > 0 and nans is not None:
+            return "inf"
+        if nans is not None and infs is not None:
+            return None
         saved = view.saved_reductions(name, step)
         m = next((saved[p] for p in _PROBES if p in saved), None)
         if m is None:
@@ -61,9 +71,11 @@ class ExplodingTensor(Rule):
     from that step on. The usual cause is a learning rate that is too high (the updates grow
     until they overflow), then log(0) or a division by zero in the loss. All tensors are
     inspected unless `collection_names` / `tensor_regex` narrow it; it works from saved
-    reductions too (a NaN or inf shows in max, mean or norm).
+    reductions too (a NaN or inf shows in max, mean or norm), and from the `nan_count` and
+    `inf_count` statistics a two-line hook records every step.
     """
 
+    reads = {"all": ("nan_count", "inf_count")}
     collection_names: list[str] | None = None
     tensor_regex: list[str] | None = None
     only_nan: bool = False

@@ -79,6 +79,17 @@ class LossNotDecreasing(Rule):
             return "no loss values found (losses collection, or scalars named like 'loss')"
         return None
 
+    def undecided(self) -> str | None:
+        need = max(2, self.patience) * max(2, self.num_steps)
+        if self.mode and Mode.parse(self.mode) == Mode.EVAL:
+            return self._tracker.shortfall(need, evaluations=True)
+        if self._series and max(len(v) for v in self._series.values()) >= need:
+            return None  # an evaluation-only loss was judged
+        why = self._tracker.shortfall(need)
+        return (
+            None if why is None else f"{why}: patience={self.patience} windows of num_steps={self.num_steps}"
+        )
+
     def _judge(
         self, trial: TrialView, step: int, name: str, mode: str, series: list[tuple[int, float]]
     ) -> list[Finding]:

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mldbg.errors import InvalidConfig
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import Statistic
 
 _MIN_TOKENS = 1000
+
+
+def _token_counts(trial: TrialView, name: str, step: int, tokens: list[int]) -> tuple[np.ndarray, int] | None:
+    """(occurrences of each token, tokens in all) in an integer (batch, length) input at a
+    step: from the raw tensor, else from its saved `equal(v)` statistics and its shape."""
+    layout = trial.layout(name, step)
+    if layout is None or len(layout[1]) != 2 or layout[0] not in "iu":
+        return None
+    x = trial.raw(name, step)
+    if x is not None:
+        return np.array([np.count_nonzero(x == tok) for tok in tokens], dtype=np.int64), int(x.size)
+    total = math.prod(layout[1])
+    shares = []
+    for tok in tokens:
+        share = trial.saved_statistic(name, step, Statistic("equal", (float(tok),)))
+        if not isinstance(share, float) or not math.isfinite(share):
+            return None
+        shares.append(round(share * total))
+    return np.array(shares, dtype=np.int64), total
 
 
 @register
@@ -21,10 +43,13 @@ class NlpSequenceRatio(Rule):
     When most of every sequence is padding, the model spends its compute on nothing and, if
     padding is not masked, learns from it: sort or bucket sequences by length, or cut the
     maximum length. Integer model inputs of shape (batch, length) are read (the `inputs`
-    collection, or `tensor_regex`); images and float features are not sequences.
+    collection, or `tensor_regex`); images and float features are not sequences. Without
+    raw inputs it reads the `equal(v)` statistic of each token (the share of the batch's
+    elements equal to it) that a hook records, `equal(0.0)` by default.
     """
 
     needs = ("inputs",)
+    reads = {"inputs": ("equal(0.0)",)}
     token_values: str = "0"
     token_thresholds_percent: str = "50"
     tensor_regex: list[str] | None = None
@@ -40,6 +65,9 @@ class NlpSequenceRatio(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
+
+    def needed_statistics(self) -> dict[str, tuple[str, ...]]:
+        return {"inputs": tuple(Statistic("equal", (float(tok),)).key for tok, _ in self._tokens())}
 
     def _tokens(self) -> list[tuple[int, float]]:
         """(token id, limit %) pairs of the parameters; a bad value fails the rule where it runs."""
@@ -67,13 +95,12 @@ class NlpSequenceRatio(Rule):
         )
         out = []
         for name in names:
-            x = trial.raw(name, step)
-            if x is None or x.ndim != 2 or x.dtype.kind not in "iu":
+            got = _token_counts(trial, name, step, [tok for tok, _ in pairs])
+            if got is None:
                 continue
             counts = self._counts.setdefault(name, np.zeros(len(pairs), dtype=np.int64))
-            for i, (tok, _) in enumerate(pairs):
-                counts[i] += int(np.count_nonzero(x == tok))
-            self._totals[name] = self._totals.get(name, 0) + x.size
+            counts += got[0]
+            self._totals[name] = self._totals.get(name, 0) + got[1]
             out += self._judge(trial, step, name)
         return out[0] if out else None
 

@@ -31,9 +31,13 @@ class NotNormalizedData(Rule):
     only for the typical feature, so rare one-hot columns are not reported. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
     for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
+    Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
+    statistics (and `samples`) a two-line hook records every step, on the same axes (not
+    with another `channel`: then only raw inputs can answer).
     """
 
     needs = ("inputs",)
+    reads = {"inputs": ("channel_count", "channel_mean", "channel_std", "samples")}
     threshold_mean: float = 1.0
     threshold_std: float = 5.0
     threshold_samples: int = 500
@@ -65,10 +69,15 @@ class NotNormalizedData(Rule):
             if name in self._checked:
                 continue
             x = trial.raw(name, step)
-            if x is None or x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
+            if x is None:
+                if not self._add_statistics(trial, name, step):
+                    continue
+            elif x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
                 continue
-            m = self._moments.setdefault(name, _Moments())
-            self._add(m, np.asarray(x, dtype=np.float64))
+            else:
+                m = self._moments.setdefault(name, _Moments())
+                self._add(m, np.asarray(x, dtype=np.float64))
+            m = self._moments[name]
             if m.n >= self.threshold_samples:
                 self._checked.add(name)
                 out = out or self._judge(trial, step, name, m)
@@ -87,6 +96,36 @@ class NotNormalizedData(Rule):
         if not self._moments:
             return "no floating-point model inputs were saved"
         return None
+
+    def undecided(self) -> str | None:
+        if self._checked or not self._moments:
+            return None
+        name = max(self._moments, key=lambda n: self._moments[n].n)
+        return (
+            f"saw {self._moments[name].n} of the {self.threshold_samples} training samples it needs "
+            f"({name}; at the end of a run it judges from {min(100, self.threshold_samples)})"
+        )
+
+    def _add_statistics(self, trial: TrialView, name: str, step: int) -> bool:
+        """Add a step's saved per-channel statistics to the input's moments; False when they
+        were not saved, the inputs are not floats, or `channel` asks for another axis."""
+        layout = trial.layout(name, step)
+        if self.channel is not None or layout is None or layout[0] != "f" or not layout[1]:
+            return False
+        got = [trial.saved_statistic(name, step, k) for k in ("channel_count", "channel_mean", "channel_std")]
+        samples = trial.saved_statistic(name, step, "samples")
+        if not all(isinstance(v, np.ndarray) for v in got) or not isinstance(samples, float):
+            return False
+        count, mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in got)
+        mean, std = np.where(count > 0, mean, 0.0), np.where(count > 0, std, 0.0)
+        total, total_sq = mean * count, count * (std * std + mean * mean)
+        m = self._moments.setdefault(name, _Moments())
+        if m.total is None or m.count is None or m.total_sq is None or m.total.shape != total.shape:
+            m.count, m.total, m.total_sq = count, total, total_sq
+        else:
+            m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq
+        m.n += int(samples)
+        return True
 
     def _axis(self, x: np.ndarray) -> int | None:
         if x.ndim == 1:
@@ -144,5 +183,5 @@ class NotNormalizedData(Rule):
         )  # fmt: skip
 
     def _is_image(self, trial: TrialView, name: str, step: int) -> bool:
-        x = trial.raw(name, step)
-        return x is not None and x.ndim >= 4
+        layout = trial.layout(name, step)
+        return layout is not None and len(layout[1]) >= 4

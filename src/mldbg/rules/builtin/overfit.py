@@ -60,6 +60,9 @@ class Overfit(Rule):
             return "no training loss to compare the validation loss with"
         return None
 
+    def undecided(self) -> str | None:
+        return self._tracker.shortfall(max(2, self.patience), evaluations=True)
+
     def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
         if ev.last_step < self.start_step or not math.isfinite(ev.value):
             return None

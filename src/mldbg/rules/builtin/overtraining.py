@@ -56,6 +56,9 @@ class Overtraining(Rule):
             return "no validation loss: it needs losses saved in EVAL mode (evaluation passes)"
         return None
 
+    def undecided(self) -> str | None:
+        return self._tracker.shortfall(self.patience_validation + 1, evaluations=True)
+
     def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
         v = ev.value
         if not math.isfinite(v):

@@ -34,6 +34,19 @@ def _identical(w: np.ndarray) -> bool:
     return bool(np.all(rows == rows[0]))
 
 
+def _constant_rows(trial: TrialView, name: str, step: int) -> bool:
+    """`_identical` from saved statistics: every row constant (`row_range` 0, over rows of
+    more than one element), or every row the same (`col_range` 0). Needs the record's shape:
+    a 1-D weight (a norm layer's scale, all ones) has constant rows by construction."""
+    layout = trial.layout(name, step)
+    if layout is None or layout[0] != "f" or len(layout[1]) < 2 or layout[1][0] < 2:
+        return False
+    rows = trial.saved_statistic(name, step, "row_range")
+    cols = trial.saved_statistic(name, step, "col_range")
+    wide = math.prod(layout[1][1:]) > 1
+    return (isinstance(rows, float) and rows == 0 and wide) or (isinstance(cols, float) and cols == 0)
+
+
 @register
 class PoorWeightInitialization(Rule):
     """In the first `steps` training steps, for `patience` consecutive saved steps:
@@ -49,9 +62,20 @@ class PoorWeightInitialization(Rule):
     SageMaker's max/min over all layers > `threshold` fires on healthy deep nets (PyTorch's
     default init shrinks the variance ~3-6x per layer); per layer it does not. Embedding
     tables (named like "embed") are left out: their rows are not fan-in layers.
+
+    Raw tensors are read when saved; without them, the statistics a two-line hook records:
+    `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
+    saved: all neurons the same), the gradient's `quantile(5.0)` and `quantile(95.0)` (of a
+    fixed subsample), and the activation inputs' `variance`. The per-layer gain (var(w) x
+    fan-in) needs the weight's shape and values: raw weights only.
     """
 
     needs = ("weights",)
+    reads = {
+        "weights": ("row_range", "col_range"),
+        "gradients": ("quantile(5.0)", "quantile(95.0)"),
+        **{c: ("variance",) for c in _ACTIVATIONS},
+    }
     threshold: float = 10.0
     distribution_range: float = 0.001
     patience: int = 5
@@ -123,7 +147,11 @@ class PoorWeightInitialization(Rule):
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
-            if w is None or w.dtype.kind != "f" or not np.all(np.isfinite(w)):
+            if w is None:
+                if _constant_rows(trial, name, step):
+                    same.append(name)
+                continue
+            if w.dtype.kind != "f" or not np.all(np.isfinite(w)):
                 continue
             if _identical(w):
                 same.append(name)
@@ -155,9 +183,17 @@ class PoorWeightInitialization(Rule):
         flat = []
         for g in trial.names("gradients", step=step, exclude=r"(?i)bias|embed"):
             x = trial.raw(g, step)
-            if x is None or x.size < 2 or x.dtype.kind != "f":
+            if x is None:
+                p5, p95 = (
+                    trial.saved_statistic(g, step, "quantile(5.0)"),
+                    trial.saved_statistic(g, step, "quantile(95.0)"),
+                )
+                if not isinstance(p5, float) or not isinstance(p95, float):
+                    continue
+            elif x.size < 2 or x.dtype.kind != "f":
                 continue
-            p5, p95 = np.percentile(x, [5, 95])
+            else:
+                p5, p95 = np.percentile(x, [5, 95])
             if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
                 flat.append((g, float(p95 - p5)))
         if flat:
@@ -170,8 +206,8 @@ class PoorWeightInitialization(Rule):
         acts = [n for c in _ACTIVATIONS for n in trial.names(c, step=step) if is_input(n)]
         var: dict[str, float] = {}
         for n in acts:
-            v = trial.reduce(n, step, "variance")
-            if math.isfinite(v):
+            v = trial.statistic(n, step, "variance")
+            if isinstance(v, float) and math.isfinite(v):
                 var[n] = v
         if len(var) >= 2:
             hi_n, lo_n = max(var, key=var.__getitem__), min(var, key=var.__getitem__)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation, unit_outside
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import SIGMOID_BOUNDS, TANH_BOUNDS
 
 
 @register
@@ -19,6 +20,10 @@ class SaturatedActivation(Rule):
 
     needs = ("tanh_activations", "sigmoid_activations")
     needs_any = True
+    reads = {
+        "tanh_activations": (unit_outside(TANH_BOUNDS), "count"),
+        "sigmoid_activations": (unit_outside(SIGMOID_BOUNDS), "count"),
+    }
     default = False
     threshold_tanh_min: float = -9.4999
     threshold_tanh_max: float = 9.4999
@@ -43,3 +48,16 @@ class SaturatedActivation(Rule):
     def check(self, trial: TrialView, step: int) -> Iterable[Finding]:
         found = (check_saturation(self, trial, step, t) for t in self._trackers.values())
         return [f for f in found if f is not None]
+
+    def needed_statistics(self) -> dict[str, tuple[str, ...]]:
+        return {
+            "tanh_activations": (unit_outside((self.threshold_tanh_min, self.threshold_tanh_max)), "count"),
+            "sigmoid_activations": (
+                unit_outside((self.threshold_sigmoid_min, self.threshold_sigmoid_max)),
+                "count",
+            ),
+        }
+
+    def undecided(self) -> str | None:
+        whys = [w for t in self._trackers.values() if (w := t.short())]
+        return "; ".join(whys) or None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation, unit_outside
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import SIGMOID_BOUNDS
 
 
 @register
@@ -19,6 +20,7 @@ class SigmoidSaturation(Rule):
     """
 
     needs = ("sigmoid_activations",)
+    reads = {"sigmoid_activations": (unit_outside(SIGMOID_BOUNDS), "count")}
     threshold_sigmoid_min: float = -23.0
     threshold_sigmoid_max: float = 16.99999
     threshold_inactivity: float = 50.0
@@ -34,3 +36,14 @@ class SigmoidSaturation(Rule):
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         return check_saturation(self, trial, step, self._tracker)
+
+    def needed_statistics(self) -> dict[str, tuple[str, ...]]:
+        return {
+            "sigmoid_activations": (
+                unit_outside((self.threshold_sigmoid_min, self.threshold_sigmoid_max)),
+                "count",
+            )
+        }
+
+    def undecided(self) -> str | None:
+        return self._tracker.short()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation
+from mldbg.rules.saturation import SUGGESTION, SaturationTracker, check_saturation, unit_outside
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import TANH_BOUNDS
 
 
 @register
@@ -21,6 +22,7 @@ class TanhSaturation(Rule):
     """
 
     needs = ("tanh_activations",)
+    reads = {"tanh_activations": (unit_outside(TANH_BOUNDS), "count")}
     threshold_tanh_min: float = -9.4999
     threshold_tanh_max: float = 9.4999
     threshold_inactivity: float = 50.0
@@ -36,3 +38,11 @@ class TanhSaturation(Rule):
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         return check_saturation(self, trial, step, self._tracker)
+
+    def needed_statistics(self) -> dict[str, tuple[str, ...]]:
+        return {
+            "tanh_activations": (unit_outside((self.threshold_tanh_min, self.threshold_tanh_max)), "count")
+        }
+
+    def undecided(self) -> str | None:
+        return self._tracker.short()

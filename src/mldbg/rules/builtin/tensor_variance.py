@@ -21,10 +21,11 @@ class TensorVariance(Rule):
     before the values overflow to inf/NaN, so it warns earlier than `exploding_tensor`.
     `min_threshold` is off by default: small variances are normal for gradients and for
     biases (zero variance is `all_zero`'s or `poor_weight_initialization`'s business).
-    Works from saved reductions (variance or std).
+    Reads the `variance` statistic (saved, or from the raw tensor; a saved std does too).
     """
 
     needs = _DEFAULT
+    reads = {c: ("variance",) for c in _DEFAULT}
     needs_any = True
     collection_names: list[str] | None = None
     tensor_regex: list[str] | None = None
@@ -71,14 +72,7 @@ class TensorVariance(Rule):
 
     def _variance(self, trial: TrialView, name: str, step: int) -> float | None:
         raw = trial.raw(name, step)
-        if raw is not None:
-            if raw.size == 0 or raw.dtype.kind not in "fc":
-                return None
-            return trial.reduce(name, step, "variance")
-        for red in ("variance", "std"):
-            try:
-                v = trial.tensor(name).reduction_value(step, red)
-            except Exception:
-                continue
-            return v * v if red == "std" else v
-        return None
+        if raw is not None and (raw.size == 0 or raw.dtype.kind not in "fc"):
+            return None
+        v = trial.statistic(name, step, "variance")
+        return v if isinstance(v, float) else None

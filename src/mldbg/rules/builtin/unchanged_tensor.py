@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -15,6 +18,26 @@ _REDUCTIONS = (("mean", False), ("l2", False), ("max", False), ("min", False), (
 _NEGLIGIBLE = 1e-6  # mean|gradient| / mean|weight| below this: no update was expected
 
 
+@dataclass(frozen=True)
+class _Change:
+    """A statistics-only step: |x - x_prev| (`delta_l2`) and |x| (`l2`) as the hook saved them."""
+
+    delta: float
+    l2: float
+
+
+def _mean_abs(trial: TrialView, name: str, step: int) -> float | None:
+    """mean |x| of a tensor; from the RMS (sqrt(variance + mean^2), never smaller) when only
+    those statistics were saved, as a two-line hook does for weights."""
+    m = trial.statistic(name, step, "mean_abs")
+    if isinstance(m, float):
+        return m
+    var, mean = trial.statistic(name, step, "variance"), trial.statistic(name, step, "mean")
+    if isinstance(var, float) and isinstance(mean, float):
+        return math.sqrt(max(var, 0.0) + mean * mean)
+    return None
+
+
 @register
 class UnchangedTensor(Rule):
     """A tensor is unchanged (`allclose` with `rtol`, `atol`, `equal_nan`) over its last
@@ -24,10 +47,13 @@ class UnchangedTensor(Rule):
     although their gradients are not zero, the optimizer is not updating them (no
     `optimizer.step()`, a learning rate of 0, an optimizer built on other parameters). A
     parameter with no gradient (frozen on purpose) or a negligible one (a bias before
-    BatchNorm) is not reported. Works from saved reductions too (all of them unchanged).
+    BatchNorm) is not reported. Without raw tensors it reads the `delta_l2` statistic (the
+    change since the hook's previous step): unchanged when delta_l2 <= atol + rtol * l2; and
+    from saved reductions too (all of them unchanged).
     """
 
     needs = _DEFAULT
+    reads = {c: ("delta_l2", "l2") for c in _DEFAULT}
     needs_any = True
     collection_names: list[str] | None = None
     tensor_regex: list[str] | None = None
@@ -74,9 +100,8 @@ class UnchangedTensor(Rule):
                 g = grads.get(name)
                 if g is None or not trial.tensor(g).has_step(step):
                     continue  # no gradient: frozen on purpose
-                gmean = trial.reduce(g, step, "mean", abs=True)
-                wmean = trial.reduce(name, step, "mean", abs=True)
-                if not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
+                gmean, wmean = _mean_abs(trial, g, step), _mean_abs(trial, name, step)
+                if gmean is None or wmean is None or not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
                     continue
             stuck.append((name, hist[0][0]))
         stuck = [s for s in stuck if self.first(s[0])]
@@ -100,6 +125,10 @@ class UnchangedTensor(Rule):
         raw = trial.raw(name, step)
         if raw is not None:
             return raw.copy()
+        delta = trial.saved_statistic(name, step, "delta_l2")
+        l2 = trial.saved_statistic(name, step, "l2")
+        if isinstance(delta, float) and isinstance(l2, float) and not math.isnan(delta):
+            return _Change(delta, l2)
         saved = trial.saved_reductions(name, step)
         if saved:
             return tuple(v for _, v in sorted(saved.items()))
@@ -112,6 +141,10 @@ class UnchangedTensor(Rule):
         return tuple(vals) or None
 
     def _same(self, a: object, b: object) -> bool:
+        if isinstance(b, _Change):  # the hook measured the change up to b's step
+            return b.delta <= self.atol + self.rtol * abs(b.l2)
+        if isinstance(a, _Change):  # a raw step after statistics-only ones: no value to compare
+            return False
         if isinstance(a, tuple) and isinstance(b, tuple):
             return len(a) == len(b) and all(
                 (x != x and y != y and self.equal_nan) or abs(x - y) <= self.atol + self.rtol * abs(y)

@@ -43,6 +43,10 @@ class Underfitting(Rule):
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
 
+    def undecided(self) -> str | None:
+        why = self._tracker.shortfall(self.patience * max(2, self.window))
+        return None if why is None else f"{why}: patience={self.patience} windows of window={self.window}"
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode, names, _ = self._tracker.update(trial, step)
         if mode != Mode.TRAIN:

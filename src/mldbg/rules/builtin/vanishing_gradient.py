@@ -17,10 +17,12 @@ class VanishingGradient(Rule):
     shrinks at every layer on its way back, and the first layers stop learning. To see
     through the first, noisy steps the condition must hold at `patience` consecutive saved
     training steps. Bias gradients are left out unless `include_biases`: a bias followed by
-    BatchNorm has a gradient of (almost) zero by construction, which is healthy.
+    BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
+    `mean_abs` statistic (saved, or from the raw gradient).
     """
 
     needs = ("gradients",)
+    reads = {"gradients": ("mean_abs",)}
     threshold: float = 1e-7
     patience: int = 3
     include_biases: bool = False
@@ -41,7 +43,9 @@ class VanishingGradient(Rule):
                             exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
         if not names:
             return None
-        means = {n: trial.reduce(n, step, "mean", abs=True) for n in names}
+        means = {n: m for n in names if isinstance(m := trial.statistic(n, step, "mean_abs"), float)}
+        if not means:
+            return None
         low = []
         for n, m in means.items():
             if not math.isnan(m) and m < self.threshold:

@@ -21,12 +21,14 @@ class WeightUpdateRatio(Rule):
     training crawls (the learning rate is orders of magnitude too small, or the optimizer
     holds other parameters); far above, it is unstable. `num_steps` checks every n-th saved
     step only. Weights that get no gradient (frozen on purpose, `requires_grad=False`) are
-    skipped, and weights near 0 (|w| < `epsilon` per element) have no meaningful ratio. Needs
-    raw weights; with only reductions saved, only "too large" is checked (from the change of
-    the L2 norm, a lower bound of |update|).
+    skipped, and weights near 0 (|w| < `epsilon` per element) have no meaningful ratio. Reads
+    raw weights, else the `delta_l2` (|update|) and `l2` statistics a two-line hook records
+    every step (exact too); with only reductions saved, only "too large" is checked (from the
+    change of the L2 norm, a lower bound of |update|).
     """
 
     needs = ("weights",)
+    reads = {"weights": ("delta_l2", "l2")}
     num_steps: int | None = None
     large_threshold: float = 10.0
     small_threshold: float = 1e-8
@@ -55,9 +57,13 @@ class WeightUpdateRatio(Rule):
         large: list[str] = []
         for name in names:
             raw = trial.raw(name, step)
-            cur: np.ndarray | float = (
-                raw.astype(np.float64) if raw is not None else trial.reduce(name, step, "l2")
-            )
+            delta = None if raw is not None else trial.saved_statistic(name, step, "delta_l2")
+            if raw is not None:
+                cur: np.ndarray | float = raw.astype(np.float64)
+            elif isinstance(l2 := trial.statistic(name, step, "l2"), float):
+                cur = l2
+            else:
+                continue
             prev = self._prev.get(name)
             self._prev[name] = (step, cur)
             if prev is None:
@@ -65,7 +71,12 @@ class WeightUpdateRatio(Rule):
             if has_grads and (name not in grads or not trial.tensor(grads[name]).has_step(step)):
                 continue  # frozen on purpose: no gradient
             old = prev[1]
-            if isinstance(cur, np.ndarray) and isinstance(old, np.ndarray) and cur.shape == old.shape:
+            if isinstance(delta, float) and math.isfinite(delta) and not isinstance(old, np.ndarray):
+                if not math.isfinite(old) or old < self.epsilon:
+                    continue
+                ratio = delta / (old + self.epsilon)  # |w_t - w_t-1| / |w_t-1|, from the hook
+                exact = True
+            elif isinstance(cur, np.ndarray) and isinstance(old, np.ndarray) and cur.shape == old.shape:
                 wnorm = float(np.linalg.norm(old))
                 if wnorm < self.epsilon * math.sqrt(max(1, old.size)) or not math.isfinite(wnorm):
                     continue
