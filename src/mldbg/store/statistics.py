@@ -101,19 +101,20 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mldbg.errors import InvalidConfig
+from mldbg.store.reductions import CODES, reduce
+from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 
 # the vocabulary --------------------------------------------------------------------------------
-REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")
-ABS = 16
-FIXED_CODES: dict[str, int] = {name: i for i, name in enumerate(REDUCTIONS)}
-FIXED_CODES.update({f"{name}_abs": i + ABS for i, name in enumerate(REDUCTIONS)})
+# the reductions (codes 0-8, +16 over |x|) are those of `mldbg.store.reductions`: one table
+FIXED_CODES: dict[str, int] = {
+    (f"{name}_abs" if is_abs else name): code for code, (name, is_abs) in sorted(CODES.items())
+}
 FIXED_CODES.update(
     count=32, nan_count=33, inf_count=34, zero_fraction=35, samples=36,
     fingerprint=37, delta_l2=38, row_range=39, col_range=40,
@@ -433,9 +434,8 @@ def _one(
     if n == 0:
         return math.nan
     if name in FIXED_CODES and FIXED_CODES[name] < 32:
-        base, is_abs = (name[:-4], True) if name.endswith("_abs") else (name, False)
-        v = np.abs(f) if is_abs else f
-        return float(_REDUCE[base](v))
+        base, is_abs = CODES[FIXED_CODES[name]]
+        return reduce(f, base, is_abs)
     if name == "zero_fraction":
         return np.count_nonzero(f == 0) / n
     if name == "outside":
@@ -460,19 +460,6 @@ def _one(
             return math.nan
         return float(np.max(np.max(rows, axis=axis) - np.min(rows, axis=axis)))
     raise InvalidConfig(f"statistic {stat.key!r} has no reference implementation")  # pragma: no cover
-
-
-_REDUCE: dict[str, Callable[[np.ndarray], Any]] = {
-    "min": np.min,
-    "max": np.max,
-    "mean": np.mean,
-    "std": np.std,
-    "variance": np.var,
-    "sum": np.sum,
-    "prod": np.prod,
-    "l1": lambda v: np.sum(np.abs(v)),
-    "l2": lambda v: np.sqrt(np.sum(np.square(v))),
-}
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
