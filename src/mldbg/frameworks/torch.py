@@ -241,9 +241,10 @@ class Hook(Adapter):
     def _save_gradients(self) -> None:
         stats = self._stats
         if stats is not None:
+            due = stats.parameters_due()
             for name, p, _ in self._params:
                 if p.grad is not None:
-                    stats.add(f"gradient/{name}", p.grad, "gradients")
+                    stats.add(f"gradient/{name}", p.grad, "gradients", full=due)
             stats.finish()  # now: the optimizer is about to change the weights in place
         if not self.recorder.saving:
             return

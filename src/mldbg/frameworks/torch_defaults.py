@@ -38,9 +38,14 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-# statistics of the parameters that cost a pass over every element: every k-th TRAIN step
+# the statistics of the parameters and gradients that cost one more pass over every element of
+# every parameter, or a sort: every `PARAMETER_EVERY` TRAIN steps; the others every step
 PARAMETER_EVERY = 10
-_EVERY_STEP = {"l2", "mean_abs", "max_abs"}  # fused multi-tensor kernels: cheap on every step
+_SLOW = {
+    "weights": ("mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count"),
+    "biases": ("mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count"),
+    "gradients": ("mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
+}  # every step: `l2` (one multi-tensor kernel; NaN or inf when the tensor holds one)
 
 
 class StepStatistics:
@@ -54,7 +59,7 @@ class StepStatistics:
         self._classes = False
         self._nbytes = 0
         self._failed = False
-        self._cheap = {c: tuple(k for k in st.DEFAULTS[c] if k in _EVERY_STEP) for c in ("weights", "biases")}
+        self._cheap = {c: tuple(k for k in st.DEFAULTS[c] if k not in slow) for c, slow in _SLOW.items()}
         recorder.before_step_end.append(self.finish)
 
     def parameters_due(self) -> bool:
@@ -63,7 +68,7 @@ class StepStatistics:
 
     def add(self, name: str, tensor: object, collection: str, full: bool = True) -> None:
         """Ask for the `DEFAULTS` statistics of `collection` of a tensor (its first value in
-        the step); `full=False`: only the fused norms (the parameters between their due steps)."""
+        the step); `full=False`: those of every step (parameters between their due steps)."""
         if name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)

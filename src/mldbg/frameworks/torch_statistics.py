@@ -374,6 +374,7 @@ class _PerTensor:
         self.gpu = gpu
         self.todo = {s.key: s for s in r.stats if s.key not in r.done}
         self.channels: dict[str, torch.Tensor] | None = None
+        self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -485,8 +486,10 @@ class _PerTensor:
             self.put(key, [(x == exact).sum()], scale=1 / self.n)
 
     def _quantile(self, key: str, q: float) -> None:
-        sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64)
-        s = torch.sort(sample).values  # NaN sorts last
+        if self.sorted is None:  # one sort for every quantile of the tensor
+            sample = self.batch.subsample(self.x.reshape(-1))
+            self.sorted = torch.sort(sample).values.to(torch.float64)  # NaN sorts last
+        s = self.sorted
         lo, hi, t = st.quantile_position(s.numel(), q)
         self.put(
             key,
