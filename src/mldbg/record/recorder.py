@@ -95,6 +95,7 @@ class Recorder:
         self.saving = False  # does anything save at the open step?
         self._batch: dict[str, Pending] = {}
         self._statistics: list[PendingStatistics] = []
+        self._infos: dict[tuple[str, tuple[str, tuple[int, ...], tuple[str, ...]]], TensorInfo] = {}
         # called when a step is about to end, while it is still open (an adapter hands over its
         # statistics there, for the steps that end without a framework event of their own)
         self.before_step_end: list[Callable[[], None]] = []
@@ -226,12 +227,14 @@ class Recorder:
         step and worker); vector statistics become records `stats/<tensor>/<key>`."""
         if not self.enabled or self._closed or not self.in_step:
             return
-        infos = {
-            name: TensorInfo(
-                dtype, tuple(shape), tuple(c.name for c in self.collections.members(name, natural))
-            )
-            for name, (dtype, shape, natural) in tensors.items()
-        }
+        infos = {}
+        for name, described in tensors.items():
+            info = self._infos.get((name, described))
+            if info is None:  # the same tensors come back every step: made once
+                dtype, shape, natural = described
+                members = tuple(c.name for c in self.collections.members(name, natural))
+                info = self._infos[(name, described)] = TensorInfo(dtype, tuple(shape), members)
+            infos[name] = info
         self._statistics.append(
             PendingStatistics(self.step, int(self.mode), self.mode_step, values, infos, nbytes)
         )
