@@ -35,7 +35,7 @@ def test_statistics_join_raw_records_and_make_their_own(tmp_path) -> None:
     rng = np.random.default_rng(0)
     kinds = ("mean", "l2", "nan_count", "quantile(5.0)", "outside(-1.0,1.0)", "unit_active")
     arrays = []
-    for step in range(4):
+    for _ in range(4):
         x = rng.normal(size=(6, 4)).astype(np.float32)
         arrays.append(x)
         rec.start_step(Mode.TRAIN)
