@@ -325,8 +325,11 @@ class StatisticsBatch:
         for dt, pairs in groups.items():
             xs = [r.tensor for r, _ in pairs]
             prevs = [p for _, p in pairs]
-            diffs = torch._foreach_sub(xs, prevs)
-            norms = torch._foreach_norm(diffs, 2.0, dtype=torch.float32 if dt in _HALF else None)
+            if dt in _HALF:  # a difference rounded to fp16/bf16 would be off by 2^-9 relative
+                diffs = torch._foreach_sub([x.float() for x in xs], [p.float() for p in prevs])
+            else:
+                diffs = torch._foreach_sub(xs, prevs)
+            norms = torch._foreach_norm(diffs, 2.0)
             del diffs
             torch._foreach_copy_(prevs, xs)
             for (r, _), v in zip(pairs, norms, strict=True):
