@@ -8,9 +8,10 @@ device, and the values are read on the writer thread after one non-blocking copy
 
 Per tensor (names as in API.md):
 - `<param>` (weights and biases) and `gradient/<param>`: in TRAIN steps only (weights do not
-  change in EVAL); the statistics that read every element of every parameter a second time
-  (`delta_l2`, `row_range`, `variance`, `zero_fraction`, the counts of NaN/inf) every
-  `PARAMETER_EVERY` steps, the norms (`l2`, one multi-tensor kernel) every step;
+  change in EVAL); the statistics that read every element of every parameter once more, or
+  sort (`_SLOW`: `delta_l2`, `row_range`, moments, `zero_fraction`, NaN/inf counts, quantiles)
+  at TRAIN steps whose mode step is a multiple of `PARAMETER_EVERY` (0, 10, 20...), the norms
+  (`l2`; `mean_abs`, `max_abs` of gradients) every step;
 - `<layer>_input_0` of each ReLU, Tanh and Sigmoid module (their subclasses too; LeakyReLU is
   not a ReLU): `unit_active` / `unit_outside(...)` and the moments of `DEFAULTS`;
 - `model_input_<i>`, `model_output_<i>`: `inputs`, `outputs` statistics;
@@ -44,8 +45,8 @@ PARAMETER_EVERY = 10
 _SLOW = {
     "weights": ("mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count"),
     "biases": ("mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count"),
-    "gradients": ("mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
-}  # every step: `l2` (one multi-tensor kernel; NaN or inf when the tensor holds one)
+    "gradients": ("nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
+}  # every step: the norms (`l2`, `mean_abs`, `max_abs`: NaN or inf when the tensor holds one)
 
 
 class StepStatistics:
