@@ -28,6 +28,7 @@ from mldbg.frameworks.torch_defaults import CLASSIFICATION_LOSSES, StepStatistic
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
+from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
 
@@ -61,6 +62,8 @@ class Hook(Adapter):
         super()._open_run(out_dir)
         rec = self.recorder
         self._stats = StepStatistics(rec) if rec.statistics and rec.enabled else None
+        # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
+        self._reductions = StepStatistics(rec)
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -234,8 +237,12 @@ class Hook(Adapter):
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
         plan = self.recorder.plan(name, natural)
-        if plan is not None and (replace or not self.recorder.has(name)):
+        if plan is None or not (replace or not self.recorder.has(name)):
+            return
+        if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
+        else:  # reductions only: no host copy, the device computes them
+            self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     # gradients and step ends --------------------------------------------------------------
     def _save_gradients(self) -> None:
@@ -246,12 +253,12 @@ class Hook(Adapter):
                 if p.grad is not None:
                     stats.add(f"gradient/{name}", p.grad, "gradients", full=due)
             stats.finish()  # now: the optimizer is about to change the weights in place
-        if not self.recorder.saving:
-            return
-        for name, p, _ in self._params:
-            if p.grad is not None:
-                self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
-        self._grads_saved = True
+        if self.recorder.saving:
+            for name, p, _ in self._params:
+                if p.grad is not None:
+                    self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+            self._grads_saved = True
+        self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
     def _on_grad(self, p: torch.Tensor) -> None:
         if not self._backward_queued:
@@ -326,6 +333,11 @@ def _time_backward(
     engine = torch.autograd.Variable._execution_engine
     end = functools.partial(timeline.mark, marks.BACKWARD_END)
     return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
+
+
+@functools.lru_cache(maxsize=64)
+def _reduction_keys(reductions: tuple[tuple[str, bool], ...]) -> tuple[str, ...]:
+    return tuple(reduction_key(name, is_abs) for name, is_abs in reductions)
 
 
 def _is_ddp(module: nn.Module) -> bool:

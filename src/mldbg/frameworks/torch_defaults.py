@@ -70,14 +70,16 @@ class StepStatistics:
     def add(self, name: str, tensor: object, collection: str, full: bool = True) -> None:
         """Ask for the `DEFAULTS` statistics of `collection` of a tensor (its first value in
         the step); `full=False`: those of every step (parameters between their due steps)."""
-        if name in self._tensors or not _usable(tensor):
+        kinds = st.DEFAULTS[collection] if full else self._cheap.get(collection, ())
+        self.add_kinds(name, tensor, kinds, (collection,))
+
+    def add_kinds(self, name: str, tensor: object, kinds: tuple[str, ...], natural: tuple[str, ...]) -> None:
+        """Ask for statistics `kinds` of a tensor of the natural collections `natural`."""
+        if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
-        kinds = st.DEFAULTS[collection] if full else self._cheap.get(collection, ())
-        if not kinds:
-            return
         self.batch.add(name, tensor, kinds)
-        self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), (collection,))
+        self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
 
     def add_classes(self, loss: str, predictions: object, labels: object) -> None:
