@@ -1,13 +1,16 @@
 """Which rule fires on which injected defect, and where: the default rule set of `mldbg check`
 over tiny real PyTorch trainings, healthy ones and ones with a defect injected.
 
-    .venv/bin/python benchmarks/rule_defects.py [--steps 100] [--markdown] [--only NAME...]
+    .venv/bin/python benchmarks/rule_defects.py [--steps 100] [--markdown] [--only NAME...] [--default-hook]
 
 Prints one row per training: the rules expected to fire, every rule that fired with the step
 (global step) where it first fired, and whether the row passes (healthy: no rule of the
 default set fired; defect: an expected rule fired). The model rules outside the default set
 (confusion, overtraining, saturated_activation, check_input_images) are run by name too and
 marked with *. Exit status 1 if a row fails. The table in docs/rules.md comes from `--markdown`.
+`--default-hook` records each training with the two lines of the README (`Hook(out_dir)`: the
+default statistics every step, raw tensors on the default save config) instead of every
+collection saved every step.
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ SCENARIOS: dict[str, tuple[dict, tuple[str, ...]]] = {
 EXTRA = ("confusion", "overtraining", "saturated_activation", "check_input_images")
 
 
-def run(name: str, kwargs: dict, steps: int, root: Path) -> tuple[list, float]:
-    kw = {"steps": steps, **kwargs}
+def run(name: str, kwargs: dict, steps: int, root: Path, default_hook: bool = False) -> tuple[list, float]:
+    kw = {"steps": steps, "default_hook": default_hook, **kwargs}
     path = root / name.replace(" ", "_").replace(",", "").replace("/", "_")
     train(path, **kw)
     t = time.perf_counter()
@@ -90,6 +93,7 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--default-hook", action="store_true", help="record with Hook(out_dir) defaults")
     args = ap.parse_args()
     failures = 0
     rows = []
@@ -97,7 +101,7 @@ def main() -> int:
         for name, (kwargs, expected) in SCENARIOS.items():
             if args.only and not any(o.lower() in name.lower() for o in args.only):
                 continue
-            findings, secs = run(name, kwargs, args.steps, Path(tmp))
+            findings, secs = run(name, kwargs, args.steps, Path(tmp), args.default_hook)
             first: dict[str, int] = {}
             for f in findings:
                 first[f.rule] = min(first.get(f.rule, f.step), f.step)

@@ -248,11 +248,14 @@ def train(
     reduction_config: Any = None,
     save_scalars: bool = False,
     hook_kwargs: dict[str, Any] | None = None,
+    default_hook: bool = False,
 ) -> TinyRun:
     """Train a tiny model for `steps` optimizer steps, recorded into `out_dir`.
 
     Healthy by default (a 2-hidden-layer ReLU MLP with SGD, lr 0.1, 3 classes, 512 samples).
-    `lr=None` picks a sane rate for the optimizer (SGD 0.1, Adam 1e-2).
+    `lr=None` picks a sane rate for the optimizer (SGD 0.1, Adam 1e-2). `default_hook=True`
+    records with the two lines of the README, `Hook(out_dir)` (no save config, no collections:
+    the default statistics every step), ignoring `save_interval` and `include_collections`.
     """
     torch.manual_seed(seed)
     out_dir = str(out_dir)
@@ -308,13 +311,16 @@ def train(
             save_interval=save_interval,
             mode_save_configs={Mode.EVAL: SaveConfig(save_interval=eval_save_interval)},
         )
-    hook = mldbg.torch.Hook(
-        out_dir,
-        save_config=save_config,
-        include_collections=None if include_collections is None else list(include_collections),
-        reduction_config=reduction_config,
-        **(hook_kwargs or {}),
-    )
+    if default_hook:
+        hook = mldbg.torch.Hook(out_dir, reduction_config=reduction_config, **(hook_kwargs or {}))
+    else:
+        hook = mldbg.torch.Hook(
+            out_dir,
+            save_config=save_config,
+            include_collections=None if include_collections is None else list(include_collections),
+            reduction_config=reduction_config,
+            **(hook_kwargs or {}),
+        )
     hook.register_module(net)
     hook.register_loss(loss_fn)
     run = TinyRun(out_dir)

@@ -24,9 +24,11 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
+from mldbg.frameworks.torch_defaults import CLASSIFICATION_LOSSES, StepStatistics
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
+from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
 
@@ -45,6 +47,23 @@ class Hook(Adapter):
 
     def _worker(self) -> Worker:
         return Worker(f"torch-{torch.__version__}", *_rank_and_world())
+
+    def _recording(self) -> dict[str, Any]:
+        """Two lines (no `save_config`, no `include_collections`): statistics every step,
+        unless `statistics=False`; `statistics=True` adds them to any configuration."""
+        settings = dict(self._settings)
+        if settings.get("statistics") is None:
+            settings["statistics"] = (
+                settings["save_config"] is None and settings["include_collections"] is None
+            )
+        return settings
+
+    def _open_run(self, out_dir: Any) -> None:
+        super()._open_run(out_dir)
+        rec = self.recorder
+        self._stats = StepStatistics(rec) if rec.statistics and rec.enabled else None
+        # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
+        self._reductions = StepStatistics(rec)
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -81,18 +100,19 @@ class Hook(Adapter):
             rec.collections.may_save(c)
             for c in ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
         )
-        if wants_layers and compiled:
+        if (wants_layers or self._stats is not None) and compiled:
             log.info(
                 "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
             )
-        elif wants_layers:
+        elif wants_layers or self._stats is not None:
             for name, module in inner.named_modules():
                 if not name:
                     continue
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
                     self._handles.append(module.register_forward_pre_hook(self._layer_input(name, act)))
-                self._handles.append(module.register_forward_hook(self._layer_output(name, act)))
+                if wants_layers:  # statistics need only the activations' inputs
+                    self._handles.append(module.register_forward_hook(self._layer_output(name, act)))
         self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
         self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_post))
         for _, p, _ in self._params:
@@ -110,10 +130,13 @@ class Hook(Adapter):
             )
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
+        classes = isinstance(loss_fn, CLASSIFICATION_LOSSES)
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
+            if self._stats is not None and classes and len(args) >= 2 and rec.in_step:
+                self._stats.add_classes(prefix, args[0], args[1])
             if not rec.saving:
                 return
             self._save(f"{prefix}_output_0", output, ("losses",))
@@ -153,9 +176,19 @@ class Hook(Adapter):
         else:
             rec.start_step(mode)  # each eval/predict forward is a step
         self.timeline.forward_start(rec.step, rec.mode)
-        if not rec.saving or self._params_saved_at == rec.step:
+        if self._params_saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         self._params_saved_at = rec.step
+        stats = self._stats
+        if stats is not None:
+            if rec.mode == Mode.TRAIN:  # weights do not change in EVAL / PREDICT
+                due = stats.parameters_due()
+                for name, p, natural in self._params:
+                    stats.add(name, p, natural[0], full=due)
+            for i, a in enumerate(args):
+                stats.add(f"model_input_{i}", a, "inputs")
+        if not rec.saving:
+            return
         for name, p, natural in self._params:
             self._save(name, p, natural)
         for i, a in enumerate(args):
@@ -163,12 +196,20 @@ class Hook(Adapter):
 
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         self.timeline.mark(marks.FORWARD_END)
+        if self._stats is not None:
+            outs = output if isinstance(output, (tuple, list)) else (output,)
+            for i, o in enumerate(outs):
+                self._stats.add(f"model_output_{i}", o, "outputs")
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: tuple[Any, ...]) -> None:
-            if self.recorder.saving and args:
+            if not args or not self.recorder.in_step:
+                return
+            if self._stats is not None:
+                self._stats.add(f"{name}_input_0", args[0], act)
+            if self.recorder.saving:
                 self._save(f"{name}_input_0", args[0], (act,))
 
         return hook
@@ -196,17 +237,28 @@ class Hook(Adapter):
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
         plan = self.recorder.plan(name, natural)
-        if plan is not None and (replace or not self.recorder.has(name)):
+        if plan is None or not (replace or not self.recorder.has(name)):
+            return
+        if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
+        else:  # reductions only: no host copy, the device computes them
+            self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     # gradients and step ends --------------------------------------------------------------
     def _save_gradients(self) -> None:
-        if not self.recorder.saving:
-            return
-        for name, p, _ in self._params:
-            if p.grad is not None:
-                self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
-        self._grads_saved = True
+        stats = self._stats
+        if stats is not None:
+            due = stats.parameters_due()
+            for name, p, _ in self._params:
+                if p.grad is not None:
+                    stats.add(f"gradient/{name}", p.grad, "gradients", full=due)
+            stats.finish()  # now: the optimizer is about to change the weights in place
+        if self.recorder.saving:
+            for name, p, _ in self._params:
+                if p.grad is not None:
+                    self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+            self._grads_saved = True
+        self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
     def _on_grad(self, p: torch.Tensor) -> None:
         if not self._backward_queued:
@@ -281,6 +333,11 @@ def _time_backward(
     engine = torch.autograd.Variable._execution_engine
     end = functools.partial(timeline.mark, marks.BACKWARD_END)
     return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
+
+
+@functools.lru_cache(maxsize=64)
+def _reduction_keys(reductions: tuple[tuple[str, bool], ...]) -> tuple[str, ...]:
+    return tuple(reduction_key(name, is_abs) for name, is_abs in reductions)
 
 
 def _is_ddp(module: nn.Module) -> bool:

@@ -35,6 +35,18 @@ def host_copy(t: torch.Tensor) -> Callable[[], tuple[np.ndarray, str]]:
     return lambda: _to_numpy(copy)
 
 
+_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}  # fmt: skip
+
+
+def dtype_of(t: torch.Tensor) -> str:
+    """The safetensors dtype name a host copy of `t` would be stored as."""
+    return _DTYPES.get(t.dtype, "F32")
+
+
 def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 

@@ -325,8 +325,11 @@ class StatisticsBatch:
         for dt, pairs in groups.items():
             xs = [r.tensor for r, _ in pairs]
             prevs = [p for _, p in pairs]
-            diffs = torch._foreach_sub(xs, prevs)
-            norms = torch._foreach_norm(diffs, 2.0, dtype=torch.float32 if dt in _HALF else None)
+            if dt in _HALF:  # a difference rounded to fp16/bf16 would be off by 2^-9 relative
+                diffs = torch._foreach_sub([x.float() for x in xs], [p.float() for p in prevs])
+            else:
+                diffs = torch._foreach_sub(xs, prevs)
+            norms = torch._foreach_norm(diffs, 2.0)
             del diffs
             torch._foreach_copy_(prevs, xs)
             for (r, _), v in zip(pairs, norms, strict=True):
@@ -374,6 +377,7 @@ class _PerTensor:
         self.gpu = gpu
         self.todo = {s.key: s for s in r.stats if s.key not in r.done}
         self.channels: dict[str, torch.Tensor] | None = None
+        self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -485,8 +489,10 @@ class _PerTensor:
             self.put(key, [(x == exact).sum()], scale=1 / self.n)
 
     def _quantile(self, key: str, q: float) -> None:
-        sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64)
-        s = torch.sort(sample).values  # NaN sorts last
+        if self.sorted is None:  # one sort for every quantile of the tensor
+            sample = self.batch.subsample(self.x.reshape(-1))
+            self.sorted = torch.sort(sample).values.to(torch.float64)  # NaN sorts last
+        s = self.sorted
         lo, hi, t = st.quantile_position(s.numel(), q)
         self.put(
             key,

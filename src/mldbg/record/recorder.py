@@ -10,7 +10,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +20,10 @@ from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
-from mldbg.record.writer import Pending, Writer
+from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
 from mldbg.store import Store, layout, markers, open_store
 from mldbg.store.markers import End, WorkerMeta
+from mldbg.store.statistics import STATS_PREFIX
 
 log = logging.getLogger("mldbg")
 
@@ -64,9 +65,14 @@ class Recorder:
         max_queue_bytes: int = 512 << 20,
         when_full: str = "block",
         stop_check_seconds: float | None = None,
+        statistics: bool = False,
     ):
         """`store`: what the records go into; a path or URL is opened with the store's defaults
-        (a hook opens the store itself, with its S3 options, and hands it over)."""
+        (a hook opens the store itself, with its S3 options, and hands it over).
+
+        `statistics`: the adapter records the statistics of `mldbg.store.statistics.DEFAULTS`
+        every step (`save_statistics`); the loss (`losses`) is then saved every step too, unless
+        a `CollectionConfig` gives it a schedule. Raw tensors keep to `save_config`."""
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
@@ -74,6 +80,10 @@ class Recorder:
         self.collections = Collections(
             include_collections, include_regex, save_all, collection_configs, extra_collections
         )
+        self.statistics = statistics
+        losses = self.collections.all["losses"]
+        if statistics and losses.save_config is None:  # one number a step: the loss rules see them all
+            losses.save_config = SaveConfig(save_interval=1)
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0
@@ -84,6 +94,11 @@ class Recorder:
         self.in_step = False
         self.saving = False  # does anything save at the open step?
         self._batch: dict[str, Pending] = {}
+        self._statistics: list[PendingStatistics] = []
+        self._infos: dict[tuple[str, tuple[str, tuple[int, ...], tuple[str, ...]]], TensorInfo] = {}
+        # called when a step is about to end, while it is still open (an adapter hands over its
+        # statistics there, for the steps that end without a framework event of their own)
+        self.before_step_end: list[Callable[[], None]] = []
         self._early: list[tuple[str, np.ndarray, tuple[str, ...]]] = []
         self._last: tuple[int, Mode, int] | None = None  # (step, mode, mode_step) last ended
         self._closed = False
@@ -146,8 +161,10 @@ class Recorder:
         """Close the open step: its records go to the writer; a stop request raises here."""
         if not self.in_step:
             return
+        for callback in self.before_step_end:
+            callback()
         self.in_step = False
-        if self._batch:
+        if self._batch or self._statistics:
             self._submit()
         if not self._warned_unmatched and self.saving:
             self._warned_unmatched = True
@@ -195,6 +212,33 @@ class Recorder:
             plan.raw, plan.reductions, plan.collections,
         )  # fmt: skip
 
+    def save_statistics(
+        self,
+        values: Callable[[], StatisticsValues],
+        tensors: Mapping[str, tuple[str, tuple[int, ...], tuple[str, ...]]],
+        nbytes: int,
+    ) -> None:
+        """Hand over the statistics of the open step: `values()` gives {tensor: {key: value}}
+        later, on the writer thread (a device copy in flight); `tensors` says of each tensor
+        its dtype (safetensors name), shape and natural collections, for the record of a tensor
+        known only by its statistics; `nbytes` is about what the values take in memory.
+
+        Scalar statistics land on the step's record of their tensor (one record per tensor,
+        step and worker); vector statistics become records `stats/<tensor>/<key>`."""
+        if not self.enabled or self._closed or not self.in_step:
+            return
+        infos = {}
+        for name, described in tensors.items():
+            info = self._infos.get((name, described))
+            if info is None:  # the same tensors come back every step: made once
+                dtype, shape, natural = described
+                members = tuple(c.name for c in self.collections.members(name, natural))
+                info = self._infos[(name, described)] = TensorInfo(dtype, tuple(shape), members)
+            infos[name] = info
+        self._statistics.append(
+            PendingStatistics(self.step, int(self.mode), self.mode_step, values, infos, nbytes)
+        )
+
     def save_scalar(self, name: str, value: float, collections: tuple[str, ...] = ("scalars",)) -> None:
         """Save a Python number at the open step, or at the last step when none is open."""
         self.save_tensor(name, np.asarray(value, dtype=np.float64), collections)
@@ -207,6 +251,10 @@ class Recorder:
         """
         if not self.enabled or self._closed:
             return
+        if name.startswith(STATS_PREFIX):
+            raise InvalidConfig(
+                f"tensor name {name!r}: names beginning with {STATS_PREFIX!r} hold statistics; rename it"
+            )
         array = np.array(value, copy=True)
         if self.in_step:
             self._save_user(name, array, collections)
@@ -232,7 +280,8 @@ class Recorder:
             self.save(name, array, plan)
 
     def _submit(self) -> None:
-        batch, self._batch = list(self._batch.values()), {}
+        batch: list[Pending | PendingStatistics] = [*self._batch.values(), *self._statistics]
+        self._batch, self._statistics = {}, []
         if self.writer is not None:
             self.writer.submit(batch)
 
@@ -245,7 +294,7 @@ class Recorder:
             raise TrainingStopped(f"mldbg stopped the training at step {self.step - 1}: {reason}")
 
     def flush(self) -> None:
-        if self._batch:
+        if self._batch or self._statistics:
             self._submit()
         if self.writer is not None:
             self.writer.flush()
@@ -254,8 +303,11 @@ class Recorder:
         """Write everything, then the end marker. Safe to call twice."""
         if self._closed:
             return
+        if self.in_step:
+            for callback in self.before_step_end:
+                callback()
         self.in_step = False
-        if self._batch:
+        if self._batch or self._statistics:
             self._submit()
         self._closed = True
         if self.writer is not None:

@@ -1,6 +1,7 @@
 """The asynchronous writer: the training thread hands records over and goes on.
 
-A background thread turns host copies into NumPy arrays, computes reductions, batches many
+A background thread turns host copies into NumPy arrays, computes reductions, merges the
+statistics computed on the device into the records of their tensors, batches many
 records into one segment (one data file plus one index file) and writes it when the segment
 is large enough or `flush_seconds` old. Memory is bounded: past `max_queue_bytes` the
 training thread waits (`when_full="block"`) or the records are dropped and counted
@@ -12,11 +13,12 @@ spill folder is full), where the segment is counted in `store_dropped` and its n
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,17 @@ import numpy as np
 from mldbg.errors import MldbgError, StoreFull
 from mldbg.store import layout
 from mldbg.store.base import Store
-from mldbg.store.format import Record, dtype_name, encode_index, encode_safetensors, to_numpy_value
+from mldbg.store.format import (
+    FORMAT_VERSION,
+    Record,
+    dtype_name,
+    encode_index,
+    encode_safetensors,
+    numpy_dtype,
+    to_numpy_value,
+)
 from mldbg.store.reductions import reduce_all
+from mldbg.store.statistics import Statistic, vector_name
 
 log = logging.getLogger("mldbg")
 
@@ -65,6 +76,101 @@ class Pending:
             reductions=reds,
             collections=self.collections,
         )
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What a record of a tensor known only by its statistics says of it."""
+
+    dtype: str  # safetensors dtype name
+    shape: tuple[int, ...]
+    collections: tuple[str, ...]
+
+
+StatisticsValues = Mapping[str, Mapping[str, float | np.ndarray]]  # tensor -> key -> value
+
+
+@dataclass
+class PendingStatistics:
+    """The statistics of one step's tensors, maybe still being computed on a device: `values()`
+    gives {tensor: {key: value}} (it waits for the device copy), called on the writer thread."""
+
+    step: int
+    mode: int
+    mode_step: int
+    values: Callable[[], StatisticsValues]
+    tensors: Mapping[str, TensorInfo]
+    nbytes: int
+
+    def merge(self, records: dict[str, Record]) -> list[Record]:
+        """Scalar statistics join the step's record of their tensor (`records`: the step's
+        records by name; a reductions-only record is made where there is none); each vector
+        statistic becomes a record `stats/<tensor>/<key>` (or replaces the step's one). Returns
+        the records to add; `records` gets them too."""
+        new: list[Record] = []
+        for name, values in self.values().items():
+            scalars: dict[str, float] = {}
+            for key, value in values.items():
+                dtype = _vector_dtype(key)
+                if dtype is None:
+                    scalars[key] = float(value)
+                    continue
+                array = np.ascontiguousarray(value, dtype=numpy_dtype(dtype))
+                vname = vector_name(name, key)
+                if vname in records:  # asked twice in one step: one record, the last value
+                    records[vname].array, records[vname].shape = array, tuple(array.shape)
+                    continue
+                records[vname] = Record(
+                    vname, self.step, self.mode, self.mode_step, array, dtype, array.shape
+                )
+                new.append(records[vname])
+            if not scalars:
+                continue
+            record = records.get(name)
+            if record is None:
+                info = self.tensors.get(name)
+                if info is None:
+                    log.debug("mldbg: statistics of %r at step %d: unknown tensor, dropped", name, self.step)
+                    continue
+                record = Record(
+                    name, self.step, self.mode, self.mode_step, None, info.dtype, info.shape,
+                    collections=info.collections,
+                )  # fmt: skip
+                records[name] = record
+                new.append(record)
+            record.statistics.update(scalars)
+        return new
+
+
+@functools.lru_cache(maxsize=4096)
+def _vector_dtype(key: str) -> str | None:
+    """The storage dtype of a vector statistic, None for a scalar one."""
+    stat = Statistic.parse(key)
+    return stat.dtype if stat.is_vector else None
+
+
+def materialize(batch: list[Pending | PendingStatistics]) -> list[Record]:
+    """One submitted batch (one step) as records: host copies turned into arrays, reductions
+    computed, statistics merged into the records of their tensors. A tensor that fails is
+    logged and left out; the others are kept."""
+    out: list[Record] = []
+    by_step: dict[int, dict[str, Record]] = {}
+    for p in batch:
+        if isinstance(p, Pending):
+            try:
+                record = p.materialize()
+            except Exception as e:  # a bad tensor must not stop the others
+                log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
+                continue
+            out.append(record)
+            by_step.setdefault(record.step, {}).setdefault(record.name, record)
+    for p in batch:
+        if isinstance(p, PendingStatistics):
+            try:
+                out.extend(p.merge(by_step.setdefault(p.step, {})))
+            except Exception as e:
+                log.error("mldbg: cannot record the statistics of step %d: %s", p.step, e)
+    return out
 
 
 class WriterClosed(MldbgError):
@@ -116,7 +222,7 @@ class Writer:
         return self.store.next_segment(self.worker)
 
     # training thread -------------------------------------------------------------------
-    def submit(self, batch: list[Pending]) -> bool:
+    def submit(self, batch: list[Pending | PendingStatistics]) -> bool:
         """Queue a step's records. False when they were dropped (queue full, `when_full="drop"`)."""
         if not batch:
             return True
@@ -195,12 +301,8 @@ class Writer:
                     return
             flush_now = item is None or (isinstance(item, tuple) and item[0] is _FLUSH)
             if item is not None and not flush_now:
-                for p in item:
-                    held += p.nbytes
-                    try:
-                        pending.append(p.materialize())
-                    except Exception as e:  # a bad tensor must not stop the others
-                        log.error("mldbg: cannot record %r at step %d: %s", p.name, p.step, e)
+                held += sum(p.nbytes for p in item)
+                pending.extend(materialize(item))
                 if deadline is None:
                     deadline = time.monotonic() + self.flush_seconds
                 flush_now = held >= self.segment_bytes or time.monotonic() >= deadline
@@ -223,7 +325,9 @@ class Writer:
         try:
             offsets_raw: list[int] = []
             if raw:
-                parts, offsets_raw = encode_safetensors(tensors, {"mldbg_format": "1", "worker": self.worker})
+                parts, offsets_raw = encode_safetensors(
+                    tensors, {"mldbg_format": str(FORMAT_VERSION), "worker": self.worker}
+                )
                 self.store.write(data_key, parts)
             it = iter(offsets_raw)
             offsets = [next(it) if r.array is not None else -1 for r in records]

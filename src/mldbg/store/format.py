@@ -19,8 +19,11 @@ import numpy as np
 
 from mldbg.errors import CorruptRecord
 from mldbg.store.reductions import reduction_code
+from mldbg.store.statistics import CodeTable
 
-FORMAT_VERSION = 1
+# 2: scalar statistics in the reductions columns, parametric codes in the index metadata,
+# vector statistics as `stats/<tensor>/<key>` records (mldbg.store.statistics)
+FORMAT_VERSION = 2
 
 # safetensors dtype names <-> NumPy. BF16 has no NumPy type: stored as its bits, read as float32.
 DTYPES: tuple[str, ...] = (
@@ -82,6 +85,8 @@ class Record:
     shape: tuple[int, ...]
     reductions: dict[tuple[str, bool], float] = field(default_factory=dict)
     collections: tuple[str, ...] = ()
+    # scalar statistics by key (`mldbg.store.statistics`); a key also in `reductions` is stored once
+    statistics: dict[str, float] = field(default_factory=dict)
 
 
 def encode_safetensors(
@@ -136,6 +141,7 @@ class SegmentIndex:
     names: list[str]
     collections: dict[str, list[int]]
     columns: dict[str, np.ndarray]
+    codes: CodeTable = field(default_factory=CodeTable)  # what its statistics codes mean
 
     def __len__(self) -> int:
         return len(self.columns["step"])
@@ -154,6 +160,7 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
     red_row: list[int] = []
     red_code: list[int] = []
     red_value: list[float] = []
+    codes = CodeTable()
     for i, (rec, off) in enumerate(zip(records, offsets, strict=True)):
         nid = names.get(rec.name)
         if nid is None:
@@ -170,10 +177,20 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
         shapes.extend(rec.shape)
         cols["offset"][i] = off
         cols["nbytes"][i] = rec.array.nbytes if rec.array is not None else 0
+        written: set[int] = set()
         for (rname, is_abs), value in rec.reductions.items():
+            code = reduction_code(rname, is_abs)
+            written.add(code)
             red_row.append(i)
-            red_code.append(reduction_code(rname, is_abs))
+            red_code.append(code)
             red_value.append(value)
+        for key, value in rec.statistics.items():
+            code = codes.code(key)
+            if code not in written:
+                written.add(code)
+                red_row.append(i)
+                red_code.append(code)
+                red_value.append(value)
     cols["shapes"] = np.asarray(shapes, dtype=np.int64)
     cols["red_row"] = np.asarray(red_row, dtype=np.int32)
     cols["red_code"] = np.asarray(red_code, dtype=np.uint8)
@@ -185,6 +202,8 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
         "names": list(names),
         "collections": collections,
     }
+    if codes.metadata():
+        meta["statistics"] = codes.metadata()
     tensors = [(k, dtype_name(v), v.shape, np.ascontiguousarray(v)) for k, v in cols.items()]
     parts, _ = encode_safetensors(tensors, {"mldbg": json.dumps(meta)})
     return parts
@@ -234,8 +253,9 @@ def decode_index(blob: bytes, key: str) -> SegmentIndex:
             names=list(meta["names"]),
             collections={str(k): list(v) for k, v in meta["collections"].items()},
             columns=columns,
+            codes=CodeTable.from_metadata(meta.get("statistics")),
         )
     except CorruptRecord:
         raise
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:  # InvalidConfig: a bad code table
         raise CorruptRecord(f"{key}: not an mldbg index file ({type(e).__name__}: {e})") from None

@@ -70,50 +70,34 @@ that is not an integer counts as outside). C is the predictions' class-axis size
 binary score), or given. Above `MAX_CLASSES` classes (language models' vocabularies) no class
 statistics are kept.
 
-## How they plug into the format (FORMAT.md, version 2)
-Text for FORMAT.md when the recorder writes them (`FORMAT_VERSION = 2` in store/format.py):
-
-> ### Statistics (format 2)
-> Scalar statistics of a tensor are reductions of its record: rows of `red_row`, `red_code`,
-> `red_value` (F64; exact for counts below 2^53 and for fingerprints). Codes 0-8 and +16 keep
-> their meaning. Fixed codes: `count` 32, `nan_count` 33, `inf_count` 34, `zero_fraction` 35,
-> `samples` 36, `fingerprint` 37, `delta_l2` 38, `row_range` 39, `col_range` 40. Codes
-> 64-255 are statistics with parameters, numbered per segment: the index metadata key
-> `statistics` maps each code used (a decimal string) to its key, e.g.
-> `{"64": "outside(-9.4999,9.4999)", "65": "quantile(5.0)"}`. A tensor recorded by its
-> statistics alone is a reductions-only record (`offset` -1, `nbytes` 0) with the tensor's
-> dtype and shape.
-> Vector statistics are records of their own named `stats/<tensor>/<key>`
-> (`stats/relu1_output_0/unit_active`), with the tensor's step, mode and mode_step, in no
-> collection, dtype and shape per the table of `mldbg.store.statistics`. Tensor names may not
-> begin with `stats/`. A version-1 reader refuses these runs (their codes would misread);
-> version-2 readers read version-1 runs, which simply have no statistics.
-
-Integration, mechanically: `format.encode_index` writes `CodeTable.code(...)` for each
-statistic of `Record.statistics` (a new field: key -> value) into the reductions columns and
-`CodeTable.metadata()` under `statistics`; `decode_index` rebuilds the table with
-`CodeTable.from_metadata` and turns codes back into keys with `CodeTable.key`; the recorder
-writes vectors as ordinary records named by `vector_name`; the trial hides names for which
-`parse_vector_name` is not None from `tensor_names` and offers them per tensor.
+## How they are stored (FORMAT.md, "Statistics (format 2)")
+Scalar statistics are reductions of their tensor's record: `format.encode_index` writes
+`CodeTable.code(...)` for each key of `Record.statistics` into the reductions columns and
+`CodeTable.metadata()` under the index metadata key `statistics`; `decode_index` rebuilds the
+table (`CodeTable.from_metadata`) and the trial turns codes back into keys (`CodeTable.key`).
+Vectors are records named by `vector_name`, in no collection; the trial leaves names for
+which `parse_vector_name` is not None out of `tensor_names` (`Trial.vector_statistics` lists
+a tensor's). A version-1 reader refuses these runs; version-2 readers read version-1 runs.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mldbg.errors import InvalidConfig
+from mldbg.store.reductions import CODES, reduce
+from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 
 # the vocabulary --------------------------------------------------------------------------------
-REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")
-ABS = 16
-FIXED_CODES: dict[str, int] = {name: i for i, name in enumerate(REDUCTIONS)}
-FIXED_CODES.update({f"{name}_abs": i + ABS for i, name in enumerate(REDUCTIONS)})
+# the reductions (codes 0-8, +16 over |x|) are those of `mldbg.store.reductions`: one table
+FIXED_CODES: dict[str, int] = {
+    (f"{name}_abs" if is_abs else name): code for code, (name, is_abs) in sorted(CODES.items())
+}
 FIXED_CODES.update(
     count=32, nan_count=33, inf_count=34, zero_fraction=35, samples=36,
     fingerprint=37, delta_l2=38, row_range=39, col_range=40,
@@ -433,9 +417,8 @@ def _one(
     if n == 0:
         return math.nan
     if name in FIXED_CODES and FIXED_CODES[name] < 32:
-        base, is_abs = (name[:-4], True) if name.endswith("_abs") else (name, False)
-        v = np.abs(f) if is_abs else f
-        return float(_REDUCE[base](v))
+        base, is_abs = CODES[FIXED_CODES[name]]
+        return reduce(f, base, is_abs)
     if name == "zero_fraction":
         return np.count_nonzero(f == 0) / n
     if name == "outside":
@@ -460,19 +443,6 @@ def _one(
             return math.nan
         return float(np.max(np.max(rows, axis=axis) - np.min(rows, axis=axis)))
     raise InvalidConfig(f"statistic {stat.key!r} has no reference implementation")  # pragma: no cover
-
-
-_REDUCE: dict[str, Callable[[np.ndarray], Any]] = {
-    "min": np.min,
-    "max": np.max,
-    "mean": np.mean,
-    "std": np.std,
-    "variance": np.var,
-    "sum": np.sum,
-    "prod": np.prod,
-    "l1": lambda v: np.sum(np.abs(v)),
-    "l2": lambda v: np.sqrt(np.sum(np.square(v))),
-}
 
 
 def _rows(x: np.ndarray) -> np.ndarray:

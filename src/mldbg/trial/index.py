@@ -22,17 +22,20 @@ from mldbg.store import Store, layout, markers
 from mldbg.store.format import DTYPES, SegmentIndex, decode_index, numpy_dtype, to_numpy_value
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
+from mldbg.store.statistics import FIXED_CODES
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
 
 _NO_REDUCTIONS: Mapping[tuple[str, bool], float] = types.MappingProxyType({})
+_NO_STATISTICS: Mapping[str, float] = types.MappingProxyType({})
 _COLUMNS = ("seg", "row", "step", "mode", "mode_step", "worker", "raw")
 _MODES = {int(m): m for m in Mode}
-_KNOWN_CODES = np.asarray(list(CODES), dtype=np.uint8)
-# a segment's saved reductions, decoded: where each row's entries start, their keys, values
-_ReductionTable = tuple[list[int], list[tuple[str, bool]], list[float]]
-_NO_TABLE: _ReductionTable = ([], [], [])
+_FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and fixed statistics
+# a segment's saved statistics, decoded: where each row's entries start, their statistic keys,
+# their (reduction, abs) for the codes that are reductions (else None), values
+_ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
+_NO_TABLE: _ReductionTable = ([], [], [], [])
 
 
 class _TensorColumns:
@@ -227,32 +230,42 @@ class RunIndex:
             cols["mode_step"].item(p),
             self.workers[cols["worker"].item(p)],
             cols["raw"].item(p),
-            self._reductions_at(seg, row),
+            *self._statistics_at(seg, row),
             self._segments[seg].key,
             (self, seg, row),
         )
 
-    def _reductions_at(self, seg: int, row: int) -> Mapping[tuple[str, bool], float]:
+    def _statistics_at(
+        self, seg: int, row: int
+    ) -> tuple[Mapping[tuple[str, bool], float], Mapping[str, float]]:
+        """(saved reductions by (reduction, abs), saved scalar statistics by key) of a row."""
         table = self._reduction_tables.get(seg)
         if table is None:
             table = self._reduction_tables[seg] = self._reduction_table(seg)
         if table is _NO_TABLE:
-            return _NO_REDUCTIONS
-        starts, keys, values = table
+            return _NO_REDUCTIONS, _NO_STATISTICS
+        starts, keys, reductions, values = table
         lo, hi = starts[row], starts[row + 1]
         if lo == hi:
-            return _NO_REDUCTIONS
-        return dict(zip(keys[lo:hi], values[lo:hi], strict=False))  # equal slices, no check: hot path
+            return _NO_REDUCTIONS, _NO_STATISTICS
+        vals = values[lo:hi]
+        # equal slices, no check: hot path
+        stats = dict(zip(keys[lo:hi], vals, strict=False))
+        reds = {r: v for r, v in zip(reductions[lo:hi], vals, strict=False) if r is not None}
+        return reds, stats
 
     def _reduction_table(self, seg: int) -> _ReductionTable:
-        """A segment's saved reductions as Python lists, decoded once, the first time a record
-        of it is asked for: where each row's entries start, their (reduction, abs), values."""
+        """A segment's saved statistics as Python lists, decoded once, the first time a record
+        of it is asked for (codes 64-255 through the segment's own code table)."""
         rows, codes, values = self._segment_reductions[seg]
         if not len(rows):
             return _NO_TABLE
         starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
-        keys = [CODES[code] for code in codes.tolist()]
-        return starts.tolist(), keys, values.tolist()
+        table = self._segments[seg].codes
+        code_list = codes.tolist()
+        keys = [_FIXED_KEYS.get(code) or table.key(code) for code in code_list]
+        reductions = [CODES.get(code) for code in code_list]
+        return starts.tolist(), keys, reductions, values.tolist()
 
     # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
@@ -310,7 +323,7 @@ class RunIndex:
         self.loaded_records += len(seg)
         c = seg.columns
         rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
-        known = np.isin(codes, _KNOWN_CODES)
+        known = np.isin(codes, np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.uint8))
         if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
             rows, codes, values = rows[known], codes[known], values[known]
         if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted

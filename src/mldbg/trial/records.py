@@ -24,7 +24,8 @@ class Record:
 
     `step` is the global step, `mode_step` the step count of its `mode`. `has_raw` is False
     when only reductions were saved (`Trial.read` then raises). `reductions` holds the saved
-    ones, `{(reduction, abs): value}`; a reduction not saved is computed from the raw tensor
+    ones, `{(reduction, abs): value}`, `statistics` every saved scalar statistic by key (vector
+    statistics are records of their own, `mldbg.store.statistics.vector_name`); a reduction not saved is computed from the raw tensor
     by `Tensor.reduction_value`. `index_file` is where the index file that lists it is (a
     path or URL), for a message or a look with any safetensors reader.
 
@@ -39,15 +40,13 @@ class Record:
     worker: str
     has_raw: bool
     reductions: Mapping[tuple[str, bool], float]
+    # every saved scalar statistic by key (`mldbg.store.statistics`): `mean`, `mean_abs`, `l2`,
+    # `nan_count`, `quantile(5.0)`... the reductions included; a format-1 run has the
+    # `ReductionConfig` reductions only
+    statistics: Mapping[str, float]
     index_file: str
     # (the index that located it, segment, row): only that trial reads it
     _at: tuple[object, int, int] = field(repr=False, compare=False)
-
-    @property
-    def statistics(self) -> dict[str, float]:
-        """The saved scalar statistics by key (`mldbg.store.statistics`): `mean`, `mean_abs`,
-        `l2`, ... A run of format 1 has the `ReductionConfig` reductions only."""
-        return {f"{name}_abs" if abs else name: value for (name, abs), value in self.reductions.items()}
 
 
 class Records:

@@ -20,6 +20,7 @@ from mldbg.errors import (
     TensorUnavailableForStep,
 )
 from mldbg.store import Store, open_store
+from mldbg.store.statistics import STATS_PREFIX, parse_vector_name
 from mldbg.trial.index import RunIndex
 from mldbg.trial.records import Record, Records
 from mldbg.trial.tensor import Tensor
@@ -195,7 +196,9 @@ class Trial:
         mode: Mode | None = None,
         step: int | None = None,
     ) -> list[str]:
-        names: Iterable[str] = self._index.names
+        """Recorded tensor names; vector statistics (`stats/<tensor>/<key>`) are not listed
+        (`vector_statistics(tensor)` names them, `tensor(name)` reads them)."""
+        names: Iterable[str] = [n for n in self._index.names if not n.startswith(STATS_PREFIX)]
         if collection is not None:
             if collection not in self._index.collections:
                 self.refresh()
@@ -211,6 +214,18 @@ class Trial:
         elif mode is not None and mode != Mode.GLOBAL:
             names = [n for n in names if self.tensor(n).steps(mode)]
         return sorted(names)
+
+    def vector_statistics(self, tensor: str) -> dict[str, str]:
+        """The vector statistics recorded for `tensor`: key (`unit_active`, `class_counts`...)
+        -> the name of their records, readable with `tensor(name)` or `records(name)`."""
+        found = {}
+        prefix = f"{STATS_PREFIX}{tensor}/"
+        for name in self._index.names:
+            if name.startswith(prefix):
+                parsed = parse_vector_name(name)
+                if parsed is not None and parsed[0] == tensor:
+                    found[parsed[1].key] = name
+        return dict(sorted(found.items()))
 
     def has_tensor(self, name: str) -> bool:
         return name in self._index.names
