@@ -187,3 +187,15 @@ def test_the_rules_view_reads_through_the_api(tmp_path):
         np.testing.assert_array_equal(view.raw("w", step), value("w", step, rank=0))
         assert view.reduce("w", step, "l1") == pytest.approx(reduce(value("w", step), "l1"))
     assert view.saved_reductions("w", 99) == {}
+
+
+def test_a_record_knows_its_dtype_and_shape_without_raw_bytes(tmp_path):
+    """A reductions-only record keeps its tensor's dtype and shape in the index (the rules ask
+    whether inputs are float or token ids before trusting their statistics)."""
+    write(tmp_path / "run", steps=2, eval_every=10)
+    trial = mldbg.create_trial(tmp_path / "run")
+    raw, reduced = trial.record("w", 0), trial.record("r", 0)
+    assert raw.has_raw and not reduced.has_raw
+    for rec in (raw, reduced):
+        assert rec.dtype == np.float32 and rec.shape == (2, 3)
+    assert trial.read(raw).shape == raw.shape and trial.read(raw).dtype == raw.dtype

@@ -46,11 +46,6 @@ class _Missing(enum.Enum):
 _NO_RAW: Final = _Missing.NO_RAW
 
 # safetensors dtype names (the index's) -> NumPy's
-_NUMPY_NAMES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "float32", "F8_E4M3": "float32",
-    "F8_E5M2": "float32", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-}  # fmt: skip
 
 
 class TrialView:
@@ -372,14 +367,7 @@ class TrialView:
         if raw is not None:
             return raw.dtype.kind, tuple(raw.shape)
         rec = self._record(name, step)
-        dtype, shape = getattr(rec, "dtype", None), getattr(rec, "shape", None)
-        if dtype is None or shape is None:
-            return None
-        try:
-            kind = np.dtype(_NUMPY_NAMES.get(str(dtype).upper(), str(dtype))).kind
-        except TypeError:
-            return None
-        return kind, tuple(int(d) for d in shape)
+        return None if rec is None else (rec.dtype.kind, rec.shape)
 
     def _saved_vector(self, name: str, step: int, stat: Statistic) -> np.ndarray | None:
         vname = vector_name(name, stat)

@@ -187,6 +187,16 @@ class RunIndex:
         """The record of a known tensor `name` at `position` of its columns."""
         return self._record_at(name, self._tensors[name].columns(self), position)
 
+    def layout(self, record: Record) -> tuple[np.dtype, tuple[int, ...]]:
+        """The NumPy dtype of a record's value (bfloat16 reads as float32) and its shape, from
+        the index: known for a record saved with statistics only, too."""
+        _, seg_idx, row = record._at
+        c = self._segments[seg_idx].columns
+        name = DTYPES[c["dtype"].item(row)]
+        start = c["shape_start"].item(row)
+        shape = tuple(c["shapes"][start : start + c["ndim"].item(row)].tolist())
+        return (np.dtype(np.float32) if name == "BF16" else numpy_dtype(name)), shape
+
     def read(self, record: Record) -> np.ndarray:
         """The value of a record this index located: one ranged read of its data file."""
         owner, seg_idx, row = record._at

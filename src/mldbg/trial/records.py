@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from mldbg.config import Mode
+
+if TYPE_CHECKING:
+    from mldbg.trial.index import RunIndex
 
 
 @dataclass(slots=True)
@@ -47,6 +51,20 @@ class Record:
     index_file: str
     # (the index that located it, segment, row): only that trial reads it
     _at: tuple[object, int, int] = field(repr=False, compare=False)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype of the tensor's value (bfloat16 reads as float32), from the index:
+        known when only statistics were saved, too."""
+        return self._layout()[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tensor's shape, from the index (also for a statistics-only record)."""
+        return self._layout()[1]
+
+    def _layout(self) -> tuple[np.dtype, tuple[int, ...]]:
+        return cast("RunIndex", self._at[0]).layout(self)  # the index that located it
 
 
 class Records:
