@@ -34,15 +34,18 @@ def _identical(w: np.ndarray) -> bool:
     return bool(np.all(rows == rows[0]))
 
 
-def _constant_rows(trial: TrialView, name: str, step: int) -> bool:
+def _constant_rows(trial: TrialView, name: str, step: int) -> bool | None:
     """`_identical` from saved statistics: every row constant (`row_range` 0, over rows of
     more than one element), or every row the same (`col_range` 0). Needs the record's shape:
-    a 1-D weight (a norm layer's scale, all ones) has constant rows by construction."""
+    a 1-D weight (a norm layer's scale, all ones) has constant rows by construction.
+    None when the step saved neither statistic: nothing to judge."""
     layout = trial.layout(name, step)
     if layout is None or layout[0] != "f" or len(layout[1]) < 2 or layout[1][0] < 2:
         return False
     rows = trial.saved_statistic(name, step, "row_range")
     cols = trial.saved_statistic(name, step, "col_range")
+    if not isinstance(rows, float) and not isinstance(cols, float):
+        return None
     wide = math.prod(layout[1][1:]) > 1
     return (isinstance(rows, float) and rows == 0 and wide) or (isinstance(cols, float) and cols == 0)
 
@@ -89,8 +92,10 @@ class PoorWeightInitialization(Rule):
     def reset(self) -> None:
         super().reset()
         self._done = False  # judged: the first `steps` are over, or it fired
-        self._streak: dict[str, int] = {}  # condition -> consecutive saved steps where it held
-        self._seen = 0  # saved training steps looked at
+        self._streak: dict[str, int] = {}  # condition -> consecutive judged steps where it held
+        # condition -> training steps that had the data to judge it (statistics such as the
+        # weights' row_range may come at a slower cadence than the loss)
+        self._seen: dict[str, int] = {}
         self._last: dict[str, tuple[str, list[str]]] = {}  # condition -> (message, tensors) last seen
         self._last_step = -1  # the last training step looked at (-1: none yet)
 
@@ -101,10 +106,10 @@ class PoorWeightInitialization(Rule):
             self._last_step = step
         if trial.mode_step(step) >= self.steps:
             return self._verdict(trial, end=True)
-        self._seen += 1
         self._last_step = step
-        hits = self._conditions(trial, step)
-        for key in list(self._streak):
+        hits, judged = self._conditions(trial, step)
+        for key in judged:
+            self._seen[key] = self._seen.get(key, 0) + 1
             if key not in hits:
                 self._streak[key] = 0
         for key, detail in hits.items():
@@ -125,7 +130,7 @@ class PoorWeightInitialization(Rule):
             self._done = True
             fired = [
                 k for k, n in self._streak.items()
-                if n == self._seen and (n >= 2 or k == "scale") and n > 0
+                if n == self._seen.get(k) and (n >= 2 or k == "scale") and n > 0
             ]  # fmt: skip
         else:
             fired = [k for k, n in self._streak.items() if n >= self.patience]
@@ -141,24 +146,31 @@ class PoorWeightInitialization(Rule):
             tensors=tensors,
         )  # fmt: skip
 
-    def _conditions(self, trial: TrialView, step: int) -> dict[str, tuple[str, list[str]]]:
+    def _conditions(self, trial: TrialView, step: int) -> tuple[dict[str, tuple[str, list[str]]], set[str]]:
+        """The conditions that held at `step`, and those the step had the data to judge."""
         hits: dict[str, tuple[str, list[str]]] = {}
+        judged: set[str] = set()
         weights = [n for n in trial.names("weights", step=step, exclude=r"(?i)embed")]
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
             if w is None:
-                if _constant_rows(trial, name, step):
+                constant = _constant_rows(trial, name, step)
+                if constant is not None:
+                    judged.add("identical")
+                if constant:
                     same.append(name)
                 continue
             if w.dtype.kind != "f" or not np.all(np.isfinite(w)):
                 continue
+            judged.add("identical")
             if _identical(w):
                 same.append(name)
                 continue
             fans = _fans(w)
             if fans is None or (w.ndim == 3 and w.shape[0] == 1):
                 continue
+            judged.add("scale")
             mean_sq = float(np.mean(np.square(w, dtype=np.float64)))
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             if lo > self.threshold:
@@ -194,6 +206,7 @@ class PoorWeightInitialization(Rule):
                 continue
             else:
                 p5, p95 = np.percentile(x, [5, 95])
+            judged.add("gradients")
             if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
                 flat.append((g, float(p95 - p5)))
         if flat:
@@ -210,6 +223,7 @@ class PoorWeightInitialization(Rule):
             if isinstance(v, float) and math.isfinite(v):
                 var[n] = v
         if len(var) >= 2:
+            judged.add("variance")
             hi_n, lo_n = max(var, key=var.__getitem__), min(var, key=var.__getitem__)
             ratio = var[hi_n] / var[lo_n] if var[lo_n] > 0 else math.inf
             if ratio > self.threshold ** (len(var) - 1):
@@ -218,4 +232,4 @@ class PoorWeightInitialization(Rule):
                     f"({hi_n}: {var[hi_n]:.3g}, {lo_n}: {var[lo_n]:.3g}; more than {self.threshold:g}x per layer)",
                     [hi_n, lo_n],
                 )
-        return hits
+        return hits, judged
