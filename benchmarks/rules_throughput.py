@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/rules_throughput.py [--steps 2000] [--repeat 3]
 
-Records a tiny MLP run (every step saved) twice: once with reductions only (the way to watch
+Records a tiny MLP run three times: with the two-line hook (the statistics the default rules
+read, every step; issue 14's target: >= 10,000 steps/s), with reductions only (the way to watch
 a long run cheaply: min/max/mean/variance, |x| mean/max and the L2 norm of weights, biases,
 gradients and the loss) and once with raw tensors (the hook's defaults), then times
 `RuleRunner(trial).run_available() + finish()` with the default rule set on each (opening
@@ -55,6 +56,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
         for label, kwargs in (
+            ("statistics (the two-line hook: `Hook(out_dir)`)", {"default_hook": True}),
             (
                 "reductions only (weights, biases, gradients, losses)",
                 {"reduction_config": REDUCTIONS, "include_collections": None},
@@ -73,7 +75,7 @@ def main() -> int:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, nsteps, nrules, secs, rate, cpu_rate, nf in rows:
         print(f"| {label} | {nsteps} | {nrules} | {secs:.3f} | {rate:,.0f} | {cpu_rate:,.0f} | {nf} |")
-    return 0 if rows[0][5] >= 2000 else 1
+    return 0 if rows[1][5] >= 2000 else 1
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ a tensor's). A version-1 reader refuses these runs; version-2 readers read versi
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -190,33 +191,38 @@ class Statistic:
 
     @classmethod
     def parse(cls, text: str | Statistic) -> Statistic:
+        """A statistic from its key (`mean_abs`, `outside(-1,1)`); rules ask for the same few
+        keys at every step, so the parsing of each text is kept."""
         if isinstance(text, Statistic):
             return text
-        m = re.fullmatch(r"\s*([a-z0-9_]+)\s*(?:\((.*)\))?\s*", str(text))
-        if not m:
-            raise InvalidConfig(
-                f"statistic {text!r}: expected a name, or name(param,...) such as outside(-1,1)"
-            )
-        name, args = m.group(1), m.group(2)
-        wanted = PARAMETRIC_SCALARS.get(name, PARAMETRIC_VECTORS.get(name, 0))
-        if name not in FIXED_CODES and name not in PARAMETRIC_SCALARS and name not in VECTORS:
-            raise InvalidConfig(
-                f"statistic {text!r}: unknown name {name!r}; known: "
-                + ", ".join([*FIXED_CODES, *PARAMETRIC_SCALARS, *VECTORS])
-            )
-        try:
-            params = tuple(float(p) for p in args.split(",")) if args and args.strip() else ()
-        except ValueError:
-            raise InvalidConfig(f"statistic {text!r}: parameters must be numbers") from None
-        if len(params) != wanted:
-            raise InvalidConfig(f"statistic {text!r}: {name} takes {wanted} parameter(s), got {len(params)}")
-        if name in ("outside", "unit_outside") and not params[0] <= params[1]:
-            raise InvalidConfig(f"statistic {text!r}: the lower bound must not exceed the upper one")
-        if name == "quantile" and not 0 <= params[0] <= 100:
-            raise InvalidConfig(f"statistic {text!r}: the percentile must lie in [0, 100]")
-        if any(math.isnan(p) for p in params):
-            raise InvalidConfig(f"statistic {text!r}: NaN parameter")
-        return cls(name, params)
+        return _parse(str(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Statistic:
+    m = re.fullmatch(r"\s*([a-z0-9_]+)\s*(?:\((.*)\))?\s*", text)
+    if not m:
+        raise InvalidConfig(f"statistic {text!r}: expected a name, or name(param,...) such as outside(-1,1)")
+    name, args = m.group(1), m.group(2)
+    wanted = PARAMETRIC_SCALARS.get(name, PARAMETRIC_VECTORS.get(name, 0))
+    if name not in FIXED_CODES and name not in PARAMETRIC_SCALARS and name not in VECTORS:
+        raise InvalidConfig(
+            f"statistic {text!r}: unknown name {name!r}; known: "
+            + ", ".join([*FIXED_CODES, *PARAMETRIC_SCALARS, *VECTORS])
+        )
+    try:
+        params = tuple(float(p) for p in args.split(",")) if args and args.strip() else ()
+    except ValueError:
+        raise InvalidConfig(f"statistic {text!r}: parameters must be numbers") from None
+    if len(params) != wanted:
+        raise InvalidConfig(f"statistic {text!r}: {name} takes {wanted} parameter(s), got {len(params)}")
+    if name in ("outside", "unit_outside") and not params[0] <= params[1]:
+        raise InvalidConfig(f"statistic {text!r}: the lower bound must not exceed the upper one")
+    if name == "quantile" and not 0 <= params[0] <= 100:
+        raise InvalidConfig(f"statistic {text!r}: the percentile must lie in [0, 100]")
+    if any(math.isnan(p) for p in params):
+        raise InvalidConfig(f"statistic {text!r}: NaN parameter")
+    return Statistic(name, params)
 
 
 def expand(kinds: Iterable[str | Statistic]) -> tuple[Statistic, ...]:
