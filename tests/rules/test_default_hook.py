@@ -1,0 +1,36 @@
+"""The promise of the README: two lines (`Hook(out_dir)`, `register_module`, `register_loss`)
+and the library's defaults, and `mldbg check` catches each injected defect and stays quiet on
+its healthy twin. The statistics the default rules read are recorded every step at first,
+then on the hook's cost budget; no raw tensor is needed."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from tests.defects import EXTRA, SCENARIOS
+from tests.tiny import train
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_two_lines_catch_the_defect_or_stay_quiet(tmp_path, name):
+    kwargs, expected = SCENARIOS[name]
+    train(tmp_path / "run", default_hook=True, **{"steps": 100, **kwargs})
+    fired = {f.rule for f in mldbg.check(str(tmp_path / "run"), rules=["default", *EXTRA])}
+    if expected:
+        assert fired & set(expected), f"{name}: expected one of {expected}, fired {sorted(fired)}"
+    else:
+        assert not fired - set(EXTRA), f"{name}: a healthy training raised {sorted(fired - set(EXTRA))}"
+
+
+def test_the_two_lines_save_no_raw_tensor_but_the_loss_after_the_first_step(tmp_path):
+    """What makes it cheap: the rules above read statistics, not tensors."""
+    train(tmp_path / "run", default_hook=True, steps=30, eval_every=None)
+    trial = mldbg.create_trial(tmp_path / "run")
+    raw_after_first = {
+        name
+        for name in trial.tensor_names()
+        for rec in (trial.records(name)[i] for i in range(len(trial.records(name))))
+        if rec.has_raw and rec.step > 0
+    }
+    assert raw_after_first == {n for n in trial.tensor_names(collection="losses")}
