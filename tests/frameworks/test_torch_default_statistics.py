@@ -2,7 +2,8 @@
 
 Recorded with raw tensors at every step too (`statistics=True`), every saved statistic equals
 NumPy's reference (`mldbg.store.statistics.compute`) on the raw tensor of the same step; the
-two-line hook (`Hook(out_dir)`) records the statistics of `DEFAULTS` and the loss every step."""
+two-line hook (`Hook(out_dir)`) records the loss every step and the statistics of `DEFAULTS` at
+statistics steps: every step of the warmup, then as often as the time budget allows."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from torch import nn
 import mldbg
 import mldbg.torch
 from mldbg import Mode, SaveConfig
-from mldbg.frameworks.torch_defaults import PARAMETER_EVERY
+from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_defaults import MAX_EVERY, Cadence
 from mldbg.store import statistics as st
 
 
@@ -56,7 +58,7 @@ def _check_against_numpy(path: str, rtol: float = 1e-5) -> int:
                 np.testing.assert_allclose(got, want_v, rtol=rtol, atol=1e-6, err_msg=f"{vname} @{step}")
                 compared += 1
     # class statistics: labels and predictions of the loss, from their raw values
-    for step in trial.tensor("CrossEntropyLoss_input_1").steps():
+    for step in trial.tensor(st.vector_name("CrossEntropyLoss_input_1", "class_counts")).steps():
         labels = trial.tensor("CrossEntropyLoss_input_1").value(step)
         preds = trial.tensor("CrossEntropyLoss_input_0").value(step)
         on_labels, on_preds = st.class_statistics(labels, preds)
@@ -72,7 +74,7 @@ def _check_against_numpy(path: str, rtol: float = 1e-5) -> int:
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_statistics_equal_numpy_on_the_raw_tensors_of_the_same_step(tmp_path, model: str) -> None:
     path = str(tmp_path / model)
-    train(path, model=model, steps=PARAMETER_EVERY + 3, eval_every=6, hook_kwargs={"statistics": True})
+    train(path, model=model, steps=13, eval_every=6, hook_kwargs={"statistics": True})
     assert _check_against_numpy(path) > 200
 
 
@@ -91,7 +93,7 @@ def test_half_precision_parameters(tmp_path, dtype: torch.dtype) -> None:
     ) as hook:
         hook.register_module(net)
         hook.register_loss(loss_fn)
-        for _ in range(PARAMETER_EVERY + 2):
+        for _ in range(12):
             x, y = torch.randn(16, 10).to(dtype), torch.randint(0, 3, (16,))
             opt.zero_grad()
             loss_fn(net(x), y).backward()
@@ -103,17 +105,16 @@ def test_half_precision_parameters(tmp_path, dtype: torch.dtype) -> None:
     assert _check_against_numpy(path, rtol=1e-4) > 100
 
 
-def test_two_lines_record_the_default_statistics_every_step(tmp_path) -> None:
+def test_two_lines_without_a_budget_record_the_default_statistics_every_step(tmp_path) -> None:
     path = str(tmp_path / "run")
-    run = train(path, steps=2 * PARAMETER_EVERY + 2, eval_every=10, default_hook=True)
+    every_step = {"statistics_budget": 0, "statistics_warmup": 0}
+    run = train(path, steps=22, eval_every=10, default_hook=True, hook_kwargs=every_step)
     trial = mldbg.create_trial(path)
     train_steps = trial.steps(Mode.TRAIN)
     assert len(train_steps) == run.steps
-    every_step = {"weights": {"l2"}, "biases": {"l2"}, "gradients": {"l2"}}
 
-    def wanted(collection: str, mode_step: int) -> set[str]:
-        keys = {s.key for s in st.expand(st.DEFAULTS[collection]) if not s.is_vector}
-        return keys if mode_step % PARAMETER_EVERY == 0 else every_step.get(collection, keys)
+    def wanted(collection: str) -> set[str]:
+        return {s.key for s in st.expand(st.DEFAULTS[collection]) if not s.is_vector}
 
     tensors = {
         "weights": ["fc1.weight", "fc2.weight", "out.weight"],
@@ -132,7 +133,7 @@ def test_two_lines_record_the_default_statistics_every_step(tmp_path) -> None:
         for collection, names in tensors.items():
             for name in names:
                 record = trial.record(name, step)
-                assert wanted(collection, mode_step) <= set(record.statistics), (name, mode_step)
+                assert wanted(collection) <= set(record.statistics), (name, mode_step)
                 # raw tensors: the default collections on the default SaveConfig (every 500 steps)
                 raw = collection in ("weights", "biases", "gradients") and mode_step == 0
                 assert record.has_raw == raw, (name, mode_step)
@@ -171,3 +172,85 @@ def test_bytes_per_step_of_a_small_cnn(tmp_path) -> None:
         sizes[steps] = _run_bytes(path)
     per_step = (sizes[60] - sizes[20]) / 40
     assert per_step <= 6 * 1024, per_step
+
+
+def _statistics_steps(trial: mldbg.trials.Trial, name: str) -> list[int]:
+    return [s for s in trial.tensor(name).steps() if trial.record(name, s).statistics]
+
+
+def test_warmup_steps_carry_statistics_then_a_budget_spaces_them(tmp_path) -> None:
+    """A budget no statistics step can meet: the warmup steps all carry statistics, then
+    they come every `MAX_EVERY` steps; the loss stays raw at every step."""
+    path = str(tmp_path / "run")
+    warmup, steps = 5, 5 + MAX_EVERY + 3
+    train(
+        path, steps=steps, eval_every=None, default_hook=True,
+        hook_kwargs={"statistics_budget": 1e-9, "statistics_warmup": warmup},
+    )  # fmt: skip
+    trial = mldbg.create_trial(path)
+    want = [*range(warmup), warmup - 1 + MAX_EVERY]
+    for name in ("fc1.weight", "out.bias", "gradient/fc1.weight", "relu1_input_0", "model_input_0",
+                 "model_output_0", "CrossEntropyLoss_input_1", "CrossEntropyLoss_input_0"):  # fmt: skip
+        assert _statistics_steps(trial, name) == want, name
+    for vector in ("relu1_input_0/unit_active", "CrossEntropyLoss_input_1/class_counts"):
+        assert trial.tensor(st.STATS_PREFIX + vector).steps() == want, vector
+    assert trial.tensor("CrossEntropyLoss_output_0").steps() == list(range(steps))
+
+
+def test_spaced_statistics_equal_numpy_and_delta_l2_spans_the_gap(tmp_path) -> None:
+    """Raw tensors every step, statistics on a budget: `delta_l2` at a spaced statistics step
+    is the change since the last statistics step (here, the last one of the warmup)."""
+    path = str(tmp_path / "run")
+    warmup = 3
+    train(
+        path, steps=warmup + MAX_EVERY + 1, eval_every=None, save_interval=1,
+        include_collections=["weights", "biases", "labels", "predictions", "losses"],
+        hook_kwargs={"statistics": True, "statistics_budget": 1e-9, "statistics_warmup": warmup},
+    )  # fmt: skip
+    trial = mldbg.create_trial(path)
+    spaced = warmup - 1 + MAX_EVERY
+    assert _statistics_steps(trial, "fc1.weight") == [*range(warmup), spaced]
+    w = trial.tensor("fc1.weight")
+    want = np.linalg.norm(w.value(spaced).astype(np.float64) - w.value(warmup - 1))
+    assert trial.record("fc1.weight", spaced).statistics["delta_l2"] == pytest.approx(want, rel=1e-5)
+    assert _check_against_numpy(path) > 50
+
+
+def test_cadence_from_measured_costs() -> None:
+    """k = ceil(cost / (budget * step time)) once the warmup is over, per mode."""
+    cadence = Cadence(budget=0.02, warmup=2)
+    assert cadence.due(Mode.TRAIN, 0)
+    cadence.observe(Mode.TRAIN, 0, cost=0.010, step=None)  # the first step: no step time yet
+    cadence.observe(Mode.TRAIN, 1, cost=0.010, step=0.050)
+    assert cadence.every(Mode.TRAIN) == 10  # 10 ms of statistics, 2% of 50 ms is 1 ms
+    assert [s for s in range(2, 12) if cadence.due(Mode.TRAIN, s)] == [11]
+    for s in range(2, 11):
+        cadence.observe(Mode.TRAIN, s, cost=None, step=0.050)
+    cadence.observe(Mode.TRAIN, 11, cost=0.001, step=0.050)  # cheaper now: every few steps
+    assert cadence.every(Mode.TRAIN) == 9  # the smoothed cost: 0.8 * 10 ms + 0.2 * 1 ms
+    assert cadence.due(Mode.EVAL, 0) and cadence.every(Mode.EVAL) == 1  # its own warmup
+    cadence.observe(Mode.TRAIN, 20, cost=100.0, step=0.050)
+    assert cadence.every(Mode.TRAIN) == MAX_EVERY
+    for budget in (0, None):
+        free = Cadence(budget=budget, warmup=0)
+        free.observe(Mode.TRAIN, 0, cost=1.0, step=0.001)
+        assert free.due(Mode.TRAIN, 1) and free.every(Mode.TRAIN) == 1
+    with pytest.raises(InvalidConfig, match="statistics_budget"):
+        Cadence(budget=-1)
+    with pytest.raises(InvalidConfig, match="statistics_warmup"):
+        Cadence(warmup=-3)
+
+
+def test_labels_and_predictions_are_records_of_their_collections(tmp_path) -> None:
+    """Rules find a classification loss's inputs by collection (`class_imbalance` reads
+    `names("labels")`), under the two lines too, where only their statistics are recorded."""
+    path = str(tmp_path / "run")
+    train(path, steps=4, eval_every=None, default_hook=True)
+    trial = mldbg.create_trial(path)
+    assert trial.tensor_names(collection="labels") == ["CrossEntropyLoss_input_1"]
+    assert trial.tensor_names(collection="predictions") == ["CrossEntropyLoss_input_0"]
+    for name in ("CrossEntropyLoss_input_1", "CrossEntropyLoss_input_0"):
+        record = trial.record(name, 3)
+        assert record.statistics == {"samples": 32.0} and not record.has_raw
+    labels = trial.tensor(st.vector_name("CrossEntropyLoss_input_1", "class_counts")).value(3)
+    assert labels.sum() == 32

@@ -24,7 +24,7 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
-from mldbg.frameworks.torch_defaults import CLASSIFICATION_LOSSES, StepStatistics
+from mldbg.frameworks.torch_defaults import BUDGET, CLASSIFICATION_LOSSES, WARMUP, Cadence, StepStatistics
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -41,7 +41,15 @@ ACTIVATIONS: dict[type[nn.Module], str] = {
 
 class Hook(Adapter):
     """Records a PyTorch model's tensors. Two lines: `hook.register_module(model)` and
-    `hook.register_loss(loss_fn)`."""
+    `hook.register_loss(loss_fn)`.
+
+    Besides the keywords of every hook (API.md): `statistics` (None: on for the two lines, no
+    `save_config` and no `include_collections`; True: added to any configuration; False: off)
+    records the statistics the default rules read (docs/statistics.md). The loss is saved
+    every step; the other statistics at every step of each mode's first `statistics_warmup`
+    steps (default 20), then every k-th, k chosen from measurement so they take at most
+    `statistics_budget` (default 0.02) of the training step's time, between 1 and 100.
+    `statistics_budget=0` (or None): every step."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
 
@@ -52,6 +60,9 @@ class Hook(Adapter):
         """Two lines (no `save_config`, no `include_collections`): statistics every step,
         unless `statistics=False`; `statistics=True` adds them to any configuration."""
         settings = dict(self._settings)
+        self._cadence = Cadence(
+            settings.pop("statistics_budget", BUDGET), settings.pop("statistics_warmup", WARMUP)
+        )
         if settings.get("statistics") is None:
             settings["statistics"] = (
                 settings["save_config"] is None and settings["include_collections"] is None
@@ -61,7 +72,7 @@ class Hook(Adapter):
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
         rec = self.recorder
-        self._stats = StepStatistics(rec) if rec.statistics and rec.enabled else None
+        self._stats = StepStatistics(rec, self._cadence) if rec.statistics and rec.enabled else None
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
 
@@ -135,8 +146,9 @@ class Hook(Adapter):
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
-            if self._stats is not None and classes and len(args) >= 2 and rec.in_step:
-                self._stats.add_classes(prefix, args[0], args[1])
+            stats = self._stats
+            if stats is not None and classes and len(args) >= 2 and stats.due():
+                stats.add_classes(prefix, args[0], args[1])
             if not rec.saving:
                 return
             self._save(f"{prefix}_output_0", output, ("losses",))
@@ -180,11 +192,10 @@ class Hook(Adapter):
             return  # a model called several times per step: its first call is recorded
         self._params_saved_at = rec.step
         stats = self._stats
-        if stats is not None:
+        if stats is not None and stats.due():
             if rec.mode == Mode.TRAIN:  # weights do not change in EVAL / PREDICT
-                due = stats.parameters_due()
                 for name, p, natural in self._params:
-                    stats.add(name, p, natural[0], full=due)
+                    stats.add(name, p, natural[0])
             for i, a in enumerate(args):
                 stats.add(f"model_input_{i}", a, "inputs")
         if not rec.saving:
@@ -196,20 +207,20 @@ class Hook(Adapter):
 
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         self.timeline.mark(marks.FORWARD_END)
-        if self._stats is not None:
+        stats = self._stats
+        if stats is not None and stats.due():
             outs = output if isinstance(output, (tuple, list)) else (output,)
             for i, o in enumerate(outs):
-                self._stats.add(f"model_output_{i}", o, "outputs")
+                stats.add(f"model_output_{i}", o, "outputs")
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: tuple[Any, ...]) -> None:
-            if not args or not self.recorder.in_step:
-                return
-            if self._stats is not None:
-                self._stats.add(f"{name}_input_0", args[0], act)
-            if self.recorder.saving:
+            stats = self._stats  # outside statistics steps: two attribute reads and a call
+            if stats is not None and stats.due() and args:
+                stats.add(f"{name}_input_0", args[0], act)
+            if self.recorder.saving and args:
                 self._save(f"{name}_input_0", args[0], (act,))
 
         return hook
@@ -247,11 +258,10 @@ class Hook(Adapter):
     # gradients and step ends --------------------------------------------------------------
     def _save_gradients(self) -> None:
         stats = self._stats
-        if stats is not None:
-            due = stats.parameters_due()
+        if stats is not None and stats.due():
             for name, p, _ in self._params:
                 if p.grad is not None:
-                    stats.add(f"gradient/{name}", p.grad, "gradients", full=due)
+                    stats.add(f"gradient/{name}", p.grad, "gradients")
             stats.finish()  # now: the optimizer is about to change the weights in place
         if self.recorder.saving:
             for name, p, _ in self._params:

@@ -1,34 +1,45 @@
-"""What the two-line PyTorch hook records every step: the statistics the default rules read.
+"""What the two-line PyTorch hook records: the statistics the default rules read, on a budget.
 
 `mldbg.torch.Hook(out_dir)` with no `save_config` and no `include_collections` (or any hook
-given `statistics=True`) hands each step's tensors to one `StatisticsBatch`, asking for the
+given `statistics=True`) hands a step's tensors to one `StatisticsBatch`, asking for the
 statistics of `mldbg.store.statistics.DEFAULTS` of their collection, and hands the batch to
 the recorder once per step (`Recorder.save_statistics`): the work is enqueued on the tensors'
 device, and the values are read on the writer thread after one non-blocking copy.
 
-Per tensor (names as in API.md):
+When (`Cadence`): the loss is saved raw every step by the recorder (`losses`). Everything else
+is computed at *statistics steps*: every step for the first `warmup` steps of each mode (the
+defects of initialization show at once: dead ReLUs, saturation, poor init, raw inputs, class
+imbalance), then every k-th step of that mode, k chosen from measurement so that statistics
+take at most `budget` of the training step's time. On a CPU the statistics are real
+arithmetic (each ReLU input read about three times): every step they cost ~40% of a small
+ResNet's step; on a GPU they are a few cheap launches, so k stays near 1.
+
+Per tensor (names as in API.md), at statistics steps:
 - `<param>` (weights and biases) and `gradient/<param>`: in TRAIN steps only (weights do not
-  change in EVAL); the statistics that read every element of every parameter once more, or
-  sort (`_SLOW`: `delta_l2`, `row_range`, moments, `zero_fraction`, NaN/inf counts, quantiles)
-  at TRAIN steps whose mode step is a multiple of `PARAMETER_EVERY` (0, 10, 20...), the norms
-  (`l2`; `mean_abs`, `max_abs` of gradients) every step;
+  change in EVAL); `delta_l2` is the change since the last statistics step;
 - `<layer>_input_0` of each ReLU, Tanh and Sigmoid module (their subclasses too; LeakyReLU is
   not a ReLU): `unit_active` / `unit_outside(...)` and the moments of `DEFAULTS`;
 - `model_input_<i>`, `model_output_<i>`: `inputs`, `outputs` statistics;
-- for a classification loss (`CLASSIFICATION_LOSSES`), `<Loss>_input_1` (the labels) carries
-  `class_counts`, `class_correct` and `confusion` (up to 64 classes) and `<Loss>_input_0` (the
-  predictions) `class_counts` of the predicted classes, as vector records;
-- the loss itself (`<Loss>_output_0`) is saved raw every step by the recorder (`losses`).
+- for a classification loss (`CLASSIFICATION_LOSSES`), `<Loss>_input_1` (the labels, in
+  `labels`) carries `class_counts`, `class_correct` and `confusion` (up to 64 classes) and
+  `<Loss>_input_0` (the predictions, in `predictions`) `class_counts` of the predicted
+  classes, as vector records, and both their `samples`.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from mldbg.config import Mode
+from mldbg.errors import InvalidConfig
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.record.recorder import Recorder
@@ -39,65 +50,148 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-# the statistics of the parameters and gradients that cost one more pass over every element of
-# every parameter, or a sort: every `PARAMETER_EVERY` TRAIN steps; the others every step
-PARAMETER_EVERY = 10
-_SLOW = {
-    "weights": ("mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count"),
-    "biases": ("mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count"),
-    "gradients": ("nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
-}  # every step: the norms (`l2`, `mean_abs`, `max_abs`: NaN or inf when the tensor holds one)
+BUDGET = 0.02  # of the training step's time, for the statistics
+WARMUP = 20  # steps of each mode with statistics at every step
+MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
+SMOOTHING = 0.2  # weight of a new measurement in the running estimates
+
+
+@dataclass
+class _ModeCost:
+    """The running estimates of one mode: seconds of statistics, seconds of training."""
+
+    seen: int = 0  # steps of the mode ended under this hook
+    cost: float | None = None
+    step: float | None = None
+    every: int = 1
+    next_due: int = 0  # mode step of the next statistics step after the warmup
+
+
+class Cadence:
+    """Which steps are statistics steps: each mode's first `warmup` steps, then every k-th.
+
+    k = ceil(cost / (budget * step time)), between 1 and `max_every`, from running estimates
+    of the seconds the statistics take on the host at a statistics step (on a GPU: enqueueing
+    them) and of the training step's wall time without them; re-evaluated at each statistics
+    step. `budget` None or 0: every step."""
+
+    def __init__(self, budget: float | None = BUDGET, warmup: int = WARMUP, max_every: int = MAX_EVERY):
+        if budget is not None and not (isinstance(budget, (int, float)) and budget >= 0):
+            raise InvalidConfig(
+                f"statistics_budget must be a fraction >= 0 of the step time or None, got {budget!r}"
+            )
+        if not (isinstance(warmup, int) and warmup >= 0):
+            raise InvalidConfig(f"statistics_warmup must be a number of steps >= 0, got {warmup!r}")
+        self.budget = float(budget) if budget else 0.0
+        self.warmup = warmup
+        self.max_every = max(1, max_every)
+        self._modes: dict[Mode, _ModeCost] = {}
+
+    def due(self, mode: Mode, mode_step: int) -> bool:
+        """Is this step of `mode` a statistics step?"""
+        if not self.budget:
+            return True
+        m = self._modes.get(mode)
+        return m is None or m.seen < self.warmup or mode_step >= m.next_due
+
+    def every(self, mode: Mode) -> int:
+        """The current k of `mode` (1 during the warmup and without a budget)."""
+        m = self._modes.get(mode)
+        return 1 if m is None or not self.budget else m.every
+
+    def observe(self, mode: Mode, mode_step: int, cost: float | None, step: float | None) -> None:
+        """A step of `mode` ended: `cost` seconds of statistics (None: not a statistics step),
+        `step` seconds of training since the last step ended, statistics excluded (None: no
+        previous step)."""
+        m = self._modes.setdefault(mode, _ModeCost())
+        m.seen += 1
+        if step is not None and step > 0:
+            m.step = step if m.step is None else m.step + SMOOTHING * (step - m.step)
+        if cost is None:
+            return
+        m.cost = cost if m.cost is None else m.cost + SMOOTHING * (cost - m.cost)
+        if self.budget and m.step is not None:
+            m.every = min(self.max_every, max(1, math.ceil(m.cost / (self.budget * m.step))))
+        m.next_due = mode_step + m.every
 
 
 class StepStatistics:
-    """One step's statistics requests, handed to the recorder at `finish()`."""
+    """One step's statistics requests, handed to the recorder at `finish()`.
 
-    def __init__(self, recorder: Recorder, parameter_every: int = PARAMETER_EVERY):
+    With a `cadence`, only statistics steps (`due()`) carry them, and the host time of the
+    `add` calls and of `finish()` is measured against the time between step ends to choose
+    the cadence. Without one (the `ReductionConfig` reductions), every step asked."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        cadence: Cadence | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.recorder = recorder
+        self.cadence = cadence
         self.batch = StatisticsBatch()
-        self.parameter_every = max(1, parameter_every)
+        self._clock = clock
         self._tensors: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {}
         self._classes = False
         self._nbytes = 0
         self._failed = False
-        self._cheap = {c: tuple(k for k in st.DEFAULTS[c] if k not in slow) for c, slow in _SLOW.items()}
+        self._step = -1  # the step `_due` was decided for
+        self._due = False
+        self._spent = 0.0  # seconds of statistics in the open step
+        self._last_end: float | None = None
         recorder.before_step_end.append(self.finish)
+        if cadence is not None:
+            recorder.before_step_end.append(self._step_end)
 
-    def parameters_due(self) -> bool:
-        """Do the costly parameter statistics run at this step?"""
-        return self.recorder.mode_step % self.parameter_every == 0
+    def due(self) -> bool:
+        """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
+        rec = self.recorder
+        if rec.step != self._step:
+            if not rec.in_step:
+                return False
+            self._step = rec.step
+            self._due = self.cadence is None or self.cadence.due(rec.mode, rec.mode_step)
+        return self._due
 
-    def add(self, name: str, tensor: object, collection: str, full: bool = True) -> None:
+    def add(self, name: str, tensor: object, collection: str) -> None:
         """Ask for the `DEFAULTS` statistics of `collection` of a tensor (its first value in
-        the step); `full=False`: those of every step (parameters between their due steps)."""
-        kinds = st.DEFAULTS[collection] if full else self._cheap.get(collection, ())
-        self.add_kinds(name, tensor, kinds, (collection,))
+        the step)."""
+        self.add_kinds(name, tensor, st.DEFAULTS[collection], (collection,))
 
     def add_kinds(self, name: str, tensor: object, kinds: tuple[str, ...], natural: tuple[str, ...]) -> None:
         """Ask for statistics `kinds` of a tensor of the natural collections `natural`."""
         if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
+        start = self._clock()
         self.batch.add(name, tensor, kinds)
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
+        self._spent += self._clock() - start
 
     def add_classes(self, loss: str, predictions: object, labels: object) -> None:
-        """Class statistics of a classification loss's labels and predictions."""
+        """Class statistics of a classification loss's labels and predictions; both are
+        records of their collections (`labels`, `predictions`) so rules find them by it."""
         if not (_usable(predictions) and _usable(labels)):
             return
         assert isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)
         if predictions.device != labels.device:
             return
+        start = self._clock()
         self.batch.add_classes(f"{loss}_input_1", labels, f"{loss}_input_0", predictions)
         self._classes = True
         c = predictions.shape[1] if predictions.dim() > 1 else 2
         self._nbytes += 8 * (c + 1) * 3 + 4 * min(c, st.MAX_CONFUSION_CLASSES) ** 2
+        self._spent += self._clock() - start
+        self.add_kinds(f"{loss}_input_1", labels, ("samples",), ("labels",))
+        self.add_kinds(f"{loss}_input_0", predictions, ("samples",), ("predictions",))
 
     def finish(self) -> None:
         """Enqueue the step's work and hand it to the recorder (no wait for the device)."""
         if not self._tensors and not self._classes:
             return
+        start = self._clock()
         tensors, nbytes = self._tensors, self._nbytes
         self._tensors, self._classes, self._nbytes = {}, False, 0
         try:
@@ -108,6 +202,17 @@ class StepStatistics:
                 log.error("mldbg: statistics of step %d failed: %s", self.recorder.step, e)
             return
         self.recorder.save_statistics(pending, tensors, nbytes)
+        self._spent += self._clock() - start
+
+    def _step_end(self) -> None:
+        """Tell the cadence what this step cost: statistics, and training without them."""
+        assert self.cadence is not None
+        now = self._clock()
+        rec = self.recorder
+        spent, self._spent = self._spent, 0.0
+        step = None if self._last_end is None else now - self._last_end - spent
+        self._last_end = now
+        self.cadence.observe(rec.mode, rec.mode_step, spent if self.due() else None, step)
 
 
 def _usable(value: object) -> bool:
