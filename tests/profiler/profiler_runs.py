@@ -201,7 +201,7 @@ def gpu_run(
         k = 0
         while t + step_seconds < end_time:
             dur = step_seconds * (1 + 0.02 * float(rng.normal()))
-            steps.append([k, 1, t + 0.01 * dur, t + dur, 0.01 * dur, 0.3 * dur, 0.5 * dur, 0.1 * dur])
+            steps.append([k, 1, t + 0.01 * dur, t + dur, 0.01 * dur, 0.3 * dur, 0.5 * dur, 0.1 * dur, 0.0])
             t += dur
             k += 1
         steps.flush()

@@ -7,6 +7,7 @@ import pytest
 from mldbg.profiler.timeline import (
     BACKWARD_END,
     BACKWARD_START,
+    DEBUGGER,
     FORWARD_END,
     FORWARD_START,
     OPTIMIZER_END,
@@ -52,6 +53,23 @@ def test_phases_and_data_wait():
         assert r["optimizer"] == pytest.approx(0.005)
         assert r["end"] - r["start"] == pytest.approx(0.038)
     assert rows[0]["start"] == pytest.approx(1100.0)  # perf_counter -> wall clock
+
+
+def test_the_debuggers_own_time_is_kept_apart():
+    """mldbg's statistics inside the forward (its activation hooks) and before the step's end
+    are the debugger's time: a column of their own, not the forward's, not the step's."""
+    t = 10.0
+    ev = [
+        (STEP_BEGIN, t, 0, TRAIN), (FORWARD_START, t), (DEBUGGER, t + 0.004, 0.003),
+        (FORWARD_END, t + 0.010), (BACKWARD_START, t + 0.012), (BACKWARD_END, t + 0.032),
+        (OPTIMIZER_START, t + 0.033), (OPTIMIZER_END, t + 0.038), (DEBUGGER, t + 0.040, 0.002),
+        (STEP_END, t + 0.040),
+    ]  # fmt: skip
+    (row,) = rows_of(ev)
+    assert row["debugger"] == pytest.approx(0.005)
+    assert row["forward"] == pytest.approx(0.007)
+    assert row["backward"] == pytest.approx(0.020) and row["optimizer"] == pytest.approx(0.005)
+    assert row["end"] - row["start"] - row["debugger"] == pytest.approx(0.035)
 
 
 def test_gradient_accumulation_sums_passes():

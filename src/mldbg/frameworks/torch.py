@@ -72,7 +72,11 @@ class Hook(Adapter):
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
         rec = self.recorder
-        self._stats = StepStatistics(rec, self._cadence) if rec.statistics and rec.enabled else None
+        self._stats = (
+            StepStatistics(rec, self._cadence, on_spent=self.timeline.debugger)
+            if rec.statistics and rec.enabled
+            else None
+        )
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
 
@@ -311,6 +315,8 @@ class Hook(Adapter):
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
             self.timeline.mark(marks.OPTIMIZER_END)
+            if self._stats is not None:  # its work is the step's, before the step's end mark
+                self._stats.finish()
             self.timeline.step_end()
             self.recorder.end_step()
 

@@ -127,8 +127,12 @@ class StepStatistics:
         recorder: Recorder,
         cadence: Cadence | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        on_spent: Callable[[float], None] | None = None,
     ):
+        """`on_spent(seconds)`: told each time statistics took time on the training thread
+        (the profiler's timeline keeps it apart from the training's own step time)."""
         self.recorder = recorder
+        self._on_spent = on_spent
         self.cadence = cadence
         self.batch = StatisticsBatch()
         self._clock = clock
@@ -168,7 +172,7 @@ class StepStatistics:
         self.batch.add(name, tensor, kinds)
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
-        self._spent += self._clock() - start
+        self._took(start)
 
     def add_classes(self, loss: str, predictions: object, labels: object) -> None:
         """Class statistics of a classification loss's labels and predictions; both are
@@ -183,7 +187,7 @@ class StepStatistics:
         self._classes = True
         c = predictions.shape[1] if predictions.dim() > 1 else 2
         self._nbytes += 8 * (c + 1) * 3 + 4 * min(c, st.MAX_CONFUSION_CLASSES) ** 2
-        self._spent += self._clock() - start
+        self._took(start)
         self.add_kinds(f"{loss}_input_1", labels, ("samples",), ("labels",))
         self.add_kinds(f"{loss}_input_0", predictions, ("samples",), ("predictions",))
 
@@ -202,7 +206,13 @@ class StepStatistics:
                 log.error("mldbg: statistics of step %d failed: %s", self.recorder.step, e)
             return
         self.recorder.save_statistics(pending, tensors, nbytes)
-        self._spent += self._clock() - start
+        self._took(start)
+
+    def _took(self, start: float) -> None:
+        seconds = self._clock() - start
+        self._spent += seconds
+        if self._on_spent is not None:
+            self._on_spent(seconds)
 
     def _step_end(self) -> None:
         """Tell the cadence what this step cost: statistics, and training without them."""

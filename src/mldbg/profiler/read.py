@@ -118,7 +118,9 @@ class ProcessSeries:
 class StepSeries:
     """One row per step: wall-clock `start`/`end` and phase durations in seconds (NaN when
     not observed). `duration` is the time from the end of the previous step to the end of
-    this one (data loading included); `compute` the time from the first forward to the end."""
+    this one (data loading included) less `debugger`, the seconds mldbg itself spent in the
+    step (its statistics: not the training's time, 0 in runs recorded before it was kept);
+    `compute` the time from the first forward to the end, with the same exception."""
 
     worker: str
     step: np.ndarray
@@ -129,13 +131,14 @@ class StepSeries:
     forward: np.ndarray
     backward: np.ndarray
     optimizer: np.ndarray
+    debugger: np.ndarray
 
     def __len__(self) -> int:
         return len(self.step)
 
     @property
     def compute(self) -> np.ndarray:
-        return self.end - self.start
+        return self.end - self.start - self.debugger
 
     @property
     def duration(self) -> np.ndarray:
@@ -287,6 +290,8 @@ class ProfilerData:
         cols = reader.columns() if reader is not None else {}
         if not cols:
             cols = _empty(STEP_COLUMNS)
+        if "debugger" not in cols:  # recorded before mldbg kept its own time apart
+            cols = {**cols, "debugger": np.zeros(len(cols["step"]))}
         series = StepSeries(worker, *(cols[k] for k in STEP_COLUMNS))
         return series.select(mode)
 

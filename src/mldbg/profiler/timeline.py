@@ -37,6 +37,7 @@ BACKWARD_END = 4
 OPTIMIZER_START = 5
 OPTIMIZER_END = 6
 STEP_END = 7
+DEBUGGER = 8  # mldbg's own work on the training thread (its statistics), with its seconds
 
 STEP_COLUMNS = {
     "step": "int64",
@@ -47,6 +48,9 @@ STEP_COLUMNS = {
     "forward": "float64",
     "backward": "float64",
     "optimizer": "float64",
+    # seconds of the step that mldbg itself spent on the training thread (its statistics):
+    # not the training's time, so `StepSeries.duration` leaves it out
+    "debugger": "float64",
 }
 PHASES = ("data", "forward", "backward", "optimizer")
 
@@ -66,6 +70,8 @@ class Timeline(Protocol):
 
     def step_end(self) -> None: ...
 
+    def debugger(self, seconds: float) -> None: ...
+
 
 class NoTimeline:
     """The timeline of a hook without a profiler: each mark is one empty method call."""
@@ -82,6 +88,9 @@ class NoTimeline:
         pass
 
     def step_end(self) -> None:
+        pass
+
+    def debugger(self, seconds: float) -> None:
         pass
 
 
@@ -120,6 +129,10 @@ class StepTimeline:
 
     def step_end(self) -> None:
         self._events.append((STEP_END, _clock()))
+
+    def debugger(self, seconds: float) -> None:
+        """mldbg spent `seconds` of this step on the training thread (not the training's time)."""
+        self._events.append((DEBUGGER, _clock(), seconds))
 
     def drain(self) -> list[tuple[Any, ...]]:
         """Take the events recorded so far (called by the profiler's thread)."""
@@ -175,6 +188,11 @@ class StepParser:
                         c["optimizer"] += t - c["opt_open"]
                         c["opt_open"] = None
                         c["seen_opt"] = True
+                elif code == DEBUGGER:  # mldbg's seconds, just ended: not the phase's either
+                    c["debugger"] += ev[2]
+                    for phase in ("fwd_open", "bwd_open", "opt_open"):
+                        if c[phase] is not None:
+                            c[phase] += ev[2]
                 elif code == STEP_END:
                     rows.append(self._close(t))
             self.last_t = t
@@ -192,7 +210,7 @@ class StepParser:
             data = max(0.0, t - self.prev_end[1])
         self.cur = {
             "step": step, "mode": mode, "start": t, "data": data,
-            "forward": 0.0, "backward": 0.0, "optimizer": 0.0,
+            "forward": 0.0, "backward": 0.0, "optimizer": 0.0, "debugger": 0.0,
             "fwd_open": None, "fwd_end": None, "bwd_open": None, "opt_open": None,
             "seen_fwd": False, "seen_bwd": False, "seen_opt": False,
         }  # fmt: skip
@@ -211,4 +229,5 @@ class StepParser:
             c["forward"] if c["seen_fwd"] else math.nan,
             c["backward"] if c["seen_bwd"] else math.nan,
             c["optimizer"] if c["seen_opt"] else math.nan,
+            c["debugger"],
         ]
