@@ -84,6 +84,8 @@ class Hook(Adapter):
         self._mode: Mode | None = None  # None: follow model.training
         self._model: nn.Module | None = None
         self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
+        self._param_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        self._grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
         self._param_ids: set[int] = set()
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
@@ -92,7 +94,6 @@ class Hook(Adapter):
         self._optimizer_searched = False
         self._backward_done = False
         self._backward_queued = False
-        self._grads_saved = False
         self._params_saved_at = -1
 
     # registration -----------------------------------------------------------------------
@@ -108,6 +109,9 @@ class Hook(Adapter):
             natural = ("biases",) if name.endswith("bias") else ("weights",)
             self._params.append((name, p, natural))
             self._param_ids.add(id(p))
+        # asked once per schedule whether anything of them saves (the recorder keeps the answer)
+        self._param_keys = tuple((name, natural) for name, _, natural in self._params)
+        self._grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self._params)
         rec = self.recorder
         self._handles.append(model.register_forward_pre_hook(self._on_forward_start, with_kwargs=True))
         self._handles.append(model.register_forward_hook(self._on_forward_end))
@@ -187,7 +191,7 @@ class Hook(Adapter):
             if stale:
                 rec.end_step()
             if not rec.in_step:
-                self._backward_done = self._grads_saved = False
+                self._backward_done = False
                 rec.start_step(Mode.TRAIN)
         else:
             rec.start_step(mode)  # each eval/predict forward is a step
@@ -204,8 +208,9 @@ class Hook(Adapter):
                 stats.add(f"model_input_{i}", a, "inputs")
         if not rec.saving:
             return
-        for name, p, natural in self._params:
-            self._save(name, p, natural)
+        if rec.saves_any(self._param_keys):
+            for name, p, natural in self._params:
+                self._save(name, p, natural)
         for i, a in enumerate(args):
             self._save(f"model_input_{i}", a, ("inputs",))
 
@@ -267,11 +272,10 @@ class Hook(Adapter):
                 if p.grad is not None:
                     stats.add(f"gradient/{name}", p.grad, "gradients")
             stats.finish()  # now: the optimizer is about to change the weights in place
-        if self.recorder.saving:
+        if self.recorder.saves_any(self._grad_keys):
             for name, p, _ in self._params:
                 if p.grad is not None:
                     self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
-            self._grads_saved = True
         self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
     def _on_grad(self, p: torch.Tensor) -> None:

@@ -53,6 +53,7 @@ CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
 BUDGET = 0.02  # of the training step's time, for the statistics
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
+PAUSE = 4.0  # a gap between two step ends this many times the usual step is a pause
 SMOOTHING = 0.2  # weight of a new measurement in the running estimates
 
 
@@ -63,6 +64,7 @@ class _ModeCost:
     seen: int = 0  # steps of the mode ended under this hook
     cost: float | None = None
     step: float | None = None
+    plain: float | None = None  # the wall time of a step without statistics
     every: int = 1
     next_due: int = 0  # mode step of the next statistics step after the warmup
 
@@ -105,13 +107,23 @@ class Cadence:
         previous step)."""
         m = self._modes.setdefault(mode, _ModeCost())
         m.seen += 1
+        if step is not None and m.step is not None and step > PAUSE * m.step:
+            step = None  # a pause between steps (evaluation, a checkpoint), not a step's time
         if step is not None and step > 0:
             m.step = step if m.step is None else m.step + SMOOTHING * (step - m.step)
+            if cost is None:
+                m.plain = step if m.plain is None else m.plain + SMOOTHING * (step - m.plain)
         if cost is None:
             return
-        m.cost = cost if m.cost is None else m.cost + SMOOTHING * (cost - m.cost)
-        if self.budget and m.step is not None:
-            m.every = min(self.max_every, max(1, math.ceil(m.cost / (self.budget * m.step))))
+        if m.plain is not None and step is not None:
+            # what the statistics step took beyond a plain one: the timed calls, and what they
+            # do to the rest of the step (the hooks that gather, caches the passes evicted)
+            cost = max(cost, step + cost - m.plain)
+        # a dearer step counts at once (the budget is a ceiling), a cheaper one is averaged in
+        m.cost = cost if m.cost is None or cost > m.cost else m.cost + SMOOTHING * (cost - m.cost)
+        base = m.plain if m.plain is not None else m.step
+        if self.budget and base is not None:
+            m.every = min(self.max_every, max(1, math.ceil(m.cost / (self.budget * base))))
         m.next_due = mode_step + m.every
 
 

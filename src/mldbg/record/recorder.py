@@ -94,6 +94,10 @@ class Recorder:
         self.in_step = False
         self.saving = False  # does anything save at the open step?
         self._batch: dict[str, Pending] = {}
+        # plan() answers for the tensors of a step, kept while the active collections stay the same
+        self._plans: dict[tuple[str, tuple[str, ...]], Plan | None] = {}
+        self._plans_for: frozenset[str] | None = None
+        self._groups: dict[int, bool] = {}  # saves_any() by the id of the adapter's tuple
         self._statistics: list[PendingStatistics] = []
         self._infos: dict[tuple[str, tuple[str, tuple[int, ...], tuple[str, ...]]], TensorInfo] = {}
         # called when a step is about to end, while it is still open (an adapter hands over its
@@ -184,8 +188,32 @@ class Recorder:
         """Is tensor `name` (of the natural collections `natural`) saved now, and how?"""
         if not self.saving:
             return None
-        members = self.collections.members(name, natural)
         active = self.collections.active
+        if active is not self._plans_for:  # a new step's schedule: plans hold while it is the same
+            if active != self._plans_for:
+                self._plans.clear()
+                self._groups.clear()
+            self._plans_for = active
+        key = (name, natural)
+        if key in self._plans:
+            return self._plans[key]
+        plan = self._plans[key] = self._make_plan(name, natural, active)
+        return plan
+
+    def saves_any(self, tensors: tuple[tuple[str, tuple[str, ...]], ...]) -> bool:
+        """Does any of `tensors` ((name, natural collections), a tuple the adapter keeps, such
+        as a model's parameters) save at the open step? Answered once per schedule, so an
+        adapter skips its loop over them on the many steps that save only the loss."""
+        if not self.saving:
+            return False
+        if self.collections.active is self._plans_for and id(tensors) in self._groups:
+            return self._groups[id(tensors)]
+        found = any(self.plan(name, natural) is not None for name, natural in tensors)
+        self._groups[id(tensors)] = found
+        return found
+
+    def _make_plan(self, name: str, natural: tuple[str, ...], active: frozenset[str]) -> Plan | None:
+        members = self.collections.members(name, natural)
         reduction: ReductionConfig | None = None
         saved = False
         for c in members:
