@@ -58,6 +58,27 @@ def test_bad_config_names_the_setting(tmp_path, cfg, message):
         Hook.from_json(path)
 
 
+def test_the_statistics_settings_come_from_json_too(tmp_path):
+    """`MLDBG_CONFIG` users set the two-line hook's cadence the same way."""
+    path = tmp_path / "hook.json"
+    path.write_text(
+        json.dumps({"out_dir": str(tmp_path / "run"), "statistics_budget": 0, "statistics_warmup": 3})
+    )
+    hook = Hook.from_json(path)
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        opt.zero_grad()
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+    hook.close()
+    trial = mldbg.create_trial(tmp_path / "run")
+    steps = trial.records("0.weight").step.tolist()
+    assert steps == [0, 1, 2, 3, 4]  # budget 0: statistics at every step
+    assert "l2" in trial.record("0.weight", 4).statistics
+
+
 def test_bad_json_names_file_and_line(tmp_path):
     path = tmp_path / "hook.json"
     path.write_text('{"out_dir": "x",\n "save_all": tru}')

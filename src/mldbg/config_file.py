@@ -13,6 +13,7 @@ from mldbg.errors import InvalidConfig
 HOOK_KEYS = {
     "out_dir", "save_config", "include_collections", "include_regex", "reduction_config",
     "save_all", "include_workers", "collection_configs", "profiler_config",
+    "statistics", "statistics_budget", "statistics_warmup",  # the PyTorch hook's statistics
 }  # fmt: skip
 
 
