@@ -12,6 +12,17 @@ from mldbg.errors import InvalidConfig
 from mldbg.torch import Hook
 
 
+def train(hook, model, steps):
+    """`steps` SGD steps of `model` on random batches, recorded by `hook`, which is closed."""
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+    hook.close()
+
+
 def test_hook_from_json(tmp_path):
     cfg = {
         "out_dir": str(tmp_path / "run"),
@@ -25,13 +36,7 @@ def test_hook_from_json(tmp_path):
     path.write_text(json.dumps(cfg))
     hook = Hook.from_json(path)
     model = nn.Sequential(nn.Linear(3, 2))
-    hook.register_module(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(3):
-        opt.zero_grad()
-        model(torch.randn(2, 3)).sum().backward()
-        opt.step()
-    hook.close()
+    train(hook, model, steps=3)
     trial = mldbg.create_trial(tmp_path / "run")
     assert trial.steps() == [0, 2]
     assert trial.tensor_names(collection="mine") == ["0.bias", "0.weight"]
@@ -64,15 +69,7 @@ def test_the_statistics_settings_come_from_json_too(tmp_path):
     path.write_text(
         json.dumps({"out_dir": str(tmp_path / "run"), "statistics_budget": 0, "statistics_warmup": 3})
     )
-    hook = Hook.from_json(path)
-    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
-    hook.register_module(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(5):
-        opt.zero_grad()
-        model(torch.randn(4, 3)).sum().backward()
-        opt.step()
-    hook.close()
+    train(Hook.from_json(path), nn.Sequential(nn.Linear(3, 2), nn.ReLU()), steps=5)
     trial = mldbg.create_trial(tmp_path / "run")
     steps = trial.records("0.weight").step.tolist()
     assert steps == [0, 1, 2, 3, 4]  # budget 0: statistics at every step

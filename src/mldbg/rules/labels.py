@@ -50,6 +50,20 @@ def _bincount(ids: np.ndarray, c: int, weights: np.ndarray | None = None) -> np.
     return np.bincount(bucket, weights=weights, minlength=c + 1).astype(np.int64)
 
 
+def _paired(
+    labels: np.ndarray, y: np.ndarray, predictions: np.ndarray | None
+) -> tuple[np.ndarray | None, int | None] | None:
+    """The predicted ids that pair with the label ids `y` (None when their shapes differ or
+    there are no predictions) and the number of classes; None for a regression target."""
+    if predictions is None:
+        return None, None
+    if _regression(np.asarray(labels), np.asarray(predictions)):
+        return None
+    shape = tuple(np.asarray(labels).shape)
+    p = predicted_ids(predictions, shape)
+    return (None if p is not None and p.shape != y.shape else p), n_classes(predictions, shape)
+
+
 def class_stats_from_raw(
     labels: np.ndarray, predictions: np.ndarray | None, argmax: bool = False
 ) -> ClassStats | None:
@@ -59,16 +73,10 @@ def class_stats_from_raw(
     y = label_ids(labels, argmax)
     if y is None:
         return None
-    p: np.ndarray | None = None
-    c: int | None = None
-    if predictions is not None and _regression(np.asarray(labels), np.asarray(predictions)):
+    paired = _paired(labels, y, predictions)
+    if paired is None:
         return None
-    if predictions is not None:
-        shape = tuple(np.asarray(labels).shape)
-        p = predicted_ids(predictions, shape)
-        c = n_classes(predictions, shape)
-        if p is not None and p.shape != y.shape:
-            p = None
+    p, c = paired
     seen = [int(a.max()) + 1 for a in (y, p) if a is not None and a.size]
     k = max(c or 0, 1, min(max(seen, default=0), MAX_IDS))  # ids beyond MAX_IDS count as outside
     out = ClassStats(labels=_bincount(y, k), classes=c)
@@ -151,18 +159,10 @@ def pairs(view: TrialView, step: int, labels_names: list[str], pred_names: list[
     y = label_ids(y_raw, argmax)
     if y is None:
         return None
-    p: np.ndarray | None = None
-    c: int | None = None
-    p_raw = view.raw(pred_names[0], step) if pred_names else None
-    if p_raw is not None and _regression(np.asarray(y_raw), np.asarray(p_raw)):
+    paired = _paired(y_raw, y, view.raw(pred_names[0], step) if pred_names else None)
+    if paired is None:
         return None
-    if p_raw is not None:
-        shape = tuple(np.asarray(y_raw).shape)
-        p = predicted_ids(p_raw, shape)
-        c = n_classes(p_raw, shape)
-        if p is not None and p.shape != y.shape:
-            p = None
-    return y, p, c
+    return y, *paired
 
 
 def _regression(y: np.ndarray, p: np.ndarray) -> bool:
