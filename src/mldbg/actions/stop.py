@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal as signals
@@ -13,9 +12,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from mldbg.actions.base import Action, Context, register_action
-from mldbg.errors import InvalidConfig
+from mldbg.errors import CorruptRecord, InvalidConfig
 from mldbg.store import layout, markers, open_store
-from mldbg.store.markers import StopRequest
+from mldbg.store.markers import StopRequest, WorkerMeta
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
@@ -96,9 +95,9 @@ def _training_pids(store: Any) -> list[int]:
         if store.exists(layout.end_key(worker)):
             continue
         try:
-            meta = json.loads(store.read(layout.meta_key(worker)))
-        except (FileNotFoundError, ValueError):
+            meta = markers.load(store, layout.meta_key(worker), WorkerMeta)
+        except CorruptRecord:  # a damaged meta names no process to signal
             continue
-        if meta.get("host") == host and isinstance(meta.get("pid"), int) and meta["pid"] != os.getpid():
-            pids.append(meta["pid"])
+        if meta is not None and meta.host == host and isinstance(meta.pid, int) and meta.pid != os.getpid():
+            pids.append(meta.pid)
     return pids
