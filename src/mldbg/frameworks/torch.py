@@ -149,6 +149,7 @@ class Hook(Adapter):
             )
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
+        output_name = f"{prefix}_output_0"
         classes = isinstance(loss_fn, CLASSIFICATION_LOSSES)
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
@@ -159,7 +160,7 @@ class Hook(Adapter):
                 stats.add_classes(prefix, args[0], args[1])
             if not rec.saving:
                 return
-            self._save(f"{prefix}_output_0", output, ("losses",))
+            self._save(output_name, output, ("losses",))
             for i, a in enumerate(args):
                 self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
@@ -225,12 +226,14 @@ class Hook(Adapter):
             self._save_outputs("model", output, ("outputs",))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
+        input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step
+
         def hook(module: nn.Module, args: tuple[Any, ...]) -> None:
             stats = self._stats  # outside statistics steps: two attribute reads and a call
             if stats is not None and stats.due() and args:
-                stats.add(f"{name}_input_0", args[0], act)
+                stats.add(input_name, args[0], act)
             if self.recorder.saving and args:
-                self._save(f"{name}_input_0", args[0], (act,))
+                self._save(input_name, args[0], natural)
 
         return hook
 
