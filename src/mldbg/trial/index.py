@@ -191,11 +191,14 @@ class RunIndex:
         """The NumPy dtype of a record's value (bfloat16 reads as float32) and its shape, from
         the index: known for a record saved with statistics only, too."""
         _, seg_idx, row = record._at
-        c = self._segments[seg_idx].columns
-        name = DTYPES[c["dtype"].item(row)]
-        start = c["shape_start"].item(row)
-        shape = tuple(c["shapes"][start : start + c["ndim"].item(row)].tolist())
+        name, shape = self._described(seg_idx, row)
         return (np.dtype(np.float32) if name == "BF16" else numpy_dtype(name)), shape
+
+    def _described(self, seg_idx: int, row: int) -> tuple[str, tuple[int, ...]]:
+        """A record's dtype (safetensors name) and shape, as its index row says."""
+        c = self._segments[seg_idx].columns
+        start = c["shape_start"].item(row)
+        return DTYPES[c["dtype"].item(row)], tuple(c["shapes"][start : start + c["ndim"].item(row)].tolist())
 
     def read(self, record: Record) -> np.ndarray:
         """The value of a record this index located: one ranged read of its data file."""
@@ -213,9 +216,7 @@ class RunIndex:
         seg = self._segments[seg_idx]
         c = seg.columns
         offset, nbytes = c["offset"].item(row), c["nbytes"].item(row)
-        dt = DTYPES[c["dtype"].item(row)]
-        start = c["shape_start"].item(row)
-        shape = tuple(c["shapes"][start : start + c["ndim"].item(row)].tolist())
+        dt, shape = self._described(seg_idx, row)
         where = f"{self.store.url}/{seg.data_key}"
         try:
             blob = self.store.read(seg.data_key, offset, nbytes)
