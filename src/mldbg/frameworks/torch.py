@@ -322,8 +322,6 @@ class Hook(Adapter):
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
             self.timeline.mark(marks.OPTIMIZER_END)
-            if self._stats is not None:  # its work is the step's, before the step's end mark
-                self._stats.finish()
             self.timeline.step_end()
             self.recorder.end_step()
 
