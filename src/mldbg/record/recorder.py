@@ -21,7 +21,7 @@ from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
-from mldbg.store import Store, layout, markers, open_store
+from mldbg.store import Store, layout, markers, open_store, process
 from mldbg.store.markers import End, WorkerMeta
 from mldbg.store.statistics import STATS_PREFIX
 
@@ -131,6 +131,7 @@ class Recorder:
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 started=time.time(),
+                process=process.identity(os.getpid()) or "",
             )
             try:
                 markers.save(self.store, layout.meta_key(self.worker), meta)
