@@ -59,7 +59,9 @@ class Metrics(Action):
         self.host = host
         self.port = port
         if token is not None and len(token) < 8:
-            raise InvalidConfig("Metrics: a token must have at least 8 characters: use a longer --metrics-token")
+            raise InvalidConfig(
+                "Metrics: a token must have at least 8 characters: use a longer --metrics-token"
+            )
         self.token = token
         self.allowed_hosts = tuple(allowed_hosts)
         self._access: Access | None = None
