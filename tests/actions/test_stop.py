@@ -146,6 +146,38 @@ def test_a_meta_naming_an_unrelated_process_does_not_get_it_signalled(tmp_path, 
         training.stdout.close()
 
 
+def test_a_meta_copying_another_process_s_identity_does_not_get_it_signalled(tmp_path, caplog):
+    # the identity is no secret (anyone can read /proc/<pid>/stat): the process named must also
+    # hold the run's meta.json open, as the training does and no other process can be made to
+    from mldbg.store import process
+
+    run = tmp_path / "run"
+    training = _hanging_training(run)
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        for in_place in (True, False):  # the training's own file rewritten in place, then a new file
+            forged = {**json.loads(open_store(run).read(layout.meta_key("worker_0"))),
+                      "pid": victim.pid, "process": process.identity(victim.pid)}  # fmt: skip
+            path = run / layout.meta_key("worker_0")
+            if in_place:
+                with open(path, "r+b") as f:
+                    f.truncate(0)
+                    f.write(json.dumps(forged).encode())
+            else:
+                open_store(run).write(layout.meta_key("worker_0"), [json.dumps(forged).encode()])
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="mldbg"):
+                StopTraining(signal="SIGTERM")([finding()], Context(run=str(run), store=open_store(run)))
+            assert "does not hold the run's meta.json open" in caplog.text
+            with pytest.raises(subprocess.TimeoutExpired):
+                victim.wait(timeout=0.5)
+    finally:
+        for proc in (victim, training):
+            proc.kill()
+            proc.wait()
+        training.stdout.close()
+
+
 def test_a_reused_pid_is_not_signalled(tmp_path, caplog):
     # the training died without an END (kill -9); its meta keeps its identity. A live process
     # under that pid with another start time is what a reused pid looks like: prove it refused
@@ -162,7 +194,7 @@ def test_a_reused_pid_is_not_signalled(tmp_path, caplog):
         _point_meta_at(run, newcomer.pid, process=dead_identity)
         with caplog.at_level("WARNING", logger="mldbg"):
             StopTraining(signal="SIGTERM")([finding()], Context(run=str(run), store=open_store(run)))
-        assert "its start time differs" in caplog.text
+        assert "its start time is not the training's" in caplog.text
         with pytest.raises(subprocess.TimeoutExpired):
             newcomer.wait(timeout=0.5)
     finally:

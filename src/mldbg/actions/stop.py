@@ -82,23 +82,34 @@ class StopTraining(Action):
             with contextlib.suppress(ProcessLookupError):  # it already ended
                 os.kill(self.pid, self.signal)
             return
-        for where, meta in _training_processes(store):
-            assert meta.pid is not None
-            if process.signal_process(meta.pid, meta.process, self.signal):
-                log.info(
-                    "mldbg: sent %s to the training process %d", signals.Signals(self.signal).name, meta.pid
-                )
-            elif process.identity(meta.pid) is not None or not meta.process:
-                log.warning(
-                    "mldbg: did not signal pid %d named in %s: %s; the stop request still stops the "
-                    "training at its next step",
-                    meta.pid, where,
-                    "no process identity was written beside it (a run of an older mldbg), so it is not "
-                    "proven to be the training"
-                    if not meta.process
-                    else "that process is not the training that wrote the run (its start time differs: "
-                    "the pid was reused, or the file names another process)",
-                )  # fmt: skip
+        for key, meta in _training_processes(store):
+            self._signal_training(store, key, meta)
+
+    def _signal_training(self, store: Any, key: str, meta: WorkerMeta) -> None:
+        """Signal the process `meta` names only once it is proven to be the training: the
+        same identity (start time) and, on a local disk, holding the run's meta.json open."""
+        assert meta.pid is not None and self.signal is not None
+        pid, where = meta.pid, f"{store.url}/{key}"
+        if meta.process and process.signal_process(
+            pid, meta.process, self.signal, proof=lambda: process.holds(pid, store, key) is not False
+        ):
+            log.info("mldbg: sent %s to the training process %d", signals.Signals(self.signal).name, pid)
+            return
+        live = process.identity(pid)
+        if meta.process and live is None:
+            return  # it ended meanwhile: nothing to stop
+        if not meta.process:
+            why = "no process identity was written beside it (a run of an older mldbg), so it is not proven to be the training"
+        elif live != meta.process:
+            why = (
+                "its start time is not the training's: the pid was reused, or the file names another process"
+            )
+        else:
+            why = "it does not hold the run's meta.json open as the training does: the file names another process"
+        log.warning(
+            "mldbg: did not signal pid %d named in %s: %s; the stop request still stops the training at its next step",
+            pid, where, why,
+        )  # fmt: skip
 
 
 def _signal_number(value: str | int) -> int:
@@ -113,8 +124,8 @@ def _signal_number(value: str | int) -> int:
 
 
 def _training_processes(store: Any) -> list[tuple[str, WorkerMeta]]:
-    """The metadata (and where it was read) of the run's workers that run on this host and
-    have not ended."""
+    """The metadata (and its key) of the run's workers that run on this host and have not
+    ended."""
     host, found = socket.gethostname(), []
     for worker in store.children(layout.WORKERS):
         if store.exists(layout.end_key(worker)):
@@ -125,5 +136,5 @@ def _training_processes(store: Any) -> list[tuple[str, WorkerMeta]]:
         except CorruptRecord:  # a damaged meta names no process to signal
             continue
         if meta is not None and meta.host == host and isinstance(meta.pid, int) and meta.pid != os.getpid():
-            found.append((f"{store.url}/{key}", meta))
+            found.append((key, meta))
     return found

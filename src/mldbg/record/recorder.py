@@ -114,6 +114,7 @@ class Recorder:
         self._stops = StopRequests(self.store, rank, world_size, stop_check_seconds, started=time.time())
         self.stopped = False
         self.writer: Writer | None = None
+        self._holding: int | None = None  # meta.json kept open: proves to a stopper which process we are
         if self.enabled:
             self.writer = Writer(
                 self.store,
@@ -135,6 +136,7 @@ class Recorder:
             )
             try:
                 markers.save(self.store, layout.meta_key(self.worker), meta)
+                self._holding = process.hold(self.store, layout.meta_key(self.worker))
                 self.store.delete(layout.end_key(self.worker))
             except StoreFull as e:  # a bucket away and no room to buffer: the store said so
                 log.error("mldbg: %s", e)
@@ -346,4 +348,6 @@ class Recorder:
                 markers.save(self.store, layout.end_key(self.worker), end)
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+            process.release(self._holding)
+            self._holding = None
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)
