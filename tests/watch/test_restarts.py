@@ -168,3 +168,75 @@ def test_a_finding_journaled_but_cut_short_is_named_and_not_sent_again(tmp_path)
     assert out == ""  # nothing new to print
     assert "ended while acting on 1 finding(s)" in err and "step 1" in err
     assert sink.watcher.returncode == 1  # the finding still counts for the exit code
+
+
+class Dies(BaseException):  # not an Exception: it gets past the watcher, as a kill would
+    pass
+
+
+class CountThenDie:
+    """Builds a real action that counts what it delivers and raises `Dies` after its first
+    delivery, before the watcher can save its place."""
+
+    @staticmethod
+    def make(delivered, die):
+        from mldbg.actions import Action
+
+        class Deliver(Action):
+            def act(self, findings, context):
+                delivered.extend(f.step for f in findings)
+                if die:
+                    raise Dies
+
+        return Deliver(once_per_rule=False)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_watcher_dying_in_a_delivery_does_not_repeat_it_on_any_store(tmp_path, where):
+    from watch_helpers import LossAbove, write_steps
+
+    from mldbg.watch.watcher import Watcher
+
+    run = tmp_path / "run" if where == "local" else f"memory://restarts-{tmp_path.name}"
+    rec = recorder(run)
+    write_steps(rec, [1, 50, 1, 60, 1])
+    rec.flush()
+    delivered = []
+    first = Watcher(run, [LossAbove()], [CountThenDie.make(delivered, die=True)])
+    with pytest.raises(Dies):
+        first.cycle()
+    assert delivered == [1, 3]  # one batch, then the watcher died
+    write_steps(rec, [70, 1])
+    rec.close()
+    notes = []
+    second = Watcher(run, [LossAbove()], [CountThenDie.make(delivered, die=False)], on_problem=notes.append)
+    second.run()
+    assert delivered == [1, 3, 5]  # 1 and 3 not again, 5 once
+    assert any("ended while acting on 2 finding(s)" in n for n in notes)
+    assert second.context.findings == 3
+
+
+def test_a_damaged_journal_is_read_around(tmp_path):
+    from watch_helpers import LossAbove, write_steps
+
+    from mldbg.store import open_store
+    from mldbg.watch.state import run_id
+    from mldbg.watch.watcher import Watcher
+
+    run = tmp_path / "run"
+    rec = recorder(run)
+    write_steps(rec, [1, 50, 1, 60, 1])
+    rec.close()
+    probe = Watcher(run, [LossAbove()])
+    journal = run / f"watch/{probe.ident}.json.journal"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    ident = json.dumps(run_id(open_store(run)))
+    journal.write_bytes(
+        f'{{"run": {ident}, "id": 3, "finding": []}}\n'.encode()
+        + b"\xff\xfe not json\n[1, 2]\n"
+        + f'{{"run": {ident}, "id": "x", "finding": {{"step": "1"}}, "keys": {{}}}}\n'.encode()
+        + f'{{"run": {ident}, "id": "y", "finding": {{"step": 1}}, "keys": [1]}}\n'.encode()
+        + f'{{"run": {ident}, "acted": "all"}}\n{{"run": {ident}, "id": "half'.encode()
+    )
+    found = Watcher(run, [LossAbove()]).run()
+    assert [f.step for f in found] == [1, 3]

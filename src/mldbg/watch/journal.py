@@ -20,6 +20,7 @@ a finding's step, the finding leaves the journal (`compact`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -36,8 +37,10 @@ SUFFIX = ".journal"
 
 
 def finding_id(f: Finding) -> str:
-    """What names one finding across watchers: a rule reports at most once per step and worker."""
-    return f"{f.rule}|{f.worker or ''}|{f.mode or ''}|{f.step}"
+    """What names one finding across watchers: its rule, worker, mode, step and message (as the
+    actions' per-finding key; the message is digested to keep the journal small)."""
+    digest = hashlib.sha1(f.message.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{f.rule}|{f.worker or ''}|{f.mode or ''}|{f.step}|{digest}"
 
 
 class Journal:
@@ -83,7 +86,7 @@ class Journal:
                 continue
             if not isinstance(entry, dict) or entry.get("run") != run:
                 continue
-            if isinstance(entry.get("id"), str) and isinstance(entry.get("finding"), dict):
+            if _well_formed(entry):
                 handed[entry["id"]] = entry
             elif isinstance(entry.get("acted"), list):
                 acted.update(i for i in entry["acted"] if isinstance(i, str))
@@ -170,6 +173,18 @@ class Journal:
             if self.fallback is None:
                 raise OSError(f"cannot write {self.where}: {e}") from e
             _append(self.fallback, data)
+
+
+def _well_formed(entry: dict[str, Any]) -> bool:
+    """A handed-out entry as `handing` writes it (a damaged one is skipped)."""
+    finding, keys = entry.get("finding"), entry.get("keys")
+    return (
+        isinstance(entry.get("id"), str)
+        and isinstance(finding, dict)
+        and isinstance(finding.get("step"), int)
+        and isinstance(keys, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items())
+    )
 
 
 def _append(path: Path, data: bytes) -> None:
