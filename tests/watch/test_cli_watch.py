@@ -320,3 +320,26 @@ def test_stop_signal_refuses_a_process_the_meta_was_edited_to_name(tmp_path):
         training.communicate()
         victim.wait()
         finish(watcher, w_out, w_err)
+
+
+def test_metrics_on_a_non_loopback_address_print_their_token(tmp_path):
+    import re
+
+    from watch_helpers import record
+
+    record(tmp_path / "run", [1.0, 0.5, 0.25])
+    proc = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "watch", str(tmp_path / "run"), "--rule", "exploding_tensor",
+         "--metrics-port", "0", "--metrics-host", "0.0.0.0", "--quiet"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"metrics at http://127\.0\.0\.1:\d+/metrics\?token=[\w-]{16,}", proc.stderr), (
+        proc.stderr
+    )
+    short = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "watch", str(tmp_path / "run"), "--metrics-port", "0",
+         "--metrics-token", "short"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert short.returncode == 2 and "at least 8 characters" in short.stderr
