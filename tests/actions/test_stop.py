@@ -89,3 +89,127 @@ def test_signal_to_the_training_found_in_the_run(tmp_path):
 def test_unknown_signal():
     with pytest.raises(InvalidConfig, match="unknown signal"):
         StopTraining(signal="SIGNOPE")
+
+
+# only a process proven to be the run's is signalled (issue 16, item 5) ------------------------
+HANGING_TRAINING = textwrap.dedent("""
+    import sys, time
+    from mldbg.record.recorder import Recorder
+    rec = Recorder(sys.argv[1])
+    print("ready", flush=True)
+    time.sleep(60)
+""")
+
+
+def _hanging_training(run):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_TRAINING, str(run)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _point_meta_at(run, pid, **changes):
+    """Edit the run's meta.json to name another process, as anyone who can write the folder could."""
+    key = layout.meta_key("worker_0")
+    meta = json.loads(open_store(run).read(key))
+    meta.update(pid=pid, **changes)
+    open_store(run).write(key, [json.dumps(meta).encode()])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param({}, id="pid-swapped"),  # the training's identity, another pid
+        pytest.param({"process": None}, id="no-identity"),  # as a run of an older mldbg
+        pytest.param({"process": "linux:0:0"}, id="wrong-identity"),
+    ],
+)
+def test_a_meta_naming_an_unrelated_process_does_not_get_it_signalled(tmp_path, caplog, edit):
+    run = tmp_path / "run"
+    training = _hanging_training(run)
+    victim = subprocess.Popen(["sleep", "60"])  # not in the same clock tick as the training
+    try:
+        _point_meta_at(run, victim.pid, **edit)
+        context = Context(run=str(run), store=open_store(run))
+        with caplog.at_level("WARNING", logger="mldbg"):
+            assert StopTraining(signal="SIGTERM")([finding()], context) == 1
+        assert f"did not signal pid {victim.pid}" in caplog.text
+        assert "the stop request still stops the training" in caplog.text
+        with pytest.raises(subprocess.TimeoutExpired):
+            victim.wait(timeout=0.5)  # still alive: never signalled
+        assert open_store(run).exists(layout.STOP_REQUEST)  # the file-based request still went out
+    finally:
+        for proc in (victim, training):
+            proc.kill()
+            proc.wait()
+        training.stdout.close()
+
+
+def test_a_meta_copying_another_process_s_identity_does_not_get_it_signalled(tmp_path, caplog):
+    # the identity is no secret (anyone can read /proc/<pid>/stat): the process named must also
+    # hold the run's meta.json open, as the training does and no other process can be made to
+    from mldbg.store import process
+
+    run = tmp_path / "run"
+    training = _hanging_training(run)
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        for in_place in (True, False):  # the training's own file rewritten in place, then a new file
+            forged = {**json.loads(open_store(run).read(layout.meta_key("worker_0"))),
+                      "pid": victim.pid, "process": process.identity(victim.pid)}  # fmt: skip
+            path = run / layout.meta_key("worker_0")
+            if in_place:
+                with open(path, "r+b") as f:
+                    f.truncate(0)
+                    f.write(json.dumps(forged).encode())
+            else:
+                open_store(run).write(layout.meta_key("worker_0"), [json.dumps(forged).encode()])
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="mldbg"):
+                StopTraining(signal="SIGTERM")([finding()], Context(run=str(run), store=open_store(run)))
+            assert "does not hold the run's meta.json open" in caplog.text
+            with pytest.raises(subprocess.TimeoutExpired):
+                victim.wait(timeout=0.5)
+    finally:
+        for proc in (victim, training):
+            proc.kill()
+            proc.wait()
+        training.stdout.close()
+
+
+def test_a_reused_pid_is_not_signalled(tmp_path, caplog):
+    # the training died without an END (kill -9); its meta keeps its identity. A live process
+    # under that pid with another start time is what a reused pid looks like: prove it refused
+    # with the live process's own pid and the dead training's identity
+    run = tmp_path / "run"
+    training = _hanging_training(run)
+    dead_identity = json.loads(open_store(run).read(layout.meta_key("worker_0")))["process"]
+    training.kill()
+    training.wait()
+    training.stdout.close()
+    assert dead_identity.startswith(("linux:", "psutil:"))
+    newcomer = subprocess.Popen(["sleep", "60"])
+    try:
+        _point_meta_at(run, newcomer.pid, process=dead_identity)
+        with caplog.at_level("WARNING", logger="mldbg"):
+            StopTraining(signal="SIGTERM")([finding()], Context(run=str(run), store=open_store(run)))
+        assert "its start time is not the training's" in caplog.text
+        with pytest.raises(subprocess.TimeoutExpired):
+            newcomer.wait(timeout=0.5)
+    finally:
+        newcomer.kill()
+        newcomer.wait()
+
+
+def test_the_run_s_own_training_is_still_signalled_after_the_proof(tmp_path):
+    run = tmp_path / "run"
+    training = _hanging_training(run)
+    try:
+        meta = json.loads(open_store(run).read(layout.meta_key("worker_0")))
+        assert meta["pid"] == training.pid and meta["process"]
+        StopTraining(signal="SIGTERM")([finding()], Context(run=str(run), store=open_store(run)))
+        assert training.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        training.kill()
+        training.stdout.close()

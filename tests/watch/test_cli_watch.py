@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -233,3 +234,112 @@ def test_sigterm_saves_the_place_and_exits(tmp_path):
     err.wait_for(lambda line: "waiting for" in line)
     proc.send_signal(signal.SIGTERM)
     assert finish(proc, out, err, timeout=10) == 130
+
+
+# --stop --signal signals only the run's own process (issue 16, item 5) ----------------------
+STUBBORN = """
+import sys, time
+from pathlib import Path
+import torch
+from torch import nn
+import mldbg
+from mldbg.torch import Hook
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+out, go = sys.argv[1], Path(sys.argv[2])
+x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+loss_fn = nn.CrossEntropyLoss()
+opt = torch.optim.SGD(model.parameters(), lr=1e12)  # explodes within a few steps
+hook = Hook(out, save_config=mldbg.SaveConfig(save_interval=1), flush_seconds=0.05)
+hook.register_module(model)
+hook.register_loss(loss_fn)
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.02)
+for step in range(1500):
+    try:  # a script that swallows every exception: only a signal stops it
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    except Exception:
+        pass
+    time.sleep(0.02)
+print("done", flush=True)
+"""
+
+
+def stubborn_training(out, go):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN, str(out), str(go)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_stop_signal_reaches_the_run_s_own_training(tmp_path):
+    out, go = tmp_path / "run", tmp_path / "go"
+    training = stubborn_training(out, go)
+    watcher = watch(out, "--rule", "exploding_tensor", "--stop", "--signal", "SIGTERM", "--quiet",
+                    "--pid", str(training.pid))  # fmt: skip
+    try:
+        go.touch()
+        assert training.wait(timeout=60) == -signal.SIGTERM  # long before its 1500 steps
+        assert watcher.wait(timeout=60) == 1
+    finally:
+        for proc in (training, watcher):
+            proc.kill()
+            proc.communicate()
+
+
+def test_stop_signal_refuses_a_process_the_meta_was_edited_to_name(tmp_path):
+    out, go = tmp_path / "run", tmp_path / "go"
+    training = stubborn_training(out, go)
+    victim = subprocess.Popen(["sleep", "60"])
+    key = layout.meta_key("worker_0")
+    meta = json.loads(open_store(out).read(key))
+    assert meta["pid"] == training.pid and meta["process"]
+    open_store(out).write(key, [json.dumps({**meta, "pid": victim.pid}).encode()])
+    watcher = watch(out, "--rule", "exploding_tensor", "--stop", "--signal", "SIGTERM", "--quiet")
+    w_out, w_err = Lines(watcher.stdout), Lines(watcher.stderr)
+    try:
+        go.touch()
+        w_err.wait_for(lambda line: f"did not signal pid {victim.pid}" in line, timeout=60)
+        assert victim.poll() is None  # not signalled
+        assert open_store(out).exists(layout.STOP_REQUEST)  # the request went out all the same
+        # the training's recording stopped at the request (END written, stopped=True)
+        deadline = time.monotonic() + 30
+        while not open_store(out).exists(layout.end_key("worker_0")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(open_store(out).read(layout.end_key("worker_0")))["stopped"] is True
+        assert victim.poll() is None
+    finally:
+        for proc in (training, victim, watcher):
+            proc.kill()
+        training.communicate()
+        victim.wait()
+        finish(watcher, w_out, w_err)
+
+
+def test_metrics_on_a_non_loopback_address_print_their_token(tmp_path):
+    import re
+
+    from watch_helpers import record
+
+    record(tmp_path / "run", [1.0, 0.5, 0.25])
+    proc = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "watch", str(tmp_path / "run"), "--rule", "exploding_tensor",
+         "--metrics-port", "0", "--metrics-host", "0.0.0.0", "--quiet"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"metrics at http://127\.0\.0\.1:\d+/metrics\?token=[\w-]{16,}", proc.stderr), (
+        proc.stderr
+    )
+    short = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "watch", str(tmp_path / "run"), "--metrics-port", "0",
+         "--metrics-token", "short"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert short.returncode == 2 and "at least 8 characters" in short.stderr

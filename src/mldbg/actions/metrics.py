@@ -7,6 +7,7 @@ for node_exporter's textfile collector. No dependency: the exposition format is 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import uuid
 from collections.abc import Iterable
@@ -14,7 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mldbg.access import Access
 from mldbg.actions.base import Action, Context, register_action
+from mldbg.errors import InvalidConfig
 
 if TYPE_CHECKING:
     from mldbg.rules.base import Finding
@@ -30,7 +33,11 @@ class Metrics(Action):
     `mldbg_training_ended`.
 
     `port` serves them at http://host:port/metrics (port 0 picks a free port: read `.port`
-    after `start`); `textfile` rewrites that file atomically at every change. Counters count
+    after `start`); `textfile` rewrites that file atomically at every change. The server
+    refuses a `Host` header that does not name it (421: DNS rebinding), and, bound to a
+    non-loopback `host` (or given a `token`), a request without the token (401): send it as
+    `Authorization: Bearer <token>`, basic auth with the token as password, or `?token=`. A
+    token not given is generated at `start` (`.token`; `.url` carries it). Counters count
     every finding, ungated, so a restarted watcher counts the whole run again (as Prometheus
     expects of a restarted exporter).
     """
@@ -42,6 +49,8 @@ class Metrics(Action):
         port: int | None = None,
         *,
         host: str = "127.0.0.1",
+        token: str | None = None,
+        allowed_hosts: Iterable[str] = (),
         textfile: str | os.PathLike[str] | None = None,
         rules: Iterable[str] | None = None,
         **gate: Any,
@@ -49,6 +58,13 @@ class Metrics(Action):
         super().__init__(rules=rules, **gate)
         self.host = host
         self.port = port
+        if token is not None and len(token) < 8:
+            raise InvalidConfig(
+                "Metrics: a token must have at least 8 characters: use a longer --metrics-token"
+            )
+        self.token = token
+        self.allowed_hosts = tuple(allowed_hosts)
+        self._access: Access | None = None
         self.textfile = None if textfile is None else Path(textfile)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -69,15 +85,21 @@ class Metrics(Action):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        """Where the metrics are, with the token when one is needed."""
+        shown = "127.0.0.1" if self.host in ("", "0.0.0.0") else "[::1]" if self.host == "::" else self.host
+        base = f"http://{shown}:{self.port}/metrics"
+        return base if self.token is None else f"{base}?token={self.token}"
 
     # lifecycle --------------------------------------------------------------------------
     def start(self, context: Context) -> None:
         self._update(context)
         if self.port is not None and self._server is None:
-            self._server = ThreadingHTTPServer((self.host, self.port), _handler(self))
+            server_class = _V6Server if ":" in self.host else ThreadingHTTPServer
+            self._server = server_class((self.host, self.port), _handler(self))
             self._server.daemon_threads = True
             self.port = self._server.server_address[1]
+            self._access = Access(self.host, self.port, self.token, self.allowed_hosts)
+            self.token = self._access.token
             threading.Thread(target=self._server.serve_forever, name="mldbg-metrics", daemon=True).start()
 
     def close(self) -> None:
@@ -88,7 +110,7 @@ class Metrics(Action):
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for the in-process watcher
         state = dict(self.__dict__)
-        state["_lock"], state["_server"] = None, None
+        state["_lock"], state["_server"], state["_access"] = None, None, None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -173,10 +195,28 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+class _V6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path.split("?")[0] not in ("/metrics", "/"):
+            path, _, query = self.path.partition("?")
+            access = metrics._access
+            refused = None if access is None else access.check(query, dict(self.headers.items()))
+            if refused is not None:
+                status, reason = refused
+                body = f"{reason}\n".encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Bearer realm="mldbg metrics"')
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            if path not in ("/metrics", "/"):
                 self.send_error(404, "mldbg serves /metrics")
                 return
             body = metrics.text().encode()

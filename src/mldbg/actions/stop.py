@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mldbg.actions.base import Action, Context, register_action
 from mldbg.errors import CorruptRecord, InvalidConfig
-from mldbg.store import layout, markers, open_store
+from mldbg.store import layout, markers, open_store, process
 from mldbg.store.markers import StopRequest, WorkerMeta
 
 if TYPE_CHECKING:
@@ -31,6 +31,11 @@ class StopTraining(Action):
     With `signal` (a name such as "SIGTERM", or a number) the action also signals `pid`, or,
     when `pid` is None, the training processes named in the run's worker metadata that
     run on this host: for a script that catches exceptions broadly and would not stop.
+    A process named by the metadata is signalled only when it is proven to be the run's: its
+    identity (start time) must be the one the training wrote beside its pid. A pid the OS
+    reused, or a `meta.json` edited to name another process, is refused with a warning; the
+    stop request still stops the training at its next step. (An explicit `pid` is the
+    caller's choice and is signalled as given.)
     It fires once per run, on the first finding of any of its `rules`.
     """
 
@@ -71,10 +76,40 @@ class StopTraining(Action):
         markers.save(store, layout.STOP_REQUEST, request)
         context.stop_requested = reason
         log.info("mldbg: asked the training to stop: %s", reason)
-        if self.signal is not None:
-            for pid in [self.pid] if self.pid is not None else _training_pids(store):
-                with contextlib.suppress(ProcessLookupError):  # it already ended
-                    os.kill(pid, self.signal)
+        if self.signal is None:
+            return
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):  # it already ended
+                os.kill(self.pid, self.signal)
+            return
+        for key, meta in _training_processes(store):
+            self._signal_training(store, key, meta)
+
+    def _signal_training(self, store: Any, key: str, meta: WorkerMeta) -> None:
+        """Signal the process `meta` names only once it is proven to be the training: the
+        same identity (start time) and, on a local disk, holding the run's meta.json open."""
+        assert meta.pid is not None and self.signal is not None
+        pid, where = meta.pid, f"{store.url}/{key}"
+        if meta.process and process.signal_process(
+            pid, meta.process, self.signal, proof=lambda: process.holds(pid, store, key) is not False
+        ):
+            log.info("mldbg: sent %s to the training process %d", signals.Signals(self.signal).name, pid)
+            return
+        live = process.identity(pid)
+        if meta.process and live is None:
+            return  # it ended meanwhile: nothing to stop
+        if not meta.process:
+            why = "no process identity was written beside it (a run of an older mldbg), so it is not proven to be the training"
+        elif live != meta.process:
+            why = (
+                "its start time is not the training's: the pid was reused, or the file names another process"
+            )
+        else:
+            why = "it does not hold the run's meta.json open as the training does: the file names another process"
+        log.warning(
+            "mldbg: did not signal pid %d named in %s: %s; the stop request still stops the training at its next step",
+            pid, where, why,
+        )  # fmt: skip
 
 
 def _signal_number(value: str | int) -> int:
@@ -88,16 +123,18 @@ def _signal_number(value: str | int) -> int:
         raise InvalidConfig(f"StopTraining: unknown signal {value!r}; use e.g. SIGTERM or SIGINT") from None
 
 
-def _training_pids(store: Any) -> list[int]:
-    """Pids of the run's workers that run on this host and have not ended."""
-    host, pids = socket.gethostname(), []
+def _training_processes(store: Any) -> list[tuple[str, WorkerMeta]]:
+    """The metadata (and its key) of the run's workers that run on this host and have not
+    ended."""
+    host, found = socket.gethostname(), []
     for worker in store.children(layout.WORKERS):
         if store.exists(layout.end_key(worker)):
             continue
+        key = layout.meta_key(worker)
         try:
-            meta = markers.load(store, layout.meta_key(worker), WorkerMeta)
+            meta = markers.load(store, key, WorkerMeta)
         except CorruptRecord:  # a damaged meta names no process to signal
             continue
         if meta is not None and meta.host == host and isinstance(meta.pid, int) and meta.pid != os.getpid():
-            pids.append(meta.pid)
-    return pids
+            found.append((key, meta))
+    return found

@@ -62,6 +62,12 @@ def _url(host: str, port: int) -> str:
               help="Open the dashboard in the default web browser.")  # fmt: skip
 @click.option("--refresh", "refresh_seconds", type=float, default=1.0, show_default=True,
               help="Seconds between looks for new steps.")  # fmt: skip
+@click.option("--token", envvar="MLDBG_DASHBOARD_TOKEN", default=None, metavar="TOKEN",
+              help="Require TOKEN on every request (env MLDBG_DASHBOARD_TOKEN). A non-loopback "
+                   "--host without one gets a generated token, shown in the printed URL.")  # fmt: skip
+@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another host name browsers may use to reach the dashboard (repeatable); "
+                   "other Host headers are refused (DNS rebinding).")  # fmt: skip
 def dashboard(
     paths: tuple[str, ...],
     host: str,
@@ -71,6 +77,8 @@ def dashboard(
     no_rules: bool,
     open_browser: bool,
     refresh_seconds: float,
+    token: str | None,
+    allowed_hosts: tuple[str, ...],
 ) -> None:
     """Serve a live dashboard of the runs at PATH... (directories or s3://bucket/prefix).
 
@@ -108,12 +116,18 @@ def dashboard(
             _fail(str(e))
         specs = specs or None
     try:
-        app = create_app(list(paths), rules=specs, refresh_seconds=refresh_seconds)
+        app = create_app(list(paths), rules=specs, refresh_seconds=refresh_seconds, host=host, token=token,
+                         allowed_hosts=allowed_hosts)  # fmt: skip
     except MldbgError as e:
         _fail(str(e))
         return
     sock = _bind(host, port)
-    url = _url(host, sock.getsockname()[1])
+    access = app.state.access
+    access.port = sock.getsockname()[1]
+    url = access.url(_url(host, access.port))
+    if token is None and access.token is not None:
+        click.echo(f"mldbg dashboard: listening on {host}, reachable from other machines: every request "
+                   "needs the token in the URL below", err=True)  # fmt: skip
     runs = app.state.dashboard.runs
     names = ", ".join(list(runs)[:5]) + (f", ... ({len(runs)} runs)" if len(runs) > 5 else "")
     click.echo(f"mldbg dashboard: {names} at {url}  (Ctrl-C to stop)", nl=True)

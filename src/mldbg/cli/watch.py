@@ -36,6 +36,10 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metrics-port", type=int, default=None, metavar="N",
                      help="Serve Prometheus metrics on this port (0: any free port)."),
         click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."),
+        click.option("--metrics-token", envvar="MLDBG_METRICS_TOKEN", default=None, metavar="TOKEN",
+                     help="Require TOKEN (Bearer, basic-auth password or ?token=) for the metrics "
+                          "(env MLDBG_METRICS_TOKEN); a non-loopback --metrics-host without one gets a "
+                          "generated token, shown in the printed URL."),
         click.option("--metrics-file", default=None, metavar="PATH",
                      help="Write Prometheus metrics to this textfile (node_exporter)."),
         click.option("--log-file", default=None, metavar="PATH", help="Append findings as JSON lines to PATH."),
@@ -65,6 +69,7 @@ def build(
     metrics_port: int | None,
     metrics_host: str,
     metrics_file: str | None,
+    metrics_token: str | None,
     log_file: str | None,
     every_finding: bool,
     config_path: str | None,
@@ -94,7 +99,7 @@ def build(
     actions += [Email(list(emails), **gate)] if emails else []
     actions += [Webhook(url, slack=slack, **gate) for url in webhooks]
     if metrics_port is not None or metrics_file:
-        actions.append(Metrics(metrics_port, host=metrics_host, textfile=metrics_file))
+        actions.append(Metrics(metrics_port, host=metrics_host, token=metrics_token, textfile=metrics_file))
     if log_file:
         actions.append(Log(log_file))
     return (specs or None), actions

@@ -38,6 +38,11 @@ returns only the steps after STEP, for incremental polling.
 
 The page is `/` (static/index.html + dashboard.js); Plotly.js is served from the installed
 `plotly` package at /static/plotly.min.js, so the dashboard works with no internet.
+
+Every request first passes `mldbg.access`: a `Host` header that does not name this server is
+answered 421 (DNS rebinding), and a dashboard bound to a non-loopback address (or given a
+token) answers 401 to a request without its token (`?token=`, which also sets a cookie,
+`Authorization: Bearer`, or that cookie).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from mldbg.access import Access
 from mldbg.dashboard.data import PERCENTILES, Dashboard, NotFound, UnknownRun
 from mldbg.errors import InvalidConfig, MldbgError
 from mldbg.store.reductions import REDUCTION_NAMES
@@ -79,11 +85,21 @@ def create_app(
     paths: Sequence[str | os.PathLike[str]],
     rules: Sequence[Any] | None = None,
     refresh_seconds: float = 1.0,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> Any:
     """A FastAPI app serving the runs at `paths` (local paths or s3:// URLs; a local folder of
     runs serves each run in it). `rules`: None runs the default rule set live on every run, a
     list of rule specs (as `mldbg check --rule`) those, `[]` none. The refresher thread runs
-    while the app does (its lifespan); `app.state.dashboard` is the data layer."""
+    while the app does (its lifespan); `app.state.dashboard` is the data layer.
+
+    `host` and `port`: where it will be served (the `Host` header must name it; see
+    `mldbg.access`); `token`: required on every request when set, and generated when `host`
+    is not a loopback address (`app.state.access.token`, `app.state.access.url(base)`);
+    `allowed_hosts`: more names a browser may use to reach it (behind a proxy, say)."""
     from fastapi import FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import Response
@@ -100,8 +116,21 @@ def create_app(
         finally:
             dashboard.stop()
 
+    access = Access(host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     app = FastAPI(title="mldbg dashboard", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.dashboard = dashboard
+    app.state.access = access
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        refused = access.check(request.url.query, request.headers)
+        if refused is not None:
+            status, reason = refused
+            return error(status, f"{reason} ({request.url.path} refused)")
+        response = await call_next(request)
+        if access.token is not None and access.token_ok(request.url.query, {})[1]:
+            response.headers["Set-Cookie"] = access.cookie_header()
+        return response
 
     def send(content: Any, status: int = 200) -> Response:
         body = json.dumps(content, separators=(",", ":"), allow_nan=False)

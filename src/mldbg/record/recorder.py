@@ -21,7 +21,7 @@ from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
-from mldbg.store import Store, layout, markers, open_store
+from mldbg.store import Store, layout, markers, open_store, process
 from mldbg.store.markers import End, WorkerMeta
 from mldbg.store.statistics import STATS_PREFIX
 
@@ -114,6 +114,7 @@ class Recorder:
         self._stops = StopRequests(self.store, rank, world_size, stop_check_seconds, started=time.time())
         self.stopped = False
         self.writer: Writer | None = None
+        self._holding: int | None = None  # meta.json kept open: proves to a stopper which process we are
         if self.enabled:
             self.writer = Writer(
                 self.store,
@@ -131,9 +132,11 @@ class Recorder:
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 started=time.time(),
+                process=process.identity(os.getpid()) or "",
             )
             try:
                 markers.save(self.store, layout.meta_key(self.worker), meta)
+                self._holding = process.hold(self.store, layout.meta_key(self.worker))
                 self.store.delete(layout.end_key(self.worker))
             except StoreFull as e:  # a bucket away and no room to buffer: the store said so
                 log.error("mldbg: %s", e)
@@ -345,4 +348,6 @@ class Recorder:
                 markers.save(self.store, layout.end_key(self.worker), end)
             except Exception as e:
                 log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+            process.release(self._holding)
+            self._holding = None
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)

@@ -25,7 +25,9 @@ from mldbg.store.format import FORMAT_VERSION
 @dataclass(frozen=True)
 class WorkerMeta:
     """Who writes a worker's records. `expected_workers` tells readers how many workers must
-    end before the run is complete; `host` and `pid` let a stop action signal the process."""
+    end before the run is complete; `host`, `pid` and `process` let a stop action signal the
+    process: `process` is the process's identity (`mldbg.store.process.identity`), which proves
+    that a live pid is still the training's before a signal is sent."""
 
     worker: str = ""
     rank: int = 0
@@ -35,6 +37,7 @@ class WorkerMeta:
     host: str = ""
     pid: int | None = None
     started: float | None = None  # unix time
+    process: str = ""  # the process's identity (start time): "" when it could not be told
     format: int = FORMAT_VERSION
 
     def encode(self) -> bytes:
@@ -57,6 +60,7 @@ class WorkerMeta:
             host=_get(d, "host", str, "", where),
             pid=_get(d, "pid", int, None, where),
             started=_time(d, "started", where),
+            process=_get(d, "process", str, "", where),
             format=version,
         )
 

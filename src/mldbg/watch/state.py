@@ -79,6 +79,10 @@ class StateFile:
             return cls(store, path=path)
         return cls(store, key=f"{PREFIX}{ident}.json")
 
+    def fallback(self) -> Path:
+        """The local file kept when the run's store cannot be written."""
+        return self._fallback()
+
     def _fallback(self) -> Path:
         digest = hashlib.sha1(self.store.url.encode()).hexdigest()[:12]
         name = (self.key or "state.json").replace("/", "-")

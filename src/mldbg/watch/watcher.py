@@ -24,6 +24,7 @@ from mldbg.rules.base import Finding, Rule
 from mldbg.store import layout, markers
 from mldbg.store.markers import StopRequest
 from mldbg.trial import create_trial
+from mldbg.watch.journal import Journal, finding_id
 from mldbg.watch.progress import NoProgress, Progress
 from mldbg.watch.state import StateFile, WatchState, run_id, watcher_id
 
@@ -47,7 +48,9 @@ class Watcher:
     - `poll_seconds`: how often to look for new steps when nothing new came.
     - `state`: True to keep the watcher's place in the run's store (`watch/<id>.json`), a
       path for a local file, False for none. A restarted watcher resumes there and does not
-      report or alert old findings again.
+      report or alert old findings again: each finding is journaled (`watch/<id>.json.journal`)
+      before it is printed or delivered, so even a watcher killed right after a delivery
+      delivers nothing twice (at most once; see `mldbg.watch.journal`).
     - `on_finding`: called with each new finding (the CLI prints it).
     - `alive`: returns False once the training process is gone; the watcher then makes its
       final pass even if the run has no end marker (a crash, kill -9).
@@ -97,8 +100,14 @@ class Watcher:
             + (["per_worker"] if per_worker else [])
         )
         self._state_file: StateFile | None = None
+        self._journal: Journal | None = None
         if state is not False:
             self._state_file = StateFile.for_watcher(self.store, self.ident, None if state is True else state)
+            self._journal = Journal.beside(
+                self.store, self._state_file.key, self._state_file.path, self._state_file.fallback()
+            )
+        self._handed: dict[str, int] = {}  # findings journaled and not yet covered by the saved place
+        self._handed_before: set[str] = set()  # ... by an earlier watcher: never acted on again
         self.state = WatchState()
         self._resume_step = -1  # findings up to here were reported by an earlier watcher
         self._resume_finished = False
@@ -210,8 +219,12 @@ class Watcher:
         new = []
         for f in found:
             old = f.step <= self._resume_step or (self.ended and self._resume_finished)
-            if not old:
+            if not old and finding_id(f) not in self._handed_before and finding_id(f) not in self._handed:
                 new.append(f)
+        if new:
+            self._journal_handing(new)
+        # an earlier watcher's findings reach no gated action again (their keys were restored)
+        offered = [f for f in found if finding_id(f) not in self._handed_before]
         self.findings.extend(new)
         ctx.findings = self.state.findings + len(new)
         ctx.ended = self.ended
@@ -222,9 +235,11 @@ class Watcher:
         delivered = 0
         for action in self.actions:
             try:
-                delivered += action(found, ctx, final=self.ended)
+                delivered += action(found if action.every_cycle else offered, ctx, final=self.ended)
             except Exception as e:  # every_cycle actions are not gated: never let them stop us
                 self.on_problem(f"{action.describe()}: {e}")
+        if new and self._journal is not None:
+            self._journal.acted(self.state.run_id, new)
         if ctx.stop_requested and not stop_before:
             self.on_problem(f"asked the training to stop: {ctx.stop_requested}")
         # what was reported or delivered is saved at once; mere progress every few seconds
@@ -243,6 +258,25 @@ class Watcher:
                 ctx.step, ctx.steps_checked, len(self.rules) - skipped, skipped, ctx.findings
             )
 
+    def _journal_handing(self, new: list[Finding]) -> None:
+        """Write `new` into the journal before anything is printed or delivered. When it
+        cannot be written (a full disk) the findings are still acted on, never held back: a
+        watcher killed before its next saved place may then deliver them again."""
+        for f in new:
+            self._handed[finding_id(f)] = f.step
+        if self._journal is None:
+            return
+        entries = [(f, {a.ident(): a.key(f) for a in self.actions if not a.every_cycle}) for f in new]
+        try:
+            self._journal.handing(self.state.run_id, entries)
+        except OSError as e:
+            if ("journal", "") not in self._told:
+                self._told.add(("journal", ""))
+                self.on_problem(
+                    f"cannot write the journal {self._journal.where} ({e}): findings are delivered "
+                    "anyway, and a restart before the next saved place may deliver them again"
+                )
+
     def _checked_through(self) -> int | None:
         """The last step the runner checked (in a live run it holds back the newest step)."""
         if self.runner is None:
@@ -260,6 +294,7 @@ class Watcher:
         saved = self._state_file.load()
         if saved is None or (saved.run_id is not None and saved.run_id != current):
             self.state = WatchState(run_id=current)
+            self._load_journal()
             return
         self.state = saved
         self.state.run_id = current
@@ -269,10 +304,40 @@ class Watcher:
             kept = saved.actions.get(action.ident())
             if kept:
                 action.restore(kept)
+        self._load_journal()
         if saved.last_step >= 0:
             self.on_problem(
                 f"resuming after step {saved.last_step} ({saved.findings} findings reported before; "
                 f"state in {self._state_file.where})"
+            )
+
+    def _load_journal(self) -> None:
+        """What an earlier watcher journaled but did not cover by its saved place: never
+        printed or delivered again; each gated action takes the keys in as delivered."""
+        if self._journal is None:
+            return
+        handed, acted = self._journal.load(self.state.run_id)
+        if not handed:
+            return
+        self._handed_before = set(handed)
+        self._handed = {i: int(e["finding"].get("step", -1)) for i, e in handed.items()}
+        # counted in the saved place already unless it was saved before them
+        self.state.findings += sum(
+            1 for s in self._handed.values() if s > self.state.last_step and not self.state.finished
+        )
+        for action in self.actions:
+            keys = [e["keys"][action.ident()] for e in handed.values() if action.ident() in e.get("keys", {})]
+            if keys:
+                kept = action.state()
+                action.restore({**kept, "seen": sorted(set(kept.get("seen", ())) | set(keys))})
+        cut = [e["finding"] for i, e in handed.items() if i not in acted]
+        if cut:
+            shown = "; ".join(
+                f"[{f.get('rule')}] step {f.get('step')}: {f.get('message')}" for f in cut[:5]
+            ) + (f"; and {len(cut) - 5} more" if len(cut) > 5 else "")
+            self.on_problem(
+                f"the previous watcher ended while acting on {len(cut)} finding(s); they may not have "
+                f"been delivered, and are not delivered again (at most once): {shown}"
             )
 
     def _save(self) -> None:
@@ -285,6 +350,14 @@ class Watcher:
             self._state_file.save(self.state)
         except Exception as e:
             self.on_problem(f"cannot save the watch state: {e}")
+            return
+        # the saved place now covers the journaled findings up to its step: they leave it
+        covered = {
+            i for i, step in self._handed.items() if self.state.finished or step <= self.state.last_step
+        }
+        if covered and self._journal is not None:
+            self._handed = {i: s for i, s in self._handed.items() if i not in covered}
+            self._journal.compact(self.state.run_id, set(self._handed))
 
     def _report_rule_problems(self) -> None:
         """Say once why a rule does not run: its data was not saved, or it failed."""
