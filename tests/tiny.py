@@ -20,6 +20,7 @@ returns a `TinyRun` with the path and the losses. Every defect is a keyword:
     train(path, missing_zero_grad=True)           # gradients accumulate: no optimizer.zero_grad()
     train(path, spike_at=40)                      # one corrupted batch (inputs x spike_scale)
     train(path, logit_scale="learned")            # an unclamped learnable logit scale (temperature)
+    train(path, maximize=True)                    # the optimizer maximizes the loss: logits grow
     train(path, pair_noise={(7, 1): 0.4})         # 40% of class 7 labelled 1 in the training set
     train(path, late_head=True)                   # head replaced after the optimizer was built
     train(path, stop_updating_at=30)              # the optimizer stops stepping at step 30
@@ -266,6 +267,7 @@ def train(
     logit_scale: str | None = None,
     pair_noise: dict[tuple[int, int], float] | None = None,
     late_head: bool = False,
+    maximize: bool = False,
     stop_updating_at: int | None = None,
     seed: int = 0,
     save_interval: int = 1,
@@ -327,9 +329,9 @@ def train(
     if frozen_optimizer:
         lr = 0.0
     if optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum)
+        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, maximize=maximize)
     elif optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr)
+        opt = torch.optim.Adam(params, lr=lr, maximize=maximize)
     else:
         raise ValueError(f"unknown optimizer {optimizer!r}")
     if late_head:  # a head attached after the optimizer was built: the optimizer never sees it
