@@ -10,9 +10,11 @@ from tests.rules.conftest import assert_explains, fired
 from tests.tiny import train
 
 
+# A BatchNorm CNN without zero_grad() shows only a slow rise (2x over 16 steps), which a
+# healthy language model's gradient norm shows too (tests/rules/test_healthy_pipelines.py):
+# norms alone cannot tell them apart, and the rule does not report it.
 @pytest.mark.parametrize(
-    ("kwargs", "by"),
-    [({}, 8), ({"optimizer": "adam"}, 8), ({"model": "cnn"}, 20)],
+    ("kwargs", "by"), [({}, 8), ({"optimizer": "adam"}, 8), ({"width": 64, "depth": 3}, 8)]
 )
 def test_fires_when_zero_grad_is_missing(tmp_path, kwargs, by):
     run = train(

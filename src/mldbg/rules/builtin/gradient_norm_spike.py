@@ -24,15 +24,16 @@ class GradientNormSpike(Rule):
     rate too high for the curvature, an attention or output logit that blew up. The step
     after it carries an update `min_ratio` times too large, which may throw the model off
     for good. Reads the `l2` statistic of the gradients (saved by the two-line hook, or from
-    raw gradients); a series is judged after `warmup` saved steps.
+    raw gradients); a series is judged after `warmup` saved steps (a layer's gradient
+    norm swings 3-4x in the first steps of healthy training).
     """
 
     needs = ("gradients",)
     reads = {"gradients": ("l2",)}
     window: int = 20
     threshold: float = 10.0
-    min_ratio: float = 3.0
-    warmup: int = 5
+    min_ratio: float = 5.0
+    warmup: int = 10
     tensor_regex: list[str] | None = None
     suggestion = (
         "Replay the batch of that step (corrupted or extreme samples, wrong labels), clip gradients "
