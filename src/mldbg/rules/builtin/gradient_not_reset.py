@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.stats import rising_share, trend_z
@@ -16,8 +18,10 @@ _RISING = 0.8  # share of consecutive steps whose norm rose
 class GradientNotReset(Rule):
     """Gradients accumulate across optimizer steps without gradient accumulation being
     intended: over `window` consecutive saved training steps the global gradient norm rose
-    at (almost) every step (at least 80% of them) and grew more than `min_growth` times, and
-    most weight gradients grew on their own too.
+    at (almost) every step (at least 80% of them) and grew more than `min_growth` times, in
+    its first half by a typical step (the median increment) of at least half the first norm,
+    as adding gradients of about the same size and direction does; and most weight
+    gradients grew on their own.
 
     When `optimizer.zero_grad()` is missing, `.grad` holds the sum of every gradient since
     the start: consecutive gradients are nearly collinear early on, so the norm grows about
@@ -70,6 +74,8 @@ class GradientNotReset(Rule):
         growth = total[-1] / total[0] if total[0] > 0 else math.inf
         if rising_share(total) < _RISING or growth <= self.min_growth:
             return None
+        if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
+            return None  # not a sum of comparable gradients: a divergence grows otherwise
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         grown = [
             n for n in weights
