@@ -12,6 +12,7 @@ from mldbg.rules.stats import rising_share, trend_z
 from mldbg.rules.view import TrialView
 
 _RISING = 0.8  # share of consecutive steps whose norm rose
+_MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
 
 
 @register
@@ -20,8 +21,9 @@ class GradientNotReset(Rule):
     intended: over `window` consecutive saved training steps the global gradient norm rose
     at (almost) every step (at least 80% of them) and grew more than `min_growth` times, in
     its first half by a typical step (the median increment) of at least half the first norm,
-    as adding gradients of about the same size and direction does; and most weight
-    gradients grew on their own.
+    as adding gradients of about the same size and direction does, never falling by more
+    than 20% in one step (a sum of many gradients barely changes; noisy small norms near
+    convergence do); and most weight gradients grew on their own.
 
     When `optimizer.zero_grad()` is missing, `.grad` holds the sum of every gradient since
     the start: consecutive gradients are nearly collinear early on, so the norm grows about
@@ -76,6 +78,8 @@ class GradientNotReset(Rule):
             return None
         if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
             return None  # not a sum of comparable gradients: a divergence grows otherwise
+        if min(b / a for a, b in zip(total, total[1:], strict=False) if a > 0) < 1 - _MAX_DROP:
+            return None  # a sum of many gradients barely shrinks in one step; noise does
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         grown = [
             n for n in weights
