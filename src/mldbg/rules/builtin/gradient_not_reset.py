@@ -78,7 +78,7 @@ class GradientNotReset(Rule):
             return None
         if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
             return None  # not a sum of comparable gradients: a divergence grows otherwise
-        if min(b / a for a, b in zip(total, total[1:], strict=False) if a > 0) < 1 - _MAX_DROP:
+        if min((b / a for a, b in zip(total, total[1:], strict=False) if a > 0), default=1.0) < 1 - _MAX_DROP:
             return None  # a sum of many gradients barely shrinks in one step; noise does
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         grown = [
