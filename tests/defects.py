@@ -50,6 +50,20 @@ SCENARIOS: dict[str, tuple[dict, tuple[str, ...]]] = {
     ),
     "16 training samples, Adam": ({"n_train": 16, "optimizer": "adam", "steps": 300}, ("overfit",)),
     "tiny init std 1e-5": ({"init": "tiny"}, ("poor_weight_initialization",)),
+    # silent bugs and today's training (issue 17)
+    "missing optimizer.zero_grad()": ({"missing_zero_grad": True}, ("gradient_not_reset",)),
+    "one corrupted batch (inputs x30), Adam": ({"spike_at": 30, "optimizer": "adam"}, ("loss_spike",)),
+    "one corrupted batch early (inputs x30), Adam": (
+        {"spike_at": 15, "optimizer": "adam"},
+        ("gradient_norm_spike", "loss_spike"),
+    ),
+    "optimizer maximizes the loss, Adam": ({"maximize": True, "optimizer": "adam"}, ("logit_growth",)),
+    "head attached after the optimizer was built": ({"late_head": True}, ("unchanged_tensor",)),
+    "optimizer stops stepping at step 15": ({"stop_updating_at": 15}, ("unchanged_tensor",)),
+    "diverging: 10 classes, SGD lr 1 momentum 0.9": (
+        {"n_classes": 10, "lr": 1.0, "momentum": 0.9},
+        ("underfitting", "loss_not_decreasing"),
+    ),
 }
 
 

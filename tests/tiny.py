@@ -17,6 +17,13 @@ returns a `TinyRun` with the path and the losses. Every defect is a keyword:
     train(path, frozen_optimizer=True)            # the optimizer never moves the weights
     train(path, freeze=("fc1",))                  # fc1 frozen on purpose (healthy)
     train(path, swap_classes=(0, 1))              # classes 0 and 1 swapped in the training labels
+    train(path, missing_zero_grad=True)           # gradients accumulate: no optimizer.zero_grad()
+    train(path, spike_at=40)                      # one corrupted batch (inputs x spike_scale)
+    train(path, logit_scale="learned")            # an unclamped learnable logit scale (temperature)
+    train(path, maximize=True)                    # the optimizer maximizes the loss: logits grow
+    train(path, pair_noise={(7, 1): 0.4})         # 40% of class 7 labelled 1 in the training set
+    train(path, late_head=True)                   # head replaced after the optimizer was built
+    train(path, stop_updating_at=30)              # the optimizer stops stepping at step 30
 
 Layer names are stable (`fc1`, `relu1`, ..., `out`; `conv1`, `bn1`, ...) so tests can name tensors.
 """
@@ -111,6 +118,19 @@ class SmallCNN(nn.Module):
         x = self.pool(a1(self.bn1(self.conv1(x))))
         x = self.pool(a2(self.bn2(self.conv2(x))))
         return self.out(x.flatten(1))
+
+
+class ScaledLogits(nn.Module):
+    """`net(x) * exp(scale)`: a temperature as CLIP learns it. Unclamped, a learned scale
+    grows without bound on separable data (CLIP clamps it at log 100)."""
+
+    def __init__(self, net: nn.Module, learned: bool = True):
+        super().__init__()
+        self.net = net
+        self.scale = nn.Parameter(torch.zeros(()), requires_grad=learned)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) * self.scale.exp()
 
 
 def apply_init(model: nn.Module, init: str | Callable[[nn.Module], None] | None) -> None:
@@ -241,6 +261,14 @@ def train(
     swap_classes: tuple[int, int] | None = None,
     freeze: Sequence[str] = (),
     frozen_optimizer: bool = False,
+    missing_zero_grad: bool = False,
+    spike_at: int | None = None,
+    spike_scale: float = 30.0,
+    logit_scale: str | None = None,
+    pair_noise: dict[tuple[int, int], float] | None = None,
+    late_head: bool = False,
+    maximize: bool = False,
+    stop_updating_at: int | None = None,
     seed: int = 0,
     save_interval: int = 1,
     eval_save_interval: int | None = None,
@@ -273,6 +301,9 @@ def train(
         elif label_noise > 0:
             flip = torch.rand(len(y_train), generator=g) < label_noise
             y_train = torch.where(flip, torch.randint(0, n_classes, y_train.shape, generator=g), y_train)
+        for (src, dst), share in (pair_noise or {}).items():  # label noise concentrated on a pair
+            flip = (y_train == src) & (torch.rand(len(y_train), generator=g) < share)
+            y_train = torch.where(flip, dst, y_train)
         if swap_classes is not None:  # a labelling bug in the training set only
             a, b = swap_classes
             y_train = torch.where(y_train == a, b, torch.where(y_train == b, a, y_train))
@@ -287,6 +318,8 @@ def train(
     else:
         raise ValueError(f"unknown model {model!r}")
     apply_init(net, init)
+    if logit_scale is not None:  # CLIP-style temperature: logits * exp(s), s learned
+        net = ScaledLogits(net, learned=logit_scale == "learned")
     for name, p in net.named_parameters():
         if any(name.startswith(prefix) for prefix in freeze):
             p.requires_grad_(False)
@@ -296,11 +329,18 @@ def train(
     if frozen_optimizer:
         lr = 0.0
     if optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum)
+        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, maximize=maximize)
     elif optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr)
+        opt = torch.optim.Adam(params, lr=lr, maximize=maximize)
     else:
         raise ValueError(f"unknown optimizer {optimizer!r}")
+    if late_head:  # a head attached after the optimizer was built: the optimizer never sees it
+        head = net.out if model == "cnn" else net[-1]
+        fresh = nn.Linear(head.in_features, head.out_features)
+        if model == "cnn":
+            net.out = fresh
+        else:
+            net[-1] = fresh
     loss_fn: nn.Module = nn.MSELoss() if task == "regression" else nn.CrossEntropyLoss()
 
     save_config = SaveConfig(save_interval=save_interval)
@@ -333,10 +373,13 @@ def train(
                 order = torch.randperm(len(x_train), generator=g)
             idx = order[b * batch_size : (b + 1) * batch_size]
             net.train()
-            opt.zero_grad()
-            loss = loss_fn(net(x_train[idx]), y_train[idx])
+            if not missing_zero_grad:
+                opt.zero_grad()
+            xb = x_train[idx] * spike_scale if step == spike_at else x_train[idx]
+            loss = loss_fn(net(xb), y_train[idx])
             loss.backward()
-            opt.step()
+            if stop_updating_at is None or step < stop_updating_at:
+                opt.step()
             run.train_losses.append(float(loss.detach()))
             if save_scalars:
                 hook.save_scalar("train_loss", float(loss.detach()))

@@ -71,8 +71,9 @@ class Recorder:
         (a hook opens the store itself, with its S3 options, and hands it over).
 
         `statistics`: the adapter records the statistics of `mldbg.store.statistics.DEFAULTS`
-        every step (`save_statistics`); the loss (`losses`) is then saved every step too, unless
-        a `CollectionConfig` gives it a schedule. Raw tensors keep to `save_config`."""
+        every step (`save_statistics`); the loss (`losses`) and the scalars the user saves
+        (`scalars`: a loss scale, a learning rate) are then saved every step too, unless a
+        `CollectionConfig` gives them a schedule. Raw tensors keep to `save_config`."""
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
@@ -81,9 +82,10 @@ class Recorder:
             include_collections, include_regex, save_all, collection_configs, extra_collections
         )
         self.statistics = statistics
-        losses = self.collections.all["losses"]
-        if statistics and losses.save_config is None:  # one number a step: the loss rules see them all
-            losses.save_config = SaveConfig(save_interval=1)
+        for one_number in ("losses", "scalars"):  # one number a step: the rules see them all
+            found = self.collections.all[one_number]
+            if statistics and found.save_config is None:
+                found.save_config = SaveConfig(save_interval=1)
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0

@@ -146,3 +146,34 @@ class UnitWindow:
     def fraction(self) -> np.ndarray:
         """Per unit, the share of samples (over the window) where the condition held."""
         return np.sum(self.counts, axis=0) / max(1, sum(self.samples))
+
+
+# spikes ----------------------------------------------------------------------------------------
+MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normal noise
+
+
+def robust_z(
+    value: float, window: Sequence[float], floor: float = 0.0, recent: int = 5
+) -> tuple[float, float, float]:
+    """(z, level, scale): how far `value` lies above the recent level of `window` (the median
+    of its last `recent` values), in robust standard deviations of its step-to-step noise
+    (1.4826 x the median absolute first difference, / sqrt 2). Differences, not deviations
+    from one median, so that a series that falls or rises steadily (a loss early in
+    training) is not counted as noise. The scale is floored at `floor` (a flat series has
+    no noise: any change would be infinitely many deviations)."""
+    v = np.asarray(window, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, float("nan"), float("nan")
+    level = float(np.median(v[-max(1, recent) :]))
+    noise = MAD_SCALE * float(np.median(np.abs(np.diff(v)))) / math.sqrt(2) if len(v) > 2 else 0.0
+    scale = max(noise, floor, 1e-12)
+    return (value - level) / scale, level, scale
+
+
+def rising_share(x: Sequence[float]) -> float:
+    """The share of consecutive pairs of `x` that increase (0 for fewer than two values)."""
+    v = np.asarray(x, dtype=np.float64)
+    if len(v) < 2:
+        return 0.0
+    return float(np.mean(np.diff(v) > 0))

@@ -6,6 +6,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.labels import ClassStats
 from mldbg.rules.view import TrialView
 
 
@@ -25,6 +26,11 @@ class ClassImbalance(Rule):
     never appear in the labels count as count 0. `argmax` turns one-hot or probability labels
     into ids (done automatically for float labels in [0, 1]).
 
+    Token targets are left out: with more than `max_classes` classes (the predictions' class
+    axis, or the ids seen) or labels that are sequences ((batch, length) ids scored by
+    (batch, length, vocabulary) or (batch, vocabulary, length) logits), the labels are words
+    of a language, whose Zipf distribution is the data, not a defect.
+
     It works on class counts: the `class_counts` and `class_correct` statistics a two-line
     hook records every step on the labels (and `class_counts` on the predictions), or the
     same counted from raw labels and predictions. Ids outside [0, classes) (an ignore_index)
@@ -39,6 +45,7 @@ class ClassImbalance(Rule):
     argmax: bool = False
     labels_regex: list[str] | None = None
     predictions_regex: list[str] | None = None
+    max_classes: int = 100
     suggestion = (
         "Re-sample the classes (oversample the rare ones, e.g. torch.utils.data.WeightedRandomSampler), "
         "weight the loss by inverse class frequency (CrossEntropyLoss(weight=...)), or collect more "
@@ -76,7 +83,7 @@ class ClassImbalance(Rule):
         if not labels:
             return None
         got = trial.class_statistics(labels[0], preds[0] if preds else None, step, self.argmax)
-        if got is None:
+        if got is None or self._tokens(trial, step, labels[0], preds[0] if preds else None, got):
             return None
         if got.classes is not None:
             self._classes = max(self._classes or 0, got.classes)
@@ -91,6 +98,18 @@ class ClassImbalance(Rule):
         if got.correct is not None:
             return self._mispredictions(trial, step, got.labels, got.correct, labels + preds[:1])
         return None
+
+    def _tokens(self, trial: TrialView, step: int, labels: str, preds: str | None, got: ClassStats) -> bool:
+        """Token targets of a language model: many classes, or sequences of ids."""
+        classes = got.classes if got.classes is not None else len(got.labels) - 1
+        if classes > self.max_classes:
+            return True
+        y = trial.layout(labels, step)
+        p = trial.layout(preds, step) if preds is not None else None
+        return (
+            y is not None and p is not None and y[0] in "iu" and len(y[1]) == 2
+            and len(p[1]) == 3 and y[1][0] == p[1][0] and y[1][1] in (p[1][1], p[1][2])
+        )  # fmt: skip
 
     def undecided(self) -> str | None:
         if 0 < self._total < self.samples:

@@ -13,6 +13,19 @@ _P_RISE = 0.001  # a rise must be this significant: minibatch noise is not a ris
 _MATERIAL = 10.0  # % drop that counts as progress even when the first window is too noisy to test
 
 
+_FLAT_ADVICE = (
+    "Check that the optimizer steps and holds the model's parameters (a head attached after the "
+    "optimizer was built is not in it), raise the learning rate (it may be orders of magnitude too "
+    "small), check that the labels match the inputs, and look for dead_relu, vanishing_gradient, "
+    "unchanged_tensor or weight_update_ratio findings."
+)
+_RISING_ADVICE = (
+    "The loss ended above where it started: lower the learning rate or decay it with a schedule, "
+    "clip gradients, and check for gradients that accumulate (a missing optimizer.zero_grad()) and "
+    "for bad batches."
+)
+
+
 @register
 class LossNotDecreasing(Rule):
     """The loss has made no progress, or rose, judged on windows of `num_steps` saved values.
@@ -116,11 +129,7 @@ class LossNotDecreasing(Rule):
                 f"{steps[0]}-{steps[w - 1]}, {m_last:.4g} at steps {steps[n - w]}-{steps[-1]} "
                 f"({-drop:+.2g}%; a drop must exceed {self.diff_percent:g}% and the minibatch noise)",
                 tensors=[name],
-                suggestion=(
-                    "Check that the optimizer steps and holds the model's parameters, raise the learning "
-                    "rate (it may be orders of magnitude too small), check that the labels match the "
-                    "inputs, and look for dead_relu, vanishing_gradient or weight_update_ratio findings."
-                ),
+                suggestion=_RISING_ADVICE if m_last > m_first else _FLAT_ADVICE,
             ))  # fmt: skip
         cache = self._medians.setdefault((name, mode), [])
         while len(cache) < n // w - 1:  # medians of the complete windows before the last one

@@ -13,6 +13,8 @@ from mldbg.rules.stats import is_input
 from mldbg.rules.view import TrialView
 
 _ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
+# parameters that are not fan-in layers: embedding tables and positional embeddings
+_NOT_LAYERS = r"(?i)embed|(^|[._/])(pos|wpe|wte)(_?emb\w*|itional\w*)?($|[._])"
 
 
 def _fans(w: np.ndarray) -> tuple[float, float] | None:
@@ -56,7 +58,9 @@ class PoorWeightInitialization(Rule):
     - weights feeding a neuron are identical (zero or constant init: the neurons stay copies
       of each other and the layer learns like a single unit), or
     - a weight gradient's distribution is degenerate (5th to 95th percentile spread below
-      `distribution_range`), or
+      `distribution_range`, and below a tenth of the median spread of the net's weight
+      gradients unless all are below it: an LSTM's recurrent weights have small gradients by
+      construction), or
     - the variance of activation inputs changes across the `L` layers by more than
       `threshold` per layer (max/min > `threshold` ** (L-1)), or a layer's weights scale
       their input's variance by more than `threshold` or less than 1/`threshold`
@@ -64,7 +68,8 @@ class PoorWeightInitialization(Rule):
 
     SageMaker's max/min over all layers > `threshold` fires on healthy deep nets (PyTorch's
     default init shrinks the variance ~3-6x per layer); per layer it does not. Embedding
-    tables (named like "embed") are left out: their rows are not fan-in layers.
+    tables (named like "embed") and positional embeddings (`pos`, `pos_emb`, `wpe`...) are
+    left out: their rows are not fan-in layers.
 
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
@@ -150,7 +155,7 @@ class PoorWeightInitialization(Rule):
         """The conditions that held at `step`, and those the step had the data to judge."""
         hits: dict[str, tuple[str, list[str]]] = {}
         judged: set[str] = set()
-        weights = [n for n in trial.names("weights", step=step, exclude=r"(?i)embed")]
+        weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS)]
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
@@ -192,8 +197,8 @@ class PoorWeightInitialization(Rule):
                 + " through the layers",
                 [n for n, _ in scale],
             )
-        flat = []
-        for g in trial.names("gradients", step=step, exclude=r"(?i)bias|embed"):
+        flat, spreads = [], []
+        for g in trial.names("gradients", step=step, exclude=r"(?i)bias|" + _NOT_LAYERS[4:]):
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (
@@ -207,8 +212,15 @@ class PoorWeightInitialization(Rule):
             else:
                 p5, p95 = np.percentile(x, [5, 95])
             judged.add("gradients")
+            if math.isfinite(p95 - p5):
+                spreads.append(float(p95 - p5))
             if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
                 flat.append((g, float(p95 - p5)))
+        # a gradient small in absolute terms is degenerate only next to the net's others (an
+        # LSTM's recurrent weights have small gradients by construction) or when all are flat
+        typical = float(np.median(spreads)) if spreads else 0.0
+        if len(flat) < len(spreads):
+            flat = [(g, r) for g, r in flat if r < typical / 10]
         if flat:
             hits["gradients"] = (
                 "degenerate gradient distribution in "

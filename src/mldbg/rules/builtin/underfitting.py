@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
@@ -23,7 +24,9 @@ class Underfitting(Rule):
 
     This is whole-run: a loss that fell a lot and then levelled off has learned, and a slow
     but steady fall is learning too. Too small a model, a learning rate far too low,
-    over-regularization, or labels unrelated to the inputs cause it.
+    over-regularization, or labels unrelated to the inputs cause it. A loss that rose
+    (its last window above its first, or a clear upward trend, z > 2) is diverging: the
+    finding says so and suggests lowering the learning rate, never raising it.
     """
 
     needs = ("losses", "scalars")
@@ -33,6 +36,11 @@ class Underfitting(Rule):
     threshold_percent: float = 90.0
     use_losses_collection: bool = True
     tensor_regex: list[str] | None = None
+    diverging_suggestion: ClassVar[str] = (
+        "The loss is rising, not stalled: lower the learning rate (10x), clip gradients "
+        "(torch.nn.utils.clip_grad_norm_), add a warmup, and check for bad batches and for "
+        "gradients that accumulate (a missing optimizer.zero_grad())."
+    )
     suggestion = (
         "Train longer or raise the learning rate, use a bigger model (more units or layers), remove "
         "excess regularization (weight decay, dropout), and check the data pipeline: do the labels "
@@ -75,10 +83,15 @@ class Underfitting(Rule):
             return None
         name, start, now, level, z, n, evals = found[0]
         val = f"; validation loss {evals[0]:.4g} -> {evals[-1]:.4g}" if len(evals) >= 2 else ""
+        rising = level > 110.0 or z > -_Z  # above its start, or a clear upward trend
+        what = (
+            "it is rising: the training diverges" if rising else "the model is not fitting the training data"
+        )
         return self.finding(
             trial, step,
             f"{name}: after {n} saved training steps the loss is still {level:.0f}% of where it started "
             f"({start:.4g} -> {now:.4g}, more than {self.threshold_percent:g}%) with no downward trend over the "
-            f"last {self.patience * max(2, self.window)} (Mann-Kendall z = {z:.1f}){val}: the model is not fitting the training data",
+            f"last {self.patience * max(2, self.window)} (Mann-Kendall z = {z:.1f}){val}: {what}",
             tensors=[f[0] for f in found],
+            suggestion=self.diverging_suggestion if rising else self.suggestion,
         )  # fmt: skip

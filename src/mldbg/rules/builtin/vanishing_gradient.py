@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
+
+import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.select import short_list
@@ -19,6 +22,11 @@ class VanishingGradient(Rule):
     training steps. Bias gradients are left out unless `include_biases`: a bias followed by
     BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
     `mean_abs` statistic (saved, or from the raw gradient).
+
+    The advice follows the evidence: when the run's ReLU layers are dead (most units active
+    in no sample, from `unit_active`), it points at what kills ReLUs (learning rate, init),
+    not at "use ReLU"; with sigmoid or tanh layers, at ReLU-family activations; otherwise at
+    normalization and init.
     """
 
     needs = ("gradients",)
@@ -31,6 +39,17 @@ class VanishingGradient(Rule):
         "Use ReLU-family activations (ReLU, LeakyReLU, GELU) instead of sigmoid/tanh in deep stacks, "
         "add BatchNorm/LayerNorm or residual connections, and use a variance-preserving init "
         "(torch.nn.init.kaiming_normal_ for ReLU, xavier_uniform_ for tanh)."
+    )
+    dead_relu_suggestion: ClassVar[str] = (
+        "The ReLUs are dead, not saturated: lower the learning rate (a too large step pushes "
+        "pre-activations below 0 for good), check the init (biases 0 or slightly positive, "
+        "torch.nn.init.kaiming_normal_ weights), normalize the inputs, or use LeakyReLU/GELU so "
+        "dead units still pass a gradient."
+    )
+    generic_suggestion: ClassVar[str] = (
+        "Add BatchNorm/LayerNorm or residual connections, use a variance-preserving init "
+        "(kaiming_normal_ for ReLU, xavier_uniform_ for tanh/sigmoid), and check the learning rate "
+        "and the inputs' scale."
     )
 
     def reset(self) -> None:
@@ -68,10 +87,32 @@ class VanishingGradient(Rule):
             if finite and max(finite) >= self.threshold
             else " (all of them)"
         )
+        dead = self._dead_relus(trial, step)
+        if dead:
+            suggestion = self.dead_relu_suggestion
+            contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active)"
+        elif trial.has_collection("sigmoid_activations") or trial.has_collection("tanh_activations"):
+            suggestion = self.suggestion
+        else:
+            suggestion = self.generic_suggestion
         return self.finding(
             trial, step,
             f"mean |gradient| below {self.threshold:g} in {len(low)} of {len(names)} weight gradients "
             f"({short_list(low)}; smallest {means[low[0]]:.2g}) for {self.patience} saved steps since step {since}"
             f"{contrast}: these layers are not learning",
             tensors=low,
+            suggestion=suggestion,
         )  # fmt: skip
+
+    @staticmethod
+    def _dead_relus(trial: TrialView, step: int) -> list[tuple[str, float]]:
+        """ReLU layers at `step` where more than half of the units were active in no sample
+        (`unit_active`, saved or from the raw tensor), with that share."""
+        dead = []
+        for name in trial.names("relu_activations", step=step):
+            active = trial.statistic(name, step, "unit_active")
+            if isinstance(active, np.ndarray) and active.size:
+                share = float(np.mean(np.asarray(active) == 0))
+                if share > 0.5:
+                    dead.append((name, share))
+        return dead

@@ -1,0 +1,97 @@
+"""gradient_not_reset: gradients accumulate across optimizer steps (a missing zero_grad)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.stats import rising_share, trend_z
+from mldbg.rules.view import TrialView
+
+_RISING = 0.8  # share of consecutive steps whose norm rose
+_MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
+
+
+@register
+class GradientNotReset(Rule):
+    """Gradients accumulate across optimizer steps without gradient accumulation being
+    intended: over `window` consecutive saved training steps the global gradient norm rose
+    at (almost) every step (at least 80% of them) and grew more than `min_growth` times, in
+    its first half by a typical step (the median increment) of at least half the first norm,
+    as adding gradients of about the same size and direction does, never falling by more
+    than 20% in one step (a sum of many gradients barely changes; noisy small norms near
+    convergence do); and most weight gradients grew on their own.
+
+    When `optimizer.zero_grad()` is missing, `.grad` holds the sum of every gradient since
+    the start: consecutive gradients are nearly collinear early on, so the norm grows about
+    linearly with the step (norm(t) ~ t x norm(1)), and every update is a step along a
+    stale, growing sum. Healthy gradients fluctuate around a level or shrink. The sawtooth
+    of intended accumulation (reset every `accumulation_steps` steps, when the hook counts
+    micro-batches as steps) never rises for longer than that: the window is at least
+    2 x `accumulation_steps` + 2 steps. Reads the `l2` statistic of the gradients (the
+    two-line hook saves it every step of the first 20, where this shows).
+
+    Norms alone cannot tell every case: a slower, steady rise (2x over 16 steps) is what a
+    healthy language model's gradient norm does early on, and what a BatchNorm CNN without
+    `zero_grad()` does too; only the fast, near-linear growth is reported.
+    """
+
+    needs = ("gradients",)
+    reads = {"gradients": ("l2",)}
+    window: int = 8
+    min_growth: float = 3.0
+    accumulation_steps: int = 1
+    tensor_regex: list[str] | None = None
+    suggestion = (
+        "Call optimizer.zero_grad() (or model.zero_grad(set_to_none=True)) once per optimizer step, "
+        "before loss.backward(); when accumulating on purpose, zero the gradients after each "
+        "optimizer.step() and pass accumulation_steps to this rule."
+    )
+
+    def reset(self) -> None:
+        super().reset()
+        self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if trial.mode(step) != Mode.TRAIN:
+            return None
+        names = trial.names("gradients", regex=self.tensor_regex, step=step)
+        norms = {
+            n: v for n in names if isinstance(v := trial.statistic(n, step, "l2"), float) and math.isfinite(v)
+        }
+        if not norms:
+            return None
+        mode_step = trial.mode_step(step)
+        if self._run and (mode_step != self._run[-1][1] + 1 or set(norms) != set(self._run[-1][2])):
+            self._run = []  # a gap in the statistics (or other tensors): start a new run of steps
+        self._run.append((step, mode_step, norms))
+        w = max(self.window, 2 * max(1, self.accumulation_steps) + 2)
+        del self._run[:-w]
+        if len(self._run) < w:
+            return None
+        total = [math.sqrt(sum(v * v for v in n.values())) for _, _, n in self._run]
+        growth = total[-1] / total[0] if total[0] > 0 else math.inf
+        if rising_share(total) < _RISING or growth <= self.min_growth:
+            return None
+        if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
+            return None  # not a sum of comparable gradients: a divergence grows otherwise
+        if min((b / a for a, b in zip(total, total[1:], strict=False) if a > 0), default=1.0) < 1 - _MAX_DROP:
+            return None  # a sum of many gradients barely shrinks in one step; noise does
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        grown = [
+            n for n in weights
+            if trend_z([r[2][n] for r in self._run]) > 2 and self._run[-1][2][n] > 1.5 * self._run[0][2][n]
+        ]  # fmt: skip
+        if 2 * len(grown) < len(weights) or not self.first("accumulating"):
+            return None
+        return self.finding(
+            trial, step,
+            f"the global gradient norm grew {growth:.1f}x over {w} consecutive training steps "
+            f"({self._run[0][0]}-{step}: {', '.join(f'{v:.3g}' for v in total)}), rising at "
+            f"{100 * rising_share(total):.0f}% of them, and {len(grown)} of {len(weights)} weight gradients "
+            "grew with it: gradients accumulate across optimizer steps, as when optimizer.zero_grad() is missing",
+            tensors=grown,
+        )  # fmt: skip
