@@ -22,13 +22,15 @@ class NotNormalizedData(Rule):
     """Model inputs are far from zero mean / unit variance per feature (or per channel of
     images), measured over the first `threshold_samples` training samples: a feature's
     |mean| exceeds `threshold_mean`, or its standard deviation exceeds `threshold_std`, or
-    the typical (median) feature's standard deviation is below 1/`threshold_std`.
+    the typical (median) feature's standard deviation is below 1/`threshold_std`**2.
 
     Unscaled inputs (raw pixels 0-255, a feature in the thousands) make one direction of the
     loss surface far steeper than the others: training needs a tiny learning rate, saturates
     tanh/sigmoid units and can blow up. Defaults: `threshold_mean=1.0` and `threshold_std=5`
     (SageMaker's 0.2 flags images scaled to [0, 1], which train fine). Small spreads count
-    only for the typical feature, so rare one-hot columns are not reported. Axis: the
+    only for the typical feature, so rare one-hot columns are not reported, and only below
+    1/25 = 0.04: flattened [0, 1] images (MNIST through `ToTensor()`, a typical pixel std
+    near 0.17) train fine, inputs divided by 255 twice (std ~0.001) do not. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
     for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
@@ -171,8 +173,8 @@ class NotNormalizedData(Rule):
                 f"{big.size} {what}(s) with std > {self.threshold_std:g} (up to {std[j]:.4g} for {what} {j})"
             )
         typical = float(np.median(std[live]))
-        if typical < 1 / self.threshold_std:
-            problems.append(f"the typical {what} has std {typical:.3g} < {1 / self.threshold_std:g}")
+        if typical < self.threshold_std**-2:
+            problems.append(f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g}")
         if not problems or not self.first(name):
             return None
         return self.finding(
