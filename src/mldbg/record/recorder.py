@@ -340,7 +340,16 @@ class Recorder:
         self._closed = True
         if self.writer is not None:
             self.writer.close()
-            end = End(last_step=self.step - 1, ended=time.time(), stopped=self.stopped)
+            lost = self.writer.lost
+            end = End(
+                last_step=self.step - 1,
+                ended=time.time(),
+                stopped=self.stopped,
+                lost_records=lost.records,
+                lost_steps=lost.steps,
+                first_lost_step=lost.first_step,
+                last_lost_step=lost.last_step,
+            )
             try:
                 markers.save(self.store, layout.end_key(self.worker), end)
             except Exception as e:

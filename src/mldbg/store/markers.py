@@ -68,6 +68,12 @@ class End:
     last_step: int | None = None  # None: no step ended
     ended: float | None = None  # unix time
     stopped: bool = False  # a stop request ended the training
+    # records that never reached the store (queue full, store refusing writes, disk full at
+    # exit), and the steps they belonged to: how many, the first and the last
+    lost_records: int = 0
+    lost_steps: int = 0
+    first_lost_step: int | None = None
+    last_lost_step: int | None = None
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -79,6 +85,10 @@ class End:
             last_step=_get(d, "last_step", int, None, where),
             ended=_time(d, "ended", where),
             stopped=_get(d, "stopped", bool, False, where),
+            lost_records=_get(d, "lost_records", int, 0, where),
+            lost_steps=_get(d, "lost_steps", int, 0, where),
+            first_lost_step=_get(d, "first_lost_step", int, None, where),
+            last_lost_step=_get(d, "last_lost_step", int, None, where),
         )
 
 
