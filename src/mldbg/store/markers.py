@@ -76,7 +76,11 @@ class End:
     last_lost_step: int | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        d = asdict(self)
+        if not self.lost_records:  # a run that lost nothing keeps the three fields of old
+            for key in ("lost_records", "lost_steps", "first_lost_step", "last_lost_step"):
+                del d[key]
+        return json.dumps(d).encode()
 
     @classmethod
     def decode(cls, blob: bytes, where: str) -> End:
