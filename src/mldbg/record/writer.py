@@ -252,10 +252,16 @@ class Segment:
     steps: list[int]
     charge: int  # bytes counted against max_queue_bytes until it is written or dropped
     size: int  # bytes it writes
+    oldest: float  # when its oldest record was submitted (time.monotonic())
     data_written: bool = False  # the data file is in the store; only the index is left
 
 
 _FLUSH = object()
+
+
+def _estimate(old: float, sample: float) -> float:
+    """A duration to plan with: up at once to a slower sample, down slowly (a moving average)."""
+    return sample if sample > old else 0.9 * old + 0.1 * sample
 
 
 def _size(n: float) -> str:
@@ -313,8 +319,11 @@ class Writer:
         self._failing = ""  # the store's error while writes fail, else ""
         self._last_error = ""
         self._lost_at_failure = 0
-        self._write_seconds = 0.0  # how long a segment write takes (moving average)
-        self._step_seconds = 0.0  # how long materializing one submitted step takes (moving average)
+        # how long sealing (encoding) and writing a segment take, and materializing one submitted
+        # step: estimates that rise at once with a slow sample and decay slowly (`_estimate`)
+        self._seal_seconds = flush_seconds / 8  # a guess, until the first segment tells
+        self._write_seconds = flush_seconds / 8
+        self._step_seconds = 0.0
         self._thread = threading.Thread(target=self._run, name=f"mldbg-writer-{worker}", daemon=True)
         self._thread.start()
 
@@ -444,16 +453,16 @@ class Writer:
             if item is not None and not flush:
                 submitted, batch = item
                 if records and oldest is not None and time.monotonic() + self._step_seconds >= self._flush_at(oldest):
-                    self._seal(records, charge)  # its deadline comes before this step is ready
+                    self._seal(records, charge, oldest or 0.0)  # its deadline comes before this step is ready
                     records, charge, oldest = [], 0, None
                 t0 = time.monotonic()
                 records.extend(materialize(batch))
-                self._step_seconds = 0.8 * self._step_seconds + 0.2 * (time.monotonic() - t0)
+                self._step_seconds = _estimate(self._step_seconds, time.monotonic() - t0)
                 charge += sum(record_cost(p) for p in batch)
                 oldest = submitted if oldest is None else oldest
             limit = min(self.segment_bytes, FAILING_SEGMENT_BYTES) if self._failing else self.segment_bytes
             if records and (flush or charge >= limit or time.monotonic() >= self._flush_at(oldest or 0.0)):
-                self._seal(records, charge)
+                self._seal(records, charge, oldest or 0.0)
                 records, charge, oldest = [], 0, None
             if self._sealed and (flush or time.monotonic() >= retry_at):
                 if not self._write_sealed():
@@ -477,12 +486,13 @@ class Writer:
     def _flush_at(self, oldest: float) -> float:
         """When to start writing a segment whose oldest record was submitted at `oldest`: early
         enough that the write ends before it is `flush_seconds` old."""
-        return oldest + max(0.0, self.flush_seconds - self._write_seconds)
+        return oldest + max(0.0, self.flush_seconds - 1.5 * (self._seal_seconds + self._write_seconds))
 
-    def _seal(self, records: list[Record], charge: int) -> None:
+    def _seal(self, records: list[Record], charge: int, oldest: float) -> None:
         """Encode `records` as one segment, once, and queue it for writing."""
         if not records:
             return
+        t0 = time.monotonic()
         seq = self._seq + len(self._sealed)
         data_key = layout.data_key(self.worker, seq)
         raw = [r for r in records if r.array is not None]
@@ -498,7 +508,8 @@ class Writer:
         index = b"".join(bytes(p) for p in encode_index(records, offsets, self.worker, data_key))
         size = sum(memoryview(p).nbytes for p in data) + len(index)
         steps = sorted({r.step for r in records})
-        self._sealed.append(Segment(data, index, seq, len(records), steps, charge, size))
+        self._sealed.append(Segment(data, index, seq, len(records), steps, charge, size, oldest))
+        self._seal_seconds = _estimate(self._seal_seconds, time.monotonic() - t0)
 
     def _write_sealed(self) -> bool:
         """Write sealed segments in order until one fails; False when one did."""
@@ -536,7 +547,7 @@ class Writer:
         except Exception as e:
             self._failed(seg, f"{type(e).__name__}: {e}")
             return False
-        self._write_seconds = 0.8 * self._write_seconds + 0.2 * (time.monotonic() - t0)
+        self._write_seconds = _estimate(self._write_seconds, time.monotonic() - t0)
         self._seq += 1
         self.written_records += seg.records
         self.written_segments += 1

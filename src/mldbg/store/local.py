@@ -56,7 +56,7 @@ class LocalStore(Store):
 
     def write(self, key: str, parts: Sequence[Buffer]) -> None:
         path = self._path(key)
-        tmp = path.with_name(f"{path.name}{TMP_MARK}{_temp_owner()}-{uuid.uuid4().hex[:8]}")
+        tmp = path.with_name(f"{path.name}{TMP_MARK}{temp_owner()}-{uuid.uuid4().hex[:8]}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -181,7 +181,7 @@ def _host_tag() -> str:
     return f"{zlib.crc32(socket.gethostname().encode()):08x}"
 
 
-def _temp_owner() -> str:
+def temp_owner() -> str:
     """`<host>-<pid>` of this process, put in its temp file names (see `clean_temp`)."""
     return f"{_host_tag()}-{os.getpid()}"
 
