@@ -49,13 +49,17 @@ def test_a_kill_loses_no_step_older_than_flush_seconds(tmp_path):
         lost = [killed - t for s, t in ends.items() if s not in saved and t < killed]
         ages.append(max(lost, default=0.0))
         assert len(saved) >= len(ends) // 2
-    assert max(ages) < FLUSH_SECONDS, f"a kill lost a step {max(ages):.3f} s old (flush_seconds {FLUSH_SECONDS})"
+    assert max(ages) < FLUSH_SECONDS, (
+        f"a kill lost a step {max(ages):.3f} s old (flush_seconds {FLUSH_SECONDS})"
+    )
 
 
 def test_the_next_writer_removes_the_temp_files_a_killed_one_left(tmp_path):
     worker = tmp_path / "workers" / "worker_0"
     (worker / "data").mkdir(parents=True)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     dead_pid = int(dead.stdout)  # a process that has exited: its temp files are nobody's
     store = LocalStore(tmp_path)
     owner = temp_owner().split("-")[0]  # this host's tag
@@ -72,4 +76,3 @@ def test_the_next_writer_removes_the_temp_files_a_killed_one_left(tmp_path):
     assert not left.exists() and not old.exists()
     assert live.exists() and other.exists()  # maybe still being written: never removed
     assert layout.meta_key("worker_0") in store.list("workers/")
-

@@ -20,6 +20,7 @@ from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
+from mldbg.record.validation import check_name, check_out_dir
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
 from mldbg.store import Store, layout, markers, open_store
 from mldbg.store.markers import End, WorkerMeta
@@ -87,6 +88,7 @@ class Recorder:
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0
+        check_out_dir(store)
         self.store = open_store(store)
         self.mode = Mode.GLOBAL
         self.step = 0  # the global step of the open (or next) step
@@ -213,6 +215,7 @@ class Recorder:
         return found
 
     def _make_plan(self, name: str, natural: tuple[str, ...], active: frozenset[str]) -> Plan | None:
+        check_name(name)  # once per name and schedule: plans are kept
         members = self.collections.members(name, natural)
         reduction: ReductionConfig | None = None
         saved = False
@@ -279,6 +282,7 @@ class Recorder:
         """
         if not self.enabled or self._closed:
             return
+        check_name(name)
         if name.startswith(STATS_PREFIX):
             raise InvalidConfig(
                 f"tensor name {name!r}: names beginning with {STATS_PREFIX!r} hold statistics; rename it"

@@ -452,8 +452,13 @@ class Writer:
             flush = closing or (item is not None and item[0] is _FLUSH)
             if item is not None and not flush:
                 submitted, batch = item
-                if records and oldest is not None and time.monotonic() + self._step_seconds >= self._flush_at(oldest):
-                    self._seal(records, charge, oldest or 0.0)  # its deadline comes before this step is ready
+                if (
+                    records
+                    and oldest is not None
+                    and time.monotonic() + self._step_seconds >= self._flush_at(oldest)
+                ):
+                    # its deadline comes before this step is ready: seal what is there first
+                    self._seal(records, charge, oldest)
                     records, charge, oldest = [], 0, None
                 t0 = time.monotonic()
                 records.extend(materialize(batch))
@@ -464,9 +469,9 @@ class Writer:
             if records and (flush or charge >= limit or time.monotonic() >= self._flush_at(oldest or 0.0)):
                 self._seal(records, charge, oldest or 0.0)
                 records, charge, oldest = [], 0, None
-            if self._sealed and (flush or time.monotonic() >= retry_at):
-                if not self._write_sealed():
-                    retry_at = time.monotonic() + self.retry_seconds
+            due = self._sealed and (flush or time.monotonic() >= retry_at)
+            if due and not self._write_sealed():
+                retry_at = time.monotonic() + self.retry_seconds
             if item is not None and item[0] is _FLUSH:
                 item[1].set()
             if closing:
