@@ -186,7 +186,7 @@ class WriterClosed(MldbgError):
 # 750 bytes for a 1-KiB tensor saved by an adapter, less for a scalar.
 RECORD_COST = 800
 STATISTICS_COST = 400  # per tensor of a step's statistics, beyond the values' own bytes
-FAILING_SEGMENT_BYTES = 4 << 20  # segments stay this small while the store refuses writes
+FAILING_SEGMENT_BYTES = 1 << 20  # segments stay this small while the store refuses writes
 
 
 def record_cost(p: Pending | PendingStatistics) -> int:
@@ -253,6 +253,9 @@ class Segment:
     charge: int  # bytes counted against max_queue_bytes until it is written or dropped
     size: int  # bytes it writes
     oldest: float  # when its oldest record was submitted (time.monotonic())
+    # the records themselves, kept while the segment is larger than FAILING_SEGMENT_BYTES: a
+    # full disk may have less room than that, and the writer then splits it (once)
+    held: list[Record] | None = None
     data_written: bool = False  # the data file is in the store; only the index is left
 
 
@@ -498,7 +501,10 @@ class Writer:
         if not records:
             return
         t0 = time.monotonic()
-        seq = self._seq + len(self._sealed)
+        self._sealed.append(self._encode(records, self._seq + len(self._sealed), charge, oldest))
+        self._seal_seconds = _estimate(self._seal_seconds, time.monotonic() - t0)
+
+    def _encode(self, records: list[Record], seq: int, charge: int, oldest: float) -> Segment:
         data_key = layout.data_key(self.worker, seq)
         raw = [r for r in records if r.array is not None]
         data: list[Any] = []
@@ -513,13 +519,44 @@ class Writer:
         index = b"".join(bytes(p) for p in encode_index(records, offsets, self.worker, data_key))
         size = sum(memoryview(p).nbytes for p in data) + len(index)
         steps = sorted({r.step for r in records})
-        self._sealed.append(Segment(data, index, seq, len(records), steps, charge, size, oldest))
-        self._seal_seconds = _estimate(self._seal_seconds, time.monotonic() - t0)
+        held = records if size > FAILING_SEGMENT_BYTES and len(records) > 1 else None
+        return Segment(data, index, seq, len(records), steps, charge, size, oldest, held)
+
+    def _split_head(self) -> None:
+        """The head segment did not fit: re-encode it (once) as segments of at most
+        FAILING_SEGMENT_BYTES, so that the writer goes on as soon as that much space is free."""
+        seg = self._sealed[0]
+        if seg.held is None:
+            return
+        if seg.data_written:  # its data file, without an index, only takes the space
+            try:
+                self.store.delete(layout.data_key(self.worker, seg.seq))
+            except Exception as e:
+                log.debug("mldbg: cannot remove %s: %s", layout.data_key(self.worker, seg.seq), e)
+        chunks: list[list[Record]] = [[]]
+        size = 0
+        for r in seg.held:
+            n = r.array.nbytes if r.array is not None else 0
+            if chunks[-1] and size + n > FAILING_SEGMENT_BYTES // 2:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(r)
+            size += n
+        pieces, given = [], 0
+        for i, chunk in enumerate(chunks):
+            charge = seg.charge - given if i == len(chunks) - 1 else seg.charge * len(chunk) // seg.records
+            given += charge
+            piece = self._encode(chunk, seg.seq + i, charge, seg.oldest)
+            piece.held = None
+            pieces.append(piece)
+        self._sealed.popleft()
+        self._sealed.extendleft(reversed(pieces))
 
     def _write_sealed(self) -> bool:
         """Write sealed segments in order until one fails; False when one did."""
         while self._sealed:
             if not self._write(self._sealed[0]):
+                self._split_head()
                 return False
             self._release(self._sealed.popleft())
         return True
@@ -553,6 +590,7 @@ class Writer:
             self._failed(seg, f"{type(e).__name__}: {e}")
             return False
         self._write_seconds = _estimate(self._write_seconds, time.monotonic() - t0)
+        seg.held = None
         self._seq += 1
         self.written_records += seg.records
         self.written_segments += 1
