@@ -155,7 +155,9 @@ def kills(n: int, flush: float) -> dict:
     with tempfile.TemporaryDirectory() as d:
         for k in range(n):
             out = Path(d) / f"run{k}"
-            proc = subprocess.Popen([sys.executable, str(script), str(out), str(flush)], stdout=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, str(script), str(out), str(flush)], stdout=subprocess.PIPE, text=True
+            )
             assert proc.stdout is not None
             lines = [proc.stdout.readline()]
             time.sleep(rng.uniform(0.3, 1.5))
@@ -165,7 +167,9 @@ def kills(n: int, flush: float) -> dict:
             proc.wait()
             ends = {int(s): float(t) for s, t in (ln.split() for ln in lines if ln.strip())}
             saved = set(mldbg.create_trial(out).steps())
-            ages.append(max((killed - t for s, t in ends.items() if s not in saved and t < killed), default=0.0))
+            ages.append(
+                max((killed - t for s, t in ends.items() if s not in saved and t < killed), default=0.0)
+            )
             left = [p for p in out.rglob("*") if ".tmp-" in p.name]
             temp_left += len(left)
             temp_cleaned += len(LocalStore(out).clean_temp("workers/worker_0/"))

@@ -202,3 +202,22 @@ def test_real_small_filesystem_fills_and_recovers(small_disk, caplog):
     assert trial.lost_records == w.dropped > 0
     assert np.array_equal(trial.tensor("x").value(steps[-1]), array)
     assert not [p for p in Path(run).rglob("*") if ".tmp-" in p.name]  # failed writes left no temp file
+
+
+def test_a_large_segment_the_disk_refuses_is_split_to_fit(tmp_path):
+    store = FullDisk(tmp_path)
+    rec = recorder(store, max_queue_bytes=64 << 20, flush_seconds=30)  # one 4 MiB segment
+    w = rec.writer
+    for _ in range(16):
+        step(rec, np.ones(64 * 1024, np.float32))  # 256 KiB a step
+    store.full.set()
+    store.room = 1536 << 10  # 1.5 MiB free: less than the segment
+    rec.flush()  # sealed and refused, then split once into segments of at most 1 MiB
+    wait_until(lambda: w.written_segments >= 1 and store.refused >= 2, 30, "a split segment written")
+    assert max(s.size for s in w._sealed) <= 1 << 20
+    partial = mldbg.create_trial(tmp_path).steps()
+    assert 2 <= len(partial) < 16 and partial == list(range(len(partial)))
+    store.full.clear()
+    rec.close()
+    assert mldbg.create_trial(tmp_path).steps() == list(range(16)) and w.lost_records == 0
+    assert not list((tmp_path / "workers" / "worker_0" / "data").glob("*.tmp-*"))
