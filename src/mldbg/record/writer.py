@@ -3,11 +3,16 @@
 A background thread turns host copies into NumPy arrays, computes reductions, merges the
 statistics computed on the device into the records of their tensors, batches many
 records into one segment (one data file plus one index file) and writes it when the segment
-is large enough or `flush_seconds` old. Memory is bounded: past `max_queue_bytes` the
-training thread waits (`when_full="block"`) or the records are dropped and counted
-(`when_full="drop"`). Store errors never reach training: the segment is kept and retried,
-except when the store says it dropped the write (`StoreFull`: an unreachable bucket whose local
-spill folder is full), where the segment is counted in `store_dropped` and its number reused.
+is large enough or before its oldest record is `flush_seconds` old, and at `close()`.
+Memory is bounded: records are counted at what they cost (`record_cost`) from submit until
+their segment is written; past `max_queue_bytes` the training thread waits (`when_full="block"`)
+or the records are dropped and counted (`when_full="drop"`). Store errors never reach training:
+a sealed segment is encoded once and retried alone (split once into 1 MiB segments when it is
+larger), and while the store refuses writes (a full disk) submits that do not fit drop their
+records rather than wait. When the store says it dropped the write itself (`StoreFull`: an
+unreachable bucket whose local spill folder is full), the segment is counted in
+`store_dropped` and its number reused. Everything lost is counted in `lost`, which the
+recorder writes into the END marker.
 """
 
 from __future__ import annotations
@@ -277,8 +282,8 @@ class Writer:
     Records are batched into segments of at most `segment_bytes` (or `flush_seconds` worth of
     steps); a segment is encoded once when sealed and written as it is. When the store fails
     (a full disk), sealed segments wait in order, each retried alone every `retry_seconds`, so
-    the writer makes progress as soon as one segment fits; while it fails, new segments are
-    sealed smaller (4 MiB) and submits that would pass `max_queue_bytes` drop their records
+    the writer makes progress as soon as one segment fits (a refused segment larger than 1 MiB
+    is split once); while it fails, new segments are sealed at 1 MiB and submits that would pass `max_queue_bytes` drop their records
     (counted in `lost`) instead of blocking training. At `close()` the writer keeps trying for
     `close_seconds`, then gives the rest up (counted too: the END marker says how much).
     """
