@@ -11,7 +11,7 @@ import pytest
 import safetensors.numpy
 
 import mldbg
-from mldbg.errors import CorruptRecord, StoreError, TensorUnavailable
+from mldbg.errors import CorruptRecord, InvalidConfig, StoreError, TensorUnavailable
 from mldbg.record.recorder import Recorder
 from mldbg.store import LocalStore, MemoryStore, open_store
 
@@ -82,9 +82,13 @@ def test_corrupt_index_file_names_the_file(tmp_path, damage):
 
 def test_tensor_names_cannot_escape_the_run(tmp_path):
     run = tmp_path / "run"
-    evil = ["../../escape", "/etc/passwd", "..\\..\\x", "a/../../b", "\0nul"]
+    # names that read as paths or hold a NUL are refused where they are saved (issue 16)
+    for i, refused in enumerate(["../../escape", "/etc/passwd", "a/../../b", "\0nul"]):
+        with pytest.raises(InvalidConfig, match="name"):
+            record(tmp_path / f"refused{i}", steps=2, names=[refused])
+    evil = ["..\\..\\x", "a/..b/..c"]  # odd, but no path: kept as names
     values = record(run, steps=2, names=evil)
-    outside = [p for p in tmp_path.rglob("*") if not str(p).startswith(str(run))]
+    outside = [p for p in tmp_path.rglob("*") if not str(p).startswith((str(run), str(tmp_path / "refused")))]
     assert outside == []
     trial = mldbg.create_trial(run)
     assert sorted(trial.tensor_names()) == sorted(evil)

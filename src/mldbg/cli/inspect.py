@@ -31,6 +31,9 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     trial = _open(path)
     steps = trial.steps()
     state = "finished" if trial.loaded_all_steps else "still being written (or stopped early)"
+    lost = trial.lost()
+    if lost:
+        state += f", {lost} lost (the training could not write them)"
     click.echo(f"run {trial.path}: {state}")
     click.echo(f"workers: {', '.join(trial.workers())}")
     span = f"{steps[0]}..{steps[-1]}" if steps else "none"

@@ -21,6 +21,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import NoTimeline, Timeline
 from mldbg.record.recorder import Recorder
+from mldbg.record.validation import check_out_dir
 from mldbg.store import Store, open_store
 from mldbg.store.s3.options import S3Options
 
@@ -71,6 +72,7 @@ class Session:
         _refuse_unknown(settings)
         recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
         store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
+        check_out_dir(out_dir)
         self.store = open_store(out_dir, **store_options)
         self.recorder = Recorder(
             self.store,

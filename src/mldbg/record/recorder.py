@@ -20,6 +20,7 @@ from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
 from mldbg.record.stop import StopRequests
+from mldbg.record.validation import check_name, check_out_dir
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
 from mldbg.store import Store, layout, markers, open_store, process
 from mldbg.store.markers import End, WorkerMeta
@@ -89,6 +90,7 @@ class Recorder:
         self.rank = rank
         self.worker = f"worker_{rank}"
         self.enabled = include_workers == "all" or rank == 0
+        check_out_dir(store)
         self.store = open_store(store)
         self.mode = Mode.GLOBAL
         self.step = 0  # the global step of the open (or next) step
@@ -218,6 +220,7 @@ class Recorder:
         return found
 
     def _make_plan(self, name: str, natural: tuple[str, ...], active: frozenset[str]) -> Plan | None:
+        check_name(name)  # once per name and schedule: plans are kept
         members = self.collections.members(name, natural)
         reduction: ReductionConfig | None = None
         saved = False
@@ -284,6 +287,7 @@ class Recorder:
         """
         if not self.enabled or self._closed:
             return
+        check_name(name)
         if name.startswith(STATS_PREFIX):
             raise InvalidConfig(
                 f"tensor name {name!r}: names beginning with {STATS_PREFIX!r} hold statistics; rename it"
@@ -345,7 +349,16 @@ class Recorder:
         self._closed = True
         if self.writer is not None:
             self.writer.close()
-            end = End(last_step=self.step - 1, ended=time.time(), stopped=self.stopped)
+            lost = self.writer.lost
+            end = End(
+                last_step=self.step - 1,
+                ended=time.time(),
+                stopped=self.stopped,
+                lost_records=lost.records,
+                lost_steps=lost.steps,
+                first_lost_step=lost.first_step,
+                last_lost_step=lost.last_step,
+            )
             try:
                 markers.save(self.store, layout.end_key(self.worker), end)
             except Exception as e:

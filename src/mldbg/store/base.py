@@ -55,6 +55,11 @@ class Store(abc.ABC):
         keys = self.list(layout.index_prefix(worker))
         return layout.segment_seq(keys[-1]) + 1 if keys else 1
 
+    def clean_temp(self, prefix: str) -> builtins.list[str]:
+        """Remove temp files a killed writer left below `prefix`; the keys removed. Stores
+        whose writes leave none (memory, object stores) have nothing to do."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
         """Release handles and finish background uploads; the store stays usable."""
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import os
+import socket
 import threading
+import time
 import uuid
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +28,9 @@ from mldbg.store.base import Buffer, Store, check_key
 
 TMP_MARK = ".tmp-"
 DROP_CACHE_MIN = 1 << 20  # smaller files (indexes, markers) stay cached: readers want them
+# a temp file no live writer of this host owns is removed at once; one of another host (a
+# shared file system) or of an unknown writer only once it was not touched for this long
+STALE_TEMP_SECONDS = 3600.0
 
 
 class LocalStore(Store):
@@ -49,7 +56,7 @@ class LocalStore(Store):
 
     def write(self, key: str, parts: Sequence[Buffer]) -> None:
         path = self._path(key)
-        tmp = path.with_name(f"{path.name}{TMP_MARK}{uuid.uuid4().hex[:8]}")
+        tmp = path.with_name(f"{path.name}{TMP_MARK}{temp_owner()}-{uuid.uuid4().hex[:8]}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -131,6 +138,31 @@ class LocalStore(Store):
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def clean_temp(self, prefix: str) -> builtins.list[str]:
+        """Remove the temp files that a killed writer left below `prefix` (readers never see
+        them; they only take space). A temp file is named `<file>.tmp-<host>-<pid>-<random>`:
+        it is removed when that host is this one and the pid is dead, or when nobody touched
+        it for `STALE_TEMP_SECONDS` (another host's, or an older mldbg's). A live writer's is
+        kept. Returns the keys removed."""
+        base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        removed: builtins.list[str] = []
+        now = time.time()
+        for dirpath, _dirnames, filenames in os.walk(base):
+            for name in filenames:
+                if TMP_MARK not in name:
+                    continue
+                path = Path(dirpath) / name
+                try:
+                    stale = _owner_dead(name.rsplit(TMP_MARK, 1)[1]) or (
+                        now - path.stat().st_mtime > STALE_TEMP_SECONDS
+                    )
+                    if stale:
+                        path.unlink()
+                        removed.append(path.relative_to(self.root).as_posix())
+                except OSError:  # gone meanwhile, or not ours to remove: leave it
+                    continue
+        return removed
+
     def close(self) -> None:
         with self._lock:
             handles, self._handles = list(self._handles.values()), OrderedDict()
@@ -142,6 +174,33 @@ class LocalStore(Store):
             self.close()
         except Exception:
             pass
+
+
+@functools.cache
+def _host_tag() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def temp_owner() -> str:
+    """`<host>-<pid>` of this process, put in its temp file names (see `clean_temp`)."""
+    return f"{_host_tag()}-{os.getpid()}"
+
+
+def _owner_dead(tag: str) -> bool:
+    """Is the writer named by a temp file's tag (`<host>-<pid>-<random>`) a dead process of this host?"""
+    parts = tag.split("-")
+    if len(parts) != 3 or parts[0] != _host_tag() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 def _write_all(fd: int, parts: Sequence[Buffer]) -> int:

@@ -72,9 +72,19 @@ class End:
     last_step: int | None = None  # None: no step ended
     ended: float | None = None  # unix time
     stopped: bool = False  # a stop request ended the training
+    # records that never reached the store (queue full, store refusing writes, disk full at
+    # exit), and the steps they belonged to: how many, the first and the last
+    lost_records: int = 0
+    lost_steps: int = 0
+    first_lost_step: int | None = None
+    last_lost_step: int | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        d = asdict(self)
+        if not self.lost_records:  # a run that lost nothing keeps the three fields of old
+            for key in ("lost_records", "lost_steps", "first_lost_step", "last_lost_step"):
+                del d[key]
+        return json.dumps(d).encode()
 
     @classmethod
     def decode(cls, blob: bytes, where: str) -> End:
@@ -83,6 +93,10 @@ class End:
             last_step=_get(d, "last_step", int, None, where),
             ended=_time(d, "ended", where),
             stopped=_get(d, "stopped", bool, False, where),
+            lost_records=_get(d, "lost_records", int, 0, where),
+            lost_steps=_get(d, "lost_steps", int, 0, where),
+            first_lost_step=_get(d, "first_lost_step", int, None, where),
+            last_lost_step=_get(d, "last_lost_step", int, None, where),
         )
 
 

@@ -75,10 +75,32 @@ class Trial:
 
     @property
     def loaded_all_steps(self) -> bool:
-        """True once training ended and every step it wrote has been read."""
+        """True once training ended and every step it wrote has been read (records it could
+        not write are not among them: see `lost_records`)."""
         if not self._index.complete:
             self.refresh()
         return self._index.complete
+
+    @property
+    def lost_records(self) -> int:
+        """Records the training could not write (its queue was full, its disk refused them),
+        as each ended worker counted them in its END marker. A finished run
+        (`loaded_all_steps`) that lost records is complete as far as it goes, not whole:
+        `lost()` says which steps."""
+        if not self._index.complete:
+            self.refresh()
+        return sum(end.lost_records for end in self._index.ended.values())
+
+    def lost(self) -> str | None:
+        """What the training lost, in words (`"180 records of 524 steps (76..599)"`), or None."""
+        if not self.lost_records:
+            return None
+        ends = [e for e in self._index.ended.values() if e.lost_records]
+        steps = sum(e.lost_steps for e in ends)
+        firsts = [e.first_lost_step for e in ends if e.first_lost_step is not None]
+        lasts = [e.last_lost_step for e in ends if e.last_lost_step is not None]
+        span = f" ({min(firsts)}..{max(lasts)})" if firsts and lasts else ""
+        return f"{self.lost_records} records of {steps} steps{span}"
 
     @property
     def loaded_records(self) -> int:
