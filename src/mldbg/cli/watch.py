@@ -77,15 +77,17 @@ def build(
     actions: list[Any] = []
     if config_path:
         from mldbg.config_file import load_file
+        from mldbg.rules.specs import check_keys, named_spec
 
         data = load_file(config_path) or {}
-        if not isinstance(data, dict) or set(data) - {"rules", "actions"}:
+        if not isinstance(data, dict):
             raise InvalidConfig(f"{config_path}: expected an object with 'rules' and/or 'actions'")
+        check_keys(config_path, data, ("rules", "actions"))
         for item in data.get("rules") or []:
-            if isinstance(item, dict):  # {name: {k: v}} or {name: k, ...params}
-                for name, params in item.items():
-                    kv = ",".join(f"{k}={v}" for k, v in (params or {}).items())
-                    specs.append(f"{name}:{kv}" if kv else name)
+            if isinstance(item, dict) and "name" in item:  # {name: rule, k: v, ...}
+                specs.append(item)
+            elif isinstance(item, dict):  # {rule: {k: v}}
+                specs += [named_spec(name, params, config_path) for name, params in item.items()]
             else:
                 specs.append(str(item))
         actions += resolve_actions(data.get("actions") or [])
