@@ -52,4 +52,5 @@ def test_errors_are_clear_and_exit_2(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert res.returncode != 0 and "no mldbg run" in res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("mldbg ls: error: no run at ")
+    assert "the path does not exist" in res.stderr and "Traceback" not in res.stderr
