@@ -28,7 +28,7 @@ def test_ls_and_show(tmp_path):
     runner = CliRunner()
     out = runner.invoke(cli, ["ls", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "finished" in out.output and "3 saved (0..2)" in out.output
+    assert "finished" in out.output and "3 saved (global steps 0..2" in out.output
     assert "train    2 steps" in out.output and "eval     1 steps" in out.output
     assert "fc.weight" in out.output and "weights" in out.output
     out = runner.invoke(cli, ["show", str(tmp_path), "fc.weight", "--step", "1"])

@@ -48,11 +48,13 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     click.echo(f"run {trial.path}: {state}")
     click.echo(f"workers: {', '.join(trial.workers())}")
     span = f"{steps[0]}..{steps[-1]}" if steps else "none"
-    click.echo(f"steps: {len(steps)} saved ({span})")
-    for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT, Mode.GLOBAL):
+    click.echo(f"steps: {len(steps)} saved (global steps {span}, every mode; --step takes these)")
+    for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT):
         ms = trial.steps(mode)
         if ms:
-            click.echo(f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]})")
+            click.echo(
+                f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]}; --mode {mode.name.lower()} --step N)"
+            )
     click.echo("collections:")
     for c, names in trial.collections().items():
         if c != "all":

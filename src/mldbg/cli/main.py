@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -73,6 +74,10 @@ class LazyGroup(click.Group):
             fail(ctx.invoked_subcommand, e.format_message())
         except MldbgError as e:
             fail(ctx.invoked_subcommand, str(e))
+        except BrokenPipeError:  # `mldbg ls RUN | head`: the reader left; not an error of ours
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
+            raise click.exceptions.Exit(141) from None
         except OSError as e:  # a file the user named: missing, unreadable, a folder
             where = f"{e.filename}: " if e.filename and str(e.filename) not in str(e.strerror) else ""
             fail(ctx.invoked_subcommand, f"{where}{e.strerror or e}")
