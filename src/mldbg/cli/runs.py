@@ -77,6 +77,6 @@ def _near(local: Path, parent: Path | None) -> str:
     if parent == local.absolute().parent:
         close = difflib.get_close_matches(local.name, folders, n=3)
         if close:
-            return f"; did you mean {', '.join(str(parent / c) for c in close)}?"
+            return f"; did you mean {', '.join(str(local.parent / c) for c in close)}?"
     runs = [f for f in folders if (parent / f / "workers").is_dir()]
     return f"; runs in {parent}: {', '.join(runs[:5])}" if runs else ""
