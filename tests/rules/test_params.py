@@ -131,3 +131,12 @@ def test_profiler_rules_are_warnings_and_model_rules_errors():
         expected = "warning" if issubclass(cls, ProfilerRule) else "error"
         assert cls.severity == expected, name
     assert BUILTIN["step_outlier"].severity == "warning" and BUILTIN["cpu_bottleneck"].severity == "warning"
+
+
+def test_a_rule_with_an_unknown_severity_is_refused_when_defined():
+    with pytest.raises(TypeError, match="severity 'info' is not one of"):
+
+        class Chatty(Rule):
+            """Says things."""
+
+            severity = "info"

@@ -95,7 +95,6 @@ def cli() -> None:
     training runs, and stop the job early."""
 
 
-EXIT_FOUND = 1  # a rule fired (an error finding; with --strict a warning too)
 EXIT_USAGE = 2  # the user's mistake: a bad path, option, config, rule, parameter or name
 
 

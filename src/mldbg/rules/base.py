@@ -24,6 +24,9 @@ if typing.TYPE_CHECKING:
     from mldbg.trial import Trial
 
 
+SEVERITIES = ("error", "warning")
+
+
 @dataclass
 class Finding:
     """What a rule found: what is wrong (with numbers), where, and what to try."""
@@ -95,6 +98,8 @@ class Rule:
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = snake_case(cls.__name__)
+        if cls.severity not in SEVERITIES:
+            raise TypeError(f"rule {cls.__name__}: severity {cls.severity!r} is not one of {SEVERITIES}")
 
     def __init__(self, base_trial: Trial | None = None, **params: Any):
         self.trial = base_trial
