@@ -118,3 +118,34 @@ def test_a_step_of_another_mode_is_named_with_the_mode_steps(run):
     assert f"{before} (before), {after} (after)" in text
     with pytest.raises(TensorUnavailableForStep, match="it was saved in TRAIN steps only"):
         trial.tensor("gradient/fc1.weight").value(0, mode=Mode.EVAL)
+
+
+def test_a_step_not_written_yet_names_the_newest(tmp_path):
+    """A run still being written: a future step is not yet there; the newest saved is named,
+    in the API and in `mldbg show` (which says it without a Python method)."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from mldbg.cli.main import cli
+    from mldbg.errors import StepNotYetAvailable
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["weights"])
+    try:
+        for step in range(3):
+            rec.start_step(Mode.TRAIN)
+            rec.save(
+                "fc.weight", np.full((2, 2), step, dtype=np.float32), rec.plan("fc.weight", ("weights",))
+            )
+            rec.end_step()
+        rec.flush()
+        trial = mldbg.create_trial(tmp_path)
+        trial.wait_for_steps([2], timeout=30)
+        with pytest.raises(StepNotYetAvailable) as e:
+            trial.tensor("fc.weight").value(7)
+        assert "still training" in str(e.value) and "the nearest saved steps: 2 (before)" in str(e.value)
+        res = CliRunner().invoke(cli, ["show", str(tmp_path), "fc.weight", "--step", "7"])
+        assert res.exit_code == 2 and "2 (before)" in res.stderr and "run again later" in res.stderr
+        assert "wait_for_steps" not in res.stderr
+    finally:
+        rec.close()

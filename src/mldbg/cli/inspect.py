@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, StepNotYetAvailable
 
 if TYPE_CHECKING:
     from mldbg.trial import Trial
@@ -91,7 +91,10 @@ def show(path: str, name: str, step: int | None, mode: str | None, worker: str |
                 + (f"; it was saved in mode {', '.join(modes)} (give --mode {modes[0]})" if modes else "")
             )  # fmt: skip
         step = steps[-1]
-    value = t.value(step, mode=m, worker=worker)
+    try:
+        value = t.value(step, mode=m, worker=worker)
+    except StepNotYetAvailable as e:  # said for the command line, not for the Python API
+        raise InvalidConfig(str(e).replace("wait for it with wait_for_steps()", "run again later")) from None
     click.echo(
         f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}"
     )

@@ -193,10 +193,13 @@ class Trial:
         if step not in self._step_set(mode):
             if self._index.complete:
                 self._raise_never(step, mode)
+            near = _nearest(step, self.steps(mode))
             raise StepNotYetAvailable(
                 f"step {step}"
                 + (f" of mode {mode.name}" if mode else "")
-                + f" is not written yet (run {self.path}); try wait_for_steps()"
+                + f" is not written yet (run {self.path}, still training)"
+                + (f"; the nearest saved {_kind(mode)}steps: {near}" if near else "")
+                + "; wait for it with wait_for_steps()"
             )
 
     # queries ----------------------------------------------------------------------------
