@@ -149,3 +149,18 @@ def test_a_step_not_written_yet_names_the_newest(tmp_path):
         assert "wait_for_steps" not in res.stderr
     finally:
         rec.close()
+
+
+def test_a_misspelled_collection_gets_did_you_mean(run):
+    """A collection close to one the run holds is a typo, not an empty answer; a standard
+    collection that was not recorded (or an unrelated custom name) is simply empty."""
+    from mldbg.errors import InvalidConfig
+
+    trial = mldbg.create_trial(run)
+    with pytest.raises(InvalidConfig, match=r"no collection 'gradient' .*did you mean 'gradients'\?"):
+        trial.tensor_names(collection="gradient")
+    with pytest.raises(InvalidConfig, match="did you mean 'relu_activations'"):
+        trial.tensor_names(collection="relu_activation")
+    assert trial.tensor_names(collection="tanh_activations") == []  # standard, not recorded here
+    assert trial.tensor_names(collection="my_probes") == []  # a custom one, perhaps still to come
+    assert "gradient/fc1.weight" in trial.tensor_names(collection="gradients")

@@ -30,6 +30,15 @@ from mldbg.trial.records import Record, Records
 from mldbg.trial.tensor import Tensor
 from mldbg.trial.worker_view import WorkerView
 
+#: the collections hooks record by these names (API.md; XGBoost's too): a query for one of them
+#: is never a typo, its absence only means that it was not recorded
+STANDARD_COLLECTIONS = frozenset(
+    ("weights", "biases", "gradients", "losses", "scalars", "inputs", "outputs", "labels",
+     "predictions", "relu_activations", "tanh_activations", "sigmoid_activations",
+     "optimizer_variables", "all", "custom", "metrics", "feature_importance", "trees",
+     "hyperparameters", "probabilities", "shap")
+)  # fmt: skip
+
 
 def create_trial(
     path: str | os.PathLike[str] | Store,
@@ -271,6 +280,8 @@ class Trial:
         if collection is not None:
             if collection not in self._index.collections:
                 self.refresh()
+                if collection not in self._index.collections:
+                    self._unknown_collection(collection)
             names = self._index.collections.get(collection, set())
         if regex is not None:
             try:
@@ -283,6 +294,20 @@ class Trial:
         elif mode is not None and mode != Mode.GLOBAL:
             names = [n for n in names if self.tensor(n).steps(mode)]
         return sorted(names)
+
+    def _unknown_collection(self, name: str) -> None:
+        """A query named a collection the run does not hold. A standard collection (or one
+        unlike any the run holds) may simply not be recorded: no tensors. A name close to one
+        the run holds is a typo: say so, rather than answer with nothing."""
+        held = [c for c in self._index.collections if c != "all"]
+        if name in STANDARD_COLLECTIONS or not held:
+            return
+        close = difflib.get_close_matches(name, held, n=3, cutoff=0.75)
+        if close:
+            raise InvalidConfig(
+                f"no collection {name!r} in {self.path}; did you mean {', '.join(map(repr, close))}? "
+                f"its collections: {', '.join(sorted(held))}"
+            )
 
     def vector_statistics(self, tensor: str) -> dict[str, str]:
         """The vector statistics recorded for `tensor`: key (`unit_active`, `class_counts`...)
