@@ -39,6 +39,13 @@ class NoMoreData(StepUnavailable):
     """Training ended; no step beyond the last one will come (a kind of StepUnavailable)."""
 
 
+class RunNotFound(MldbgError, FileNotFoundError):
+    """No recorded run at that path: it does not exist, is a file, or holds no run."""
+
+    def __str__(self) -> str:  # OSError would print its args as a tuple
+        return str(self.args[0]) if self.args else ""
+
+
 class StoreError(MldbgError):
     """The store (a directory or a bucket) could not be read or written."""
 

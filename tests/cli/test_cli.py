@@ -28,7 +28,7 @@ def test_ls_and_show(tmp_path):
     runner = CliRunner()
     out = runner.invoke(cli, ["ls", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "finished" in out.output and "3 saved (0..2)" in out.output
+    assert "finished" in out.output and "3 saved (global steps 0..2" in out.output
     assert "train    2 steps" in out.output and "eval     1 steps" in out.output
     assert "fc.weight" in out.output and "weights" in out.output
     out = runner.invoke(cli, ["show", str(tmp_path), "fc.weight", "--step", "1"])
@@ -52,4 +52,5 @@ def test_errors_are_clear_and_exit_2(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert res.returncode != 0 and "no mldbg run" in res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("mldbg ls: error: no run at ")
+    assert "the path does not exist" in res.stderr and "Traceback" not in res.stderr

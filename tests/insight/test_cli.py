@@ -72,4 +72,4 @@ def test_export_tensorboard(blobs_run, tmp_path):
 
 def test_export_tensorboard_of_no_run_exits_2(tmp_path):
     res = CliRunner().invoke(cli, ["export-tensorboard", str(tmp_path / "missing"), str(tmp_path / "tb")])
-    assert res.exit_code == 2 and "no mldbg run at" in res.output
+    assert res.exit_code == 2 and "no run at" in res.output

@@ -85,7 +85,7 @@ def test_cli(cpu_run, tmp_path):
     assert r.exit_code == 0, r.output
     assert out.exists() and "n_outliers=1000" in out.read_text()
     r = CliRunner().invoke(cli, ["profile-report", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.html")])
-    assert r.exit_code != 0 and "no profiler data" in r.output
+    assert r.exit_code == 2 and "the path does not exist" in r.output  # not "no profiler data"
 
 
 def test_the_report_lists_the_registered_profiler_rules_in_their_order():

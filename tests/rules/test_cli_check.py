@@ -13,7 +13,8 @@ def test_exit_1_and_json_findings(run):
     res = CliRunner().invoke(check, [run("negative_bias"), "--json", "--rule", "dead_relu"])
     assert res.exit_code == 1, res.output
     lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
-    assert lines and set(lines[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion"}
+    assert lines and set(lines[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion", "severity"}
+    assert lines[0]["severity"] == "error"
     assert lines[0]["rule"] == "dead_relu" and lines[0]["mode"] == "TRAIN"
 
 

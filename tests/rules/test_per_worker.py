@@ -21,7 +21,7 @@ from click.testing import CliRunner
 import mldbg
 from mldbg.cli.check import check as check_cli
 from mldbg.cli.watch import watch as watch_cli
-from mldbg.errors import InvalidConfig, StoreError, TensorUnavailableForStep
+from mldbg.errors import InvalidConfig, RunNotFound, StoreError, TensorUnavailableForStep
 from mldbg.rules.builtin.exploding_tensor import ExplodingTensor
 from mldbg.watch.watcher import Watcher
 from tests.frameworks.test_multi_worker import start_workers
@@ -109,7 +109,10 @@ def test_a_trial_of_one_worker(job, tmp_path):
         one.store.write("control/stop", [b"{}"])
     with pytest.raises(InvalidConfig, match="worker_0, worker_1"):
         mldbg.create_trial(job, worker="worker_7")
-    assert mldbg.create_trial(tmp_path / "not_yet", worker="worker_1").steps() == []  # may come
+    not_yet = tmp_path / "not_yet"
+    assert mldbg.create_trial(not_yet, worker="worker_1", missing_ok=True).steps() == []  # may come
+    with pytest.raises(RunNotFound, match="does not exist"):  # without missing_ok: a wrong path
+        mldbg.create_trial(not_yet, worker="worker_1")
 
 
 def test_a_worker_is_complete_when_it_ended(job, tmp_path):

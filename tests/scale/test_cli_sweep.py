@@ -29,7 +29,7 @@ def test_json_on_a_given_scheduler(sweep, cluster):
     assert res.exit_code == 1, res.output
     found = [json.loads(line) for line in res.stdout.splitlines()]
     assert found and {f["run"] for f in found} == {sweep.path("lr_1e12")}
-    assert set(found[0]) == {"run", "rule", "step", "mode", "message", "tensors", "suggestion"}
+    assert set(found[0]) == {"run", "rule", "step", "mode", "message", "tensors", "suggestion", "severity"}
     assert "on 2 Dask workers" in res.stderr
 
 

@@ -63,7 +63,7 @@ def test_unreadable_runs_are_errors_and_the_rest_is_checked(sweep, client, tmp_p
         [str(sweep.root), corrupt, missing, a_file, str(tmp_path / "nothing_*")], client=client
     )
     assert set(result.errors) == {corrupt, missing, a_file, str(tmp_path / "nothing_*")}
-    assert "cannot read" in result.errors[a_file] and "Not a directory" in result.errors[a_file]
+    assert "is a file, not a run" in result.errors[a_file]  # not "[Errno 20] Not a directory"
     assert "index" in result.errors[corrupt] and "safetensors" in result.errors[corrupt]
     assert "no recorded run" in result.errors[missing]
     assert "matched no folder" in result.errors[str(tmp_path / "nothing_*")]

@@ -16,7 +16,16 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-JSON_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion")
+JSON_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion", "severity")
+STRICT_HELP = (
+    "Exit 1 on warnings too (findings that depend on the machine: the profiler rules); "
+    "without it only errors (defects of the model, data or training) do."
+)
+
+
+def failing(findings: list[Any], strict: bool) -> list[Any]:
+    """The findings that make a command exit 1: errors, and with `strict` warnings too."""
+    return [f for f in findings if strict or getattr(f, "severity", "error") == "error"]
 
 
 def collect_rule_specs(rules: tuple[str, ...], config: str | None) -> list[Any]:
@@ -70,6 +79,7 @@ def _list_rules() -> None:
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 @click.option("--verbose", "-v", is_flag=True, help="Say why each skipped rule was skipped.")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 def check(
     path: str | None,
     rules: tuple[str, ...],
@@ -80,11 +90,14 @@ def check(
     list_rules: bool,
     per_worker: bool,
     verbose: bool,
+    strict: bool,
 ) -> None:
     """Run rules over the run recorded at PATH (a directory or s3://bucket/prefix).
 
     Prints what each rule found (the tensors, the numbers that crossed the line, from which
-    step, and what to try). Exit status: 1 if anything fired, 0 if not, 2 on errors.
+    step, and what to try). Exit status: 1 if a rule found an error (a defect of the model,
+    data or training; with --strict also a warning: what depends on the machine, such as the
+    profiler rules), 0 if not, 2 on a usage error (a bad path, config, rule or parameter).
 
     \b
     Examples:
@@ -98,15 +111,13 @@ def check(
         return
     if not path:
         _fail("give the PATH of a recorded run (or --list to see the rules)")
+    from mldbg.cli.runs import open_run
     from mldbg.rules.runner import PerWorkerRunner, RuleRunner
-    from mldbg.trial import create_trial
 
     specs: list[Any] = list(rules)
     try:
         specs = collect_rule_specs(rules, config)
-        trial = create_trial(str(path))
-        if not trial.steps() and not trial.workers():
-            _fail(f"no recorded run at {path} (no steps written; is the path right?)")
+        trial = open_run(str(path))
         cls = PerWorkerRunner if per_worker else RuleRunner
         runner = cls(trial, specs or None, start_step=start_step, end_step=end_step)
         findings = runner.run_available() + runner.finish()
@@ -137,12 +148,16 @@ def check(
         ran = len(runner.rules) - len(runner.skipped)
         fired = len({f.rule for f in findings})
         split = getattr(runner, "runners", None)  # the workers checked on their own
+        warnings = sum(f.severity != "error" for f in findings)
         click.echo(
             f"{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
             f"over {len(trial.steps())} steps of {path}"
-            + (f" ({len(split)} workers, each on its own)" if split else ""),
+            + (f" ({len(split)} workers, each on its own)" if split else "")
+            + (f"; {warnings} warning{'s' if warnings != 1 else ''} (machine-dependent"
+               f"{', counted: --strict' if strict else ', not counted without --strict'})"
+               if warnings else ""),
             err=True,
-        )
+        )  # fmt: skip
     if runner.errors:
         sys.exit(2)
-    sys.exit(1 if findings else 0)
+    sys.exit(1 if failing(findings, strict) else 0)

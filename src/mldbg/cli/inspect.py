@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING
 
 import click
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.errors import InvalidConfig, StepNotYetAvailable
 
 if TYPE_CHECKING:
     from mldbg.trial import Trial
 
 
 def _open(path: str) -> Trial:
-    import mldbg
+    from mldbg.cli.runs import open_run
 
-    trial = mldbg.create_trial(path)
-    if not trial.steps() and not trial.workers():
-        raise click.ClickException(f"no mldbg run at {path} (no workers/ folder with records)")
-    return trial
+    return open_run(path)
+
+
+def _collection(trial: Trial, name: str | None) -> None:
+    """Refuse a collection the run does not hold, with the closest names it does."""
+    if name is None:
+        return
+    known = [c for c in trial.collections() if c != "all"]
+    if name in known or name == "all":
+        return
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise InvalidConfig(
+        f"no collection {name!r} in {trial.path}: {hint}its collections: {', '.join(known) or 'none'}"
+    )
 
 
 @click.command()
@@ -29,6 +42,7 @@ def _open(path: str) -> Trial:
 def ls(path: str, collection: str | None, regex: str | None) -> None:
     """List a run's steps, workers, collections and tensors."""
     trial = _open(path)
+    _collection(trial, collection)
     steps = trial.steps()
     state = "finished" if trial.loaded_all_steps else "still being written (or stopped early)"
     lost = trial.lost()
@@ -37,11 +51,13 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     click.echo(f"run {trial.path}: {state}")
     click.echo(f"workers: {', '.join(trial.workers())}")
     span = f"{steps[0]}..{steps[-1]}" if steps else "none"
-    click.echo(f"steps: {len(steps)} saved ({span})")
-    for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT, Mode.GLOBAL):
+    click.echo(f"steps: {len(steps)} saved (global steps {span}, every mode; --step takes these)")
+    for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT):
         ms = trial.steps(mode)
         if ms:
-            click.echo(f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]})")
+            click.echo(
+                f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]}; --mode {mode.name.lower()} --step N)"
+            )
     click.echo("collections:")
     for c, names in trial.collections().items():
         if c != "all":
@@ -72,9 +88,16 @@ def show(path: str, name: str, step: int | None, mode: str | None, worker: str |
     if step is None:
         steps = t.steps(m)
         if not steps:
-            raise click.ClickException(f"{name!r} has no saved steps" + (f" in mode {mode}" if mode else ""))
+            modes = [md.name.lower() for md in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT) if t.steps(md)]
+            raise InvalidConfig(
+                f"{name!r} has no saved steps" + (f" in mode {mode}" if mode else "")
+                + (f"; it was saved in mode {', '.join(modes)} (give --mode {modes[0]})" if modes else "")
+            )  # fmt: skip
         step = steps[-1]
-    value = t.value(step, mode=m, worker=worker)
+    try:
+        value = t.value(step, mode=m, worker=worker)
+    except StepNotYetAvailable as e:  # said for the command line, not for the Python API
+        raise InvalidConfig(str(e).replace("wait for it with wait_for_steps()", "run again later")) from None
     click.echo(
         f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}"
     )

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import os
 import sys
+from typing import Any, NoReturn
 
 import click
+
+from mldbg.errors import MldbgError
 
 # command name -> (module, attribute, one-line help)
 COMMANDS = {
@@ -40,6 +45,43 @@ class LazyGroup(click.Group):
                 return None
             raise
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            name = args[0] if args else ""
+            close = difflib.get_close_matches(name, list(COMMANDS), n=2)
+            hint = f"did you mean {' or '.join(close)}?" if close else f"the commands: {', '.join(COMMANDS)}"
+            raise click.UsageError(f"no command {name!r}: {hint}", ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the sub-command under the one convention of exit codes: a user's mistake (a
+        bad path, option, config, rule, parameter or tensor name) is one line,
+        `mldbg <command>: error: <what>`, and exit status 2, never a traceback."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(130) from None
+        except click.UsageError as e:
+            name = ctx.invoked_subcommand or _command_name(e.ctx)
+            usage = f" (see: mldbg {name} --help)" if name else " (see: mldbg --help)"
+            fail(name, e.format_message() + usage)
+        except click.ClickException as e:
+            fail(ctx.invoked_subcommand, e.format_message())
+        except MldbgError as e:
+            fail(ctx.invoked_subcommand, str(e))
+        except BrokenPipeError:  # `mldbg ls RUN | head`: the reader left; not an error of ours
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
+            raise click.exceptions.Exit(141) from None
+        except OSError as e:  # a file the user named: missing, unreadable, a folder
+            where = f"{e.filename}: " if e.filename and str(e.filename) not in str(e.strerror) else ""
+            fail(ctx.invoked_subcommand, f"{where}{e.strerror or e}")
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(n, COMMANDS[n][2]) for n in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -53,14 +95,28 @@ def cli() -> None:
     training runs, and stop the job early."""
 
 
-def main() -> None:
-    from mldbg.errors import MldbgError
+EXIT_USAGE = 2  # the user's mistake: a bad path, option, config, rule, parameter or name
 
+
+def fail(command: str | None, message: str) -> NoReturn:
+    """Print a usage error as one line, `mldbg <command>: error: <message>`, and exit 2."""
+    one_line = " ".join(message.split())
+    click.echo(f"mldbg{' ' + command if command else ''}: error: {one_line}", err=True)
+    raise click.exceptions.Exit(EXIT_USAGE)
+
+
+def _command_name(ctx: click.Context | None) -> str | None:
+    while ctx is not None and ctx.parent is not None and ctx.parent.parent is not None:
+        ctx = ctx.parent
+    return ctx.info_name if ctx is not None and ctx.parent is not None else None
+
+
+def main() -> None:
     try:
-        cli(standalone_mode=True)
-    except MldbgError as e:
-        click.secho(f"mldbg: {e}", fg="red", err=True)
-        sys.exit(2)
+        cli(prog_name="mldbg", standalone_mode=True)
+    except MldbgError as e:  # raised before a sub-command ran
+        click.echo(f"mldbg: error: {' '.join(str(e).split())}", err=True)
+        sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -62,8 +62,10 @@ def plot(
       mldbg plot runs/exp1 confusion --mode eval --slider
     """
     from mldbg import insight
+    from mldbg.cli.runs import check_run_path
 
     try:
+        check_run_path(path)
         fig = _figure(path, kind, name, steps, mode, worker, labels, gradient, samples, style, slider)
         target = insight.save(fig, output or f"{kind}.html")
     except MldbgError as e:

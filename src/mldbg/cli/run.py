@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from mldbg.cli.watch import announce, build, make_watcher, watch_options
+from mldbg.cli.watch import EXIT_FOUND, announce, build, counted_findings, make_watcher, watch_options
 from mldbg.errors import CorruptRecord, InvalidConfig
 from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
 
@@ -46,6 +46,12 @@ DEFAULT_SAVE_INTERVAL = 10
 )
 @click.option("--no-watch", is_flag=True, help="Only record; run no rules.")
 @click.option(
+    "--fail-on-finding",
+    is_flag=True,
+    help="Exit 1 when a rule found an error (with --strict also a warning), for CI; "
+    "a script that failed keeps its own exit code.",
+)
+@click.option(
     "--stop-grace",
     type=float,
     default=30.0,
@@ -55,20 +61,23 @@ DEFAULT_SAVE_INTERVAL = 10
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save_interval: int | None,
-        no_watch: bool, stop_grace: float, as_json: bool, quiet: bool, poll_seconds: float,
-        **options: Any) -> None:  # fmt: skip
+        no_watch: bool, fail_on_finding: bool, stop_grace: float, as_json: bool, quiet: bool,
+        poll_seconds: float, strict: bool, **options: Any) -> None:  # fmt: skip
     """Run COMMAND (e.g. `-- python train.py --lr 0.1`) with a PyTorch hook attached and
     the rules watching beside it; no change to the script.
 
     The first module that runs forward in train mode is recorded as the model, loss modules
-    as losses, and each optimizer step ends a step. Exits with the script's exit code, or
-    86 when a rule stopped the training.
+    as losses, and each optimizer step ends a step. Exits with the script's exit code, 86
+    when a rule stopped the training, 1 with --fail-on-finding when a rule found an error
+    (with --strict also a warning) in a script that succeeded, 2 on a usage error.
     """
     from mldbg.store import layout, open_store
 
     command = tuple(c for c in command if c != "--") if command[:1] == ("--",) else command
     if not command:
         raise click.UsageError("give the command to run after --, e.g. mldbg run -- python train.py")
+    if fail_on_finding and no_watch:
+        raise click.UsageError("--fail-on-finding needs the rules: drop --no-watch")
     try:
         specs, actions = build(**options)
         out = out or _default_out(command)
@@ -117,6 +126,12 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
             f"mldbg run: the training was stopped by a rule{': ' + reason if reason else ''}", err=True
         )
         sys.exit(EXIT_STOPPED)
+    if code == 0 and fail_on_finding and watcher is not None and counted_findings(watcher, strict):
+        click.echo(
+            "mldbg run: the script succeeded, but rules fired (--fail-on-finding): exit status 1",
+            err=True,
+        )
+        sys.exit(EXIT_FOUND)
     sys.exit(code)
 
 

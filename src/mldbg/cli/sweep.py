@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from mldbg.cli.check import collect_rule_specs, echo_finding
+from mldbg.cli.check import STRICT_HELP, collect_rule_specs, echo_finding, failing
 from mldbg.errors import MldbgError
 
 
@@ -41,6 +41,7 @@ def _count(n: int, noun: str) -> str:
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 @click.option("--verbose", "-v", is_flag=True, help="After the table, every finding of every run in full.")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 def sweep(
     runs: tuple[str, ...],
     rules: tuple[str, ...],
@@ -53,12 +54,14 @@ def sweep(
     progress: bool | None,
     per_worker: bool,
     verbose: bool,
+    strict: bool,
 ) -> None:
     """Check every run of a sweep with rules, in parallel on Dask, and print one line per run.
 
     Each PATTERN_OR_PATH is a run (a directory or s3://bucket/prefix), a glob pattern, or a
-    folder / s3:// prefix whose sub-folders are runs. Exit status: 1 if a rule fired in any
-    run, 0 if not, 2 if a run could not be read (missing, corrupt) or a rule failed.
+    folder / s3:// prefix whose sub-folders are runs. Exit status: 1 if a rule found an error
+    in any run (with --strict also a warning), 0 if not, 2 if a run could not be read
+    (missing, corrupt) or a rule failed.
 
     \b
     Examples:
@@ -110,4 +113,4 @@ def sweep(
     )
     if result.errors:
         sys.exit(2)
-    sys.exit(1 if fired else 0)
+    sys.exit(1 if any(failing(found, strict) for _, found in result.items()) else 0)

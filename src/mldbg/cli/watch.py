@@ -49,6 +49,9 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...]; a type is "
                           "a built-in action or an installed 'mldbg.actions' entry point)."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding."),
+        click.option("--strict", is_flag=True,
+                     help="Count warnings (machine-dependent findings: the profiler rules) as failures "
+                          "too; without it only errors make the exit status 1."),
         click.option("--quiet", "-q", is_flag=True, help="No progress line."),
         click.option("--poll", "poll_seconds", type=float, default=0.2, show_default=True,
                      help="Seconds between looks for new steps."),
@@ -82,15 +85,17 @@ def build(
     actions: list[Any] = []
     if config_path:
         from mldbg.config_file import load_file
+        from mldbg.rules.specs import check_keys, named_spec
 
         data = load_file(config_path) or {}
-        if not isinstance(data, dict) or set(data) - {"rules", "actions"}:
+        if not isinstance(data, dict):
             raise InvalidConfig(f"{config_path}: expected an object with 'rules' and/or 'actions'")
+        check_keys(config_path, data, ("rules", "actions"))
         for item in data.get("rules") or []:
-            if isinstance(item, dict):  # {name: {k: v}} or {name: k, ...params}
-                for name, params in item.items():
-                    kv = ",".join(f"{k}={v}" for k, v in (params or {}).items())
-                    specs.append(f"{name}:{kv}" if kv else name)
+            if isinstance(item, dict) and "name" in item:  # {name: rule, k: v, ...}
+                specs.append(item)
+            elif isinstance(item, dict):  # {rule: {k: v}}
+                specs += [named_spec(name, params, config_path) for name, params in item.items()]
             else:
                 specs.append(str(item))
         actions += resolve_actions(data.get("actions") or [])
@@ -162,13 +167,15 @@ def announce(watcher: Any) -> None:
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
-          per_worker: bool, as_json: bool, quiet: bool, poll_seconds: float, **options: Any) -> None:  # fmt: skip
+          per_worker: bool, as_json: bool, quiet: bool, poll_seconds: float, strict: bool,
+          **options: Any) -> None:  # fmt: skip
     """Run rules on PATH while it is written (it may not exist yet), until training ends.
 
     A step is checked as soon as the next one is written (while training runs, more
     records of the newest step may still come), then acted on. A restarted watcher resumes
     where it stopped and does not alert old findings again. Exit 0 when nothing fired,
-    1 when a rule fired, 3 when the run never appeared (--wait-timeout).
+    1 when a rule found an error (with --strict also a warning), 2 on a usage error (a bad
+    rule, parameter or config), 3 when the run never appeared (--wait-timeout).
     """
     from mldbg.watch.watcher import WatchTimeout
 
@@ -200,7 +207,17 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
 
         for name, why in getattr(watcher.runner, "unchecked", {}).items():
             echo_unchecked(name, why, as_json)
-    sys.exit(EXIT_FOUND if watcher.context.findings else 0)
+    sys.exit(EXIT_FOUND if counted_findings(watcher, strict) else 0)
+
+
+def counted_findings(watcher: Any, strict: bool) -> int:
+    """How many findings make `watch` or `run` exit 1: this watcher's errors (and warnings with
+    `strict`), plus those an earlier watcher of the run reported before a restart (their
+    severity was not kept: they count)."""
+    from mldbg.cli.check import failing
+
+    earlier = max(0, watcher.context.findings - len(watcher.findings))
+    return len(failing(watcher.findings, strict)) + earlier
 
 
 def _pid_alive(pid: int) -> Callable[[], bool]:

@@ -112,7 +112,7 @@ class RunData:
     # loading --------------------------------------------------------------------------------
     def _open(self) -> None:
         try:
-            trial = create_trial(self.path, on_corrupt="skip")
+            trial = create_trial(self.path, on_corrupt="skip", missing_ok=True)
         except (MldbgError, OSError) as e:
             self.error = f"cannot open {self.path}: {e}"
             return

@@ -17,12 +17,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from mldbg.config import Mode
-from mldbg.errors import InvalidConfig
+from mldbg.rules.params import Range, checked, unknown_parameters
 
 if typing.TYPE_CHECKING:
     from mldbg.rules.view import TrialView
     from mldbg.trial import Trial
+
+
+SEVERITIES = ("error", "warning")
 
 
 @dataclass
@@ -36,6 +38,9 @@ class Finding:
     tensors: list[str] = field(default_factory=list)
     suggestion: str = ""
     worker: str | None = None
+    #: "error": a defect of the model, the data or the training; "warning": what depends on
+    #: the machine (profiler findings). `mldbg check` fails on errors (on both with --strict).
+    severity: str = "error"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -45,7 +50,8 @@ class Finding:
 
     def __str__(self) -> str:
         where = f"step {self.step}" + (f" ({self.mode})" if self.mode else "")
-        text = f"[{self.rule}] {where}: {self.message}"
+        tag = self.rule if self.severity == "error" else f"{self.rule}, {self.severity}"
+        text = f"[{tag}] {where}: {self.message}"
         return text + (f"\n    try: {self.suggestion}" if self.suggestion else "")
 
 
@@ -81,11 +87,19 @@ class Rule:
     # collection -> statistics read of its tensors (`TrialView.statistic`); raw tensors do too
     reads: ClassVar[dict[str, tuple[str, ...]]] = {}
     suggestion: ClassVar[str] = ""
+    #: the severity of its findings: "error" (the model, data or training is at fault) or
+    #: "warning" (it depends on the machine: the profiler rules)
+    severity: ClassVar[str] = "error"
+    #: parameter -> `Range` of allowed values, where the tables of `mldbg.rules.params`
+    #: (keyed by parameter name: `num_steps` >= 1, `*_percent` in 0..100) do not say it
+    bounds: ClassVar[dict[str, Range]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = snake_case(cls.__name__)
+        if cls.severity not in SEVERITIES:
+            raise TypeError(f"rule {cls.__name__}: severity {cls.severity!r} is not one of {SEVERITIES}")
 
     def __init__(self, base_trial: Trial | None = None, **params: Any):
         self.trial = base_trial
@@ -97,12 +111,10 @@ class Rule:
         allowed = self.parameters()
         unknown = set(params) - set(allowed)
         if unknown:
-            raise InvalidConfig(
-                f"rule {self.name!r}: unknown parameter(s) {sorted(unknown)}; "
-                f"its parameters: {', '.join(f'{k}={v!r}' for k, v in allowed.items()) or 'none'}"
-            )
+            raise unknown_parameters(self.name, unknown, allowed)
+        types = self._types()
         for key, value in params.items():
-            setattr(self, key, _convert(self.name, key, value, self._types()[key]))
+            setattr(self, key, checked(type(self), key, value, types[key]))
         self.reset()
 
     @property
@@ -218,39 +230,11 @@ class Rule:
             tensors=list(tensors),
             suggestion=self.suggestion if suggestion is None else suggestion,
             worker=worker,
+            severity=self.severity,
         )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
-
-
-def _convert(rule: str, key: str, value: Any, hint: Any) -> Any:
-    """Parameters arrive as strings from the command line and YAML: convert by annotation."""
-    if not isinstance(value, str):
-        return value
-    args = typing.get_args(hint)
-    kinds = [a for a in args if a is not type(None)] if args else [hint]
-    if value.lower() in ("none", "null") and type(None) in args:
-        return None
-    for kind in kinds:
-        try:
-            if kind is bool:
-                if value.lower() in ("true", "1", "yes"):
-                    return True
-                if value.lower() in ("false", "0", "no"):
-                    return False
-                continue
-            if kind in (int, float):
-                return kind(value)
-            if typing.get_origin(kind) in (list, tuple) or kind in (list, tuple):
-                return [v.strip() for v in value.split(",") if v.strip()]
-            if kind is Mode:
-                return Mode.parse(value)
-            if kind is str:
-                return value
-        except (ValueError, InvalidConfig):
-            continue
-    raise InvalidConfig(f"rule {rule!r}: parameter {key}={value!r} is not a valid {hint}")
 
 
 BUILTIN: dict[str, type[Rule]] = {}

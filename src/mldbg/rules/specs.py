@@ -10,12 +10,13 @@ reads a list of them from a file.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mldbg.errors import InvalidConfig
-from mldbg.rules.base import Rule
+from mldbg.rules.base import BUILTIN, Rule
 from mldbg.rules.registry import default_rules, rule_class
 from mldbg.rules.smdebug import SmdebugRule, is_smdebug_rule
 from mldbg.trial import Trial
@@ -54,7 +55,7 @@ def resolve_rules(specs: RuleSpec | Iterable[RuleSpec] | None, trial: Trial | No
     if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
         specs = [specs]
     if isinstance(specs, Mapping):  # {name: {params}, ...}
-        specs = [{"name": k, **(v or {})} for k, v in specs.items()]
+        specs = [named_spec(k, v, "rules") for k, v in specs.items()]
     rules: list[Rule] = []
     for spec in specs:
         rules.extend(_resolve_one(spec, trial))
@@ -73,7 +74,9 @@ def _resolve_one(spec: RuleSpec, trial: Trial | None) -> list[Rule]:
         if not isinstance(name, str):
             raise InvalidConfig(f"rule config {spec!r}: needs a 'name'")
         params = spec.pop("params", None) or spec.pop("parameters", None) or {}
-        params.update(spec)
+        if not isinstance(params, Mapping):
+            raise InvalidConfig(f"rule {name!r}: its params must be a mapping of k: v, got {params!r}")
+        params = {**params, **spec}
         return [_instantiate(rule_class(name), trial, params)]
     if isinstance(spec, Rule):
         if spec.trial is None:
@@ -113,23 +116,66 @@ def unbound_copy(specs: RuleSpec | Iterable[RuleSpec] | None) -> Any:
 
 def load_rule_config(path: str | os.PathLike[str]) -> list[RuleSpec]:
     """Rule specs from a YAML or JSON file: a list of names / `{name: ..., k: v}` mappings,
-    a mapping `{rule_name: {k: v}}`, or either under a top-level `rules:` key."""
+    a mapping `{rule_name: {k: v}}`, or either under a top-level `rules:` key. A key that is
+    neither `rules` nor a rule's name is refused, with the closest expected one."""
     from mldbg.config_file import load_file
 
     data = load_file(path)
-    if isinstance(data, Mapping) and "rules" in data and len(data) == 1:
+    if isinstance(data, Mapping) and "rules" in data:
+        check_keys(path, data, ("rules", "actions"))  # actions: for `mldbg watch`
         data = data["rules"]
     if isinstance(data, Mapping):
-        return [{"name": k, **(v or {})} for k, v in data.items()]
+        for key in data:
+            _rule_key(path, key)
+        return [named_spec(k, v, path) for k, v in data.items()]
     if isinstance(data, list):
         out: list[RuleSpec] = []
         for item in data:
             if isinstance(item, Mapping) and "name" not in item and len(item) == 1:
                 ((k, v),) = item.items()
-                out.append({"name": k, **(v or {})})
+                _rule_key(path, k)
+                out.append(named_spec(k, v, path))
             elif isinstance(item, (str, Mapping)):
                 out.append(item)
             else:
                 raise InvalidConfig(f"{path}: a rule must be a name or a mapping, got {item!r}")
         return out
-    raise InvalidConfig(f"{path}: expected a list of rules or a mapping of rule names to parameters")
+    raise InvalidConfig(
+        f"{path}: expected a list of rules or a mapping of rule names to parameters "
+        f"(e.g. 'rules: [dead_relu, {{name: loss_not_decreasing, num_steps: 20}}]'), got {data!r}"
+    )
+
+
+def named_spec(name: Any, params: Any, where: Any) -> dict[str, Any]:
+    """`{name: params}` as a spec mapping, refusing parameters that are not a mapping."""
+    if params is not None and not isinstance(params, Mapping):
+        raise InvalidConfig(
+            f"{where}: the parameters of rule {name!r} must be a mapping of k: v, got {params!r}"
+        )
+    return {"name": name, **(params or {})}
+
+
+def check_keys(path: Any, data: Mapping[str, Any], expected: tuple[str, ...]) -> None:
+    """Refuse top-level keys of a config file other than `expected`, with the closest one."""
+    for key in data:
+        if key not in expected:
+            close = difflib.get_close_matches(str(key), expected, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidConfig(
+                f"{path}: unknown key {key!r}{hint}; expected: {', '.join(map(repr, expected))}"
+            )
+
+
+def _rule_key(path: Any, key: Any) -> None:
+    """A top-level key of a rule file: a rule's name, else an error with what was expected."""
+    try:
+        rule_class(str(key))
+        return
+    except InvalidConfig:
+        pass
+    close = difflib.get_close_matches(str(key), ["rules", *BUILTIN], n=3)
+    hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+    raise InvalidConfig(
+        f"{path}: unknown key {key!r}: {hint}expected 'rules' (a list of rules) or the names of rules "
+        f"(see: mldbg check --list)"
+    )

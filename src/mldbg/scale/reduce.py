@@ -138,7 +138,7 @@ def _reduce_run(
     began = time.perf_counter()
     out = ReducedRun(run)
     try:
-        trial = create_trial(run)
+        trial = create_trial(run, missing_ok=True)  # reported below
         if not trial.steps() and not trial.workers():
             out.error = f"no recorded run at {run} (nothing written there; is the path right?)"
             return out

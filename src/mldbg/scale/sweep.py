@@ -272,7 +272,7 @@ def _check_run(
     began = time.perf_counter()
     outcome = RunOutcome(run, worker=worker)
     try:
-        trial = create_trial(run, worker=worker)
+        trial = create_trial(run, worker=worker, missing_ok=True)  # reported below
         if not trial.steps() and not trial.workers():
             outcome.error = f"no recorded run at {run} (nothing written there; is the path right?)"
             return outcome

@@ -3,10 +3,13 @@ collection, step, mode and worker."""
 
 from __future__ import annotations
 
+import bisect
+import difflib
 import os
 import re
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +17,7 @@ from mldbg.config import Mode
 from mldbg.errors import (
     InvalidConfig,
     NoMoreData,
+    RunNotFound,
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailable,
@@ -26,15 +30,29 @@ from mldbg.trial.records import Record, Records
 from mldbg.trial.tensor import Tensor
 from mldbg.trial.worker_view import WorkerView
 
+#: the collections hooks record by these names (API.md; XGBoost's too): a query for one of them
+#: is never a typo, its absence only means that it was not recorded
+STANDARD_COLLECTIONS = frozenset(
+    ("weights", "biases", "gradients", "losses", "scalars", "inputs", "outputs", "labels",
+     "predictions", "relu_activations", "tanh_activations", "sigmoid_activations",
+     "optimizer_variables", "all", "custom", "metrics", "feature_importance", "trees",
+     "hyperparameters", "probabilities", "shap")
+)  # fmt: skip
+
 
 def create_trial(
-    path: str | os.PathLike[str] | Store, on_corrupt: str = "raise", worker: str | None = None
+    path: str | os.PathLike[str] | Store,
+    on_corrupt: str = "raise",
+    worker: str | None = None,
+    missing_ok: bool = False,
 ) -> Trial:
     """Open a run: a local path, `memory://name` or `s3://bucket/prefix`.
 
-    The run may not exist yet, or may still be written: call `refresh()` or
-    `wait_for_steps()` to see new steps. `on_corrupt="skip"` reads around damaged files
-    (and warns) instead of raising `CorruptRecord`.
+    The run may still be written: call `refresh()` or `wait_for_steps()` to see new steps.
+    A local path that does not exist raises `RunNotFound` (a typo is not an empty run),
+    unless `missing_ok=True`: then the trial waits for the run to appear, as `mldbg watch`
+    does when it starts before the training. A file is never a run. `on_corrupt="skip"`
+    reads around damaged files (and warns) instead of raising `CorruptRecord`.
 
     `worker="worker_1"` shows one worker of a run written by several (the ranks of a
     distributed job, `include_workers="all"`) as a run of its own: its steps, its tensors,
@@ -42,10 +60,32 @@ def create_trial(
     query reads each step from the first worker that saved it. A worker that did not write to
     an existing run raises `InvalidConfig`, naming the workers that did.
     """
+    if not isinstance(path, Store):
+        _check_local_path(path, missing_ok)
     store = open_store(path)
     if worker is not None:
         store = WorkerView.checked(store, worker)
     return Trial(store, on_corrupt=on_corrupt)
+
+
+def _check_local_path(path: str | os.PathLike[str], missing_ok: bool) -> None:
+    """Refuse a local path that is a file, or (unless `missing_ok`) does not exist."""
+    text = os.fspath(path)
+    if "://" in text and not text.startswith("file://"):
+        return  # a bucket or a memory store: its runs are found by reading
+    local = Path(text.removeprefix("file://")).expanduser()
+    if local.is_file():
+        raise RunNotFound(
+            f"{text} is a file, not a run: give the directory a hook recorded into (its out_dir)"
+        )
+    if local.exists() or missing_ok:
+        return
+    parent = next((p for p in local.absolute().parents if p.exists()), None)
+    where = f" ({parent} exists)" if parent is not None and parent != Path("/") else ""
+    raise RunNotFound(
+        f"no run at {text}: the path does not exist{where}; check the path, or pass "
+        "create_trial(path, missing_ok=True) to open a run that training has not started writing"
+    )
 
 
 class Trial:
@@ -135,12 +175,47 @@ class Trial:
             time.sleep(0.05)
 
     def _raise_never(self, step: int, mode: Mode | None) -> None:
-        """Training has ended without `step`: NoMoreData past the end, else StepUnavailable."""
-        last = max(self.steps(mode), default=-1)
+        """Training has ended without `step`: NoMoreData past the end, else StepUnavailable;
+        either names the nearest saved steps."""
+        steps = self.steps(mode)
+        last = max(steps, default=-1)
         what = f"step {step}" + (f" of mode {mode.name}" if mode else "")
+        near = _nearest(step, steps)
+        saved = f"; the nearest saved {_kind(mode)}steps: {near}" if near else ""
         if step > last:
-            raise NoMoreData(f"{what}: training ended at step {last} ({self.path}); no more data will come")
-        raise StepUnavailable(f"{what} was not saved in {self.path}, and training has ended")
+            raise NoMoreData(
+                f"{what}: training ended at {_kind(mode)}step {last} ({self.path}); no more data will come{saved}"
+            )
+        raise StepUnavailable(f"{what} was not saved in {self.path}, and training has ended{saved}")
+
+    def _not_saved_at(self, name: str, step: int, mode: Mode | None) -> str:
+        """Why tensor `name` has no value at `step` (a mode's step with `mode`), with the
+        steps nearest to it where it does: `step 200 is an EVAL step (eval step 3); the
+        nearest TRAIN steps that saved 'fc1.weight': 190 (before), 210 (after)`."""
+        what = f"tensor {name!r} was not saved at " + (f"{mode.name} step {step}" if mode else f"step {step}")
+        tensor = self.tensor(name)
+        saved_modes = [m for m in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT) if tensor.steps(m)]
+        info = self._index.step_info.get(step) if mode is None else None
+        if info is not None:
+            step_mode = Mode(info[0])
+            article = "an" if step_mode.name[0] in "AEIOU" else "a"
+            what += (
+                f"; step {step} is {article} {step_mode.name} step ({step_mode.name.lower()} step {info[1]})"
+            )
+            if step_mode not in saved_modes and saved_modes:
+                what += f", and {name!r} was saved in {', '.join(m.name for m in saved_modes)} steps only"
+        near = _nearest(step, tensor.steps(mode))
+        if near:
+            what += f"; the nearest {_kind(mode)}steps that saved it: {near}"
+        if mode is None and len(saved_modes) > 1:
+            what += (
+                " (global steps; its steps per mode: "
+                + "; ".join(f"{m.name} {_summary(tensor.steps(m))}" for m in saved_modes)
+                + ")"
+            )
+        elif mode is not None and mode not in saved_modes and saved_modes:
+            what += f"; it was saved in {', '.join(m.name for m in saved_modes)} steps only"
+        return what
 
     def _missing_step(self, step: int, mode: Mode | None, tensor: str | None = None) -> None:
         """Called when a query misses a step: refresh once, then say why it is missing."""
@@ -149,10 +224,13 @@ class Trial:
         if step not in self._step_set(mode):
             if self._index.complete:
                 self._raise_never(step, mode)
+            near = _nearest(step, self.steps(mode))
             raise StepNotYetAvailable(
                 f"step {step}"
                 + (f" of mode {mode.name}" if mode else "")
-                + f" is not written yet (run {self.path}); try wait_for_steps()"
+                + f" is not written yet (run {self.path}, still training)"
+                + (f"; the nearest saved {_kind(mode)}steps: {near}" if near else "")
+                + "; wait for it with wait_for_steps()"
             )
 
     # queries ----------------------------------------------------------------------------
@@ -224,6 +302,8 @@ class Trial:
         if collection is not None:
             if collection not in self._index.collections:
                 self.refresh()
+                if collection not in self._index.collections:
+                    self._unknown_collection(collection)
             names = self._index.collections.get(collection, set())
         if regex is not None:
             try:
@@ -236,6 +316,20 @@ class Trial:
         elif mode is not None and mode != Mode.GLOBAL:
             names = [n for n in names if self.tensor(n).steps(mode)]
         return sorted(names)
+
+    def _unknown_collection(self, name: str) -> None:
+        """A query named a collection the run does not hold. A standard collection (or one
+        unlike any the run holds) may simply not be recorded: no tensors. A name close to one
+        the run holds is a typo: say so, rather than answer with nothing."""
+        held = [c for c in self._index.collections if c != "all"]
+        if name in STANDARD_COLLECTIONS or not held:
+            return
+        close = difflib.get_close_matches(name, held, n=3, cutoff=0.75)
+        if close:
+            raise InvalidConfig(
+                f"no collection {name!r} in {self.path}; did you mean {', '.join(map(repr, close))}? "
+                f"its collections: {', '.join(sorted(held))}"
+            )
 
     def vector_statistics(self, tensor: str) -> dict[str, str]:
         """The vector statistics recorded for `tensor`: key (`unit_active`, `class_counts`...)
@@ -266,13 +360,24 @@ class Trial:
         self.refresh()
         if name in self._index.names:
             return
-        close = [n for n in self._index.names if name.lower() in n.lower()][:5]
-        hint = (
-            f"; similar: {close}"
-            if close
-            else f"; {len(self._index.names)} tensors recorded (see tensor_names())"
-        )
-        raise TensorUnavailable(f"no tensor {name!r} in {self.path}{hint}")
+        raise TensorUnavailable(f"no tensor {name!r} in {self.path}; {self._names_like(name)}")
+
+    def _names_like(self, name: str) -> str:
+        """The recorded names closest to `name` ("did you mean ..."), else a few of them."""
+        names = sorted(n for n in self._index.names if not n.startswith(STATS_PREFIX))
+        if not names:
+            return "no tensor was recorded yet"
+        by_case = {n.lower(): n for n in names}
+        ratio = {n: difflib.SequenceMatcher(None, name.lower(), n).ratio() for n in by_case}
+        best = max(ratio.values())
+        close = [
+            by_case[n] for n in sorted(by_case, key=lambda n: -ratio[n]) if ratio[n] >= max(0.6, best - 0.05)
+        ]
+        close += [n for n in names if name.lower() in n.lower() and n not in close]
+        if close:
+            return f"did you mean {', '.join(repr(n) for n in close[:3])}?"
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        return f"{len(names)} tensors recorded: {shown}"
 
     # the index API: where records are, without reading them -----------------------------
     def records(
@@ -299,11 +404,7 @@ class Trial:
             self._missing_step(step, mode, tensor=name)
             found = index.positions(name, step, mode)  # a refresh may have brought it
             if not found:
-                raise TensorUnavailableForStep(
-                    f"tensor {name!r} was not saved at step {step}"
-                    + (f" of mode {mode.name}" if mode else "")
-                    + f"; it was saved at steps {_summary(self.tensor(name).steps(mode))}"
-                )
+                raise TensorUnavailableForStep(self._not_saved_at(name, step, mode))
         if len(found) == 1 and worker is None:
             return index.record(name, found[0])
         records = [index.record(name, p) for p in found]
@@ -322,6 +423,20 @@ class Trial:
         Raises TensorUnavailableForStep when only its reductions were saved, CorruptRecord
         when the data file is damaged."""
         return self._index.read(record)
+
+
+def _kind(mode: Mode | None) -> str:
+    return f"{mode.name} " if mode is not None and mode != Mode.GLOBAL else ""
+
+
+def _nearest(step: int, steps: list[int]) -> str:
+    """The saved steps on either side of `step`: `190 (before), 210 (after)`."""
+    i = bisect.bisect_left(steps, step)
+    j = i + 1 if i < len(steps) and steps[i] == step else i
+    parts = ([f"{steps[i - 1]} (before)"] if i > 0 else []) + (
+        [f"{steps[j]} (after)"] if j < len(steps) else []
+    )
+    return ", ".join(parts)
 
 
 def _summary(steps: list[int]) -> str:

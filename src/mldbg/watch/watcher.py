@@ -90,7 +90,7 @@ class Watcher:
         self.per_worker = per_worker
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.trial = create_trial(path, on_corrupt="skip")
+            self.trial = create_trial(path, on_corrupt="skip", missing_ok=True)
         self._report_warnings(caught)
         self.store = self.trial.store
         self.runner: Any = None

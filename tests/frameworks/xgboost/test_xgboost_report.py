@@ -81,7 +81,7 @@ def test_cli_writes_the_report(run, tmp_path):
     assert result.exit_code == 0, result.output
     assert f"wrote {out}" in result.output and sections(out.read_text()) == CLASSIFIER_SECTIONS
     missing = CliRunner().invoke(cli, ["report", str(tmp_path / "nothing"), "-o", str(out)])
-    assert missing.exit_code != 0 and "no mldbg run" in missing.output
+    assert missing.exit_code == 2 and "no run at" in missing.output and "does not exist" in missing.output
 
 
 def test_roc_curve_matches_scikit_learn():

@@ -27,6 +27,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.profiler.read import ProfilerData, SystemSeries, profiler_data
 from mldbg.rules.base import Finding, Rule
+from mldbg.rules.params import NON_NEGATIVE, Range
 
 MIN_SAMPLES = 10  # fewer samples after warm-up than this: too little to judge
 
@@ -43,6 +44,11 @@ class ProfilerRule(Rule):
     order: ClassVar[int] = 1000
     #: False for a rule that only gathers statistics for the report: it never fires
     fires: ClassVar[bool] = True
+    #: what a profiler rule sees depends on the machine (a busy shared host, a slow disk):
+    #: its findings are warnings, which fail `mldbg check` only with --strict
+    severity: ClassVar[str] = "warning"
+    #: `patience` here counts samples to skip at the start, and may be 0
+    bounds: ClassVar[dict[str, Range]] = {"patience": NON_NEGATIVE}
 
     def reset(self) -> None:
         super().reset()
@@ -137,6 +143,7 @@ class ProfilerRule(Rule):
             tensors=list(series),
             suggestion=self.suggestion if suggestion is None else suggestion,
             worker=worker,
+            severity=self.severity,
         )
 
     def after_warmup(self, data: ProfilerData, sys: SystemSeries, warmup_steps: int = 0) -> SystemSeries:

@@ -1,0 +1,82 @@
+"""The run a command reads: found, or refused with a message that says what to do.
+
+A missing path, a file, and a folder that holds no run are usage errors (exit 2) of every
+command that reads a recorded run, said in the terms of the command line (never a Python
+method). `mldbg watch` and `mldbg dashboard` do not come here: they may start before the
+run exists, and wait for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mldbg.errors import RunNotFound
+
+if TYPE_CHECKING:
+    from mldbg.trial import Trial
+
+
+def check_run_path(path: str) -> None:
+    """Refuse a local PATH that does not exist or is a file (URLs are checked by reading)."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    local = Path(path.removeprefix("file://")).expanduser()
+    if local.is_file():
+        raise RunNotFound(
+            f"{path} is a file, not a run: give the directory the hook recorded into (its out_dir)"
+        )
+    if not local.exists():
+        parent = next((p for p in local.absolute().parents if p.exists()), None)
+        raise RunNotFound(f"no run at {path}: the path does not exist (check the path){_near(local, parent)}")
+
+
+def open_run(path: str) -> Trial:
+    """The trial of the run at PATH; RunNotFound when there is none, naming the runs below
+    PATH when it is a folder of runs (a sweep)."""
+    from mldbg.trial import create_trial
+
+    check_run_path(path)
+    trial = create_trial(path)
+    if trial.steps() or trial.workers():
+        return trial
+    below = _runs_below(path)
+    if below:
+        shown = ", ".join(below[:5]) + (f", ... ({len(below)} in all)" if len(below) > 5 else "")
+        raise RunNotFound(
+            f"no run at {path}: it is a folder of runs ({shown}); give one of them, "
+            f"or check them all with: mldbg sweep {path}"
+        )
+    raise RunNotFound(
+        f"no run at {path}: nothing was recorded there (no workers/ folder); give the out_dir "
+        "of a hook, or wait until the training has written its first step"
+    )
+
+
+def _runs_below(path: str) -> list[str]:
+    from mldbg.trial.runs import find_runs
+
+    try:
+        runs, _ = find_runs(path)
+    except Exception:  # an unreadable folder: the message without the list
+        return []
+    return [r for r in runs if r != path]
+
+
+def _near(local: Path, parent: Path | None) -> str:
+    """What the user may have meant: a folder of a close name, or the runs where the path
+    stops existing."""
+    if parent is None:
+        return ""
+    try:
+        folders = sorted(e.name for e in os.scandir(parent) if e.is_dir())
+    except OSError:
+        return ""
+    if parent == local.absolute().parent:
+        close = difflib.get_close_matches(local.name, folders, n=3)
+        if close:
+            return f"; did you mean {', '.join(str(local.parent / c) for c in close)}?"
+    runs = [f for f in folders if (parent / f / "workers").is_dir()]
+    return f"; runs in {parent}: {', '.join(runs[:5])}" if runs else ""
