@@ -97,6 +97,7 @@ class _Request:
     plan: _Plan
     unit_axis: int | None
     numel: int
+    requires_grad: bool = False  # of the tensor handed over (a parameter), before detaching
     done: set[str] = field(default_factory=set)  # statistic keys already enqueued
 
     @property
@@ -165,7 +166,9 @@ class StatisticsBatch:
         if plan.vectors:
             st.feature_axis(tensor.dim(), unit_axis)  # refuses the batch axis now, not at finish()
         if plan.stats:
-            self._requests.append(_Request(name, tensor.detach(), plan, unit_axis, tensor.numel()))
+            self._requests.append(
+                _Request(name, tensor.detach(), plan, unit_axis, tensor.numel(), tensor.requires_grad)
+            )
 
     def add_classes(
         self,
@@ -231,14 +234,17 @@ class StatisticsBatch:
             if r.tensor.numel() == 0:  # everything is known from the shape
                 stand_in = np.zeros(tuple(r.tensor.shape), dtype=np.float32)
                 for key, value in st.compute(stand_in, r.stats, unit_axis=r.unit_axis).items():
-                    out.known(r.name, key, value)
+                    out.known(r.name, key, float(r.requires_grad) if key == "requires_grad" else value)
                 if r.plan.delta:
                     self._previous.pop(r.name, None)
             else:
                 if r.tensor.dtype == torch.bool:
                     r.tensor = r.tensor.view(torch.uint8)
                 for s in r.plan.stats:
-                    if s.name in ("count", "samples"):
+                    if s.name == "requires_grad":  # the flag, known on the host
+                        out.known(r.name, s.key, float(r.requires_grad))
+                        r.done.add(s.key)
+                    elif s.name in ("count", "samples"):
                         shape = r.tensor.shape
                         out.known(
                             r.name, s.key, float(r.numel if s.name == "count" else shape[0] if shape else 1)
