@@ -82,7 +82,9 @@ class Hook(Adapter):
         rank, world = _rank_and_world()
         self._stats: StepStatistics | None = None
         if rec.statistics and rec.enabled:
-            self._stats = StepStatistics(rec, self._cadence, on_spent=self.timeline.debugger, world_size=world)
+            self._stats = StepStatistics(
+                rec, self._cadence, on_spent=self.timeline.debugger, world_size=world
+            )
         elif rec.statistics and world > 1:  # include_workers="one": this worker's fingerprints only
             self._stats = ReplicaStatistics(rec, self.session.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives

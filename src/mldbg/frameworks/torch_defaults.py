@@ -195,7 +195,9 @@ class StepStatistics:
     def fingerprints_due(self) -> bool:
         """Is the open step a fingerprint step of a data-parallel job (the same on every worker)?"""
         rec = self.recorder
-        return self.replicated and rec.in_step and rec.mode == Mode.TRAIN and st.fingerprint_step(rec.mode_step)
+        return (
+            self.replicated and rec.in_step and rec.mode == Mode.TRAIN and st.fingerprint_step(rec.mode_step)
+        )
 
     # what the hook hands over, at each point of a step -----------------------------------------
     def watch_modules(self, model: nn.Module) -> None:
@@ -205,7 +207,7 @@ class StepStatistics:
         groups: dict[str, list[tuple[nn.Module, list[nn.Parameter]]]] = {"dropout": [], "norm": []}
         parents: dict[str, nn.Module] = {}
         for name, module in model.named_modules():
-            for child_name, child in module.named_children():
+            for child_name, _child in module.named_children():
                 parents[f"{name}.{child_name}" if name else child_name] = module
             if isinstance(module, nn.modules.dropout._DropoutNd) and getattr(module, "p", 0) > 0:
                 kind = "dropout"
@@ -218,7 +220,9 @@ class StepStatistics:
             groups[kind].append((module, context))
         self._modules.extend((kind, members) for kind, members in groups.items() if members)
 
-    def forward_start(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]], args: tuple[object, ...]) -> None:
+    def forward_start(
+        self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]], args: tuple[object, ...]
+    ) -> None:
         """The registered model's forward begins: its parameters (TRAIN), inputs, modules' modes."""
         full, fp = self.due(), self.fingerprints_due()
         if not (full or fp):
@@ -235,9 +239,7 @@ class StepStatistics:
             for kind, members in self._modules:
                 # in TRAIN, a module whose parameters (or its parent's) are all frozen may sit in
                 # eval mode on purpose (a frozen backbone): it is left out
-                flags = [
-                    m.training for m, ctx in members if not train or any(p.requires_grad for p in ctx)
-                ]
+                flags = [m.training for m, ctx in members if not train or any(p.requires_grad for p in ctx)]
                 if flags:
                     tensor = torch.tensor(flags, dtype=torch.uint8)
                     self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
