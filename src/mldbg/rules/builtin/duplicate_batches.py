@@ -45,12 +45,14 @@ class DuplicateBatches(Rule):
         self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
         self._shared = 0  # steps in a row with workers sharing samples
 
-    def check(self, trial: TrialView, step: int) -> Finding | None:
+    def check(self, trial: TrialView, step: int) -> list[Finding] | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
-        found = self._across_workers(trial, step)
-        if found is not None:
-            return found
+        shared = self._across_workers(trial, step)
+        within = self._within(trial, step)
+        return [f for f in (shared, within) if f is not None]
+
+    def _within(self, trial: TrialView, step: int) -> Finding | None:
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")
         if rows is None or isinstance(rows, float) or not len(rows):
             return None
