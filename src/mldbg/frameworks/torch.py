@@ -86,7 +86,7 @@ class Hook(Adapter):
                 rec, self._cadence, on_spent=self.timeline.debugger, world_size=world
             )
         elif rec.statistics and world > 1:  # include_workers="one": this worker's fingerprints only
-            self._stats = ReplicaStatistics(rec, self.session.store, rank, world, self._worker().framework)
+            self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
 

@@ -367,7 +367,7 @@ class ReplicaStatistics(StepStatistics):
     def __init__(self, main: Recorder, store: Store, rank: int, world_size: int, framework: str):
         side = _ReplicaRecorder(
             store,
-            save_config=SaveConfig(save_steps=[]),
+            save_config=SaveConfig(save_steps=()),
             include_workers="all",
             rank=rank,
             world_size=world_size,
