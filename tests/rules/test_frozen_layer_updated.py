@@ -72,3 +72,37 @@ def test_a_gan_that_freezes_its_discriminator_for_the_generator_step_is_healthy(
             (score.mean() if train_d else -score.mean()).backward()
             opt.step()
     assert not mldbg.check(str(tmp_path / "run"), rules=["frozen_layer_updated"])
+
+
+def _sparse_run(path, steps: int, gan: bool) -> None:
+    """Statistics steps at train steps 0, 1, 101, 201, ... (no warmup, the sparsest cadence):
+    `requires_grad` must say whether the parameter stayed frozen over the steps between."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    # weight decay on zeroed (not None) gradients keeps moving frozen weights, step after step
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=0.0 if gan else 0.01)
+    with mldbg.torch.Hook(str(path), statistics_warmup=0, statistics_budget=1e-9) as hook:
+        hook.register_module(model)
+        for step in range(steps):
+            frozen = step % 2 == 1 if gan else step >= 5  # GAN: one layer trained every other step
+            for p in model[0].parameters():
+                p.requires_grad_(not frozen)
+            opt.zero_grad(set_to_none=gan)
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+
+
+def test_frozen_throughout_the_steps_between_sparse_statistics_steps(tmp_path):
+    _sparse_run(tmp_path / "gan", 210, gan=True)  # frozen at steps 101 and 201, trained between
+    assert not mldbg.check(str(tmp_path / "gan"), rules=["frozen_layer_updated"])
+    _sparse_run(tmp_path / "momentum", 302, gan=False)  # frozen from step 5 on, moved by weight decay
+    trial = mldbg.create_trial(str(tmp_path / "momentum"))
+    flags = {r.step: r.statistics["requires_grad"] for r in trial.records("0.weight")}
+    assert flags == {0: 1.0, 1: 1.0, 101: 1.0, 201: 0.0, 301: 0.0}  # 101: trainable at steps 2-4
+    found = mldbg.check(str(tmp_path / "momentum"), rules=["frozen_layer_updated"])
+    assert [f.step for f in found] == [301], found  # frozen at 201 and throughout up to 301

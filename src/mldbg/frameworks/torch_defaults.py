@@ -166,6 +166,9 @@ class StepStatistics:
         self.recorder = recorder
         self.replicated = world_size > 1
         self._modules: list[tuple[str, list[tuple[nn.Module, list[nn.Parameter]]]]] = []
+        self._thawed: set[str] = (
+            set()
+        )  # parameters that required a gradient at a TRAIN step since the last statistics step
         self._on_spent = on_spent
         self.cadence = cadence
         self.batch = StatisticsBatch()
@@ -225,13 +228,19 @@ class StepStatistics:
     ) -> None:
         """The registered model's forward begins: its parameters (TRAIN), inputs, modules' modes."""
         full, fp = self.due(), self.fingerprints_due()
+        train = self.recorder.mode == Mode.TRAIN
+        if train and not full:  # a few attribute reads: `requires_grad` says "frozen throughout"
+            for name, p, _ in params:
+                if p.requires_grad:
+                    self._thawed.add(name)
         if not (full or fp):
             return
-        train = self.recorder.mode == Mode.TRAIN
         if train:
+            thawed, self._thawed = (self._thawed, set()) if full else (self._thawed, self._thawed)
             for name, p, natural in params:
                 kinds = st.DEFAULTS[natural[0]] if full else ()
-                self.add_kinds(name, p, (kinds + st.REPLICA_DEFAULTS[natural[0]]) if fp else kinds, natural)
+                kinds = (kinds + st.REPLICA_DEFAULTS[natural[0]]) if fp else kinds
+                self.add_kinds(name, p, kinds, natural, p.requires_grad or name in thawed)
         for i, a in enumerate(args):
             kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
             self.add_kinds(f"model_input_{i}", a, kinds, ("inputs",))
@@ -289,13 +298,21 @@ class StepStatistics:
         the step)."""
         self.add_kinds(name, tensor, st.DEFAULTS[collection], (collection,))
 
-    def add_kinds(self, name: str, tensor: object, kinds: tuple[str, ...], natural: tuple[str, ...]) -> None:
-        """Ask for statistics `kinds` of a tensor of the natural collections `natural`."""
+    def add_kinds(
+        self,
+        name: str,
+        tensor: object,
+        kinds: tuple[str, ...],
+        natural: tuple[str, ...],
+        requires_grad: bool | None = None,
+    ) -> None:
+        """Ask for statistics `kinds` of a tensor of the natural collections `natural`
+        (`requires_grad`: the flag its `requires_grad` statistic records, if not its own)."""
         if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
         start = self._clock()
-        self.batch.add(name, tensor, kinds)
+        self.batch.add(name, tensor, kinds, requires_grad=requires_grad)
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
         self._took(start)

@@ -16,7 +16,8 @@ class FrozenLayerUpdated(Rule):
     """A parameter declared frozen changes between two consecutive training steps.
 
     Declared frozen: `requires_grad=False` when the hook recorded it (the two-line PyTorch
-    hook records each parameter's `requires_grad` with its statistics), or a name matching
+    hook records each parameter's `requires_grad` with its statistics: 0 when it was frozen at
+    every training step since the previous statistics step), or a name matching
     `tensor_regex` (for a freeze that did not take: `model.backbone.requires_grad = False`
     sets an attribute and freezes nothing). Classic causes: freezing in the middle of training
     while the optimizer keeps its momentum (SGD momentum, Adam moments) and the gradients are
@@ -24,9 +25,10 @@ class FrozenLayerUpdated(Rule):
     applied to every parameter; a parameter left in the optimizer.
 
     The change is `delta_l2` (|w - w_prev|, from the hook, or computed from raw weights) between
-    two consecutive training steps at both of which the parameter was frozen (so a GAN that
-    freezes its discriminator for the generator's step, and trains it the next step, is
-    healthy); a change above `atol` + `rtol` * |w| fires. Buffers (BatchNorm's running
+    two saved training steps with the parameter frozen at both and, by the hook's flag, at
+    every step between (so a GAN that freezes its discriminator for the generator's step, and
+    trains it the next step, is healthy; a name matched by `tensor_regex` is frozen
+    throughout); a change above `atol` + `rtol` * |w| fires. Buffers (BatchNorm's running
     statistics) are not parameters and do not count: a frozen backbone left in training mode
     updates them, which is PyTorch's documented behaviour (see `train_in_eval_mode`).
     """
@@ -57,7 +59,7 @@ class FrozenLayerUpdated(Rule):
             frozen = declared or flag == 0.0
             last = self._last.get(name)
             self._last[name] = (mode_step, frozen)
-            if not frozen or last is None or not last[1] or last[0] != mode_step - 1:
+            if not frozen or last is None or not last[1]:
                 continue
             delta = trial.statistic(name, step, "delta_l2")
             size = trial.statistic(name, step, "l2")
@@ -73,8 +75,8 @@ class FrozenLayerUpdated(Rule):
         why = "matches tensor_regex" if any(p.search(name) for p in self._patterns) else "requires_grad=False"
         return self.finding(
             trial, step,
-            f"{len(moved)} frozen parameter{'s' if len(moved) > 1 else ''} changed between training steps "
-            f"{step - 1} and {step} ({short_list([m[0] for m in moved])}): {name} ({why}) moved by "
+            f"{len(moved)} frozen parameter{'s' if len(moved) > 1 else ''} changed up to training step "
+            f"{step} ({short_list([m[0] for m in moved])}): {name} ({why}) moved by "
             f"|dw| = {delta:.3g} (|w| = {scale:.3g})",
             tensors=[m[0] for m in moved],
             suggestion="Leave frozen parameters out of the optimizer (build it from the parameters with "
