@@ -16,7 +16,9 @@ ResNet's step; on a GPU they are a few cheap launches, so k stays near 1.
 
 Per tensor (names as in API.md), at statistics steps:
 - `<param>` (weights and biases) and `gradient/<param>`: in TRAIN steps only (weights do not
-  change in EVAL); `delta_l2` is the change since the last statistics step;
+  change in EVAL); `delta_l2` is the change since the last statistics step, `requires_grad`
+  0 when the parameter stayed frozen at every TRAIN step since then (the one thing looked at
+  on every TRAIN step: a few attribute reads);
 - `<layer>_input_0` of each ReLU, Tanh and Sigmoid module (their subclasses too; LeakyReLU is
   not a ReLU): `unit_active` / `unit_outside(...)` and the moments of `DEFAULTS`;
 - `model_input_<i>`, `model_output_<i>`: `inputs`, `outputs` statistics;

@@ -24,7 +24,7 @@ canonical form (parameters as Python float reprs, no spaces).
 | `delta_l2` | \\|x - x_prev\\|_2, x_prev the value the last time it was computed (NaN the first time) | 38 |
 | `row_range` | max over rows (slices of axis 0) of (row max - row min): 0 when every row is constant | 39 |
 | `col_range` | max over positions of (max - min across rows): 0 when all rows are identical | 40 |
-| `requires_grad` | 1 for a parameter that requires a gradient, 0 for a frozen one: known by the hook, not a function of the values (the reference gives NaN) | 41 |
+| `requires_grad` | 0 for a parameter frozen now and at every TRAIN step since the previous statistics step, else 1: known by the hook, not a function of the values (the reference gives NaN) | 41 |
 | `outside(lo,hi)` | share of elements <= lo or >= hi (NaN is not outside) | 64-255, per segment |
 | `equal(v)` | share of elements == v (token ids, padding) | 64-255, per segment |
 | `quantile(q)` | q-th percentile (0-100) of a fixed subsample of <= 4093 elements (`subsample_index`) | 64-255, per segment |
