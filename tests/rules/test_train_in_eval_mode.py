@@ -62,3 +62,31 @@ def test_a_frozen_part_kept_in_eval_is_healthy(tmp_path):
     trial = mldbg.create_trial(str(tmp_path / "run"))
     record = trial.record("module_training/dropout", 3)
     assert record.statistics["count"] == 1 and record.statistics["sum"] == 1  # the head's dropout only
+
+
+def test_a_linear_probe_trained_in_eval_mode_is_healthy(tmp_path):
+    """The whole model in eval() while a linear head on a frozen backbone trains: the backbone's
+    Dropout and BatchNorm are frozen, the head has none, so eval mode changes nothing."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.1))
+    model = nn.Sequential(backbone, nn.Linear(16, 3))
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD(model[1].parameters(), lr=0.1)
+    loss_fn = nn.CrossEntropyLoss()
+    model.eval()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(6):
+            opt.zero_grad()
+            loss_fn(model(torch.randn(16, 10)), torch.randint(0, 3, (16,))).backward()
+            opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.record("optimizer_step", 3).statistics["sum"] == 1  # recorded as EVAL, stepping
+    assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])

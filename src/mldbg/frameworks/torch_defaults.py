@@ -248,9 +248,9 @@ class StepStatistics:
             self.add_kinds(f"model_input_{i}", a, kinds, ("inputs",))
         if full:
             for kind, members in self._modules:
-                # in TRAIN, a module whose parameters (or its parent's) are all frozen may sit in
-                # eval mode on purpose (a frozen backbone): it is left out
-                flags = [m.training for m, ctx in members if not train or any(p.requires_grad for p in ctx)]
+                # a module whose parameters (or its parent's) are all frozen may sit in eval mode
+                # on purpose (a frozen backbone, a linear probe): it is left out
+                flags = [m.training for m, ctx in members if any(p.requires_grad for p in ctx)]
                 if flags:
                     tensor = torch.tensor(flags, dtype=torch.uint8)
                     self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())

@@ -23,8 +23,10 @@ class TrainInEvalMode(Rule):
     only modules with trainable parameters around them (a frozen backbone kept in eval on
     purpose is left out), and `optimizer_step` at steps recorded as EVAL or PREDICT: the hook
     follows `model.training`, so an optimizer that steps while the model is in eval mode shows
-    up there. Fires after `patience` such steps in a row; more than `threshold` (a share) of
-    the modules must be in eval mode.
+    up there, when the model has such modules to train (a model without any, or a linear
+    probe whose Dropout and BatchNorm sit in a frozen backbone, trains the same in eval mode).
+    Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
+    must be in eval mode.
     """
 
     patience: int = 2
@@ -71,8 +73,9 @@ class TrainInEvalMode(Rule):
                 "parameters (requires_grad=False) too.",
             )  # fmt: skip
         stepped = trial.saved_statistic("optimizer_step", step, "sum")
-        if stepped is None or not stepped > 0:
-            self._outside = 0
+        relevant = sum(trial.saved_statistic(f"module_training/{k}", step, "count") or 0.0 for k in KINDS)
+        if stepped is None or not stepped > 0 or not relevant > 0:
+            self._outside = 0  # (without Dropout or BatchNorm to train, eval mode changes nothing)
             return None
         self._outside += 1
         self._first = step if self._outside == 1 else self._first
