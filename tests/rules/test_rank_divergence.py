@@ -4,7 +4,8 @@ tiny DistributedDataParallel model recorded with the two lines (include_workers=
 - `diverge`: after step 5's optimizer step, rank 1 scales a parameter outside DDP (the
   replicas drift apart; DDP keeps averaging gradients, so they never meet again);
 - `no_sampler`: both ranks read the same batches (no DistributedSampler);
-- `healthy`: each rank its own shard, every update through DDP.
+- `healthy`: each rank its own shard, every update through DDP;
+- `diverge_all`: `diverge` recorded with include_workers="all".
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import mldbg.torch
 
 dist.init_process_group("gloo", init_method="env://")
 rank = dist.get_rank()
-out, bug, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, bug, steps, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 torch.manual_seed(0)
 torch.set_num_threads(1)
 model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3)))
-hook = mldbg.torch.Hook(out)  # the two lines: include_workers="one"
+hook = mldbg.torch.Hook(out, include_workers=workers)  # "one": the two lines' default
 hook.register_module(model)
 loss_fn = nn.CrossEntropyLoss()
 hook.register_loss(loss_fn)
@@ -49,7 +50,7 @@ for step in range(steps):
     opt.zero_grad()
     loss_fn(model(x[idx]), y[idx]).backward()
     opt.step()
-    if bug == "diverge" and rank == 1 and step == 5:
+    if bug.startswith("diverge") and rank == 1 and step == 5:
         with torch.no_grad():
             model.module[0].weight.mul_(1.001)  # outside DDP, on one rank only
 hook.close()
@@ -64,9 +65,10 @@ os._exit(0)  # no interpreter finalization: see the end of tests/frameworks/ddp_
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     base = tmp_path_factory.mktemp("ddp_silent")
     out = {}
-    for bug in ("diverge", "no_sampler", "healthy"):
+    for bug in ("diverge", "no_sampler", "healthy", "diverge_all"):
         path = base / bug
-        procs = start_workers("-c", WORKER, str(path), bug, str(STEPS), cwd=ROOT)
+        workers = "all" if bug.endswith("_all") else "one"
+        procs = start_workers("-c", WORKER, str(path), bug, str(STEPS), workers, cwd=ROOT)
         for p in procs:
             output, _ = p.communicate(timeout=120)
             assert p.returncode == 0, output
@@ -117,3 +119,13 @@ def test_quiet_on_the_twins(jobs):
 def test_each_worker_alone_has_nothing_to_compare(jobs):
     """Per-worker checking gives each rule one worker: rank_divergence has no pair to compare."""
     assert not mldbg.check(jobs["diverge"], rules=["rank_divergence"], per_worker=True)
+
+
+def test_fires_with_every_worker_recording_everything(jobs):
+    """include_workers="all": each worker records the default statistics at its own cadence,
+    and the fingerprints at the same fingerprint steps."""
+    trial = mldbg.create_trial(jobs["diverge_all"])
+    assert trial.workers() == ["worker_0", "worker_1"]
+    assert {r.worker for r in trial.records("CrossEntropyLoss_output_0")} == {"worker_0", "worker_1"}
+    found = mldbg.check(jobs["diverge_all"], rules=["rank_divergence"])
+    assert [(f.step, f.tensors) for f in found] == [(6, ["0.weight"])], found
