@@ -98,6 +98,8 @@ class DuplicateBatches(Rule):
         )
 
     def _across_workers(self, trial: TrialView, step: int) -> Finding | None:
+        if len(trial.workers()) < 2:
+            return None
         name = vector_name(self.input_name, "sample_fingerprints")
         try:
             records = trial.trial.records(name, step=step)
