@@ -9,6 +9,7 @@ import pytest
 
 import mldbg
 from mldbg.rules import Finding
+from tests.rules.silent import silent_run  # noqa: F401 - the silent bugs of issue 17 (tests/rules/silent.py)
 from tests.tiny import train
 
 # name -> train() keyword arguments. Healthy runs first; every rule must stay quiet on them.

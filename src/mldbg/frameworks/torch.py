@@ -24,7 +24,14 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
-from mldbg.frameworks.torch_defaults import BUDGET, CLASSIFICATION_LOSSES, WARMUP, Cadence, StepStatistics
+from mldbg.frameworks.torch_defaults import (
+    BUDGET,
+    CLASSIFICATION_LOSSES,
+    WARMUP,
+    Cadence,
+    ReplicaStatistics,
+    StepStatistics,
+)
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -72,11 +79,14 @@ class Hook(Adapter):
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
         rec = self.recorder
-        self._stats = (
-            StepStatistics(rec, self._cadence, on_spent=self.timeline.debugger)
-            if rec.statistics and rec.enabled
-            else None
-        )
+        rank, world = _rank_and_world()
+        self._stats: StepStatistics | None = None
+        if rec.statistics and rec.enabled:
+            self._stats = StepStatistics(
+                rec, self._cadence, on_spent=self.timeline.debugger, world_size=world
+            )
+        elif rec.statistics and world > 1:  # include_workers="one": this worker's fingerprints only
+            self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
 
@@ -105,6 +115,8 @@ class Hook(Adapter):
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
+        if self._stats is not None:
+            self._stats.watch_modules(inner)
         for name, p in inner.named_parameters():
             natural = ("biases",) if name.endswith("bias") else ("weights",)
             self._params.append((name, p, natural))
@@ -155,9 +167,8 @@ class Hook(Adapter):
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
-            stats = self._stats
-            if stats is not None and classes and len(args) >= 2 and stats.due():
-                stats.add_classes(prefix, args[0], args[1])
+            if self._stats is not None:
+                self._stats.loss(prefix, args, classes)
             if not rec.saving:
                 return
             self._save(output_name, output, ("losses",))
@@ -200,13 +211,8 @@ class Hook(Adapter):
         if self._params_saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         self._params_saved_at = rec.step
-        stats = self._stats
-        if stats is not None and stats.due():
-            if rec.mode == Mode.TRAIN:  # weights do not change in EVAL / PREDICT
-                for name, p, natural in self._params:
-                    stats.add(name, p, natural[0])
-            for i, a in enumerate(args):
-                stats.add(f"model_input_{i}", a, "inputs")
+        if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
+            self._stats.forward_start(self._params, args)
         if not rec.saving:
             return
         if rec.saves_any(self._param_keys):
@@ -217,11 +223,8 @@ class Hook(Adapter):
 
     def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         self.timeline.mark(marks.FORWARD_END)
-        stats = self._stats
-        if stats is not None and stats.due():
-            outs = output if isinstance(output, (tuple, list)) else (output,)
-            for i, o in enumerate(outs):
-                stats.add(f"model_output_{i}", o, "outputs")
+        if self._stats is not None:
+            self._stats.forward_end(output)
         if self.recorder.saving:
             self._save_outputs("model", output, ("outputs",))
 
@@ -269,12 +272,8 @@ class Hook(Adapter):
 
     # gradients and step ends --------------------------------------------------------------
     def _save_gradients(self) -> None:
-        stats = self._stats
-        if stats is not None and stats.due():
-            for name, p, _ in self._params:
-                if p.grad is not None:
-                    stats.add(f"gradient/{name}", p.grad, "gradients")
-            stats.finish()  # now: the optimizer is about to change the weights in place
+        if self._stats is not None:  # now: the optimizer is about to change the weights in place
+            self._stats.before_optimizer(self._params)
         if self.recorder.saves_any(self._grad_keys):
             for name, p, _ in self._params:
                 if p.grad is not None:
@@ -318,6 +317,8 @@ class Hook(Adapter):
             self._grad_handles = []
         if self.recorder.mode == Mode.TRAIN:
             self._save_gradients()
+        elif self._stats is not None:  # training with the model left in eval mode
+            self._stats.optimizer_outside_train()
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
@@ -326,6 +327,8 @@ class Hook(Adapter):
             self.recorder.end_step()
 
     def _release(self) -> None:
+        if self._stats is not None:
+            self._stats.close()
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []

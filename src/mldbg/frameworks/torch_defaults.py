@@ -16,14 +16,33 @@ ResNet's step; on a GPU they are a few cheap launches, so k stays near 1.
 
 Per tensor (names as in API.md), at statistics steps:
 - `<param>` (weights and biases) and `gradient/<param>`: in TRAIN steps only (weights do not
-  change in EVAL); `delta_l2` is the change since the last statistics step;
+  change in EVAL); `delta_l2` is the change since the last statistics step, `requires_grad`
+  0 when the parameter stayed frozen at every TRAIN step since then (the one thing looked at
+  on every TRAIN step: a few attribute reads);
 - `<layer>_input_0` of each ReLU, Tanh and Sigmoid module (their subclasses too; LeakyReLU is
   not a ReLU): `unit_active` / `unit_outside(...)` and the moments of `DEFAULTS`;
 - `model_input_<i>`, `model_output_<i>`: `inputs`, `outputs` statistics;
 - for a classification loss (`CLASSIFICATION_LOSSES`), `<Loss>_input_1` (the labels, in
   `labels`) carries `class_counts`, `class_correct` and `confusion` (up to 64 classes) and
   `<Loss>_input_0` (the predictions, in `predictions`) `class_counts` of the predicted
-  classes, as vector records, and both their `samples`.
+  classes, as vector records, and both their `samples`; any other loss, the `samples` of
+  its two inputs (their shapes are in the index: `batch_dim_mismatch`);
+- `model_output_<i>` of EVAL and PREDICT steps also its `fingerprint` (`nondeterministic_eval`);
+- `module_training/dropout` and `module_training/norm`: one uint8 per Dropout (p > 0) or
+  BatchNorm / InstanceNorm module with trainable parameters around it (its own, or its
+  parent's: a frozen backbone put in eval on purpose is left out), 1 while it is in training
+  mode, with `sum` and `count` (`train_in_eval_mode`, `nondeterministic_eval`);
+- `optimizer_step` (`sum` 1) at an EVAL or PREDICT step in which an optimizer of the model
+  stepped: the hook follows `model.training`, so training left in `model.eval()` shows there.
+
+Data-parallel jobs (world size > 1): at *fingerprint steps* (`statistics.fingerprint_step`:
+every train step of the first 20, then every 10th, the same steps on every worker whatever
+each worker's cadence), every worker records `statistics.REPLICA_DEFAULTS`: the `fingerprint`
+of each parameter and the `sample_fingerprints` of the model inputs, as they are before the
+optimizer step. With include_workers="one" the other workers record only those, through a
+`ReplicaStatistics` recorder of their own (`rank_divergence`, `duplicate_batches`). Outside
+the statistics steps they are outside the budget: about one pass of 12 integer operations
+over the parameters every 10th step.
 """
 
 from __future__ import annotations
@@ -38,11 +57,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mldbg.config import Mode
+from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.record.recorder import Recorder
+from mldbg.store import Store
 from mldbg.store import statistics as st
 
 log = logging.getLogger("mldbg")
@@ -140,10 +160,17 @@ class StepStatistics:
         cadence: Cadence | None = None,
         clock: Callable[[], float] = time.perf_counter,
         on_spent: Callable[[float], None] | None = None,
+        world_size: int = 1,
     ):
         """`on_spent(seconds)`: told each time statistics took time on the training thread
-        (the profiler's timeline keeps it apart from the training's own step time)."""
+        (the profiler's timeline keeps it apart from the training's own step time).
+        `world_size` > 1: a data-parallel job, with fingerprints at the fingerprint steps."""
         self.recorder = recorder
+        self.replicated = world_size > 1
+        self._modules: list[tuple[str, list[tuple[nn.Module, list[nn.Parameter]]]]] = []
+        self._thawed: set[str] = (
+            set()
+        )  # parameters that required a gradient at a TRAIN step since the last statistics step
         self._on_spent = on_spent
         self.cadence = cadence
         self.batch = StatisticsBatch()
@@ -170,18 +197,124 @@ class StepStatistics:
             self._due = self.cadence is None or self.cadence.due(rec.mode, rec.mode_step)
         return self._due
 
+    def fingerprints_due(self) -> bool:
+        """Is the open step a fingerprint step of a data-parallel job (the same on every worker)?"""
+        rec = self.recorder
+        return (
+            self.replicated and rec.in_step and rec.mode == Mode.TRAIN and st.fingerprint_step(rec.mode_step)
+        )
+
+    # what the hook hands over, at each point of a step -----------------------------------------
+    def watch_modules(self, model: nn.Module) -> None:
+        """Keep the mode-dependent modules of `model` (Dropout with p > 0, BatchNorm,
+        InstanceNorm with running statistics), each with the parameters that say whether it
+        trains: its own, else its parent's."""
+        groups: dict[str, list[tuple[nn.Module, list[nn.Parameter]]]] = {"dropout": [], "norm": []}
+        parents: dict[str, nn.Module] = {}
+        for name, module in model.named_modules():
+            for child_name, _child in module.named_children():
+                parents[f"{name}.{child_name}" if name else child_name] = module
+            if isinstance(module, nn.modules.dropout._DropoutNd) and getattr(module, "p", 0) > 0:
+                kind = "dropout"
+            elif isinstance(module, nn.modules.batchnorm._NormBase) and module.track_running_stats:
+                kind = "norm"  # BatchNorm, and InstanceNorm with running statistics
+            else:
+                continue
+            own = list(module.parameters())
+            context = own or list(parents.get(name, model).parameters())
+            groups[kind].append((module, context))
+        self._modules.extend((kind, members) for kind, members in groups.items() if members)
+
+    def forward_start(
+        self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]], args: tuple[object, ...]
+    ) -> None:
+        """The registered model's forward begins: its parameters (TRAIN), inputs, modules' modes."""
+        full, fp = self.due(), self.fingerprints_due()
+        train = self.recorder.mode == Mode.TRAIN
+        if train and not full:  # a few attribute reads: `requires_grad` says "frozen throughout"
+            for name, p, _ in params:
+                if p.requires_grad:
+                    self._thawed.add(name)
+        if not (full or fp):
+            return
+        if train:
+            thawed, self._thawed = (self._thawed, set()) if full else (self._thawed, self._thawed)
+            for name, p, natural in params:
+                kinds = st.DEFAULTS[natural[0]] if full else ()
+                kinds = (kinds + st.REPLICA_DEFAULTS[natural[0]]) if fp else kinds
+                self.add_kinds(name, p, kinds, natural, p.requires_grad or name in thawed)
+        for i, a in enumerate(args):
+            kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
+            self.add_kinds(f"model_input_{i}", a, kinds, ("inputs",))
+        if full:
+            for kind, members in self._modules:
+                # a module whose parameters (or its parent's) are all frozen may sit in eval mode
+                # on purpose (a frozen backbone, a linear probe): it is left out
+                flags = [m.training for m, ctx in members if any(p.requires_grad for p in ctx)]
+                if flags:
+                    tensor = torch.tensor(flags, dtype=torch.uint8)
+                    self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
+
+    def forward_end(self, output: object) -> None:
+        """The registered model's forward ended: its outputs (and their fingerprint in EVAL)."""
+        if not self.due():
+            return
+        kinds = st.DEFAULTS["outputs"]
+        if self.recorder.mode != Mode.TRAIN:
+            kinds = kinds + st.EVAL_DEFAULTS["outputs"]
+        outs = output if isinstance(output, (tuple, list)) else (output,)
+        for i, o in enumerate(outs):
+            self.add_kinds(f"model_output_{i}", o, kinds, ("outputs",))
+
+    def loss(self, prefix: str, args: tuple[object, ...], classes: bool) -> None:
+        """A registered loss was computed: class statistics of a classification loss, else the
+        `samples` (and so the shapes) of its predictions and labels."""
+        if len(args) < 2 or not self.due():
+            return
+        if classes:
+            self.add_classes(prefix, args[0], args[1])
+        else:
+            self.add_kinds(f"{prefix}_input_0", args[0], ("samples",), ("predictions",))
+            self.add_kinds(f"{prefix}_input_1", args[1], ("samples",), ("labels",))
+
+    def before_optimizer(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> None:
+        """The gradients are complete and the optimizer is about to change the weights in
+        place: hand over the gradients (statistics steps), then the step's work (now)."""
+        if self.due():
+            for name, p, _ in params:
+                if p.grad is not None:
+                    self.add(f"gradient/{name}", p.grad, "gradients")
+        self.finish()
+
+    def optimizer_outside_train(self) -> None:
+        """An optimizer of the model stepped in an EVAL or PREDICT step (the model was left in
+        eval mode while training)."""
+        if self.due():
+            self.add_kinds("optimizer_step", torch.ones(1, dtype=torch.uint8), ("sum",), ())
+
+    def close(self) -> None:
+        """Nothing of its own to close (a replica's recorder has)."""
+
     def add(self, name: str, tensor: object, collection: str) -> None:
         """Ask for the `DEFAULTS` statistics of `collection` of a tensor (its first value in
         the step)."""
         self.add_kinds(name, tensor, st.DEFAULTS[collection], (collection,))
 
-    def add_kinds(self, name: str, tensor: object, kinds: tuple[str, ...], natural: tuple[str, ...]) -> None:
-        """Ask for statistics `kinds` of a tensor of the natural collections `natural`."""
+    def add_kinds(
+        self,
+        name: str,
+        tensor: object,
+        kinds: tuple[str, ...],
+        natural: tuple[str, ...],
+        requires_grad: bool | None = None,
+    ) -> None:
+        """Ask for statistics `kinds` of a tensor of the natural collections `natural`
+        (`requires_grad`: the flag its `requires_grad` statistic records, if not its own)."""
         if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
         start = self._clock()
-        self.batch.add(name, tensor, kinds)
+        self.batch.add(name, tensor, kinds, requires_grad=requires_grad)
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
         self._took(start)
@@ -235,6 +368,54 @@ class StepStatistics:
         step = None if self._last_end is None else now - self._last_end - spent
         self._last_end = now
         self.cadence.observe(rec.mode, rec.mode_step, spent if self.due() else None, step)
+
+
+class _ReplicaRecorder(Recorder):
+    """The recorder of a worker that include_workers="one" leaves out, for its fingerprints
+    only. Its steps follow the worker's own recorder; stop requests are that one's to act on."""
+
+    def _check_stop(self) -> None:
+        return
+
+
+class ReplicaStatistics(StepStatistics):
+    """A data-parallel worker other than 0, under include_workers="one": it records only
+    `statistics.REPLICA_DEFAULTS` at the fingerprint steps (what `rank_divergence` and
+    `duplicate_batches` compare across workers), as its own worker of the run."""
+
+    def __init__(self, main: Recorder, store: Store, rank: int, world_size: int, framework: str):
+        side = _ReplicaRecorder(
+            store,
+            save_config=SaveConfig(save_steps=()),
+            include_workers="all",
+            rank=rank,
+            world_size=world_size,
+            framework=framework,
+        )
+        super().__init__(side, None, world_size=world_size)
+        self.main = main
+        main.before_step_end.append(self._main_step_end)
+
+    def due(self) -> bool:
+        return False  # the statistics of the default rules are worker 0's
+
+    def fingerprints_due(self) -> bool:
+        main, side = self.main, self.recorder
+        if not main.in_step or main.mode != Mode.TRAIN or not st.fingerprint_step(main.mode_step):
+            return False
+        if not (side.in_step and side.step == main.step):
+            if side.in_step:
+                side.end_step()
+            side.step = main.step
+            side.start_step(main.mode, mode_step=main.mode_step)
+        return True
+
+    def _main_step_end(self) -> None:
+        if self.recorder.in_step:
+            self.recorder.end_step()
+
+    def close(self) -> None:
+        self.recorder.close()
 
 
 def _usable(value: object) -> bool:

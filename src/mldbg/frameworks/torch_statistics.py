@@ -54,6 +54,7 @@ from mldbg.store.statistics import Statistic, Value
 
 CHUNK = 1 << 18  # elements per conversion chunk for fp16/bf16/integer tensors on the CPU
 HASH_CHUNK = 1 << 16  # elements per fingerprint chunk (int64 temporaries stay in cache)
+GPU_HASH_CHUNK = 1 << 22  # on a GPU: fewer launches (a data-parallel job fingerprints every parameter)
 _HALF = (torch.float16, torch.bfloat16)
 _NATIVE_FLOAT = (torch.float32, torch.float64)
 _NORM_ORDER: dict[str, float | str] = {
@@ -97,6 +98,7 @@ class _Request:
     plan: _Plan
     unit_axis: int | None
     numel: int
+    requires_grad: bool = False  # of the tensor handed over (a parameter), before detaching
     done: set[str] = field(default_factory=set)  # statistic keys already enqueued
 
     @property
@@ -146,12 +148,14 @@ class StatisticsBatch:
         kinds: Iterable[str | Statistic],
         *,
         unit_axis: int | None = None,
+        requires_grad: bool | None = None,
     ) -> None:
         """Ask for statistics (keys of `mldbg.store.statistics`) of `tensor`, named `name`.
 
         The tensor is read at `finish()`: hand over a tensor that is not modified in place
         before then (a parameter before the optimizer step, an activation...), or finish first.
-        `unit_axis` overrides the unit/channel axis convention (`feature_axis`)."""
+        `unit_axis` overrides the unit/channel axis convention (`feature_axis`); `requires_grad`
+        the flag recorded for the `requires_grad` statistic (default: the tensor's own)."""
         if not isinstance(tensor, torch.Tensor):
             raise InvalidConfig(
                 f"statistics of {name!r}: expected a torch.Tensor, got {type(tensor).__name__}"
@@ -165,7 +169,16 @@ class StatisticsBatch:
         if plan.vectors:
             st.feature_axis(tensor.dim(), unit_axis)  # refuses the batch axis now, not at finish()
         if plan.stats:
-            self._requests.append(_Request(name, tensor.detach(), plan, unit_axis, tensor.numel()))
+            self._requests.append(
+                _Request(
+                    name,
+                    tensor.detach(),
+                    plan,
+                    unit_axis,
+                    tensor.numel(),
+                    tensor.requires_grad if requires_grad is None else requires_grad,
+                )
+            )
 
     def add_classes(
         self,
@@ -231,14 +244,17 @@ class StatisticsBatch:
             if r.tensor.numel() == 0:  # everything is known from the shape
                 stand_in = np.zeros(tuple(r.tensor.shape), dtype=np.float32)
                 for key, value in st.compute(stand_in, r.stats, unit_axis=r.unit_axis).items():
-                    out.known(r.name, key, value)
+                    out.known(r.name, key, float(r.requires_grad) if key == "requires_grad" else value)
                 if r.plan.delta:
                     self._previous.pop(r.name, None)
             else:
                 if r.tensor.dtype == torch.bool:
                     r.tensor = r.tensor.view(torch.uint8)
                 for s in r.plan.stats:
-                    if s.name in ("count", "samples"):
+                    if s.name == "requires_grad":  # the flag, known on the host
+                        out.known(r.name, s.key, float(r.requires_grad))
+                        r.done.add(s.key)
+                    elif s.name in ("count", "samples"):
                         shape = r.tensor.shape
                         out.known(
                             r.name, s.key, float(r.numel if s.name == "count" else shape[0] if shape else 1)
@@ -401,7 +417,8 @@ class _PerTensor:
             elif name == "quantile":
                 self._quantile(key, s.params[0])
             elif name == "fingerprint":
-                self.put(key, list(_fingerprint_parts(x)), lambda v: float(sum(int(a) for a in v) % st.P))
+                parts = list(_fingerprint_parts(x, GPU_HASH_CHUNK if self.gpu else HASH_CHUNK))
+                self.put(key, parts, lambda v: float(sum(int(a) for a in v) % st.P))
             elif name in ("row_range", "col_range"):
                 rows = _rows(x)
                 d = 1 if name == "row_range" else 0
@@ -681,10 +698,10 @@ def _mixed(flat: torch.Tensor) -> torch.Tensor:
     return total
 
 
-def _fingerprint_parts(x: torch.Tensor) -> Iterator[torch.Tensor]:
+def _fingerprint_parts(x: torch.Tensor, chunk: int = HASH_CHUNK) -> Iterator[torch.Tensor]:
     flat = x.reshape(-1)
-    for start in range(0, flat.numel(), HASH_CHUNK):
-        yield _mixed(flat[start : start + HASH_CHUNK]).sum().remainder_(st.P)
+    for start in range(0, flat.numel(), chunk):
+        yield _mixed(flat[start : start + chunk]).sum().remainder_(st.P)
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:

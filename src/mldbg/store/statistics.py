@@ -24,6 +24,7 @@ canonical form (parameters as Python float reprs, no spaces).
 | `delta_l2` | \\|x - x_prev\\|_2, x_prev the value the last time it was computed (NaN the first time) | 38 |
 | `row_range` | max over rows (slices of axis 0) of (row max - row min): 0 when every row is constant | 39 |
 | `col_range` | max over positions of (max - min across rows): 0 when all rows are identical | 40 |
+| `requires_grad` | 0 for a parameter frozen now and at every TRAIN step since the previous statistics step, else 1: known by the hook, not a function of the values (the reference gives NaN) | 41 |
 | `outside(lo,hi)` | share of elements <= lo or >= hi (NaN is not outside) | 64-255, per segment |
 | `equal(v)` | share of elements == v (token ids, padding) | 64-255, per segment |
 | `quantile(q)` | q-th percentile (0-100) of a fixed subsample of <= 4093 elements (`subsample_index`) | 64-255, per segment |
@@ -101,7 +102,7 @@ FIXED_CODES: dict[str, int] = {
 }
 FIXED_CODES.update(
     count=32, nan_count=33, inf_count=34, zero_fraction=35, samples=36,
-    fingerprint=37, delta_l2=38, row_range=39, col_range=40,
+    fingerprint=37, delta_l2=38, row_range=39, col_range=40, requires_grad=41,
 )  # fmt: skip
 PARAMETRIC_SCALARS: dict[str, int] = {"outside": 2, "equal": 1, "quantile": 1}  # name -> parameters
 FIRST_PARAMETRIC_CODE = 64
@@ -137,23 +138,59 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
     # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init (spread)
     "gradients": ("l2", "mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
     # weight_update_ratio and unchanged_tensor (delta_l2 over l2), tensor_variance, all_zero,
-    # poor init (identical weights feeding one neuron: row_range 0), exploding_tensor
-    "weights": ("l2", "mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count"),
-    "biases": ("l2", "mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count"),
-    # dead_relu on the layer output; poor init (activation input variance across layers)
-    "relu_activations": ("unit_active", "samples", "variance", "zero_fraction", "nan_count", "inf_count"),
+    # poor init (identical weights feeding one neuron: row_range 0), exploding_tensor,
+    # frozen_layer_updated (requires_grad: the hook's declaration of frozen parameters)
+    "weights": (
+        "l2", "mean", "variance", "zero_fraction", "delta_l2", "row_range", "nan_count", "inf_count",
+        "requires_grad",
+    ),
+    "biases": ("l2", "mean", "variance", "zero_fraction", "delta_l2", "nan_count", "inf_count", "requires_grad"),
+    # dead_relu on the layer output; poor init (activation input variance across layers);
+    # train_eval_discrepancy (scale: sqrt(variance + mean^2); the mean comes with the variance)
+    "relu_activations": ("unit_active", "samples", "mean", "variance", "zero_fraction", "nan_count", "inf_count"),
     # saturation on the activation's input
-    "tanh_activations": (f"unit_outside({TANH_BOUNDS[0]!r},{TANH_BOUNDS[1]!r})", "count", "variance"),
+    "tanh_activations": (f"unit_outside({TANH_BOUNDS[0]!r},{TANH_BOUNDS[1]!r})", "count", "mean", "variance"),
     "sigmoid_activations": (
         f"unit_outside({SIGMOID_BOUNDS[0]!r},{SIGMOID_BOUNDS[1]!r})",
         "count",
+        "mean",
         "variance",
     ),
-    # not_normalized_data (per channel), nlp_sequence_ratio (padding share), all_zero
-    "inputs": ("channel_count", "channel_mean", "channel_std", "equal(0.0)", "zero_fraction", "samples"),
-    # all_zero / exploding_tensor on the model's output
-    "outputs": ("zero_fraction", "variance", "nan_count", "inf_count"),
+    # not_normalized_data (per channel), nlp_sequence_ratio (padding share), all_zero;
+    # duplicate_batches and nondeterministic_eval (one fingerprint per sample)
+    "inputs": (
+        "channel_count", "channel_mean", "channel_std", "equal(0.0)", "zero_fraction", "samples",
+        "sample_fingerprints",
+    ),
+    # all_zero / exploding_tensor on the model's output; train_eval_discrepancy (scale)
+    "outputs": ("zero_fraction", "mean", "variance", "nan_count", "inf_count"),
+}  # fmt: skip
+# Added in EVAL and PREDICT steps: nondeterministic_eval compares the output of two forwards
+# of the same inputs (the inputs' fingerprint is the sum of their `sample_fingerprints`).
+EVAL_DEFAULTS: dict[str, tuple[str, ...]] = {"outputs": ("fingerprint",)}
+# What every worker of a data-parallel job records at its *fingerprint steps* (the same steps
+# on every worker, whatever each one's statistics cadence), worker 0 included, even with
+# include_workers="one": rank_divergence compares the replicated parameters across workers,
+# duplicate_batches the samples each worker trained on at the same step.
+REPLICA_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "weights": ("fingerprint",),
+    "biases": ("fingerprint",),
+    "inputs": ("sample_fingerprints",),
 }
+FINGERPRINT_WARMUP = 20  # train steps of a data-parallel job with fingerprints at every step
+FINGERPRINT_EVERY = 10  # then every this many train steps
+
+
+def fingerprint_step(mode_step: int) -> bool:
+    """Is this TRAIN step (the mode's own count) a fingerprint step of a data-parallel job?"""
+    return mode_step < FINGERPRINT_WARMUP or mode_step % FINGERPRINT_EVERY == 0
+
+
+def combined_fingerprint(sample_fingerprints: np.ndarray) -> int:
+    """The `fingerprint` of a whole tensor from its `sample_fingerprints` (the hash is a sum
+    over elements modulo P, so the rows' hashes add up to the tensor's)."""
+    return int(np.sum(np.asarray(sample_fingerprints, dtype=np.int64)) % P)
+
 
 STATS_PREFIX = "stats/"
 MAX_CLASSES = 1024  # above: no class statistics (a language model's vocabulary)
@@ -418,6 +455,8 @@ def _one(
         return float(x.shape[0]) if x.ndim else 1.0
     if name == "fingerprint":
         return float(fingerprint(x))
+    if name == "requires_grad":  # a parameter's flag, not in its values
+        return math.nan
     if name in VECTORS:
         return _vector(stat, x, f, unit_axis)
     if n == 0:

@@ -1,0 +1,135 @@
+"""duplicate_batches: the same samples recur within an epoch, or on several workers at once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.errors import MldbgError
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
+
+
+@register
+class DuplicateBatches(Rule):
+    """The same samples recur within an epoch, or several data-parallel workers train on the
+    same samples at the same step.
+
+    Reads the `sample_fingerprints` of the model's input (`input_name`: one 31-bit hash per
+    sample, the two-line PyTorch hook records them at TRAIN statistics steps, and on every
+    worker of a data-parallel job at its fingerprint steps). Fires when:
+    - *within an epoch*: a batch made mostly (>= `threshold`) of samples already seen is
+      followed by a batch mostly of samples never seen: the data did not run out, so the
+      samples came back before the epoch ended (a loader whose workers each read the whole
+      dataset, a sampler that repeats indices). Full-batch training, multi-epoch training and
+      augmented data (nothing ever repeats) are quiet. With `dataset_size` given, a batch
+      mostly of samples already seen before `dataset_size` samples were drawn fires at once
+      (the same batch every step);
+    - *across workers*: at `patience` steps, more than `threshold` of one worker's samples are
+      also in another worker's batch of the same step (a DistributedSampler missing: every
+      rank reads the same batches, and the job trains on one worker's worth of data).
+    """
+
+    needs = ("inputs",)
+    reads = {"inputs": ("sample_fingerprints",)}
+    input_name: str = "model_input_0"
+    threshold: float = 0.9
+    dataset_size: int | None = None
+    patience: int = 2
+
+    def reset(self) -> None:
+        super().reset()
+        self._seen: set[int] = set()
+        self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
+        self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
+        self._shared = 0  # steps in a row with workers sharing samples
+
+    def check(self, trial: TrialView, step: int) -> list[Finding] | None:
+        if trial.mode(step) != Mode.TRAIN:
+            return None
+        shared = self._across_workers(trial, step)
+        within = self._within(trial, step)
+        return [f for f in (shared, within) if f is not None]
+
+    def _within(self, trial: TrialView, step: int) -> Finding | None:
+        rows = trial.statistic(self.input_name, step, "sample_fingerprints")
+        if rows is None or isinstance(rows, float) or not len(rows):
+            return None
+        batch = [int(v) for v in np.asarray(rows).reshape(-1)]
+        n = len(batch)
+        drawn = max(self._drawn, trial.mode_step(step) * n)  # samples drawn before this batch
+        self._drawn = drawn + n
+        repeats = 0
+        for v in batch:
+            if v in self._seen:
+                repeats += 1
+            self._seen.add(v)
+        share = repeats / n
+        if share >= self.threshold and self.dataset_size and drawn < self.dataset_size and self.first("size"):
+            return self.finding(
+                trial, step,
+                f"{repeats} of the {n} samples of step {step} ({share:.0%}) were already seen, after "
+                f"{drawn} samples drawn of a dataset of {self.dataset_size}: the epoch has not ended",
+                tensors=[self.input_name],
+                suggestion=self._suggestion(),
+            )  # fmt: skip
+        if share >= self.threshold and self._repeated is None:
+            self._repeated = (step, share)
+            return None
+        if self._repeated is None or 1 - share < self.threshold or not self.first("epoch"):
+            return None
+        first, was = self._repeated
+        return self.finding(
+            trial, step,
+            f"samples recur within an epoch: {was:.0%} of the batch at step {first} had been seen "
+            f"before, yet {1 - share:.0%} of the batch at step {step} are new ({len(self._seen)} "
+            "distinct samples so far): the data had not run out when samples came back",
+            tensors=[self.input_name],
+            suggestion=self._suggestion(),
+        )  # fmt: skip
+
+    def _suggestion(self) -> str:
+        return (
+            "Check the sampler and the data loader: an IterableDataset read by several DataLoader "
+            "workers must shard itself (torch.utils.data.get_worker_info()); a map-style dataset "
+            "should be drawn without replacement (shuffle=True), and a distributed job needs a "
+            "DistributedSampler (with set_epoch) so each rank reads its own part."
+        )
+
+    def _across_workers(self, trial: TrialView, step: int) -> Finding | None:
+        if len(trial.workers()) < 2:
+            return None
+        name = vector_name(self.input_name, "sample_fingerprints")
+        try:
+            records = trial.trial.records(name, step=step)
+        except (MldbgError, KeyError):
+            return None
+        batches: dict[str, set[int]] = {}
+        for rec in records:
+            if rec.worker not in batches and rec.has_raw:
+                batches[rec.worker] = {int(v) for v in np.asarray(trial.trial.read(rec)).reshape(-1)}
+        if len(batches) < 2:
+            return None
+        workers = sorted(batches)
+        worst: tuple[float, str, str] | None = None
+        for i, a in enumerate(workers):
+            for b in workers[i + 1 :]:
+                small = min(len(batches[a]), len(batches[b]))
+                share = len(batches[a] & batches[b]) / small if small else 0.0
+                if worst is None or share > worst[0]:
+                    worst = (share, a, b)
+        assert worst is not None
+        self._shared = self._shared + 1 if worst[0] > self.threshold else 0
+        if self._shared < self.patience or not self.first("workers"):
+            return None
+        share, a, b = worst
+        return self.finding(
+            trial, step,
+            f"{a} and {b} trained on the same samples: {share:.0%} of the samples of step {step} are in "
+            f"both batches, at {self._shared} steps in a row (of {len(workers)} workers)",
+            tensors=[self.input_name],
+            suggestion="Give each rank its own part of the data: DataLoader(dataset, "
+            "sampler=DistributedSampler(dataset), ...) and sampler.set_epoch(epoch) every epoch; without "
+            "it every rank reads the same batches and the job trains on one rank's worth of data.",
+        )  # fmt: skip

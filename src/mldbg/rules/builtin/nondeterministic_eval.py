@@ -1,0 +1,98 @@
+"""nondeterministic_eval: two evaluations of the same inputs with the same weights differ."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+from mldbg.store.statistics import combined_fingerprint
+
+
+@register
+class NondeterministicEval(Rule):
+    """Two EVAL forwards of the same inputs, with no training step between them (the same
+    weights), give different outputs: dropout (or another random layer) is active in
+    evaluation, as with `F.dropout(x, p)` (whose `training` defaults to True) or a model not
+    switched to `eval()`; the validation metrics are then noisy and biased.
+
+    Reads, at EVAL and PREDICT statistics steps, the inputs' fingerprint (the sum of their
+    `sample_fingerprints`) and the output's `fingerprint`, `mean` and `variance`, as the two-line
+    PyTorch hook records them (or computed from raw tensors). Two outputs differ when their
+    fingerprints differ and their mean or variance moved by more than `rtol` (relative): a
+    GPU kernel that sums in another order changes the last bits, not the moments. Also fires
+    when the hook saw Dropout modules in training mode during an EVAL step
+    (`module_training/dropout`, with `hook.set_mode(EVAL)` while the model stayed in train()).
+    """
+
+    needs = ("inputs", "outputs")
+    reads = {"inputs": ("sample_fingerprints",), "outputs": ("fingerprint", "mean", "variance")}
+    input_name: str = "model_input_0"
+    output_name: str = "model_output_0"
+    rtol: float = 1e-4
+
+    def reset(self) -> None:
+        super().reset()
+        # input fingerprint -> (step, output fingerprint, mean, variance, weights version)
+        self._seen: dict[int, tuple[int, float, float, float, int]] = {}
+        self._version = 0  # bumped by every TRAIN step and every gap in the steps
+        self._previous: int | None = None
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if self._previous is not None and step != self._previous + 1:
+            self._version += 1  # a step not recorded: the weights may have changed
+        self._previous = step
+        mode = trial.mode(step)
+        if mode == Mode.TRAIN:
+            self._version += 1
+            return None
+        on = trial.saved_statistic("module_training/dropout", step, "sum")
+        if isinstance(on, float) and on > 0 and self.first("dropout"):
+            count = trial.saved_statistic("module_training/dropout", step, "count")
+            return self.finding(
+                trial, step,
+                f"{on:.0f} of {count or on:.0f} Dropout modules were in training mode during a {mode.name} step",
+                tensors=["module_training/dropout"],
+                suggestion="Call model.eval() before evaluating (and model.train() after); use nn.Dropout "
+                "modules, or F.dropout(x, p, training=self.training), never F.dropout(x, p) alone.",
+            )  # fmt: skip
+        found = self._compare(trial, step, mode)
+        stepped = trial.saved_statistic("optimizer_step", step, "sum")
+        if isinstance(stepped, float) and stepped > 0:
+            self._version += 1  # trained in eval mode: the weights changed after this step's forward
+        return found
+
+    def _compare(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
+        rows = trial.statistic(self.input_name, step, "sample_fingerprints")
+        out = trial.statistic(self.output_name, step, "fingerprint")
+        if rows is None or isinstance(rows, float) or not isinstance(out, float) or not math.isfinite(out):
+            self._version += 1  # not a statistics step: whether an optimizer stepped is unknown
+            return None
+        mean = trial.statistic(self.output_name, step, "mean")
+        var = trial.statistic(self.output_name, step, "variance")
+        mean = mean if isinstance(mean, float) else math.nan
+        var = var if isinstance(var, float) else math.nan
+        key = combined_fingerprint(rows)
+        before = self._seen.get(key)
+        self._seen[key] = (step, out, mean, var, self._version)
+        if before is None or before[4] != self._version or before[1] == out:
+            return None
+        first, _, mean0, var0, _ = before
+        scale = math.sqrt(max(var0, 0.0)) + abs(mean0)
+        moved = abs(mean - mean0) / max(scale, 1e-12)
+        spread = abs(var - var0) / max(abs(var0), 1e-12)
+        if not (moved > self.rtol or spread > self.rtol) and math.isfinite(moved + spread):
+            return None
+        if not self.first("outputs"):
+            return None
+        return self.finding(
+            trial, step,
+            f"{mode.name} steps {first} and {step} ran the same inputs ({self.input_name}, fingerprint {key}) "
+            f"through the same weights and gave different outputs ({self.output_name}: mean "
+            f"{mean0:.4g} -> {mean:.4g}, variance {var0:.4g} -> {var:.4g})",
+            tensors=[self.input_name, self.output_name],
+            suggestion="Dropout or another random layer is active in evaluation: call model.eval() before "
+            "evaluating; replace F.dropout(x, p) by nn.Dropout or F.dropout(x, p, training=self.training); "
+            "seed or remove sampling in the forward pass.",
+        )  # fmt: skip

@@ -1,0 +1,119 @@
+"""train_eval_discrepancy: the same weights give outputs of very different scale in TRAIN and EVAL."""
+
+from __future__ import annotations
+
+import math
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+
+COLLECTIONS = ("relu_activations", "tanh_activations", "sigmoid_activations", "outputs")
+
+
+@register
+class TrainEvalDiscrepancy(Rule):
+    """With the same weights, TRAIN and EVAL forwards differ in scale by orders of magnitude:
+    the RMS (sqrt(variance + mean^2)) of a layer's activations, or of the model's output, in an
+    EVAL step lies more than `threshold` times outside the range of its TRAIN values just
+    before and just after that evaluation (so a scale that grows while the model learns, as
+    logits do, is bracketed). Mode-dependent layers do it: BatchNorm whose running statistics
+    are broken (momentum 0, reset, never updated, computed on other data) normalizes the
+    evaluation inputs with the wrong scale; hand-written dropout that scales at evaluation. A
+    healthy dropout changes the scale by at most 1 / (1 - p).
+
+    Judges an evaluation at the next TRAIN statistics step, only after `min_train_steps`
+    TRAIN steps (BatchNorm's running statistics need a few steps to follow the data), and
+    fires after `patience` EVAL steps in a row; the finding is dated at the EVAL step. Reads
+    the `mean` and `variance` statistics the two-line PyTorch hook records for activation
+    inputs and model outputs in both modes (or raw tensors).
+    """
+
+    needs = COLLECTIONS
+    needs_any = True
+    reads = {c: ("mean", "variance") for c in COLLECTIONS}
+    threshold: float = 10.0
+    min_train_steps: int = 10
+    patience: int = 2
+
+    def reset(self) -> None:
+        super().reset()
+        self._before: dict[str, float] = {}  # per tensor, its scale at the last TRAIN statistics step
+        self._pending: list[tuple[int, dict[str, float]]] = []  # EVAL steps since then: their scales
+        self._train_steps = 0
+        self._streak = 0
+
+    def _scale(self, trial: TrialView, name: str, step: int) -> float | None:
+        var, mean = trial.statistic(name, step, "variance"), trial.statistic(name, step, "mean")
+        if not isinstance(var, float) or not isinstance(mean, float):
+            return None
+        rms = math.sqrt(max(var, 0.0) + mean * mean)
+        return rms if math.isfinite(rms) else None
+
+    def _scales(self, trial: TrialView, step: int) -> dict[str, float]:
+        found = {}
+        for name in trial.names(COLLECTIONS, step=step):
+            scale = self._scale(trial, name, step)
+            if scale is not None:
+                found[name] = scale
+        return found
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        mode = trial.mode(step)
+        if mode == Mode.EVAL:
+            if self._train_steps >= self.min_train_steps and self._before:
+                scales = self._scales(trial, step)
+                if scales:
+                    self._pending.append((step, scales))
+            return None
+        if mode != Mode.TRAIN:
+            return None
+        self._train_steps += 1
+        after = self._scales(trial, step)
+        if not after:
+            return None  # not a statistics step: the evaluations wait for one
+        pending, self._pending = self._pending, []
+        before, self._before = self._before, after
+        for eval_step, scales in pending:
+            found = self._judge(trial, eval_step, scales, before, after)
+            if found is not None:
+                return found
+        return None
+
+    def _judge(
+        self,
+        trial: TrialView,
+        step: int,
+        scales: dict[str, float],
+        before: dict[str, float],
+        after: dict[str, float],
+    ) -> Finding | None:
+        worst: tuple[float, str, float, float, float] | None = None
+        off: list[str] = []
+        for name, scale in scales.items():
+            if name not in before or name not in after:
+                continue
+            low, high = min(before[name], after[name]), max(before[name], after[name])
+            if not low > 1e-8:
+                continue
+            factor = scale / high if scale > high else low / max(scale, 1e-30)
+            if factor > self.threshold:
+                off.append(name)
+                if worst is None or factor > worst[0]:
+                    worst = (factor, name, scale, low, high)
+        self._streak = self._streak + 1 if off else 0
+        if worst is None or self._streak < self.patience or not self.first("scale"):
+            return None
+        factor, name, scale, low, high = worst
+        span = f"{low:.3g}" if low == high or f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g}-{high:.3g}"
+        return self.finding(
+            trial, step,
+            f"in EVAL the scale (RMS) of {len(off)} tensor{'s' if len(off) > 1 else ''} is off by more than "
+            f"{self.threshold:g}x from TRAIN at {self._streak} evaluation steps in a row: {name} has RMS "
+            f"{scale:.3g} in EVAL against {span} in the TRAIN steps around it ({factor:.3g}x)",
+            tensors=off,
+            suggestion="Check the mode-dependent layers: BatchNorm's running statistics (momentum, "
+            "track_running_stats, a reset or a load that skipped them, statistics computed on other data), "
+            "dropout that scales at evaluation instead of training, and that training and evaluation inputs "
+            "are preprocessed the same way.",
+        )  # fmt: skip

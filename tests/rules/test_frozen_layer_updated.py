@@ -1,0 +1,108 @@
+"""frozen_layer_updated: fc1 frozen at step 5 while SGD keeps its momentum and the gradients
+are zeroed rather than set to None (fc1 keeps moving), and a freeze that did not take
+(`model.fc1.requires_grad = False`) declared with tensor_regex; the twins are quiet."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from mldbg.rules import BUILTIN
+from tests.rules.conftest import HEALTHY, assert_explains
+from tests.rules.silent import HEALTHY_SILENT
+
+
+def test_fires_when_momentum_moves_a_frozen_layer(silent_run):
+    found = mldbg.check(silent_run("freeze_with_momentum"), rules=["frozen_layer_updated"])
+    assert found
+    f = found[0]
+    assert f.step == 6, f  # frozen at step 5; the momentum step at the end of step 5 moves it
+    assert "fc1.weight" in f.tensors and "requires_grad=False" in f.message
+    assert_explains(f)
+
+
+def test_fires_on_a_declared_freeze_that_did_not_take(silent_run):
+    path = silent_run("freeze_attribute")
+    assert not mldbg.check(path, rules=["frozen_layer_updated"])  # nothing says fc1 is frozen
+    found = mldbg.check(path, rules=["frozen_layer_updated:tensor_regex=^fc1\\."])
+    assert found and found[0].step == 1 and "tensor_regex" in found[0].message, found
+    assert "fc1.weight" in found[0].tensors  # (fc1.bias feeds BatchNorm: its gradient is ~0)
+
+
+def test_quiet_on_a_real_freeze_declared_by_regex(silent_run):
+    assert not mldbg.check(
+        silent_run("healthy_frozen_fc1"), rules=["frozen_layer_updated:tensor_regex=^fc1\\."]
+    )
+
+
+@pytest.mark.parametrize("name", HEALTHY_SILENT)
+def test_quiet_on_the_fixed_twins(name, silent_run):
+    assert BUILTIN["frozen_layer_updated"].default
+    found = [f for f in mldbg.check(silent_run(name)) if f.rule == "frozen_layer_updated"]
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("name", [*HEALTHY, "frozen_optimizer"])
+def test_quiet_on_the_catalogue_runs(name, run):
+    assert not mldbg.check(run(name), rules=["frozen_layer_updated"])
+
+
+def test_a_gan_that_freezes_its_discriminator_for_the_generator_step_is_healthy(tmp_path):
+    """D frozen (requires_grad False) during G's step, trained at the next: consecutive steps
+    never both see D frozen, so D's own update is not a frozen layer changing."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    d = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    g = nn.Linear(2, 4)
+    model = nn.ModuleDict({"d": d, "g": g})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(d)
+        for step in range(12):
+            train_d = step % 2 == 0
+            for p in d.parameters():
+                p.requires_grad_(train_d)
+            opt.zero_grad()
+            fake = g(torch.randn(8, 2))
+            score = d(fake.detach() if train_d else fake)
+            (score.mean() if train_d else -score.mean()).backward()
+            opt.step()
+    assert not mldbg.check(str(tmp_path / "run"), rules=["frozen_layer_updated"])
+
+
+def _sparse_run(path, steps: int, gan: bool) -> None:
+    """Statistics steps at train steps 0, 1, 101, 201, ... (no warmup, the sparsest cadence):
+    `requires_grad` must say whether the parameter stayed frozen over the steps between."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    # weight decay on zeroed (not None) gradients keeps moving frozen weights, step after step
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=0.0 if gan else 0.01)
+    with mldbg.torch.Hook(str(path), statistics_warmup=0, statistics_budget=1e-9) as hook:
+        hook.register_module(model)
+        for step in range(steps):
+            frozen = step % 2 == 1 if gan else step >= 5  # GAN: one layer trained every other step
+            for p in model[0].parameters():
+                p.requires_grad_(not frozen)
+            opt.zero_grad(set_to_none=gan)
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+
+
+def test_frozen_throughout_the_steps_between_sparse_statistics_steps(tmp_path):
+    _sparse_run(tmp_path / "gan", 210, gan=True)  # frozen at steps 101 and 201, trained between
+    assert not mldbg.check(str(tmp_path / "gan"), rules=["frozen_layer_updated"])
+    _sparse_run(tmp_path / "momentum", 302, gan=False)  # frozen from step 5 on, moved by weight decay
+    trial = mldbg.create_trial(str(tmp_path / "momentum"))
+    flags = {r.step: r.statistics["requires_grad"] for r in trial.records("0.weight")}
+    assert flags == {0: 1.0, 1: 1.0, 101: 1.0, 201: 0.0, 301: 0.0}  # 101: trainable at steps 2-4
+    found = mldbg.check(str(tmp_path / "momentum"), rules=["frozen_layer_updated"])
+    assert [f.step for f in found] == [301], found  # frozen at 201 and throughout up to 301

@@ -1,0 +1,92 @@
+"""train_in_eval_mode: training resumes after validation without model.train() (fires within
+a few steps), quiet on the twin that calls it and on the default set's healthy runs."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from mldbg.rules import BUILTIN
+from tests.rules.conftest import assert_explains
+from tests.rules.silent import HEALTHY_SILENT
+
+ONSET = 10  # the first evaluation follows step 9; the bug leaves the model in eval from step 10
+
+
+@pytest.mark.parametrize("name", ["eval_left_on", "eval_left_on_set_mode"])
+def test_fires_when_training_resumes_in_eval_mode(name, silent_run):
+    found = mldbg.check(silent_run(name), rules=["train_in_eval_mode"])
+    assert found, name
+    f = found[0]
+    assert ONSET <= f.step <= ONSET + 5, f  # the eval forwards (steps 10, 11) come first
+    assert_explains(f)
+    assert "model.train()" in f.suggestion
+    if name == "eval_left_on":  # the hook follows model.training: the steps are recorded as EVAL
+        assert f.mode == "EVAL" and "optimizer stepped" in f.message
+    else:  # hook.set_mode(TRAIN) kept the steps TRAIN: the modules' flags show it
+        assert f.mode == "TRAIN" and "1 of 1 Dropout" in f.message and "BatchNorm" in f.message
+
+
+@pytest.mark.parametrize("name", HEALTHY_SILENT)
+def test_quiet_on_the_fixed_twins(name, silent_run):
+    assert BUILTIN["train_in_eval_mode"].default
+    found = [f for f in mldbg.check(silent_run(name)) if f.rule == "train_in_eval_mode"]
+    assert not found, "\n".join(map(str, found))
+
+
+def test_a_frozen_part_kept_in_eval_is_healthy(tmp_path):
+    """A frozen backbone put in eval on purpose (its BatchNorm statistics frozen too) while the
+    head trains: the backbone's modules are left out; the head's dropout still counts."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.1))
+    model = nn.Sequential(backbone, nn.Linear(16, 3), nn.Dropout(0.2))
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(8):
+            model.train()
+            backbone.eval()
+            opt.zero_grad()
+            loss_fn(model(torch.randn(16, 10)), torch.randint(0, 3, (16,))).backward()
+            opt.step()
+    assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    record = trial.record("module_training/dropout", 3)
+    assert record.statistics["count"] == 1 and record.statistics["sum"] == 1  # the head's dropout only
+
+
+def test_a_linear_probe_trained_in_eval_mode_is_healthy(tmp_path):
+    """The whole model in eval() while a linear head on a frozen backbone trains: the backbone's
+    Dropout and BatchNorm are frozen, the head has none, so eval mode changes nothing."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.1))
+    model = nn.Sequential(backbone, nn.Linear(16, 3))
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD(model[1].parameters(), lr=0.1)
+    loss_fn = nn.CrossEntropyLoss()
+    model.eval()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(6):
+            opt.zero_grad()
+            loss_fn(model(torch.randn(16, 10)), torch.randint(0, 3, (16,))).backward()
+            opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.record("optimizer_step", 3).statistics["sum"] == 1  # recorded as EVAL, stepping
+    assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
