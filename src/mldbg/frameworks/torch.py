@@ -5,6 +5,17 @@ updates a registered parameter), or at the end of backward where no optimizer is
 EVAL and PREDICT each forward of the registered model starts a new step. Weights are saved as
 they were in the step's forward; gradients as the optimizer sees them (so gradient
 accumulation over several backward passes is one step).
+
+Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
+names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
+then one update of every model an optimizer trains: it ends at the optimizer step that
+completes it (a GAN iteration, discriminator then generator, is one step, so a save interval
+never sees only one of them). Each optimizer step saves the gradients of the models it
+updates; a model's weights are saved as they were at its first forward of the step.
+
+The callables the hook puts on a model are `_Attached`: a copy of the model (`deepcopy`,
+`pickle`, `torch.save`) holds an inert `_Detached` in their place, so it does not drag the
+hook along and records nothing unless it is registered itself.
 """
 
 from __future__ import annotations
@@ -12,7 +23,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -82,39 +95,52 @@ class Hook(Adapter):
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
-        self._model: nn.Module | None = None
-        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
-        self._param_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
-        self._grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        self._models: list[_Model] = []
+        self._roots: set[str] = set()  # first parts of the names taken by the registered models
+        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []  # of every model
         self._param_ids: set[int] = set()
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
-        self._optimizers: dict[int, bool] = {}
+        self._optimizers: dict[int, tuple[_Model, ...]] = {}  # the models each optimizer updates
+        self._optimizer_hooks = False
+        self._trained_searched = False  # several models: which of them an optimizer updates
+        self._updated: set[int] = set()  # the models an optimizer updated in the open step
         self._optimizer_seen = False
         self._optimizer_searched = False
         self._backward_done = False
         self._backward_queued = False
-        self._params_saved_at = -1
 
     # registration -----------------------------------------------------------------------
-    def register_module(self, model: nn.Module) -> None:
-        """Record `model`: parameters, gradients and (if collected) layer inputs and outputs."""
-        if self._model is not None:
-            raise InvalidConfig("register_module was already called; use one hook per model")
-        self._model = model
+    def register_module(self, model: nn.Module, name: str | None = None) -> None:
+        """Record `model`: parameters, gradients and (if collected) layer inputs and outputs.
+
+        May be called for several models (a GAN's generator and discriminator). The first
+        model keeps smdebug's names (`fc1.weight`) unless given a `name`; the others record
+        under `<name>.` (`discriminator.fc1.weight`, `gradient/discriminator.fc1.weight`,
+        `discriminator.model_input_0`), by default their class name (`Discriminator.`, then
+        `Discriminator_2.` ...). Registering a model again does nothing; a model another
+        hook records is taken over: that hook is closed, with a warning."""
+        if self._takes_over(model):
+            return
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
-        for name, p in inner.named_parameters():
-            natural = ("biases",) if name.endswith("bias") else ("weights",)
-            self._params.append((name, p, natural))
-            self._param_ids.add(id(p))
-        # asked once per schedule whether anything of them saves (the recorder keeps the answer)
-        self._param_keys = tuple((name, natural) for name, _, natural in self._params)
-        self._grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self._params)
+        prefix = self._prefix(inner, name)
+        params = []
+        for pname, p in inner.named_parameters():
+            natural = ("biases",) if pname.endswith("bias") else ("weights",)
+            params.append((prefix + pname, p, natural))
+        m = _Model(model, prefix, params)
+        self._models.append(m)
+        self._params.extend(params)
+        self._param_ids.update(id(p) for _, p, _ in params)
+        self._optimizers.clear()  # an optimizer may update the new model too
+        self._trained_searched = False
+        self._handles.append(
+            model.register_forward_pre_hook(self._attach(self._on_forward_start, m), with_kwargs=True)
+        )
+        self._handles.append(model.register_forward_hook(self._attach(self._on_forward_end, m)))
         rec = self.recorder
-        self._handles.append(model.register_forward_pre_hook(self._on_forward_start, with_kwargs=True))
-        self._handles.append(model.register_forward_hook(self._on_forward_end))
         wants_layers = any(
             rec.collections.may_save(c)
             for c in ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
@@ -124,21 +150,73 @@ class Hook(Adapter):
                 "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
             )
         elif wants_layers or self._stats is not None:
-            for name, module in inner.named_modules():
-                if not name:
+            for qualname, module in inner.named_modules():
+                if not qualname:
                     continue
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
-                    self._handles.append(module.register_forward_pre_hook(self._layer_input(name, act)))
+                    hook = self._attach(self._layer_input(prefix + qualname, act))
+                    self._handles.append(module.register_forward_pre_hook(hook))
                 if wants_layers:  # statistics need only the activations' inputs
-                    self._handles.append(module.register_forward_hook(self._layer_output(name, act)))
-        self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
-        self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_post))
-        for _, p, _ in self._params:
-            if p.requires_grad:
-                self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
-        if self.timeline.active:  # the profiler times backward: one more hook, registered once
-            self._handles.extend(_time_backward(self._params, self.timeline))
+                    hook = self._attach(self._layer_output(prefix + qualname, act))
+                    self._handles.append(module.register_forward_hook(hook))
+        if not self._optimizer_hooks:  # global hooks: once for every model
+            self._optimizer_hooks = True
+            self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
+            self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_post))
+        if not self._optimizer_seen:
+            for _, p, _ in params:
+                if p.requires_grad:
+                    self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
+        if self.timeline.active and len(self._models) == 1:  # the profiler times backward: one hook
+            self._handles.extend(_time_backward(params, self.timeline))
+
+    def _attach(self, fn: Callable[..., Any], model: _Model | None = None) -> _Attached:
+        return _Attached(fn if model is None else functools.partial(fn, model), self)
+
+    def _takes_over(self, model: nn.Module) -> bool:
+        """True when this hook already records `model`; another open hook that does is closed."""
+        for attached in list(model._forward_pre_hooks.values()):
+            if not isinstance(attached, _Attached):
+                continue
+            if attached.owner is self:
+                return True
+            if not attached.owner._closed:
+                warnings.warn(
+                    f"mldbg: {type(model).__name__} was recorded by another hook (into {attached.owner.out_dir}); "
+                    "that hook is closed and this one records it (one hook per model)",
+                    stacklevel=3,
+                )
+                attached.owner.close()
+        return False
+
+    def _prefix(self, model: nn.Module, name: str | None) -> str:
+        """The prefix of a model's names: none for the first one without a `name`; never one
+        that collides with a name of a model already registered."""
+        if name is None and not self._models:
+            roots = {n.split(".")[0] for n, _ in model.named_modules() if n}
+            roots |= {n.split(".")[0] for n, _ in model.named_parameters()}
+            self._roots |= roots
+            return ""
+        if name is not None:
+            if not isinstance(name, str) or not name or "/" in name or name.startswith("gradient"):
+                raise InvalidConfig(
+                    f"register_module(name={name!r}): a model's name is a non-empty string without '/', "
+                    "not beginning with 'gradient' (its tensors are named '<name>.fc1.weight')"
+                )
+            if name in self._roots:
+                raise InvalidConfig(
+                    f"register_module(name={name!r}): names beginning with {name + '.'!r} are already "
+                    "recorded for a model registered before; choose another name"
+                )
+            root = name
+        else:
+            base = root = type(model).__name__
+            k = 2
+            while root in self._roots:
+                root, k = f"{base}_{k}", k + 1
+        self._roots.add(root)
+        return root + "."
 
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
@@ -164,7 +242,7 @@ class Hook(Adapter):
             for i, a in enumerate(args):
                 self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
-        self._handles.append(loss_fn.register_forward_hook(on_loss))
+        self._handles.append(loss_fn.register_forward_hook(self._attach(on_loss)))
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""
@@ -177,14 +255,16 @@ class Hook(Adapter):
         return to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
 
     # lifecycle --------------------------------------------------------------------------
-    def _current_mode(self) -> Mode:
+    def _current_mode(self, module: nn.Module) -> Mode:
         if self._mode is not None:
             return self._mode
-        return Mode.TRAIN if self._model is None or self._model.training else Mode.EVAL
+        return Mode.TRAIN if module.training else Mode.EVAL
 
-    def _on_forward_start(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_forward_start(
+        self, m: _Model, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         rec = self.recorder
-        mode = self._current_mode()
+        mode = self._current_mode(module)
         if mode == Mode.TRAIN:
             stale = rec.in_step and (
                 rec.mode != Mode.TRAIN or (self._backward_done and not self._optimizer_seen)
@@ -193,37 +273,39 @@ class Hook(Adapter):
                 rec.end_step()
             if not rec.in_step:
                 self._backward_done = False
+                self._updated.clear()
                 rec.start_step(Mode.TRAIN)
         else:
+            self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
         self.timeline.forward_start(rec.step, rec.mode)
-        if self._params_saved_at == rec.step:
+        if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
-        self._params_saved_at = rec.step
+        m.saved_at = rec.step
         stats = self._stats
         if stats is not None and stats.due():
             if rec.mode == Mode.TRAIN:  # weights do not change in EVAL / PREDICT
-                for name, p, natural in self._params:
+                for name, p, natural in m.params:
                     stats.add(name, p, natural[0])
             for i, a in enumerate(args):
-                stats.add(f"model_input_{i}", a, "inputs")
+                stats.add(m.input_name(i), a, "inputs")
         if not rec.saving:
             return
-        if rec.saves_any(self._param_keys):
-            for name, p, natural in self._params:
+        if rec.saves_any(m.param_keys):
+            for name, p, natural in m.params:
                 self._save(name, p, natural)
         for i, a in enumerate(args):
-            self._save(f"model_input_{i}", a, ("inputs",))
+            self._save(m.input_name(i), a, ("inputs",))
 
-    def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def _on_forward_end(self, m: _Model, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         self.timeline.mark(marks.FORWARD_END)
         stats = self._stats
         if stats is not None and stats.due():
             outs = output if isinstance(output, (tuple, list)) else (output,)
             for i, o in enumerate(outs):
-                stats.add(f"model_output_{i}", o, "outputs")
+                stats.add(f"{m.prefix}model_output_{i}", o, "outputs")
         if self.recorder.saving:
-            self._save_outputs("model", output, ("outputs",))
+            self._save_outputs(f"{m.prefix}model", output, ("outputs",))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step
@@ -268,17 +350,19 @@ class Hook(Adapter):
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     # gradients and step ends --------------------------------------------------------------
-    def _save_gradients(self) -> None:
+    def _save_gradients(self, models: tuple[_Model, ...] | list[_Model]) -> None:
         stats = self._stats
         if stats is not None and stats.due():
-            for name, p, _ in self._params:
-                if p.grad is not None:
-                    stats.add(f"gradient/{name}", p.grad, "gradients")
+            for m in models:
+                for name, p, _ in m.params:
+                    if p.grad is not None:
+                        stats.add(f"gradient/{name}", p.grad, "gradients")
             stats.finish()  # now: the optimizer is about to change the weights in place
-        if self.recorder.saves_any(self._grad_keys):
-            for name, p, _ in self._params:
-                if p.grad is not None:
-                    self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+        for m in models:
+            if self.recorder.saves_any(m.grad_keys):
+                for name, p, _ in m.params:
+                    if p.grad is not None:
+                        self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
         self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
     def _on_grad(self, p: torch.Tensor) -> None:
@@ -297,18 +381,21 @@ class Hook(Adapter):
                     h.remove()
                 self._grad_handles = []
         if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
-            self._save_gradients()
+            self._save_gradients(self._models)
 
-    def _ours(self, optimizer: torch.optim.Optimizer) -> bool:
+    def _ours(self, optimizer: torch.optim.Optimizer) -> tuple[_Model, ...]:
+        """The registered models whose parameters `optimizer` updates (none: not ours)."""
         known = self._optimizers.get(id(optimizer))
         if known is None:
-            known = self._optimizers[id(optimizer)] = any(
-                id(p) in self._param_ids for g in optimizer.param_groups for p in g["params"]
+            ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            known = self._optimizers[id(optimizer)] = tuple(
+                m for m in self._models if any(id(p) in ids for _, p, _ in m.params)
             )
         return known
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if not self._ours(optimizer) or not self.recorder.in_step:
+        models = self._ours(optimizer)
+        if not models or not self.recorder.in_step:
             return
         self.timeline.mark(marks.OPTIMIZER_START)
         if not self._optimizer_seen:
@@ -316,19 +403,81 @@ class Hook(Adapter):
             for h in self._grad_handles:  # steps now end at the optimizer: no per-grad hooks
                 h.remove()
             self._grad_handles = []
+        for m in models:
+            m.trained = True
+        if not self._trained_searched and len(self._models) > 1:
+            self._trained_searched = True  # which models some optimizer updates: a step updates them all
+            for m in self._models:
+                m.trained = m.trained or _optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
-            self._save_gradients()
+            self._save_gradients(models)
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
-            self.timeline.mark(marks.OPTIMIZER_END)
-            self.timeline.step_end()
-            self.recorder.end_step()
+        models = self._ours(optimizer)
+        if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
+            return
+        self._updated.update(id(m) for m in models)
+        if any(m.trained and id(m) not in self._updated for m in self._models):
+            return  # another model's update (a GAN's generator after its discriminator) ends the step
+        self._updated.clear()
+        self.timeline.mark(marks.OPTIMIZER_END)
+        self.timeline.step_end()
+        self.recorder.end_step()
 
     def _release(self) -> None:
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
+
+
+@dataclass(eq=False)
+class _Model:
+    """One registered model: its parameters under their recorded names (with the model's
+    prefix), and the step whose forward already saved them."""
+
+    module: nn.Module
+    prefix: str
+    params: list[tuple[str, nn.Parameter, tuple[str, ...]]]
+    saved_at: int = -1
+    trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
+    # asked once per schedule whether anything of them saves (the recorder keeps the answer)
+    param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    _inputs: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.param_keys = tuple((name, natural) for name, _, natural in self.params)
+        self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
+
+    def input_name(self, i: int) -> str:
+        """`model_input_<i>` with the model's prefix, made once: forwards run every step."""
+        while len(self._inputs) <= i:
+            self._inputs.append(f"{self.prefix}model_input_{len(self._inputs)}")
+        return self._inputs[i]
+
+
+class _Attached:
+    """A hook's callable on a module. A copy of the module gets a `_Detached` instead: the
+    hook (its threads and locks) is not copied, and the copy records nothing."""
+
+    __slots__ = ("fn", "owner")
+
+    def __init__(self, fn: Callable[..., Any], owner: Hook):
+        self.fn = fn
+        self.owner = owner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[_Detached], tuple[()]]:
+        return (_Detached, ())
+
+
+class _Detached:
+    """What a copied or unpickled module holds where its original had a hook: nothing happens."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:
