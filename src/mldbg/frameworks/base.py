@@ -117,7 +117,12 @@ class Adapter:
         hook ran again) is closed first: two hooks never write one worker's records."""
         where = _location(out_dir)
         for other in still_open():
-            if isinstance(other, Adapter) and other is not self and not other._closed and other.out_dir == where:
+            if (
+                isinstance(other, Adapter)
+                and other is not self
+                and not other._closed
+                and other.out_dir == where
+            ):
                 warnings.warn(
                     f"mldbg: an earlier hook of this process still records into {where}; closing it "
                     "first (one hook per run: close hooks, or build them in a `with` block)",

@@ -126,7 +126,7 @@ class Hook(Adapter):
         compiled = inner is not model
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
         prefix = self._prefix(inner, name)
-        params = []
+        params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
         for pname, p in inner.named_parameters():
             natural = ("biases",) if pname.endswith("bias") else ("weights",)
             params.append((prefix + pname, p, natural))

@@ -14,6 +14,7 @@ user's own in the same folder are left alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -56,7 +57,9 @@ def claim(
         raise InvalidConfig(
             "overwrite=True replaces the earlier run, resume=True continues it: pass one of them, not both"
         )
-    earlier = earlier_workers(store, worker, rank=rank, world_size=world_size, include_workers=include_workers)
+    earlier = earlier_workers(
+        store, worker, rank=rank, world_size=world_size, include_workers=include_workers
+    )
     if not earlier:
         return None
     if overwrite:
@@ -196,7 +199,5 @@ def _prune(store: Store, prefix: str) -> None:
             for f in filenames:
                 if TMP_MARK in f:
                     os.unlink(os.path.join(dirpath, f))
-        try:
+        with contextlib.suppress(OSError):  # not empty: something of the user's stays
             os.rmdir(dirpath)
-        except OSError:  # not empty: something of the user's
-            pass
