@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mldbg.errors import CorruptRecord, InvalidConfig
+from mldbg.errors import CorruptRecord, InvalidConfig, StoreError
 from mldbg.store import layout, markers
 from mldbg.store.base import Store
 from mldbg.store.format import decode_index
@@ -57,9 +57,13 @@ def claim(
         raise InvalidConfig(
             "overwrite=True replaces the earlier run, resume=True continues it: pass one of them, not both"
         )
-    earlier = earlier_workers(
-        store, worker, rank=rank, world_size=world_size, include_workers=include_workers
-    )
+    try:
+        earlier = earlier_workers(
+            store, worker, rank=rank, world_size=world_size, include_workers=include_workers
+        )
+    except StoreError as e:  # a bucket away: training starts anyway (the store warns once)
+        log.info("mldbg: cannot look for an earlier run in %s, recording anyway: %s", store.url, e)
+        return None
     if not earlier:
         return None
     if overwrite:
@@ -79,12 +83,13 @@ def claim(
 def holds_records(store: Store, worker: str) -> bool:
     """Did a run record in `worker`'s folder: a segment, or an end marker after a step? A hook
     that was opened and recorded nothing left nothing to mix with."""
-    try:
-        end = markers.load(store, layout.end_key(worker), End)
-    except CorruptRecord:
-        return True
-    if end is not None and end.last_step is not None and end.last_step >= 0:
-        return True
+    if store.exists(layout.end_key(worker)):  # a quick probe first: a bucket away fails fast
+        try:
+            end = markers.load(store, layout.end_key(worker), End)
+        except CorruptRecord:
+            return True
+        if end is not None and end.last_step is not None and end.last_step >= 0:
+            return True
     return any(layout.parse_segment_key(k) for k in store.list(layout.index_prefix(worker)))
 
 
