@@ -50,7 +50,13 @@ def main(out_dir: str, include_workers: str, stop: bool, **claim: bool) -> None:
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     flags = sys.argv[3:]
-    main(sys.argv[1], sys.argv[2], stop="stop" in flags, overwrite="overwrite" in flags, resume="resume" in flags)
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        stop="stop" in flags,
+        overwrite="overwrite" in flags,
+        resume="resume" in flags,
+    )
     # Leave without interpreter finalization. PyTorch 2.13 (`_engine_run_backward`) stashes a
     # Python object (a contextvars.Context) in thread-local state during backward; the gloo
     # all-reduces that DDP starts there copy it, and a later barrier keeps a weak reference to

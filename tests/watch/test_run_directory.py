@@ -34,10 +34,16 @@ def test_run_refuses_resumes_and_overwrites(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "8 checked" in resumed.stderr  # the watcher followed the resumed run to its new end
     trial = mldbg.create_trial(out)
-    assert trial.loaded_all_steps and trial.steps() == list(range(8)) and trial.steps(Mode.TRAIN) == list(range(8))
+    assert (
+        trial.loaded_all_steps
+        and trial.steps() == list(range(8))
+        and trial.steps(Mode.TRAIN) == list(range(8))
+    )
     assert markers.load(open_store(out), layout.end_key("worker_0"), End).last_step == 7
 
-    replaced = mldbg_run("--out", str(out), "--overwrite", "--no-watch", "--", sys.executable, train, "0.1", "2")
+    replaced = mldbg_run(
+        "--out", str(out), "--overwrite", "--no-watch", "--", sys.executable, train, "0.1", "2"
+    )
     assert replaced.returncode == 0, replaced.stderr
     trial = mldbg.create_trial(out)
     assert trial.loaded_all_steps and trial.steps() == [0, 1]
