@@ -205,5 +205,17 @@ def test_every_hook_takes_overwrite_and_resume(tmp_path):
             cls(tmp_path)
         with cls(tmp_path, resume=True) as hook:
             assert hook.recorder.step == 3 and hook.recorder.mode_steps[Mode.TRAIN] == 3
-        with cls(tmp_path / cls.__module__, overwrite=True) as hook:
+        with cls(tmp_path / cls.__module__, overwrite=True) as hook:  # every hook: a context manager
             assert hook.recorder.step == 0
+            hook.save_scalar("x", 1.0)
+        assert hook._closed and open_store(tmp_path / cls.__module__).exists(layout.end_key("worker_0"))
+
+
+def test_the_demo_replaces_its_own_run(tmp_path):
+    """`mldbg demo` twice: the demo's own folder is replaced (overwrite=True), not refused."""
+    from mldbg.frameworks.torch_demo import train_digits
+
+    for _ in range(2):
+        run = train_digits(tmp_path / "healthy", epochs=1, live_rules=False)
+    trial = mldbg.create_trial(run.path)
+    assert trial.loaded_all_steps and trial.steps(Mode.TRAIN) == list(range(0, run.steps, 5))  # one run
