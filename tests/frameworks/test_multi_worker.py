@@ -128,6 +128,7 @@ def test_every_worker_stops_at_the_same_step(tmp_path):
         assert trial.tensor("0.weight").workers(steps[0]) == ["worker_0", "worker_1"], worker
 
 
+@pytest.mark.slow  # several jobs of two processes (or CLI runs), each importing torch
 def test_the_workers_of_one_job_share_a_run_that_a_second_job_may_not(tmp_path):
     """Two workers write one folder at once (each answers for its own worker folder); a second
     job into it is refused by both, resumes it, or replaces it; a job of one writer replacing

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 import mldbg
 from mldbg import Mode
 from mldbg.store import layout, markers, open_store
@@ -17,6 +19,7 @@ except ImportError:
     from test_run import PLAIN, mldbg_run, script
 
 
+@pytest.mark.slow  # several jobs of two processes (or CLI runs), each importing torch
 def test_run_refuses_resumes_and_overwrites(tmp_path):
     out = tmp_path / "run"
     train = script(tmp_path, "train.py", PLAIN)
