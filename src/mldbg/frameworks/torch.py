@@ -13,9 +13,9 @@ completes it (a GAN iteration, discriminator then generator, is one step, so a s
 never sees only one of them). Each optimizer step saves the gradients of the models it
 updates; a model's weights are saved as they were at its first forward of the step.
 
-The callables the hook puts on a model are `_Attached`: a copy of the model (`deepcopy`,
-`pickle`, `torch.save`) holds an inert `_Detached` in their place, so it does not drag the
-hook along and records nothing unless it is registered itself.
+The callables the hook puts on a model are `torch_models.Attached`: a copy of the model
+(`deepcopy`, `pickle`, `torch.save`) holds an inert stand-in in their place, so it does not
+drag the hook along and records nothing unless it is registered itself.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import logging
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.torch_defaults import BUDGET, CLASSIFICATION_LOSSES, WARMUP, Cadence, StepStatistics
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
+from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
 from mldbg.store.statistics import reduction_key
@@ -95,13 +95,13 @@ class Hook(Adapter):
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
-        self._models: list[_Model] = []
-        self._roots: set[str] = set()  # first parts of the names taken by the registered models
+        self._models: list[RegisteredModel] = []
+        self._names = Names()  # the prefixes that keep several models' names apart
         self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []  # of every model
         self._param_ids: set[int] = set()
         self._handles: list[Any] = []
         self._grad_handles: list[Any] = []
-        self._optimizers: dict[int, tuple[_Model, ...]] = {}  # the models each optimizer updates
+        self._optimizers: dict[int, tuple[RegisteredModel, ...]] = {}  # the models each optimizer updates
         self._optimizer_hooks = False
         self._trained_searched = False  # several models: which of them an optimizer updates
         self._updated: set[int] = set()  # the models an optimizer updated in the open step
@@ -125,12 +125,12 @@ class Hook(Adapter):
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
-        prefix = self._prefix(inner, name)
+        prefix = self._names.prefix(inner, name, first=not self._models)
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
         for pname, p in inner.named_parameters():
             natural = ("biases",) if pname.endswith("bias") else ("weights",)
             params.append((prefix + pname, p, natural))
-        m = _Model(model, prefix, params)
+        m = RegisteredModel(model, prefix, params)
         self._models.append(m)
         self._params.extend(params)
         self._param_ids.update(id(p) for _, p, _ in params)
@@ -171,13 +171,13 @@ class Hook(Adapter):
         if self.timeline.active and len(self._models) == 1:  # the profiler times backward: one hook
             self._handles.extend(_time_backward(params, self.timeline))
 
-    def _attach(self, fn: Callable[..., Any], model: _Model | None = None) -> _Attached:
-        return _Attached(fn if model is None else functools.partial(fn, model), self)
+    def _attach(self, fn: Callable[..., Any], model: RegisteredModel | None = None) -> Attached:
+        return Attached(fn if model is None else functools.partial(fn, model), self)
 
     def _takes_over(self, model: nn.Module) -> bool:
         """True when this hook already records `model`; another open hook that does is closed."""
         for attached in list(model._forward_pre_hooks.values()):
-            if not isinstance(attached, _Attached):
+            if not isinstance(attached, Attached):
                 continue
             if attached.owner is self:
                 return True
@@ -189,34 +189,6 @@ class Hook(Adapter):
                 )
                 attached.owner.close()
         return False
-
-    def _prefix(self, model: nn.Module, name: str | None) -> str:
-        """The prefix of a model's names: none for the first one without a `name`; never one
-        that collides with a name of a model already registered."""
-        if name is None and not self._models:
-            roots = {n.split(".")[0] for n, _ in model.named_modules() if n}
-            roots |= {n.split(".")[0] for n, _ in model.named_parameters()}
-            self._roots |= roots
-            return ""
-        if name is not None:
-            if not isinstance(name, str) or not name or "/" in name or name.startswith("gradient"):
-                raise InvalidConfig(
-                    f"register_module(name={name!r}): a model's name is a non-empty string without '/', "
-                    "not beginning with 'gradient' (its tensors are named '<name>.fc1.weight')"
-                )
-            if name in self._roots:
-                raise InvalidConfig(
-                    f"register_module(name={name!r}): names beginning with {name + '.'!r} are already "
-                    "recorded for a model registered before; choose another name"
-                )
-            root = name
-        else:
-            base = root = type(model).__name__
-            k = 2
-            while root in self._roots:
-                root, k = f"{base}_{k}", k + 1
-        self._roots.add(root)
-        return root + "."
 
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
@@ -261,7 +233,7 @@ class Hook(Adapter):
         return Mode.TRAIN if module.training else Mode.EVAL
 
     def _on_forward_start(
-        self, m: _Model, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         rec = self.recorder
         mode = self._current_mode(module)
@@ -297,7 +269,9 @@ class Hook(Adapter):
         for i, a in enumerate(args):
             self._save(m.input_name(i), a, ("inputs",))
 
-    def _on_forward_end(self, m: _Model, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def _on_forward_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
         self.timeline.mark(marks.FORWARD_END)
         stats = self._stats
         if stats is not None and stats.due():
@@ -350,7 +324,7 @@ class Hook(Adapter):
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     # gradients and step ends --------------------------------------------------------------
-    def _save_gradients(self, models: tuple[_Model, ...] | list[_Model]) -> None:
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         stats = self._stats
         if stats is not None and stats.due():
             for m in models:
@@ -383,7 +357,7 @@ class Hook(Adapter):
         if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
             self._save_gradients(self._models)
 
-    def _ours(self, optimizer: torch.optim.Optimizer) -> tuple[_Model, ...]:
+    def _ours(self, optimizer: torch.optim.Optimizer) -> tuple[RegisteredModel, ...]:
         """The registered models whose parameters `optimizer` updates (none: not ours)."""
         known = self._optimizers.get(id(optimizer))
         if known is None:
@@ -428,56 +402,6 @@ class Hook(Adapter):
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
-
-
-@dataclass(eq=False)
-class _Model:
-    """One registered model: its parameters under their recorded names (with the model's
-    prefix), and the step whose forward already saved them."""
-
-    module: nn.Module
-    prefix: str
-    params: list[tuple[str, nn.Parameter, tuple[str, ...]]]
-    saved_at: int = -1
-    trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
-    # asked once per schedule whether anything of them saves (the recorder keeps the answer)
-    param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
-    grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
-    _inputs: list[str] = field(init=False, default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.param_keys = tuple((name, natural) for name, _, natural in self.params)
-        self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
-
-    def input_name(self, i: int) -> str:
-        """`model_input_<i>` with the model's prefix, made once: forwards run every step."""
-        while len(self._inputs) <= i:
-            self._inputs.append(f"{self.prefix}model_input_{len(self._inputs)}")
-        return self._inputs[i]
-
-
-class _Attached:
-    """A hook's callable on a module. A copy of the module gets a `_Detached` instead: the
-    hook (its threads and locks) is not copied, and the copy records nothing."""
-
-    __slots__ = ("fn", "owner")
-
-    def __init__(self, fn: Callable[..., Any], owner: Hook):
-        self.fn = fn
-        self.owner = owner
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
-
-    def __reduce__(self) -> tuple[type[_Detached], tuple[()]]:
-        return (_Detached, ())
-
-
-class _Detached:
-    """What a copied or unpickled module holds where its original had a hook: nothing happens."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:
