@@ -119,9 +119,10 @@ def test_a_second_hook_on_a_model_takes_it_over(tmp_path):
     assert "0.weight" in trial.tensor_names()
 
 
-def test_a_notebook_cell_run_again(tmp_path):
+def test_a_notebook_cell_run_again(tmp_path, caplog):
     """The cell builds the hook into the same folder and registers the model: the earlier hook
-    (still open) is closed, and `overwrite=True` replaces what it recorded."""
+    (still open) is closed when the new one opens its run, `overwrite=True` replaces what it
+    recorded, and taking the model from it warns."""
     model, loss_fn = net(), nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
@@ -133,10 +134,26 @@ def test_a_notebook_cell_run_again(tmp_path):
             step(model, opt, loss_fn, i)
         return hook
 
-    cell()
-    with pytest.warns(UserWarning, match="earlier hook of this process still records into"):
+    first = cell()
+    with pytest.warns(UserWarning, match="was recorded by another hook"):
         hook = cell(overwrite=True)
     hook.close()
+    assert first._closed and not first._module_handles
+    assert any("earlier hook of this process still records into" in r.getMessage() for r in caplog.records)
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps and trial.steps() == [0, 1, 2]
     assert len(trial.tensor("CrossEntropyLoss_output_0").steps()) == 3
+
+
+def test_a_model_left_by_a_closed_hook_records_nothing(tmp_path):
+    """A hook closed because a newer one opened its run leaves inert hooks on its model until
+    the model is registered again; meanwhile the model trains without recording into either."""
+    first, model, loss_fn = hooked(tmp_path)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step(model, opt, loss_fn, 0)
+    second = Hook(tmp_path, overwrite=True)  # the same folder: the first hook is closed
+    step(model, opt, loss_fn, 1)  # not registered with the second: nothing recorded
+    second.close()
+    assert mldbg.create_trial(tmp_path).steps() == []
+    held = pickle.loads(pickle.dumps(model))  # still copies whole
+    assert held.state_dict().keys() == model.state_dict().keys()

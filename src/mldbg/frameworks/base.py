@@ -16,8 +16,8 @@ make them unconditionally.
 
 from __future__ import annotations
 
+import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -36,12 +36,16 @@ if TYPE_CHECKING:
     from mldbg.profiler.session import CaptureFactory, Profiler
 
 
+log = logging.getLogger("mldbg")
+
+
 class Adapter:
     """The surface of every `Hook`: see the module docstring for what an adapter adds."""
 
     captures: ClassVar[Mapping[str, CaptureFactory]] = {}  # profiling windows the framework offers
     session: Session | None = None  # None until the run opens (an XGBoost hook's copy opens late)
     out_dir: str | None = None  # the run's location once it is open
+    _superseded = False  # closed because a newer hook of this process opened the same run
     recorder: Recorder
     timeline: Timeline
 
@@ -123,11 +127,12 @@ class Adapter:
                 and not other._closed
                 and other.out_dir == where
             ):
-                warnings.warn(
-                    f"mldbg: an earlier hook of this process still records into {where}; closing it "
-                    "first (one hook per run: close hooks, or build them in a `with` block)",
-                    stacklevel=4,
+                log.warning(
+                    "mldbg: an earlier hook of this process still records into %s; closing it first "
+                    "(one hook per run: close hooks, or build them in a `with` block)",
+                    where,
                 )
+                other._superseded = True
                 other.close()
 
     @property

@@ -99,7 +99,8 @@ class Hook(Adapter):
         self._names = Names()  # the prefixes that keep several models' names apart
         self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []  # of every model
         self._param_ids: set[int] = set()
-        self._handles: list[Any] = []
+        self._handles: list[Any] = []  # global and parameter hooks
+        self._module_handles: list[Any] = []  # the models' and losses' module hooks (`Attached`)
         self._grad_handles: list[Any] = []
         self._optimizers: dict[int, tuple[RegisteredModel, ...]] = {}  # the models each optimizer updates
         self._optimizer_hooks = False
@@ -136,10 +137,10 @@ class Hook(Adapter):
         self._param_ids.update(id(p) for _, p, _ in params)
         self._optimizers.clear()  # an optimizer may update the new model too
         self._trained_searched = False
-        self._handles.append(
+        self._module_handles.append(
             model.register_forward_pre_hook(self._attach(self._on_forward_start, m), with_kwargs=True)
         )
-        self._handles.append(model.register_forward_hook(self._attach(self._on_forward_end, m)))
+        self._module_handles.append(model.register_forward_hook(self._attach(self._on_forward_end, m)))
         rec = self.recorder
         wants_layers = any(
             rec.collections.may_save(c)
@@ -156,10 +157,10 @@ class Hook(Adapter):
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
                     hook = self._attach(self._layer_input(prefix + qualname, act))
-                    self._handles.append(module.register_forward_pre_hook(hook))
+                    self._module_handles.append(module.register_forward_pre_hook(hook))
                 if wants_layers:  # statistics need only the activations' inputs
                     hook = self._attach(self._layer_output(prefix + qualname, act))
-                    self._handles.append(module.register_forward_hook(hook))
+                    self._module_handles.append(module.register_forward_hook(hook))
         if not self._optimizer_hooks:  # global hooks: once for every model
             self._optimizer_hooks = True
             self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
@@ -175,19 +176,22 @@ class Hook(Adapter):
         return Attached(fn if model is None else functools.partial(fn, model), self)
 
     def _takes_over(self, model: nn.Module) -> bool:
-        """True when this hook already records `model`; another open hook that does is closed."""
+        """True when this hook already records `model`. A model another hook records (open, or
+        closed when a newer hook opened its run) is taken from it, with a warning: that hook is
+        closed and its hooks come off the model."""
         for attached in list(model._forward_pre_hooks.values()):
             if not isinstance(attached, Attached):
                 continue
-            if attached.owner is self:
+            owner = attached.owner
+            if owner is self:
                 return True
-            if not attached.owner._closed:
-                warnings.warn(
-                    f"mldbg: {type(model).__name__} was recorded by another hook (into {attached.owner.out_dir}); "
-                    "that hook is closed and this one records it (one hook per model)",
-                    stacklevel=3,
-                )
-                attached.owner.close()
+            warnings.warn(
+                f"mldbg: {type(model).__name__} was recorded by another hook (into {owner.out_dir}); "
+                "that hook is closed and this one records it (one hook per model)",
+                stacklevel=3,
+            )
+            owner.close()
+            owner._drop_module_hooks()
         return False
 
     def register_loss(self, loss_fn: nn.Module) -> None:
@@ -214,7 +218,7 @@ class Hook(Adapter):
             for i, a in enumerate(args):
                 self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
-        self._handles.append(loss_fn.register_forward_hook(self._attach(on_loss)))
+        self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss)))
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""
@@ -402,6 +406,13 @@ class Hook(Adapter):
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
+        if not self._superseded:  # else they stay, inert, until a new hook takes the model (it warns)
+            self._drop_module_hooks()
+
+    def _drop_module_hooks(self) -> None:
+        for h in self._module_handles:
+            h.remove()
+        self._module_handles = []
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:

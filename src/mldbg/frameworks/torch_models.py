@@ -92,6 +92,8 @@ class Attached:
         self.owner = owner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.owner._closed:  # left on the model until a new hook takes it
+            return None
         return self.fn(*args, **kwargs)
 
     def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
