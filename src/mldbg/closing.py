@@ -52,3 +52,8 @@ _at_exit = _AtExit()
 def close_at_exit(obj: Closable) -> None:
     """Close `obj` at interpreter exit unless it is gone by then (its `close` must be idempotent)."""
     _at_exit.add(obj)
+
+
+def still_open() -> list[Closable]:
+    """The objects registered here and not yet collected (closed ones too: ask them)."""
+    return [obj for ref in _at_exit.open if (obj := ref()) is not None]

@@ -13,6 +13,7 @@ from mldbg.errors import InvalidConfig
 HOOK_KEYS = {
     "out_dir", "save_config", "include_collections", "include_regex", "reduction_config",
     "save_all", "include_workers", "collection_configs", "profiler_config",
+    "overwrite", "resume",  # replace, or continue, a run already in out_dir
     "statistics", "statistics_budget", "statistics_warmup",  # the PyTorch hook's statistics
 }  # fmt: skip
 
@@ -45,6 +46,9 @@ def hook_kwargs(data: dict[str, Any], where: str = "hook config") -> dict[str, A
     if unknown:
         raise InvalidConfig(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(HOOK_KEYS)}")
     kwargs = dict(data)
+    for key in ("overwrite", "resume", "save_all"):
+        if key in kwargs and not isinstance(kwargs[key], bool):
+            raise InvalidConfig(f"{where}: {key!r} must be true or false, got {kwargs[key]!r}")
     try:
         if "save_config" in kwargs and kwargs["save_config"] is not None:
             kwargs["save_config"] = SaveConfig.from_dict(kwargs["save_config"])

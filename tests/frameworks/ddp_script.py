@@ -1,5 +1,5 @@
-"""One worker of a 2-process gloo job: `python ddp_script.py OUT INCLUDE_WORKERS [stop]` with
-RANK set. With `stop` it trains until mldbg stops it, worker 0 a little slower than worker 1
+"""One worker of a 2-process gloo job: `python ddp_script.py OUT INCLUDE_WORKERS [stop|overwrite|resume]`
+with RANK set. `overwrite`, `resume`: the hook's keywords. With `stop` it trains until mldbg stops it, worker 0 a little slower than worker 1
 (so that a stop request often lands between the two workers' step ends)."""
 
 import os
@@ -14,7 +14,7 @@ import mldbg
 from mldbg.torch import Hook
 
 
-def main(out_dir: str, include_workers: str, stop: bool) -> None:
+def main(out_dir: str, include_workers: str, stop: bool, **claim: bool) -> None:
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -24,6 +24,7 @@ def main(out_dir: str, include_workers: str, stop: bool) -> None:
         save_config=mldbg.SaveConfig(save_interval=1),
         include_workers=include_workers,
         include_collections=["weights", "gradients", "losses", "inputs"],
+        **claim,
     )
     hook.register_module(model)
     loss_fn = nn.CrossEntropyLoss()
@@ -48,7 +49,14 @@ def main(out_dir: str, include_workers: str, stop: bool) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    main(sys.argv[1], sys.argv[2], stop=sys.argv[3:] == ["stop"])
+    flags = sys.argv[3:]
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        stop="stop" in flags,
+        overwrite="overwrite" in flags,
+        resume="resume" in flags,
+    )
     # Leave without interpreter finalization. PyTorch 2.13 (`_engine_run_backward`) stashes a
     # Python object (a contextvars.Context) in thread-local state during backward; the gloo
     # all-reduces that DDP starts there copy it, and a later barrier keeps a weak reference to

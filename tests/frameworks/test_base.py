@@ -25,7 +25,7 @@ from mldbg.torch import Hook
 
 DOCUMENTED = [
     "out_dir", "save_config", "include_collections", "include_regex", "reduction_config", "save_all",
-    "include_workers", "collection_configs", "profiler_config", "rules", "actions", "options",
+    "include_workers", "collection_configs", "profiler_config", "rules", "actions", "overwrite", "resume", "options",
 ]  # fmt: skip
 
 
@@ -46,7 +46,9 @@ def test_every_hook_keeps_its_documented_keywords():
     from mldbg.xgboost import Hook as XGBoostHook
 
     assert list(inspect.signature(Hook).parameters) == DOCUMENTED
-    assert Hook.__init__.__defaults__ == (None, None, None, None, False, "one", None, None, None, None)
+    assert Hook.__init__.__defaults__ == (
+        None, None, None, None, False, "one", None, None, None, None, False, False,
+    )  # fmt: skip
     own = [p for p in inspect.signature(XGBoostHook).parameters.values() if p.kind == p.KEYWORD_ONLY]
     assert [p.name for p in own] == [
         "train_data", "validation_data", "hyperparameters", "predictions_interval", "shap_steps", "loss_metrics",

@@ -126,3 +126,27 @@ def test_every_worker_stops_at_the_same_step(tmp_path):
     assert trial.loaded_all_steps and trial.steps()[-1] == steps[0]
     for worker in ("worker_0", "worker_1"):
         assert trial.tensor("0.weight").workers(steps[0]) == ["worker_0", "worker_1"], worker
+
+
+@pytest.mark.slow  # several jobs of two processes (or CLI runs), each importing torch
+def test_the_workers_of_one_job_share_a_run_that_a_second_job_may_not(tmp_path):
+    """Two workers write one folder at once (each answers for its own worker folder); a second
+    job into it is refused by both, resumes it, or replaces it; a job of one writer replacing
+    a job of two removes the second worker's folder too."""
+    run = tmp_path / "run"
+    run_job(run, "all")
+    for p in start_job(run, "all"):
+        output, _ = p.communicate(timeout=120)
+        assert p.returncode != 0 and "already holds a run" in output, output
+    for p in start_job(run, "all", "resume"):
+        output, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, output
+    trial = mldbg.create_trial(run)
+    assert trial.loaded_all_steps and trial.workers() == ["worker_0", "worker_1"]
+    assert trial.steps() == list(range(8))
+    assert trial.tensor("model_input_0").workers(6) == ["worker_0", "worker_1"]
+    for p in start_job(run, "one", "overwrite"):
+        output, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, output
+    trial = mldbg.create_trial(run)
+    assert trial.loaded_all_steps and trial.workers() == ["worker_0"] and trial.steps() == [0, 1, 2, 3]

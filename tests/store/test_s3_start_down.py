@@ -96,8 +96,11 @@ def test_a_hook_starts_while_the_bucket_is_down(own_s3_server, monkeypatch, tmp_
 
 
 def record(url: str, steps: int, offset: float) -> Recorder:
-    """`steps` steps of a tensor x = offset + step, one segment per step; left open."""
-    rec = Recorder(url, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+    """`steps` steps of a tensor x = offset + step, one segment per step; left open. A job
+    after the first resumes the run (the first: nothing to resume)."""
+    rec = Recorder(
+        url, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"], resume=True
+    )
     for step in range(steps):
         rec.start_step()
         rec.save("x", np.full(4, offset + step, dtype=np.float32), rec.plan("x", ()))
@@ -151,7 +154,7 @@ import os, sys
 import numpy as np
 import mldbg
 from mldbg.record.recorder import Recorder
-rec = Recorder(sys.argv[1], save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+rec = Recorder(sys.argv[1], save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"], resume=True)
 for step in range(3):
     rec.start_step()
     rec.save("x", np.full(4, 50 + step, dtype=np.float32), rec.plan("x", ()))

@@ -22,6 +22,7 @@ def demo(out: Path, epochs: int) -> None:
     """Train a small network on scikit-learn's digits with mldbg recording, show what was
     recorded, then run the rules on it and on a deliberately broken twin."""
     from mldbg.frameworks.torch_demo import train_digits
+    from mldbg.store import claim, open_store
 
     runs = {}
     for name, lr, what, stop, n_epochs in (
@@ -29,6 +30,8 @@ def demo(out: Path, epochs: int) -> None:
         ("broken", 5.0, "Adam, lr 5.0 (far too high); rules watch live and stop it", True, 10 * epochs),
     ):
         click.secho(f"\n== {name} run: 64-32-16-10 ReLU network on digits, {what}", bold=True)
+        if claim.run_workers(open_store(out / name)):
+            click.echo(f"   replacing the earlier demo run in {out / name}")
         with tqdm(desc=f"training ({name})", unit="step", leave=True, disable=None) as bar:
 
             def progress(step: int, loss: float, bar: tqdm = bar) -> None:

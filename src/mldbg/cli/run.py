@@ -45,6 +45,10 @@ DEFAULT_SAVE_INTERVAL = 10
     help=f"Save tensors every N steps (default {DEFAULT_SAVE_INTERVAL}; losses every step).",
 )
 @click.option("--no-watch", is_flag=True, help="Only record; run no rules.")
+@click.option("--overwrite", is_flag=True, help="Replace the run already in --out (else it is refused).")
+@click.option(
+    "--resume", is_flag=True, help="Continue the steps of the run already in --out (a restarted job)."
+)
 @click.option(
     "--fail-on-finding",
     is_flag=True,
@@ -62,7 +66,7 @@ DEFAULT_SAVE_INTERVAL = 10
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save_interval: int | None,
         no_watch: bool, fail_on_finding: bool, stop_grace: float, as_json: bool, quiet: bool,
-        poll_seconds: float, strict: bool, **options: Any) -> None:  # fmt: skip
+        poll_seconds: float, strict: bool, overwrite: bool, resume: bool, **options: Any) -> None:  # fmt: skip
     """Run COMMAND (e.g. `-- python train.py --lr 0.1`) with a PyTorch hook attached and
     the rules watching beside it; no change to the script.
 
@@ -85,6 +89,7 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
     except InvalidConfig as e:
         raise click.UsageError(str(e)) from None
     store = open_store(hook["out_dir"])
+    _claim(store, hook, overwrite or bool(hook.get("overwrite")), resume or bool(hook.get("resume")))
     store.delete(layout.STOP_REQUEST)  # a stop request left by an earlier run is not for this one
     with tempfile.TemporaryDirectory(prefix="mldbg-run-") as boot:
         write_bootstrap(boot)
@@ -208,6 +213,32 @@ def _hook_config(path: str | None, out: str, save_interval: int | None, specs: A
         needs = [n for r in resolve_rules(specs) for n in r.needed_collections() if n in DEFAULT_COLLECTIONS]
         data["include_collections"] = list(dict.fromkeys([*DEFAULT_INCLUDED, *needs]))
     return data
+
+
+def _claim(store: Any, hook: dict[str, Any], overwrite: bool, resume: bool) -> None:
+    """A run already in the out folder is refused, removed (`--overwrite`, before the watcher
+    looks) or continued (`--resume`: its end markers go, so the watcher sees it live again)."""
+    from mldbg.store import claim, layout
+
+    if overwrite and resume:
+        raise click.UsageError(
+            "--overwrite replaces the earlier run, --resume continues it: give one of them"
+        )
+    workers = claim.run_workers(store)
+    if not workers:
+        return
+    if overwrite:
+        claim.remove_run(store)
+        hook["overwrite"] = True
+    elif resume:
+        for w in workers:
+            store.delete(layout.end_key(w))  # the hook resumes from its records
+        hook["resume"] = True
+    else:
+        raise click.UsageError(
+            f"{store.url} already holds a run ({claim.describe(store, workers)}): record into a new "
+            "directory (--out), or give --overwrite to replace that run, or --resume to continue its steps"
+        )
 
 
 def _stopped_by_rule(store: Any) -> bool:

@@ -16,13 +16,15 @@ make them unconditionally.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
-from mldbg.closing import close_at_exit
+from mldbg.closing import close_at_exit, still_open
 from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
 from mldbg.frameworks.session import Session, Worker
 from mldbg.profiler.config import ProfilerConfig
@@ -34,12 +36,16 @@ if TYPE_CHECKING:
     from mldbg.profiler.session import CaptureFactory, Profiler
 
 
+log = logging.getLogger("mldbg")
+
+
 class Adapter:
     """The surface of every `Hook`: see the module docstring for what an adapter adds."""
 
     captures: ClassVar[Mapping[str, CaptureFactory]] = {}  # profiling windows the framework offers
     session: Session | None = None  # None until the run opens (an XGBoost hook's copy opens late)
     out_dir: str | None = None  # the run's location once it is open
+    _superseded = False  # closed because a newer hook of this process opened the same run
     recorder: Recorder
     timeline: Timeline
 
@@ -56,9 +62,13 @@ class Adapter:
         profiler_config: ProfilerConfig | None = None,
         rules: Sequence[Any] | None = None,
         actions: Sequence[Any] | None = None,
+        overwrite: bool = False,
+        resume: bool = False,
         **options: Any,
     ):
-        """`rules`, `actions`: checked live by a watcher child process. `options`: the writer's
+        """`rules`, `actions`: checked live by a watcher child process. `overwrite`: replace a
+        run already in `out_dir`; `resume`: continue its steps (a restarted job); without
+        either, a directory that holds a run is refused. `options`: the writer's
         (`flush_seconds`, `max_queue_bytes`, `when_full`, `stop_check_seconds`) and the S3
         store's (`spill_max_bytes`, ...)."""
         super().__init__()  # the framework's callback class, where there is one
@@ -66,7 +76,7 @@ class Adapter:
             save_config=save_config, include_collections=include_collections, include_regex=include_regex,
             reduction_config=reduction_config, save_all=save_all, include_workers=include_workers,
             collection_configs=collection_configs, profiler_config=profiler_config, rules=rules,
-            actions=actions, **options,
+            actions=actions, overwrite=overwrite, resume=resume, **options,
         )  # fmt: skip
         self._closed = False
         self._setup()
@@ -99,11 +109,31 @@ class Adapter:
         return self._settings
 
     def _open_run(self, out_dir: str | os.PathLike[str] | Store) -> None:
+        self._close_earlier(out_dir)
         self.session = Session(out_dir, self._worker(), captures=self.captures, **self._recording())
         self.recorder = self.session.recorder
         self.timeline = self.session.timeline
         self.out_dir = self.session.store.url
         close_at_exit(self)
+
+    def _close_earlier(self, out_dir: str | os.PathLike[str] | Store) -> None:
+        """An open hook of this process writing the same run (a notebook cell that builds the
+        hook ran again) is closed first: two hooks never write one worker's records."""
+        where = _location(out_dir)
+        for other in still_open():
+            if (
+                isinstance(other, Adapter)
+                and other is not self
+                and not other._closed
+                and other.out_dir == where
+            ):
+                log.warning(
+                    "mldbg: an earlier hook of this process still records into %s; closing it first "
+                    "(one hook per run: close hooks, or build them in a `with` block)",
+                    where,
+                )
+                other._superseded = True
+                other.close()
 
     @property
     def profiler(self) -> Profiler | None:
@@ -135,3 +165,13 @@ class Adapter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _location(out_dir: str | os.PathLike[str] | Store) -> str:
+    """The URL a run's store will have (`Store.url`), without opening it."""
+    if isinstance(out_dir, Store):
+        return out_dir.url
+    url = os.fspath(out_dir)
+    if "://" in url and not url.startswith("file://"):
+        return url.rstrip("/")
+    return str(Path(url.removeprefix("file://")).expanduser().absolute())

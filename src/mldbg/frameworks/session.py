@@ -68,19 +68,24 @@ class Session:
         captures: Mapping[str, CaptureFactory] | None = None,
         **settings: Any,
     ):
-        """`settings`: the Recorder's keywords, and the store's (S3) options."""
+        """`settings`: the Recorder's keywords (`overwrite` and `resume` among them: a run
+        already in `out_dir` is refused without one), and the store's (S3) options."""
         _refuse_unknown(settings)
         recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
         store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
         check_out_dir(out_dir)
         self.store = open_store(out_dir, **store_options)
-        self.recorder = Recorder(
-            self.store,
-            rank=worker.rank,
-            world_size=worker.world_size,
-            framework=worker.framework,
-            **recording,
-        )
+        try:  # refused (a run already there, a bad setting): the store lets go of what it holds
+            self.recorder = Recorder(
+                self.store,
+                rank=worker.rank,
+                world_size=worker.world_size,
+                framework=worker.framework,
+                **recording,
+            )
+        except BaseException:
+            self.store.close()
+            raise
         self.profiler: Profiler | None = None
         self.timeline: Timeline = NoTimeline()  # marked by the adapter, profiler or not
         if profiler_config is not None:

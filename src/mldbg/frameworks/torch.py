@@ -5,6 +5,17 @@ updates a registered parameter), or at the end of backward where no optimizer is
 EVAL and PREDICT each forward of the registered model starts a new step. Weights are saved as
 they were in the step's forward; gradients as the optimizer sees them (so gradient
 accumulation over several backward passes is one step).
+
+Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
+names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
+then one update of every model an optimizer trains: it ends at the optimizer step that
+completes it (a GAN iteration, discriminator then generator, is one step, so a save interval
+never sees only one of them). Each optimizer step saves the gradients of the models it
+updates; a model's weights are saved as they were at its first forward of the step.
+
+The callables the hook puts on a model are `torch_models.Attached`: a copy of the model
+(`deepcopy`, `pickle`, `torch.save`) holds an inert stand-in in their place, so it does not
+drag the hook along and records nothing unless it is registered itself.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +45,7 @@ from mldbg.frameworks.torch_defaults import (
     StepStatistics,
 )
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
+from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
 from mldbg.store.statistics import reduction_key
@@ -92,41 +105,55 @@ class Hook(Adapter):
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
-        self._model: nn.Module | None = None
-        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
-        self._param_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
-        self._grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        self._models: list[RegisteredModel] = []
+        self._names = Names()  # the prefixes that keep several models' names apart
+        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []  # of every model
         self._param_ids: set[int] = set()
-        self._handles: list[Any] = []
+        self._handles: list[Any] = []  # global and parameter hooks
+        self._module_handles: list[Any] = []  # the models' and losses' module hooks (`Attached`)
         self._grad_handles: list[Any] = []
-        self._optimizers: dict[int, bool] = {}
+        self._optimizers: dict[int, tuple[RegisteredModel, ...]] = {}  # the models each optimizer updates
+        self._optimizer_hooks = False
+        self._trained_searched = False  # several models: which of them an optimizer updates
+        self._updated: set[int] = set()  # the models an optimizer updated in the open step
         self._optimizer_seen = False
         self._optimizer_searched = False
         self._backward_done = False
         self._backward_queued = False
-        self._params_saved_at = -1
 
     # registration -----------------------------------------------------------------------
-    def register_module(self, model: nn.Module) -> None:
-        """Record `model`: parameters, gradients and (if collected) layer inputs and outputs."""
-        if self._model is not None:
-            raise InvalidConfig("register_module was already called; use one hook per model")
-        self._model = model
+    def register_module(self, model: nn.Module, name: str | None = None) -> None:
+        """Record `model`: parameters, gradients and (if collected) layer inputs and outputs.
+
+        May be called for several models (a GAN's generator and discriminator). The first
+        model keeps smdebug's names (`fc1.weight`) unless given a `name`; the others record
+        under `<name>.` (`discriminator.fc1.weight`, `gradient/discriminator.fc1.weight`,
+        `discriminator.model_input_0`), by default their class name (`Discriminator.`, then
+        `Discriminator_2.` ...). Registering a model again does nothing; a model another
+        hook records is taken over: that hook is closed, with a warning."""
+        if self._takes_over(model):
+            return
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
+        prefix = self._names.prefix(inner, name, first=not self._models)
+        params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
+        for pname, p in inner.named_parameters():
+            natural = ("biases",) if pname.endswith("bias") else ("weights",)
+            params.append((prefix + pname, p, natural))
+        m = RegisteredModel(model, prefix, params)
         if self._stats is not None:
             self._stats.watch_modules(inner)
-        for name, p in inner.named_parameters():
-            natural = ("biases",) if name.endswith("bias") else ("weights",)
-            self._params.append((name, p, natural))
-            self._param_ids.add(id(p))
-        # asked once per schedule whether anything of them saves (the recorder keeps the answer)
-        self._param_keys = tuple((name, natural) for name, _, natural in self._params)
-        self._grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self._params)
+        self._models.append(m)
+        self._params.extend(params)
+        self._param_ids.update(id(p) for _, p, _ in params)
+        self._optimizers.clear()  # an optimizer may update the new model too
+        self._trained_searched = False
+        self._module_handles.append(
+            model.register_forward_pre_hook(self._attach(self._on_forward_start, m), with_kwargs=True)
+        )
+        self._module_handles.append(model.register_forward_hook(self._attach(self._on_forward_end, m)))
         rec = self.recorder
-        self._handles.append(model.register_forward_pre_hook(self._on_forward_start, with_kwargs=True))
-        self._handles.append(model.register_forward_hook(self._on_forward_end))
         wants_layers = any(
             rec.collections.may_save(c)
             for c in ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
@@ -136,21 +163,48 @@ class Hook(Adapter):
                 "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
             )
         elif wants_layers or self._stats is not None:
-            for name, module in inner.named_modules():
-                if not name:
+            for qualname, module in inner.named_modules():
+                if not qualname:
                     continue
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
-                    self._handles.append(module.register_forward_pre_hook(self._layer_input(name, act)))
+                    hook = self._attach(self._layer_input(prefix + qualname, act))
+                    self._module_handles.append(module.register_forward_pre_hook(hook))
                 if wants_layers:  # statistics need only the activations' inputs
-                    self._handles.append(module.register_forward_hook(self._layer_output(name, act)))
-        self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
-        self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_post))
-        for _, p, _ in self._params:
-            if p.requires_grad:
-                self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
-        if self.timeline.active:  # the profiler times backward: one more hook, registered once
-            self._handles.extend(_time_backward(self._params, self.timeline))
+                    hook = self._attach(self._layer_output(prefix + qualname, act))
+                    self._module_handles.append(module.register_forward_hook(hook))
+        if not self._optimizer_hooks:  # global hooks: once for every model
+            self._optimizer_hooks = True
+            self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
+            self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_post))
+        if not self._optimizer_seen:
+            for _, p, _ in params:
+                if p.requires_grad:
+                    self._grad_handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
+        if self.timeline.active and len(self._models) == 1:  # the profiler times backward: one hook
+            self._handles.extend(_time_backward(params, self.timeline))
+
+    def _attach(self, fn: Callable[..., Any], model: RegisteredModel | None = None) -> Attached:
+        return Attached(fn if model is None else functools.partial(fn, model), self)
+
+    def _takes_over(self, model: nn.Module) -> bool:
+        """True when this hook already records `model`. A model another hook records (open, or
+        closed when a newer hook opened its run) is taken from it, with a warning: that hook is
+        closed and its hooks come off the model."""
+        for attached in list(model._forward_pre_hooks.values()):
+            if not isinstance(attached, Attached):
+                continue
+            owner = attached.owner
+            if owner is self:
+                return True
+            warnings.warn(
+                f"mldbg: {type(model).__name__} was recorded by another hook (into {owner.out_dir}); "
+                "that hook is closed and this one records it (one hook per model)",
+                stacklevel=3,
+            )
+            owner.close()
+            owner._drop_module_hooks()
+        return False
 
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
@@ -175,7 +229,7 @@ class Hook(Adapter):
             for i, a in enumerate(args):
                 self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
-        self._handles.append(loss_fn.register_forward_hook(on_loss))
+        self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss)))
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""
@@ -188,14 +242,16 @@ class Hook(Adapter):
         return to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
 
     # lifecycle --------------------------------------------------------------------------
-    def _current_mode(self) -> Mode:
+    def _current_mode(self, module: nn.Module) -> Mode:
         if self._mode is not None:
             return self._mode
-        return Mode.TRAIN if self._model is None or self._model.training else Mode.EVAL
+        return Mode.TRAIN if module.training else Mode.EVAL
 
-    def _on_forward_start(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_forward_start(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         rec = self.recorder
-        mode = self._current_mode()
+        mode = self._current_mode(module)
         if mode == Mode.TRAIN:
             stale = rec.in_step and (
                 rec.mode != Mode.TRAIN or (self._backward_done and not self._optimizer_seen)
@@ -204,29 +260,33 @@ class Hook(Adapter):
                 rec.end_step()
             if not rec.in_step:
                 self._backward_done = False
+                self._updated.clear()
                 rec.start_step(Mode.TRAIN)
         else:
+            self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
         self.timeline.forward_start(rec.step, rec.mode)
-        if self._params_saved_at == rec.step:
+        if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
-        self._params_saved_at = rec.step
+        m.saved_at = rec.step
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(self._params, args)
+            self._stats.forward_start(m.params, args, m.prefix)
         if not rec.saving:
             return
-        if rec.saves_any(self._param_keys):
-            for name, p, natural in self._params:
+        if rec.saves_any(m.param_keys):
+            for name, p, natural in m.params:
                 self._save(name, p, natural)
         for i, a in enumerate(args):
-            self._save(f"model_input_{i}", a, ("inputs",))
+            self._save(m.input_name(i), a, ("inputs",))
 
-    def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def _on_forward_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
         self.timeline.mark(marks.FORWARD_END)
         if self._stats is not None:
-            self._stats.forward_end(output)
+            self._stats.forward_end(output, m.prefix)
         if self.recorder.saving:
-            self._save_outputs("model", output, ("outputs",))
+            self._save_outputs(f"{m.prefix}model", output, ("outputs",))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step
@@ -271,13 +331,14 @@ class Hook(Adapter):
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     # gradients and step ends --------------------------------------------------------------
-    def _save_gradients(self) -> None:
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         if self._stats is not None:  # now: the optimizer is about to change the weights in place
-            self._stats.before_optimizer(self._params)
-        if self.recorder.saves_any(self._grad_keys):
-            for name, p, _ in self._params:
-                if p.grad is not None:
-                    self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+            self._stats.before_optimizer([param for m in models for param in m.params])
+        for m in models:
+            if self.recorder.saves_any(m.grad_keys):
+                for name, p, _ in m.params:
+                    if p.grad is not None:
+                        self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
         self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
     def _on_grad(self, p: torch.Tensor) -> None:
@@ -296,18 +357,21 @@ class Hook(Adapter):
                     h.remove()
                 self._grad_handles = []
         if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
-            self._save_gradients()
+            self._save_gradients(self._models)
 
-    def _ours(self, optimizer: torch.optim.Optimizer) -> bool:
+    def _ours(self, optimizer: torch.optim.Optimizer) -> tuple[RegisteredModel, ...]:
+        """The registered models whose parameters `optimizer` updates (none: not ours)."""
         known = self._optimizers.get(id(optimizer))
         if known is None:
-            known = self._optimizers[id(optimizer)] = any(
-                id(p) in self._param_ids for g in optimizer.param_groups for p in g["params"]
+            ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            known = self._optimizers[id(optimizer)] = tuple(
+                m for m in self._models if any(id(p) in ids for _, p, _ in m.params)
             )
         return known
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if not self._ours(optimizer) or not self.recorder.in_step:
+        models = self._ours(optimizer)
+        if not models or not self.recorder.in_step:
             return
         self.timeline.mark(marks.OPTIMIZER_START)
         if not self._optimizer_seen:
@@ -315,16 +379,28 @@ class Hook(Adapter):
             for h in self._grad_handles:  # steps now end at the optimizer: no per-grad hooks
                 h.remove()
             self._grad_handles = []
+        for m in models:
+            m.trained = True
+        if not self._trained_searched and len(self._models) > 1:
+            self._trained_searched = True  # which models some optimizer updates: a step updates them all
+            for m in self._models:
+                m.trained = m.trained or _optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
-            self._save_gradients()
+            self._save_gradients(models)
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self._ours(optimizer) and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
-            self.timeline.mark(marks.OPTIMIZER_END)
-            self.timeline.step_end()
-            self.recorder.end_step()
+        models = self._ours(optimizer)
+        if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
+            return
+        self._updated.update(id(m) for m in models)
+        if any(m.trained and id(m) not in self._updated for m in self._models):
+            return  # another model's update (a GAN's generator after its discriminator) ends the step
+        self._updated.clear()
+        self.timeline.mark(marks.OPTIMIZER_END)
+        self.timeline.step_end()
+        self.recorder.end_step()
 
     def _release(self) -> None:
         if self._stats is not None:
@@ -332,6 +408,13 @@ class Hook(Adapter):
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []
+        if not self._superseded:  # else they stay, inert, until a new hook takes the model (it warns)
+            self._drop_module_hooks()
+
+    def _drop_module_hooks(self) -> None:
+        for h in self._module_handles:
+            h.remove()
+        self._module_handles = []
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:

@@ -226,9 +226,13 @@ class StepStatistics:
         self._modules.extend((kind, members) for kind, members in groups.items() if members)
 
     def forward_start(
-        self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]], args: tuple[object, ...]
+        self,
+        params: list[tuple[str, nn.Parameter, tuple[str, ...]]],
+        args: tuple[object, ...],
+        prefix: str = "",
     ) -> None:
-        """The registered model's forward begins: its parameters (TRAIN), inputs, modules' modes."""
+        """A registered model's forward begins: its parameters (TRAIN), inputs, modules' modes
+        (`prefix`: the model's name prefix, for the second and later models of a hook)."""
         full, fp = self.due(), self.fingerprints_due()
         train = self.recorder.mode == Mode.TRAIN
         if train and not full:  # a few attribute reads: `requires_grad` says "frozen throughout"
@@ -245,7 +249,7 @@ class StepStatistics:
                 self.add_kinds(name, p, kinds, natural, p.requires_grad or name in thawed)
         for i, a in enumerate(args):
             kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
-            self.add_kinds(f"model_input_{i}", a, kinds, ("inputs",))
+            self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
         if full:
             for kind, members in self._modules:
                 # a module whose parameters (or its parent's) are all frozen may sit in eval mode
@@ -255,8 +259,8 @@ class StepStatistics:
                     tensor = torch.tensor(flags, dtype=torch.uint8)
                     self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
 
-    def forward_end(self, output: object) -> None:
-        """The registered model's forward ended: its outputs (and their fingerprint in EVAL)."""
+    def forward_end(self, output: object, prefix: str = "") -> None:
+        """A registered model's forward ended: its outputs (and their fingerprint in EVAL)."""
         if not self.due():
             return
         kinds = st.DEFAULTS["outputs"]
@@ -264,7 +268,7 @@ class StepStatistics:
             kinds = kinds + st.EVAL_DEFAULTS["outputs"]
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for i, o in enumerate(outs):
-            self.add_kinds(f"model_output_{i}", o, kinds, ("outputs",))
+            self.add_kinds(f"{prefix}model_output_{i}", o, kinds, ("outputs",))
 
     def loss(self, prefix: str, args: tuple[object, ...], classes: bool) -> None:
         """A registered loss was computed: class statistics of a classification loss, else the

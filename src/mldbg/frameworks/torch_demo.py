@@ -9,7 +9,6 @@ imports it when it runs).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +64,11 @@ def train_digits(
     )  # fmt: skip
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    if out.exists():
-        shutil.rmtree(out)
     from mldbg.actions import StopTraining
 
     hook = Hook(
         out,
+        overwrite=True,  # the demo's own folder: a second `mldbg demo` replaces the first's run
         rules=["default"] if live_rules else None,
         flush_seconds=0.2,
         actions=[StopTraining()] if stop_on_finding else None,

@@ -23,6 +23,7 @@ from mldbg.record.stop import StopRequests
 from mldbg.record.validation import check_name, check_out_dir
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
 from mldbg.store import Store, layout, markers, open_store, process
+from mldbg.store.claim import claim
 from mldbg.store.markers import End, WorkerMeta
 from mldbg.store.statistics import STATS_PREFIX
 
@@ -67,6 +68,8 @@ class Recorder:
         when_full: str = "block",
         stop_check_seconds: float | None = None,
         statistics: bool = False,
+        overwrite: bool = False,
+        resume: bool = False,
     ):
         """`store`: what the records go into; a path or URL is opened with the store's defaults
         (a hook opens the store itself, with its S3 options, and hands it over).
@@ -74,7 +77,11 @@ class Recorder:
         `statistics`: the adapter records the statistics of `mldbg.store.statistics.DEFAULTS`
         every step (`save_statistics`); the loss (`losses`) and the scalars the user saves
         (`scalars`: a loss scale, a learning rate) are then saved every step too, unless a
-        `CollectionConfig` gives them a schedule. Raw tensors keep to `save_config`."""
+        `CollectionConfig` gives them a schedule. Raw tensors keep to `save_config`.
+
+        A run already in this worker's place is refused (`InvalidConfig`), unless `overwrite`
+        (remove it first) or `resume` (continue its global and mode steps after the last one
+        it recorded; its end marker is removed until this run closes): `mldbg.store.claim`."""
         if include_workers not in ("one", "all"):
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
@@ -120,6 +127,14 @@ class Recorder:
         self.writer: Writer | None = None
         self._holding: int | None = None  # meta.json kept open: proves to a stopper which process we are
         if self.enabled:
+            where = claim(
+                self.store, self.worker, rank=rank, world_size=world_size,
+                include_workers=include_workers, overwrite=overwrite, resume=resume,
+            )  # fmt: skip
+            if where is not None:  # a restarted job: its steps go on
+                self.step = where.step
+                for code, mode_step in where.mode_steps.items():
+                    self.mode_steps[Mode(code)] = mode_step
             self.writer = Writer(
                 self.store,
                 self.worker,
@@ -340,6 +355,7 @@ class Recorder:
         """Write everything, then the end marker. Safe to call twice."""
         if self._closed:
             return
+        last = self.step if self.in_step else self.step - 1  # an open step was recorded too
         if self.in_step:
             for callback in self.before_step_end:
                 callback()
@@ -351,7 +367,7 @@ class Recorder:
             self.writer.close()
             lost = self.writer.lost
             end = End(
-                last_step=self.step - 1,
+                last_step=last,
                 ended=time.time(),
                 stopped=self.stopped,
                 lost_records=lost.records,

@@ -48,3 +48,19 @@ def parse_segment_key(key: str) -> tuple[str, str, int] | None:
 
 def segment_key(worker: str, kind: str, seq: int) -> str:
     return index_key(worker, seq) if kind == "index" else data_key(worker, seq)
+
+
+# what makes a run: the files above, and nothing else, are removed when a run is replaced
+PROFILER = "profiler/"  # the profiler's files, all below it (mldbg.profiler.layout)
+PROFILER_WORKERS = "profiler/workers/"
+PROFILER_NODES = "profiler/nodes/"
+WORKER_FILES = ("meta.json", "END", "xgboost.json")
+
+
+def is_worker_file(key: str, worker: str) -> bool:
+    """Is `key` one of `worker`'s files of the run layout (a marker or a segment)?"""
+    prefix = worker_prefix(worker)
+    if not key.startswith(prefix):
+        return False
+    rest = key[len(prefix) :]
+    return rest in WORKER_FILES or parse_segment_key(key) is not None

@@ -1,0 +1,107 @@
+"""The models a PyTorch hook records (`Hook.register_module`, several per hook).
+
+- `RegisteredModel`: one model's parameters under their recorded names;
+- `Names`: the prefixes that keep several models' names apart (none for the first model
+  without a `name`; `<name>.` or `<ClassName>.` for the others; never a collision);
+- `Attached`: each callable the hook puts on a module. A copy of the module (`deepcopy`,
+  `pickle`, `torch.save`) holds a `Detached` stand-in instead: the copy carries no reference to
+  the hook (its locks and threads) and records nothing unless it is registered itself. The
+  hook also finds, through them, which hook records a model (one hook per model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+from mldbg.errors import InvalidConfig
+
+Param = tuple[str, nn.Parameter, tuple[str, ...]]  # recorded name, parameter, natural collections
+
+
+@dataclass(eq=False)
+class RegisteredModel:
+    """One registered model: its parameters under their recorded names (with the model's
+    prefix), and the step whose forward already saved them."""
+
+    module: nn.Module
+    prefix: str
+    params: list[Param]
+    saved_at: int = -1
+    trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
+    # asked once per schedule whether anything of them saves (the recorder keeps the answer)
+    param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    _inputs: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.param_keys = tuple((name, natural) for name, _, natural in self.params)
+        self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
+
+    def input_name(self, i: int) -> str:
+        """`model_input_<i>` with the model's prefix, made once: forwards run every step."""
+        while len(self._inputs) <= i:
+            self._inputs.append(f"{self.prefix}model_input_{len(self._inputs)}")
+        return self._inputs[i]
+
+
+class Names:
+    """The name prefixes of one hook's models."""
+
+    def __init__(self) -> None:
+        self.roots: set[str] = set()  # first parts of the names taken by the registered models
+
+    def prefix(self, model: nn.Module, name: str | None, first: bool) -> str:
+        """The prefix of `model`'s names: none for the `first` model without a `name`; never
+        one that collides with a name of a model registered before."""
+        if name is None and first:
+            self.roots |= {n.split(".")[0] for n, _ in model.named_modules() if n}
+            self.roots |= {n.split(".")[0] for n, _ in model.named_parameters()}
+            return ""
+        if name is not None:
+            if not isinstance(name, str) or not name or "/" in name or name.startswith("gradient"):
+                raise InvalidConfig(
+                    f"register_module(name={name!r}): a model's name is a non-empty string without '/', "
+                    "not beginning with 'gradient' (its tensors are named '<name>.fc1.weight')"
+                )
+            if name in self.roots:
+                raise InvalidConfig(
+                    f"register_module(name={name!r}): names beginning with {name + '.'!r} are already "
+                    "recorded for a model registered before; choose another name"
+                )
+            root = name
+        else:
+            base = root = type(model).__name__
+            k = 2
+            while root in self.roots:
+                root, k = f"{base}_{k}", k + 1
+        self.roots.add(root)
+        return root + "."
+
+
+class Attached:
+    """A hook's callable on a module; `owner` is the hook. Copied or pickled: a `Detached`."""
+
+    __slots__ = ("fn", "owner")
+
+    def __init__(self, fn: Callable[..., Any], owner: Any):
+        self.fn = fn
+        self.owner = owner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.owner._closed:  # left on the model until a new hook takes it
+            return None
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
+        return (Detached, ())
+
+
+class Detached:
+    """What a copied or unpickled module holds where its original had a hook: nothing happens."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None

@@ -1,0 +1,208 @@
+"""One run per run directory: an earlier run found where a worker is about to record is
+refused, replaced (`overwrite=True`) or continued (`resume=True`).
+
+Several workers of one job write the same run at once, each its own `workers/<worker>/`, so
+the check is per worker folder: a worker answers for its own folder, and worker 0 also for
+the folders no worker of this job will write (an earlier run with more workers, or with
+`include_workers="all"` where this job writes one). Workers of the same job never look at
+each other's folders, so the order in which they start does not matter.
+
+Replacing removes only what belongs to the run layout (FORMAT.md): a worker's markers and
+segments, the profiler's files, the stop request and the watchers' places. Files of the
+user's own in the same folder are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mldbg.errors import CorruptRecord, InvalidConfig, StoreError
+from mldbg.store import layout, markers
+from mldbg.store.base import Store
+from mldbg.store.format import decode_index
+from mldbg.store.local import TMP_MARK, LocalStore
+from mldbg.store.markers import End
+
+log = logging.getLogger("mldbg")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a restarted worker goes on: its next global step and each mode's next step
+    (mode codes as in the index: 1 TRAIN, 2 EVAL, 3 PREDICT, 4 GLOBAL)."""
+
+    step: int
+    mode_steps: dict[int, int] = field(default_factory=dict)
+
+
+def claim(
+    store: Store,
+    worker: str,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    include_workers: str = "one",
+    overwrite: bool = False,
+    resume: bool = False,
+) -> ResumePoint | None:
+    """Make `worker`'s place in `store` ready for a new run: refuse an earlier run (an
+    `InvalidConfig` naming the place and the ways out), remove it (`overwrite`) or find
+    where it stopped (`resume`; None when there is nothing to continue)."""
+    if overwrite and resume:
+        raise InvalidConfig(
+            "overwrite=True replaces the earlier run, resume=True continues it: pass one of them, not both"
+        )
+    try:
+        earlier = earlier_workers(
+            store, worker, rank=rank, world_size=world_size, include_workers=include_workers
+        )
+    except StoreError as e:  # a bucket away: training starts anyway (the store warns once)
+        log.info("mldbg: cannot look for an earlier run in %s, recording anyway: %s", store.url, e)
+        return None
+    if not earlier:
+        return None
+    if overwrite:
+        for w in earlier:
+            remove_worker(store, w)
+        if rank == 0:
+            remove_run_files(store)
+        return None
+    if resume:
+        return resume_point(store, worker)
+    raise InvalidConfig(
+        f"{store.url} already holds a run ({describe(store, earlier)}): record into a new directory, "
+        "or pass overwrite=True to replace that run, or resume=True to continue its steps (a restarted job)"
+    )
+
+
+def holds_records(store: Store, worker: str) -> bool:
+    """Did a run record in `worker`'s folder: a segment, or an end marker after a step? A hook
+    that was opened and recorded nothing left nothing to mix with."""
+    if store.exists(layout.end_key(worker)):  # a quick probe first: a bucket away fails fast
+        try:
+            end = markers.load(store, layout.end_key(worker), End)
+        except CorruptRecord:
+            return True
+        if end is not None and end.last_step is not None and end.last_step >= 0:
+            return True
+    return any(layout.parse_segment_key(k) for k in store.list(layout.index_prefix(worker)))
+
+
+def earlier_workers(
+    store: Store, worker: str, *, rank: int = 0, world_size: int = 1, include_workers: str = "one"
+) -> list[str]:
+    """The worker folders holding an earlier run that `worker` answers for (see the module
+    docstring)."""
+    found = [worker] if holds_records(store, worker) else []
+    if rank == 0:
+        ours = {f"worker_{r}" for r in range(world_size)} if include_workers == "all" else {worker}
+        found += [w for w in store.children(layout.WORKERS) if w not in ours and holds_records(store, w)]
+    return found
+
+
+def run_workers(store: Store) -> list[str]:
+    """Every worker folder of `store` that holds records: empty when no run is there."""
+    return [w for w in store.children(layout.WORKERS) if holds_records(store, w)]
+
+
+def describe(store: Store, workers: list[str]) -> str:
+    """What an earlier run left, in a few words: its workers and how far they got."""
+    parts = []
+    for w in workers[:4]:
+        try:
+            end = markers.load(store, layout.end_key(w), End)
+        except CorruptRecord:
+            end = None
+        if end is None:
+            parts.append(f"{w}: no end marker, still running or crashed")
+        elif end.last_step is None or end.last_step < 0:
+            parts.append(f"{w}: finished")
+        else:
+            parts.append(f"{w}: finished at step {end.last_step}")
+    more = f", and {len(workers) - 4} more" if len(workers) > 4 else ""
+    return "; ".join(parts) + more
+
+
+def remove_worker(store: Store, worker: str) -> None:
+    """Remove `worker`'s files of the run layout, and its profiler files."""
+    for key in store.list(layout.worker_prefix(worker)):
+        if layout.is_worker_file(key, worker):
+            store.delete(key)
+    profiler = f"{layout.PROFILER_WORKERS}{worker}/"
+    for key in store.list(profiler):
+        store.delete(key)
+    _prune(store, layout.worker_prefix(worker))
+    _prune(store, profiler)
+
+
+def remove_run_files(store: Store) -> None:
+    """Remove what belongs to the run as a whole: the stop request, the watchers' places and
+    the profiler's node samples."""
+    store.delete(layout.STOP_REQUEST)
+    store.delete(layout.STOP_AT)
+    for key in store.list(layout.WATCH):
+        if key.endswith(".json"):
+            store.delete(key)
+    for key in store.list(layout.PROFILER_NODES):
+        store.delete(key)
+    _prune(store, layout.PROFILER_NODES)
+
+
+def remove_run(store: Store) -> None:
+    """Remove the whole run in `store` (every worker), as `mldbg run --overwrite` does before
+    its script starts."""
+    for w in store.children(layout.WORKERS):
+        remove_worker(store, w)
+    remove_run_files(store)
+
+
+def resume_point(store: Store, worker: str) -> ResumePoint | None:
+    """After the last step `worker` recorded (its end marker, or its last index records after
+    a crash): where a restarted worker continues. None when it recorded nothing."""
+    try:
+        end = markers.load(store, layout.end_key(worker), End)
+    except CorruptRecord as e:
+        log.warning("mldbg: %s; resuming from the recorded steps", e)
+        end = None
+    last = end.last_step if end is not None else None
+    mode_last: dict[int, int] = {}
+    for key in store.list(layout.index_prefix(worker)):
+        if layout.parse_segment_key(key) is None:
+            continue
+        try:
+            columns = decode_index(store.read(key), f"{store.url}/{key}").columns
+        except (CorruptRecord, FileNotFoundError) as e:
+            log.warning("mldbg: resuming %s: skipping %s", store.url, e)
+            continue
+        steps, modes, mode_steps = columns["step"], columns["mode"], columns["mode_step"]
+        if not len(steps):
+            continue
+        last = max(-1 if last is None else last, int(steps.max()))
+        for mode in np.unique(modes).tolist():
+            top = int(mode_steps[modes == mode].max())
+            mode_last[mode] = max(mode_last.get(mode, -1), top)
+    if last is None:
+        return None
+    return ResumePoint(last + 1, {mode: s + 1 for mode, s in mode_last.items()})
+
+
+def _prune(store: Store, prefix: str) -> None:
+    """On a local disk, remove the folders of `prefix` left empty (and the temporary files a
+    crashed write left in the segment folders); a folder with a file of the user's stays."""
+    if not isinstance(store, LocalStore):
+        return
+    top = store.root / prefix.rstrip("/")
+    if not top.is_dir():
+        return
+    for dirpath, _dirnames, filenames in os.walk(top, topdown=False):
+        if os.path.basename(dirpath) in ("data", "index"):
+            for f in filenames:
+                if TMP_MARK in f:
+                    os.unlink(os.path.join(dirpath, f))
+        with contextlib.suppress(OSError):  # not empty: something of the user's stays
+            os.rmdir(dirpath)

@@ -1,0 +1,110 @@
+"""Several models on one PyTorch hook: a tiny GAN's generator and discriminator, recorded under
+distinct names, one step per iteration (the discriminator's update, then the generator's), and
+checked by the default rules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import mldbg
+from mldbg import Mode
+from mldbg.errors import InvalidConfig
+from mldbg.torch import Hook
+
+
+class Discriminator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(2, 16)
+        self.act = nn.LeakyReLU(0.2)
+        self.fc2 = nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def gan(out, iterations: int, name: str | None = "discriminator", **options) -> Hook:
+    """The DCGAN loop on 2-D points: the discriminator steps, then the generator."""
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    discriminator = Discriminator()
+    opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=1e-3, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    g = torch.Generator().manual_seed(1)
+    with Hook(out, **options) as hook:
+        hook.register_module(generator)
+        hook.register_module(discriminator, name=name)
+        hook.register_loss(bce)
+        for _ in range(iterations):
+            real = torch.randn(32, 2, generator=g) * 0.5 + torch.tensor([0.5, -0.5])
+            z = torch.randn(32, 4, generator=g)
+            opt_d.zero_grad()
+            fake = generator(z)
+            loss_d = bce(discriminator(real), torch.ones(32, 1)) + bce(
+                discriminator(fake.detach()), torch.zeros(32, 1)
+            )
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            bce(discriminator(fake), torch.ones(32, 1)).backward()
+            opt_g.step()
+        generator.eval()
+        with torch.no_grad():
+            generator(torch.randn(8, 4, generator=g))  # sampling: an EVAL step
+    return hook
+
+
+def test_a_gan_records_both_models_under_distinct_names(tmp_path):
+    collections = ["weights", "biases", "gradients", "losses", "inputs", "outputs"]
+    gan(tmp_path, 4, save_config=mldbg.SaveConfig(save_interval=1), include_collections=collections)
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.steps(Mode.TRAIN) == [0, 1, 2, 3] and trial.steps(Mode.EVAL) == [0]  # one step an iteration
+    weights = trial.tensor_names(collection="weights")
+    assert weights == ["0.weight", "2.weight", "discriminator.fc1.weight", "discriminator.fc2.weight"]
+    params = sorted([*weights, *trial.tensor_names(collection="biases")])
+    grads = trial.tensor_names(collection="gradients")
+    assert grads == [f"gradient/{p}" for p in params]
+    for name in (*params, *grads):
+        assert trial.tensor(name).steps(Mode.TRAIN) == [0, 1, 2, 3], name
+    # each model's weights change from one step to the next: every step updates both
+    for name in ("0.weight", "discriminator.fc1.weight"):
+        w = trial.tensor(name)
+        assert not (w.value(1) == w.value(2)).all()
+    names = set(trial.tensor_names())
+    assert {"model_input_0", "discriminator.model_input_0", "discriminator.model_output_0"} <= names
+    assert {"0_output_0", "discriminator.fc1_output_0", "discriminator.act_output_0"} <= names
+    # the discriminator's gradients are those its optimizer saw, not the generator step's
+    g = trial.tensor("gradient/discriminator.fc1.weight").value(3)
+    assert g.shape == (16, 2) and (g != 0).any()
+
+
+def test_the_default_rules_run_on_a_gan(tmp_path):
+    gan(tmp_path, 30)  # the two lines: statistics for the default rules
+    trial = mldbg.create_trial(tmp_path)
+    assert len(trial.steps(Mode.TRAIN)) == 30
+    assert "gradient/discriminator.fc2.weight" in trial.tensor_names()
+    findings = mldbg.check(tmp_path)
+    assert not [f for f in findings if f.rule in ("weight_update_ratio", "unchanged_tensor")], findings
+
+
+def test_names_never_collide(tmp_path):
+    with Hook(tmp_path) as hook:
+        first = nn.Sequential(nn.Linear(2, 2))
+        first.add_module("head", nn.Linear(2, 2))
+        hook.register_module(first)
+        with pytest.raises(InvalidConfig, match="name='head'.*already recorded"):
+            hook.register_module(nn.Linear(2, 2), name="head")
+        with pytest.raises(InvalidConfig, match="without '/'"):
+            hook.register_module(nn.Linear(2, 2), name="a/b")
+        a, b = Discriminator(), Discriminator()
+        hook.register_module(a)
+        hook.register_module(b)
+        with pytest.raises(InvalidConfig, match="name='Discriminator'"):
+            hook.register_module(nn.Linear(2, 2), name="Discriminator")
+    names = [n for m in hook._models for n, _, _ in m.params]
+    assert len(names) == len(set(names))
+    assert "Discriminator.fc1.weight" in names and "Discriminator_2.fc1.weight" in names
+    assert "head.weight" in names and "0.weight" in names
