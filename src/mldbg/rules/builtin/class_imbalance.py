@@ -29,7 +29,10 @@ class ClassImbalance(Rule):
     Token targets are left out: with more than `max_classes` classes (the predictions' class
     axis, or the ids seen) or labels that are sequences ((batch, length) ids scored by
     (batch, length, vocabulary) or (batch, vocabulary, length) logits), the labels are words
-    of a language, whose Zipf distribution is the data, not a defect.
+    of a language, whose Zipf distribution is the data, not a defect. So are targets made per
+    batch: when every batch of two or more labels holds one class only (a GAN's "real" and
+    "fake" targets, the positive and negative passes of a contrastive loss), the labels are
+    not a data set's classes and their counts are not judged.
 
     It works on class counts: the `class_counts` and `class_correct` statistics a two-line
     hook records every step on the labels (and `class_counts` on the predictions), or the
@@ -56,6 +59,7 @@ class ClassImbalance(Rule):
         super().reset()
         self._counts: dict[int, int] = {}  # label counts over the first `samples` labels
         self._total = 0
+        self._mixed = False  # some batch of labels held two classes or more
         self._classes: int | None = None  # classes the predictions score
         self._win_count: np.ndarray | None = None  # the window being filled: labels per class
         self._win_correct: np.ndarray | None = None  # and those predicted right
@@ -88,7 +92,9 @@ class ClassImbalance(Rule):
         if got.classes is not None:
             self._classes = max(self._classes or 0, got.classes)
         if self._total < self.samples:
-            for i in np.flatnonzero(got.labels[:-1]).tolist():
+            present = np.flatnonzero(got.labels[:-1])
+            self._mixed = self._mixed or present.size > 1 or got.samples < 2
+            for i in present.tolist():
                 self._counts[i] = self._counts.get(i, 0) + int(got.labels[i])
             self._total += got.samples
             if self._total >= self.samples:
@@ -123,8 +129,8 @@ class ClassImbalance(Rule):
         if self._classes and self._classes <= 100 and self._total >= 10 * self._classes:
             for k in range(self._classes):
                 counts.setdefault(k, 0)
-        if len(counts) < 2:
-            return None
+        if len(counts) < 2 or not self._mixed:
+            return None  # one class, or one class per batch: targets made per batch, not data
         big = max(counts, key=counts.get)  # type: ignore[arg-type]
         small = min(counts, key=counts.get)  # type: ignore[arg-type]
         ratio = counts[big] / counts[small] if counts[small] else float("inf")
