@@ -121,12 +121,11 @@ def encode_safetensors(
     entries = ['"__metadata__":' + json.dumps(metadata, separators=(",", ":"))]
     starts = []
     pos = 0
-    used: set[str] = set()
-    for key, dt, shape, array in tensors:
+    for key, (_, dt, shape, array) in zip(file_keys([t[0] for t in tensors]), tensors, strict=True):
         n = array.nbytes
         dims = ",".join(map(str, shape))
         entries.append(
-            f'{json.dumps(file_key(key, used))}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}'
+            f'{json.dumps(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}'
         )
         starts.append(pos)
         pos += n
@@ -137,23 +136,31 @@ def encode_safetensors(
     return parts, [base + s for s in starts]
 
 
-def file_key(key: str, used: set[str]) -> str:
-    """The data file's key for a record key: the same when it is valid UTF-8 and not in `used`
-    (then added to it). A lone surrogate (no UTF-8 for it) becomes its `\\udXXX` escape as
-    text; a key already used (the same tensor saved twice in one step) gets `#2`, `#3`... (the
-    first number free). The index locates records by offset, so these keys only serve other
-    safetensors readers, which refuse duplicate keys and invalid UTF-8."""
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        key = key.encode("utf-8", "backslashreplace").decode("utf-8")
-    if key in used:
-        n = 2
-        while f"{key}#{n}" in used:
-            n += 1
-        key = f"{key}#{n}"
-    used.add(key)
-    return key
+def file_keys(keys: Sequence[str]) -> list[str]:
+    """The data file's keys for record keys, valid for any safetensors reader (which refuses
+    duplicate keys and invalid UTF-8): a lone surrogate (no UTF-8 for it) becomes its
+    `\\udXXX` escape as text, and a key seen before in the file (the same tensor saved twice in
+    one step) gets `#2`, `#3`... (the first number no other key has). The index locates records
+    by offset, so these keys serve only other readers; mldbg reads the names as given."""
+    out = []
+    for key in keys:
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            key = key.encode("utf-8", "backslashreplace").decode("utf-8")
+        out.append(key)
+    if len(set(out)) == len(out):
+        return out
+    used, seen = set(out), set()
+    for i, key in enumerate(out):
+        if key in seen:
+            n = 2
+            while f"{key}#{n}" in used:
+                n += 1
+            out[i] = f"{key}#{n}"
+            used.add(out[i])
+        seen.add(key)
+    return out
 
 
 def decode_header(blob: bytes, where: str) -> tuple[dict[str, Any], int]:
