@@ -350,3 +350,27 @@ def test_mldbg_check_on_a_damaged_run_exits_2_with_one_line(tmp_path):
 
 def test_corrupt_record_is_an_mldbg_error():
     assert issubclass(CorruptRecord, MldbgError)
+
+
+def test_workers_as_a_file_is_a_corrupt_record_for_one_worker_too(tmp_path):
+    (tmp_path / "workers").write_bytes(b"x")
+    with pytest.raises(CorruptRecord, match="workers/: not a folder"):
+        mldbg.create_trial(tmp_path, worker="worker_1")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"", b"\x00\xff", b"[1]", b"[" * 100_000, b'{"num_class": "3"}', b'{"feature_names": [1, 2]}', None],
+)
+def test_a_damaged_xgboost_description_reads_as_none_with_a_warning(tmp_path, damage, caplog):
+    from mldbg.store.run_info import info_key, read_run_info
+
+    record(tmp_path, steps=1)
+    path = tmp_path / info_key("worker_0")
+    if damage is None:
+        path.mkdir()
+    else:
+        path.write_bytes(damage)
+    with caplog.at_level("WARNING", logger="mldbg"):
+        assert read_run_info(mldbg.create_trial(tmp_path)) is None
+    assert "xgboost.json is damaged" in caplog.text

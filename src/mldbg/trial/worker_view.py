@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from mldbg.errors import InvalidConfig, StoreError
+from mldbg.errors import CorruptRecord, InvalidConfig, StoreError
 from mldbg.store import Store
 from mldbg.store.base import Buffer
 from mldbg.store.layout import WORKERS, worker_prefix
@@ -19,7 +19,10 @@ from mldbg.store.layout import WORKERS, worker_prefix
 
 def run_workers(store: Store) -> builtins.list[str]:
     """The workers that wrote to the run in `store`, sorted (one listing, no file read)."""
-    return store.children(WORKERS)
+    try:
+        return store.children(WORKERS)
+    except NotADirectoryError as e:  # a file where the workers' folder should be
+        raise CorruptRecord(f"{store.url}/{WORKERS}: not a folder ({e.strerror or e})") from None
 
 
 class WorkerView(Store):
