@@ -50,6 +50,7 @@ from mldbg.store.statistics import compute
 CASES = int(os.environ.get("MLDBG_FUZZ_CASES", "300"))
 SEED = int(os.environ.get("MLDBG_FUZZ_SEED", "16"))
 CASE_SECONDS = 10
+KINDS = ("mean", "l2", "nan_count", "quantile(5.0)", "unit_active")  # the statistics recorded
 
 
 # the intact run ------------------------------------------------------------------------------
@@ -60,20 +61,25 @@ def write_run(out: Path) -> None:
             save_config=SaveConfig(save_interval=1),
             include_collections=["weights", "reduced"],
             collection_configs=[
-                mldbg.CollectionConfig("reduced", include_regex=["^r$"], reduction_config=ReductionConfig(reductions=["max"], norms=["l2"])),
+                mldbg.CollectionConfig(
+                    "reduced",
+                    include_regex=["^r$"],
+                    reduction_config=ReductionConfig(reductions=["max"], norms=["l2"]),
+                ),
             ],  # fmt: skip
             include_workers="all",
             rank=rank,
             world_size=2,
         )
         rng = np.random.default_rng(rank)
-        kinds = ("mean", "l2", "nan_count", "quantile(5.0)", "unit_active")
         for s in range(6):
             rec.start_step(Mode.EVAL if s == 4 else Mode.TRAIN)
             w = rng.normal(size=(5, 3)).astype(np.float32)
             rec.save("w", w, rec.plan("w", ("weights",)))
             rec.save("r", rng.normal(size=(4,)), rec.plan("r", ()))
-            rec.save_statistics(lambda w=w: {"w": compute(w, kinds)}, {"w": ("F32", w.shape, ("weights",))}, 256)
+            rec.save_statistics(
+                lambda w=w: {"w": compute(w, KINDS)}, {"w": ("F32", w.shape, ("weights",))}, 256
+            )
             rec.end_step()
             rec.save_scalar("loss", float(s) / 3)
             if s % 2 == 1:
@@ -109,12 +115,17 @@ def read_all(trial: mldbg.Trial, failures: Counter[str]) -> tuple[Snapshot, Snap
                     failures["read: CorruptRecord"] += 1
                     entry["value"] = CORRUPT
             records.setdefault(key, []).append(entry)
-    run = {("steps",): trial.steps(), ("modes",): {s: (trial.mode(s), trial.mode_step(s)) for s in trial.steps()}}
+    run = {
+        ("steps",): trial.steps(),
+        ("modes",): {s: (trial.mode(s), trial.mode_step(s)) for s in trial.steps()},
+    }
     run[("collections",)] = trial.collections()
     return records, run
 
 
-def assert_no_wrong_value(got: Snapshot, got_run: Snapshot, ref: Snapshot, ref_run: Snapshot, case: str) -> None:
+def assert_no_wrong_value(
+    got: Snapshot, got_run: Snapshot, ref: Snapshot, ref_run: Snapshot, case: str
+) -> None:
     assert set(got_run[("steps",)]) <= set(ref_run[("steps",)]), case
     for step, info in got_run[("modes",)].items():
         assert ref_run[("modes",)][step] == info, case
@@ -126,7 +137,9 @@ def assert_no_wrong_value(got: Snapshot, got_run: Snapshot, ref: Snapshot, ref_r
         for entry in entries:
             if entry.get("value") == CORRUPT:
                 entry = {k: v for k, v in entry.items() if k != "value"}
-                assert any(entry == {k: v for k, v in w.items() if k != "value"} for w in want), f"{case}: {key}"
+                assert any(entry == {k: v for k, v in w.items() if k != "value"} for w in want), (
+                    f"{case}: {key}"
+                )
             else:
                 assert entry in want, f"{case}: {key} reads {entry}, the intact run {want}"
 
@@ -156,7 +169,21 @@ def damage(rng: random.Random, run: Path, files: list[Path]) -> str:
     path = rng.choice(files)
     rel = path.relative_to(run)
     blob = path.read_bytes()
-    kind = rng.choice(["truncate", "flip", "flips", "insert", "delete bytes", "remove", "folder", "json", "copy over", "garbage", "empty"])
+    kind = rng.choice(
+        [
+            "truncate",
+            "flip",
+            "flips",
+            "insert",
+            "delete bytes",
+            "remove",
+            "folder",
+            "json",
+            "copy over",
+            "garbage",
+            "empty",
+        ]
+    )
     if kind == "truncate":
         cut = rng.randrange(len(blob) + 1)
         path.write_bytes(blob[:cut])

@@ -344,7 +344,7 @@ def _decode_index(blob: bytes, key: str, header: dict[str, Any], base: int, chec
     if not isinstance(meta, dict):
         raise _bad(key, "the mldbg metadata is not a JSON object")
     version = meta.get("format")
-    if not _is_int(version) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise _bad(key, f"format {version!r} is not a format version")
     if version > FORMAT_VERSION:
         raise CorruptRecord(

@@ -184,7 +184,7 @@ def _get(d: dict[str, Any], key: str, kind: type, default: Any, where: str) -> A
     # Python counts a bool as an int; a JSON true is no count
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise CorruptRecord(f"{where}: {key!r} should be {kind.__name__}, got {_short(value)}")
-    if kind is int and not -_INT64 <= value < _INT64:
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
         raise CorruptRecord(f"{where}: {key!r} is out of range ({_short(value)})")
     return value
 

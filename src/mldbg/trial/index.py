@@ -13,6 +13,7 @@ import logging
 import types
 import warnings
 from collections.abc import Callable, KeysView, Mapping
+from functools import partial
 
 import numpy as np
 
@@ -310,7 +311,7 @@ class RunIndex:
         if self.complete:
             return 0
         new = 0
-        for worker in self._listed(layout.WORKERS, self.store.children):
+        for worker in self._listed(layout.WORKERS, partial(self.store.children, layout.WORKERS)):
             if worker in self.ended:
                 continue
             if worker not in self.workers:
@@ -320,7 +321,7 @@ class RunIndex:
             ended = self._marker(layout.end_key(worker), End)
             wid = self.workers.index(worker)
             prefix = layout.index_prefix(worker)
-            for key in self._listed(prefix, lambda p, w=worker: self.store.list(p, self._last_key.get(w))):
+            for key in self._listed(prefix, partial(self.store.list, prefix, self._last_key.get(worker))):
                 parsed = layout.parse_segment_key(key)
                 if parsed is None or parsed[1] != "index" or parsed[0] != worker:
                     continue  # not a segment: no file of ours
@@ -333,10 +334,10 @@ class RunIndex:
                 self.ended[worker] = ended
         return new
 
-    def _listed(self, prefix: str, lister: Callable[[str], list[str]]) -> list[str]:
+    def _listed(self, prefix: str, lister: Callable[[], list[str]]) -> list[str]:
         """A listing of the run; a file where a folder should be is a damaged run."""
         try:
-            return lister(prefix)
+            return lister()
         except NotADirectoryError as e:
             self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: not a folder ({e.strerror or e})"))
             return []
