@@ -374,3 +374,23 @@ def test_a_damaged_xgboost_description_reads_as_none_with_a_warning(tmp_path, da
     with caplog.at_level("WARNING", logger="mldbg"):
         assert read_run_info(mldbg.create_trial(tmp_path)) is None
     assert "xgboost.json is damaged" in caplog.text
+
+
+def test_a_retargeted_index_keeps_a_valid_checksum_and_its_records(tmp_path):
+    """S3 numbering rewrites an index to point at another segment's data key: its checksum is
+    computed anew, and a damaged index is refused rather than resealed."""
+    from mldbg.store.format import retarget_index
+
+    record(tmp_path, steps=2, segments=False, scalars=("loss",))
+    (index,) = files(tmp_path, "index")
+    blob = index.read_bytes()
+    moved = retarget_index(blob, "workers/worker_0/data/0000000007.safetensors", "here")
+    before, after = decode_index(blob, "before"), decode_index(moved, "after")
+    assert after.data_key.endswith("0000000007.safetensors") and after.format == FORMAT_VERSION
+    assert after.names == before.names
+    for name, col in before.columns.items():
+        np.testing.assert_array_equal(after.columns[name], col)
+    damaged = bytearray(blob)
+    damaged[-1] ^= 1
+    with pytest.raises(CorruptRecord, match="^here: checksum mismatch"):
+        retarget_index(bytes(damaged), "workers/worker_0/data/0000000007.safetensors", "here")

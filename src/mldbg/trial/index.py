@@ -335,11 +335,15 @@ class RunIndex:
         return new
 
     def _listed(self, prefix: str, lister: Callable[[], list[str]]) -> list[str]:
-        """A listing of the run; a file where a folder should be is a damaged run."""
+        """A listing of the run; a file where a folder should be (or a folder that cannot be
+        listed) is a damaged run."""
         try:
             return lister()
-        except NotADirectoryError as e:
-            self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: not a folder ({e.strerror or e})"))
+        except FileNotFoundError:  # removed while listed
+            return []
+        except OSError as e:
+            what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
+            self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: {what} ({e.strerror or e})"))
             return []
 
     def _gap(self, worker: str, expected: int, found: int) -> None:

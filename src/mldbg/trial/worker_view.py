@@ -21,8 +21,11 @@ def run_workers(store: Store) -> builtins.list[str]:
     """The workers that wrote to the run in `store`, sorted (one listing, no file read)."""
     try:
         return store.children(WORKERS)
-    except NotADirectoryError as e:  # a file where the workers' folder should be
-        raise CorruptRecord(f"{store.url}/{WORKERS}: not a folder ({e.strerror or e})") from None
+    except FileNotFoundError:
+        return []
+    except OSError as e:  # a file where the workers' folder should be, an unreadable folder
+        what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
+        raise CorruptRecord(f"{store.url}/{WORKERS}: {what} ({e.strerror or e})") from None
 
 
 class WorkerView(Store):
