@@ -335,13 +335,16 @@ class RunIndex:
         return new
 
     def _listed(self, prefix: str, lister: Callable[[], list[str]]) -> list[str]:
-        """A listing of the run; a file where a folder should be (or a folder that cannot be
-        listed) is a damaged run."""
+        """A listing of the run; a file where a folder of the run should be (or a folder that
+        cannot be listed) is a damaged run. A path that is no folder at all is no run: that
+        error is the caller's (create_trial names the path)."""
         try:
             return lister()
         except FileNotFoundError:  # removed while listed
             return []
         except OSError as e:
+            if isinstance(e, NotADirectoryError) and not self.store.exists(prefix.rstrip("/")):
+                raise  # the run's own path is a file
             what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
             self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: {what} ({e.strerror or e})"))
             return []

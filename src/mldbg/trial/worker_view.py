@@ -24,6 +24,8 @@ def run_workers(store: Store) -> builtins.list[str]:
     except FileNotFoundError:
         return []
     except OSError as e:  # a file where the workers' folder should be, an unreadable folder
+        if isinstance(e, NotADirectoryError) and not store.exists(WORKERS.rstrip("/")):
+            raise  # the run's own path is a file: no run, the caller says so
         what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
         raise CorruptRecord(f"{store.url}/{WORKERS}: {what} ({e.strerror or e})") from None
 
