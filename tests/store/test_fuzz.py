@@ -255,16 +255,22 @@ def hostile_index(rng: random.Random, path: Path) -> str:
 
 @contextmanager
 def time_bound(seconds: float, case: str) -> Iterator[None]:
+    """Raise TimeoutError in the test after `seconds`: a hang fails its case. An alarm set
+    before (pytest-timeout's) is set again afterwards with what is left of it."""
+
     def expired(*_: Any) -> None:
         raise TimeoutError(f"{case}: no answer after {seconds} s")
 
     old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001), interval)
 
 
 def open_and_read(path: Path, on_corrupt: str, failures: Counter[str]) -> tuple[Snapshot, Snapshot] | None:
