@@ -274,22 +274,24 @@ def reseal_index(blob: bytes) -> bytes:
     are: for tools and tests that write an index by hand, as a newer writer would."""
     if blob[8:_CRC_AT] != _CRC_PREFIX:
         raise CorruptRecord("not a checksummed mldbg index file: its header does not begin with its checksum")
+    return bytes(blob[:_CRC_AT]) + _file_checksum(blob) + bytes(blob[_CRC_AT + 8 :])
+
+
+def _file_checksum(blob: bytes) -> bytes:
+    """An index file's checksum as written: 8 hex digits, of the file with them read as zeros."""
     view = memoryview(blob)
-    value = checksum(view[_CRC_AT + 8 :], checksum(_CRC_BLANK, checksum(view[:_CRC_AT])))
-    return bytes(blob[:_CRC_AT]) + b"%08x" % value + bytes(blob[_CRC_AT + 8 :])
+    return b"%08x" % checksum(view[_CRC_AT + 8 :], checksum(_CRC_BLANK, checksum(view[:_CRC_AT])))
 
 
 def _verify(blob: bytes, where: str) -> bool:
     """Check an index file's own checksum; False when it has none (format 2 and older)."""
     if blob[8:_CRC_AT] != _CRC_PREFIX:
         return False
-    saved = blob[_CRC_AT : _CRC_AT + 8]
-    view = memoryview(blob)
-    value = checksum(view[_CRC_AT + 8 :], checksum(_CRC_BLANK, checksum(view[:_CRC_AT])))
-    if saved != b"%08x" % value:
+    saved, computed = blob[_CRC_AT : _CRC_AT + 8], _file_checksum(blob)
+    if saved != computed:
         raise CorruptRecord(
-            f"{where}: checksum mismatch (saved {saved.decode('ascii', 'replace')!r}, computed {value:08x}): "
-            "the file changed after it was written"
+            f"{where}: checksum mismatch (saved {saved.decode('ascii', 'replace')!r}, computed "
+            f"{computed.decode()!r}): the file changed after it was written"
         )
     return True
 
