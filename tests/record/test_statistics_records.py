@@ -66,12 +66,12 @@ def test_statistics_join_raw_records_and_make_their_own(tmp_path) -> None:
         active = trial.tensor(vector_name("w", "unit_active")).value(step)
         assert active.dtype == np.int32 and np.array_equal(active, want["unit_active"])
 
-    # the index of the segment says format 2 and names its parametric codes
+    # the index of the segment says its format (3 since the checksums) and names its parametric codes
     store = LocalStore(tmp_path)
     key = next(iter(store.list(layout.index_prefix("worker_0"))))
     header, _ = decode_header(store.read(key), key)
     meta = json.loads(header["__metadata__"]["mldbg"])
-    assert meta["format"] == FORMAT_VERSION == 2
+    assert meta["format"] == FORMAT_VERSION == 3
     assert sorted(meta["statistics"].values()) == ["outside(-1.0,1.0)", "quantile(5.0)"]
 
 

@@ -16,6 +16,7 @@ from mldbg.errors import InvalidConfig, StepUnavailable, TensorUnavailable, Tens
 from mldbg.record.recorder import Recorder
 from mldbg.rules.view import TrialView
 from mldbg.store import layout
+from mldbg.store.format import reseal_index
 from mldbg.store.reductions import reduce
 from mldbg.trial import Record, Records
 
@@ -166,7 +167,7 @@ def test_reduction_codes_of_a_newer_writer_are_ignored(tmp_path):
     start, end = header["red_code"]["data_offsets"]
     assert end > start
     blob[8 + n + start] = 15  # a code this version does not know
-    path.write_bytes(bytes(blob))
+    path.write_bytes(reseal_index(bytes(blob)))  # a newer writer's file has a valid checksum
     rec = mldbg.create_trial(str(tmp_path)).records("r")[0]
     assert len(rec.reductions) == 3  # the other three are read
 

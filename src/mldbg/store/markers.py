@@ -7,13 +7,15 @@
 
 Writers and readers go through `save` and `load`, so a field is named once. A damaged marker
 (not JSON, not an object, a field of the wrong type) raises `CorruptRecord` naming the file;
-a missing field takes its default and an unknown one is ignored, as FORMAT.md's compatibility
-rule says. Each reader decides what a damaged marker means to it (skip, warn, stop anyway).
+a number out of its range (a pid no process can have, a world size of 0, a count past 64 bits,
+a time that is not finite) is damage too. A missing field takes its default and an unknown one
+is ignored, as FORMAT.md's compatibility rule says. Each reader decides what a damaged marker means to it (skip, warn, stop anyway).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -53,12 +55,12 @@ class WorkerMeta:
             )
         return cls(
             worker=_get(d, "worker", str, "", where),
-            rank=_get(d, "rank", int, 0, where),
-            world_size=_get(d, "world_size", int, 1, where),
-            expected_workers=_get(d, "expected_workers", int, 1, where),
+            rank=_count(d, "rank", 0, 0, MAX_WORKERS - 1, where),
+            world_size=_count(d, "world_size", 1, 1, MAX_WORKERS, where),
+            expected_workers=_count(d, "expected_workers", 1, 1, MAX_WORKERS, where),
             framework=_get(d, "framework", str, "", where),
             host=_get(d, "host", str, "", where),
-            pid=_get(d, "pid", int, None, where),
+            pid=_count(d, "pid", None, 1, MAX_PID, where),
             started=_time(d, "started", where),
             process=_get(d, "process", str, "", where),
             format=version,
@@ -160,6 +162,9 @@ class Marker(Protocol):
 
 
 M = TypeVar("M", WorkerMeta, End, StopRequest, StopAt)
+MAX_WORKERS = 1 << 20  # ranks, world sizes: more is damage, not a job
+MAX_PID = (1 << 31) - 1  # what os.kill takes
+_INT64 = 1 << 63
 
 
 def save(store: Store, key: str, marker: Marker) -> None:
@@ -170,18 +175,21 @@ def save(store: Store, key: str, marker: Marker) -> None:
 def load(store: Store, key: str, kind: type[M]) -> M | None:
     """The marker of type `kind` at `key`; None when there is none. Raises CorruptRecord,
     naming the file, when it is damaged."""
+    where = f"{store.url}/{key}"
     try:
         blob = store.read(key)
     except FileNotFoundError:
         return None
-    return kind.decode(blob, f"{store.url}/{key}")
+    except OSError as e:  # a folder where the file should be, an unreadable file
+        raise CorruptRecord(f"{where}: cannot be read ({e.strerror or e})") from None
+    return kind.decode(blob, where)
 
 
 def _object(blob: bytes, where: str) -> dict[str, Any]:
     try:
         data = json.loads(blob)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise CorruptRecord(f"{where}: not valid JSON ({e})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: deep nesting
+        raise CorruptRecord(f"{where}: not valid JSON ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
         raise CorruptRecord(f"{where}: not a JSON object")
     return data
@@ -193,7 +201,16 @@ def _get(d: dict[str, Any], key: str, kind: type, default: Any, where: str) -> A
         return default
     # Python counts a bool as an int; a JSON true is no count
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise CorruptRecord(f"{where}: {key!r} should be {kind.__name__}, got {value!r}")
+        raise CorruptRecord(f"{where}: {key!r} should be {kind.__name__}, got {_short(value)}")
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
+        raise CorruptRecord(f"{where}: {key!r} is out of range ({_short(value)})")
+    return value
+
+
+def _count(d: dict[str, Any], key: str, default: Any, low: int, high: int, where: str) -> Any:
+    value = _get(d, key, int, default, where)
+    if value is not None and not low <= value <= high:
+        raise CorruptRecord(f"{where}: {key!r} should be in {low}..{high}, got {_short(value)}")
     return value
 
 
@@ -202,5 +219,17 @@ def _time(d: dict[str, Any], key: str, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CorruptRecord(f"{where}: {key!r} should be a unix time, got {value!r}")
+        raise CorruptRecord(f"{where}: {key!r} should be a unix time, got {_short(value)}")
+    if isinstance(value, int) and not -_INT64 <= value < _INT64 or not math.isfinite(value):
+        raise CorruptRecord(f"{where}: {key!r} is not a unix time ({_short(value)})")
     return float(value)
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line message: a damaged file may hold a megabyte in one field."""
+    text = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 1 << 64
+        else f"an integer of {value.bit_length()} bits"
+    )
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -9,13 +9,18 @@ store: the adapter writes it, rules and the report read it, and none of them imp
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import logging
+import types
+import typing
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import numpy as np
 
 from mldbg.store import layout
 from mldbg.store.base import Store
+
+log = logging.getLogger("mldbg")
 
 
 class RunReader(Protocol):
@@ -67,22 +72,45 @@ class RunInfo:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        """Raises ValueError naming the first field whose value is not of its type."""
+        hints = typing.get_type_hints(cls)
+        known = {}
+        for f in fields(cls):
+            if f.name in data and data[f.name] is not None:
+                value = data[f.name]
+                if not _fits(value, hints[f.name]):
+                    raise ValueError(f"{f.name!r} should be {hints[f.name]}, got {type(value).__name__}")
+                known[f.name] = value
         return cls(**known)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Is a JSON value of a field's type (`int`, `str | None`, `list[str]`, `dict[str, Any]`)?"""
+    for kind in typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,):
+        origin = typing.get_origin(kind) or kind
+        if origin is type(None) or (origin is int and isinstance(value, bool)):
+            continue
+        if isinstance(value, origin) and (origin is not list or all(isinstance(v, str) for v in value)):
+            return True
+    return False
 
 
 def read_run_info(trial: RunReader) -> RunInfo | None:
     """The run description of the first worker that wrote one; None for other runs (and for
-    a damaged description: the rules that need it then stay quiet)."""
+    a damaged description, with a warning naming it: the rules that need it then stay quiet)."""
     workers = trial.workers() or ["worker_0"]
     for worker in workers:
+        key = info_key(worker)
         try:
-            data = json.loads(trial.store.read(info_key(worker)))
+            data = json.loads(trial.store.read(key))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            return RunInfo.from_dict(data)
         except FileNotFoundError:
             continue
-        except ValueError:
+        except (OSError, ValueError, RecursionError) as e:  # a folder, not JSON, a field of the wrong type
+            log.warning("mldbg: %s/%s is damaged, read as no run description: %s", trial.store.url, key, e)
             return None
-        return RunInfo.from_dict(data) if isinstance(data, dict) else None
     return None
 
 

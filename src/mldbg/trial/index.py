@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import types
 import warnings
-from collections.abc import KeysView, Mapping
+from collections.abc import Callable, KeysView, Mapping
+from functools import partial
 
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, InvalidConfig, TensorUnavailableForStep
 from mldbg.store import Store, layout, markers
-from mldbg.store.format import DTYPES, SegmentIndex, decode_index, numpy_dtype, to_numpy_value
+from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, numpy_dtype, to_numpy_value
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
@@ -36,6 +37,8 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+# a read this large first checks that the data file holds it (one `size` per segment)
+_CHECKED_READ_BYTES = 64 << 20
 
 
 class _TensorColumns:
@@ -143,6 +146,8 @@ class RunIndex:
         self._reduction_tables: dict[int, _ReductionTable] = {}
         self._tensors: dict[str, _TensorColumns] = {}
         self._last_key: dict[str, str] = {}
+        self._next_seq: dict[str, int] = {}  # per worker: the segment number expected next
+        self._data_size: dict[int, int] = {}  # segment -> its data file's size, once asked
 
     @property
     def complete(self) -> bool:
@@ -218,14 +223,32 @@ class RunIndex:
         offset, nbytes = c["offset"].item(row), c["nbytes"].item(row)
         dt, shape = self._described(seg_idx, row)
         where = f"{self.store.url}/{seg.data_key}"
+        what = f"{record.name!r} at step {record.step}"
         try:
+            if nbytes >= _CHECKED_READ_BYTES:
+                size = self._data_size.get(seg_idx)
+                if size is None:
+                    size = self._data_size[seg_idx] = self.store.size(seg.data_key)
+                if offset + nbytes > size:
+                    raise CorruptRecord(
+                        f"{where}: {what} needs bytes {offset}..{offset + nbytes} but the file has "
+                        f"{size} (truncated)"
+                    )
             blob = self.store.read(seg.data_key, offset, nbytes)
         except FileNotFoundError:
             raise CorruptRecord(f"{where}: missing, but its index {seg.key} refers to it") from None
+        except OSError as e:  # a folder where the file should be, an unreadable file
+            raise CorruptRecord(f"{where}: cannot be read ({e.strerror or e}); {what} is in it") from None
         if len(blob) != nbytes:
             raise CorruptRecord(
-                f"{where}: {record.name!r} at step {record.step} needs bytes {offset}..{offset + nbytes} "
+                f"{where}: {what} needs bytes {offset}..{offset + nbytes} "
                 f"but the file ends at {offset + len(blob)} (truncated)"
+            )
+        crc = c.get("crc")
+        if crc is not None and checksum(blob) != crc.item(row):
+            raise CorruptRecord(
+                f"{where}: {what}: checksum mismatch, the bytes at {offset}..{offset + nbytes} "
+                f"changed after they were written (index {seg.key})"
             )
         raw = np.frombuffer(blob, dtype=numpy_dtype(dt)).reshape(shape)
         return to_numpy_value(raw, dt)
@@ -280,27 +303,65 @@ class RunIndex:
 
     # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
-        """Load index files written since the last refresh; the number of new records."""
+        """Load index files written since the last refresh; the number of new records.
+
+        Segments are numbered from 1 without gaps (FORMAT.md): a missing number is a damaged
+        run, reported like a damaged file (raised, or with `on_corrupt="skip"` warned about and
+        read around). With "raise" a damaged segment stays unread: the next refresh raises again."""
         if self.complete:
             return 0
         new = 0
-        for worker in self.store.children(layout.WORKERS):
+        for worker in self._listed(layout.WORKERS, partial(self.store.children, layout.WORKERS)):
             if worker in self.ended:
                 continue
             if worker not in self.workers:
                 self._add_worker(worker)
-            ended = self._marker(layout.end_key(worker), End)  # before listing: nothing comes after
+            # before listing: nothing comes after it. A damaged END, when skipped, leaves the
+            # worker not known to have ended (warned about once)
+            ended = self._marker(layout.end_key(worker), End)
             wid = self.workers.index(worker)
-            for key in self.store.list(layout.index_prefix(worker), self._last_key.get(worker)):
-                self._last_key[worker] = key
-                new += self._load_segment(key, wid)
+            prefix = layout.index_prefix(worker)
+            for key in self._listed(prefix, partial(self.store.list, prefix, self._last_key.get(worker))):
+                parsed = layout.parse_segment_key(key)
+                if parsed is None or parsed[1] != "index" or parsed[0] != worker:
+                    continue  # not a segment: no file of ours
+                seq, expected = parsed[2], self._next_seq.get(worker, 1)
+                if seq > expected:
+                    self._gap(worker, expected, seq)
+                new += self._load_segment(key, wid, seq)
+                self._last_key[worker], self._next_seq[worker] = key, seq + 1
             if ended is not None:
                 self.ended[worker] = ended
         return new
 
+    def _listed(self, prefix: str, lister: Callable[[], list[str]]) -> list[str]:
+        """A listing of the run; a file where a folder of the run should be (or a folder that
+        cannot be listed) is a damaged run. A path that is no folder at all is no run: that
+        error is the caller's (create_trial names the path)."""
+        try:
+            return lister()
+        except FileNotFoundError:  # removed while listed
+            return []
+        except OSError as e:
+            if isinstance(e, NotADirectoryError) and not self.store.exists(prefix.rstrip("/")):
+                raise  # the run's own path is a file
+            what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
+            self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: {what} ({e.strerror or e})"))
+            return []
+
+    def _gap(self, worker: str, expected: int, found: int) -> None:
+        missing = layout.index_key(worker, expected)
+        more = f" (and {found - expected - 1} more)" if found - expected > 1 else ""
+        self._corrupt(
+            CorruptRecord(
+                f"{self.store.url}/{missing}: missing{more}; segment {found} follows segment "
+                f"{expected - 1} of {worker} (segments are numbered without gaps)"
+            )
+        )
+
     def _add_worker(self, worker: str) -> None:
+        meta = self._marker(layout.meta_key(worker), WorkerMeta)  # raises before it is added
         self.workers.append(worker)
-        meta = self._marker(layout.meta_key(worker), WorkerMeta)
         if meta is not None and not self.single_worker:
             self.expected_workers = max(self.expected_workers, meta.expected_workers)
 
@@ -313,17 +374,31 @@ class RunIndex:
             return None
 
     def _corrupt(self, err: CorruptRecord) -> None:
-        self.corrupt.append(str(err))
+        """A damaged file or a missing segment: raised, or with "skip" warned about once."""
+        text = str(err)
+        first = text not in self.corrupt
+        if first:
+            self.corrupt.append(text)
         if self.on_corrupt == "raise":
             raise CorruptRecord(
-                f"{err} (open the run with create_trial(path, on_corrupt='skip') to read the rest)"
+                f"{text} (open the run with create_trial(path, on_corrupt='skip') to read the rest)"
             )
-        warnings.warn(f"mldbg: skipping {err}", RuntimeWarning, stacklevel=4)
+        if first:
+            warnings.warn(f"mldbg: skipping {text}", RuntimeWarning, stacklevel=4)
 
-    def _load_segment(self, key: str, worker_id: int) -> int:
+    def _load_segment(self, key: str, worker_id: int, seq: int) -> int:
+        where = f"{self.store.url}/{key}"
         try:
-            seg = decode_index(self.store.read(key), f"{self.store.url}/{key}")
-        except FileNotFoundError:
+            seg = decode_index(self.store.read(key), where)
+            expected = layout.data_key(self.workers[worker_id], seq)
+            if seg.data_key != expected:
+                raise CorruptRecord(
+                    f"{where}: points into {seg.data_key!r}, not its own data file {expected!r}"
+                )
+        except FileNotFoundError:  # removed since the listing
+            return 0
+        except OSError as e:  # a folder where the file should be, an unreadable file
+            self._corrupt(CorruptRecord(f"{where}: cannot be read ({e.strerror or e})"))
             return 0
         except CorruptRecord as e:
             self._corrupt(e)

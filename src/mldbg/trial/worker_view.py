@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from mldbg.errors import InvalidConfig, StoreError
+from mldbg.errors import CorruptRecord, InvalidConfig, StoreError
 from mldbg.store import Store
 from mldbg.store.base import Buffer
 from mldbg.store.layout import WORKERS, worker_prefix
@@ -19,7 +19,15 @@ from mldbg.store.layout import WORKERS, worker_prefix
 
 def run_workers(store: Store) -> builtins.list[str]:
     """The workers that wrote to the run in `store`, sorted (one listing, no file read)."""
-    return store.children(WORKERS)
+    try:
+        return store.children(WORKERS)
+    except FileNotFoundError:
+        return []
+    except OSError as e:  # a file where the workers' folder should be, an unreadable folder
+        if isinstance(e, NotADirectoryError) and not store.exists(WORKERS.rstrip("/")):
+            raise  # the run's own path is a file: no run, the caller says so
+        what = "not a folder" if isinstance(e, NotADirectoryError) else "cannot be listed"
+        raise CorruptRecord(f"{store.url}/{WORKERS}: {what} ({e.strerror or e})") from None
 
 
 class WorkerView(Store):
