@@ -6,8 +6,9 @@
 
 What a step is: in TRAIN (`autograd.is_training()`, as inside `autograd.record()`) a step ends
 at the `step()` (or `update()`) of a `gluon.Trainer` that holds a registered parameter; the
-registered block's forwards before it (gradient accumulation) are one step. Without such a
-trainer each TRAIN forward starts a new step. Outside training (`autograd.predict_mode()`,
+registered block's forwards before it (gradient accumulation) are one step. A Trainer made
+before the first TRAIN forward is found then; one made later counts from its first step. Until
+a trainer is seen each TRAIN forward starts a new step. Outside training (`autograd.predict_mode()`,
 plain `net(x)`) each forward is an EVAL step; `set_mode` fixes the mode (PREDICT too).
 Weights are saved as the step's forward used them, gradients as the trainer sees them (before
 its `rescale_grad`). Names follow the block tree, as the PyTorch hook's: `0.weight`,
@@ -92,7 +93,7 @@ class Hook(Adapter):
         self._handles: list[Any] = []
         self._patches: list[tuple[str, Any, Any]] = []
         self._trainers: dict[int, bool] = {}
-        self._trainer_seen = False
+        self._trainer_seen = self._trainer_searched = False
         self._warned_hybrid = False
         self._params_saved_at = self._grads_saved_at = -1
         self._gathered: dict[str, tuple[np.ndarray, tuple[str, ...], tuple[str, ...], Any, float | None]] = {}
@@ -180,6 +181,9 @@ class Hook(Adapter):
     def _on_forward_start(self, block: nn.Block, args: tuple[Any, ...]) -> None:
         rec = self.recorder
         mode = self._mode or (Mode.TRAIN if autograd.is_training() else Mode.EVAL)
+        if mode == Mode.TRAIN and not self._trainer_searched:
+            self._trainer_searched = True  # once: a Trainer made before the first forward
+            self._trainer_seen = self._trainer_seen or _trainer_exists(self._ours)
         # forwards of one TRAIN step (gradient accumulation) continue it up to the trainer's step
         if not (mode == Mode.TRAIN and self._trainer_seen and rec.in_step and rec.mode == Mode.TRAIN):
             rec.start_step(mode)  # ends the open step
@@ -344,6 +348,14 @@ def _compute(
         out.setdefault(labels_name, {}).update(on_labels)
         out.setdefault(preds_name, {}).update(on_preds)
     return out
+
+
+def _trainer_exists(ours: Callable[[gluon.Trainer], bool]) -> bool:
+    """Once, at the first TRAIN forward: does a Trainer hold our parameters already? Then
+    steps end at its `step()`, even when several forwards accumulate gradients before it."""
+    import gc
+
+    return any(issubclass(type(o), gluon.Trainer) and ours(o) for o in gc.get_objects())
 
 
 def _children(block: nn.Block, prefix: str = "") -> Iterator[tuple[str, nn.Block]]:
