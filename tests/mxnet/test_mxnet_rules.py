@@ -14,6 +14,7 @@ import pytest
 from gluon_tiny import train
 
 import mldbg
+import mldbg.mxnet
 
 CASES: dict[str, tuple[dict[str, Any], str | None]] = {  # run -> (train keywords, the rule that must fire)
     "healthy": ({}, None),
@@ -67,3 +68,41 @@ def test_mldbg_check_exits_1_on_the_exploding_run(tmp_path: Path) -> None:
     good = subprocess.run([*cli, str(tmp_path / "good")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "exploding_tensor" in bad.stdout
     assert good.returncode == 0, good.stdout
+
+
+def test_live_rules_stop_an_exploding_gluon_training(tmp_path: Path) -> None:
+    """`rules=` and `actions=` of every hook: the watcher child sees the NaN and the next step
+    raises TrainingStopped in the training process."""
+    import time
+
+    import mxnet as mx
+    from gluon_tiny import data, mlp
+    from mxnet import autograd, gluon, nd
+
+    from mldbg.actions import StopTraining
+
+    mx.random.seed(0)
+    net = mlp()
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 1e12})
+    x, y = data(32)
+    hook = mldbg.mxnet.Hook(
+        tmp_path, flush_seconds=0.05, rules=["exploding_tensor"], actions=[StopTraining()]
+    )
+    hook.register_block(net)
+    hook.register_loss(loss_fn)
+    stopped = None
+    for step in range(2000):
+        with autograd.record():
+            loss = loss_fn(net(nd.array(x)), nd.array(y))
+        loss.backward()
+        try:
+            trainer.step(32)
+        except mldbg.TrainingStopped:
+            stopped = step
+            break
+        time.sleep(0.01)
+    hook.close()
+    assert stopped is not None and stopped < 1500
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps and trial.steps()[-1] == stopped

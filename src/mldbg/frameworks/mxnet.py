@@ -21,7 +21,7 @@ gradients, inputs and outputs and the loss are recorded.
 
 The two lines (no `save_config`, no `include_collections`) also record the statistics the
 default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
-the writer thread from host copies: every step of each mode's first `statistics_warmup` steps
+the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
 (20), then every `statistics_every`-th step (10).
 """
 
@@ -42,17 +42,15 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
+from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics
 from mldbg.frameworks.session import Worker
 from mldbg.profiler import timeline as marks
 from mldbg.store import statistics as st
-from mldbg.store.format import dtype_name
 
 log = logging.getLogger("mldbg")
 
 ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
 CLASSIFICATION_LOSSES = (gluon.loss.SoftmaxCrossEntropyLoss, gluon.loss.SigmoidBinaryCrossEntropyLoss)
-WARMUP = 20  # steps of each mode with statistics at every step
-EVERY = 10  # then every this many steps
 HYBRIDIZED = (
     "mldbg: {name} is hybridized: the outputs and activations of its inner blocks are not recorded "
     "(forward hooks do not run inside a compiled graph); parameters, gradients, the model's inputs and "
@@ -72,12 +70,7 @@ class Hook(Adapter):
 
     def _recording(self) -> dict[str, Any]:
         settings = dict(self._settings)
-        self._warmup = int(settings.pop("statistics_warmup", WARMUP))
-        self._every = int(settings.pop("statistics_every", EVERY))
-        if self._warmup < 0 or self._every < 1:
-            raise InvalidConfig(
-                f"statistics_warmup must be >= 0 and statistics_every >= 1, got {self._warmup} and {self._every}"
-            )
+        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
         if settings.get("statistics") is None:
             settings["statistics"] = (
                 settings["save_config"] is None and settings["include_collections"] is None
@@ -96,12 +89,10 @@ class Hook(Adapter):
         self._trainer_seen = self._trainer_searched = False
         self._warned_hybrid = False
         self._params_saved_at = self._grads_saved_at = -1
-        self._gathered: dict[str, tuple[np.ndarray, tuple[str, ...], tuple[str, ...], Any, float | None]] = {}
-        self._classes: list[tuple[str, np.ndarray, str, np.ndarray]] = []
-        self._previous: dict[str, np.ndarray] = {}  # parameters at the last statistics step: delta_l2
 
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
+        self._stats = HostStatistics(self.recorder, *self._cadence)
         self.recorder.before_step_end.append(self._on_step_end)
 
     # registration -----------------------------------------------------------------------
@@ -154,12 +145,12 @@ class Hook(Adapter):
             if not self.recorder.in_step or not _is_array(output):
                 return
             self.timeline.mark(marks.BACKWARD_START)
-            if self._statistics_due() and len(args) >= 2 and _is_array(args[0]) and _is_array(args[1]):
+            if self._stats.due() and len(args) >= 2 and _is_array(args[0]) and _is_array(args[1]):
                 preds, labels = args[0].asnumpy(), args[1].asnumpy()
                 if classes:
-                    self._classes.append((f"{prefix}_input_1", labels, f"{prefix}_input_0", preds))
-                self._gather(f"{prefix}_input_0", preds, ("samples",), kinds[0])
-                self._gather(f"{prefix}_input_1", labels, ("samples",), kinds[1])
+                    self._stats.add_classes(f"{prefix}_input_1", labels, f"{prefix}_input_0", preds)
+                self._stats.add(f"{prefix}_input_0", preds, ("samples",), kinds[0])
+                self._stats.add(f"{prefix}_input_1", labels, ("samples",), kinds[1])
             if self.recorder.saving:
                 self._save(f"{prefix}_output_0", output, ("losses",))
                 for i, a in enumerate(args):
@@ -197,23 +188,25 @@ class Hook(Adapter):
         if not rec.in_step or self._params_saved_at == rec.step:
             return  # a block called several times per step: its first call is recorded
         self._params_saved_at = rec.step  # after the forward: deferred shapes are known now
-        stats, train = self._statistics_due(), rec.mode == Mode.TRAIN
+        stats, train = self._stats.due(), rec.mode == Mode.TRAIN
         if (stats and train) or rec.saves_any(self._param_keys):
             for name, p, natural in self._params:
                 value = _first(p.list_data())
                 self._save(name, value, natural)
                 if stats and train:
-                    self._gather(name, value.asnumpy(), st.DEFAULTS[natural[0]], natural, parameter=p)
+                    self._stats.add(
+                        name, value.asnumpy(), st.DEFAULTS[natural[0]], natural, p.grad_req != "null"
+                    )
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for i, a in enumerate(args):
             self._save(f"model_input_{i}", a, ("inputs",))
             if stats and _is_array(a):
-                self._gather(f"model_input_{i}", a.asnumpy(), st.DEFAULTS["inputs"], ("inputs",))
+                self._stats.add(f"model_input_{i}", a.asnumpy(), st.DEFAULTS["inputs"], ("inputs",))
         kinds = st.DEFAULTS["outputs"] + (() if train else st.EVAL_DEFAULTS["outputs"])
         for i, o in enumerate(outs):
             self._save(f"model_output_{i}", o, ("outputs",))
             if stats and _is_array(o):
-                self._gather(f"model_output_{i}", o.asnumpy(), kinds, ("outputs",))
+                self._stats.add(f"model_output_{i}", o.asnumpy(), kinds, ("outputs",))
 
     def _layer(self, name: str, act: str | None) -> Callable[..., None]:
         natural = ("outputs", act) if act else ("outputs",)
@@ -221,8 +214,8 @@ class Hook(Adapter):
         def hook(block: nn.Block, args: tuple[Any, ...], output: Any) -> None:
             if not self.recorder.in_step or not _is_array(output):
                 return  # a Symbol: the graph being built for shape inference or hybridize
-            if act is not None and args and self._statistics_due():
-                self._gather(f"{name}_input_0", args[0].asnumpy(), st.DEFAULTS[act], (act,))
+            if act is not None and args and self._stats.due():
+                self._stats.add(f"{name}_input_0", args[0].asnumpy(), st.DEFAULTS[act], (act,))
             if self.recorder.saving:
                 for i, o in enumerate(output if isinstance(output, (tuple, list)) else (output,)):
                     self._save(f"{name}_output_{i}", o, natural)
@@ -261,14 +254,14 @@ class Hook(Adapter):
         if self._grads_saved_at == rec.step:
             return
         self._grads_saved_at = rec.step
-        stats = self._statistics_due()
+        stats = self._stats.due()
         for name, p, _ in self._params:
             if p.grad_req == "null" or getattr(p, "_grad", None) is None:
                 continue
             grad = _first(p.list_grad())
             self._save(f"gradient/{name}", grad, ("gradients",))
             if stats:
-                self._gather(f"gradient/{name}", grad.asnumpy(), st.DEFAULTS["gradients"], ("gradients",))
+                self._stats.add(f"gradient/{name}", grad.asnumpy(), st.DEFAULTS["gradients"], ("gradients",))
 
     def _on_step_end(self) -> None:
         """The step is about to end: gradients of a TRAIN step no trainer ended, then the
@@ -276,39 +269,9 @@ class Hook(Adapter):
         rec = self.recorder
         if rec.mode == Mode.TRAIN and not self._trainer_seen and self._params_saved_at == rec.step:
             self._save_gradients()
-        if not self._gathered:
-            return
-        gathered, classes = self._gathered, self._classes
-        self._gathered, self._classes = {}, []
-        tensors = {
-            n: (dtype_name(a), tuple(a.shape), natural) for n, (a, _, natural, _, _) in gathered.items()
-        }
-        nbytes = sum(a.nbytes for a, *_ in gathered.values())
-        rec.save_statistics(functools.partial(_compute, gathered, classes), tensors, nbytes)
+        self._stats.finish()
 
     # saving -------------------------------------------------------------------------------
-    def _statistics_due(self) -> bool:
-        rec = self.recorder
-        if not (rec.statistics and rec.enabled and rec.in_step):
-            return False
-        return rec.mode_step < self._warmup or rec.mode_step % self._every == 0
-
-    def _gather(
-        self,
-        name: str,
-        array: np.ndarray,
-        kinds: tuple[str, ...],
-        natural: tuple[str, ...],
-        parameter: Any = None,
-    ) -> None:
-        if name in self._gathered or array.dtype.kind not in "biuf":
-            return
-        requires_grad = None if parameter is None else float(parameter.grad_req != "null")
-        previous = self._previous.get(name) if parameter is not None else None
-        if parameter is not None:
-            self._previous[name] = array
-        self._gathered[name] = (array, kinds, natural, previous, requires_grad)
-
     def _save(self, name: str, value: Any, natural: tuple[str, ...]) -> None:
         if not _is_array(value) or self.recorder.has(name):
             return
@@ -331,23 +294,6 @@ class Hook(Adapter):
             if getattr(gluon.Trainer, method) is wrapper:  # else a later hook wrapped ours: it passes through
                 setattr(gluon.Trainer, method, original)
         self._patches = []
-
-
-def _compute(
-    gathered: dict[str, tuple[np.ndarray, tuple[str, ...], tuple[str, ...], Any, float | None]],
-    classes: list[tuple[str, np.ndarray, str, np.ndarray]],
-) -> dict[str, dict[str, float | np.ndarray]]:
-    """The step's statistics by the NumPy reference, on the writer thread."""
-    out: dict[str, dict[str, float | np.ndarray]] = {}
-    for name, (array, kinds, _, previous, requires_grad) in gathered.items():
-        values = out[name] = st.compute(array, kinds, previous=previous)
-        if requires_grad is not None and "requires_grad" in values:
-            values["requires_grad"] = requires_grad
-    for labels_name, labels, preds_name, preds in classes:
-        on_labels, on_preds = st.class_statistics(labels, preds)
-        out.setdefault(labels_name, {}).update(on_labels)
-        out.setdefault(preds_name, {}).update(on_preds)
-    return out
 
 
 def _trainer_exists(ours: Callable[[gluon.Trainer], bool]) -> bool:
