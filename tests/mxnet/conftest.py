@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib.util
 import warnings
 
-if importlib.util.find_spec("mxnet") is None:
+_spec = importlib.util.find_spec("mxnet")
+if _spec is None or _spec.origin is None:  # origin None: this folder seen as a namespace package
     collect_ignore_glob = ["test_*.py"]  # run by `make test-mxnet` in .venv-mxnet instead
 else:
     # mxnet 1.9.1 reads aliases NumPy deprecated (np.bool) when it is imported: import it once
