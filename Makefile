@@ -4,8 +4,12 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+# MXNet's last release (1.9.1) needs numpy<1.24: its tests (tests/mxnet) run in a second environment
+MXVENV  ?= .venv-mxnet
+MXPY    := $(MXVENV)/bin/python
+MXSTAMP := $(MXVENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench lint install clean chromium
+.PHONY: demo test test-mxnet bench lint install clean chromium
 
 $(STAMP):
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -13,6 +17,12 @@ $(STAMP):
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-*
+	touch $@
+
+$(MXSTAMP):
+	test -x $(MXPY) || python3.11 -m venv $(MXVENV)
+	$(MXPY) -m pip install --quiet --disable-pip-version-check -e ".[mxnet]" "pytest>=8" "pytest-timeout>=2.3"
+	rm -f $(MXVENV)/.installed-*
 	touch $@
 
 install: $(STAMP)
@@ -24,8 +34,13 @@ demo: $(STAMP)
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
+# the main suite, then the MXNet tests in their own environment (the main suite does not collect them)
 test: $(STAMP) chromium
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
+	$(MAKE) --no-print-directory test-mxnet
+
+test-mxnet: $(MXSTAMP)
+	$(MXPY) -m pytest -q -p no:cacheprovider --timeout=600 tests/mxnet
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
@@ -36,4 +51,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) $(MXVENV) build src/*.egg-info

@@ -1,0 +1,109 @@
+"""The statistics of the default rules from host (NumPy) copies, for an adapter whose tensors
+reach the host anyway (MXNet's `asnumpy()`); PyTorch computes them on the device instead
+(`torch_statistics`, `torch_defaults`).
+
+An adapter adds a step's tensors as NumPy copies (`add`, `add_classes`) while the step is
+open and calls `finish()` before it ends; the values are computed by the NumPy reference
+(`mldbg.store.statistics.compute`, `class_statistics`) later, on the writer thread, so the
+training thread pays only the copies. Statistics steps: every step of each mode's first
+`warmup` steps (the defects of initialization show at once), then every `every`-th.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from mldbg.errors import InvalidConfig
+from mldbg.record.recorder import Recorder
+from mldbg.store import statistics as st
+from mldbg.store.format import dtype_name
+
+WARMUP = 20  # steps of each mode with statistics at every step
+EVERY = 10  # then every this many steps of the mode
+
+
+class _Added(NamedTuple):
+    array: np.ndarray
+    kinds: tuple[str, ...]
+    natural: tuple[str, ...]
+    previous: np.ndarray | None  # a parameter's copy at the last statistics step (delta_l2)
+    requires_grad: float | None  # a parameter's flag, known to the adapter, not in its values
+
+
+class HostStatistics:
+    """One step's statistics from host copies, handed to `recorder.save_statistics`."""
+
+    def __init__(self, recorder: Recorder, warmup: int = WARMUP, every: int = EVERY):
+        if not (isinstance(warmup, int) and warmup >= 0 and isinstance(every, int) and every >= 1):
+            raise InvalidConfig(
+                f"statistics_warmup must be a number of steps >= 0 and statistics_every >= 1, "
+                f"got {warmup!r} and {every!r}"
+            )
+        self.recorder = recorder
+        self.warmup, self.every = warmup, every
+        self._added: dict[str, _Added] = {}
+        self._classes: list[tuple[str, np.ndarray, str, np.ndarray]] = []
+        self._previous: dict[str, np.ndarray] = {}
+
+    def due(self) -> bool:
+        """Is the open step a statistics step?"""
+        rec = self.recorder
+        if not (rec.statistics and rec.enabled and rec.in_step):
+            return False
+        return rec.mode_step < self.warmup or rec.mode_step % self.every == 0
+
+    def add(
+        self,
+        name: str,
+        array: np.ndarray,
+        kinds: tuple[str, ...],
+        natural: tuple[str, ...],
+        requires_grad: bool | None = None,
+    ) -> None:
+        """Ask for statistics `kinds` of a host copy (its first one in the step). A parameter
+        gives its `requires_grad`: its copy is kept for the next step's `delta_l2`."""
+        if name in self._added or array.dtype.kind not in "biuf":
+            return
+        previous = None
+        if requires_grad is not None:
+            previous, self._previous[name] = self._previous.get(name), array
+        flag = None if requires_grad is None else float(requires_grad)
+        self._added[name] = _Added(array, kinds, natural, previous, flag)
+
+    def add_classes(self, labels_name: str, labels: np.ndarray, preds_name: str, preds: np.ndarray) -> None:
+        """Class statistics of a classification loss's labels and predictions (and their
+        `samples`); both are records of their collections, so rules find them by it."""
+        self._classes.append((labels_name, labels, preds_name, preds))
+        self.add(labels_name, labels, ("samples",), ("labels",))
+        self.add(preds_name, preds, ("samples",), ("predictions",))
+
+    def finish(self) -> None:
+        """Hand the step's statistics to the recorder (computed on the writer thread)."""
+        if not self._added:
+            return
+        added, classes = self._added, self._classes
+        self._added, self._classes = {}, []
+        tensors = {name: (dtype_name(a.array), tuple(a.array.shape), a.natural) for name, a in added.items()}
+        nbytes = sum(a.array.nbytes for a in added.values())
+        self.recorder.save_statistics(functools.partial(_compute, added, classes), tensors, nbytes)
+
+
+def _compute(
+    added: dict[str, _Added], classes: list[tuple[str, np.ndarray, str, np.ndarray]]
+) -> dict[str, dict[str, float | np.ndarray]]:
+    out: dict[str, dict[str, float | np.ndarray]] = {}
+    for name, a in added.items():
+        values = out[name] = st.compute(a.array, a.kinds, previous=a.previous)
+        if a.requires_grad is not None and "requires_grad" in values:
+            values["requires_grad"] = a.requires_grad
+    for labels_name, labels, preds_name, preds in classes:
+        on_labels, on_preds = st.class_statistics(labels, preds)
+        out.setdefault(labels_name, {}).update(on_labels)
+        out.setdefault(preds_name, {}).update(on_preds)
+    return out
+
+
+__all__ = ["EVERY", "WARMUP", "HostStatistics"]

@@ -1,0 +1,330 @@
+"""MXNet (Gluon) adapter: `mldbg.mxnet.Hook`.
+
+    hook = mldbg.mxnet.Hook(out_dir)
+    hook.register_block(net)          # parameters, gradients, layer outputs, activations
+    hook.register_loss(loss_fn)       # the loss, its predictions and labels
+
+What a step is: in TRAIN (`autograd.is_training()`, as inside `autograd.record()`) a step ends
+at the `step()` (or `update()`) of a `gluon.Trainer` that holds a registered parameter; the
+registered block's forwards before it (gradient accumulation) are one step. A Trainer made
+before the first TRAIN forward is found then; one made later counts from its first step. Until
+a trainer is seen each TRAIN forward starts a new step. Outside training (`autograd.predict_mode()`,
+plain `net(x)`) each forward is an EVAL step; `set_mode` fixes the mode (PREDICT too).
+Weights are saved as the step's forward used them, gradients as the trainer sees them (before
+its `rescale_grad`). Names follow the block tree, as the PyTorch hook's: `0.weight`,
+`gradient/0.weight`, `0_output_0`, `SoftmaxCrossEntropyLoss_output_0` (MXNet's own prefixed
+names, `dense3_weight`, depend on how many blocks the process made before).
+
+A hybridized block runs as one compiled graph: the forward hooks of its children never fire
+there, so their outputs and activations are lost (the hook warns once); its parameters,
+gradients, inputs and outputs and the loss are recorded.
+
+The two lines (no `save_config`, no `include_collections`) also record the statistics the
+default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
+the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
+(20), then every `statistics_every`-th step (10).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+from mldbg.config import Mode
+from mldbg.errors import InvalidConfig
+from mldbg.frameworks.base import Adapter
+from mldbg.frameworks.host import array_source
+from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics
+from mldbg.frameworks.session import Worker
+from mldbg.profiler import timeline as marks
+from mldbg.store import statistics as st
+
+log = logging.getLogger("mldbg")
+
+ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
+CLASSIFICATION_LOSSES = (gluon.loss.SoftmaxCrossEntropyLoss, gluon.loss.SigmoidBinaryCrossEntropyLoss)
+HYBRIDIZED = (
+    "mldbg: {name} is hybridized: the outputs and activations of its inner blocks are not recorded "
+    "(forward hooks do not run inside a compiled graph); parameters, gradients, the model's inputs and "
+    "outputs and the loss are. Call hybridize() after debugging, or leave it off to see every layer."
+)
+
+
+class Hook(Adapter):
+    """Records a Gluon model's tensors: `hook.register_block(net)`, `hook.register_loss(loss)`.
+
+    Besides the keywords of every hook (API.md): `statistics` (None: on for the two lines;
+    True: added to any configuration; False: off), `statistics_warmup` (20) and
+    `statistics_every` (10): the steps of each mode whose statistics are recorded."""
+
+    def _worker(self) -> Worker:
+        return Worker.from_environment(f"mxnet-{mx.__version__}")
+
+    def _recording(self) -> dict[str, Any]:
+        settings = dict(self._settings)
+        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
+        if settings.get("statistics") is None:
+            settings["statistics"] = (
+                settings["save_config"] is None and settings["include_collections"] is None
+            )
+        return settings
+
+    def _setup(self) -> None:
+        self._mode: Mode | None = None  # None: follow autograd.is_training()
+        self._block: nn.Block | None = None
+        self._params: list[tuple[str, gluon.Parameter, tuple[str, ...]]] = []
+        self._param_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        self._param_ids: set[int] = set()
+        self._handles: list[Any] = []
+        self._patches: list[tuple[str, Any, Any]] = []
+        self._trainers: dict[int, bool] = {}
+        self._trainer_seen = self._trainer_searched = False
+        self._warned_hybrid = False
+        self._params_saved_at = self._grads_saved_at = -1
+
+    def _open_run(self, out_dir: Any) -> None:
+        super()._open_run(out_dir)
+        self._stats = HostStatistics(self.recorder, *self._cadence)
+        self.recorder.before_step_end.append(self._on_step_end)
+
+    # registration -----------------------------------------------------------------------
+    def register_block(self, block: nn.Block) -> None:
+        """Record `block`: parameters, gradients, its inputs and outputs, and (not hybridized)
+        the outputs of its layers and the inputs of its ReLU/Tanh/Sigmoid activations."""
+        if not isinstance(block, nn.Block):
+            raise InvalidConfig(f"register_block needs a gluon Block, got {type(block).__name__}")
+        if self._block is not None:
+            raise InvalidConfig("register_block was already called; use one hook per model")
+        self._block = block
+        for name, p in block._collect_params_with_prefix().items():
+            self._params.append((name, p, ("biases",) if name.endswith("bias") else ("weights",)))
+            self._param_ids.add(id(p))
+        self._param_keys = tuple((name, natural) for name, _, natural in self._params)
+        self._handles.append(block.register_forward_pre_hook(self._on_forward_start))
+        self._handles.append(block.register_forward_hook(self._on_forward_end))
+        cols = self.recorder.collections
+        wants_layers = any(cols.may_save(c) for c in ("outputs", *ACTIVATIONS.values()))
+        if _hybridized(block):
+            self._warn_hybridized()
+        elif wants_layers or self.recorder.statistics:
+            for name, child in _children(block):
+                act = (
+                    ACTIVATIONS.get(getattr(child, "_act_type", ""))
+                    if isinstance(child, nn.Activation)
+                    else None
+                )
+                if wants_layers or act is not None:
+                    self._handles.append(child.register_forward_hook(self._layer(name, act)))
+        for method in ("step", "update"):  # every Trainer; `_ours` keeps those of our parameters
+            original = getattr(gluon.Trainer, method)
+            wrapper = self._trainer_wrapper(original)
+            setattr(gluon.Trainer, method, wrapper)
+            self._patches.append((method, original, wrapper))
+
+    def register_loss(self, loss: nn.Block) -> None:
+        """Record the loss (`losses`, per sample as Gluon returns it) and its inputs
+        (`predictions`, `labels`) under the loss class's name."""
+        if not isinstance(loss, nn.Block):
+            raise InvalidConfig(
+                f"register_loss needs a gluon Block such as gluon.loss.SoftmaxCrossEntropyLoss(), got "
+                f"{type(loss).__name__}; for a loss value, call hook.save_scalar('loss', value) instead"
+            )
+        prefix = type(loss).__name__
+        classes = isinstance(loss, CLASSIFICATION_LOSSES)
+        kinds = (("predictions",), ("labels",))
+
+        def on_loss(block: nn.Block, args: tuple[Any, ...], output: Any) -> None:
+            if not self.recorder.in_step or not _is_array(output):
+                return
+            self.timeline.mark(marks.BACKWARD_START)
+            if self._stats.due() and len(args) >= 2 and _is_array(args[0]) and _is_array(args[1]):
+                preds, labels = args[0].asnumpy(), args[1].asnumpy()
+                if classes:
+                    self._stats.add_classes(f"{prefix}_input_1", labels, f"{prefix}_input_0", preds)
+                self._stats.add(f"{prefix}_input_0", preds, ("samples",), kinds[0])
+                self._stats.add(f"{prefix}_input_1", labels, ("samples",), kinds[1])
+            if self.recorder.saving:
+                self._save(f"{prefix}_output_0", output, ("losses",))
+                for i, a in enumerate(args):
+                    self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
+
+        self._handles.append(loss.register_forward_hook(on_loss))
+
+    def set_mode(self, mode: Mode | str) -> None:
+        """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `autograd.is_training()`."""
+        mode = Mode.parse(mode)
+        if self.recorder.in_step and mode != self.recorder.mode:
+            self.recorder.end_step()
+        self._mode = mode
+
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        return value.asnumpy() if _is_array(value) else np.asarray(value)
+
+    # lifecycle --------------------------------------------------------------------------
+    def _on_forward_start(self, block: nn.Block, args: tuple[Any, ...]) -> None:
+        rec = self.recorder
+        mode = self._mode or (Mode.TRAIN if autograd.is_training() else Mode.EVAL)
+        if mode == Mode.TRAIN and not self._trainer_searched:
+            self._trainer_searched = True  # once: a Trainer made before the first forward
+            self._trainer_seen = self._trainer_seen or _trainer_exists(self._ours)
+        # forwards of one TRAIN step (gradient accumulation) continue it up to the trainer's step
+        if not (mode == Mode.TRAIN and self._trainer_seen and rec.in_step and rec.mode == Mode.TRAIN):
+            rec.start_step(mode)  # ends the open step
+        self.timeline.forward_start(rec.step, rec.mode)
+        if not self._warned_hybrid and _hybridized(block):
+            self._warn_hybridized()
+
+    def _on_forward_end(self, block: nn.Block, args: tuple[Any, ...], output: Any) -> None:
+        rec = self.recorder
+        self.timeline.mark(marks.FORWARD_END)
+        if not rec.in_step or self._params_saved_at == rec.step:
+            return  # a block called several times per step: its first call is recorded
+        self._params_saved_at = rec.step  # after the forward: deferred shapes are known now
+        stats, train = self._stats.due(), rec.mode == Mode.TRAIN
+        if (stats and train) or rec.saves_any(self._param_keys):
+            for name, p, natural in self._params:
+                value = _first(p.list_data())
+                self._save(name, value, natural)
+                if stats and train:
+                    self._stats.add(
+                        name, value.asnumpy(), st.DEFAULTS[natural[0]], natural, p.grad_req != "null"
+                    )
+        outs = output if isinstance(output, (tuple, list)) else (output,)
+        for i, a in enumerate(args):
+            self._save(f"model_input_{i}", a, ("inputs",))
+            if stats and _is_array(a):
+                self._stats.add(f"model_input_{i}", a.asnumpy(), st.DEFAULTS["inputs"], ("inputs",))
+        kinds = st.DEFAULTS["outputs"] + (() if train else st.EVAL_DEFAULTS["outputs"])
+        for i, o in enumerate(outs):
+            self._save(f"model_output_{i}", o, ("outputs",))
+            if stats and _is_array(o):
+                self._stats.add(f"model_output_{i}", o.asnumpy(), kinds, ("outputs",))
+
+    def _layer(self, name: str, act: str | None) -> Callable[..., None]:
+        natural = ("outputs", act) if act else ("outputs",)
+
+        def hook(block: nn.Block, args: tuple[Any, ...], output: Any) -> None:
+            if not self.recorder.in_step or not _is_array(output):
+                return  # a Symbol: the graph being built for shape inference or hybridize
+            if act is not None and args and self._stats.due():
+                self._stats.add(f"{name}_input_0", args[0].asnumpy(), st.DEFAULTS[act], (act,))
+            if self.recorder.saving:
+                for i, o in enumerate(output if isinstance(output, (tuple, list)) else (output,)):
+                    self._save(f"{name}_output_{i}", o, natural)
+                for i, a in enumerate(args):  # other layers' inputs: only by regex or save_all
+                    self._save(f"{name}_input_{i}", a, (act,) if act else ())
+
+        return hook
+
+    def _trainer_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def wrapper(trainer: gluon.Trainer, *args: Any, **kwargs: Any) -> Any:
+            ours = not self._closed and self._ours(trainer) and self.recorder.in_step
+            if ours:
+                self._trainer_seen = True
+                self.timeline.mark(marks.OPTIMIZER_START)
+                if self.recorder.mode == Mode.TRAIN:
+                    self._save_gradients()
+            result = original(trainer, *args, **kwargs)
+            if ours and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
+                self.timeline.mark(marks.OPTIMIZER_END)
+                self.timeline.step_end()
+                self.recorder.end_step()
+            return result
+
+        return wrapper
+
+    def _ours(self, trainer: gluon.Trainer) -> bool:
+        known = self._trainers.get(id(trainer))
+        if known is None:
+            params = getattr(trainer, "_params", ())
+            known = self._trainers[id(trainer)] = any(id(p) in self._param_ids for p in params)
+        return known
+
+    def _save_gradients(self) -> None:
+        rec = self.recorder
+        if self._grads_saved_at == rec.step:
+            return
+        self._grads_saved_at = rec.step
+        stats = self._stats.due()
+        for name, p, _ in self._params:
+            if p.grad_req == "null" or getattr(p, "_grad", None) is None:
+                continue
+            grad = _first(p.list_grad())
+            self._save(f"gradient/{name}", grad, ("gradients",))
+            if stats:
+                self._stats.add(f"gradient/{name}", grad.asnumpy(), st.DEFAULTS["gradients"], ("gradients",))
+
+    def _on_step_end(self) -> None:
+        """The step is about to end: gradients of a TRAIN step no trainer ended, then the
+        step's statistics, handed to the recorder (computed on the writer thread)."""
+        rec = self.recorder
+        if rec.mode == Mode.TRAIN and not self._trainer_seen and self._params_saved_at == rec.step:
+            self._save_gradients()
+        self._stats.finish()
+
+    # saving -------------------------------------------------------------------------------
+    def _save(self, name: str, value: Any, natural: tuple[str, ...]) -> None:
+        if not _is_array(value) or self.recorder.has(name):
+            return
+        plan = self.recorder.plan(name, natural)
+        if plan is None:
+            return
+        source = array_source(value.asnumpy())  # a copy: the trainer updates in place
+        if source is not None:
+            self.recorder.save(name, source[0], plan, source[1])
+
+    def _warn_hybridized(self) -> None:
+        self._warned_hybrid = True
+        warnings.warn(HYBRIDIZED.format(name=type(self._block).__name__), UserWarning, stacklevel=3)
+
+    def _release(self) -> None:
+        for h in self._handles:
+            h.detach()
+        self._handles = []
+        for method, original, wrapper in self._patches:
+            if getattr(gluon.Trainer, method) is wrapper:  # else a later hook wrapped ours: it passes through
+                setattr(gluon.Trainer, method, original)
+        self._patches = []
+
+
+def _trainer_exists(ours: Callable[[gluon.Trainer], bool]) -> bool:
+    """Once, at the first TRAIN forward: does a Trainer hold our parameters already? Then
+    steps end at its `step()`, even when several forwards accumulate gradients before it."""
+    import gc
+
+    return any(issubclass(type(o), gluon.Trainer) and ours(o) for o in gc.get_objects())
+
+
+def _children(block: nn.Block, prefix: str = "") -> Iterator[tuple[str, nn.Block]]:
+    """Every block under `block` by its path (`0`, `0.act`, `encoder.fc1`); not inside a
+    hybridized one, whose children never run their hooks."""
+    for name, child in block._children.items():
+        yield f"{prefix}{name}", child
+        if not _hybridized(child):
+            yield from _children(child, f"{prefix}{name}.")
+
+
+def _hybridized(block: nn.Block) -> bool:
+    return (
+        isinstance(block, nn.HybridBlock) and bool(getattr(block, "_active", False)) and bool(block._children)
+    )
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, mx.nd.NDArray)
+
+
+def _first(values: list[Any]) -> Any:
+    return values[0]  # several devices hold the same parameter: the first one's copy
+
+
+__all__ = ["Hook"]
