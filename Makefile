@@ -34,10 +34,10 @@ demo: $(STAMP)
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-# the main suite, then the MXNet tests in their own environment (the main suite does not collect them)
+# the MXNet tests in their own environment (the main suite does not collect them), then the main suite
 test: $(STAMP) chromium
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
 	$(MAKE) --no-print-directory test-mxnet
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
 
 test-mxnet: $(MXSTAMP)
 	$(MXPY) -m pytest -q -p no:cacheprovider --timeout=600 tests/mxnet
