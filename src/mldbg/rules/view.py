@@ -29,9 +29,11 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep
 from mldbg.rules.labels import ClassStats, class_stats_from_raw
+from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 from mldbg.store.reductions import reduce
 from mldbg.store.statistics import Statistic, Value, compute, vector_name
 from mldbg.trial import Record, Records, Trial
+from mldbg.trial.columns import Columns
 
 if TYPE_CHECKING:
     from mldbg.store import Store
@@ -44,6 +46,8 @@ class _Missing(enum.Enum):
 
 
 _NO_RAW: Final = _Missing.NO_RAW
+# reduction -> (its statistic key, that of |x|): `mldbg.store.statistics.reduction_key`
+_REDUCTION_KEYS: Final = {r: (r, f"{r}_abs") for r in REDUCTIONS}
 
 # safetensors dtype names (the index's) -> NumPy's
 
@@ -55,8 +59,9 @@ class TrialView:
     is asked there.
     """
 
-    def __init__(self, trial: Trial):
+    def __init__(self, trial: Trial, columns: bool = True):
         self.trial: Trial = trial
+        self.use_columns = columns  # answer saved statistics from the columns (no Record built)
         self._step: int | None = None
         self._raw: dict[tuple[str, int, Any, Any], Any] = {}
         self._reds: dict[tuple[str, int, str, bool], float] = {}
@@ -72,6 +77,7 @@ class TrialView:
         self._present: dict[int, set[str]] = {}
         self._synced: dict[str, Records] = {}  # name -> its records, as indexed so far
         self._synced_all = 0  # the trial's loaded_records when last indexed
+        self._columns: Columns | None = None
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -93,6 +99,14 @@ class TrialView:
         self._names.clear()
         self._records.clear()
         self._sync()
+
+    @property
+    def columns(self) -> Columns:
+        """The run's statistics as columns over steps (`mldbg.trial.columns`), for the rules'
+        fast path (`mldbg.rules.columns`); grown as the trial loads more."""
+        if self._columns is None:
+            self._columns = Columns(self.trial)
+        return self._columns
 
     # the run: read-only queries of the Trial ----------------------------------------------
     @property
@@ -301,6 +315,12 @@ class TrialView:
         key = (name, step, reduction, abs)
         found = self._reds.get(key)
         if found is None:
+            if self.use_columns and reduction in _REDUCTION_KEYS:
+                found = self._column_value(name, step, _REDUCTION_KEYS[reduction][abs])
+                if found is not None:
+                    if step == self._step:
+                        self._reds[key] = found
+                    return found
             rec = self._record(name, step)
             if rec is not None and (reduction, abs) in rec.reductions:
                 found = rec.reductions[(reduction, abs)]
@@ -344,6 +364,10 @@ class TrialView:
         stat = Statistic.parse(key)
         if stat.is_vector:
             return self._saved_vector(name, step, stat)
+        if self.use_columns:
+            found = self._column_value(name, step, stat.key)
+            if found is not None:
+                return found
         rec = self._record(name, step)
         if rec is None:
             return None
@@ -354,6 +378,15 @@ class TrialView:
             if other is not None:
                 found = other * other if stat.name == "variance" else float(np.sqrt(other))
         return None if found is None else float(found)
+
+    def _column_value(self, name: str, step: int, key: str) -> float | None:
+        """A saved scalar statistic from the columns, without building a Record; None when
+        the column has NaN there (not saved, or NaN: the record says which)."""
+        cols = self.columns.tensor(name)
+        if cols is None:
+            return None
+        value = cols.value(key, step)
+        return None if value != value else value
 
     def layout(self, name: str, step: int) -> tuple[str, tuple[int, ...]] | None:
         """(dtype kind as NumPy's `dtype.kind`: 'f', 'i', 'u', 'b'; shape) of a tensor at a

@@ -23,6 +23,7 @@ from mldbg.store.format import DTYPES, SegmentIndex, decode_index, numpy_dtype, 
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
+from mldbg.trial.columns import gather_fixed, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
@@ -229,6 +230,57 @@ class RunIndex:
             )
         raw = np.frombuffer(blob, dtype=numpy_dtype(dt)).reshape(shape)
         return to_numpy_value(raw, dt)
+
+    def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
+        """The saved scalar statistics of a known tensor's records from position `start` on
+        (load order), as float64 columns by key (NaN where a record has none): one NumPy pass
+        per segment (`mldbg.trial.columns`), for readers that scan a statistic over steps."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][start:], cols["row"][start:]
+        out: dict[str, np.ndarray] = {"__len__": np.empty(len(seg))}
+        for s in np.unique(seg).tolist():
+            red_rows, red_codes, red_values = self._segment_reductions[s]
+            table = self._segments[s].codes
+            dest = np.flatnonzero(seg == s)
+            scatter_statistics(
+                out, dest, row[dest], red_rows, red_codes, red_values,
+                lambda code, t=table: _FIXED_KEYS.get(code) or t.key(code),
+            )  # fmt: skip
+        del out["__len__"]
+        return out
+
+    def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
+        """The values of a known tensor's records at `positions`, stacked (one row each), read
+        with one ranged read per segment; None when a record has no raw value or the shapes or
+        dtypes differ (read them one by one then)."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][positions], cols["row"][positions]
+        if not len(seg) or not bool(cols["raw"][positions].all()):
+            return None
+        dt, shape = self._described(int(seg[0]), int(row[0]))
+        out = []
+        for s in np.unique(seg).tolist():
+            rows = row[seg == s]
+            c = self._segments[s].columns
+            if np.unique(c["dtype"][rows]).size != 1 or np.unique(c["nbytes"][rows]).size != 1:
+                return None
+            if self._described(s, int(rows[0])) != (dt, shape):
+                return None
+            offsets, nbytes = c["offset"][rows].astype(np.int64), int(c["nbytes"][rows[0]])
+            base, end = int(offsets.min()), int(offsets.max()) + nbytes
+            key = self._segments[s].data_key
+            try:
+                blob = self.store.read(key, base, end - base)
+            except FileNotFoundError:
+                raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
+            if len(blob) != end - base:
+                raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
+            raw = gather_fixed(blob, base, offsets, nbytes).view(numpy_dtype(dt))
+            out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
+        stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
+        for where, values in out:
+            stacked[where] = values
+        return stacked
 
     def _record_at(self, name: str, cols: Mapping[str, np.ndarray], p: int) -> Record:
         # .item(): a Python scalar with no NumPy scalar in between, and the fields by position:
