@@ -33,7 +33,7 @@ from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 from mldbg.store.reductions import reduce
 from mldbg.store.statistics import Statistic, Value, compute, vector_name
 from mldbg.trial import Record, Records, Trial
-from mldbg.trial.columns import Columns
+from mldbg.trial.columns import Columns, TensorColumns
 
 if TYPE_CHECKING:
     from mldbg.store import Store
@@ -78,6 +78,8 @@ class TrialView:
         self._synced: dict[str, Records] = {}  # name -> its records, as indexed so far
         self._synced_all = 0  # the trial's loaded_records when last indexed
         self._columns: Columns | None = None
+        self._column_cache: dict[str, Any] = {}  # name -> its TensorColumns (or None), while
+        self._column_loaded = -1  # the trial's loaded_records is this
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -195,7 +197,14 @@ class TrialView:
         found = self._names.get(key)
         if found is not None:
             return found
-        if step is not None:
+        if step is not None and self.use_columns:
+            every = self.names(collections, regex, None, exclude)
+            names = []
+            for n in every:
+                cols = self._tensor_columns(n)
+                if cols is not None and cols.index(step) >= 0:
+                    names.append(n)
+        elif step is not None:
             every = self.names(collections, regex, None, exclude)
             present = self._present.get(step) if self._where is not None else None
             if present is None and self._where is not None:
@@ -285,6 +294,10 @@ class TrialView:
         """The saved tensor, or None when only its reductions were saved at that step."""
         key = (name, step, mode, worker)
         found = self._raw.get(key)
+        if found is None and self.use_columns and mode is None and worker is None:
+            found = self._column_raw(name, step)
+            if found is not None and step == self._step:
+                self._raw[key] = found
         if found is None:
             rec = self._record(name, step) if mode is None and worker is None else None
             if rec is not None and not rec.has_raw:
@@ -379,11 +392,36 @@ class TrialView:
                 found = other * other if stat.name == "variance" else float(np.sqrt(other))
         return None if found is None else float(found)
 
+    def _tensor_columns(self, name: str) -> TensorColumns | None:
+        """A tensor's columns (None for a name not recorded), looked up once per refresh."""
+        loaded = self.trial.loaded_records
+        if loaded != self._column_loaded:
+            self._column_cache.clear()
+            self._column_loaded = loaded
+        cols = self._column_cache.get(name, _NO_RAW)
+        if cols is _NO_RAW:
+            cols = self._column_cache[name] = self.columns.tensor(name)
+        return cols
+
+    def _column_raw(self, name: str, step: int) -> Any:
+        """A small tensor's raw value at a step from the stacked columns (no Record built),
+        `_NO_RAW` when that record has only statistics, None when the columns cannot say."""
+        cols = self._tensor_columns(name)
+        if cols is None:
+            return None
+        i = cols.index(step)
+        if i < 0:
+            return None
+        if not cols.has_raw[i]:
+            return _NO_RAW
+        stacked = self.columns.values(name)
+        return None if stacked is None else stacked[1][i]
+
     def _column_value(self, name: str, step: int, key: str) -> float | None:
         """A saved scalar statistic from the columns, without building a Record; None when
         the column has NaN there (not saved, or NaN: the record says which)."""
-        cols = self.columns.tensor(name)
-        if cols is None:
+        cols = self._tensor_columns(name)
+        if cols is None or not cols.has_statistics:
             return None
         value = cols.value(key, step)
         return None if value != value else value

@@ -95,7 +95,7 @@ class TensorColumns:
         self._pick: np.ndarray = _EMPTY_I  # load-order position of each entry of `steps`
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
-        self._vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def statistic(self, key: str) -> np.ndarray | None:
         """The saved scalar statistic `key` at each of `steps` (NaN where that record has none);
@@ -125,17 +125,26 @@ class TensorColumns:
         self._cache[key] = found
         return found
 
+    def index(self, step: int) -> int:
+        """The index of a global step in `steps`; -1 when the tensor has no record there."""
+        pos = self._positions
+        if pos is None:
+            pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
+        return pos.get(step, -1)
+
     def value(self, key: str, step: int) -> float:
         """The saved scalar statistic `key` at one global step; NaN when it has none there (or
         it is NaN: ask the record then)."""
         col = self.statistic(key)
         if col is None:
             return float("nan")
-        pos = self._positions
-        if pos is None:
-            pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
-        i = pos.get(step)
-        return float("nan") if i is None else col.item(i)
+        i = self.index(step)
+        return float("nan") if i < 0 else col.item(i)
+
+    @property
+    def has_statistics(self) -> bool:
+        """True when some record of the tensor has a saved scalar statistic."""
+        return bool(self._stats)
 
     def keys(self) -> list[str]:
         """The scalar statistics saved for this tensor (at any step)."""
@@ -223,17 +232,16 @@ class Columns:
         cols = self.tensor(name)
         if cols is None or not len(cols.steps):
             return None
-        found = cols._vectors.get("")
-        if found is None:
-            if not bool(cols.has_raw.all()):
-                return None
+        key = str(max_elements)
+        if key in cols._vectors:
+            return cols._vectors[key]
+        found = None
+        if bool(cols.has_raw.all()):
             first = self.trial.records(name)[int(cols._pick[0])]
-            if int(np.prod(first.shape)) > max_elements:
-                return None
-            stacked = self.trial.stacked(name, cols._pick)
-            if stacked is None:
-                return None
-            found = cols._vectors[""] = (cols.steps, stacked)
+            if int(np.prod(first.shape)) <= max_elements:
+                stacked = self.trial.stacked(name, cols._pick)
+                found = None if stacked is None else (cols.steps, stacked)
+        cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
 
 

@@ -251,8 +251,8 @@ class RunIndex:
 
     def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
         """The values of a known tensor's records at `positions`, stacked (one row each), read
-        with one ranged read per segment; None when a record has no raw value or the shapes or
-        dtypes differ (read them one by one then)."""
+        with one ranged read per segment (one per record where they lie scattered among larger
+        ones); None when a record has no raw value or the shapes or dtypes differ."""
         cols = self._tensors[name].columns(self)
         seg, row = cols["seg"][positions], cols["row"][positions]
         if not len(seg) or not bool(cols["raw"][positions].all()):
@@ -270,16 +270,24 @@ class RunIndex:
             base, end = int(offsets.min()), int(offsets.max()) + nbytes
             key = self._segments[s].data_key
             try:
-                blob = self.store.read(key, base, end - base)
+                if end - base <= max(8 * nbytes * len(rows), 1 << 20):  # one read of the span
+                    blob = self.store.read(key, base, end - base)
+                    short = len(blob) != end - base
+                    got = None if short else gather_fixed(blob, base, offsets, nbytes)
+                else:  # scattered among larger records: one read each, not the span
+                    blobs = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
+                    short = any(len(b) != nbytes for b in blobs)
+                    got = None if short else np.frombuffer(b"".join(blobs), dtype=np.uint8)
             except FileNotFoundError:
                 raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
-            if len(blob) != end - base:
+            if got is None:
                 raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
-            raw = gather_fixed(blob, base, offsets, nbytes).view(numpy_dtype(dt))
+            raw = got.view(numpy_dtype(dt))
             out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
         stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
         for where, values in out:
             stacked[where] = values
+        stacked.flags.writeable = False  # rows are handed out as values: read-only, as read()'s
         return stacked
 
     def _record_at(self, name: str, cols: Mapping[str, np.ndarray], p: int) -> Record:
