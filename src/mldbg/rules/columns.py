@@ -107,6 +107,9 @@ def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | No
     return out
 
 
+NEVER = 2**62  # `need` of a rule that judges no training step (overfit: evaluations only)
+
+
 def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window: int, need: int) -> int:
     """The fast path of the loss rules (`loss_not_decreasing`, `underfitting`): the leading
     training `steps` at which no loss series reaches a judged length (a multiple of `window`,
@@ -115,7 +118,8 @@ def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window
     several elements gives (a per-sample loss), ends them."""
     if tracker._open:  # check() closes the pass at the next step
         return 0
-    steps = steps[: 2 * window + 8]  # a window closes within `window` losses: look no further
+    if need < NEVER:
+        steps = steps[: 2 * window + 8]  # a window closes within `window` losses: look no further
     n = len(steps)
     modes = np.fromiter((int(view.mode(s)) for s in steps.tolist()), dtype=np.int64, count=n)
     interesting = modes != int(Mode.TRAIN)
@@ -167,4 +171,4 @@ def _loss_names(view: TrialView, tracker: LossTracker) -> list[str]:
     return sorted(set(names))
 
 
-__all__ = ["Over", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]
+__all__ = ["NEVER", "Over", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]

@@ -100,7 +100,8 @@ class TrialView:
         self._collections = None
         self._names.clear()
         self._records.clear()
-        self._sync()
+        if not self.use_columns:  # else indexed when a Record is asked for (rarely)
+            self._sync()
 
     @property
     def columns(self) -> Columns:
@@ -329,7 +330,14 @@ class TrialView:
         found = self._reds.get(key)
         if found is None:
             if self.use_columns and reduction in _REDUCTION_KEYS:
-                found = self._column_value(name, step, _REDUCTION_KEYS[reduction][abs])
+                stat = _REDUCTION_KEYS[reduction][abs]
+                found = self._column_value(name, step, stat)
+                cols = self._tensor_columns(name) if found is None else None
+                if found is None and cols is not None and cols.statistic(stat) is None:
+                    raw = self._column_raw(name, step)  # never saved: from the raw value
+                    if raw is not None and raw is not _NO_RAW:
+                        with np.errstate(all="ignore"):
+                            found = reduce(raw, reduction, abs)
                 if found is not None:
                     if step == self._step:
                         self._reds[key] = found
@@ -442,6 +450,10 @@ class TrialView:
 
     def _saved_vector(self, name: str, step: int, stat: Statistic) -> np.ndarray | None:
         vname = vector_name(name, stat)
+        if self.use_columns:
+            found = self._column_raw(vname, step)
+            if found is not None:
+                return None if found is _NO_RAW else found
         try:
             rec = self._record(vname, step)
             if rec is not None:

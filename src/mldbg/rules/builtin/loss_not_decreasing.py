@@ -6,7 +6,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import loss_prefix
+from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import LossTracker
 from mldbg.rules.stats import median, p_lower, rel_change
 from mldbg.rules.view import TrialView
@@ -56,7 +56,7 @@ class LossNotDecreasing(Rule):
         series from the columns; `check` judges the steps that close one."""
         wanted = Mode.parse(self.mode) if self.mode else None
         w = max(2, self.num_steps)
-        need = max(2, self.patience) * w if wanted in (None, Mode.TRAIN) else 2**62
+        need = max(2, self.patience) * w if wanted in (None, Mode.TRAIN) else NEVER
         return loss_prefix(trial, self._tracker, steps, w, need)
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
