@@ -131,7 +131,7 @@ class RuleRunner:
         findings: list[Finding] = []
         steps_arr = np.asarray(new, dtype=np.int64)
         quiet: dict[int, int] = {}  # id(rule) -> the index of `new` its fast path covered up to
-        retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, back-off)
+        retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, declines)
         with np.errstate(all="ignore"):
             for i, step in enumerate(new):
                 self.view.begin(step)
@@ -141,14 +141,17 @@ class RuleRunner:
                         key = id(rule)
                         if quiet.get(key, 0) > i:
                             continue
-                        at, gap = retry.get(key, (0, 1))
+                        at, declines = retry.get(key, (0, 0))
                         if at <= i:
                             n = self._quiet(rule, fast, steps_arr[i:])
                             if n:
                                 quiet[key] = i + n
-                                retry[key] = (i + n, 1)
+                                retry[key] = (i + n, 0)
                                 continue
-                            retry[key] = (i + gap, min(2 * gap, 256))  # declined: back off
+                            # declined: this step may fire, try the next one; a rule that keeps
+                            # declining (raw tensors every step) is asked less and less often
+                            declines += 1
+                            retry[key] = (i + (1 << min(max(0, declines - 3), 6)), declines)
                     findings += self._call(rule, rule.check, self.view, step)
                 self._last = step
             now = time.time()

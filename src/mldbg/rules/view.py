@@ -274,6 +274,14 @@ class TrialView:
         the public Tensor API then says why."""
         key = (name, step)
         found = self._records.get(key)
+        if found is None and self.use_columns:  # the columns know the first worker's position
+            cols = self._tensor_columns(name)
+            i = -1 if cols is None else cols.index(step)
+            if i >= 0:
+                found = self.trial.records(name)[cols.position(i)]  # type: ignore[union-attr]
+                if step == self._step:
+                    self._records[key] = found
+                return found
         if found is None:
             where = self._where.get(key)
             if where is None:

@@ -132,6 +132,10 @@ class TensorColumns:
             pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
         return pos.get(step, -1)
 
+    def position(self, i: int) -> int:
+        """The position in `Trial.records(name)` of the record at `steps[i]`."""
+        return int(self._pick[i])
+
     def value(self, key: str, step: int) -> float:
         """The saved scalar statistic `key` at one global step; NaN when it has none there (or
         it is NaN: ask the record then)."""

@@ -334,7 +334,8 @@ class RunIndex:
         starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
         table = self._segments[seg].codes
         code_list = codes.tolist()
-        keys = [_FIXED_KEYS.get(code) or table.key(code) for code in code_list]
+        key_of = {code: _FIXED_KEYS.get(code) or table.key(code) for code in set(code_list)}
+        keys = [key_of[code] for code in code_list]
         reductions = [CODES.get(code) for code in code_list]
         return starts.tolist(), keys, reductions, values.tolist()
 
