@@ -146,7 +146,7 @@ class RuleRunner:
                             n = self._quiet(rule, fast, steps_arr[i:])
                             if n:
                                 quiet[key] = i + n
-                                retry[key] = (i + n, 0)
+                                retry[key] = (i + n + 1, 0)  # the step after them is check()'s
                                 continue
                             # declined: this step may fire, try the next one; a rule that keeps
                             # declining (raw tensors every step) is asked less and less often
