@@ -28,6 +28,7 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 
 def scatter_statistics(
     out: dict[str, np.ndarray],
+    n: int,
     dest: np.ndarray,
     rows: np.ndarray,
     red_rows: np.ndarray,
@@ -38,9 +39,9 @@ def scatter_statistics(
     """Write the saved statistics of index `rows` of one segment into `out[key][dest]`.
 
     `red_rows` (sorted), `red_codes`, `red_values` are the segment's sparse reductions
-    columns; `out` maps a statistic key to a float64 column (created NaN-filled, of
-    `out["__len__"]`'s length, when a key is first met). One vectorised pass: no Python per
-    record, a loop over the distinct codes only."""
+    columns; `out` maps a statistic key to a float64 column of length `n` (created
+    NaN-filled when a key is first met). One vectorised pass: no Python per record, a loop
+    over the distinct codes only."""
     if not len(rows) or not len(red_rows):
         return
     rows = rows.astype(red_rows.dtype, copy=False)  # searchsorted converts otherwise, per call
@@ -55,7 +56,6 @@ def scatter_statistics(
     where = np.repeat(dest, counts)
     codes = red_codes[pos]
     values = red_values[pos]
-    n = len(out["__len__"])
     for code in np.unique(codes).tolist():
         key = key_of(int(code))
         if key is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import types
 import warnings
-from collections.abc import KeysView, Mapping
+from collections.abc import Callable, KeysView, Mapping
 
 import numpy as np
 
@@ -237,17 +237,19 @@ class RunIndex:
         per segment (`mldbg.trial.columns`), for readers that scan a statistic over steps."""
         cols = self._tensors[name].columns(self)
         seg, row = cols["seg"][start:], cols["row"][start:]
-        out: dict[str, np.ndarray] = {"__len__": np.empty(len(seg))}
+        out: dict[str, np.ndarray] = {}
         for s in np.unique(seg).tolist():
             red_rows, red_codes, red_values = self._segment_reductions[s]
-            table = self._segments[s].codes
             dest = np.flatnonzero(seg == s)
             scatter_statistics(
-                out, dest, row[dest], red_rows, red_codes, red_values,
-                lambda code, t=table: _FIXED_KEYS.get(code) or t.key(code),
-            )  # fmt: skip
-        del out["__len__"]
+                out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
+            )
         return out
+
+    def _key_of(self, seg: int) -> Callable[[int], str | None]:
+        """A segment's statistic code -> its key (codes 64-255 through its own table)."""
+        table = self._segments[seg].codes
+        return lambda code: _FIXED_KEYS.get(code) or table.key(code)
 
     def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
         """The values of a known tensor's records at `positions`, stacked (one row each), read

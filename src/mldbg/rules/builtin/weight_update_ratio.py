@@ -90,12 +90,9 @@ class WeightUpdateRatio(Rule):
             if prev is None:
                 judged[0] = False
             if grads:  # a weight with no gradient at a step that has gradients: frozen
-                g = grads.get(name)
-                g_here = (
-                    grad_at.get(g, np.zeros(len(steps), bool))
-                    if g is not None
-                    else np.zeros(len(steps), bool)
-                )
+                grad = grads.get(name)
+                none = np.zeros(len(steps), dtype=bool)
+                g_here = none if grad is None else grad_at.get(grad, none)
                 judged &= ~(any_grad[idx] & ~g_here[idx])
             streaks = {}
             for kind, hit in (
