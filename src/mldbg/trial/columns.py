@@ -95,6 +95,7 @@ class TensorColumns:
         self._pick: np.ndarray = _EMPTY_I  # load-order position of each entry of `steps`
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
+        self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def statistic(self, key: str) -> np.ndarray | None:
@@ -149,6 +150,13 @@ class TensorColumns:
     def has_statistics(self) -> bool:
         """True when some record of the tensor has a saved scalar statistic."""
         return bool(self._stats)
+
+    def layouts(self, trial: Trial) -> tuple[np.ndarray, np.ndarray]:
+        """(dtype kind, number of dimensions) of the record at each of `steps`."""
+        if self._layouts is None or len(self._layouts[0]) != self._n:
+            self._layouts = trial.layouts(self.name)
+        kinds, ndim = self._layouts
+        return kinds[self._pick], ndim[self._pick]
 
     def keys(self) -> list[str]:
         """The scalar statistics saved for this tensor (at any step)."""

@@ -37,6 +37,8 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+# safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
+_KINDS = {name: "f" if name == "BF16" else numpy_dtype(name).kind for name in DTYPES}
 
 
 class _TensorColumns:
@@ -245,6 +247,21 @@ class RunIndex:
                 out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
             )
         return out
+
+    def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The NumPy dtype kind ('f', 'i', 'u', 'b') and number of dimensions of a known
+        tensor's records from position `start` on (load order), from the index columns."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][start:], cols["row"][start:]
+        kinds = np.empty(len(seg), dtype="<U1")
+        ndim = np.empty(len(seg), dtype=np.int64)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            c = self._segments[s].columns
+            codes = c["dtype"][row[at]]
+            kinds[at] = np.asarray([_KINDS[DTYPES[k]] for k in range(len(DTYPES))])[codes]
+            ndim[at] = c["ndim"][row[at]]
+        return kinds, ndim
 
     def _key_of(self, seg: int) -> Callable[[int], str | None]:
         """A segment's statistic code -> its key (codes 64-255 through its own table)."""
