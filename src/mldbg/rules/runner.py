@@ -132,14 +132,20 @@ class RuleRunner:
         steps_arr = np.asarray(new, dtype=np.int64)
         quiet: dict[int, int] = {}  # id(rule) -> the index of `new` its fast path covered up to
         retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, declines)
+        fast_of = {id(r): getattr(r, "check_columns", None) if self.columns else None for r in self._active}
+        i, end = 0, len(new)
         with np.errstate(all="ignore"):
-            for i, step in enumerate(new):
-                self.view.begin(step)
+            while i < end:
+                step = new[i]
+                upto = end  # every rule is quiet until this index: the loop jumps there
+                begun = False
                 for rule in list(self._active):
-                    fast = getattr(rule, "check_columns", None) if self.columns else None
+                    key = id(rule)
+                    fast = fast_of.get(key)
                     if fast is not None:
-                        key = id(rule)
-                        if quiet.get(key, 0) > i:
+                        covered = quiet.get(key, 0)
+                        if covered > i:
+                            upto = min(upto, covered)
                             continue
                         at, declines = retry.get(key, (0, 0))
                         if at <= i:
@@ -147,13 +153,19 @@ class RuleRunner:
                             if n:
                                 quiet[key] = i + n
                                 retry[key] = (i + n + 1, 0)  # the step after them is check()'s
+                                upto = min(upto, i + n)
                                 continue
                             # declined: this step may fire, try the next one; a rule that keeps
                             # declining (raw tensors every step) is asked less and less often
                             declines += 1
                             retry[key] = (i + (1 << min(max(0, declines - 3), 6)), declines)
+                    if not begun:
+                        self.view.begin(step)
+                        begun = True
                     findings += self._call(rule, rule.check, self.view, step)
-                self._last = step
+                    upto = i + 1
+                self._last = new[upto - 1]
+                i = upto
             now = time.time()
             for rule in list(self._active):
                 findings += self._call(rule, rule.poll, self.view, now)
