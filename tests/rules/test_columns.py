@@ -154,3 +154,24 @@ def test_columns_equal_the_records(tmp_path):
                 checked += 1
     assert checked > 1000
     assert columns.tensor("no such tensor") is None
+
+
+def test_a_damaged_data_file_costs_only_its_own_steps(tmp_path):
+    """Stacked reads of small raw values (the loss) fall back to one read per record when a
+    data file is truncated: only the steps in it are skipped, as on the per-step path."""
+    train(
+        tmp_path / "run",
+        steps=60,
+        lr=1e-10,
+        **{**EVERY_STEP, "hook_kwargs": {"statistics_budget": 0, "flush_seconds": 0.0}},
+    )
+    data = sorted((tmp_path / "run" / "workers" / "worker_0" / "data").iterdir())
+    assert len(data) >= 3
+    data[1].write_bytes(data[1].read_bytes()[:100])
+    runs = []
+    for columns in (False, True):
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), ["default", *EXTRA], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        runs.append(([f.to_dict() for f in findings], runner.skipped, runner.errors, sorted(runner.corrupt)))
+    assert runs[1] == runs[0]
+    assert runs[0][3] and runs[0][0]  # the damage was met, and the defect still found

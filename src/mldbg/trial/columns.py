@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mldbg.errors import CorruptRecord
 from mldbg.store.statistics import STATS_PREFIX
 
 if TYPE_CHECKING:
@@ -251,7 +252,10 @@ class Columns:
         if bool(cols.has_raw.all()):
             first = self.trial.records(name)[int(cols._pick[0])]
             if int(np.prod(first.shape)) <= max_elements:
-                stacked = self.trial.stacked(name, cols._pick)
+                try:
+                    stacked = self.trial.stacked(name, cols._pick)
+                except CorruptRecord:  # a damaged data file: read record by record, each says
+                    stacked = None
                 found = None if stacked is None else (cols.steps, stacked)
         cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
