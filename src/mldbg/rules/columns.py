@@ -85,6 +85,14 @@ def selected_all(
     return sorted(set(names))
 
 
+def aligned(have: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """For each of `steps`, its row in `have` (sorted steps, e.g. of `Columns.values`), or -1."""
+    if not len(have):
+        return np.full(len(steps), -1, dtype=np.int64)
+    i = np.minimum(np.searchsorted(have, steps), len(have) - 1)
+    return np.where(have[i] == steps, i, -1)
+
+
 def quiet_prefix(interesting: np.ndarray) -> int:
     """How many leading steps are not `interesting` (a bool per step)."""
     hit = np.flatnonzero(interesting)
@@ -171,4 +179,4 @@ def _loss_names(view: TrialView, tracker: LossTracker) -> list[str]:
     return sorted(set(names))
 
 
-__all__ = ["NEVER", "Over", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]
+__all__ = ["NEVER", "Over", "aligned", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]

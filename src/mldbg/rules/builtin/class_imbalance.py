@@ -6,7 +6,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -87,8 +87,8 @@ class ClassImbalance(Rule):
             return 0  # counted from raw tensors, or no saved counts: check() reads them
         # no predictions at a step: no correct counts, no window (check() judges only imbalance)
         have = over.present & Over(trial, preds[0], steps).present if preds else np.zeros(len(steps), bool)
-        c_at = _aligned(counts[0], steps)
-        k_at = _aligned(correct[0], steps) if correct is not None else np.full(len(steps), -1)
+        c_at = aligned(counts[0], steps)
+        k_at = aligned(correct[0], steps) if correct is not None else np.full(len(steps), -1)
         interesting = np.zeros(len(steps), dtype=bool)
         window = judged & (c_at >= 0) & have & (k_at >= 0)
         rows = np.flatnonzero(window)
@@ -216,9 +216,3 @@ class ClassImbalance(Rule):
             f"are mispredicted {100 * other_err:.0f}%: the model ignores it",
             tensors=tensors,
         )  # fmt: skip
-
-
-def _aligned(have: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """For each of `steps`, its row in `have` (sorted steps), or -1."""
-    i = np.minimum(np.searchsorted(have, steps), len(have) - 1)
-    return np.where(have[i] == steps, i, -1)
