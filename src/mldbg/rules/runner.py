@@ -51,6 +51,11 @@ class RuleRunner:
     ended. `skipped` maps a rule name to why it could not run; `unchecked`, the rules among
     them that had some data but too little to judge ("needs 50 saved losses, has 3");
     `errors` a rule that raised (it is then dropped, the others go on).
+
+    Rules with a fast path (`check_columns`, see `mldbg.rules.columns`) skip, in one call,
+    the steps where the statistics columns show nothing to report; `columns=False` runs
+    every rule through `check` at every step (the reference the fast paths are tested
+    against).
     """
 
     def __init__(
@@ -59,9 +64,11 @@ class RuleRunner:
         rules: RuleSpec | Iterable[RuleSpec] | None = None,
         start_step: int | None = None,
         end_step: int | None = None,
+        columns: bool = True,
     ):
         self.trial = trial if isinstance(trial, Trial) else create_trial(trial)
-        self.view = TrialView(self.trial)
+        self.columns = columns  # False: every rule through check() only (the reference path)
+        self.view = TrialView(self.trial, columns=columns)
         self.rules = resolve_rules(rules, self.trial)
         for rule in self.rules:
             if rule.trial is None:
@@ -122,16 +129,64 @@ class RuleRunner:
         if not complete and new:
             new = new[:-1]  # the newest step may still be written
         findings: list[Finding] = []
+        steps_arr = np.asarray(new, dtype=np.int64)
+        quiet: dict[int, int] = {}  # id(rule) -> the index of `new` its fast path covered up to
+        retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, declines)
+        fast_of = {id(r): getattr(r, "check_columns", None) if self.columns else None for r in self._active}
+        i, end = 0, len(new)
         with np.errstate(all="ignore"):
-            for step in new:
-                self.view.begin(step)
+            while i < end:
+                step = new[i]
+                upto = end  # every rule is quiet until this index: the loop jumps there
+                begun = False
                 for rule in list(self._active):
+                    key = id(rule)
+                    fast = fast_of.get(key)
+                    if fast is not None:
+                        covered = quiet.get(key, 0)
+                        if covered > i:
+                            upto = min(upto, covered)
+                            continue
+                        at, declines = retry.get(key, (0, 0))
+                        if at <= i:
+                            n = self._quiet(rule, fast, steps_arr[i:])
+                            if n:
+                                quiet[key] = i + n
+                                retry[key] = (i + n + 1, 0)  # the step after them is check()'s
+                                upto = min(upto, i + n)
+                                continue
+                            # declined: this step may fire, try the next one; a rule that keeps
+                            # declining (raw tensors every step) is asked less and less often
+                            declines += 1
+                            retry[key] = (i + (1 << min(max(0, declines - 3), 6)), declines)
+                    if not begun:
+                        self.view.begin(step)
+                        begun = True
                     findings += self._call(rule, rule.check, self.view, step)
-                self._last = step
+                    upto = i + 1
+                self._last = new[upto - 1]
+                i = upto
             now = time.time()
             for rule in list(self._active):
                 findings += self._call(rule, rule.poll, self.view, now)
         return findings
+
+    def _quiet(self, rule: Rule, fast: Any, steps: np.ndarray) -> int:
+        """How many of `steps` a rule's fast path (`check_columns`, `mldbg.rules.columns`)
+        covered; 0 when it declined or the data it read was missing or damaged (the per-step
+        path then reads, and reports, as usual)."""
+        try:
+            n = int(fast(self.view, steps))
+        except (*_MISSING_DATA, CorruptRecord) as e:
+            log.debug("mldbg: rule %s: fast path declined: %s", rule.name, e)
+            return 0
+        except Exception as e:
+            self.errors[rule.name] = f"{type(e).__name__}: {e}"
+            log.warning("mldbg: rule %s failed and was stopped: %s: %s", rule.name, type(e).__name__, e)
+            if rule in self._active:
+                self._active.remove(rule)
+            return len(steps)
+        return max(0, min(n, len(steps)))
 
     def _activate(self, complete: bool) -> None:
         if not self._waiting:

@@ -29,9 +29,11 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep
 from mldbg.rules.labels import ClassStats, class_stats_from_raw
+from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 from mldbg.store.reductions import reduce
 from mldbg.store.statistics import Statistic, Value, compute, vector_name
 from mldbg.trial import Record, Records, Trial
+from mldbg.trial.columns import Columns, TensorColumns
 
 if TYPE_CHECKING:
     from mldbg.store import Store
@@ -44,6 +46,8 @@ class _Missing(enum.Enum):
 
 
 _NO_RAW: Final = _Missing.NO_RAW
+# reduction -> (its statistic key, that of |x|): `mldbg.store.statistics.reduction_key`
+_REDUCTION_KEYS: Final = {r: (r, f"{r}_abs") for r in REDUCTIONS}
 
 # safetensors dtype names (the index's) -> NumPy's
 
@@ -55,8 +59,9 @@ class TrialView:
     is asked there.
     """
 
-    def __init__(self, trial: Trial):
+    def __init__(self, trial: Trial, columns: bool = True):
         self.trial: Trial = trial
+        self.use_columns = columns  # answer saved statistics from the columns (no Record built)
         self._step: int | None = None
         self._raw: dict[tuple[str, int, Any, Any], Any] = {}
         self._reds: dict[tuple[str, int, str, bool], float] = {}
@@ -72,6 +77,9 @@ class TrialView:
         self._present: dict[int, set[str]] = {}
         self._synced: dict[str, Records] = {}  # name -> its records, as indexed so far
         self._synced_all = 0  # the trial's loaded_records when last indexed
+        self._columns: Columns | None = None
+        self._column_cache: dict[str, Any] = {}  # name -> its TensorColumns (or None), while
+        self._column_loaded = -1  # the trial's loaded_records is this
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -92,7 +100,16 @@ class TrialView:
         self._collections = None
         self._names.clear()
         self._records.clear()
-        self._sync()
+        if not self.use_columns:  # else indexed when a Record is asked for (rarely)
+            self._sync()
+
+    @property
+    def columns(self) -> Columns:
+        """The run's statistics as columns over steps (`mldbg.trial.columns`), for the rules'
+        fast path (`mldbg.rules.columns`); grown as the trial loads more."""
+        if self._columns is None:
+            self._columns = Columns(self.trial)
+        return self._columns
 
     # the run: read-only queries of the Trial ----------------------------------------------
     @property
@@ -181,7 +198,14 @@ class TrialView:
         found = self._names.get(key)
         if found is not None:
             return found
-        if step is not None:
+        if step is not None and self.use_columns:
+            every = self.names(collections, regex, None, exclude)
+            names = []
+            for n in every:
+                cols = self._tensor_columns(n)
+                if cols is not None and cols.index(step) >= 0:
+                    names.append(n)
+        elif step is not None:
             every = self.names(collections, regex, None, exclude)
             present = self._present.get(step) if self._where is not None else None
             if present is None and self._where is not None:
@@ -250,6 +274,14 @@ class TrialView:
         the public Tensor API then says why."""
         key = (name, step)
         found = self._records.get(key)
+        if found is None and self.use_columns:  # the columns know the first worker's position
+            cols = self._tensor_columns(name)
+            i = -1 if cols is None else cols.index(step)
+            if i >= 0:
+                found = self.trial.records(name)[cols.position(i)]  # type: ignore[union-attr]
+                if step == self._step:
+                    self._records[key] = found
+                return found
         if found is None:
             where = self._where.get(key)
             if where is None:
@@ -271,6 +303,10 @@ class TrialView:
         """The saved tensor, or None when only its reductions were saved at that step."""
         key = (name, step, mode, worker)
         found = self._raw.get(key)
+        if found is None and self.use_columns and mode is None and worker is None:
+            found = self._column_raw(name, step)
+            if found is not None and step == self._step:
+                self._raw[key] = found
         if found is None:
             rec = self._record(name, step) if mode is None and worker is None else None
             if rec is not None and not rec.has_raw:
@@ -301,6 +337,19 @@ class TrialView:
         key = (name, step, reduction, abs)
         found = self._reds.get(key)
         if found is None:
+            if self.use_columns and reduction in _REDUCTION_KEYS:
+                stat = _REDUCTION_KEYS[reduction][abs]
+                found = self._column_value(name, step, stat)
+                cols = self._tensor_columns(name) if found is None else None
+                if found is None and cols is not None and cols.statistic(stat) is None:
+                    raw = self._column_raw(name, step)  # never saved: from the raw value
+                    if raw is not None and raw is not _NO_RAW:
+                        with np.errstate(all="ignore"):
+                            found = reduce(raw, reduction, abs)
+                if found is not None:
+                    if step == self._step:
+                        self._reds[key] = found
+                    return found
             rec = self._record(name, step)
             if rec is not None and (reduction, abs) in rec.reductions:
                 found = rec.reductions[(reduction, abs)]
@@ -344,6 +393,10 @@ class TrialView:
         stat = Statistic.parse(key)
         if stat.is_vector:
             return self._saved_vector(name, step, stat)
+        if self.use_columns:
+            found = self._column_value(name, step, stat.key)
+            if found is not None:
+                return found
         rec = self._record(name, step)
         if rec is None:
             return None
@@ -354,6 +407,40 @@ class TrialView:
             if other is not None:
                 found = other * other if stat.name == "variance" else float(np.sqrt(other))
         return None if found is None else float(found)
+
+    def _tensor_columns(self, name: str) -> TensorColumns | None:
+        """A tensor's columns (None for a name not recorded), looked up once per refresh."""
+        loaded = self.trial.loaded_records
+        if loaded != self._column_loaded:
+            self._column_cache.clear()
+            self._column_loaded = loaded
+        cols = self._column_cache.get(name, _NO_RAW)
+        if cols is _NO_RAW:
+            cols = self._column_cache[name] = self.columns.tensor(name)
+        return cols
+
+    def _column_raw(self, name: str, step: int) -> Any:
+        """A small tensor's raw value at a step from the stacked columns (no Record built),
+        `_NO_RAW` when that record has only statistics, None when the columns cannot say."""
+        cols = self._tensor_columns(name)
+        if cols is None:
+            return None
+        i = cols.index(step)
+        if i < 0:
+            return None
+        if not cols.has_raw[i]:
+            return _NO_RAW
+        stacked = self.columns.values(name)
+        return None if stacked is None else stacked[1][i]
+
+    def _column_value(self, name: str, step: int, key: str) -> float | None:
+        """A saved scalar statistic from the columns, without building a Record; None when
+        the column has NaN there (not saved, or NaN: the record says which)."""
+        cols = self._tensor_columns(name)
+        if cols is None or not cols.has_statistics:
+            return None
+        value = cols.value(key, step)
+        return None if value != value else value
 
     def layout(self, name: str, step: int) -> tuple[str, tuple[int, ...]] | None:
         """(dtype kind as NumPy's `dtype.kind`: 'f', 'i', 'u', 'b'; shape) of a tensor at a
@@ -371,6 +458,10 @@ class TrialView:
 
     def _saved_vector(self, name: str, step: int, stat: Statistic) -> np.ndarray | None:
         vname = vector_name(name, stat)
+        if self.use_columns:
+            found = self._column_raw(vname, step)
+            if found is not None:
+                return None if found is _NO_RAW else found
         try:
             rec = self._record(vname, step)
             if rec is not None:

@@ -24,6 +24,7 @@ from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, num
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
+from mldbg.trial.columns import gather_fixed, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
@@ -39,6 +40,8 @@ _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], lis
 _NO_TABLE: _ReductionTable = ([], [], [], [])
 # a read this large first checks that the data file holds it (one `size` per segment)
 _CHECKED_READ_BYTES = 64 << 20
+# safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
+_KINDS = {name: "f" if name == "BF16" else numpy_dtype(name).kind for name in DTYPES}
 
 
 class _TensorColumns:
@@ -253,6 +256,92 @@ class RunIndex:
         raw = np.frombuffer(blob, dtype=numpy_dtype(dt)).reshape(shape)
         return to_numpy_value(raw, dt)
 
+    def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
+        """The saved scalar statistics of a known tensor's records from position `start` on
+        (load order), as float64 columns by key (NaN where a record has none): one NumPy pass
+        per segment (`mldbg.trial.columns`), for readers that scan a statistic over steps."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][start:], cols["row"][start:]
+        out: dict[str, np.ndarray] = {}
+        for s in np.unique(seg).tolist():
+            red_rows, red_codes, red_values = self._segment_reductions[s]
+            dest = np.flatnonzero(seg == s)
+            scatter_statistics(
+                out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
+            )
+        return out
+
+    def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The NumPy dtype kind ('f', 'i', 'u', 'b') and number of dimensions of a known
+        tensor's records from position `start` on (load order), from the index columns."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][start:], cols["row"][start:]
+        kinds = np.empty(len(seg), dtype="<U1")
+        ndim = np.empty(len(seg), dtype=np.int64)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            c = self._segments[s].columns
+            codes = c["dtype"][row[at]]
+            kinds[at] = np.asarray([_KINDS[DTYPES[k]] for k in range(len(DTYPES))])[codes]
+            ndim[at] = c["ndim"][row[at]]
+        return kinds, ndim
+
+    def _key_of(self, seg: int) -> Callable[[int], str | None]:
+        """A segment's statistic code -> its key (codes 64-255 through its own table)."""
+        table = self._segments[seg].codes
+        return lambda code: _FIXED_KEYS.get(code) or table.key(code)
+
+    def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
+        """The values of a known tensor's records at `positions`, stacked (one row each), read
+        with one ranged read per segment (one per record where they lie scattered among larger
+        ones); None when a record has no raw value or the shapes or dtypes differ."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][positions], cols["row"][positions]
+        if not len(seg) or not bool(cols["raw"][positions].all()):
+            return None
+        dt, shape = self._described(int(seg[0]), int(row[0]))
+        out = []
+        for s in np.unique(seg).tolist():
+            rows = row[seg == s]
+            c = self._segments[s].columns
+            if np.unique(c["dtype"][rows]).size != 1 or np.unique(c["nbytes"][rows]).size != 1:
+                return None
+            if self._described(s, int(rows[0])) != (dt, shape):
+                return None
+            offsets, nbytes = c["offset"][rows].astype(np.int64), int(c["nbytes"][rows[0]])
+            base, end = int(offsets.min()), int(offsets.max()) + nbytes
+            key = self._segments[s].data_key
+            try:
+                if end - base <= max(8 * nbytes * len(rows), 1 << 20):  # one read of the span
+                    blob = self.store.read(key, base, end - base)
+                    short = len(blob) != end - base
+                    got = None if short else gather_fixed(blob, base, offsets, nbytes)
+                else:  # scattered among larger records: one read each, not the span
+                    blobs = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
+                    short = any(len(b) != nbytes for b in blobs)
+                    got = None if short else np.frombuffer(b"".join(blobs), dtype=np.uint8)
+            except FileNotFoundError:
+                raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
+            if got is None:
+                raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
+            crc = c.get("crc")
+            if crc is not None:  # format 3: every record's bytes verified, as read() does
+                each = np.ascontiguousarray(got).reshape(len(rows), nbytes)
+                for i, r in enumerate(rows.tolist()):
+                    if checksum(each[i]) != crc.item(r):
+                        raise CorruptRecord(
+                            f"{self.store.url}/{key}: {name} at step {int(c['step'][r])}: "
+                            f"checksum mismatch, its bytes changed after they were written "
+                            f"(index {self._segments[s].key})"
+                        )
+            raw = got.view(numpy_dtype(dt))
+            out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
+        stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
+        for where, values in out:
+            stacked[where] = values
+        stacked.flags.writeable = False  # rows are handed out as values: read-only, as read()'s
+        return stacked
+
     def _record_at(self, name: str, cols: Mapping[str, np.ndarray], p: int) -> Record:
         # .item(): a Python scalar with no NumPy scalar in between, and the fields by position:
         # rules build a Record for every tensor at every step
@@ -297,7 +386,8 @@ class RunIndex:
         starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
         table = self._segments[seg].codes
         code_list = codes.tolist()
-        keys = [_FIXED_KEYS.get(code) or table.key(code) for code in code_list]
+        key_of = {code: _FIXED_KEYS.get(code) or table.key(code) for code in set(code_list)}
+        keys = [key_of[code] for code in code_list]
         reductions = [CODES.get(code) for code in code_list]
         return starts.tolist(), keys, reductions, values.tolist()
 

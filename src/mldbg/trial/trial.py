@@ -418,6 +418,28 @@ class Trial:
             f"it was by {sorted(r.worker for r in records)}"
         )
 
+    def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
+        """The saved scalar statistics of tensor `name`'s records from position `start` of
+        `records(name)` on, as float64 columns by key (NaN where a record has none), decoded
+        from the index in one pass: what `mldbg.trial.columns.Columns` scans."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.statistic_columns(name, start)
+
+    def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The dtype kind ('f', 'i', 'u', 'b') and number of dimensions of each of
+        `records(name)` from position `start` on, from the index alone."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.layouts(name, start)
+
+    def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
+        """The values of `records(name)` at `positions`, stacked into one array (one ranged
+        read per segment), or None when they differ in shape or dtype or one has no raw value."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.stacked(name, positions)
+
     def read(self, record: Record) -> np.ndarray:
         """The saved value of a record this trial located (one ranged read of its data file).
         Raises TensorUnavailableForStep when only its reductions were saved, CorruptRecord

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -47,6 +50,30 @@ class AllZero(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where no inspected tensor reaches the threshold, from the saved
+        `zero_fraction` (or max |x| = 0); their streaks are reset as `check` resets them."""
+        interesting = np.zeros(len(steps), dtype=bool)
+        cold: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name in selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT):
+            over = Over(trial, name, steps)
+            if not over.present.any():
+                continue
+            share = 100.0 * over.stat("zero_fraction")
+            missing = np.isnan(share)
+            if self.threshold >= 100:
+                m = over.reduction("max", True)
+                share = np.where(missing & ~over.raw & ~np.isnan(m), np.where(m == 0, 100.0, 0.0), share)
+            interesting |= over.present & ((share >= self.threshold) | (over.raw & missing))
+            cold.append((name, over.present & (share < self.threshold), over.mode))
+        n = quiet_prefix(interesting)
+        for name, low, modes in cold:
+            for m in np.unique(modes[:n][low[:n]]).tolist():
+                key = (name, Mode(m))
+                self._streak[key] = 0
+                self._since.pop(key, None)
+        return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)

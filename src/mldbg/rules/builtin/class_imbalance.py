@@ -6,8 +6,10 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.labels import ClassStats
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
 
 
 @register
@@ -69,6 +71,58 @@ class ClassImbalance(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.labels_regex else self.needs
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """Once the first `samples` labels are counted: the leading `steps` before the next
+        window of labels closes, their class counts added to the window from the saved
+        `class_counts` / `class_correct` vectors; `check` judges the closing step."""
+        if self._total < self.samples:
+            return 0
+        labels = trial.names(None, regex=self.labels_regex) if self.labels_regex else trial.names("labels")
+        preds = (
+            trial.names(None, regex=self.predictions_regex)
+            if self.predictions_regex
+            else trial.names("predictions")
+        )
+        if len(labels) != 1 or len(preds) > 1:
+            return 0  # check() picks among several per step
+        over = Over(trial, labels[0], steps)
+        has_train = bool(trial.steps(Mode.TRAIN))
+        modes = over.mode
+        judged = over.present & ((modes == int(Mode.TRAIN)) | ((modes == int(Mode.EVAL)) & (not has_train)))
+        if not judged.any():
+            return len(steps)
+        counts = trial.columns.values(vector_name(labels[0], "class_counts"))
+        correct = trial.columns.values(vector_name(labels[0], "class_correct"))
+        if counts is None or over.raw[judged].any():
+            return 0  # counted from raw tensors, or no saved counts: check() reads them
+        # no predictions at a step: no correct counts, no window (check() judges only imbalance)
+        have = over.present & Over(trial, preds[0], steps).present if preds else np.zeros(len(steps), bool)
+        c_at = aligned(counts[0], steps)
+        k_at = aligned(correct[0], steps) if correct is not None else np.full(len(steps), -1)
+        interesting = np.zeros(len(steps), dtype=bool)
+        window = judged & (c_at >= 0) & have & (k_at >= 0)
+        rows = np.flatnonzero(window)
+        lab = counts[1][c_at[rows]].astype(np.int64)
+        cor = correct[1][k_at[rows]].astype(np.int64) if correct is not None else lab
+        shape = lab.shape[1:]
+        if len(rows) and self._win_count is not None and self._win_count.shape != shape:
+            return 0
+        total = self._win_n + np.cumsum(lab.sum(axis=1))
+        closing = rows[total >= self.samples]
+        if len(closing):
+            interesting[closing[0]] = True
+        n = quiet_prefix(interesting)
+        if (judged[:n] & (c_at[:n] >= 0)).any():
+            self._classes = max(self._classes or 0, len(counts[1][0]) - 1)
+        take = rows < n
+        if take.any():
+            if self._win_count is None or self._win_correct is None:
+                self._win_count, self._win_correct = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+            self._win_count = self._win_count + lab[take].sum(axis=0)
+            self._win_correct = self._win_correct + cor[take].sum(axis=0)
+            self._win_n += int(lab[take].sum())
+        return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.stats import UnitWindow, pick_per_layer, unit_fraction
+from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.stats import UnitWindow, layer_of, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
 
 
 def _activity(trial: TrialView, name: str, step: int) -> tuple[np.ndarray, int] | None:
@@ -56,6 +58,76 @@ class DeadRelu(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` at which no layer's window is dead, from the saved
+        `unit_active` and `samples` columns; their counts join the windows as in `check`. A
+        raw activation, a layer saved under two names, or units that change in number end
+        them (or decline)."""
+        if self.tensor_regex:
+            names = trial.names(None, regex=self.tensor_regex)
+        else:
+            names = trial.names("relu_activations")
+        layers: dict[str, list[str]] = {}
+        for name in names:
+            layers.setdefault(layer_of(name), []).append(name)
+        interesting = np.zeros(len(steps), dtype=bool)
+        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        for layer, tensors in sorted(layers.items()):
+            if len(tensors) > 1:
+                return 0  # check() picks one of them per step
+            name = tensors[0]
+            over = Over(trial, name, steps)
+            if not over.present.any():
+                continue
+            interesting |= over.raw
+            samples = over.stat("samples")
+            vname = vector_name(name, "unit_active")
+            stacked = trial.columns.values(vname)
+            if stacked is None:
+                if trial.has_tensor(vname):
+                    return 0  # shapes that differ, a record without its values: check() reads them
+                continue  # no unit_active saved: check() finds nothing to add either
+            have, active = stacked
+            i = np.minimum(np.searchsorted(have, steps), len(have) - 1)
+            valid = over.present & ~over.raw & (have[i] == steps) & (samples >= 1) & (active.size > 0)
+            rows = np.flatnonzero(valid)
+            if not len(rows):
+                continue
+            counts = active[i[rows]].reshape(len(rows), -1).astype(np.int64)
+            win = self._windows.get(layer)
+            old = [] if win is None else win.counts
+            if any(c.shape != counts.shape[1:] for c in old):
+                return 0  # the layer changed shape: UnitWindow starts over, check() does it
+            p = max(1, self.patience)
+            seq = np.concatenate([np.stack(old).astype(np.int64), counts]) if old else counts
+            smp = np.concatenate(
+                [
+                    np.asarray([] if win is None else win.samples, dtype=np.int64),
+                    samples[rows].astype(np.int64),
+                ]
+            )
+            cs = np.concatenate([np.zeros((1, seq.shape[1]), dtype=np.int64), np.cumsum(seq, axis=0)])
+            cn = np.concatenate([[0], np.cumsum(smp)])
+            end = np.arange(len(old) + 1, len(seq) + 1)
+            start = np.maximum(0, end - p)
+            full = end - start >= p
+            fraction = (cs[end] - cs[start]) / np.maximum(1, cn[end] - cn[start])[:, None]
+            dead = fraction * 100 < self.threshold_inactivity
+            share = 100.0 * dead.sum(axis=1) / dead.shape[1]
+            if layer not in self._fired:
+                interesting[rows[full & (share > self.threshold_layer)]] = True
+            adds.append((layer, rows, counts, samples[rows]))
+        n = quiet_prefix(interesting)
+        for layer, rows, counts, samples in adds:
+            take = rows < n
+            if not take.any():
+                continue
+            win = self._windows.setdefault(layer, UnitWindow(self.patience))
+            self._since.setdefault(layer, int(steps[rows[take][0]]))
+            for c, smp in zip(counts[take], samples[take].tolist(), strict=True):
+                win.add(c, int(smp))
+        return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if self.tensor_regex:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix, raw_values, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -87,6 +90,34 @@ class ExplodingTensor(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, ())
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where no inspected tensor is NaN or inf, from the saved
+        `nan_count` / `inf_count` statistics or reductions (and a small raw tensor's values,
+        such as the loss's); a step with a tensor that only its raw value can judge ends them."""
+        if None in self._fired:  # reported already (once per run): nothing more to find
+            return len(steps)
+        interesting = np.zeros(len(steps), dtype=bool)
+        for name in selected_all(trial, self.collection_names, self.tensor_regex, None):
+            over = Over(trial, name, steps)
+            if not over.present.any():
+                continue
+            nans, infs = over.stat("nan_count"), over.stat("inf_count")
+            counted = ~np.isnan(nans) & ~np.isnan(infs)
+            bad = counted & ((nans > 0) | (infs > 0))
+            probe = np.full(len(steps), np.nan)
+            for red, is_abs in _PROBES:
+                probe = np.where(np.isnan(probe), over.reduction(red, is_abs), probe)
+            # a record with neither counts nor a probe and no raw value: nothing to judge (None)
+            bad = np.where(over.raw, False, bad | (~counted & ~np.isnan(probe) & ~np.isfinite(probe)))
+            if over.raw.any():  # judged from the raw value, as check() does
+                values = raw_values(trial, name, steps)
+                if values is None:
+                    bad |= over.raw
+                else:
+                    bad |= over.raw & ~np.isfinite(values).all(axis=1)
+            interesting |= over.present & bad
+        return quiet_prefix(interesting)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         nans, infs = [], []

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import LossTracker
 from mldbg.rules.stats import median, p_lower, rel_change
 from mldbg.rules.view import TrialView
@@ -60,6 +63,14 @@ class LossNotDecreasing(Rule):
         self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}  # per-evaluation values
         # (name, mode) -> medians of the complete windows judged so far
         self._medians: dict[tuple[str, str], list[float]] = {}
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading training `steps` at which no loss window closes: their losses join the
+        series from the columns; `check` judges the steps that close one."""
+        wanted = Mode.parse(self.mode) if self.mode else None
+        w = max(2, self.num_steps)
+        need = max(2, self.patience) * w if wanted in (None, Mode.TRAIN) else NEVER
+        return loss_prefix(trial, self._tracker, steps, w, need)
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
         mode, names, closed = self._tracker.update(trial, step)

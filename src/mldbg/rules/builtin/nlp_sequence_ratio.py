@@ -8,6 +8,7 @@ import numpy as np
 
 from mldbg.errors import InvalidConfig
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import Statistic
 
@@ -85,6 +86,21 @@ class NlpSequenceRatio(Rule):
             raise InvalidConfig(
                 f"nlp_sequence_ratio: token_values {self.token_values!r} must be integers"
             ) from None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where no input is an integer (batch, length) sequence (float
+        features, images): `check` finds nothing to count there. Integer sequences end them."""
+        names = trial.names(None, regex=self.tensor_regex) if self.tensor_regex else trial.names("inputs")
+        interesting = np.zeros(len(steps), dtype=bool)
+        for name in names:
+            cols = trial.columns.tensor(name)
+            if cols is None or not len(cols.steps):
+                continue
+            kinds, ndim = cols.layouts(trial.trial)
+            sequence = np.isin(kinds, ("i", "u")) & (ndim == 2)
+            i = cols.at(steps)
+            interesting |= (i >= 0) & sequence[np.maximum(i, 0)]
+        return quiet_prefix(interesting)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         pairs = self._tokens()

@@ -59,6 +59,11 @@ class NotNormalizedData(Rule):
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.regex else self.needs
 
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """Every step once each input was judged (`check` skips judged inputs); none before."""
+        names = trial.names(None, regex=self.regex) if self.regex else trial.names("inputs")
+        return len(steps) if all(n in self._checked for n in names) else 0
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
         if mode != Mode.TRAIN and trial.steps(Mode.TRAIN):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import Evaluation, LossTracker, train_level
 from mldbg.rules.view import TrialView
 
@@ -45,6 +48,11 @@ class Overfit(Rule):
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._state: dict[str, dict] = {}  # per validation loss: its best, streak...
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading training `steps` (no evaluation pass to close): their losses join the
+        training series from the columns; `check` takes the evaluation steps."""
+        return loss_prefix(trial, self._tracker, steps, 1, NEVER)
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
         _, _, closed = self._tracker.update(trial, step)

@@ -104,6 +104,10 @@ class PoorWeightInitialization(Rule):
         self._last: dict[str, tuple[str, list[str]]] = {}  # condition -> (message, tensors) last seen
         self._last_step = -1  # the last training step looked at (-1: none yet)
 
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """Every step once the verdict is in (`check` has nothing left to do); none before."""
+        return len(steps) if self._done else 0
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN or self._done:
             return None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -34,6 +37,23 @@ class TensorVariance(Rule):
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where every inspected tensor's saved variance is in range (a
+        raw tensor without a saved variance ends them: `check` computes it)."""
+        if self.max_threshold is None and self.min_threshold is None:
+            return len(steps)
+        interesting = np.zeros(len(steps), dtype=bool)
+        for name in selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT):
+            over = Over(trial, name, steps)
+            v = over.stat("variance")
+            hit = over.raw & np.isnan(v)
+            if self.max_threshold is not None and (name, "high") not in self._fired:
+                hit |= v > self.max_threshold
+            if self.min_threshold is not None and (name, "low") not in self._fired:
+                hit |= v < self.min_threshold
+            interesting |= over.present & hit
+        return quiet_prefix(interesting)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if self.max_threshold is None and self.min_threshold is None:

@@ -10,6 +10,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import gradient_names, needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -116,6 +117,61 @@ class UnchangedTensor(Rule):
             f"(steps {since}-{step}, allclose rtol={self.rtol:g}, atol={self.atol:g}){why}: {short_list(names_)}",
             tensors=names_,
         )  # fmt: skip
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The parameters' leading training `steps` where no tensor has been unchanged for
+        `num_steps` saved steps, from the saved `delta_l2` and `l2` (a step with only raw
+        values or reductions ends them); their changes join the history as in `check`.
+        Declines for `collection_names` / `tensor_regex` (compared within modes)."""
+        if self.collection_names or self.tensor_regex:
+            return 0
+        w = self.num_steps
+        interesting = np.zeros(len(steps), dtype=bool)
+        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        for name in selected_all(trial, None, None, _DEFAULT):
+            over = Over(trial, name, steps)
+            rows = over.present & (over.mode == int(Mode.TRAIN))
+            if not rows.any():
+                continue
+            delta, l2 = over.stat("delta_l2"), over.stat("l2")
+            change = rows & ~over.raw & ~np.isnan(delta) & ~np.isnan(l2)
+            interesting |= rows & ~change  # a raw value, reductions, an ambiguous NaN: check() reads
+            idx = np.flatnonzero(change)
+            if not len(idx):
+                continue
+            still = delta[idx] <= self.atol + self.rtol * np.abs(l2[idx])
+            hist = self._history.get(name, [])
+            e = len(hist)
+            # the entry at position p of history + new is judged on the window ending there:
+            # unchanged when every entry after the window's first is `still` (b is a _Change)
+            k = np.arange(len(idx))
+            end = e + k + 1
+            size = np.minimum(end, w)
+            stuck = size >= max(2, w)
+            notstill = np.concatenate([[0], np.cumsum(~still)])
+            first_new = np.maximum(end - size + 1, e)  # window entries from history + 1 on
+            stuck &= notstill[k + 1] - notstill[first_new - e] == 0
+            for j in range(min(len(idx), w)):  # windows that begin in the history
+                old = [h[1] for h in hist[max(0, e + j + 1 - w) :]]
+                if stuck[j] and old:
+                    stuck[j] = all(self._same(old[0], b) for b in old[1:])
+            if name not in self._fired:
+                interesting[idx[stuck]] = True
+            adds.append((name, idx, delta[idx], l2[idx]))
+        n = quiet_prefix(interesting)
+        for name, idx, delta, l2 in adds:
+            take = idx < n
+            if not take.any():
+                continue
+            hist = self._history.setdefault(name, [])
+            hist.extend(
+                (int(s), _Change(float(d), float(v)))
+                for s, d, v in zip(
+                    steps[idx[take]].tolist(), delta[take].tolist(), l2[take].tolist(), strict=True
+                )
+            )
+            del hist[: max(0, len(hist) - w)]
+        return n
 
     def _mode_mismatch(self, trial: TrialView, name: str, step: int) -> bool:
         """Compare a tensor within one mode: TRAIN when it has training steps."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import loss_prefix
 from mldbg.rules.losses import LossTracker
 from mldbg.rules.stats import median, trend_z
 from mldbg.rules.view import TrialView
@@ -54,6 +57,12 @@ class Underfitting(Rule):
     def undecided(self) -> str | None:
         why = self._tracker.shortfall(self.patience * max(2, self.window))
         return None if why is None else f"{why}: patience={self.patience} windows of window={self.window}"
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading training `steps` at which no loss window closes: their losses join the
+        series from the columns; `check` judges the steps that close one."""
+        w = max(2, self.window)
+        return loss_prefix(trial, self._tracker, steps, w, self.patience * w)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode, names, _ = self._tracker.update(trial, step)

@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
 
@@ -56,6 +57,26 @@ class VanishingGradient(Rule):
         super().reset()
         self._streak: dict[str, int] = {}  # consecutive saved steps below the threshold
         self._first: dict[str, int] = {}  # where that streak began
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where every inspected gradient's saved mean |g| is at or above
+        the threshold; their streaks are reset as `check` resets them."""
+        exclude = None if self.include_biases else r"(?i)bias"
+        interesting = np.zeros(len(steps), dtype=bool)
+        known: list[tuple[str, np.ndarray]] = []
+        for name in trial.names("gradients", regex=self.tensor_regex, exclude=exclude):
+            over = Over(trial, name, steps)
+            m = over.stat("mean_abs")
+            nan = np.isnan(m)  # not saved (no verdict), or a NaN gradient (resets a streak)
+            hot = (m < self.threshold) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
+            interesting |= over.present & hot
+            known.append((name, over.present & ~nan))
+        n = quiet_prefix(interesting)
+        for name, seen in known:
+            if seen[:n].any():
+                self._streak[name] = 0
+                self._first.pop(name, None)
+        return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names = trial.names("gradients", regex=self.tensor_regex, step=step,

@@ -8,6 +8,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import gradient_names, short_list
 from mldbg.rules.view import TrialView
 
@@ -41,6 +42,88 @@ class WeightUpdateRatio(Rule):
         self._streak: dict[tuple[str, str], int] = {}  # (weight, "small"/"large") -> checks in a row
         self._ratios: dict[str, float] = {}  # per weight, its last ratio
         self._count = 0  # training steps seen (for `num_steps`)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading training `steps` where no weight's ratio streak reaches `patience`, from
+        the saved `delta_l2` and `l2` (a raw weight, or an L2 that may be a saved NaN, ends
+        them); `_prev`, the streaks and the ratios are brought up to date as in `check`.
+        Declines with `num_steps` (it counts checks)."""
+        if self.num_steps:
+            return 0
+        names = trial.names("weights")
+        if not names:
+            return len(steps)
+        grads = gradient_names(trial) if trial.has_collection("gradients") else {}
+        any_grad = np.zeros(len(steps), dtype=bool)
+        grad_at: dict[str, np.ndarray] = {}
+        if grads:
+            for g in trial.names("gradients"):
+                grad_at[g] = Over(trial, g, steps).present
+                any_grad |= grad_at[g]
+        train = np.zeros(len(steps), dtype=bool)
+        interesting = np.zeros(len(steps), dtype=bool)
+        updates = []
+        for name in names:
+            over = Over(trial, name, steps)
+            rows = over.present & (over.mode == int(Mode.TRAIN))
+            train |= rows
+            l2, delta = over.stat("l2"), over.stat("delta_l2")
+            cols = trial.columns.tensor(name)
+            keyed = cols is not None and cols.statistic("l2") is not None
+            interesting |= rows & (over.raw | (np.isnan(l2) & keyed))
+            idx = np.flatnonzero(rows & ~over.raw & ~np.isnan(l2))
+            if not len(idx):
+                continue
+            cur = l2[idx]
+            prev = self._prev.get(name)
+            before = np.nan
+            if prev is not None and isinstance(prev[1], np.ndarray):
+                interesting[idx[0]] = True  # the previous value is raw: check() compares the two
+            elif prev is not None:
+                before = float(prev[1])
+            old = np.concatenate([[before], cur[:-1]])
+            d = delta[idx]
+            exact = np.isfinite(d)
+            with np.errstate(all="ignore"):
+                ratio = np.where(exact, d, np.abs(cur - old)) / (old + self.epsilon)
+            judged = np.isfinite(old) & (old >= self.epsilon) & np.isfinite(ratio)
+            if prev is None:
+                judged[0] = False
+            if grads:  # a weight with no gradient at a step that has gradients: frozen
+                grad = grads.get(name)
+                none = np.zeros(len(steps), dtype=bool)
+                g_here = none if grad is None else grad_at.get(grad, none)
+                judged &= ~(any_grad[idx] & ~g_here[idx])
+            streaks = {}
+            for kind, hit in (
+                ("small", exact & (ratio < self.small_threshold)),
+                ("large", ratio > self.large_threshold),
+            ):
+                j = np.flatnonzero(judged)
+                h = hit[j]
+                pos = np.arange(len(j))
+                last_miss = np.maximum.accumulate(np.where(~h, pos, -1)) if len(j) else pos
+                streak = np.where(
+                    last_miss >= 0, pos - last_miss, self._streak.get((name, kind), 0) + pos + 1
+                )
+                if (name, kind) not in self._fired:
+                    interesting[idx[j[streak >= self.patience]]] = True
+                streaks[kind] = (j, streak)
+            updates.append((name, idx, cur, ratio, streaks))
+        n = quiet_prefix(interesting)
+        self._count += int(train[:n].sum())
+        for name, idx, cur, ratio, streaks in updates:
+            take = np.flatnonzero(idx < n)
+            if not len(take):
+                continue
+            last = take[-1]
+            self._prev[name] = (int(steps[idx[last]]), float(cur[last]))
+            for kind, (j, streak) in streaks.items():
+                done = np.flatnonzero(idx[j] < n)
+                if len(done):
+                    self._streak[(name, kind)] = int(streak[done[-1]])
+                    self._ratios[name] = float(ratio[j[done[-1]]])
+        return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:

@@ -78,6 +78,10 @@ class ProfilerRule(Rule):
         """Tensor steps say nothing to a profiler rule: the work is in `poll` and `finish`."""
         return []
 
+    def check_columns(self, trial: Any, steps: Any) -> int:
+        """The runner's fast path (`mldbg.rules.columns`): `check` has nothing to do at any step."""
+        return len(steps)
+
     def poll(self, trial: Any, now: float | None = None) -> list[Finding]:
         """The runner calls this on every pass: evaluate again when new chunks arrived."""
         data = profiler_data(trial)

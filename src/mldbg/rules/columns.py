@@ -1,0 +1,182 @@
+"""The rules' fast path: a statistic of a tensor over many steps at once, from the columns.
+
+A rule may define `check_columns(trial, steps) -> int` beside `check(trial, step)`: it looks
+at the runner's next `steps` (a sorted int64 array) all at once, from the statistics columns
+(`TrialView.columns`, `mldbg.trial.columns`), brings its state up to date through the leading
+steps where `check` would have found nothing, and returns how many those are. The runner then
+calls `check` at the next step as usual, and asks `check_columns` again after it. Returning 0
+declines (no statistics saved, a raw tensor to read, a step that may fire): the per-step path
+is always the reference, and a rule without the method runs only through it.
+
+`Over` is what these methods read: one tensor's saved statistics aligned with the steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.losses import LossTracker, Series, higher_is_better
+from mldbg.rules.select import as_list
+from mldbg.rules.view import TrialView
+from mldbg.store.statistics import reduction_key
+
+
+class Over:
+    """One tensor's records at the runner's `steps`: `present` (it has a record at that step),
+    `raw` (that record holds the raw tensor), `stat(key)` (the saved statistic, NaN where not
+    saved or not present), `mode` (the record's mode value, 0 where not present)."""
+
+    def __init__(self, view: TrialView, name: str, steps: np.ndarray):
+        self.name = name
+        cols = view.columns.tensor(name)
+        if cols is None:
+            self._cols = None
+            self.present = np.zeros(len(steps), dtype=bool)
+            self.raw = self.present
+            self._idx = np.full(len(steps), -1, dtype=np.int64)
+            return
+        self._cols = cols
+        self._idx = cols.at(steps)
+        self.present = self._idx >= 0
+        safe = np.maximum(self._idx, 0)
+        self.raw = self.present & cols.has_raw[safe] if len(cols.steps) else self.present
+        self._safe = safe
+
+    def stat(self, key: str) -> np.ndarray:
+        out = np.full(len(self.present), np.nan)
+        if self._cols is None or not len(self._cols.steps):
+            return out
+        col = self._cols.statistic(key)
+        if col is not None:
+            out[self.present] = col[self._idx[self.present]]
+        return out
+
+    def reduction(self, reduction: str, abs: bool = False) -> np.ndarray:
+        return self.stat(reduction_key(reduction, abs))
+
+    @property
+    def mode(self) -> np.ndarray:
+        out = np.zeros(len(self.present), dtype=np.int64)
+        if self._cols is not None and len(self._cols.steps):
+            out[self.present] = self._cols.mode[self._idx[self.present]]
+        return out
+
+
+def selected_all(
+    view: TrialView,
+    collection_names: Sequence[str] | str | None,
+    tensor_regex: Sequence[str] | str | None,
+    default_collections: Sequence[str] | None,
+    exclude: str | None = None,
+) -> list[str]:
+    """`mldbg.rules.select.selected` over the whole run (every step): the tensors a rule
+    may look at; `Over(...).present` says at which steps each was saved."""
+    colls, regex = as_list(collection_names), as_list(tensor_regex)
+    if not colls and not regex:
+        return view.names(None if default_collections is None else list(default_collections), exclude=exclude)
+    names: list[str] = []
+    if colls:
+        names += view.names(colls, exclude=exclude)
+    if regex:
+        names += view.names(None, regex=regex, exclude=exclude)
+    return sorted(set(names))
+
+
+def aligned(have: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """For each of `steps`, its row in `have` (sorted steps, e.g. of `Columns.values`), or -1."""
+    if not len(have):
+        return np.full(len(steps), -1, dtype=np.int64)
+    i = np.minimum(np.searchsorted(have, steps), len(have) - 1)
+    return np.where(have[i] == steps, i, -1)
+
+
+def quiet_prefix(interesting: np.ndarray) -> int:
+    """How many leading steps are not `interesting` (a bool per step)."""
+    hit = np.flatnonzero(interesting)
+    return int(hit[0]) if len(hit) else len(interesting)
+
+
+def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | None:
+    """The raw values of a small tensor (a loss) at `steps`, one row per step (NaN rows where
+    it has no record), when every record of it holds its raw value; None otherwise."""
+    found = view.columns.values(name)
+    if found is None:
+        return None
+    have, values = found
+    i = np.searchsorted(have, steps)
+    i = np.minimum(i, len(have) - 1)
+    ok = have[i] == steps
+    flat = values.reshape(len(values), -1).astype(np.float64, copy=False)
+    out = np.full((len(steps), flat.shape[1]), np.nan)
+    out[ok] = flat[i[ok]]
+    return out
+
+
+NEVER = 2**62  # `need` of a rule that judges no training step (overfit: evaluations only)
+
+
+def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window: int, need: int) -> int:
+    """The fast path of the loss rules (`loss_not_decreasing`, `underfitting`): the leading
+    training `steps` at which no loss series reaches a judged length (a multiple of `window`,
+    at least `need`), with their losses appended to the tracker's series as `update` appends
+    them. An evaluation pass still open, another mode, or a loss that only its raw value of
+    several elements gives (a per-sample loss), ends them."""
+    if tracker._open:  # check() closes the pass at the next step
+        return 0
+    if need < NEVER:
+        steps = steps[: 2 * window + 8]  # a window closes within `window` losses: look no further
+    n = len(steps)
+    modes = np.fromiter((int(view.mode(s)) for s in steps.tolist()), dtype=np.int64, count=n)
+    interesting = modes != int(Mode.TRAIN)
+    series: list[tuple[str, np.ndarray, np.ndarray]] = []
+    for name in _loss_names(view, tracker):
+        over = Over(view, name, steps)
+        if not over.present.any():
+            continue
+        mean = over.stat("mean")
+        keyed = view.columns.tensor(name)
+        has_mean = keyed is not None and keyed.statistic("mean") is not None
+        values = mean.copy()
+        raw_only = over.raw & np.isnan(mean)
+        if raw_only.any():
+            raw = raw_values(view, name, steps)
+            if raw is None or raw.shape[1] != 1:
+                interesting |= raw_only
+            else:
+                values = np.where(raw_only, raw[:, 0], values)
+        # NaN from the column: a NaN loss, or no saved mean (no value at that step) - ambiguous
+        interesting |= over.present & ~over.raw & np.isnan(mean) & has_mean
+        valid = over.present & (over.raw | ~np.isnan(mean))
+        if higher_is_better(name):
+            values = 1.0 - values
+        have = len(tracker.train[name].values) if name in tracker.train else 0
+        count = have + np.cumsum(valid)
+        interesting |= valid & (count % window == 0) & (count >= need)
+        series.append((name, valid, values))
+    k = quiet_prefix(interesting)
+    for name, valid, values in series:
+        take = np.flatnonzero(valid[:k])
+        if not len(take):
+            continue
+        tracker.seen_any = True
+        s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
+        s.steps.extend(steps[take].tolist())
+        s.values.extend(values[take].tolist())
+    return k
+
+
+def _loss_names(view: TrialView, tracker: LossTracker) -> list[str]:
+    """`LossTracker.names` over the whole run: the tensors it may read."""
+    names: list[str] = []
+    if tracker.use_losses_collection:
+        names += view.names("losses")
+        names += view.names("scalars", regex=r"(?i)loss")
+    if tracker.tensor_regex:
+        names += view.names(None, regex=tracker.tensor_regex)
+    return sorted(set(names))
+
+
+__all__ = ["NEVER", "Over", "aligned", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]

@@ -1,0 +1,264 @@
+"""Columnar reads of a run's statistics: a statistic of a tensor over all its steps as one array.
+
+Rules that scan a statistic over steps (`nan_count` of every tensor, `zero_fraction`,
+`mean_abs` of the gradients) need one number per record. Building a `Record` per tensor and
+step costs microseconds each; decoding the index's sparse reductions columns (`red_row`,
+`red_code`, `red_value`, FORMAT.md) once, in NumPy, gives the same numbers as float64 columns
+for a tensor's whole run at a time. `Columns` keeps them per tensor and grows them as the trial
+loads more (a live run): only the new records are decoded.
+
+The index supplies the per-segment arrays (`RunIndex.statistic_columns`, `RunIndex.stacked`);
+the decoding itself is here, in plain NumPy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mldbg.errors import CorruptRecord
+from mldbg.store.statistics import STATS_PREFIX
+
+if TYPE_CHECKING:
+    from mldbg.trial.trial import Trial
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+def scatter_statistics(
+    out: dict[str, np.ndarray],
+    n: int,
+    dest: np.ndarray,
+    rows: np.ndarray,
+    red_rows: np.ndarray,
+    red_codes: np.ndarray,
+    red_values: np.ndarray,
+    key_of: Callable[[int], str | None],
+) -> None:
+    """Write the saved statistics of index `rows` of one segment into `out[key][dest]`.
+
+    `red_rows` (sorted), `red_codes`, `red_values` are the segment's sparse reductions
+    columns; `out` maps a statistic key to a float64 column of length `n` (created
+    NaN-filled when a key is first met). One vectorised pass: no Python per record, a loop
+    over the distinct codes only."""
+    if not len(rows) or not len(red_rows):
+        return
+    rows = rows.astype(red_rows.dtype, copy=False)  # searchsorted converts otherwise, per call
+    lo = np.searchsorted(red_rows, rows, "left")
+    hi = np.searchsorted(red_rows, rows, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return
+    first = np.cumsum(counts) - counts
+    pos = np.repeat(lo, counts) + (np.arange(total) - np.repeat(first, counts))
+    where = np.repeat(dest, counts)
+    codes = red_codes[pos]
+    values = red_values[pos]
+    for code in np.unique(codes).tolist():
+        key = key_of(int(code))
+        if key is None:
+            continue
+        col = out.get(key)
+        if col is None:
+            col = out[key] = np.full(n, np.nan)
+        hit = codes == code
+        col[where[hit]] = values[hit]
+
+
+def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> np.ndarray:
+    """The `nbytes` bytes at each of `offsets` (absolute; `blob` starts at `base`) as rows of
+    one uint8 array: records of one shape and dtype stacked without a read per record."""
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    idx = (offsets - base)[:, None] + np.arange(nbytes, dtype=np.int64)[None, :]
+    return buf[idx]
+
+
+class TensorColumns:
+    """One tensor's records over steps: for each global step that has one, the first worker's
+    record (by worker name, as reads do). `steps` is sorted; `statistic(key)` and `has_raw`
+    align with it."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.steps: np.ndarray = _EMPTY_I
+        self.mode: np.ndarray = _EMPTY_I
+        self.has_raw: np.ndarray = np.zeros(0, dtype=bool)
+        # load-order columns (every record of every worker), grown as records load
+        self._n = 0
+        self._step = _EMPTY_I
+        self._mode = _EMPTY_I
+        self._worker = _EMPTY_I
+        self._raw = np.zeros(0, dtype=bool)
+        self._stats: dict[str, np.ndarray] = {}
+        self._pick: np.ndarray = _EMPTY_I  # load-order position of each entry of `steps`
+        self._cache: dict[str, np.ndarray] = {}
+        self._positions: dict[int, int] | None = None  # step -> index into `steps`
+        self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
+        self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def statistic(self, key: str) -> np.ndarray | None:
+        """The saved scalar statistic `key` at each of `steps` (NaN where that record has none);
+        None when no record of the tensor has it. A `variance` also comes from a saved `std`
+        (and the other way round), as `TrialView.saved_statistic` does."""
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        col = self._stats.get(key)
+        if col is not None:
+            found = col[self._pick]
+            if key in ("variance", "std"):
+                other = self._stats.get("std" if key == "variance" else "variance")
+                if other is not None:
+                    alt = other[self._pick]
+                    alt = alt * alt if key == "variance" else np.sqrt(alt)
+                    found = np.where(np.isnan(found), alt, found)
+        elif key in ("variance", "std"):
+            other = self._stats.get("std" if key == "variance" else "variance")
+            if other is None:
+                return None
+            alt = other[self._pick]
+            found = alt * alt if key == "variance" else np.sqrt(alt)
+        else:
+            return None
+        found.flags.writeable = False
+        self._cache[key] = found
+        return found
+
+    def index(self, step: int) -> int:
+        """The index of a global step in `steps`; -1 when the tensor has no record there."""
+        pos = self._positions
+        if pos is None:
+            pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
+        return pos.get(step, -1)
+
+    def position(self, i: int) -> int:
+        """The position in `Trial.records(name)` of the record at `steps[i]`."""
+        return int(self._pick[i])
+
+    def value(self, key: str, step: int) -> float:
+        """The saved scalar statistic `key` at one global step; NaN when it has none there (or
+        it is NaN: ask the record then)."""
+        col = self.statistic(key)
+        if col is None:
+            return float("nan")
+        i = self.index(step)
+        return float("nan") if i < 0 else col.item(i)
+
+    @property
+    def has_statistics(self) -> bool:
+        """True when some record of the tensor has a saved scalar statistic."""
+        return bool(self._stats)
+
+    def layouts(self, trial: Trial) -> tuple[np.ndarray, np.ndarray]:
+        """(dtype kind, number of dimensions) of the record at each of `steps`."""
+        if self._layouts is None or len(self._layouts[0]) != self._n:
+            self._layouts = trial.layouts(self.name)
+        kinds, ndim = self._layouts
+        return kinds[self._pick], ndim[self._pick]
+
+    def keys(self) -> list[str]:
+        """The scalar statistics saved for this tensor (at any step)."""
+        return sorted(self._stats)
+
+    def at(self, steps: np.ndarray) -> np.ndarray:
+        """For each of `steps` (sorted), its index into this tensor's `steps`, or -1 where the
+        tensor has no record at that step."""
+        if not len(self.steps):
+            return np.full(len(steps), -1, dtype=np.int64)
+        i = np.searchsorted(self.steps, steps)
+        i = np.minimum(i, len(self.steps) - 1)
+        return np.where(self.steps[i] == steps, i, -1)
+
+    def _grow(self, trial: Trial) -> bool:
+        records = trial.records(self.name)
+        n = len(records)
+        if n == self._n:
+            return False
+        start = self._n
+        self._step = np.concatenate([self._step, records.step[start:]])
+        self._mode = np.concatenate([self._mode, records.mode[start:]])
+        self._worker = np.concatenate([self._worker, records.worker[start:]])
+        self._raw = np.concatenate([self._raw, records.has_raw[start:]])
+        # a vector statistic's records (`stats/...`) carry no scalar statistics of their own
+        new = {} if self.name.startswith(STATS_PREFIX) else trial.statistic_columns(self.name, start)
+        grown: dict[str, np.ndarray] = {}
+        for key in set(self._stats) | set(new):
+            old = self._stats.get(key)
+            add = new.get(key)
+            grown[key] = np.concatenate(
+                [
+                    np.full(start, np.nan) if old is None else old,
+                    np.full(n - start, np.nan) if add is None else add,
+                ]
+            )
+        self._stats = grown
+        self._n = n
+        workers = records.workers
+        if len(set(self._worker.tolist())) <= 1:
+            order = np.argsort(self._step, kind="stable")
+        else:  # several workers: per step, the first by worker name
+            rank = np.argsort(np.argsort(np.asarray(workers, dtype=object)))
+            order = np.lexsort((rank[self._worker], self._step))
+        steps = self._step[order]
+        keep = np.ones(len(order), dtype=bool)
+        keep[1:] = steps[1:] != steps[:-1]
+        self._pick = order[keep]
+        self.steps = steps[keep]
+        self.mode = self._mode[self._pick]
+        self.has_raw = self._raw[self._pick]
+        self._cache.clear()
+        self._positions = None
+        self._vectors.clear()
+        return True
+
+
+class Columns:
+    """A trial's statistics as columns, tensor by tensor, decoded on first use and grown
+    (new records only) when the trial has loaded more."""
+
+    def __init__(self, trial: Trial):
+        self.trial = trial
+        self._tensors: dict[str, TensorColumns] = {}
+        self._seen: dict[str, int] = {}  # tensor -> the trial's loaded_records when last grown
+
+    def tensor(self, name: str) -> TensorColumns | None:
+        """The columns of a recorded tensor; None for a name the trial does not know."""
+        if not self.trial.has_tensor(name):
+            return None
+        found = self._tensors.get(name)
+        if found is None:
+            found = self._tensors[name] = TensorColumns(name)
+        loaded = self.trial.loaded_records
+        if self._seen.get(name) != loaded:
+            found._grow(self.trial)
+            self._seen[name] = loaded
+        return found
+
+    def values(self, name: str, max_elements: int = 1024) -> tuple[np.ndarray, np.ndarray] | None:
+        """The saved values of a small tensor (a loss, a vector statistic record
+        `stats/<tensor>/<key>`) over its steps: (its steps, an array with one row per step);
+        None when one of its records has no raw value, the shape changed over the run, or a
+        value has more than `max_elements` elements (read those one by one)."""
+        cols = self.tensor(name)
+        if cols is None or not len(cols.steps):
+            return None
+        key = str(max_elements)
+        if key in cols._vectors:
+            return cols._vectors[key]
+        found = None
+        if bool(cols.has_raw.all()):
+            first = self.trial.records(name)[int(cols._pick[0])]
+            if int(np.prod(first.shape)) <= max_elements:
+                try:
+                    stacked = self.trial.stacked(name, cols._pick)
+                except CorruptRecord:  # a damaged data file: read record by record, each says
+                    stacked = None
+                found = None if stacked is None else (cols.steps, stacked)
+        cols._vectors[key] = found  # None too: asked again only when the tensor grew
+        return found
+
+
+__all__ = ["Columns", "TensorColumns", "gather_fixed", "scatter_statistics"]

@@ -1,0 +1,204 @@
+"""The rules' columnar fast path (`check_columns`, `mldbg.rules.columns`) against the
+per-step reference (`RuleRunner(..., columns=False)`): the same findings, in the same order,
+the same skipped and undecided rules, on real tiny trainings recorded with the two-line hook
+(statistics every step), with raw tensors and with reductions only; offline and live (the
+run read segment by segment as it lands). And the columns themselves (`mldbg.trial.columns`)
+against the records they are decoded from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mldbg
+from mldbg.rules import BUILTIN
+from mldbg.rules.runner import RuleRunner
+from mldbg.trial.columns import Columns
+from tests.defects import EXTRA
+from tests.tiny import train
+
+REDUCTIONS = mldbg.ReductionConfig(
+    reductions=("min", "max", "mean", "variance"), abs_reductions=("mean", "max"), norms=("l2",)
+)
+EVERY_STEP = {"default_hook": True, "hook_kwargs": {"statistics_budget": 0}}
+# (train keyword arguments): injected defects whose rules have a fast path, healthy twins
+RUNS = {
+    "healthy": {},
+    "lr_huge": {"lr": 1e12},
+    "zero_init": {"init": "zero"},
+    "lr_tiny": {"lr": 1e-10},
+    "frozen_optimizer": {"frozen_optimizer": True},
+    "imbalanced": {"imbalance": 0.97},
+    "deep_sigmoid": {"activation": "sigmoid", "depth": 8},
+    "negative_bias": {"init": "negative_bias"},
+}
+
+
+def outcome(path: str | Path, columns: bool) -> tuple:
+    runner = RuleRunner(mldbg.create_trial(path), ["default", *EXTRA], columns=columns)
+    findings = runner.run_available() + runner.finish()
+    return [f.to_dict() for f in findings], runner.skipped, runner.unchecked, runner.errors
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_fast_path_finds_what_the_per_step_path_finds(tmp_path, name):
+    train(tmp_path / "run", steps=80, **EVERY_STEP, **RUNS[name])
+    reference = outcome(tmp_path / "run", columns=False)
+    assert outcome(tmp_path / "run", columns=True) == reference
+    assert not reference[3]  # no rule failed
+    if name != "healthy":
+        assert reference[0], f"{name}: the injected defect was not found"
+
+
+@pytest.mark.parametrize("config", ["raw", "reductions", "budget"])
+def test_the_same_on_raw_reductions_and_sparse_statistics(tmp_path, config):
+    kwargs = {
+        "raw": {"include_collections": ("weights", "biases", "gradients", "losses", "relu_activations")},
+        "reductions": {"reduction_config": REDUCTIONS, "include_collections": None},
+        "budget": {"default_hook": True},  # statistics on the hook's cost budget
+    }[config]
+    train(tmp_path / "run", steps=60, lr=1e-10, **kwargs)
+    reference = outcome(tmp_path / "run", columns=False)
+    assert outcome(tmp_path / "run", columns=True) == reference
+    assert reference[0]
+
+
+class Counted:
+    """A rule instance whose per-step `check` calls are counted."""
+
+    def __init__(self, rule):
+        self.calls = 0
+        check = rule.check
+
+        def counted(view, step):
+            self.calls += 1
+            return check(view, step)
+
+        rule.check = counted
+
+
+def test_the_fast_path_skips_the_quiet_steps(tmp_path):
+    """Not a test that cannot fail: on a healthy run the rules with a fast path call `check`
+    at a small share of the steps (the raw steps, the loss windows that close...)."""
+    train(tmp_path / "run", steps=200, eval_every=None, **EVERY_STEP)
+    names = ["exploding_tensor", "all_zero", "tensor_variance", "vanishing_gradient", "dead_relu",
+             "unchanged_tensor", "weight_update_ratio", "class_imbalance", "loss_not_decreasing"]  # fmt: skip
+    rules = [BUILTIN[n]() for n in names]
+    counters = {r.name: Counted(r) for r in rules}
+    runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
+    assert runner.run_available() + runner.finish() == []
+    calls = {n: c.calls for n, c in counters.items()}
+    assert all(c <= 60 for c in calls.values()), calls  # of 200 steps
+    assert calls["exploding_tensor"] <= 5 and calls["vanishing_gradient"] <= 5, calls
+
+
+def test_live_the_columns_grow_as_segments_land(tmp_path):
+    """A watcher's runner over a run copied segment by segment (as a live run lands) finds
+    what the per-step path finds over the whole run, at the same steps."""
+    src = tmp_path / "src"
+    train(
+        src,
+        steps=90,
+        lr=1e-10,
+        **{**EVERY_STEP, "hook_kwargs": {"statistics_budget": 0, "flush_seconds": 0.0}},
+    )
+    worker = next((src / "workers").iterdir())
+    indexes = sorted((worker / "index").iterdir())
+    assert len(indexes) >= 3, "the run should have several segments"
+    dst = tmp_path / "live"
+    (dst / "workers" / worker.name / "index").mkdir(parents=True)
+    (dst / "workers" / worker.name / "data").mkdir()
+    shutil.copy(worker / "meta.json", dst / "workers" / worker.name / "meta.json")
+    runner = RuleRunner(mldbg.create_trial(dst), ["default", *EXTRA])
+    found = runner.run_available()
+    for index in indexes:
+        shutil.copy(worker / "data" / index.name, dst / "workers" / worker.name / "data" / index.name)
+        shutil.copy(index, dst / "workers" / worker.name / "index" / index.name)
+        runner.trial.refresh()
+        found += runner.run_available()
+    shutil.copy(worker / "END", dst / "workers" / worker.name / "END")
+    found += runner.finish()
+    reference = outcome(src, columns=False)
+    assert sorted((f.rule, f.step, f.message) for f in found) == sorted(
+        (f["rule"], f["step"], f["message"]) for f in reference[0]
+    )
+    assert runner.skipped == reference[1]
+
+
+def test_columns_equal_the_records(tmp_path):
+    train(tmp_path / "run", steps=25, eval_every=10, **EVERY_STEP)
+    trial = mldbg.create_trial(tmp_path / "run")
+    columns = Columns(trial)
+    checked = 0
+    for name in trial.tensor_names():
+        cols = columns.tensor(name)
+        assert cols is not None
+        assert list(cols.steps) == sorted(set(trial.tensor(name).steps()))
+        for i, step in enumerate(cols.steps.tolist()):
+            rec = trial.record(name, step)
+            assert bool(cols.has_raw[i]) == rec.has_raw
+            assert cols.mode[i] == int(rec.mode)
+            for key in set(rec.statistics) | set(cols.keys()):
+                col = cols.statistic(key)
+                assert col is not None
+                want = rec.statistics.get(key, float("nan"))
+                assert col[i] == want or (np.isnan(col[i]) and np.isnan(want)), (name, step, key)
+                checked += 1
+        for vname in trial.vector_statistics(name).values():
+            have, values = columns.values(vname)
+            for step, row in zip(have.tolist(), values, strict=True):
+                assert np.array_equal(row, trial.tensor(vname).value(step))
+                checked += 1
+    assert checked > 1000
+    assert columns.tensor("no such tensor") is None
+
+
+def test_a_damaged_data_file_costs_only_its_own_steps(tmp_path):
+    """Stacked reads of small raw values (the loss) fall back to one read per record when a
+    data file is truncated: only the steps in it are skipped, as on the per-step path."""
+    train(
+        tmp_path / "run",
+        steps=60,
+        lr=1e-10,
+        **{**EVERY_STEP, "hook_kwargs": {"statistics_budget": 0, "flush_seconds": 0.0}},
+    )
+    data = sorted((tmp_path / "run" / "workers" / "worker_0" / "data").iterdir())
+    assert len(data) >= 3
+    data[1].write_bytes(data[1].read_bytes()[:100])
+    runs = []
+    for columns in (False, True):
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), ["default", *EXTRA], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        runs.append(([f.to_dict() for f in findings], runner.skipped, runner.errors, sorted(runner.corrupt)))
+    assert runs[1] == runs[0]
+    assert runs[0][3] and runs[0][0]  # the damage was met, and the defect still found
+
+
+def test_a_flipped_bit_in_a_stacked_value_is_caught_as_on_the_per_step_path(tmp_path):
+    """Stacked reads verify each record's checksum (format 3), as single reads do: a bit flipped
+    in a loss value is a damaged record on both paths, never a wrong loss."""
+    train(tmp_path / "run", steps=30, lr=1e-10, **EVERY_STEP)
+    trial = mldbg.create_trial(tmp_path / "run")
+    loss = trial.tensor_names(collection="losses")[0]
+    step = trial.tensor(loss).steps()[12]
+    value = np.ascontiguousarray(trial.tensor(loss).value(step)).tobytes()
+    hits = []
+    for path in (tmp_path / "run" / "workers" / "worker_0" / "data").iterdir():
+        blob = path.read_bytes()
+        if blob.count(value) == 1:
+            hits.append((path, blob, blob.index(value)))
+    assert hits, "the loss value's bytes were not found once in any data file"
+    path, blob, at = hits[0]
+    damaged = bytearray(blob)
+    damaged[at] ^= 0x01
+    path.write_bytes(bytes(damaged))
+    runs = []
+    for columns in (False, True):
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), ["default", *EXTRA], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        runs.append(([f.to_dict() for f in findings], runner.skipped, runner.errors, sorted(runner.corrupt)))
+    assert runs[1] == runs[0]
+    assert runs[0][3], "the flipped bit was not noticed"
