@@ -80,9 +80,15 @@ class _Run:
     def prediction_steps(self, mode: Mode) -> list[int]:
         if self.label_name is None or self.pred_name is None:
             return []
-        labels = self.trial.tensor(self.label_name).steps(mode)
-        preds = set(self.trial.tensor(self.pred_name).steps(mode))
+        labels = self._raw_steps(self.label_name, mode)
+        preds = set(self._raw_steps(self.pred_name, mode))
         return [s for s in labels if s in preds]
+
+    def _raw_steps(self, name: str, mode: Mode) -> list[int]:
+        """The mode steps where `name`'s raw value was saved (a two-line hook saves only the
+        class counts of labels and predictions at most steps: those are not values to plot)."""
+        records = self.trial.records(name, mode=mode)
+        return sorted(set(records.mode_step[records.has_raw].tolist()))
 
     def prediction(self, mode: Mode, mode_step: int) -> Prediction:
         t = self.trial
