@@ -30,6 +30,7 @@ from mldbg.frameworks.session import Session, Worker
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import Timeline
 from mldbg.record.recorder import Recorder
+from mldbg.record.validation import check_out_dir
 from mldbg.store import Store
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class Adapter:
         return self._settings
 
     def _open_run(self, out_dir: str | os.PathLike[str] | Store) -> None:
+        check_out_dir(out_dir)  # before anything reads it as a path
         self._close_earlier(out_dir)
         self.session = Session(out_dir, self._worker(), captures=self.captures, **self._recording())
         self.recorder = self.session.recorder
