@@ -18,6 +18,7 @@ import mldbg
 from mldbg import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.store import layout, markers, open_store
+from mldbg.store.format import retarget_index
 from mldbg.store.markers import End, StopRequest
 from mldbg.torch import Hook
 
@@ -91,7 +92,10 @@ def test_overwrite_removes_workers_an_earlier_job_had(tmp_path):
     train(tmp_path)
     store = open_store(tmp_path)
     for key in store.list(layout.worker_prefix("worker_0")):  # as if an earlier job had two workers
-        store.write(key.replace("worker_0", "worker_1"), [store.read(key)])
+        blob, copy = store.read(key), key.replace("worker_0", "worker_1")
+        if "/index/" in key:  # an index names its own worker's data file
+            blob = retarget_index(blob, copy.replace("/index/", "/data/"), copy)
+        store.write(copy, [blob])
     assert mldbg.create_trial(tmp_path).workers() == ["worker_0", "worker_1"]
     with pytest.raises(InvalidConfig, match="worker_0: finished at step 3; worker_1: finished at step 3"):
         train(tmp_path)
