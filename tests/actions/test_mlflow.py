@@ -6,14 +6,12 @@ import math
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
+from tests.actions.tracker_helpers import LOSSES, nan_run, watch
 
 import mldbg
 from mldbg.actions import ACTIONS, MLflow, resolve_actions
 from mldbg.errors import InvalidConfig
-from tests.actions.tracker_helpers import LOSSES, nan_run, watch
-
-mlflow = pytest.importorskip("mlflow")
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 ENV = {"MLFLOW_ALLOW_FILE_STORE": "true"}  # MLflow 3 wants the opt-in for a file store
 
@@ -46,7 +44,9 @@ def test_findings_reach_a_new_run_in_the_experiment(tmp_path, store):
     assert tag.startswith("step 3 (TRAIN): NaN")
     (point,) = client.get_metric_history(found.info.run_id, "mldbg.findings")
     assert point.step == 3 and point.value == 1.0
-    assert [p.step for p in client.get_metric_history(found.info.run_id, "mldbg.finding.exploding_tensor")] == [3]
+    assert [
+        p.step for p in client.get_metric_history(found.info.run_id, "mldbg.finding.exploding_tensor")
+    ] == [3]
     path = client.download_artifacts(found.info.run_id, "mldbg/findings.json", str(tmp_path))
     saved = json.loads(Path(path).read_text())
     expect = [f.to_dict() for f in mldbg.check(run, rules=["exploding_tensor"])]
@@ -70,7 +70,9 @@ def test_an_existing_run_gets_findings_and_the_losses(tmp_path, store):
     for m, expect in zip(history, LOSSES, strict=True):
         assert (math.isnan(m.value) and math.isnan(expect)) or m.value == pytest.approx(expect)
     # every distinct finding: exploding_tensor fires at each step from 3 on
-    steps = [p.step for p in client.get_metric_history(training.info.run_id, "mldbg.finding.exploding_tensor")]
+    steps = [
+        p.step for p in client.get_metric_history(training.info.run_id, "mldbg.finding.exploding_tensor")
+    ]
     assert sorted(steps) == sorted(f.step for f in mldbg.check(run, rules=["exploding_tensor"]))
 
 

@@ -95,7 +95,9 @@ class MLflow(Action):
             if self.run_id is None:
                 found = self._client.get_experiment_by_name(self.experiment)
                 experiment_id = (
-                    found.experiment_id if found is not None else self._client.create_experiment(self.experiment)
+                    found.experiment_id
+                    if found is not None
+                    else self._client.create_experiment(self.experiment)
                 )
                 name = self.run_name or os.path.basename(context.run.rstrip("/")) or "mldbg"
                 run = self._client.create_run(
@@ -153,6 +155,7 @@ class MLflow(Action):
         if self._client is not None and self._created and self.run_id is not None:
             self._client.set_terminated(self.run_id)
         self._client = None
+
 
 def _key(name: str) -> str:
     """A name as MLflow accepts it in a metric or tag key (alphanumerics, _ - . space : /)."""

@@ -144,11 +144,13 @@ class WandB(Action):
         for f in findings:
             row.setdefault(f"mldbg/rule/{f.rule}", _words(f))
         self._run.log(row)
+        # the summary keeps each rule's first finding (the history row's value would be its last)
         self._run.summary["mldbg/findings"] = len(self._delivered)
-        for f in findings:
-            key = f"mldbg/rule/{f.rule}"
-            if key not in self._run.summary.keys():
-                self._run.summary[key] = _words(f)
+        first: dict[str, Finding] = {}
+        for f in self._delivered:
+            first.setdefault(f.rule, f)
+        for rule, f in first.items():
+            self._run.summary[f"mldbg/rule/{rule}"] = _words(f)
         if self.alert and not self.offline:
             self._run.alert(
                 title=summary(findings, context.run)[:64],
