@@ -55,12 +55,13 @@ def export(
         )
     out = Path(output)
     if format.lower() == "parquet":
-        try:
-            import pyarrow  # noqa: F401  (pandas writes parquet through it)
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:  # pandas writes parquet through it
             raise MldbgError(
-                "writing parquet needs pyarrow, which is not installed: pip install pyarrow"
-            ) from None
+                "writing parquet needs pyarrow, which is not installed: pip install pyarrow "
+                "(or mldbg[tables]), or export csv"
+            )
         frame.to_parquet(out, index=False)
     else:
         frame.to_csv(out, index=False)

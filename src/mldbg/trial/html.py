@@ -20,7 +20,7 @@ import numpy as np
 from mldbg.config import Mode
 
 if TYPE_CHECKING:
-    from mldbg.trial.records import Record
+    from mldbg.trial.records import Record, Records
     from mldbg.trial.tensor import Tensor
     from mldbg.trial.trial import Trial
 
@@ -66,7 +66,7 @@ def _rows(rows: Iterable[tuple[str, str]]) -> str:
     return f"<table {_TABLE}>{body}</table>"
 
 
-def _sampled(records: Sequence[Record] | Any, limit: int = MAX_POINTS) -> list[Record]:
+def _sampled(records: Records, limit: int = MAX_POINTS) -> list[Record]:
     """At most `limit` of `records` (first worker's), spread evenly, in step order."""
     n = len(records)
     if n == 0:
