@@ -47,8 +47,8 @@ def write(out, steps=8, rank=0, world_size=2):
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("frame"))
+    write(out, rank=1)  # worker_1 written first: rows still come in worker-name order
     write(out, rank=0)
-    write(out, rank=1)
     return mldbg.create_trial(out)
 
 
@@ -57,6 +57,7 @@ def test_scalars_one_row_per_step_and_worker_equal_tensor_value(trial):
     assert list(df.columns) == ["step", "mode", "mode_step", "worker", "tensor", "value"]
     assert len(df) == 8 * 2
     assert set(df.worker) == {"worker_0", "worker_1"}
+    assert list(zip(df.step, df.worker, strict=True)) == sorted(zip(df.step, df.worker, strict=True))
     assert sorted(set(df["mode"])) == ["EVAL", "TRAIN"]
     t = trial.tensor("loss")
     for row in df.itertuples():

@@ -62,8 +62,7 @@ def import_pandas() -> Any:
         import pandas
     except ImportError:
         raise MldbgError(
-            "trial.to_pandas needs pandas, which is not installed: pip install pandas "
-            "(or mldbg[dask], which brings it)"
+            "trial.to_pandas needs pandas, which is not installed: pip install pandas (or mldbg[tables])"
         ) from None
     return pandas
 
@@ -93,8 +92,10 @@ def to_pandas(
         n = len(recs)
         if n == 0:
             continue
-        # rows in (step, worker) order: the index keeps load order, which interleaves workers
-        order = np.lexsort((recs.worker, recs.step))
+        # rows in (step, worker name) order: the index keeps load order, which interleaves
+        # workers, and numbers them in the order they were seen
+        by_name = np.argsort(np.argsort(np.asarray(recs.workers, dtype=object)))
+        order = np.lexsort((by_name[recs.worker], recs.step))
         steps, modes, msteps, workers = (
             c[order] for c in (recs.step, recs.mode, recs.mode_step, recs.worker)
         )
