@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+from tests.store.conftest import s3_env, s3_server, s3_url  # noqa: F401 (the S3 fixtures)
 from tests.watch.watch_helpers import LossAbove, recorder, write_steps
 
 import mldbg
@@ -114,3 +115,18 @@ def test_status_of_a_missing_run_is_a_usage_error(tmp_path):
     assert res.returncode == 2 and res.stderr.startswith("mldbg status: error: no run at")
     res = cli("status", str(tmp_path))
     assert res.returncode == 0 and "no watcher has checked it yet" in res.stdout
+
+
+def test_status_of_a_run_on_s3(s3_url):  # noqa: F811 (the fixture imported above)
+    """The watcher saves the statuses in the run's own bucket; `mldbg status s3://...` reads them."""
+    rec = recorder(s3_url)
+    write_steps(rec, [1.0, float("nan"), 0.5])
+    rec.close()
+    res = cli("watch", s3_url, "-q", "--rule", "exploding_tensor", "--rule", "dead_relu")
+    assert res.returncode == 1, res.stderr
+    by_rule = {s.rule: s for s in mldbg.rule_status(s3_url)}
+    assert by_rule["exploding_tensor"].status == "issues_found"
+    assert by_rule["exploding_tensor"].first_finding["step"] == 1
+    assert by_rule["dead_relu"].status == "skipped" and by_rule["dead_relu"].finished
+    res = cli("status", s3_url)
+    assert res.returncode == 1 and "exploding_tensor  issues found at step 1" in res.stdout
