@@ -130,3 +130,19 @@ def test_status_of_a_run_on_s3(s3_url):  # noqa: F811 (the fixture imported abov
     assert by_rule["dead_relu"].status == "skipped" and by_rule["dead_relu"].finished
     res = cli("status", s3_url)
     assert res.returncode == 1 and "exploding_tensor  issues found at step 1" in res.stdout
+
+
+def test_a_watcher_with_its_own_state_file(tmp_path):
+    out = str(tmp_path / "run")
+    rec = recorder(out)
+    write_steps(rec, [1.0, 2.0, 300.0])
+    rec.close()
+    state = tmp_path / "elsewhere" / "watch-state.json"
+    Watcher(out, rules=[LossAbove(limit=100.0)], state=state, poll_seconds=0.01).run()
+    assert mldbg.rule_status(out) == []  # not beside the run
+    (status,) = mldbg.rule_status(out, [state])
+    assert status.status == "issues_found" and status.first_finding["step"] == 2
+    res = cli("status", out, "--state", str(state))
+    assert res.returncode == 1 and "loss_above  issues found at step 2" in res.stdout
+    res = cli("status", out, "--state", str(tmp_path / "nope.json"))
+    assert res.returncode == 2 and "nope.json" in res.stderr

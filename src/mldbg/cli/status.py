@@ -14,7 +14,14 @@ EXIT_FOUND = 1  # a rule found issues (an error finding; --strict: warnings too)
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per rule.")
 @click.option("--strict", is_flag=True, help="Count warning findings as issues for the exit status too.")
-def status(path: str, as_json: bool, strict: bool) -> None:
+@click.option(
+    "--state",
+    "state_files",
+    multiple=True,
+    metavar="FILE",
+    help="Also read this watcher's state file (one that ran with --state FILE; repeatable).",
+)
+def status(path: str, as_json: bool, strict: bool, state_files: tuple[str, ...]) -> None:
     """Each rule's status on the run at PATH (local or s3://), as `mldbg watch` (or `mldbg
     run`, or a hook's rules=) saves it beside the run while it checks: in progress, no issues
     found, issues found (with the first finding), error, waiting for data (with what it
@@ -29,7 +36,7 @@ def status(path: str, as_json: bool, strict: bool) -> None:
     from mldbg.watch.state import age, rule_status
 
     check_run_path(path)
-    statuses = rule_status(path)
+    statuses = rule_status(path, state_files)
     if not statuses:
         click.echo(
             f"no rule status for {path}: no watcher has checked it yet (start one: mldbg watch {path})"

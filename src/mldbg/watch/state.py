@@ -13,11 +13,13 @@ from every watcher of a run, while they run and after (`mldbg status RUN`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,11 +113,13 @@ class RuleStatus:
         return text
 
 
-def rule_status(path: str | os.PathLike[str] | Store) -> list[RuleStatus]:
+def rule_status(
+    path: str | os.PathLike[str] | Store, state_files: Iterable[str | os.PathLike[str]] = ()
+) -> list[RuleStatus]:
     """Each rule's status on the run at `path` (local, `s3://`...), as its watchers left it
-    beside the run (`watch/<id>.json`, or the local fallback of a read-only store): one entry
-    per rule of each watcher, the most recently updated watcher first. Empty when no watcher
-    has checked the run yet."""
+    beside the run (`watch/<id>.json`, or the local fallback of a read-only store) and in
+    `state_files` (a watcher's `--state FILE`): one entry per rule of each watcher, the most
+    recently updated watcher first. Empty when no watcher has checked the run yet."""
     from mldbg.store import open_store
 
     store = path if isinstance(path, Store) else open_store(path)
@@ -141,6 +145,13 @@ def rule_status(path: str | os.PathLike[str] | Store) -> list[RuleStatus]:
             state = StateFile(store, path=file).load()
             if state is not None:
                 states.append((ident, state))
+    for file in state_files:
+        local = Path(file)
+        if not local.is_file():
+            raise FileNotFoundError(errno.ENOENT, "no watch state file (a watcher's --state)", str(local))
+        state = StateFile(store, path=local).load()
+        if state is not None:
+            states.append((local.stem, state))
     states.sort(key=lambda s: -s[1].updated)
     out = []
     for ident, state in states:
