@@ -145,8 +145,8 @@ def rule_status(
             state = StateFile(store, path=file).load()
             if state is not None:
                 states.append((ident, state))
-    for file in state_files:
-        local = Path(file)
+    for given in state_files:
+        local = Path(given)
         if not local.is_file():
             raise FileNotFoundError(errno.ENOENT, "no watch state file (a watcher's --state)", str(local))
         state = StateFile(store, path=local).load()
