@@ -19,6 +19,7 @@ _LAZY = {
     "check": ("mldbg.rules.runner", "check"),
     "Finding": ("mldbg.rules.base", "Finding"),
     "ProfilerConfig": ("mldbg.profiler.config", "ProfilerConfig"),
+    "rule_status": ("mldbg.watch.state", "rule_status"),
 }
 
 
@@ -41,4 +42,5 @@ __all__ = [
     "TrainingStopped",
     "check",
     "create_trial",
+    "rule_status",
 ]

@@ -1,4 +1,5 @@
-"""Actions: what happens when a rule fires (stop the job, tell people, export metrics).
+"""Actions: what happens when a rule fires (stop the job, tell people, export metrics, send
+findings to MLflow or W&B).
 
 Each action is one class over `Action` (see `mldbg.actions.base`); the built-ins register
 under their snake_case name (`ACTIONS`), other packages under the `mldbg.actions` entry
@@ -12,8 +13,10 @@ from mldbg.actions.base import ACTIONS, Action, Context, register_action
 from mldbg.actions.email import Email
 from mldbg.actions.log import Log
 from mldbg.actions.metrics import Metrics
+from mldbg.actions.mlflow import MLflow
 from mldbg.actions.specs import action_class, from_config, resolve_actions
 from mldbg.actions.stop import StopTraining
+from mldbg.actions.wandb import WandB
 from mldbg.actions.webhook import Webhook
 
 __all__ = [
@@ -22,8 +25,10 @@ __all__ = [
     "Context",
     "Email",
     "Log",
+    "MLflow",
     "Metrics",
     "StopTraining",
+    "WandB",
     "Webhook",
     "action_class",
     "from_config",

@@ -27,6 +27,8 @@ COMMANDS = {
     "plot": ("mldbg.cli.plot", "plot", "Plot a run: distributions, histograms, t-SNE, saliency, confusion."),
     "export-tensorboard": ("mldbg.cli.export_tensorboard", "export_tensorboard", "Export to TensorBoard."),
     "dashboard": ("mldbg.cli.dashboard", "dashboard", "Serve a live dashboard of one or more runs."),
+    "export": ("mldbg.cli.export", "export", "Write a run's values as a CSV or Parquet table."),
+    "status": ("mldbg.cli.status", "status", "Each rule's status on a run, as the watcher left it."),
 }
 
 

@@ -48,11 +48,26 @@ class Finding:
             del out["worker"]
         return out
 
+    def _repr_html_(self) -> str:
+        """The finding as a one-row table in a notebook (see `mldbg.trial.html`)."""
+        from mldbg.trial.html import findings_html
+
+        return findings_html([self])
+
     def __str__(self) -> str:
         where = f"step {self.step}" + (f" ({self.mode})" if self.mode else "")
         tag = self.rule if self.severity == "error" else f"{self.rule}, {self.severity}"
         text = f"[{tag}] {where}: {self.message}"
         return text + (f"\n    try: {self.suggestion}" if self.suggestion else "")
+
+
+class Findings(list[Finding]):
+    """What `mldbg.check` returns: a list of findings that shows as a table in a notebook."""
+
+    def _repr_html_(self) -> str:
+        from mldbg.trial.html import findings_html
+
+        return findings_html(self)
 
 
 def snake_case(name: str) -> str:

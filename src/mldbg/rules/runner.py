@@ -31,7 +31,7 @@ from mldbg.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from mldbg.rules.base import Finding, Rule
+from mldbg.rules.base import Finding, Findings, Rule
 from mldbg.rules.specs import RuleSpec, resolve_rules, unbound_copy
 from mldbg.rules.view import TrialView
 from mldbg.store import open_store
@@ -381,7 +381,7 @@ def check(
     findings = runner.run_available() + runner.finish()
     for name, err in runner.errors.items():
         warnings.warn(f"mldbg: rule {name} failed: {err}", RuntimeWarning, stacklevel=2)
-    return findings
+    return Findings(findings)
 
 
 def invoke_rule(

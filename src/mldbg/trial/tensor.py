@@ -26,6 +26,12 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name!r})"
 
+    def _repr_html_(self) -> str:
+        """A compact summary for notebooks (see `mldbg.trial.html`)."""
+        from mldbg.trial.html import tensor_html
+
+        return tensor_html(self)
+
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps where it was saved; with a mode, that mode's own steps."""
         if mode is None or mode == Mode.GLOBAL:

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from mldbg.trial.index import RunIndex
 from mldbg.trial.records import Record, Records
 from mldbg.trial.tensor import Tensor
 from mldbg.trial.worker_view import WorkerView
+
+if TYPE_CHECKING:
+    import pandas
 
 #: the collections hooks record by these names (API.md; XGBoost's too): a query for one of them
 #: is never a typo, its absence only means that it was not recorded
@@ -439,6 +443,29 @@ class Trial:
         if name not in self._index.names:
             self._unknown(name)
         return self._index.stacked(name, positions)
+
+    # views ------------------------------------------------------------------------------
+    def to_pandas(
+        self,
+        regex: str | list[str] | None = None,
+        collection: str | None = None,
+        mode: Mode | str | None = None,
+        reductions: Iterable[str] | None = None,
+    ) -> pandas.DataFrame:
+        """A tidy DataFrame: one row per tensor, step, worker (and reduction, when asked),
+        columns `step`, `mode`, `mode_step`, `worker`, `tensor`[, `reduction`], `value`.
+        Without `reductions` every selected tensor must hold one number (losses, scalars);
+        `reductions=["mean", "l2", "abs_mean"]` gives those of any tensor, saved or computed
+        from the raw tensor. Needs pandas (see `mldbg.trial.frame`)."""
+        from mldbg.trial.frame import to_pandas
+
+        return to_pandas(self, regex=regex, collection=collection, mode=mode, reductions=reductions)
+
+    def _repr_html_(self) -> str:
+        """A compact summary for notebooks (see `mldbg.trial.html`)."""
+        from mldbg.trial.html import trial_html
+
+        return trial_html(self)
 
     def read(self, record: Record) -> np.ndarray:
         """The saved value of a record this trial located (one ranged read of its data file).

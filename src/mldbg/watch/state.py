@@ -4,14 +4,22 @@ By default the state is a small JSON file in the run's own store, under `watch/<
 where the id digests the watcher's rules and actions (two different watchers of one run
 keep separate places). When the store cannot be written (a read-only bucket), it falls back
 to a local file under `~/.cache/mldbg/watch/`.
+
+The state also holds each rule's status, as SageMaker showed it (`RuleStatus`): in progress,
+no issues found, issues found (with the first finding), error, waiting for data (with what it
+lacks), skipped (training ended without the data it needs). `rule_status(path)` reads it back
+from every watcher of a run, while they run and after (`mldbg status RUN`).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
+import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +42,8 @@ class WatchState:
     findings: int = 0
     finished: bool = False  # the final pass was made
     actions: dict[str, dict[str, Any]] = field(default_factory=dict)  # describe() -> Action.state()
+    rules: list[dict[str, Any]] = field(default_factory=list)  # each rule's status (RuleStatus.to_dict)
+    updated: float = 0.0  # time.time() of the save
 
     @classmethod
     def from_json(cls, data: bytes) -> WatchState:
@@ -43,6 +53,133 @@ class WatchState:
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
+
+
+#: the statuses a rule can be in, in the words `mldbg status` prints
+STATUSES = {
+    "in_progress": "in progress",
+    "no_issues_found": "no issues found",
+    "issues_found": "issues found",
+    "error": "error",
+    "waiting_for_data": "waiting for data",
+    "skipped": "skipped",
+}
+
+
+@dataclass
+class RuleStatus:
+    """One rule's evaluation status on a run, as a watcher saved it.
+
+    `status` is one of `STATUSES` (`"issues_found"`...), `detail` says why in words (what the
+    rule waits for, the error, how far it checked), `first_finding` is the first finding's
+    `Finding.to_dict()` when it fired, `findings` how many it has found, `step` the last step
+    checked. `watcher` is the watcher's id, `updated` when it saved this (time.time()),
+    `finished` whether that watcher made its final pass.
+    """
+
+    rule: str
+    status: str
+    detail: str = ""
+    first_finding: dict[str, Any] | None = None
+    findings: int = 0
+    step: int | None = None
+    watcher: str = ""
+    updated: float = 0.0
+    finished: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "status": self.status,
+            "detail": self.detail,
+            "first_finding": self.first_finding,
+            "findings": self.findings,
+        }
+
+    @property
+    def words(self) -> str:
+        return STATUSES.get(self.status, self.status)
+
+    def __str__(self) -> str:
+        text = f"{self.rule}: {self.words}"
+        if self.first_finding is not None:
+            f = self.first_finding
+            more = f" ({self.findings} findings)" if self.findings > 1 else ""
+            text += f" at step {f.get('step')}{more}: {f.get('message')}"
+            if self.status == "error" and self.detail:
+                text += f"; then it failed: {self.detail}"
+        elif self.detail:
+            text += f": {self.detail}"
+        return text
+
+
+def rule_status(
+    path: str | os.PathLike[str] | Store, state_files: Iterable[str | os.PathLike[str]] = ()
+) -> list[RuleStatus]:
+    """Each rule's status on the run at `path` (local, `s3://`...), as its watchers left it
+    beside the run (`watch/<id>.json`, or the local fallback of a read-only store) and in
+    `state_files` (a watcher's `--state FILE`): one entry per rule of each watcher, the most
+    recently updated watcher first. Empty when no watcher has checked the run yet."""
+    from mldbg.store import open_store
+
+    store = path if isinstance(path, Store) else open_store(path)
+    states: list[tuple[str, WatchState]] = []
+    seen: set[str] = set()
+    try:
+        keys = [k for k in store.list(PREFIX) if k.endswith(".json")]
+    except (OSError, CorruptRecord):
+        keys = []
+    for key in keys:
+        ident = key[len(PREFIX) : -len(".json")]
+        state = StateFile(store, key=key).load()
+        if state is not None:
+            seen.add(ident)
+            states.append((ident, state))
+    fallback = StateFile(store, key=f"{PREFIX}x.json").fallback()
+    prefix = fallback.name[: -len("x.json")]
+    if fallback.parent.is_dir():
+        for file in sorted(fallback.parent.glob(f"{prefix}*.json")):
+            ident = file.name[len(prefix) : -len(".json")]
+            if ident in seen:
+                continue
+            state = StateFile(store, path=file).load()
+            if state is not None:
+                states.append((ident, state))
+    for given in state_files:
+        local = Path(given)
+        if not local.is_file():
+            raise FileNotFoundError(errno.ENOENT, "no watch state file (a watcher's --state)", str(local))
+        state = StateFile(store, path=local).load()
+        if state is not None:
+            states.append((local.stem, state))
+    states.sort(key=lambda s: -s[1].updated)
+    out = []
+    for ident, state in states:
+        for entry in state.rules:
+            out.append(
+                RuleStatus(
+                    rule=str(entry.get("rule", "?")),
+                    status=str(entry.get("status", "in_progress")),
+                    detail=str(entry.get("detail", "")),
+                    first_finding=entry.get("first_finding"),
+                    findings=int(entry.get("findings", 0)),
+                    step=state.last_step if state.last_step >= 0 else None,
+                    watcher=ident,
+                    updated=state.updated,
+                    finished=state.finished,
+                )
+            )
+    return out
+
+
+def age(updated: float) -> str:
+    """How long ago `updated` (time.time()) was, in words: `3s`, `4 min`, `2 h`."""
+    seconds = max(0.0, time.time() - updated)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def watcher_id(parts: list[str]) -> str:

@@ -3,7 +3,8 @@
 One cycle refreshes the trial, lets the rule runner check the steps that appeared since the
 last cycle, hands new findings to the actions, and saves its place. It waits for a run that
 does not exist yet, reads around partial or corrupt files (and says so), and after training
-ends it makes a final pass (`RuleRunner.finish`) and returns.
+ends it makes a final pass (`RuleRunner.finish`) and returns. With its place it saves each
+rule's status (`mldbg.watch.state.RuleStatus`), which `mldbg status RUN` reads.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from mldbg.trial import create_trial
 from mldbg.watch.journal import Journal, finding_id
 from mldbg.watch.progress import NoProgress, Progress
 from mldbg.watch.state import StateFile, WatchState, run_id, watcher_id
+
+STATUS_SECONDS = 1.0  # how often the rules' statuses are worked out when nothing fired
 
 log = logging.getLogger("mldbg")
 
@@ -119,6 +122,9 @@ class Watcher:
         self.errors = 0
         self._told: set[tuple[str, str]] = set()
         self._saved_at = 0.0
+        self._first: dict[str, Finding] = {}  # rule name -> its first finding (this runner's)
+        self._counts: dict[str, int] = {}  # rule name -> findings so far
+        self._status_at = 0.0
 
     # control ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -249,6 +255,19 @@ class Watcher:
         self.state.steps_checked = ctx.steps_checked
         if ctx.step is not None:
             self.state.last_step = ctx.step
+        for f in found:
+            self._first.setdefault(f.rule, f)
+            self._counts[f.rule] = self._counts.get(f.rule, 0) + 1
+        now = time.monotonic()
+        if found or self.ended or now - self._status_at > STATUS_SECONDS:
+            self._status_at = now
+            statuses = self.rule_statuses()
+            # a new status is saved at once; "checked through step N" with the next save
+            if [(e["status"], e["findings"]) for e in statuses] != [
+                (e.get("status"), e.get("findings")) for e in self.state.rules
+            ]:
+                urgent = True
+            self.state.rules = statuses
         if urgent or (moved and time.monotonic() - self._saved_at > SAVE_SECONDS):
             self._save()
         if self.runner is not None:
@@ -257,6 +276,51 @@ class Watcher:
             self.progress.update(
                 ctx.step, ctx.steps_checked, len(self.rules) - skipped, skipped, ctx.findings
             )
+
+    def rule_statuses(self) -> list[dict[str, Any]]:
+        """Each rule's status now (`RuleStatus.to_dict()`), in the order of `self.rules`."""
+        runner = self.runner
+        errors: dict[str, str] = runner.errors if runner is not None else {}
+        skipped: dict[str, str] = runner.skipped if runner is not None else {}
+        steps = self.trial.steps() if runner is not None else []
+        have: dict[str, list[str]] | None = None
+        last = self._checked_through()
+        out: list[dict[str, Any]] = []
+        for rule in self.rules:
+            name = rule.name
+            first = self._first.get(name)
+            entry: dict[str, Any] = {
+                "rule": name,
+                "first_finding": first.to_dict() if first is not None else None,
+                "findings": self._counts.get(name, 0),
+            }
+            if name in errors:
+                status, detail = "error", errors[name]
+            elif first is not None:
+                status, detail = "issues_found", ""
+            elif self.ended:
+                status, detail = ("skipped", skipped[name]) if name in skipped else ("no_issues_found", "")
+            elif runner is None or (rule.needs_steps and not steps):
+                status, detail = "waiting_for_data", f"no step saved in {self.store.url} yet"
+            else:
+                if have is None:
+                    have = self.trial.collections()
+                needs = rule.needed_collections()
+                missing = [c for c in needs if not have.get(c)]
+                ready = not needs or (len(missing) < len(needs) if rule.needs_any else not missing)
+                if not ready:
+                    which = " or ".join(missing) if rule.needs_any else ", ".join(missing)
+                    plural = "s" if len(missing) > 1 and not rule.needs_any else ""
+                    status, detail = (
+                        "waiting_for_data",
+                        f"needs the {which} collection{plural}, not saved yet",
+                    )
+                else:
+                    status = "in_progress"
+                    detail = f"checked through step {last}" if last is not None else "starting"
+            entry["status"], entry["detail"] = status, detail
+            out.append(entry)
+        return out
 
     def _journal_handing(self, new: list[Finding]) -> None:
         """Write `new` into the journal before anything is printed or delivered. When it
@@ -345,6 +409,7 @@ class Watcher:
             return
         self.state.actions = {a.ident(): a.state() for a in self.actions}
         self.state.finished = self.ended
+        self.state.updated = time.time()
         self._saved_at = time.monotonic()
         try:
             self._state_file.save(self.state)

@@ -1,0 +1,68 @@
+"""`mldbg export RUN csv|parquet -o FILE`: a run's values as a table (`trial.to_pandas`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mldbg.errors import InvalidConfig, MldbgError
+
+
+@click.command("export")
+@click.argument("path")
+@click.argument("format", type=click.Choice(["csv", "parquet"], case_sensitive=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The file to write.")
+@click.option("--regex", multiple=True, help="Only tensors whose name matches (repeatable).")
+@click.option("--collection", default=None, help="Only the tensors of this collection.")
+@click.option("--mode", default=None, help="Only the steps of this mode (train, eval, predict).")
+@click.option(
+    "--reductions",
+    default=None,
+    help="Comma-separated reductions (mean,l2,abs_mean...): one row per reduction, for tensors of "
+    "any shape. Without it, every selected tensor must hold one number (losses, scalars).",
+)
+def export(
+    path: str,
+    format: str,
+    output: str,
+    regex: tuple[str, ...],
+    collection: str | None,
+    mode: str | None,
+    reductions: str | None,
+) -> None:
+    """Write the run at PATH as a tidy table: one row per tensor, step, worker (and reduction),
+    columns step, mode, mode_step, worker, tensor[, reduction], value.
+
+    \b
+    Examples:
+      mldbg export runs/exp1 csv -o losses.csv --collection losses
+      mldbg export runs/exp1 parquet -o grads.parquet --collection gradients --reductions l2,abs_mean
+    """
+    from mldbg.cli.runs import open_run
+
+    trial = open_run(path)
+    frame = trial.to_pandas(
+        regex=list(regex) or None,
+        collection=collection,
+        mode=mode,
+        reductions=None if reductions is None else [r for r in reductions.split(",") if r.strip()],
+    )
+    if frame.empty:
+        raise InvalidConfig(
+            f"nothing to export: no saved tensor of {path} matches the selection "
+            "(--regex, --collection, --mode); list them with: mldbg ls " + path
+        )
+    out = Path(output)
+    if format.lower() == "parquet":
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:  # pandas writes parquet through it
+            raise MldbgError(
+                "writing parquet needs pyarrow, which is not installed: pip install pyarrow "
+                "(or mldbg[tables]), or export csv"
+            )
+        frame.to_parquet(out, index=False)
+    else:
+        frame.to_csv(out, index=False)
+    click.echo(f"{out}: {len(frame)} rows, {frame['tensor'].nunique()} tensors")
