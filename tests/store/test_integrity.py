@@ -240,7 +240,8 @@ def test_damaged_index_files_of_every_kind_are_corrupt_records(tmp_path):
             assert mldbg.create_trial(tmp_path, on_corrupt="skip").steps() == [], name
     shutil.rmtree(index.parent)
     index.parent.write_bytes(b"a file where the index folder should be")
-    assert mldbg.create_trial(tmp_path).steps() == []  # nothing listed: no segment was written
+    with pytest.raises(CorruptRecord, match="END says segment 1 is the last"):
+        mldbg.create_trial(tmp_path)  # nothing listed, but END counts the segment written
 
 
 def test_a_folder_in_place_of_a_data_file_is_a_corrupt_record(tmp_path):
@@ -276,6 +277,23 @@ def test_a_missing_segment_is_reported_and_skip_reads_around_it(tmp_path, missin
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trial.refresh()  # warned once, not at every refresh
+
+
+@pytest.mark.parametrize("deleted", [(4,), (3, 4)], ids=["the newest", "the two newest"])
+def test_the_newest_segments_missing_are_reported_from_end(tmp_path, deleted):
+    """No later segment shows the gap: END names the worker's last segment."""
+    values = record(tmp_path, steps=4)
+    for seq in deleted:
+        (tmp_path / layout.index_key("worker_0", seq)).unlink()
+    with pytest.raises(
+        CorruptRecord, match=rf"{deleted[0]:010d}\.safetensors: missing.*END says segment 4 is the last"
+    ):
+        mldbg.create_trial(tmp_path)
+    with pytest.warns(RuntimeWarning, match="END says segment 4 is the last"):
+        trial = mldbg.create_trial(tmp_path, on_corrupt="skip")
+    assert trial.steps() == list(range(deleted[0] - 1))
+    for s in trial.steps():
+        np.testing.assert_array_equal(trial.tensor("a").value(s), values[("a", s)])
 
 
 def test_a_gap_of_several_segments_names_the_first_and_counts_the_rest(tmp_path):

@@ -129,9 +129,14 @@ def test_the_recorder_writes_both_worker_markers_through_the_codecs(tmp_path):
     assert markers.load(s, layout.end_key("worker_0"), End) is None  # still training
     rec.close()
     end = markers.load(s, layout.end_key("worker_0"), End)
-    assert end == End(last_step=2, ended=end.ended, stopped=False)
+    assert end == End(last_step=2, ended=end.ended, stopped=False, last_segment=1)
     # the files keep the documented keys (FORMAT.md)
-    assert set(json.loads(s.read(layout.end_key("worker_0")))) == {"last_step", "ended", "stopped"}
+    assert set(json.loads(s.read(layout.end_key("worker_0")))) == {
+        "last_step",
+        "ended",
+        "stopped",
+        "last_segment",
+    }
     assert json.loads(s.read(layout.meta_key("worker_0")))["format"] == FORMAT_VERSION
 
 

@@ -374,6 +374,7 @@ class Recorder:
                 lost_steps=lost.steps,
                 first_lost_step=lost.first_step,
                 last_lost_step=lost.last_step,
+                last_segment=self.writer.last_segment,
             )
             try:
                 markers.save(self.store, layout.end_key(self.worker), end)

@@ -341,6 +341,15 @@ class Writer:
         return self.store.next_segment(self.worker)
 
     @property
+    def last_segment(self) -> int | None:
+        """The number of the last segment written so far (the earlier run's last one for a
+        resumed run that wrote nothing yet); None before any and where the store numbers
+        segments itself (S3), where this writer's numbers are not final."""
+        if self.store.numbers_segments_itself or self._seq <= 1:
+            return None
+        return self._seq - 1
+
+    @property
     def lost_records(self) -> int:
         return self.lost.records
 

@@ -20,6 +20,9 @@ class Store(abc.ABC):
 
     url: str
     remote: bool = False  # True where each request is a network round trip (S3)
+    # True where a writer's segment numbers are final as it writes them (S3 may renumber a
+    # segment written while the bucket was away, `store/s3/numbering.py`)
+    numbers_segments_itself: bool = False
 
     @abc.abstractmethod
     def write(self, key: str, parts: Sequence[Buffer]) -> None:

@@ -80,9 +80,14 @@ class End:
     lost_steps: int = 0
     first_lost_step: int | None = None
     last_lost_step: int | None = None
+    # the number of the worker's last segment (segments are numbered from 1 without gaps), so
+    # a reader notices the newest ones missing; None where the store numbers them late (S3)
+    last_segment: int | None = None
 
     def encode(self) -> bytes:
         d = asdict(self)
+        if self.last_segment is None:
+            del d["last_segment"]
         if not self.lost_records:  # a run that lost nothing keeps the three fields of old
             for key in ("lost_records", "lost_steps", "first_lost_step", "last_lost_step"):
                 del d[key]
@@ -99,6 +104,7 @@ class End:
             lost_steps=_get(d, "lost_steps", int, 0, where),
             first_lost_step=_get(d, "first_lost_step", int, None, where),
             last_lost_step=_get(d, "last_lost_step", int, None, where),
+            last_segment=_get(d, "last_segment", int, None, where),
         )
 
 

@@ -421,6 +421,9 @@ class RunIndex:
                 new += self._load_segment(key, wid, seq)
                 self._last_key[worker], self._next_seq[worker] = key, seq + 1
             if ended is not None:
+                last = self._next_seq.get(worker, 1) - 1
+                if ended.last_segment is not None and last < ended.last_segment:
+                    self._gap(worker, last + 1, ended.last_segment + 1, ended=True)
                 self.ended[worker] = ended
         return new
 
@@ -439,13 +442,19 @@ class RunIndex:
             self._corrupt(CorruptRecord(f"{self.store.url}/{prefix}: {what} ({e.strerror or e})"))
             return []
 
-    def _gap(self, worker: str, expected: int, found: int) -> None:
+    def _gap(self, worker: str, expected: int, found: int, ended: bool = False) -> None:
+        """Segments `expected`..`found - 1` of `worker` are missing: a gap before segment
+        `found`, or (`ended`) the newest ones, which its END counts."""
         missing = layout.index_key(worker, expected)
         more = f" (and {found - expected - 1} more)" if found - expected > 1 else ""
+        why = (
+            f"its END says segment {found - 1} is the last of {worker}"
+            if ended
+            else f"segment {found} follows segment {expected - 1} of {worker}"
+        )
         self._corrupt(
             CorruptRecord(
-                f"{self.store.url}/{missing}: missing{more}; segment {found} follows segment "
-                f"{expected - 1} of {worker} (segments are numbered without gaps)"
+                f"{self.store.url}/{missing}: missing{more}; {why} (segments are numbered without gaps)"
             )
         )
 

@@ -47,6 +47,8 @@ class S3Store(Store):
     `StoreFull` (dropped, counted in `dropped`). Reads retry for `retry_seconds`.
     """
 
+    numbers_segments_itself = True
+
     remote = True  # every request is a round trip: the recorder polls for a stop every 0.5 s
 
     def __init__(self, url: str, options: S3Options | None = None):
