@@ -2,7 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
-EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard
+EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard,test-trainers
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
 .PHONY: demo test bench lint install clean chromium

@@ -112,7 +112,9 @@ def test_records_parameters_losses_and_modes_from_the_loops(tmp_path):
     expected = np.asarray(model.train_losses).reshape(-1, 2).mean(axis=1)
     np.testing.assert_allclose(recorded, expected, rtol=1e-5)
     sanity = model.val_losses[:2]  # the sanity check ran first: not recorded
-    np.testing.assert_allclose([float(loss.value(s)) for s in eval_steps], model.val_losses[len(sanity) :], rtol=1e-5)
+    np.testing.assert_allclose(
+        [float(loss.value(s)) for s in eval_steps], model.val_losses[len(sanity) :], rtol=1e-5
+    )
     assert recorded[-1] < recorded[0]
     # the last validation ran after the last optimizer step: its weights are the final ones
     for name, p in model.named_parameters():

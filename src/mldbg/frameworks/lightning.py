@@ -134,7 +134,9 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         if self.hook is not None and not pl_module.automatic_optimization:
             self._backward.append(loss.detach())
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         hook = self.hook
         if hook is None or hook._closed:
             return
