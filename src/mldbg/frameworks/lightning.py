@@ -119,7 +119,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
             return None
         if hook.stop_reason is not None:  # a stop action fired: the fit ends here
             trainer.should_stop = True
-            log.warning("mldbg: %s", hook.stop_reason)
+            log.warning("%s", hook.stop_reason)  # "mldbg stopped the training at step N: ..."
             hook.close()
             return None
         return hook

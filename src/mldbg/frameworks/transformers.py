@@ -65,7 +65,7 @@ class DebuggerCallback(TrainerCallback):
             return None
         if hook.stop_reason is not None:  # a stop action fired: the training ends here
             control.should_training_stop = True
-            log.warning("mldbg: %s", hook.stop_reason)
+            log.warning("%s", hook.stop_reason)  # "mldbg stopped the training at step N: ..."
             self.close()
             return None
         return hook
