@@ -170,3 +170,47 @@ def test_a_stop_action_ends_the_fit_early_and_cleanly(tmp_path, caplog):
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps
     assert trial.steps()[-1] <= trainer.global_step + trainer.current_epoch + 1
+
+
+def test_pytorch_lightning_trainer_takes_the_same_callback(tmp_path):
+    ptl = pytest.importorskip("pytorch_lightning")
+
+    class Legacy(ptl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(8, 3)
+
+        def training_step(self, batch, batch_idx):
+            return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    train, _ = _data()
+    trainer = ptl.Trainer(
+        max_epochs=1, accelerator="cpu", callbacks=[DebuggerCallback(tmp_path)], logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Legacy(), train)
+    assert mldbg.create_trial(tmp_path).tensor("loss").steps() == list(range(len(train)))
+
+
+@pytest.mark.slow  # two processes that each start Lightning (~15 s on a busy 2-core machine)
+def test_ddp_ranks_are_workers(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("lightning_ddp_job.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rank 0 steps 4" in done.stdout and "rank 1 steps 4" in done.stdout
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.workers() == ["worker_0", "worker_1"] and trial.loaded_all_steps
+    assert trial.steps() == [0, 1, 2, 3]
+    weight, loss = trial.tensor("net.0.weight"), trial.tensor("loss")
+    # DDP keeps the replicas equal; each rank has its own batch, so its own loss
+    np.testing.assert_array_equal(weight.value(3, worker="worker_0"), weight.value(3, worker="worker_1"))
+    assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")
