@@ -214,3 +214,30 @@ def test_ddp_ranks_are_workers(tmp_path):
     # DDP keeps the replicas equal; each rank has its own batch, so its own loss
     np.testing.assert_array_equal(weight.value(3, worker="worker_0"), weight.value(3, worker="worker_1"))
     assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")
+
+
+def test_layers_made_in_configure_model_are_recorded_and_a_reused_callback_warns(tmp_path, caplog):
+    class Late(Tiny):
+        def __init__(self):
+            super().__init__()
+            del self.net
+
+        def configure_model(self):  # Lightning calls it after the callbacks' setup
+            if not hasattr(self, "net"):
+                self.net = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3))
+
+    train, val = _data()
+    cb = DebuggerCallback(
+        tmp_path, include_collections=["weights"], save_config=mldbg.SaveConfig(save_interval=1)
+    )
+    trainer = _trainer(cb, max_epochs=1, num_sanity_val_steps=0)
+    model = Late()
+    trainer.fit(model, train, val)
+    trial = mldbg.create_trial(tmp_path)
+    np.testing.assert_array_equal(
+        trial.tensor("net.2.weight").value(trial.steps()[-1]), model.net[2].weight.detach()
+    )
+    with caplog.at_level(logging.WARNING, logger="mldbg"):
+        _trainer(cb).validate(model, val, verbose=False)
+    assert any("already recorded a Trainer call" in r.getMessage() for r in caplog.records)
+    assert mldbg.create_trial(tmp_path).steps() == trial.steps()  # nothing added

@@ -14,7 +14,8 @@ gradients, the loss, and the statistics the default rules read.
   (manual optimization), else a logged `train_loss` / `loss`; in EVAL the step's returned
   loss, else the logged `val_loss` / `test_loss` at the end of the loop. Saved as `loss`
   in `losses`.
-- Under DDP the run opens in `setup` on every rank, once the process group exists: ranks are
+- The run opens when the loop starts (`on_fit_start`, `on_validation_start`...: after the
+  module's `setup` and `configure_model` made its layers), on every rank under DDP: ranks are
   workers (`include_workers="all"` records each; by default rank 0 records, the others add
   their fingerprints).
 - A stop action (`actions=[StopTraining()]`) ends the fit through `trainer.should_stop`: no
@@ -79,23 +80,43 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         self.hook_options = hook_options
         self.hook: TrainerHook | None = None
         self._used = False
+        self._warned = False
         self._pending: list[torch.Tensor | float] = []  # micro-batch losses of the open TRAIN step
         self._backward: list[torch.Tensor] = []  # losses given to backward (manual optimization)
         self._eval_loss_seen = False
 
     # the run -------------------------------------------------------------------------------
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def _open(self, trainer: Any, pl_module: Any) -> None:
+        """At the start of the loop: after `setup` and `configure_model` made the module's
+        layers, and on every rank once the process group exists."""
+        if self.hook is not None and not self.hook._closed:
+            return  # open for this Trainer call
         if self._used:
+            if self._warned:
+                return
+            self._warned = True
             log.warning(
-                "mldbg: this DebuggerCallback already recorded a Trainer call into %s; the %s call is "
+                "mldbg: this DebuggerCallback already recorded a Trainer call into %s; this call is "
                 "not recorded (give each Trainer call its own DebuggerCallback and out_dir)",
-                self.out_dir, stage,
-            )  # fmt: skip
+                self.out_dir,
+            )
             return
         self._used = True
         self.hook = TrainerHook(self.out_dir, **self.hook_options)
         self.hook.register_module(pl_module)
         self.hook.driven = True
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self.close()
