@@ -241,3 +241,31 @@ def test_layers_made_in_configure_model_are_recorded_and_a_reused_callback_warns
         _trainer(cb).validate(model, val, verbose=False)
     assert any("already recorded a Trainer call" in r.getMessage() for r in caplog.records)
     assert mldbg.create_trial(tmp_path).steps() == trial.steps()  # nothing added
+
+
+def test_manual_optimization_records_the_loss_given_to_backward(tmp_path):
+    class Manual(Tiny):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            opt.zero_grad()
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.train_losses.append(float(loss.detach()))
+            self.manual_backward(loss)
+            opt.step()  # returns nothing: the loss comes from manual_backward
+
+    train, val = _data()
+    model = Manual()
+    cb = DebuggerCallback(
+        tmp_path, include_collections=["losses"], save_config=mldbg.SaveConfig(save_interval=1)
+    )
+    _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(model, train, val)
+    trial = mldbg.create_trial(tmp_path)
+    loss = trial.tensor("loss")
+    train_steps = [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN]
+    assert train_steps == list(range(len(train)))
+    np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], model.train_losses, rtol=1e-6)
