@@ -65,14 +65,14 @@ def _callback_bases() -> tuple[type, ...]:
     return tuple(bases)
 
 
-EVAL_LOSSES = {Mode.EVAL: ("val_loss", "test_loss", "loss"), Mode.PREDICT: ()}
+EVAL_LOSSES = {Mode.EVAL: ("val_loss", "test_loss"), Mode.PREDICT: ()}
 TRAIN_LOSSES = ("train_loss", "train_loss_step", "loss")
 
 
 class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     """Records a LightningModule's training with mldbg; `hook_options` are the torch hook's
     (`save_config`, `include_collections`, `rules`, `actions`, ...). `self.hook` is the
-    `mldbg.torch.Hook` once the run is open (from the trainer's `setup`)."""
+    `mldbg.torch.Hook` once the run is open (when the Trainer's loop starts)."""
 
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         super().__init__()
@@ -89,7 +89,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     def _open(self, trainer: Any, pl_module: Any) -> None:
         """At the start of the loop: after `setup` and `configure_model` made the module's
         layers, and on every rank once the process group exists."""
-        if self.hook is not None and not self.hook._closed:
+        if self.hook is not None and not self.hook.closed:
             return  # open for this Trainer call
         if self._used:
             if self._warned:
@@ -136,7 +136,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
 
     def _live(self, trainer: Any) -> TrainerHook | None:
         hook = self.hook
-        if hook is None or hook._closed or trainer.sanity_checking:
+        if hook is None or hook.closed or trainer.sanity_checking:
             return None
         if hook.stop_reason is not None:  # a stop action fired: the fit ends here
             trainer.should_stop = True
@@ -159,7 +159,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         hook = self.hook
-        if hook is None or hook._closed:
+        if hook is None or hook.closed:
             return
         hook.close_batch()
         loss = scalar(outputs.get("loss") if isinstance(outputs, Mapping) else outputs)

@@ -63,6 +63,10 @@ class TrainerHook(Hook):
             self._stopped(e)
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def step_open(self) -> bool:
         return self.stop_reason is None and not self._closed and self.recorder.in_step
 

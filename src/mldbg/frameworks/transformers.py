@@ -61,7 +61,7 @@ class DebuggerCallback(TrainerCallback):
 
     def _live(self, control: Any, model: nn.Module | None = None) -> TrainerHook | None:
         hook = self._open(model)
-        if hook is None or hook._closed:
+        if hook is None or hook.closed:
             return None
         if hook.stop_reason is not None:  # a stop action fired: the training ends here
             control.should_training_stop = True
