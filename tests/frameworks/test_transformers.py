@@ -155,3 +155,35 @@ def test_a_stop_action_ends_train_early_and_cleanly(tmp_path, caplog):
     trial = mldbg.create_trial(tmp_path / "run")
     assert trial.loaded_all_steps
     assert trial.steps()[-1] == trainer.state.global_step - 1  # the step the stop ended
+
+
+class OwnLoss(Trainer):
+    """A custom `compute_loss`: the model is called without labels, so its outputs hold no loss."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = torch.nn.functional.cross_entropy(outputs.logits, labels)
+        return (loss, outputs) if return_outputs else loss
+
+
+def test_without_a_loss_in_the_outputs_the_logged_losses_are_recorded(tmp_path):
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"]
+    )
+    args = _args(
+        tmp_path, logging_strategy="steps", logging_steps=1, eval_strategy="epoch", num_train_epochs=1
+    )
+    trainer = OwnLoss(model=_bert(), args=args, train_dataset=Tokens(N_TRAIN), eval_dataset=Tokens(N_EVAL, 1),
+                      callbacks=[cb])  # fmt: skip
+    trainer.train()
+    trial = mldbg.create_trial(tmp_path / "run")
+    loss = trial.tensor("loss")
+    train_steps = [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN]
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(train_steps) == len(logged) == N_TRAIN // 8
+    np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], logged, rtol=1e-5)
+    eval_steps = [s for s in loss.steps() if trial.mode(s) == Mode.EVAL]
+    evaluation = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
+    assert len(eval_steps) == 1  # the evaluation's loss, at its last step
+    assert float(loss.value(eval_steps[0])) == pytest.approx(evaluation[0], rel=1e-5)
