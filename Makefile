@@ -2,7 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
-EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard,test-trackers
+EXTRAS := all,dev,test-s3,test-actions,test-frameworks,test-xgboost,test-profiler,test-dashboard,test-trackers,test-trainers
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 # MXNet's last release (1.9.1) needs numpy<1.24: its tests (tests/mxnet) run in a second environment
 MXVENV  ?= .venv-mxnet

@@ -1,0 +1,250 @@
+"""Lightning adapter: `mldbg.lightning.DebuggerCallback`.
+
+One line, `Trainer(callbacks=[DebuggerCallback(out_dir)])`, records the LightningModule
+through the torch hook (`mldbg.frameworks.torch.Hook`, all its options): parameters,
+gradients, the loss, and the statistics the default rules read.
+
+- Steps come from Lightning's loops, not from the module's forwards (a `training_step` may
+  never call `self(...)`): a training batch opens a TRAIN step, which ends at the optimizer
+  step (so `accumulate_grad_batches` micro-batches are one step); each validation batch is an
+  EVAL step, each test batch an EVAL step, each predict batch a PREDICT step. The sanity
+  check's validation batches are not recorded.
+- The loss: `training_step`'s returned loss (`outputs["loss"]`, summed over accumulated
+  micro-batches: Lightning divides each by their number), else the loss given to backward
+  (manual optimization), else a logged `train_loss` / `loss`; in EVAL the step's returned
+  loss, else the logged `val_loss` / `test_loss` at the end of the loop. Saved as `loss`
+  in `losses`.
+- The run opens when the loop starts (`on_fit_start`, `on_validation_start`...: after the
+  module's `setup` and `configure_model` made its layers), on every rank under DDP: ranks are
+  workers (`include_workers="all"` records each; by default rank 0 records, the others add
+  their fingerprints).
+- A stop action (`actions=[StopTraining()]`) ends the fit through `trainer.should_stop`: no
+  traceback, and the run's END says it was stopped.
+- The run closes when the fit (or test, predict...) call ends: `mldbg check` works on it
+  right after. One callback records one `Trainer` call; give the next call a new one.
+
+Works with `lightning.pytorch` and with `pytorch_lightning`, whichever is installed (both:
+the callback is a `Callback` of each).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from mldbg.config import Mode
+from mldbg.frameworks.trainer_hook import TrainerHook, scalar
+
+log = logging.getLogger("mldbg")
+
+
+def _callback_bases() -> tuple[type, ...]:
+    """Lightning's `Callback` classes that can be imported (the version differences, here)."""
+    bases: list[type] = []
+    try:
+        from lightning.pytorch import Callback
+
+        bases.append(Callback)
+    except ImportError:
+        pass
+    try:
+        from pytorch_lightning import Callback as LegacyCallback
+
+        if LegacyCallback not in bases:
+            bases.append(LegacyCallback)
+    except ImportError:
+        pass
+    if not bases:
+        raise ImportError(
+            "mldbg.lightning needs Lightning: pip install 'mldbg[lightning]' (or pytorch_lightning)"
+        )
+    return tuple(bases)
+
+
+EVAL_LOSSES = {Mode.EVAL: ("val_loss", "test_loss"), Mode.PREDICT: ()}
+TRAIN_LOSSES = ("train_loss", "train_loss_step", "loss")
+
+
+class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
+    """Records a LightningModule's training with mldbg; `hook_options` are the torch hook's
+    (`save_config`, `include_collections`, `rules`, `actions`, ...). `self.hook` is the
+    `mldbg.torch.Hook` once the run is open (when the Trainer's loop starts)."""
+
+    def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
+        super().__init__()
+        self.out_dir = out_dir
+        self.hook_options = hook_options
+        self.hook: TrainerHook | None = None
+        self._used = False
+        self._warned = False
+        self._pending: list[torch.Tensor | float] = []  # micro-batch losses of the open TRAIN step
+        self._backward: list[torch.Tensor] = []  # losses given to backward (manual optimization)
+        self._eval_loss_seen = False
+
+    # the run -------------------------------------------------------------------------------
+    def _open(self, trainer: Any, pl_module: Any) -> None:
+        """At the start of the loop: after `setup` and `configure_model` made the module's
+        layers, and on every rank once the process group exists."""
+        if self.hook is not None and not self.hook.closed:
+            return  # open for this Trainer call
+        if self._used:
+            if self._warned:
+                return
+            self._warned = True
+            log.warning(
+                "mldbg: this DebuggerCallback already recorded a Trainer call into %s; this call is "
+                "not recorded (give each Trainer call its own DebuggerCallback and out_dir)",
+                self.out_dir,
+            )
+            return
+        self._used = True
+        self.hook = TrainerHook(self.out_dir, **self.hook_options)
+        self.hook.register_module(pl_module)
+        self.hook.driven = True
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        self._open(trainer, pl_module)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self.close()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write the run's END (also done when the Trainer call ends)."""
+        if self.hook is not None:
+            self.hook.close()
+
+    @property
+    def stopped(self) -> bool:
+        """True once a stop action ended the training."""
+        return self.hook is not None and self.hook.stop_reason is not None
+
+    def _live(self, trainer: Any) -> TrainerHook | None:
+        hook = self.hook
+        if hook is None or hook.closed or trainer.sanity_checking:
+            return None
+        if hook.stop_reason is not None:  # a stop action fired: the fit ends here
+            trainer.should_stop = True
+            log.warning("%s", hook.stop_reason)  # "mldbg stopped the training at step N: ..."
+            hook.close()
+            return None
+        return hook
+
+    # training ------------------------------------------------------------------------------
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        hook = self._live(trainer)
+        if hook is not None:
+            hook.open_step(Mode.TRAIN, _inputs(batch))
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
+        if self.hook is not None and not pl_module.automatic_optimization:
+            self._backward.append(loss.detach())
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        hook = self.hook
+        if hook is None or hook.closed:
+            return
+        hook.close_batch()
+        loss = scalar(outputs.get("loss") if isinstance(outputs, Mapping) else outputs)
+        if loss is not None:
+            self._pending.append(loss)
+        if not hook.step_open and hook.stop_reason is None:  # the optimizer stepped: the step ended
+            if self._pending:
+                hook.save_loss(sum(self._pending))  # each is divided by the accumulated batches
+            elif self._backward:
+                hook.save_loss(torch.stack(self._backward).float().mean())
+            else:
+                logged = _logged(trainer, TRAIN_LOSSES)
+                if logged is not None:
+                    hook.save_loss(logged)
+            self._pending, self._backward = [], []
+        self._live(trainer)  # a stop: trainer.should_stop now
+
+    # evaluation ------------------------------------------------------------------------------
+    def _eval_batch_start(self, trainer: Any, batch: Any, mode: Mode) -> None:
+        hook = self._live(trainer)
+        if hook is not None:
+            hook.open_step(mode, _inputs(batch))
+
+    def _eval_batch_end(self, trainer: Any, outputs: Any) -> None:
+        hook = self._live(trainer)
+        if hook is None:
+            return
+        hook.close_batch()
+        loss = scalar(outputs.get("loss") if isinstance(outputs, Mapping) else outputs)
+        if loss is not None and hook.step_open:
+            hook.save_loss(loss)
+            self._eval_loss_seen = True
+
+    def _eval_end(self, trainer: Any, mode: Mode) -> None:
+        hook = self._live(trainer)
+        if hook is not None and not self._eval_loss_seen:  # the loss was logged, not returned
+            logged = _logged(trainer, EVAL_LOSSES[mode])
+            if logged is not None:
+                hook.save_loss(logged)
+        self._eval_loss_seen = False
+
+    def on_validation_batch_start(self, trainer: Any, pl_module: Any, batch: Any, *args: Any) -> None:
+        self._eval_batch_start(trainer, batch, Mode.EVAL)
+
+    def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self._eval_batch_end(trainer, outputs)
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._eval_end(trainer, Mode.EVAL)
+
+    def on_test_batch_start(self, trainer: Any, pl_module: Any, batch: Any, *args: Any) -> None:
+        self._eval_batch_start(trainer, batch, Mode.EVAL)
+
+    def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self._eval_batch_end(trainer, outputs)
+
+    def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._eval_end(trainer, Mode.EVAL)
+
+    def on_predict_batch_start(self, trainer: Any, pl_module: Any, batch: Any, *args: Any) -> None:
+        self._eval_batch_start(trainer, batch, Mode.PREDICT)
+
+    def on_predict_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        hook = self._live(trainer)
+        if hook is not None:
+            hook.close_batch()
+
+
+def _inputs(batch: Any) -> tuple[Any, ...]:
+    """The model's input in a batch, for the `inputs` statistics: a tensor batch, or the first
+    tensor of an `(x, y)` batch; a dict batch (Hugging Face style) gives none."""
+    if isinstance(batch, torch.Tensor):
+        return (batch,)
+    if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
+        return (batch[0],)
+    return ()
+
+
+def _logged(trainer: Any, names: tuple[str, ...]) -> torch.Tensor | float | None:
+    metrics = trainer.callback_metrics
+    for name in names:
+        value = scalar(metrics.get(name))
+        if value is not None:
+            return value
+    return None
+
+
+__all__ = ["DebuggerCallback"]

@@ -1,0 +1,125 @@
+"""The torch hook as a trainer's callback drives it (Lightning, Hugging Face `Trainer`).
+
+A trainer calls the model and the optimizer itself, so a stop request cannot surface as
+`TrainingStopped` there: raised inside `optimizer.step()` it would end the fit with a
+traceback. `TrainerHook` catches it where the torch hook ends a step (a forward, the
+optimizer step, a change of mode), keeps the reason in `stop_reason`, and goes quiet; the
+callback then asks the trainer to stop at its next event (`trainer.should_stop`,
+`control.should_training_stop`) and closes the run (the recorder has already written END).
+
+For a trainer whose loop calls the training step and not the model (a LightningModule's
+`training_step` may call `self.encoder(x)`, never `self(x)`), `open_step(mode, args)` opens
+the step from the loop's batch events instead (`driven=True`): forwards of the model then
+add their outputs to the open step but open none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from mldbg.config import Mode
+from mldbg.errors import TrainingStopped
+from mldbg.frameworks.torch import Hook
+
+
+class TrainerHook(Hook):
+    """A torch `Hook` whose stop ends quietly (`stop_reason`), optionally driven by a loop."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        self.stop_reason: str | None = None
+        self.driven = False  # True: steps open at `open_step` only, not at the model's forwards
+        self.in_batch = False  # a loop's batch is open (driven hooks record outputs only then)
+        self._opening = False
+
+    # what a trainer's callback calls --------------------------------------------------------
+    def open_step(self, mode: Mode, args: tuple[Any, ...] = ()) -> None:
+        """A batch of `mode` begins: open its step (TRAIN: continue the open one while the
+        optimizer has not stepped, e.g. under gradient accumulation)."""
+        if self.stop_reason is not None or self._model is None:
+            return
+        self.set_mode(mode)
+        self.in_batch = True
+        self._opening = True
+        try:
+            super()._on_forward_start(self._model, args, {})
+        except TrainingStopped as e:
+            self._stopped(e)
+        finally:
+            self._opening = False
+
+    def close_batch(self) -> None:
+        self.in_batch = False
+
+    def set_mode(self, mode: Mode) -> None:
+        if self.stop_reason is not None:
+            return
+        try:
+            super().set_mode(mode)
+        except TrainingStopped as e:
+            self._stopped(e)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def step_open(self) -> bool:
+        return self.stop_reason is None and not self._closed and self.recorder.in_step
+
+    def save_loss(self, value: Any, name: str = "loss") -> None:
+        """The step's loss, in `losses` (at the open step, else at the one that just ended)."""
+        if self.stop_reason is not None or self._closed:
+            return
+        if isinstance(value, torch.Tensor):
+            value = value.detach().float().cpu().numpy()
+        self.save_tensor(name, value, ("losses",))
+
+    # the torch hook's points where a step ends ----------------------------------------------
+    def _stopped(self, e: TrainingStopped) -> None:
+        self.stop_reason = str(e)
+        self.in_batch = False
+
+    def _on_forward_start(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.stop_reason is not None or (self.driven and not self._opening):
+            return
+        try:
+            super()._on_forward_start(module, args, kwargs)
+        except TrainingStopped as e:
+            self._stopped(e)
+
+    def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if self.stop_reason is not None or (self.driven and not self.in_batch):
+            return
+        super()._on_forward_end(module, args, output)
+
+    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.stop_reason is None:
+            super()._on_optimizer_pre(optimizer, args, kwargs)
+
+    def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.stop_reason is not None:
+            return
+        try:
+            super()._on_optimizer_post(optimizer, args, kwargs)
+        except TrainingStopped as e:
+            self._stopped(e)
+
+    def _on_backward_end(self) -> None:
+        if self.stop_reason is None:
+            super()._on_backward_end()
+
+
+def scalar(value: Any) -> torch.Tensor | float | None:
+    """A loss as a trainer hands it over: a one-element tensor or number, else None."""
+    if isinstance(value, torch.Tensor):
+        return value.detach() if value.numel() == 1 else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+__all__ = ["TrainerHook", "scalar"]

@@ -1,0 +1,271 @@
+"""`mldbg.lightning.DebuggerCallback`: a tiny LightningModule trained on CPU with the callback,
+read back against the module's own values (parameters, the losses its `training_step`
+returned), modes from Lightning's loops, the default rules on a diverging run and its healthy
+twin, and a stop action that ends the fit early and cleanly."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import mldbg
+from mldbg import Mode
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from mldbg.lightning import DebuggerCallback  # noqa: E402
+
+# Lightning's own notices (its pytree shim's deprecation, the dataloader worker advice)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:.*does not have many workers.*"),
+    pytest.mark.filterwarnings("ignore:.*smaller than the logging interval.*"),
+]
+
+
+class Tiny(pl.LightningModule):
+    """An MLP whose `training_step` never calls `self(...)` (Lightning's common style), and
+    keeps the losses it returned."""
+
+    def __init__(self, lr: float = 0.1, sleep: float = 0.0):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        self.lr, self.sleep = lr, sleep
+        self.train_losses: list[float] = []
+        self.val_losses: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.train_losses.append(float(loss.detach()))
+        if self.sleep:
+            time.sleep(self.sleep)  # lets the watcher child keep pace in the stop test
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.val_losses.append(float(loss))
+        self.log("val_loss", loss)
+        return loss
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.log("test_loss", loss)  # logged, not returned: read at the end of the loop
+
+    def forward(self, x):
+        return self.net(x)
+
+    def predict_step(self, batch, batch_idx):
+        return self(batch[0])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+def _data(n: int = 256, batch: int = 16) -> tuple[DataLoader, DataLoader]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 8, generator=g)
+    y = x[:, :3].argmax(1)  # learnable: a healthy run's loss falls
+    train = DataLoader(TensorDataset(x, y), batch_size=batch)
+    val = DataLoader(TensorDataset(x[:64], y[:64]), batch_size=32)
+    return train, val
+
+
+def _trainer(callback: DebuggerCallback, **kwargs) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu", callbacks=[callback], logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, **kwargs,
+    )  # fmt: skip
+
+
+def test_records_parameters_losses_and_modes_from_the_loops(tmp_path):
+    torch.manual_seed(0)
+    model = Tiny()
+    train, val = _data()
+    cb = DebuggerCallback(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "losses"],
+    )  # fmt: skip
+    trainer = _trainer(cb, max_epochs=2, accumulate_grad_batches=2)
+    trainer.fit(model, train, val)
+
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps  # the run closed with the fit
+    train_steps = [s for s in trial.steps() if trial.mode(s) == Mode.TRAIN]  # global steps
+    eval_steps = [s for s in trial.steps() if trial.mode(s) == Mode.EVAL]
+    # two micro-batches per optimizer step are one step; the sanity check is not recorded
+    assert len(train_steps) == trainer.global_step == 16
+    assert len(eval_steps) == 2 * len(val)
+    assert trial.steps(mode=Mode.EVAL) == list(range(len(eval_steps)))  # the mode's own steps
+    assert eval_steps[: len(val)] == [8, 9]  # validation after the first epoch's 8 steps
+    # the loss of each step: the mean of its two micro-batches' returned losses
+    loss = trial.tensor("loss")
+    recorded = [float(loss.value(s)) for s in train_steps]
+    expected = np.asarray(model.train_losses).reshape(-1, 2).mean(axis=1)
+    np.testing.assert_allclose(recorded, expected, rtol=1e-5)
+    sanity = model.val_losses[:2]  # the sanity check ran first: not recorded
+    np.testing.assert_allclose(
+        [float(loss.value(s)) for s in eval_steps], model.val_losses[len(sanity) :], rtol=1e-5
+    )
+    assert recorded[-1] < recorded[0]
+    # the last validation ran after the last optimizer step: its weights are the final ones
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(trial.tensor(name).value(eval_steps[-1]), p.detach().numpy())
+        assert len(trial.tensor(f"gradient/{name}").steps(mode=Mode.TRAIN)) == len(train_steps)
+    # test and predict loops: EVAL and PREDICT steps of a run of their own
+    every = mldbg.SaveConfig(save_interval=1)
+    cb2 = DebuggerCallback(tmp_path / "test", save_config=every, include_collections=["weights", "losses"])
+    _trainer(cb2).test(model, val, verbose=False)
+    cb3 = DebuggerCallback(tmp_path / "predict", save_config=every, include_collections=["weights"])
+    _trainer(cb3).predict(model, DataLoader(TensorDataset(torch.randn(20, 8)), batch_size=10))
+    tested = mldbg.create_trial(tmp_path / "test")
+    assert tested.steps(mode=Mode.EVAL) == list(range(len(val))) and tested.steps() == [0, 1]
+    x, y = val.dataset.tensors
+    with torch.no_grad():
+        whole = float(nn.functional.cross_entropy(model(x), y))  # Lightning's epoch mean of equal batches
+    assert float(tested.tensor("loss").value(1)) == pytest.approx(whole, rel=1e-5)
+    predicted = mldbg.create_trial(tmp_path / "predict")
+    assert len(predicted.steps(mode=Mode.PREDICT)) == 2 and not predicted.steps(mode=Mode.TRAIN)
+
+
+def _errors(findings: list[mldbg.Finding]) -> list[mldbg.Finding]:
+    return [f for f in findings if f.severity == "error"]
+
+
+def test_default_rules_find_a_diverging_run_and_keep_quiet_on_a_healthy_one(tmp_path):
+    train, val = _data()
+    runs = {}
+    for name, lr in (("healthy", 0.1), ("diverging", 1e6)):
+        torch.manual_seed(0)
+        _trainer(DebuggerCallback(tmp_path / name), max_epochs=3).fit(Tiny(lr), train, val)
+        runs[name] = mldbg.check(tmp_path / name)
+    assert _errors(runs["healthy"]) == []
+    assert {"exploding_tensor", "loss_not_decreasing"} & {f.rule for f in _errors(runs["diverging"])}
+
+
+def test_a_stop_action_ends_the_fit_early_and_cleanly(tmp_path, caplog):
+    from mldbg.actions import StopTraining
+
+    train, val = _data()
+    torch.manual_seed(0)
+    model = Tiny(lr=1e12, sleep=0.01)
+    cb = DebuggerCallback(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["weights", "losses"],
+        flush_seconds=0.05, rules=["exploding_tensor"], actions=[StopTraining()],
+    )  # fmt: skip
+    trainer = _trainer(cb, max_epochs=100)
+    with caplog.at_level(logging.WARNING, logger="mldbg"):
+        trainer.fit(model, train, val)  # returns: no TrainingStopped reaches the caller
+    assert cb.stopped and trainer.should_stop
+    assert trainer.global_step < 100 * len(train) // 2
+    assert any("stopped the training" in r.getMessage() for r in caplog.records)
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps
+    assert trial.steps()[-1] <= trainer.global_step + trainer.current_epoch + 1
+
+
+def test_pytorch_lightning_trainer_takes_the_same_callback(tmp_path):
+    ptl = pytest.importorskip("pytorch_lightning")
+
+    class Legacy(ptl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(8, 3)
+
+        def training_step(self, batch, batch_idx):
+            return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    train, _ = _data()
+    trainer = ptl.Trainer(
+        max_epochs=1, accelerator="cpu", callbacks=[DebuggerCallback(tmp_path)], logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Legacy(), train)
+    assert mldbg.create_trial(tmp_path).tensor("loss").steps() == list(range(len(train)))
+
+
+@pytest.mark.slow  # two processes that each start Lightning (~15 s on a busy 2-core machine)
+def test_ddp_ranks_are_workers(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("lightning_ddp_job.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rank 0 steps 4" in done.stdout and "rank 1 steps 4" in done.stdout
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.workers() == ["worker_0", "worker_1"] and trial.loaded_all_steps
+    assert trial.steps() == [0, 1, 2, 3]
+    weight, loss = trial.tensor("net.0.weight"), trial.tensor("loss")
+    # DDP keeps the replicas equal; each rank has its own batch, so its own loss
+    np.testing.assert_array_equal(weight.value(3, worker="worker_0"), weight.value(3, worker="worker_1"))
+    assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")
+
+
+def test_layers_made_in_configure_model_are_recorded_and_a_reused_callback_warns(tmp_path, caplog):
+    class Late(Tiny):
+        def __init__(self):
+            super().__init__()
+            del self.net
+
+        def configure_model(self):  # Lightning calls it after the callbacks' setup
+            if not hasattr(self, "net"):
+                self.net = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3))
+
+    train, val = _data()
+    cb = DebuggerCallback(
+        tmp_path, include_collections=["weights"], save_config=mldbg.SaveConfig(save_interval=1)
+    )
+    trainer = _trainer(cb, max_epochs=1, num_sanity_val_steps=0)
+    model = Late()
+    trainer.fit(model, train, val)
+    trial = mldbg.create_trial(tmp_path)
+    np.testing.assert_array_equal(
+        trial.tensor("net.2.weight").value(trial.steps()[-1]), model.net[2].weight.detach()
+    )
+    with caplog.at_level(logging.WARNING, logger="mldbg"):
+        _trainer(cb).validate(model, val, verbose=False)
+    assert any("already recorded a Trainer call" in r.getMessage() for r in caplog.records)
+    assert mldbg.create_trial(tmp_path).steps() == trial.steps()  # nothing added
+
+
+def test_manual_optimization_records_the_loss_given_to_backward(tmp_path):
+    class Manual(Tiny):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            opt.zero_grad()
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.train_losses.append(float(loss.detach()))
+            self.manual_backward(loss)
+            opt.step()  # returns nothing: the loss comes from manual_backward
+
+    train, val = _data()
+    model = Manual()
+    cb = DebuggerCallback(
+        tmp_path, include_collections=["losses"], save_config=mldbg.SaveConfig(save_interval=1)
+    )
+    _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(model, train, val)
+    trial = mldbg.create_trial(tmp_path)
+    loss = trial.tensor("loss")
+    train_steps = [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN]
+    assert train_steps == list(range(len(train)))
+    np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], model.train_losses, rtol=1e-6)

@@ -1,0 +1,189 @@
+"""`mldbg.transformers.DebuggerCallback`: a tiny BERT built from a config (no downloads) trained
+on CPU by a Hugging Face `Trainer` with the callback, read back against the model's own values
+(the losses of its outputs, the final parameters, `eval_loss`), gradient accumulation as one
+step per optimizer step, evaluation as EVAL, the default rules on a diverging run and a
+healthy one, and a stop action that ends `train()` early and cleanly."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import mldbg
+from mldbg import Mode
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # the Trainer needs it
+
+from transformers import (  # noqa: E402
+    BertConfig,
+    BertForSequenceClassification,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from mldbg.transformers import DebuggerCallback  # noqa: E402
+
+N_TRAIN, N_EVAL, SEQ = 64, 32, 12
+
+
+class Tokens(torch.utils.data.Dataset):
+    """Random token ids; the label is whether the second token is in the upper half of the
+    vocabulary (learnable)."""
+
+    def __init__(self, n: int, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(1, 100, (n, SEQ), generator=g)
+        self.labels = (self.ids[:, 1] > 50).long()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.labels[i]}
+
+
+def _bert(**config) -> BertForSequenceClassification:
+    torch.manual_seed(0)
+    return BertForSequenceClassification(
+        BertConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, vocab_size=100,
+            **config,
+        )
+    )  # fmt: skip
+
+
+class LossKeeper(Trainer):
+    """Keeps the loss of every micro-batch the model returned (the reference)."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
+        if model.training:
+            self.micro_losses.append(float(outputs.loss.detach()))
+        return (loss, outputs) if return_outputs else loss
+
+
+class Pace(TrainerCallback):
+    """Slows each step a little so the watcher child keeps pace in the stop test."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        time.sleep(0.02)
+
+
+def _args(tmp_path, **kwargs) -> TrainingArguments:
+    settings = dict(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=8, per_device_eval_batch_size=16,
+        num_train_epochs=2, learning_rate=1e-3, save_strategy="no", report_to=[], use_cpu=True,
+        disable_tqdm=True, logging_strategy="no",
+    )  # fmt: skip
+    return TrainingArguments(**{**settings, **kwargs})
+
+
+def test_records_the_model_with_accumulated_steps_and_evaluation(tmp_path):
+    model = _bert()
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "losses"],
+    )  # fmt: skip
+    args = _args(tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=2, num_train_epochs=3,
+                 eval_strategy="epoch")  # fmt: skip
+    trainer = LossKeeper(model=model, args=args, train_dataset=Tokens(N_TRAIN), eval_dataset=Tokens(N_EVAL, 1),
+                         callbacks=[cb])  # fmt: skip
+    trainer.micro_losses = []
+    trainer.train()
+
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert trial.loaded_all_steps  # closed at the end of train()
+    train_steps = [s for s in trial.steps() if trial.mode(s) == Mode.TRAIN]  # global steps
+    eval_steps = [s for s in trial.steps() if trial.mode(s) == Mode.EVAL]
+    # two micro-batches per optimizer step: one step, as the Trainer counts them
+    assert len(train_steps) == trainer.state.global_step == 3 * N_TRAIN // 8
+    assert len(eval_steps) == 3 * N_EVAL // 16  # each evaluation batch is an EVAL step
+    assert eval_steps[:2] == [8, 9]  # the first evaluation follows the first epoch's 8 steps
+    loss = trial.tensor("loss")
+    recorded = [float(loss.value(s)) for s in train_steps]
+    np.testing.assert_allclose(recorded, np.reshape(trainer.micro_losses, (-1, 2)).mean(axis=1), rtol=1e-5)
+    evaluations = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
+    eval_losses = np.reshape([float(loss.value(s)) for s in eval_steps], (3, 2)).mean(axis=1)
+    np.testing.assert_allclose(eval_losses, evaluations, rtol=1e-5)  # equal batches: the mean
+    # the last evaluation ran after the last optimizer step: its weights are the final ones
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(trial.tensor(name).value(eval_steps[-1]), p.detach().numpy())
+    grads = trial.tensor_names(collection="gradients")
+    assert len(grads) == len(list(model.parameters()))
+    assert trial.tensor(grads[0]).steps(mode=Mode.TRAIN) == list(range(len(train_steps)))
+
+
+def _errors(findings: list[mldbg.Finding]) -> list[mldbg.Finding]:
+    return [f for f in findings if f.severity == "error"]
+
+
+def test_default_rules_find_a_diverging_run_and_keep_quiet_on_a_healthy_one(tmp_path):
+    # initializer_range=0.2: at BERT's own 0.02 a tiny BERT's attention starts near uniform, its
+    # query/key gradients are ~1e-6 (poor_weight_initialization fires) and the key bias has no
+    # gradient but float noise (unchanged_tensor fires)
+    runs = {}
+    for name, lr, init in (("healthy", 1e-3, 0.2), ("diverging", 1e3, 0.02)):
+        trainer = Trainer(
+            model=_bert(initializer_range=init), args=_args(tmp_path / name, learning_rate=lr),
+            train_dataset=Tokens(N_TRAIN), callbacks=[DebuggerCallback(tmp_path / name / "run")],
+        )  # fmt: skip
+        trainer.train()
+        runs[name] = mldbg.check(tmp_path / name / "run")
+    assert _errors(runs["healthy"]) == []
+    assert {"tensor_variance", "exploding_tensor"} & {f.rule for f in _errors(runs["diverging"])}
+
+
+def test_a_stop_action_ends_train_early_and_cleanly(tmp_path, caplog):
+    from mldbg.actions import StopTraining
+
+    cb = DebuggerCallback(
+        tmp_path / "run", flush_seconds=0.05, rules=["tensor_variance"], actions=[StopTraining()],
+    )  # fmt: skip
+    args = _args(tmp_path, learning_rate=1e3, max_steps=300)
+    trainer = Trainer(model=_bert(), args=args, train_dataset=Tokens(N_TRAIN), callbacks=[cb, Pace()])
+    with caplog.at_level(logging.WARNING, logger="mldbg"):
+        trainer.train()  # returns: no TrainingStopped reaches the caller
+    assert cb.stopped
+    assert trainer.state.global_step < 300
+    assert any("stopped the training" in r.getMessage() for r in caplog.records)
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert trial.loaded_all_steps
+    assert trial.steps()[-1] == trainer.state.global_step - 1  # the step the stop ended
+
+
+class OwnLoss(Trainer):
+    """A custom `compute_loss`: the model is called without labels, so its outputs hold no loss."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = torch.nn.functional.cross_entropy(outputs.logits, labels)
+        return (loss, outputs) if return_outputs else loss
+
+
+def test_without_a_loss_in_the_outputs_the_logged_losses_are_recorded(tmp_path):
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"]
+    )
+    args = _args(
+        tmp_path, logging_strategy="steps", logging_steps=1, eval_strategy="epoch", num_train_epochs=1
+    )
+    trainer = OwnLoss(model=_bert(), args=args, train_dataset=Tokens(N_TRAIN), eval_dataset=Tokens(N_EVAL, 1),
+                      callbacks=[cb])  # fmt: skip
+    trainer.train()
+    trial = mldbg.create_trial(tmp_path / "run")
+    loss = trial.tensor("loss")
+    train_steps = [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN]
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(train_steps) == len(logged) == N_TRAIN // 8
+    np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], logged, rtol=1e-5)
+    eval_steps = [s for s in loss.steps() if trial.mode(s) == Mode.EVAL]
+    evaluation = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
+    assert len(eval_steps) == 1  # the evaluation's loss, at its last step
+    assert float(loss.value(eval_steps[0])) == pytest.approx(evaluation[0], rel=1e-5)
