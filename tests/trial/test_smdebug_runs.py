@@ -215,3 +215,26 @@ def test_a_fresh_smdebug_run(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     compare_with_reference(str(tmp_path / "run"), tmp_path)
+
+
+def test_report_and_dashboard_serve_it(tmp_path: Path) -> None:
+    from tests.dashboard.helpers import Server, run_url
+
+    runs = tmp_path / "sweep"  # a folder holding an smdebug run is a folder of runs, too
+    shutil.copytree(DATA / "run", runs / "smdebug")
+    done = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "report", str(runs / "smdebug"), "-o", str(tmp_path / "r.html")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "smdebug" in html and "CrossEntropyLoss_output_0" in html  # the loss chart
+    trial = mldbg.create_trial(runs / "smdebug")
+    with Server(str(runs), log=tmp_path / "server.log") as server:
+        body = server.wait_for("api/runs", lambda b: b["runs"] and b["runs"][0]["status"] != "running")
+        assert [r["name"] for r in body["runs"]] == ["smdebug"]
+        # ReLU outputs: smdebug saved their reductions only; the dashboard reads them
+        reduction = server.json(run_url("smdebug") + "/reduction", tensor="relu_output_0", reduction="max")
+        tensor = trial.tensor("relu_output_0")
+        assert reduction["steps"] == tensor.steps()
+        assert reduction["values"] == [tensor.reduction_value(s, "max") for s in tensor.steps()]
