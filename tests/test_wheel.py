@@ -46,7 +46,9 @@ def test_wheel_builds_installs_and_runs(tmp_path: Path) -> None:
         metadata = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         entry_points = whl.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert {n.rsplit("/", 1)[-1] for n in names if n.startswith("mldbg/dashboard/static/")} >= ASSETS
-    assert "mldbg/trial/smdebug/proto.py" in names and "mldbg/cli/main.py" in names
+    assert (
+        "mldbg/trial/smdebug/proto.py" in names and "mldbg/cli/main.py" in names and "mldbg/py.typed" in names
+    )
     assert not [n for n in names if n.startswith("tests/") or "/tests/" in n or n.startswith("benchmarks/")]
     assert "mldbg = mldbg.cli.main:main" in entry_points
     assert "Provides-Extra: torch" in metadata and 'Requires-Dist: torch>=2.4; extra == "torch"' in metadata
