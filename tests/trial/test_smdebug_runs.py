@@ -29,6 +29,7 @@ from mldbg.store import open_store
 from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run, tfrecord
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "smdebug_run"
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "smdebug_run_shapes"
 ROOT = Path(__file__).resolve().parents[2]
 SMDEBUG_PYTHON = ROOT / ".bench-venvs" / "smdebug" / "bin" / "python"
 
@@ -51,14 +52,17 @@ def compare_with_reference(path: str, out: Path) -> None:
     assert trial.collections() == held
     for name, steps in ref["tensor_steps"].items():
         assert trial.tensor(name).steps() == steps, name
-    assert len(values.files) > 50
+    for key, shape in ref["shapes"].items():  # saved with save_shape=True
+        name, step = key.rsplit("|", 1)
+        assert trial.record(name, int(step)).shape == tuple(shape), key
+    assert len(values.files) > 10
     for key in values.files:
         name, step = key.rsplit("|", 1)
         got = trial.tensor(name).value(int(step))
         want = values[key]
         assert got.dtype == want.dtype and got.shape == want.shape, key
         np.testing.assert_array_equal(got, want, err_msg=key)
-    assert len(ref["reductions"]) > 100
+    assert len(ref["reductions"]) > 10
     saved = 0
     for key, want in ref["reductions"].items():
         name, step, red, is_abs = key.split("|")
@@ -74,12 +78,25 @@ def compare_with_reference(path: str, out: Path) -> None:
             assert got == pytest.approx(np.linalg.norm(flat, ord=int(red[1])), rel=1e-9), key
         else:
             assert got == pytest.approx(want, rel=1e-5, abs=1e-7), key
-    assert saved > 50
+    assert saved > 10
     assert trial.loaded_all_steps
 
 
-def test_reads_back_what_smdebug_reads() -> None:
-    compare_with_reference(str(DATA / "run"), DATA)
+@pytest.mark.parametrize("data", [DATA, SHAPES], ids=["mlp", "shapes"])
+def test_reads_back_what_smdebug_reads(data: Path) -> None:
+    compare_with_reference(str(data / "run"), data)
+
+
+def test_shapes_scalars_and_predict_steps() -> None:
+    trial = mldbg.create_trial(SHAPES / "run")
+    assert trial.steps(mode=Mode.PREDICT) and trial.steps(mode=Mode.TRAIN) == [0, 2, 4]
+    record = trial.record("gradient/Sequential_0.weight", 2)
+    assert not record.has_raw and record.shape == (2, 1, 3, 3) and ("mean", False) in record.reductions
+    # smdebug writes a tensor saved after a step's backward with the next step (its trial reads it so)
+    assert trial.tensor("my_tensor").value(2).tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert trial.tensor("my_tensor").value(2).dtype == np.int64
+    # a scalar is written at once (and again with the next step: the last one is read, as smdebug does)
+    assert trial.tensor("scalar/my_scalar").value(4) == pytest.approx([6.0])
 
 
 def test_saved_reductions_and_reductions_only_records() -> None:
@@ -208,9 +225,10 @@ def test_reads_an_smdebug_run_in_a_bucket(s3_run: str) -> None:
 @pytest.mark.skipif(
     not SMDEBUG_PYTHON.exists(), reason="smdebug's environment: benchmarks/run_all.py --setup"
 )
-def test_a_fresh_smdebug_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", [[], ["--shapes"]], ids=["mlp", "shapes"])
+def test_a_fresh_smdebug_run(tmp_path: Path, variant: list[str]) -> None:
     done = subprocess.run(
-        [str(SMDEBUG_PYTHON), str(ROOT / "tests" / "data" / "make_smdebug_run.py"), str(tmp_path)],
+        [str(SMDEBUG_PYTHON), str(ROOT / "tests" / "data" / "make_smdebug_run.py"), str(tmp_path), *variant],
         capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -238,3 +256,32 @@ def test_report_and_dashboard_serve_it(tmp_path: Path) -> None:
         tensor = trial.tensor("relu_output_0")
         assert reduction["steps"] == tensor.steps()
         assert reduction["values"] == [tensor.reduction_value(s, "max") for s in tensor.steps()]
+
+
+def test_a_live_smdebug_run_is_read_as_it_grows(tmp_path: Path) -> None:
+    src, run = DATA / "run", tmp_path / "run"
+    shutil.copytree(src / "collections", run / "collections")
+
+    def copy_step(step: int, what: tuple[str, ...] = ("events", "index")) -> None:
+        for kind in what:
+            for path in (src / kind).rglob(f"{step:012d}_*"):
+                target = run / path.relative_to(src)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, target)
+
+    for step in range(6):
+        copy_step(step)
+    copy_step(6, ("index",))  # its index is there, its event file not yet: not a step yet
+    trial = mldbg.create_trial(run)
+    assert isinstance(trial.store, SmdebugStore)
+    assert trial.steps() == list(range(6)) and not trial.loaded_all_steps
+    copy_step(6, ("events",))
+    trial.wait_for_steps([6], timeout=10)
+    for step in range(7, 12):
+        copy_step(step)
+    shutil.copy(src / "training_job_end.ts", run / "training_job_end.ts")
+    assert trial.loaded_all_steps and trial.steps() == list(range(12))
+    want = mldbg.create_trial(src)
+    np.testing.assert_array_equal(
+        trial.tensor("Net_fc2.weight").value(11), want.tensor("Net_fc2.weight").value(11)
+    )

@@ -68,38 +68,43 @@ class SmdebugStore(Store):
         # (worker, step) -> the smdebug index key, refreshed by each listing
         self._index_keys: dict[tuple[str, int], str] = {}
         self._segments: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = OrderedDict()
-        self._collections: dict[str, dict[str, list[str]]] = {}
+        self._collections: dict[str, _Collections] = {}
 
     # the run's smdebug files --------------------------------------------------------------
     def _scan(self) -> dict[str, list[int]]:
-        """worker -> its steps with an index file, sorted (lists index/ once)."""
+        """worker -> its steps with an index file, sorted (one listing of index/, and of
+        events/ while training runs: a step shows once its event file is there too, as smdebug
+        writes the index last, so a live reader never meets a step it cannot read yet)."""
+        ended = self.inner.exists(END_FILE)  # before listing: nothing comes after it
+        events = None if ended else {k.rsplit("/", 1)[-1] for k in self.inner.list("events/")}
         found: dict[str, list[int]] = {}
         for key in self.inner.list("index/"):
-            m = _INDEX_NAME.match(key.rsplit("/", 1)[-1])
-            if m is None:
+            name = key.rsplit("/", 1)[-1]
+            m = _INDEX_NAME.match(name)
+            if m is None or (events is not None and name[: -len(".json")] + ".tfevents" not in events):
                 continue
             step, worker = int(m.group(1)), m.group(2)
             self._index_keys[(worker, step)] = key
             found.setdefault(worker, []).append(step)
         return {w: sorted(s) for w, s in found.items()}
 
-    def _collections_of(self, worker: str) -> dict[str, list[str]]:
-        """tensor name -> the collections smdebug put it in (the worker's collections file,
-        else worker_0's, else any)."""
+    def _collections_of(self, worker: str) -> _Collections:
+        """The collections smdebug recorded (the worker's collections file, else worker_0's,
+        else any): each holds its `tensor_names` and the tensors its `include_regex` finds
+        anywhere in their name, as smdebug's trial counts them."""
         cached = self._collections.get(worker)
         if cached is not None:
             return cached
         keys = [k for k in self.inner.list("collections/") if k.endswith("_collections.json")]
         own = [k for k in keys if k.rsplit("/", 1)[-1] == f"{worker}_collections.json"]
         chosen = (own or [k for k in keys if k.endswith("/worker_0_collections.json")] or keys)[-1:]
-        by_tensor: dict[str, list[str]] = {}
+        found = _Collections()
         for key in chosen:
             where = f"{self.url}/{key}"
             try:
                 doc = json.loads(self.inner.read(key))
                 for name, coll in doc["collections"].items():
-                    for tensor in coll.get("tensor_names", []):
-                        by_tensor.setdefault(tensor, []).append(str(name))
+                    found.add(str(name), coll.get("tensor_names") or [], coll.get("include_regex") or [])
             except FileNotFoundError:
                 pass
             except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -107,8 +112,8 @@ class SmdebugStore(Store):
                     f"{where}: not an smdebug collections file ({type(e).__name__}: {e})"
                 ) from None
         if chosen:  # a run still starting may not have written it yet: look again later
-            self._collections[worker] = by_tensor
-        return by_tensor
+            self._collections[worker] = found
+        return found
 
     def _segment(self, worker: str, step: int) -> tuple[bytes, bytes]:
         """(index file, data file) in mldbg's format for `worker`'s step `step`."""
@@ -188,14 +193,14 @@ class SmdebugStore(Store):
                     continue
             records[v.tag] = Record(
                 name=v.tag, step=step, mode=mode, mode_step=mode_step, array=np.ascontiguousarray(v.array),
-                dtype=v.dtype, shape=v.shape, collections=tuple(collections.get(v.tag, ())),
+                dtype=v.dtype, shape=v.shape, collections=collections.of(v.tag),
             )  # fmt: skip
         for tensor, name, is_abs, value in reductions:
             rec = records.get(tensor)
             if rec is None:
                 rec = records[tensor] = Record(
                     name=tensor, step=step, mode=mode, mode_step=mode_step, array=None, dtype="F32",
-                    shape=shapes.get(tensor, ()), collections=tuple(collections.get(tensor, ())),
+                    shape=shapes.get(tensor, ()), collections=collections.of(tensor),
                 )  # fmt: skip
             rec.reductions[(name, is_abs)] = value
         ordered = list(records.values())
@@ -317,6 +322,33 @@ class SmdebugStore(Store):
 
     def __repr__(self) -> str:
         return f"SmdebugStore({self.url!r})"
+
+
+class _Collections:
+    """smdebug's collections: names listed, and regexes (`re.search`, as smdebug matches)."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, set[str]] = {}
+        self._regexes: dict[str, list[re.Pattern[str]]] = {}
+        self._of: dict[str, tuple[str, ...]] = {}
+
+    def add(self, name: str, tensors: Sequence[str], regexes: Sequence[str]) -> None:
+        self._names[name] = {str(t) for t in tensors}
+        compiled = []
+        for r in regexes:
+            with contextlib.suppress(re.error, TypeError):  # smdebug could not have matched it either
+                compiled.append(re.compile(r))
+        self._regexes[name] = compiled
+
+    def of(self, tensor: str) -> tuple[str, ...]:
+        found = self._of.get(tensor)
+        if found is None:
+            found = self._of[tensor] = tuple(
+                c
+                for c in self._names
+                if tensor in self._names[c] or any(r.search(tensor) for r in self._regexes[c])
+            )
+        return found
 
 
 def _mode_name(content: Any) -> str:
