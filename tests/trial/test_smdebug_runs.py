@@ -285,3 +285,24 @@ def test_a_live_smdebug_run_is_read_as_it_grows(tmp_path: Path) -> None:
     np.testing.assert_array_equal(
         trial.tensor("Net_fc2.weight").value(11), want.tensor("Net_fc2.weight").value(11)
     )
+
+
+def test_several_workers(tmp_path: Path) -> None:
+    # a second worker, as smdebug names its files in a distributed job: the same records
+    # under `<step>_worker_1`, its index pointing at its own event files
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run", run)
+    for index in sorted((run / "index").rglob("*_worker_0.json")):
+        doc = json.loads(index.read_text())
+        event = run / doc["meta"]["event_file_name"]
+        doc["meta"]["event_file_name"] = doc["meta"]["event_file_name"].replace("_worker_0.", "_worker_1.")
+        shutil.copy(event, run / doc["meta"]["event_file_name"])
+        index.with_name(index.name.replace("_worker_0.", "_worker_1.")).write_text(json.dumps(doc))
+    trial = mldbg.create_trial(run)
+    assert trial.workers() == ["worker_0", "worker_1"]
+    assert trial.tensor("Net_fc1.weight").workers(3) == ["worker_0", "worker_1"]
+    np.testing.assert_array_equal(
+        trial.tensor("Net_fc1.weight").value(3, worker="worker_1"), trial.tensor("Net_fc1.weight").value(3)
+    )
+    one = mldbg.create_trial(run, worker="worker_1")
+    assert one.workers() == ["worker_1"] and one.steps() == list(range(12)) and one.loaded_all_steps
