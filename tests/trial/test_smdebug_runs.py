@@ -27,6 +27,7 @@ from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, StoreError, TensorUnavailableForStep
 from mldbg.store import open_store
 from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run, tfrecord
+from mldbg.trial.smdebug import store as smdebug_store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "smdebug_run"
 SHAPES = Path(__file__).resolve().parents[1] / "data" / "smdebug_run_shapes"
@@ -306,3 +307,25 @@ def test_several_workers(tmp_path: Path) -> None:
     )
     one = mldbg.create_trial(run, worker="worker_1")
     assert one.workers() == ["worker_1"] and one.steps() == list(range(12)) and one.loaded_all_steps
+
+
+@pytest.mark.parametrize("data", [DATA, SHAPES], ids=["mlp", "shapes"])
+def test_large_event_files_are_read_by_record(
+    data: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past WHOLE_FILE_BYTES an event file is not read whole: each record apart, and a tensor
+    larger than HEAD_BYTES only as far as its header, its bytes read from the event file when
+    asked for. Made small here, so the runs above take that path: the same values."""
+    monkeypatch.setattr(smdebug_store, "WHOLE_FILE_BYTES", 0)
+    monkeypatch.setattr(smdebug_store, "HEAD_BYTES", 128)
+    compare_with_reference(str(data / "run"), data)
+    run = tmp_path / "run"
+    shutil.copytree(data / "run", run)
+    trial = mldbg.create_trial(run)
+    assert isinstance(trial.store, SmdebugStore)
+    segment = trial.store._segment("worker_0", 2)
+    assert segment.event_size > 0 and b'"2/Net_fc1.weight"' not in segment.side  # its bytes stay in the file
+    event = run / "events" / "000000000002" / "000000000002_worker_0.tfevents"
+    event.write_bytes(event.read_bytes()[:-300])  # truncated
+    with pytest.raises(CorruptRecord, match="000000000002_worker_0.tfevents"):
+        mldbg.create_trial(run)

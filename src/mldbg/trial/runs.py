@@ -25,7 +25,7 @@ _SMDEBUG_MARKS = frozenset(("index", "events"))  # an smdebug output directory (
 
 
 def _is_run(children: list[str]) -> bool:
-    return _RUN_MARK in children or _SMDEBUG_MARKS <= set(children)
+    return _RUN_MARK in children or set(children) >= _SMDEBUG_MARKS
 
 
 def find_runs(runs: RunsSpec) -> tuple[list[str], dict[str, str]]:

@@ -41,6 +41,7 @@ DTYPES: dict[int, tuple[str, np.dtype]] = {
     22: ("U32", np.dtype("<u4")),
     23: ("U64", np.dtype("<u8")),
 }
+DTYPES_BY_NAME = {name: dt for name, dt in DTYPES.values()}
 DT_STRING = 7
 
 
@@ -194,14 +195,7 @@ def _tensor(buf: memoryview, tag: str) -> tuple[str, tuple[int, ...], np.ndarray
             dt = int(value)
         elif number == 2 and wire == 2:
             assert isinstance(value, memoryview)
-            for n, w, v in _fields(value):
-                if n == 2 and w == 2:
-                    assert isinstance(v, memoryview)
-                    size = 0
-                    for dn, dw, dv in _fields(v):
-                        if dn == 1 and dw == 0:
-                            size = _signed64(int(dv))
-                    shape.append(size)
+            shape.extend(_shape(value))
         elif number == 4 and wire == 2:
             content = bytes(value)
         elif number in (5, 6, 7, 10, 11, 13, 16, 17):
@@ -255,3 +249,115 @@ def _typed_values(dt: int, repeated: dict[int, list[int | memoryview]]) -> np.nd
     if dt == 23:
         return np.asarray(ints(17), dtype=np.uint64)
     return np.asarray(ints(7), dtype=np.int64)  # U16 travels in int_val
+
+
+@dataclass
+class TensorHead:
+    """Where the raw bytes of a tensor lie in its record, read from the record's first bytes:
+    enough to index a large tensor without reading it."""
+
+    tag: str
+    dtype: str  # mldbg's dtype name; "" for a type mldbg does not store
+    shape: tuple[int, ...]
+    content_offset: int  # of `tensor_content` in the payload
+    content_length: int
+
+
+def locate_tensor(head: memoryview, payload_length: int) -> TensorHead | None:
+    """The tag, dtype, shape and the place of `tensor_content` of an Event whose payload
+    begins with `head` (its first bytes; `payload_length` in all). None when the head is too
+    short to tell, or the value has no `tensor_content` (then decode the whole record).
+    Protobuf writers put fields in number order, so the tag, dtype and shape come first."""
+    try:
+        return _locate(head, payload_length)
+    except (_Malformed, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _locate(buf: memoryview, payload_length: int) -> TensorHead | None:
+    pos, end = 0, payload_length
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire != 2:
+            pos = _skip(buf, pos, wire)
+            continue
+        n, pos = _varint(buf, pos)
+        if number != 5:
+            pos += n
+            continue
+        return _locate_summary(buf, pos, pos + n)
+    return None
+
+
+def _locate_summary(buf: memoryview, pos: int, end: int) -> TensorHead | None:
+    key, pos = _varint(buf, pos)
+    if key != (1 << 3 | 2):
+        return None
+    n, pos = _varint(buf, pos)
+    end = min(end, pos + n)  # the first Value
+    tag, dt = "", 0
+    shape: tuple[int, ...] = ()
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire != 2:
+            pos = _skip(buf, pos, wire)
+            continue
+        n, pos = _varint(buf, pos)
+        if number == 1:
+            if pos + n > len(buf):
+                return None
+            tag = bytes(buf[pos : pos + n]).decode()
+            pos += n
+        elif number == 8:
+            tensor_end = pos + n
+            while pos < tensor_end:
+                key, pos = _varint(buf, pos)
+                tnum, twire = key >> 3, key & 7
+                if twire != 2:
+                    value = 0
+                    if twire == 0:
+                        value, pos = _varint(buf, pos)
+                    else:
+                        pos = _skip(buf, pos, twire)
+                    if tnum == 1:
+                        dt = value
+                    continue
+                m, pos = _varint(buf, pos)
+                if tnum == 2:
+                    if pos + m > len(buf):
+                        return None
+                    shape = _shape(buf[pos : pos + m])
+                elif tnum == 4:
+                    name = DTYPES[dt][0] if dt in DTYPES else ""
+                    return TensorHead(tag, name, shape, pos, m)
+                pos += m
+            return None
+        else:
+            pos += n
+    return None
+
+
+def _shape(buf: memoryview) -> tuple[int, ...]:
+    """A TensorShapeProto: the size of each Dim (0 when not written)."""
+    dims = []
+    for n, w, v in _fields(buf):
+        if n == 2 and w == 2:
+            assert isinstance(v, memoryview)
+            size = 0
+            for dn, dw, dv in _fields(v):
+                if dn == 1 and dw == 0:
+                    size = _signed64(int(dv))
+            dims.append(size)
+    return tuple(dims)
+
+
+def _skip(buf: memoryview, pos: int, wire: int) -> int:
+    if wire == 0:
+        return _varint(buf, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    raise _Malformed(f"unsupported wire type {wire}")

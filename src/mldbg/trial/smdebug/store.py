@@ -29,6 +29,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,24 @@ _MODES = {"TRAIN": 1, "EVAL": 2, "PREDICT": 3, "GLOBAL": 4}
 _REDUCTIONS = {(name, is_abs) for name, is_abs in CODES.values()}
 _INDEX_NAME = re.compile(r"^(\d+)_(.+)\.json$")
 _SEGMENT = re.compile(r"^workers/([^/]+)/(index|data)/(\d{10})\.safetensors$")
-_CACHED_SEGMENTS = 64
+_CACHED_SEGMENTS = 16
+#: an event file up to this size is read whole (one read per step, every payload checksummed);
+#: in a larger one each record is read apart, and a large tensor only as far as its header:
+#: its bytes are read from the event file itself when asked for
+WHOLE_FILE_BYTES = 4 << 20
+HEAD_BYTES = 4096
+
+
+@dataclass
+class _Segment:
+    """One step of one worker in mldbg's format: its index file, and its data file, which is
+    the event file itself (raw tensor bytes at their place in it) followed by `side` (the
+    values that were decoded: small ones, and those not stored as raw bytes)."""
+
+    index: bytes
+    event_key: str
+    event_size: int  # 0 when every value is in `side`
+    side: bytes
 
 
 def is_smdebug_run(store: Store) -> bool:
@@ -67,7 +85,7 @@ class SmdebugStore(Store):
         self._lock = threading.Lock()
         # (worker, step) -> the smdebug index key, refreshed by each listing
         self._index_keys: dict[tuple[str, int], str] = {}
-        self._segments: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = OrderedDict()
+        self._segments: OrderedDict[tuple[str, int], _Segment] = OrderedDict()
         self._collections: dict[str, _Collections] = {}
 
     # the run's smdebug files --------------------------------------------------------------
@@ -115,8 +133,8 @@ class SmdebugStore(Store):
             self._collections[worker] = found
         return found
 
-    def _segment(self, worker: str, step: int) -> tuple[bytes, bytes]:
-        """(index file, data file) in mldbg's format for `worker`'s step `step`."""
+    def _segment(self, worker: str, step: int) -> _Segment:
+        """`worker`'s step `step` in mldbg's format."""
         with self._lock:
             found = self._segments.get((worker, step))
             if found is not None:
@@ -135,7 +153,7 @@ class SmdebugStore(Store):
                 self._segments.popitem(last=False)
         return built
 
-    def _build(self, worker: str, step: int, index_key: str) -> tuple[bytes, bytes]:
+    def _build(self, worker: str, step: int, index_key: str) -> _Segment:
         where = f"{self.url}/{index_key}"
         try:
             doc = json.loads(self.inner.read(index_key))
@@ -147,29 +165,70 @@ class SmdebugStore(Store):
                 str(s["tensorname"]): tuple(int(d) for d in s["shape"])
                 for s in doc.get("shape_payload") or []
             }
-            has_tensors = bool(doc.get("tensor_payload"))
+            payload = [
+                (str(t["tensorname"]), int(t["start_idx"]), int(t["length"]))
+                for t in doc.get("tensor_payload") or []
+            ]
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptRecord(f"{where}: not an smdebug index file ({type(e).__name__}: {e})") from None
-        values: list[proto.TensorValue] = []
-        if has_tensors:
+        values: list[tuple[proto.TensorValue, tuple[int, int] | None]] = []
+        event_size = 0
+        if payload:
             event_where = f"{self.url}/{event_key}"
             try:
-                blob = self.inner.read(event_key)
+                event_size = self.inner.size(event_key)
+                if event_size <= WHOLE_FILE_BYTES:
+                    blob = self.inner.read(event_key)
+                    event_size = 0  # every value decoded: all of them in the side part
+                    for _, record in tfrecord.records(blob, event_where):
+                        values.extend((v, None) for v in proto.decode_event(record, event_where).values)
+                else:
+                    for tag, start, length in payload:
+                        values.append(self._located(event_key, event_where, event_size, tag, start, length))
             except FileNotFoundError:
                 raise CorruptRecord(
                     f"{event_where}: missing, but its index {index_key} refers to it"
                 ) from None
-            for _, payload in tfrecord.records(blob, event_where):
-                event = proto.decode_event(payload, event_where)
-                for v in event.values:
-                    mode_of = _MODES.get(_mode_name(v.plugins.get("mode")), mode)
-                    if mode_of != mode or int(v.plugins.get("mode_step", mode_step)) != mode_step:
-                        raise CorruptRecord(
-                            f"{event_where}: tensor {v.tag!r} is of mode {mode_of} step "
-                            f"{v.plugins.get('mode_step')}, its index {index_key} says {mode} step {mode_step}"
-                        )
-                    values.append(v)
-        return self._encode(worker, step, mode, mode_step, values, shapes)
+            for v, _ in values:
+                if not v.plugins:
+                    continue  # located from its header: the index says its mode
+                mode_of = _MODES.get(_mode_name(v.plugins.get("mode")), mode)
+                if mode_of != mode or int(v.plugins.get("mode_step", mode_step)) != mode_step:
+                    raise CorruptRecord(
+                        f"{event_where}: tensor {v.tag!r} is of mode {mode_of} step "
+                        f"{v.plugins.get('mode_step')}, its index {index_key} says {mode} step {mode_step}"
+                    )
+        return self._encode(worker, step, mode, mode_step, values, shapes, event_key, event_size)
+
+    def _located(
+        self, key: str, where: str, size: int, tag: str, start: int, length: int
+    ) -> tuple[proto.TensorValue, tuple[int, int] | None]:
+        """One record of a large event file: decoded whole when small, else located from its
+        first bytes ((absolute offset, length) of its raw bytes, which stay in the file)."""
+        if start < 0 or length < 16 or start + length > size:
+            raise CorruptRecord(
+                f"{where}: the record of {tag!r} at bytes {start}..{start + length} does not fit in "
+                f"the file's {size} bytes (truncated?)"
+            )
+        if length > HEAD_BYTES:
+            head = self.inner.read(key, start, HEAD_BYTES)
+            payload_length = tfrecord.payload_length(head, where, start)
+            if payload_length != length - 16:
+                raise CorruptRecord(
+                    f"{where}: the record at byte {start} is {payload_length + 16} bytes, its index says {length}"
+                )
+            found = proto.locate_tensor(memoryview(head)[12:], payload_length)
+            if found is not None and found.dtype:
+                count = int(np.prod(found.shape)) if found.shape else 1
+                if found.content_length == count * proto.DTYPES_BY_NAME[found.dtype].itemsize:
+                    value = proto.TensorValue(found.tag, found.dtype, found.shape, None)
+                    return value, (start + 12 + found.content_offset, found.content_length)
+        blob = self.inner.read(key, start, length)
+        records = [record for _, record in tfrecord.records(blob, f"{where} (at byte {start})")]
+        decoded = [v for record in records for v in proto.decode_event(record, where).values]
+        if len(decoded) != 1:
+            raise CorruptRecord(f"{where}: the record at byte {start} holds {len(decoded)} tensors, not one")
+        return decoded[0], None
 
     def _encode(
         self,
@@ -177,22 +236,30 @@ class SmdebugStore(Store):
         step: int,
         mode: int,
         mode_step: int,
-        values: list[proto.TensorValue],
+        values: list[tuple[proto.TensorValue, tuple[int, int] | None]],
         shapes: dict[str, tuple[int, ...]],
-    ) -> tuple[bytes, bytes]:
+        event_key: str,
+        event_size: int,
+    ) -> _Segment:
         collections = self._collections_of(worker)
         records: dict[str, Record] = {}
+        located: dict[str, tuple[int, int]] = {}
         reductions: list[tuple[str, str, bool, float]] = []
-        for v in values:
-            if v.array is None:
-                continue  # strings and complex numbers: mldbg's format has no such dtype
-            if v.tag.startswith(REDUCTIONS_PREFIX):
+        for v, at in values:
+            if v.tag.startswith(REDUCTIONS_PREFIX) and v.array is not None:
                 parsed = _reduction(v.tag)
                 if parsed is not None and v.array.size == 1:
                     reductions.append((*parsed, float(v.array.reshape(-1)[0])))
                     continue
+            if at is None and v.array is None:
+                continue  # strings and complex numbers: mldbg's format has no such dtype
+            array = np.ascontiguousarray(v.array) if at is None else _sized(at[1])
+            if at is None:
+                located.pop(v.tag, None)
+            else:
+                located[v.tag] = at
             records[v.tag] = Record(
-                name=v.tag, step=step, mode=mode, mode_step=mode_step, array=np.ascontiguousarray(v.array),
+                name=v.tag, step=step, mode=mode, mode_step=mode_step, array=array,
                 dtype=v.dtype, shape=v.shape, collections=collections.of(v.tag),
             )  # fmt: skip
         for tensor, name, is_abs, value in reductions:
@@ -204,17 +271,17 @@ class SmdebugStore(Store):
                 )  # fmt: skip
             rec.reductions[(name, is_abs)] = value
         ordered = list(records.values())
-        raw = [r for r in ordered if r.array is not None]
-        data_key = layout.data_key(worker, step + 1)
+        side = [r for r in ordered if r.array is not None and r.name not in located]
         parts, starts = encode_safetensors(
-            [(f"{step}/{r.name}", r.dtype, r.shape, r.array) for r in raw],
+            [(f"{step}/{r.name}", r.dtype, r.shape, r.array) for r in side],
             {"mldbg_format": "2", "worker": worker, "smdebug": "converted on read"},
         )
-        offsets = iter(starts)
+        offsets = {r.name: event_size + at for r, at in zip(side, starts, strict=True)}
+        offsets.update({name: at[0] for name, at in located.items()})
         index = encode_index(
-            ordered, [next(offsets) if r.array is not None else -1 for r in ordered], worker, data_key
+            ordered, [offsets.get(r.name, -1) for r in ordered], worker, layout.data_key(worker, step + 1)
         )
-        return _join(index), _join(parts)
+        return _Segment(_join(index), event_key, event_size, _join(parts))
 
     # the Store interface, read side -------------------------------------------------------
     def children(self, prefix: str) -> builtins.list[str]:
@@ -245,6 +312,16 @@ class SmdebugStore(Store):
         return [k for k in keys if start_after is None or k > start_after]
 
     def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
+        m = _SEGMENT.match(key)
+        if m is not None and m.group(2) == "data":
+            # the event file itself, then the decoded values: a value is one ranged read
+            seg = self._segment(m.group(1), int(m.group(3)) - 1)
+            end = seg.event_size + len(seg.side) if length is None else start + length
+            head = b""
+            if start < seg.event_size:
+                head = self.inner.read(seg.event_key, start, min(end, seg.event_size) - start)
+            tail = seg.side[max(start - seg.event_size, 0) : max(end - seg.event_size, 0)]
+            return head + tail
         blob = self._blob(key)
         end = len(blob) if length is None else start + length
         return blob[start:end]
@@ -254,8 +331,7 @@ class SmdebugStore(Store):
             return self.inner.read(key)
         m = _SEGMENT.match(key)
         if m is not None:
-            index, data = self._segment(m.group(1), int(m.group(3)) - 1)
-            return index if m.group(2) == "index" else data
+            return self._segment(m.group(1), int(m.group(3)) - 1).index
         for worker in self._workers_named(key):
             if key == layout.meta_key(worker):
                 return WorkerMeta(worker=worker, framework="smdebug").encode()
@@ -370,6 +446,12 @@ def _reduction(tag: str) -> tuple[str, str, bool] | None:
     if not tensor or (name, is_abs) not in _REDUCTIONS:
         return None
     return tensor, name, is_abs
+
+
+def _sized(nbytes: int) -> np.ndarray:
+    """A stand-in of `nbytes` bytes that holds none (stride 0): the index is told the size of
+    a value that stays in the event file."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=np.uint8), shape=(nbytes,), strides=(0,))
 
 
 def _join(parts: Sequence[Any]) -> bytes:

@@ -47,6 +47,16 @@ def masked_crc32c(data: bytes | memoryview) -> int:
 NO_CHECKSUM = masked_crc32c(b"0x12345678")
 
 
+def payload_length(head: bytes, where: str, at: int = 0) -> int:
+    """The payload length of the record whose first bytes are `head` (at byte `at` of its
+    file), its checksum checked."""
+    if len(head) < 12:
+        raise CorruptRecord(f"{where}: truncated record header at byte {at} ({len(head)} bytes)")
+    if struct.unpack_from("<I", head, 8)[0] != masked_crc32c(head[:8]):
+        raise CorruptRecord(f"{where}: bad length checksum of the record at byte {at}; the file is damaged")
+    return int(struct.unpack_from("<Q", head, 0)[0])
+
+
 def records(blob: bytes, where: str, verify: bool = True) -> Iterator[tuple[int, memoryview]]:
     """(offset, payload) of every record in `blob`, in order. `verify`: also check the payload
     CRC where one was written (the length CRC is always checked: it is 8 bytes)."""
