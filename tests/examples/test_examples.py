@@ -30,7 +30,9 @@ def run_example(name: str, tmp_path: Path, *args: str) -> dict:
 
 
 def test_case_study_stops_the_bad_runs_and_finds_the_mispredicted_inputs(tmp_path: Path) -> None:
-    summary = run_example("case_study.py", tmp_path)
+    # 250 planned steps of >= 15 ms: the watcher (a fresh interpreter) has seconds to start and
+    # stop the bad runs, even on a loaded machine
+    summary = run_example("case_study.py", tmp_path, "--steps", "250")
     runs = summary["runs"]
     for name in ("healthy", "healthy_lr03"):
         assert runs[name]["stopped"] is None and runs[name]["steps"] == runs[name]["planned_steps"]
