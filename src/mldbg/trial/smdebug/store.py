@@ -71,7 +71,10 @@ class _Segment:
 
 def is_smdebug_run(store: Store) -> bool:
     """True when `store` holds an smdebug output directory and no mldbg run: one listing."""
-    top = store.children("")
+    try:
+        top = store.children("")
+    except (OSError, StoreError):  # unreachable or not a folder: the trial says why, as for any run
+        return False
     return "workers" not in top and ("index" in top or "events" in top)
 
 
