@@ -329,3 +329,12 @@ def test_large_event_files_are_read_by_record(
     event.write_bytes(event.read_bytes()[:-300])  # truncated
     with pytest.raises(CorruptRecord, match="000000000002_worker_0.tfevents"):
         mldbg.create_trial(run)
+
+
+def test_plots_read_it() -> None:
+    from mldbg.insight.distribution import distribution, histograms
+
+    figure = distribution(DATA / "run", "gradient/Net_fc1.weight")
+    assert len(figure.data) > 0
+    steps = mldbg.create_trial(DATA / "run").tensor("Net_fc2.weight").steps()
+    assert len(histograms(DATA / "run", "Net_fc2.weight").data) == len(steps)
