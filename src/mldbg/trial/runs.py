@@ -1,6 +1,7 @@
 """Which runs a sweep (or a dashboard) holds: explicit paths and URLs, glob patterns, and parent folders.
 
-A run is a folder (or prefix) with a `workers/` folder inside (FORMAT.md). A parent folder,
+A run is a folder (or prefix) with a `workers/` folder inside (FORMAT.md), or an smdebug
+output directory (`index/` and `events/` inside). A parent folder,
 or an `s3://bucket/prefix/` holding many runs, stands for the runs directly below it; they are
 found with the Store interface (`children`), so every store works the same.
 """
@@ -20,6 +21,11 @@ from mldbg.store.layout import WORKERS
 RunsSpec = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 _GLOB = frozenset("*?[")
 _RUN_MARK = WORKERS.rstrip("/")
+_SMDEBUG_MARKS = frozenset(("index", "events"))  # an smdebug output directory (mldbg.trial.smdebug)
+
+
+def _is_run(children: list[str]) -> bool:
+    return _RUN_MARK in children or set(children) >= _SMDEBUG_MARKS
 
 
 def find_runs(runs: RunsSpec) -> tuple[list[str], dict[str, str]]:
@@ -82,12 +88,12 @@ def _runs_at(location: str) -> list[str] | None:
             children = store.children("")
         except (OSError, StoreError):  # a file, an unreadable folder: its check says why
             return None
-        if _RUN_MARK in children:
+        if _is_run(children):
             return [location]
 
         def holds_run(child: str) -> bool:
             try:
-                return _RUN_MARK in store.children(child + "/")
+                return _is_run(store.children(child + "/"))
             except (OSError, StoreError):  # unreadable, or a name no run can have
                 return False
 

@@ -28,6 +28,7 @@ from mldbg.store import Store, open_store
 from mldbg.store.statistics import STATS_PREFIX, parse_vector_name
 from mldbg.trial.index import RunIndex
 from mldbg.trial.records import Record, Records
+from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run
 from mldbg.trial.tensor import Tensor
 from mldbg.trial.worker_view import WorkerView
 
@@ -58,6 +59,9 @@ def create_trial(
     does when it starts before the training. A file is never a run. `on_corrupt="skip"`
     reads around damaged files (and warns) instead of raising `CorruptRecord`.
 
+    A SageMaker Debugger / smdebug output directory (`events/`, `index/`, written by
+    smdebug's hooks, local or S3) opens read-only through `mldbg.trial.smdebug.SmdebugStore`.
+
     `worker="worker_1"` shows one worker of a run written by several (the ranks of a
     distributed job, `include_workers="all"`) as a run of its own: its steps, its tensors,
     `workers() == ["worker_1"]`, `loaded_all_steps` once that worker ended. Without it a
@@ -67,6 +71,8 @@ def create_trial(
     if not isinstance(path, Store):
         _check_local_path(path, missing_ok)
     store = open_store(path)
+    if is_smdebug_run(store):  # a SageMaker Debugger / smdebug output directory, read-only
+        store = SmdebugStore(store)
     if worker is not None:
         store = WorkerView.checked(store, worker)
     return Trial(store, on_corrupt=on_corrupt)
