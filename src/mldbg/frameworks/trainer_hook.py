@@ -23,6 +23,7 @@ from torch import nn
 from mldbg.config import Mode
 from mldbg.errors import TrainingStopped
 from mldbg.frameworks.torch import Hook
+from mldbg.frameworks.torch_models import RegisteredModel
 
 
 class TrainerHook(Hook):
@@ -39,13 +40,13 @@ class TrainerHook(Hook):
     def open_step(self, mode: Mode, args: tuple[Any, ...] = ()) -> None:
         """A batch of `mode` begins: open its step (TRAIN: continue the open one while the
         optimizer has not stepped, e.g. under gradient accumulation)."""
-        if self.stop_reason is not None or self._model is None:
+        if self.stop_reason is not None or not self._models:
             return
         self.set_mode(mode)
         self.in_batch = True
         self._opening = True
         try:
-            super()._on_forward_start(self._model, args, {})
+            super()._on_forward_start(self._models[0], self._models[0].module, args, {})
         except TrainingStopped as e:
             self._stopped(e)
         finally:
@@ -83,18 +84,20 @@ class TrainerHook(Hook):
         self.stop_reason = str(e)
         self.in_batch = False
 
-    def _on_forward_start(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_forward_start(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         if self.stop_reason is not None or (self.driven and not self._opening):
             return
         try:
-            super()._on_forward_start(module, args, kwargs)
+            super()._on_forward_start(m, module, args, kwargs)
         except TrainingStopped as e:
             self._stopped(e)
 
-    def _on_forward_end(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def _on_forward_end(self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self.stop_reason is not None or (self.driven and not self.in_batch):
             return
-        super()._on_forward_end(module, args, output)
+        super()._on_forward_end(m, module, args, output)
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self.stop_reason is None:
