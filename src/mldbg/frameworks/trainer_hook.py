@@ -94,7 +94,9 @@ class TrainerHook(Hook):
         except TrainingStopped as e:
             self._stopped(e)
 
-    def _on_forward_end(self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def _on_forward_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
         if self.stop_reason is not None or (self.driven and not self.in_batch):
             return
         super()._on_forward_end(m, module, args, output)
