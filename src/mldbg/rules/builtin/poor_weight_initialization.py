@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -15,6 +16,12 @@ from mldbg.rules.view import TrialView
 _ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
 # parameters that are not fan-in layers: embedding tables and positional embeddings
 _NOT_LAYERS = r"(?i)embed|(^|[._/])(pos|wpe|wte)(_?emb\w*|itional\w*)?($|[._])"
+# normalization layers (LayerNorm, BatchNorm, GroupNorm, RMSNorm; GPT-2's ln_1, ln_f; bn1):
+# they restore the variance a small init takes away
+_NORM = r"(?i)norm|(^|[._/])(ln|bn|gn)_?(\d+|f)?($|[._/])"
+# an attention's query and key projections: the scores are bilinear in them, so each one's
+# gradient is scaled by the other's weights (~1e-6 at BERT's std 0.02) by construction
+_QUERY_KEY = r"(?i)(^|[._/])(query|key|[qk]_?proj|[qk]_?lin|to_[qk]|w_?[qk])($|[._/])"
 
 
 def _fans(w: np.ndarray) -> tuple[float, float] | None:
@@ -69,7 +76,13 @@ class PoorWeightInitialization(Rule):
     SageMaker's max/min over all layers > `threshold` fires on healthy deep nets (PyTorch's
     default init shrinks the variance ~3-6x per layer); per layer it does not. Embedding
     tables (named like "embed") and positional embeddings (`pos`, `pos_emb`, `wpe`...) are
-    left out: their rows are not fan-in layers.
+    left out: their rows are not fan-in layers. In a net with normalization layers (weights
+    named like `norm`, `LayerNorm`, `ln_1`, `bn1`) a fading signal is not reported (a weight's
+    gain below 1/`threshold`, activation inputs across layers): each normalization restores
+    the variance (a transformer's std-0.02 init scales it by ~0.01 per layer, healthy with
+    LayerNorm after each sublayer); an exploding gain still is. The gradients of an attention's query and key projections (`query`, `key`,
+    `q_proj`, `k_proj`...) are left out of the distribution check: the scores are bilinear in
+    them, so at a small init each one's gradient is scaled by the other's weights.
 
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
@@ -160,6 +173,7 @@ class PoorWeightInitialization(Rule):
         hits: dict[str, tuple[str, list[str]]] = {}
         judged: set[str] = set()
         weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS)]
+        normalized = any(re.search(_NORM, n) for n in trial.names("weights", step=step))
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
@@ -184,7 +198,7 @@ class PoorWeightInitialization(Rule):
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             if lo > self.threshold:
                 scale.append((name, f"x{lo:.3g}"))
-            elif hi < 1 / self.threshold:
+            elif hi < 1 / self.threshold and not normalized:  # a normalization restores it
                 scale.append((name, f"x{hi:.2g}"))
         if same:
             hits["identical"] = (
@@ -202,7 +216,9 @@ class PoorWeightInitialization(Rule):
                 [n for n, _ in scale],
             )
         flat, spreads = [], []
-        for g in trial.names("gradients", step=step, exclude=r"(?i)bias|" + _NOT_LAYERS[4:]):
+        for g in trial.names(
+            "gradients", step=step, exclude=r"(?i)bias|" + _NOT_LAYERS[4:] + "|" + _QUERY_KEY[4:]
+        ):
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (
@@ -238,7 +254,7 @@ class PoorWeightInitialization(Rule):
             v = trial.statistic(n, step, "variance")
             if isinstance(v, float) and math.isfinite(v):
                 var[n] = v
-        if len(var) >= 2:
+        if len(var) >= 2 and not normalized:
             judged.add("variance")
             hi_n, lo_n = max(var, key=var.__getitem__), min(var, key=var.__getitem__)
             ratio = var[hi_n] / var[lo_n] if var[lo_n] > 0 else math.inf

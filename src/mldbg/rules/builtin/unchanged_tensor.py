@@ -17,6 +17,9 @@ from mldbg.rules.view import TrialView
 _DEFAULT = ("weights", "biases")
 _REDUCTIONS = (("mean", False), ("l2", False), ("max", False), ("min", False), ("mean", True), ("std", False))
 _NEGLIGIBLE = 1e-6  # mean|gradient| / mean|weight| below this: no update was expected
+# mean|gradient| below this, or below _NEGLIGIBLE x the median of the net's gradients: float
+# noise (an attention's key bias: softmax is invariant to it), not a gradient to follow
+_NOISE = 1e-10
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,12 @@ class UnchangedTensor(Rule):
     although their gradients are not zero, the optimizer is not updating them (no
     `optimizer.step()`, a learning rate of 0, an optimizer built on other parameters). A
     parameter with no gradient (frozen on purpose) or a negligible one (a bias before
-    BatchNorm) is not reported. Without raw tensors it reads the `delta_l2` statistic (the
+    BatchNorm) is not reported, nor one whose gradient is float noise (mean |g| below 1e-10, or
+    a millionth of the net's median gradient: an attention's key bias, to which softmax is
+    invariant). A parameter that gets a gradient is reported only when it did not move at all
+    (within `atol`, `rtol` aside): a step below `rtol` is still an update (a small learning rate,
+    or one a schedule decays to 0, on a LayerNorm weight of 1), while a parameter the optimizer
+    does not update keeps its exact value. Without raw tensors it reads the `delta_l2` statistic (the
     change since the hook's previous step): unchanged when delta_l2 <= atol + rtol * l2; and
     from saved reductions too (all of them unchanged).
     """
@@ -71,6 +79,7 @@ class UnchangedTensor(Rule):
     def reset(self) -> None:
         super().reset()
         self._history: dict[str, list[tuple[int, object]]] = {}  # per tensor, its last (step, snapshot)s
+        self._typical_at: tuple[int, float] = (-1, 0.0)  # (step, median mean|gradient| there)
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
@@ -104,6 +113,10 @@ class UnchangedTensor(Rule):
                 gmean, wmean = _mean_abs(trial, g, step), _mean_abs(trial, name, step)
                 if gmean is None or wmean is None or not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
                     continue
+                if gmean < _NOISE or gmean < _NEGLIGIBLE * self._typical_gradient(trial, grads, step):
+                    continue  # float noise: no gradient
+                if not all(self._same(hist[0][1], h[1], exact=True) for h in hist[1:]):
+                    continue  # moved, though by less than rtol: updated
             stuck.append((name, hist[0][0]))
         stuck = [s for s in stuck if self.first(s[0])]
         if not stuck:
@@ -173,6 +186,16 @@ class UnchangedTensor(Rule):
             del hist[: max(0, len(hist) - w)]
         return n
 
+    def _typical_gradient(self, trial: TrialView, grads: dict[str, str], step: int) -> float:
+        """The median mean |g| of the net's gradients at `step` (0 when none is readable)."""
+        if self._typical_at[0] != step:
+            sizes = [
+                m for g in grads.values() if trial.tensor(g).has_step(step)
+                for m in (_mean_abs(trial, g, step),) if m is not None and math.isfinite(m)
+            ]  # fmt: skip
+            self._typical_at = (step, float(np.median(sizes)) if sizes else 0.0)
+        return self._typical_at[1]
+
     def _mode_mismatch(self, trial: TrialView, name: str, step: int) -> bool:
         """Compare a tensor within one mode: TRAIN when it has training steps."""
         return trial.mode(step) != Mode.TRAIN and bool(trial.tensor(name).steps(Mode.TRAIN))
@@ -196,14 +219,16 @@ class UnchangedTensor(Rule):
                 continue
         return tuple(vals) or None
 
-    def _same(self, a: object, b: object) -> bool:
+    def _same(self, a: object, b: object, exact: bool = False) -> bool:
+        """allclose(a, b) with `rtol` and `atol`; `exact`: within `atol` alone (rtol 0)."""
+        rtol = 0.0 if exact else self.rtol
         if isinstance(b, _Change):  # the hook measured the change up to b's step
-            return b.delta <= self.atol + self.rtol * abs(b.l2)
+            return b.delta <= self.atol + rtol * abs(b.l2)
         if isinstance(a, _Change):  # a raw step after statistics-only ones: no value to compare
             return False
         if isinstance(a, tuple) and isinstance(b, tuple):
             return len(a) == len(b) and all(
-                (x != x and y != y and self.equal_nan) or abs(x - y) <= self.atol + self.rtol * abs(y)
+                (x != x and y != y and self.equal_nan) or abs(x - y) <= self.atol + rtol * abs(y)
                 for x, y in zip(a, b, strict=True)
             )
         a, b = np.asarray(a), np.asarray(b)
@@ -211,4 +236,4 @@ class UnchangedTensor(Rule):
             return False
         if a.dtype.kind not in "fc" or b.dtype.kind not in "fc":
             return bool(np.array_equal(a, b))
-        return bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan))
+        return bool(np.allclose(a, b, rtol=rtol, atol=self.atol, equal_nan=self.equal_nan))
