@@ -107,6 +107,9 @@ class Record:
     collections: tuple[str, ...] = ()
     # scalar statistics by key (`mldbg.store.statistics`); a key also in `reductions` is stored once
     statistics: dict[str, float] = field(default_factory=dict)
+    # the checksum of the value's bytes when `array` does not hold them (a reader that shows
+    # another format's file in this one: the value stays where it is); None: from `array`
+    crc: int | None = None
 
 
 def encode_safetensors(
@@ -223,7 +226,8 @@ def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str,
         cols["offset"][i] = off
         if rec.array is not None:
             cols["nbytes"][i] = rec.array.nbytes
-            cols["crc"][i] = checksum(np.ascontiguousarray(rec.array))  # the bytes the data file holds
+            # the bytes the data file holds
+            cols["crc"][i] = rec.crc if rec.crc is not None else checksum(np.ascontiguousarray(rec.array))
         else:
             cols["nbytes"][i] = cols["crc"][i] = 0
         written: set[int] = set()

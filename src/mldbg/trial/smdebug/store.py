@@ -10,7 +10,8 @@ smdebug writes, per step and worker, one TFRecord event file and one JSON index 
 
 The store answers the keys of mldbg's format (FORMAT.md) from those files, so the Trial, the
 rules, the reports and the dashboard read an smdebug run unchanged: each index file of a
-worker is one segment (`workers/<worker>/index/<step + 1>.safetensors`), whose index and data
+worker is one segment (`workers/<worker>/index/<n>.safetensors`, n = 1, 2, ... over the worker's saved
+steps in order: segments are numbered without gaps), whose index and data
 files are built on demand from the step's event file; `meta.json` and `END` come from the run
 (END once `training_job_end.ts` exists). smdebug's reductions (`smdebug/reductions/[abs_]<r>/<tensor>`)
 become the saved reductions of `<tensor>`'s record at that step, a record with no raw value
@@ -22,6 +23,7 @@ place (`watch/`), which it keeps beside the run as it does for any run.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import json
@@ -37,7 +39,7 @@ import numpy as np
 from mldbg.errors import CorruptRecord, StoreError
 from mldbg.store import Store, layout
 from mldbg.store.base import Buffer
-from mldbg.store.format import Record, encode_index, encode_safetensors
+from mldbg.store.format import Record, checksum, encode_index, encode_safetensors
 from mldbg.store.layout import WATCH
 from mldbg.store.markers import End, WorkerMeta
 from mldbg.store.reductions import CODES
@@ -88,6 +90,7 @@ class SmdebugStore(Store):
         self._lock = threading.Lock()
         # (worker, step) -> the smdebug index key, refreshed by each listing
         self._index_keys: dict[tuple[str, int], str] = {}
+        self._steps: dict[str, list[int]] = {}  # worker -> its steps in order: segment n is steps[n - 1]
         self._segments: OrderedDict[tuple[str, int], _Segment] = OrderedDict()
         self._collections: dict[str, _Collections] = {}
 
@@ -107,7 +110,25 @@ class SmdebugStore(Store):
             step, worker = int(m.group(1)), m.group(2)
             self._index_keys[(worker, step)] = key
             found.setdefault(worker, []).append(step)
-        return {w: sorted(s) for w, s in found.items()}
+        steps = {w: sorted(s) for w, s in found.items()}
+        self._steps = steps
+        return steps
+
+    def _seq(self, worker: str, step: int) -> int:
+        """The segment number of `worker`'s `step` (its place among the saved steps, from 1)."""
+        steps = self._steps.get(worker, [])
+        i = bisect.bisect_left(steps, step)
+        if i == len(steps) or steps[i] != step:
+            steps = self._scan().get(worker, [])
+            i = bisect.bisect_left(steps, step)
+        return i + 1
+
+    def _step(self, worker: str, seq: int) -> int:
+        """The step of `worker`'s segment number `seq`; -1 when there is none (yet)."""
+        steps = self._steps.get(worker, [])
+        if not 1 <= seq <= len(steps):
+            steps = self._scan().get(worker, [])
+        return steps[seq - 1] if 1 <= seq <= len(steps) else -1
 
     def _collections_of(self, worker: str) -> _Collections:
         """The collections smdebug recorded (the worker's collections file, else worker_0's,
@@ -264,6 +285,7 @@ class SmdebugStore(Store):
             records[v.tag] = Record(
                 name=v.tag, step=step, mode=mode, mode_step=mode_step, array=array,
                 dtype=v.dtype, shape=v.shape, collections=collections.of(v.tag),
+                crc=None if at is None else self._checksum(event_key, *at),
             )  # fmt: skip
         for tensor, name, is_abs, value in reductions:
             rec = records.get(tensor)
@@ -282,9 +304,23 @@ class SmdebugStore(Store):
         offsets = {r.name: event_size + at for r, at in zip(side, starts, strict=True)}
         offsets.update({name: at[0] for name, at in located.items()})
         index = encode_index(
-            ordered, [offsets.get(r.name, -1) for r in ordered], worker, layout.data_key(worker, step + 1)
+            ordered,
+            [offsets.get(r.name, -1) for r in ordered],
+            worker,
+            layout.data_key(worker, self._seq(worker, step)),
         )
         return _Segment(_join(index), event_key, event_size, _join(parts))
+
+    def _checksum(self, key: str, start: int, length: int) -> int:
+        """The CRC-32 of a value that stays in the event file, read in 4 MiB pieces (the index
+        of format 3 holds one for every value, and readers verify it)."""
+        crc, at, end = 0, start, start + length
+        while at < end:
+            piece = self.inner.read(key, at, min(4 << 20, end - at))
+            if not piece:
+                break  # truncated: the read of the value says so
+            crc, at = checksum(piece, crc), at + len(piece)
+        return crc
 
     # the Store interface, read side -------------------------------------------------------
     def children(self, prefix: str) -> builtins.list[str]:
@@ -305,9 +341,9 @@ class SmdebugStore(Store):
             return keys
         keys = []
         for worker, steps in self._scan().items():
-            for step in steps:
-                keys.append(layout.index_key(worker, step + 1))
-                keys.append(layout.data_key(worker, step + 1))
+            for seq in range(1, len(steps) + 1):
+                keys.append(layout.index_key(worker, seq))
+                keys.append(layout.data_key(worker, seq))
             keys.append(layout.meta_key(worker))
             if self.inner.exists(END_FILE):
                 keys.append(layout.end_key(worker))
@@ -318,7 +354,7 @@ class SmdebugStore(Store):
         m = _SEGMENT.match(key)
         if m is not None and m.group(2) == "data":
             # the event file itself, then the decoded values: a value is one ranged read
-            seg = self._segment(m.group(1), int(m.group(3)) - 1)
+            seg = self._segment(m.group(1), self._step(m.group(1), int(m.group(3))))
             end = seg.event_size + len(seg.side) if length is None else start + length
             head = b""
             if start < seg.event_size:
@@ -334,7 +370,7 @@ class SmdebugStore(Store):
             return self.inner.read(key)
         m = _SEGMENT.match(key)
         if m is not None:
-            return self._segment(m.group(1), int(m.group(3)) - 1).index
+            return self._segment(m.group(1), self._step(m.group(1), int(m.group(3)))).index
         for worker in self._workers_named(key):
             if key == layout.meta_key(worker):
                 return WorkerMeta(worker=worker, framework="smdebug").encode()
@@ -368,9 +404,7 @@ class SmdebugStore(Store):
     def _check(self, key: str) -> None:
         m = _SEGMENT.match(key)
         if m is not None:
-            if (m.group(1), int(m.group(3)) - 1) not in self._index_keys:
-                self._scan()
-            if (m.group(1), int(m.group(3)) - 1) not in self._index_keys:
+            if (m.group(1), self._step(m.group(1), int(m.group(3)))) not in self._index_keys:
                 raise FileNotFoundError(key)
             return
         self._blob(key)
