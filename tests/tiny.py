@@ -399,3 +399,20 @@ def train(
     hook.close()
     run.steps = steps
     return run
+
+
+class Tokens(torch.utils.data.Dataset):
+    """Random token ids for a tiny language model's classifier (a Hugging Face `Trainer`'s
+    dataset: `input_ids` and `labels`); the label is whether the second token is in the upper
+    half of the vocabulary (learnable)."""
+
+    def __init__(self, n: int, seed: int = 0, length: int = 12, vocabulary: int = 100):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(1, vocabulary, (n, length), generator=g)
+        self.labels = (self.ids[:, 1] > vocabulary // 2).long()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.labels[i]}

@@ -19,24 +19,9 @@ pytest.importorskip("accelerate")  # the Trainer needs it
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402
 
 from mldbg.transformers import DebuggerCallback  # noqa: E402
+from tests.tiny import Tokens  # noqa: E402
 
-N_TRAIN, SEQ = 64, 12
-
-
-class Tokens(torch.utils.data.Dataset):
-    """Random token ids; the label is whether the second token is in the upper half of the
-    vocabulary (learnable)."""
-
-    def __init__(self, n: int, seed: int = 0):
-        g = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(1, 100, (n, SEQ), generator=g)
-        self.labels = (self.ids[:, 1] > 50).long()
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": self.labels[i]}
+N_TRAIN = 64
 
 
 def _train(path, lr: float, zero_linear: bool = False) -> list[mldbg.Finding]:
