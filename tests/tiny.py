@@ -356,10 +356,12 @@ def train(
     else:
         hook = mldbg.torch.Hook(
             out_dir,
-            save_config=save_config,
-            include_collections=None if include_collections is None else list(include_collections),
-            reduction_config=reduction_config,
-            **(hook_kwargs or {}),
+            **{
+                "save_config": save_config,
+                "include_collections": None if include_collections is None else list(include_collections),
+                "reduction_config": reduction_config,
+                **(hook_kwargs or {}),
+            },
         )
     hook.register_module(net)
     hook.register_loss(loss_fn)

@@ -249,6 +249,18 @@ def test_cadence_from_measured_costs() -> None:
         Cadence(warmup=-3)
 
 
+def test_a_fixed_cadence_ignores_the_costs() -> None:
+    """`statistics_every=k`: the warmup, then every k-th step of each mode, whatever they cost."""
+    cadence = Cadence(warmup=3, every=4)
+    for s in range(12):
+        cadence.observe(Mode.TRAIN, s, cost=1.0 if cadence.due(Mode.TRAIN, s) else None, step=0.001)
+    assert [s for s in range(20) if cadence.due(Mode.TRAIN, s)] == [0, 1, 2, 3, 7, 11, 15, 19]
+    assert cadence.every(Mode.TRAIN) == 4 and cadence.every(Mode.EVAL) == 1
+    for bad in (0, 2.5, "3"):
+        with pytest.raises(InvalidConfig, match="statistics_every"):
+            Cadence(every=bad)  # type: ignore[arg-type]
+
+
 def test_labels_and_predictions_are_records_of_their_collections(tmp_path) -> None:
     """Rules find a classification loss's inputs by collection (`class_imbalance` reads
     `names("labels")`), under the two lines too, where only their statistics are recorded."""

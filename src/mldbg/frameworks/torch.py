@@ -69,7 +69,8 @@ class Hook(Adapter):
     every step; the other statistics at every step of each mode's first `statistics_warmup`
     steps (default 20), then every k-th, k chosen from measurement so they take at most
     `statistics_budget` (default 0.02) of the training step's time, between 1 and 100.
-    `statistics_budget=0` (or None): every step."""
+    `statistics_budget=0` (or None): every step; `statistics_every=k`: every k-th, whatever
+    the cost."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
 
@@ -81,7 +82,9 @@ class Hook(Adapter):
         unless `statistics=False`; `statistics=True` adds them to any configuration."""
         settings = dict(self._settings)
         self._cadence = Cadence(
-            settings.pop("statistics_budget", BUDGET), settings.pop("statistics_warmup", WARMUP)
+            settings.pop("statistics_budget", BUDGET),
+            settings.pop("statistics_warmup", WARMUP),
+            every=settings.pop("statistics_every", None),
         )
         if settings.get("statistics") is None:
             settings["statistics"] = (

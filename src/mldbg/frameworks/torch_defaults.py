@@ -95,22 +95,34 @@ class Cadence:
     k = ceil(cost / (budget * step time)), between 1 and `max_every`, from running estimates
     of the seconds the statistics take on the host at a statistics step (on a GPU: enqueueing
     them) and of the training step's wall time without them; re-evaluated at each statistics
-    step. `budget` None or 0: every step."""
+    step. `budget` None or 0: every step. `every`: a fixed k instead of the budget's (the
+    same steps on every run: reproducible, and what the tests of sparse cadences use)."""
 
-    def __init__(self, budget: float | None = BUDGET, warmup: int = WARMUP, max_every: int = MAX_EVERY):
+    def __init__(
+        self,
+        budget: float | None = BUDGET,
+        warmup: int = WARMUP,
+        max_every: int = MAX_EVERY,
+        every: int | None = None,
+    ):
         if budget is not None and not (isinstance(budget, (int, float)) and budget >= 0):
             raise InvalidConfig(
                 f"statistics_budget must be a fraction >= 0 of the step time or None, got {budget!r}"
             )
         if not (isinstance(warmup, int) and warmup >= 0):
             raise InvalidConfig(f"statistics_warmup must be a number of steps >= 0, got {warmup!r}")
-        self.budget = float(budget) if budget else 0.0
+        if every is not None and not (isinstance(every, int) and every >= 1):
+            raise InvalidConfig(f"statistics_every must be a number of steps >= 1 or None, got {every!r}")
+        self.fixed = every
+        self.budget = 0.0 if every is not None or not budget else float(budget)
         self.warmup = warmup
         self.max_every = max(1, max_every)
         self._modes: dict[Mode, _ModeCost] = {}
 
     def due(self, mode: Mode, mode_step: int) -> bool:
         """Is this step of `mode` a statistics step?"""
+        if self.fixed is not None:
+            return mode_step < self.warmup or (mode_step - self.warmup) % self.fixed == 0
         if not self.budget:
             return True
         m = self._modes.get(mode)
@@ -118,6 +130,9 @@ class Cadence:
 
     def every(self, mode: Mode) -> int:
         """The current k of `mode` (1 during the warmup and without a budget)."""
+        if self.fixed is not None:
+            m = self._modes.get(mode)
+            return 1 if m is None or m.seen < self.warmup else self.fixed
         m = self._modes.get(mode)
         return 1 if m is None or not self.budget else m.every
 
