@@ -29,7 +29,7 @@ def _check_against_numpy(path: str, rtol: float = 1e-5) -> int:
     definition on that raw value. Returns how many were compared."""
     trial = mldbg.create_trial(path)
     compared = 0
-    last_delta: dict[str, np.ndarray] = {}  # the value the last time delta_l2 was computed
+    last_delta: dict[str, np.ndarray] = {}  # the value the last time delta_l2 or sample_change was
     for step in trial.steps():
         for name in trial.tensor_names():
             if not trial.tensor(name).has_step(step):
@@ -43,7 +43,7 @@ def _check_against_numpy(path: str, rtol: float = 1e-5) -> int:
                 if key == "requires_grad":  # the parameter's flag, not a function of its values
                     assert saved in (0.0, 1.0), (name, step, saved)
                     continue
-                previous = last_delta.get(name) if key == "delta_l2" else None
+                previous = last_delta.get(name) if key in ("delta_l2", "sample_change") else None
                 want = float(st.compute(raw, [key], previous=previous)[key])
                 if math.isnan(want):
                     assert math.isnan(saved), (name, step, key, saved)
@@ -51,7 +51,7 @@ def _check_against_numpy(path: str, rtol: float = 1e-5) -> int:
                     scale = float(np.max(np.abs(raw))) if raw.size else 1.0
                     assert saved == pytest.approx(want, rel=rtol, abs=rtol * scale * 1e-2), (name, step, key)
                 compared += 1
-            if "delta_l2" in record.statistics:
+            if "delta_l2" in record.statistics or "sample_change" in record.statistics:
                 last_delta[name] = raw
             for key, vname in vectors.items():
                 if key in st.CLASS_VECTORS or not trial.tensor(vname).has_step(step):

@@ -385,3 +385,42 @@ def test_the_gpu_overhead_benchmark_runs_its_logic_on_a_cpu(monkeypatch, tmp_pat
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit, match="no CUDA GPU here"):
             gpu_overhead.main(["--steps", "1"])
+
+
+@pytest.mark.parametrize("sync_free", PATHS)
+def test_sample_change_follows_gradients_as_the_reference_does(sync_free):
+    """`sample_change` of real gradients equals NumPy's over the same subsample (a 6,000-element
+    weight is subsampled, fp16 too); without zero_grad() the sum of gradients barely changes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(60, 100), nn.ReLU(), nn.Linear(100, 3))
+    x, y = torch.randn(32, 60), torch.randint(0, 3, (32,))
+    batch = StatisticsBatch(sync_free=sync_free)
+    before: dict[str, np.ndarray] | None = None
+    changes = []
+    for step in range(6):
+        model.zero_grad() if step < 3 else None  # then gradients pile up
+        nn.functional.cross_entropy(model(x[step::2]), y[step::2]).backward()
+        grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+        for name, g in grads.items():
+            batch.add(name, g, ["sample_change"])
+        batch.add("half", grads["0.weight"].half(), ["sample_change"])
+        got = batch.finish()()
+        for name, g in grads.items():
+            prev = None if before is None else before[name]
+            want = st.compute(g.numpy(), ["sample_change"], previous=prev)["sample_change"]
+            if prev is None:
+                assert math.isnan(got[name]["sample_change"]) and math.isnan(want)
+            else:
+                assert got[name]["sample_change"] == pytest.approx(want, rel=1e-9), name
+        if before is not None:
+            half = grads["0.weight"].half().numpy()
+            want = st.compute(half, ["sample_change"], previous=before["0.weight"].astype(np.float16))
+            assert got["half"]["sample_change"] == pytest.approx(want["sample_change"], rel=1e-3)
+            changes.append(got["0.weight"]["sample_change"])
+        before = {n: g.numpy() for n, g in grads.items()}
+    assert grads["0.weight"].numel() > st.QUANTILE_SAMPLE
+    assert min(changes[:2]) > 0.5 and changes[-1] < 0.5 * min(changes[:2]), changes  # fresh vs summed
+    batch.add("2.bias", torch.zeros(3), ["sample_change"])  # all zeros: no ratio
+    batch.add("2.weight", torch.ones(2, 2), ["sample_change"])  # another size: starts over
+    got = batch.finish()()
+    assert math.isnan(got["2.bias"]["sample_change"]) and math.isnan(got["2.weight"]["sample_change"])

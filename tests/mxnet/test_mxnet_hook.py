@@ -6,6 +6,7 @@ the statistics of the two-line hook."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import warnings
@@ -256,11 +257,13 @@ def test_two_lines_record_the_statistics_of_the_default_rules(tmp_path: Path) ->
     assert trial.tensor("SoftmaxCrossEntropyLoss_output_0").steps() == list(range(8))
     stat_steps = [0, 1, 3, 6]
     assert trial.tensor("gradient/1.weight").steps() == stat_steps
-    for step in stat_steps:
+    for i, step in enumerate(stat_steps):
         got = trial.record("gradient/1.weight", step).statistics
-        want = st.compute(grads[step], st.DEFAULTS["gradients"])
+        previous = grads[stat_steps[i - 1]] if i else None  # sample_change: since the last statistics step
+        want = st.compute(grads[step], st.DEFAULTS["gradients"], previous=previous)
+        assert math.isnan(got["sample_change"]) if not i else got["sample_change"] > 0
         for key, value in want.items():
-            assert got[key] == pytest.approx(value, rel=1e-9), key
+            assert got[key] == pytest.approx(value, rel=1e-9, nan_ok=True), key
         w = trial.record("1.weight", step).statistics
         assert w["l2"] == pytest.approx(float(np.linalg.norm(weights[step].astype(np.float64))))
         assert w["requires_grad"] == 1.0

@@ -10,12 +10,17 @@ from tests.rules.conftest import assert_explains, fired
 from tests.tiny import train
 
 
-# A BatchNorm CNN without zero_grad() shows only a slow rise (2x over 16 steps), which a
-# healthy language model's gradient norm shows too (tests/rules/test_healthy_pipelines.py):
-# norms alone cannot tell them apart, and the rule does not report it.
+# The MLPs show the fast, near-linear growth of the norm; the CNNs (BatchNorm or not) only a
+# slow rise, which a healthy language model shows too: there `sample_change` tells (the
+# summed gradient barely changes from step to step, a mini-batch gradient does).
 @pytest.mark.parametrize(
-    ("kwargs", "by"), [({}, 8), ({"optimizer": "adam"}, 8), ({"width": 64, "depth": 3}, 8)]
-)
+    ("kwargs", "by"),
+    [
+        ({}, 8), ({"optimizer": "adam"}, 8), ({"width": 64, "depth": 3}, 8),
+        ({"model": "cnn"}, 14), ({"model": "cnn", "optimizer": "adam"}, 14),
+        ({"model": "cnn", "batchnorm": False}, 14),
+    ],
+)  # fmt: skip
 def test_fires_when_zero_grad_is_missing(tmp_path, kwargs, by):
     run = train(
         tmp_path / "run", default_hook=True, steps=30, eval_every=None, missing_zero_grad=True, **kwargs
@@ -27,10 +32,17 @@ def test_fires_when_zero_grad_is_missing(tmp_path, kwargs, by):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{}, {"optimizer": "adam"}, {"model": "cnn"}, {"momentum": 0.9, "lr": 0.02}]
-)
+    "kwargs",
+    [
+        {}, {"optimizer": "adam"}, {"model": "cnn"}, {"momentum": 0.9, "lr": 0.02},
+        {"model": "cnn", "optimizer": "adam", "batchnorm": False},
+        # full batch: the gradient changes little from step to step, yet it is reset
+        {"n_train": 32, "batch_size": 32}, {"n_train": 32, "batch_size": 32, "optimizer": "adam"},
+        {"model": "cnn", "n_train": 64, "batch_size": 64},
+    ],
+)  # fmt: skip
 def test_quiet_on_the_healthy_twin(tmp_path, kwargs):
-    run = train(tmp_path / "run", default_hook=True, steps=30, eval_every=None, **kwargs)
+    run = train(tmp_path / "run", default_hook=True, steps=60, eval_every=None, **kwargs)
     assert not mldbg.check(run.path, rules=["gradient_not_reset"])
 
 

@@ -64,11 +64,12 @@ class HostStatistics:
         requires_grad: bool | None = None,
     ) -> None:
         """Ask for statistics `kinds` of a host copy (its first one in the step). A parameter
-        gives its `requires_grad`: its copy is kept for the next step's `delta_l2`."""
+        gives its `requires_grad`: its copy is kept for the next step's `delta_l2`; so is a
+        gradient's for `sample_change` (the adapter hands a new copy each step)."""
         if name in self._added or array.dtype.kind not in "biuf":
             return
         previous = None
-        if requires_grad is not None:
+        if requires_grad is not None or "sample_change" in kinds:
             previous, self._previous[name] = self._previous.get(name), array
         flag = None if requires_grad is None else float(requires_grad)
         self._added[name] = _Added(array, kinds, natural, previous, flag)

@@ -137,6 +137,7 @@ class StatisticsBatch:
         self._requests: list[_Request] = []
         self._classes: list[_ClassRequest] = []
         self._previous: dict[str, torch.Tensor] = {}
+        self._previous_samples: dict[str, tuple[int, torch.Tensor]] = {}  # sample_change: (numel, subsample)
         self._pool = _PinnedPool()
         self._index: dict[tuple[int, torch.device], torch.Tensor] = {}
         self._plans: dict[tuple[str | Statistic, ...], _Plan] = {}
@@ -214,11 +215,14 @@ class StatisticsBatch:
         )
 
     def forget(self, name: str | None = None) -> None:
-        """Drop the previous value `delta_l2` keeps for `name` (for every tensor when None)."""
+        """Drop the previous value `delta_l2` and `sample_change` keep for `name` (for every
+        tensor when None)."""
         if name is None:
             self._previous.clear()
+            self._previous_samples.clear()
         else:
             self._previous.pop(name, None)
+            self._previous_samples.pop(name, None)
 
     def finish(self) -> PendingStatistics:
         """Enqueue the work of every request and return without waiting for the device."""
@@ -247,6 +251,7 @@ class StatisticsBatch:
                     out.known(r.name, key, float(r.requires_grad) if key == "requires_grad" else value)
                 if r.plan.delta:
                     self._previous.pop(r.name, None)
+                self._previous_samples.pop(r.name, None)
             else:
                 if r.tensor.dtype == torch.bool:
                     r.tensor = r.tensor.view(torch.uint8)
@@ -369,6 +374,13 @@ class StatisticsBatch:
             grid.scatter_add_(0, cells, torch.ones_like(cells))
             out.vector(c.labels_name, "confusion", grid[:-1].reshape(n_classes, n_classes), "I32")
 
+    def keep_sample(self, name: str, numel: int, sample: torch.Tensor) -> torch.Tensor | None:
+        """Keep `sample` as `name`'s last subsample; return the one kept before, if it came
+        from a tensor of as many elements."""
+        previous = self._previous_samples.get(name)
+        self._previous_samples[name] = (numel, sample)
+        return previous[1] if previous is not None and previous[0] == numel else None
+
     def subsample(self, flat: torch.Tensor) -> torch.Tensor:
         """The fixed subsample behind `quantile(q)` (`statistics.subsample_index`)."""
         n = flat.numel()
@@ -416,6 +428,8 @@ class _PerTensor:
                 self._equal(key, s.params[0])
             elif name == "quantile":
                 self._quantile(key, s.params[0])
+            elif name == "sample_change":
+                self._sample_change(key)
             elif name == "fingerprint":
                 parts = list(_fingerprint_parts(x, GPU_HASH_CHUNK if self.gpu else HASH_CHUNK))
                 self.put(key, parts, lambda v: float(sum(int(a) for a in v) % st.P))
@@ -505,6 +519,16 @@ class _PerTensor:
         else:
             self.put(key, [(x == exact).sum()], scale=1 / self.n)
 
+    def _sample_change(self, key: str) -> None:
+        """|s - s_prev| / |s| over the fixed subsample: one gather, two norms, a 32 KB copy kept."""
+        sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64, copy=True)
+        previous = self.batch.keep_sample(self.r.name, self.n, sample)
+        if previous is None or previous.device != sample.device:
+            self.out.known(self.r.name, key, math.nan)
+            return
+        change = torch.linalg.vector_norm(sample - previous)
+        self.put(key, [change, torch.linalg.vector_norm(sample)], _ratio)
+
     def _quantile(self, key: str, q: float) -> None:
         if self.sorted is None:  # one sort for every quantile of the tensor
             sample = self.batch.subsample(self.x.reshape(-1))
@@ -543,6 +567,10 @@ class _PerTensor:
 
 
 # the math --------------------------------------------------------------------------------------
+def _ratio(v: list[float]) -> float:
+    return v[0] / v[1] if v[1] > 0 else math.nan
+
+
 def _max_abs(v: list[float]) -> float:
     """max |x| from (min, max); NaN when they are."""
     return math.nan if math.isnan(v[0]) or math.isnan(v[1]) else max(-v[0], v[1])

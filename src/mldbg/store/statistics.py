@@ -24,6 +24,7 @@ canonical form (parameters as Python float reprs, no spaces).
 | `delta_l2` | \\|x - x_prev\\|_2, x_prev the value the last time it was computed (NaN the first time) | 38 |
 | `row_range` | max over rows (slices of axis 0) of (row max - row min): 0 when every row is constant | 39 |
 | `col_range` | max over positions of (max - min across rows): 0 when all rows are identical | 40 |
+| `sample_change` | \\|s - s_prev\\|_2 / \\|s\\|_2 over the fixed subsample s of <= 4093 elements (`subsample_index`), s_prev that subsample the last time it was computed (NaN the first time, or when s is all zeros): how much a gradient changed since the last statistics step, for 32 KB per tensor | 42 |
 | `requires_grad` | 0 for a parameter frozen now and at every TRAIN step since the previous statistics step, else 1: known by the hook, not a function of the values (the reference gives NaN) | 41 |
 | `outside(lo,hi)` | share of elements <= lo or >= hi (NaN is not outside) | 64-255, per segment |
 | `equal(v)` | share of elements == v (token ids, padding) | 64-255, per segment |
@@ -102,7 +103,7 @@ FIXED_CODES: dict[str, int] = {
 }
 FIXED_CODES.update(
     count=32, nan_count=33, inf_count=34, zero_fraction=35, samples=36,
-    fingerprint=37, delta_l2=38, row_range=39, col_range=40, requires_grad=41,
+    fingerprint=37, delta_l2=38, row_range=39, col_range=40, requires_grad=41, sample_change=42,
 )  # fmt: skip
 PARAMETRIC_SCALARS: dict[str, int] = {"outside": 2, "equal": 1, "quantile": 1}  # name -> parameters
 FIRST_PARAMETRIC_CODE = 64
@@ -135,8 +136,11 @@ DENOMINATORS: dict[str, str] = {
 TANH_BOUNDS = (-9.4999, 9.4999)  # tanh_saturation's defaults (RULES.md)
 SIGMOID_BOUNDS = (-23.0, 16.99999)  # sigmoid_saturation's defaults
 DEFAULTS: dict[str, tuple[str, ...]] = {
-    # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init (spread)
-    "gradients": ("l2", "mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)"),
+    # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init
+    # (spread), gradient_not_reset (sample_change: a sum of gradients barely changes)
+    "gradients": (
+        "l2", "mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)", "sample_change",
+    ),
     # weight_update_ratio and unchanged_tensor (delta_l2 over l2), tensor_variance, all_zero,
     # poor init (identical weights feeding one neuron: row_range 0), exploding_tensor,
     # frozen_layer_updated (requires_grad: the hook's declaration of frozen parameters)
@@ -429,7 +433,7 @@ def compute(
 ) -> dict[str, Value]:
     """The statistics of one tensor (key -> float or ndarray), by definition, in float64.
 
-    `previous` is the tensor's value the last time (for `delta_l2`). A bfloat16 tensor is
+    `previous` is the tensor's value the last time (for `delta_l2` and `sample_change`). A bfloat16 tensor is
     passed as its float32 values (exact); its `fingerprint` is taken from its bits (`fingerprint`
     of the uint16 bit pattern), as the store keeps them."""
     x = np.asarray(array)
@@ -481,6 +485,14 @@ def _one(
         if previous is None or np.shape(previous) != x.shape:
             return math.nan
         return float(np.sqrt(np.sum(np.square(f - np.asarray(previous, dtype=np.float64)))))
+    if name == "sample_change":
+        if previous is None or np.shape(previous) != x.shape:
+            return math.nan
+        index = subsample_index(n)
+        sample = f.reshape(-1)[index]
+        norm = float(np.sqrt(np.sum(np.square(sample))))
+        before = np.asarray(previous, dtype=np.float64).reshape(-1)[index]
+        return float(np.sqrt(np.sum(np.square(sample - before)))) / norm if norm > 0 else math.nan
     if name in ("row_range", "col_range"):
         rows = _rows(f)
         axis = 1 if name == "row_range" else 0

@@ -36,13 +36,22 @@ class GradientNotReset(Rule):
 
     Norms alone cannot tell every case: a slower, steady rise (2x over 16 steps) is what a
     healthy language model's gradient norm does early on, and what a BatchNorm CNN without
-    `zero_grad()` does too; only the fast, near-linear growth is reported.
+    `zero_grad()` does too. The `sample_change` statistic the two-line hook records tells
+    them apart: how much each gradient changed since the previous statistics step, over its
+    norm. Two mini-batch gradients differ about as much as they weigh (healthy: 0.6-2), while
+    a sum of gradients changes by one fresh gradient, a shrinking share of it. So the rule
+    also fires when, over `window` saved training steps, the median over weight gradients of
+    `sample_change` stayed below `max_change` (its median over the window) while the global
+    norm stood `min_sum_growth` times above its first saved values: a stale sum that grew.
+    Full-batch training changes its gradient little too, but its norm does not grow so.
     """
 
     needs = ("gradients",)
-    reads = {"gradients": ("l2",)}
+    reads = {"gradients": ("l2", "sample_change")}
     window: int = 8
     min_growth: float = 3.0
+    max_change: float = 0.4
+    min_sum_growth: float = 1.5
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -54,6 +63,8 @@ class GradientNotReset(Rule):
     def reset(self) -> None:
         super().reset()
         self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
+        self._first: list[float] = []  # the global norm at the first saved training steps
+        self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -64,6 +75,9 @@ class GradientNotReset(Rule):
         }
         if not norms:
             return None
+        stale = self._stale_sum(trial, step, norms)
+        if stale is not None:
+            return stale
         mode_step = trial.mode_step(step)
         if self._run and (mode_step != self._run[-1][1] + 1 or set(norms) != set(self._run[-1][2])):
             self._run = []  # a gap in the statistics (or other tensors): start a new run of steps
@@ -94,4 +108,36 @@ class GradientNotReset(Rule):
             f"{100 * rising_share(total):.0f}% of them, and {len(grown)} of {len(weights)} weight gradients "
             "grew with it: gradients accumulate across optimizer steps, as when optimizer.zero_grad() is missing",
             tensors=grown,
+        )  # fmt: skip
+
+    def _stale_sum(self, trial: TrialView, step: int, norms: dict[str, float]) -> Finding | None:
+        """The sample_change signal (see the class doc); None until it holds."""
+        total = math.sqrt(sum(v * v for v in norms.values()))
+        if len(self._first) < 3:
+            self._first.append(total)
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        changes = [trial.saved_statistic(n, step, "sample_change") for n in weights]
+        finite = [c for c in changes if isinstance(c, float) and math.isfinite(c)]
+        if 2 * len(finite) <= len(weights):
+            self._changes = []  # no statistic (a raw or older run), or not since the last step
+            return None
+        self._changes.append((step, total, float(np.median(finite))))
+        del self._changes[: -self.window]
+        if len(self._changes) < self.window or not self._first:
+            return None
+        change = float(np.median([c for _, _, c in self._changes]))
+        start = float(np.median(self._first))
+        level = float(np.median([t for _, t, _ in self._changes]))
+        if change >= self.max_change or not level >= self.min_sum_growth * start > 0:
+            return None
+        if not self.first("accumulating"):
+            return None
+        return self.finding(
+            trial, step,
+            f"over {self.window} training steps ({self._changes[0][0]}-{step}) the weight gradients "
+            f"changed by a median {100 * change:.0f}% of their norm from one saved step to the next "
+            f"(mini-batch gradients differ by 60-200%), while the global gradient norm stood at "
+            f"{level / start:.1f}x its first value ({start:.3g} -> {level:.3g}): each gradient is a growing "
+            "sum that a fresh batch barely changes, as when optimizer.zero_grad() is missing",
+            tensors=weights,
         )  # fmt: skip
