@@ -9,9 +9,12 @@ is one point, placed at the TRAIN step it followed, so both modes share one axis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mldbg.config import Mode
+from mldbg.report.svg import Mark
 from mldbg.trial import Trial
 
 EVALUATION_MODES = (Mode.EVAL, Mode.PREDICT)
@@ -34,26 +37,36 @@ class Timeline:
     def __init__(self, trial: Trial):
         self._x: dict[int, int] = {}
         self.passes: list[Pass] = []
-        last_train: int | None = None
+        last_train: tuple[int, int] | None = None  # (global step, TRAIN step) last saved
+        last_eval: dict[Mode, int] = {}  # evaluation mode -> its last saved mode step
         pending: list[Pass] = []  # passes before the first TRAIN step
-        current: Pass | None = None
+        by_key: dict[tuple[Mode, int], Pass] = {}
         for step in trial.steps():
-            mode = trial.mode(step)
-            if mode in EVALUATION_MODES:
-                if current is None or current.mode != mode:
-                    current = Pass(mode, last_train if last_train is not None else step)
-                    self.passes.append(current)
-                    if last_train is None:
-                        pending.append(current)
-                current.steps.append(step)
+            mode, mode_step = trial.mode(step), trial.mode_step(step)
+            if mode not in EVALUATION_MODES:
+                if last_train is None:
+                    for p in pending:
+                        p.x = step
+                    pending = []
+                last_train = (step, mode_step)
+                self._x[step] = step
                 continue
-            current = None
-            if last_train is None:
-                for p in pending:
-                    p.x = step
-                pending = []
-            last_train = step
-            self._x[step] = step
+            # the TRAIN steps done before this one, exact even when steps between were not
+            # saved: the global step counts every mode's steps, each mode step its own
+            others = sum(ms + 1 for m, ms in last_eval.items() if m != mode)
+            trained = step - mode_step - others
+            last_eval[mode] = mode_step
+            found = by_key.get((mode, trained))
+            if found is None:
+                if last_train is None or trained <= 0:
+                    found = Pass(mode, step)
+                    pending.append(found)
+                else:  # the TRAIN step number `trained - 1`, at its global step
+                    g, m = last_train
+                    found = Pass(mode, min(g + max(trained - 1 - m, 0), step - 1))
+                by_key[(mode, trained)] = found
+                self.passes.append(found)
+            found.steps.append(step)
         for p in self.passes:
             for s in p.steps:
                 self._x[s] = p.x
@@ -65,3 +78,22 @@ class Timeline:
 
     def passes_of(self, mode: Mode) -> list[Pass]:
         return [p for p in self.passes if p.mode == mode]
+
+
+LOSS_RULES = frozenset(
+    {"loss_not_decreasing", "overfit", "underfitting", "overtraining", "loss_spike", "early_stopping"}
+)
+
+
+def finding_marks(
+    found: Sequence[Any], tensors: set[str], timeline: Timeline, rules: frozenset[str] = frozenset()
+) -> list[Mark]:
+    """Marks for the findings that concern a chart: those naming one of its `tensors`, or
+    one of `rules` (the loss rules name no tensor when they read the default loss). An
+    evaluation step's finding is drawn at the train step its pass followed."""
+    out = []
+    for f in found:
+        named = set(getattr(f, "tensors", None) or ())
+        if named & tensors or (f.rule in rules and not named - tensors):
+            out.append(Mark(timeline.x(int(f.step)), f.rule, f"{f.rule} at step {f.step}: {f.message}"))
+    return out

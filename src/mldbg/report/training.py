@@ -20,9 +20,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, MldbgError
-from mldbg.report import html, svg
-from mldbg.report.svg import Mark, Series
-from mldbg.report.timeline import Timeline
+from mldbg.report import html, layers, svg
+from mldbg.report.svg import Series
+from mldbg.report.timeline import LOSS_RULES, Timeline, finding_marks
 from mldbg.store import layout, markers
 from mldbg.store.markers import WorkerMeta
 from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, read_run_info
@@ -563,25 +563,6 @@ def _samples_by_step(trial: Trial, label_name: str | None) -> dict[int, float]:
     return {int(s): float(n) for s, n in zip(steps, samples, strict=True) if np.isfinite(n) and n > 0}
 
 
-LOSS_RULES = frozenset(
-    {"loss_not_decreasing", "overfit", "underfitting", "overtraining", "loss_spike", "early_stopping"}
-)
-
-
-def finding_marks(
-    found: Sequence[Any], tensors: set[str], timeline: Timeline, rules: frozenset[str] = frozenset()
-) -> list[Mark]:
-    """Marks for the findings that concern a chart: those naming one of its `tensors`, or
-    one of `rules` (the loss rules name no tensor when they read the default loss). An
-    evaluation step's finding is drawn at the train step its pass followed."""
-    out = []
-    for f in found:
-        named = set(getattr(f, "tensors", None) or ())
-        if named & tensors or (f.rule in rules and not named - tensors):
-            out.append(Mark(timeline.x(int(f.step)), f.rule, f"{f.rule} at step {f.step}: {f.message}"))
-    return out
-
-
 # entry points -----------------------------------------------------------------------------
 def build_report(
     run: str | os.PathLike[str] | Trial, rules: Sequence[Any] | None = None, check: bool = True
@@ -598,6 +579,8 @@ def build_report(
         section = make(r)
         if section is not None:
             parts.append(section)
+        if make is _losses and not r.xgboost and (per_layer := layers.section(trial, r.timeline, found)):
+            parts.append(per_layer)
     kind = "XGBoost training report" if r.xgboost else "Training report"
     return html.page(f"mldbg: {kind}", str(trial.path), parts)
 
