@@ -201,27 +201,47 @@ def _labels(run: _Run) -> html.Section | None:
                 f"{run.names[m]}: {n} batches, {int(c.sum())} labels" for m, (c, n) in sorted(counted.items())
             ),
         )
-    modes = run.modes_with_predictions()
-    if not modes:
+    name = run.label_name
+    modes = [m for m in MODES if name is not None and run._raw_steps(name, m)]
+    if name is None or not modes:
         return None
+    tensor = run.trial.tensor(name)
     if run.xgboost:  # each iteration records the whole data set: the last one is all of it
-        sets = [(run.names[m], p.labels) for m in modes if (p := run.last_prediction(m)) is not None]
+        picked = {m: run._raw_steps(name, m)[-1:] for m in modes}
         where = "the data sets at the last iteration"
     else:  # batches: every saved one
-        sets = [
-            (run.names[m], np.concatenate([run.prediction(m, s).labels.ravel() for s in steps]))
-            for m in modes
-            if (steps := run.prediction_steps(m))
+        picked = {m: run._raw_steps(name, m) for m in modes}
+        where = "every saved batch: " + "; ".join(f"{run.names[m]}: {len(picked[m])} batches" for m in modes)
+    sets = [
+        (run.names[m], np.concatenate([_label_rows(tensor.value(s, mode=m)) for s in steps]))
+        for m, steps in picked.items()
+    ]
+    classes_known = run.classification or (run.task == "unknown" and all(_integral(y) for _, y in sets))
+    if classes_known:
+        ids = [
+            (n, (y.ravel() if y.ndim <= 1 or y.shape[-1] == 1 else y.argmax(axis=-1)).astype(int))
+            for n, y in sets
         ]
-        where = "every saved batch: " + "; ".join(
-            f"{run.names[m]}: {len(run.prediction_steps(m))} batches" for m in modes
-        )
-    if run.classification:
-        classes = int(max(int(y.max()) for _, y in sets if y.size) + 1)
-        counts = {name: np.r_[np.bincount(y, minlength=classes), 0] for name, y in sets}
+        classes = int(max(int(y.max(initial=0)) for _, y in ids) + 1)
+        counts = {n: np.r_[np.bincount(y, minlength=classes), 0] for n, y in ids}
         return _class_shares(run, counts, where)
+    sets = [(n, y.ravel()) for n, y in sets]
     chart = svg.histogram(sets, title="Distribution of the labels", x_label="label")
     return html.Section("labels", "Label distribution", chart, note=f"Over {where}.")
+
+
+def _label_rows(value: np.ndarray) -> np.ndarray:
+    """A batch of labels as one entry per label: class ids or values flat, one-hot or
+    probability rows as rows."""
+    y = np.asarray(value)
+    return y.reshape(-1, y.shape[-1]) if y.ndim >= 2 and y.shape[-1] > 1 else y.reshape(-1)
+
+
+def _integral(y: np.ndarray) -> bool:
+    y = np.asarray(y)
+    if y.ndim >= 2 and y.shape[-1] > 1:  # one-hot or probabilities: classes
+        return True
+    return bool(y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)) and len(np.unique(y)) <= 50)
 
 
 def _class_shares(run: _Run, counts: dict[str, np.ndarray], where: str) -> html.Section:
