@@ -43,7 +43,7 @@ KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
 @click.option("--plotlyjs", type=click.Choice(["inline", "shared"]), default=None,
               help="inline: plotly.js (4.8 MB) inside each page, which then works alone; shared: "
                    "one plotly.min.js beside the pages, referenced by each. Default: inline for "
-                   "one page, shared for several.")  # fmt: skip
+                   "one file, shared when writing into a folder (several NAMEs, or -o DIR/).")  # fmt: skip
 def plot(
     path: str,
     kind: str,
@@ -78,8 +78,8 @@ def plot(
 
     try:
         check_run_path(path)
-        pages = _targets(kind, names, output)
-        shared = plotlyjs == "shared" or (plotlyjs is None and len(pages) > 1)
+        pages, folder = _targets(kind, names, output)
+        shared = plotlyjs == "shared" or (plotlyjs is None and folder)
         for name, target in pages:
             fig = _figure(path, kind, name, steps, mode, worker, labels, gradient, samples, style, slider)
             click.echo(f"wrote {insight.save(fig, target, plotlyjs='shared' if shared else 'inline')}")
@@ -90,17 +90,19 @@ def plot(
         click.echo(f"wrote {pages[0][1].parent / 'plotly.min.js'} (shared by the pages beside it)")
 
 
-def _targets(kind: str, names: tuple[str, ...], output: str | None) -> list[tuple[str | None, Path]]:
-    """(NAME, file) of each page: `output` itself for one page, else `KIND-NAME.html` in the
-    folder `output` names (the current one by default)."""
+def _targets(
+    kind: str, names: tuple[str, ...], output: str | None
+) -> tuple[list[tuple[str | None, Path]], bool]:
+    """(NAME, file) of each page, and whether they go into a folder: `output` itself for one
+    page, else `KIND-NAME.html` in the folder `output` names (the current one by default)."""
     folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
     if len(names) <= 1 and not folder:
-        return [(names[0] if names else None, Path(output or f"{kind}.html"))]
+        return [(names[0] if names else None, Path(output or f"{kind}.html"))], False
     where = Path(output or ".")
     where.mkdir(parents=True, exist_ok=True)
     if not names:
-        return [(None, where / f"{kind}.html")]
-    return [(n, where / f"{kind}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', n)}.html") for n in names]
+        return [(None, where / f"{kind}.html")], True
+    return [(n, where / f"{kind}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', n)}.html") for n in names], True
 
 
 def _figure(
