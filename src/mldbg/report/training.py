@@ -3,8 +3,10 @@
 For an XGBoost run it holds the sections of SageMaker Debugger's XGBoost training report:
 label distribution, loss per iteration, feature importance, confusion matrix, per-class
 accuracy over iterations, ROC for binary tasks, residuals for regression, and the findings of
-the rules. Any other run gets the sections its recorded data allows (losses, labels and
-predictions, findings). Every section reads the trial; nothing here knows a framework.
+the rules. Any other run gets the sections its recorded data allows: losses on the global-step
+axis with one point per evaluation pass (`mldbg.report.timeline`), labels over every recorded
+batch, per-layer health (`mldbg.report.layers`), predictions, and the findings, also marked on
+the charts they concern. Every section reads the trial; nothing here knows a framework.
 """
 
 from __future__ import annotations
