@@ -200,10 +200,11 @@ def line_chart(
         return empty(f"{title}: no data", width)
     xs = np.concatenate([np.asarray(s.x, dtype=float) for s in series])
     ys = np.concatenate([np.asarray(s.y, dtype=float) for s in series])
+    if log_y and not (np.isfinite(ys) & (ys > 0)).any():  # all zero: a flat line, not "no data"
+        log_y = False
     ok = np.isfinite(ys) & (ys > 0 if log_y else True)
     if not ok.any():
         return empty(f"{title}: no finite values", width)
-    log_y = log_y and bool((ys[ok] > 0).all())
     f = _Frame(width, height, right=_legend_width([s.name for s in series]))
     ylo, yhi = (float(ys[ok].min()), float(ys[ok].max())) if y_range is None else y_range
     mark_x = [float(m.x) for m in marks]
@@ -246,8 +247,9 @@ def _marks(f: _Frame, marks: Sequence[Mark]) -> list[str]:
     by_x: dict[float, list[Mark]] = {}
     for m in marks:
         by_x.setdefault(float(m.x), []).append(m)
-    for x, group in sorted(by_x.items()):
+    for k, (x, group) in enumerate(sorted(by_x.items())):
         px = f.px(x)
+        row = 3 * (k % 2)  # neighbouring marks' labels on different rows
         hover = escape("; ".join(m.text or m.label for m in group))
         col = group[0].color
         out.append(
@@ -257,7 +259,7 @@ def _marks(f: _Frame, marks: Sequence[Mark]) -> list[str]:
         labels = sorted({m.label for m in group})
         for i, lab in enumerate(labels[:3] + ([f"+{len(labels) - 3}"] if len(labels) > 3 else [])):
             out.append(
-                f'<text x="{px + 3:.1f}" y="{f.y1 + 10 + 11 * i}" class="leg" style="fill:{col}">{escape(lab)}</text>'
+                f'<text x="{px + 3:.1f}" y="{f.y1 + 10 + 11 * (row + i)}" class="leg" style="fill:{col}">{escape(lab)}</text>'
             )
         out.append("</g>")
     return out

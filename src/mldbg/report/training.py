@@ -142,7 +142,14 @@ def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
     for mode in MODES:
         steps = t.steps(mode)
         if steps:
-            rows.append((f"{mode.name.lower()} steps saved", f"{len(steps)} ({steps[0]}..{steps[-1]})"))
+            passes = len(run.timeline.passes_of(mode)) if mode != Mode.TRAIN and not run.xgboost else 0
+            rows.append(
+                (
+                    f"{mode.name.lower()} steps saved",
+                    f"{len(steps)} ({steps[0]}..{steps[-1]})"
+                    + (f" in {passes} evaluation passes" if passes else ""),
+                )
+            )
     if info is not None:
         rows += [
             ("objective", info.objective),
