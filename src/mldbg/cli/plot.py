@@ -1,8 +1,12 @@
-"""`mldbg plot PATH KIND [NAME] -o out.html`: one insight plot of a recorded run as a file."""
+"""`mldbg plot PATH KIND [NAME]... -o out.html`: insight plots of a recorded run as files; several
+pages written into one folder share one plotly.min.js."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,7 +19,7 @@ KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
 @click.command()
 @click.argument("path")
 @click.argument("kind", type=click.Choice(KINDS))
-@click.argument("name", required=False)
+@click.argument("names", nargs=-1)
 @click.option("--step", "steps", type=int, multiple=True,
               help="Step (global, or of --mode). tsne, saliency, confusion: default the last saved; "
                    "histograms: repeat for several (default: up to 12 spread over the run).")  # fmt: skip
@@ -32,13 +36,18 @@ KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
 @click.option("--style", type=click.Choice(["ridge", "slider"]), default="ridge", show_default=True,
               help="histograms: stacked, or one at a time with a step slider.")  # fmt: skip
 @click.option("--slider", is_flag=True, help="confusion: add a step slider.")
-@click.option(
-    "--output", "-o", default=None, help="Where to write: .html (default KIND.html), or .png with kaleido."
-)
+@click.option("--output", "-o", default=None,
+              help="Where to write: .html (default KIND.html), or .png with kaleido; with several "
+                   "NAMEs, or a folder (an existing one, or ending in /), one KIND-NAME.html per "
+                   "NAME in that folder.")  # fmt: skip
+@click.option("--plotlyjs", type=click.Choice(["inline", "shared"]), default=None,
+              help="inline: plotly.js (4.8 MB) inside each page, which then works alone; shared: "
+                   "one plotly.min.js beside the pages, referenced by each. Default: inline for "
+                   "one file, shared when writing into a folder (several NAMEs, or -o DIR/).")  # fmt: skip
 def plot(
     path: str,
     kind: str,
-    name: str | None,
+    names: tuple[str, ...],
     steps: tuple[int, ...],
     mode: str | None,
     worker: str | None,
@@ -48,15 +57,18 @@ def plot(
     style: str,
     slider: bool,
     output: str | None,
+    plotlyjs: str | None,
 ) -> None:
     """Plot a recorded run: a tensor's DISTRIBUTION over steps, its HISTOGRAMS at some steps,
     the TSNE of a layer's activations coloured by label, SALIENCY maps of the inputs, or the
-    CONFUSION matrix of labels and predictions. Writes a self-contained HTML file.
+    CONFUSION matrix of labels and predictions. Writes an HTML file that opens offline; with
+    several NAMEs, one page per NAME in a folder, sharing one plotly.min.js.
 
     \b
     Examples:
       mldbg plot runs/exp1 distribution fc1.weight -o fc1.html
       mldbg plot runs/exp1 histograms gradient/fc1.weight --step 0 --step 50
+      mldbg plot runs/exp1 distribution fc1.weight fc2.weight out.weight -o plots/
       mldbg plot runs/exp1 tsne relu1_output_0 --mode eval
       mldbg plot runs/exp1 saliency model_input_0 --step 10
       mldbg plot runs/exp1 confusion --mode eval --slider
@@ -66,12 +78,31 @@ def plot(
 
     try:
         check_run_path(path)
-        fig = _figure(path, kind, name, steps, mode, worker, labels, gradient, samples, style, slider)
-        target = insight.save(fig, output or f"{kind}.html")
+        pages, folder = _targets(kind, names, output)
+        shared = plotlyjs == "shared" or (plotlyjs is None and folder)
+        for name, target in pages:
+            fig = _figure(path, kind, name, steps, mode, worker, labels, gradient, samples, style, slider)
+            click.echo(f"wrote {insight.save(fig, target, plotlyjs='shared' if shared else 'inline')}")
     except MldbgError as e:
         click.echo(f"mldbg plot: error: {e}", err=True)
         sys.exit(2)
-    click.echo(f"wrote {target}")
+    if shared and any(t.suffix.lower() in (".html", ".htm") for _, t in pages):
+        click.echo(f"wrote {pages[0][1].parent / 'plotly.min.js'} (shared by the pages beside it)")
+
+
+def _targets(
+    kind: str, names: tuple[str, ...], output: str | None
+) -> tuple[list[tuple[str | None, Path]], bool]:
+    """(NAME, file) of each page, and whether they go into a folder: `output` itself for one
+    page, else `KIND-NAME.html` in the folder `output` names (the current one by default)."""
+    folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
+    if len(names) <= 1 and not folder:
+        return [(names[0] if names else None, Path(output or f"{kind}.html"))], False
+    where = Path(output or ".")
+    where.mkdir(parents=True, exist_ok=True)
+    if not names:
+        return [(None, where / f"{kind}.html")], True
+    return [(n, where / f"{kind}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', n)}.html") for n in names], True
 
 
 def _figure(

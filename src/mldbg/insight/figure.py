@@ -1,4 +1,5 @@
-"""Plotly, imported only when a plot is made, and `save()`: a figure as one self-contained file."""
+"""Plotly, imported only when a plot is made, and `save()`: a figure as a page that opens
+offline, plotly.js inlined (one file) or shared by the pages of a folder."""
 
 from __future__ import annotations
 
@@ -30,13 +31,27 @@ def subplots(**kwargs: Any) -> Any:
     return make_subplots(**kwargs)
 
 
-def save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Write `fig` to `path`: `.html` with plotly.js inlined (opens offline, no CDN), or an image
-    (`.png`, `.svg`, `.pdf`...) when kaleido is installed."""
+PLOTLY_JS = "plotly.min.js"
+PLOTLYJS_CHOICES = ("inline", "shared")
+
+
+def save(fig: Any, path: str | os.PathLike[str], plotlyjs: str = "inline") -> Path:
+    """Write `fig` to `path`: `.html` that opens offline (no CDN), or an image (`.png`,
+    `.svg`, `.pdf`...) when kaleido is installed.
+
+    `plotlyjs="inline"` embeds plotly.js (about 4.8 MB) in the page: one file that works on
+    its own. `"shared"` writes `plotly.min.js` once beside the page (kept when it is already
+    the same bundle) and references it: several pages in one folder share one copy."""
     target = Path(path)
     suffix = target.suffix.lower()
+    if plotlyjs not in PLOTLYJS_CHOICES:
+        raise InvalidConfig(f"plotlyjs={plotlyjs!r}: use one of {', '.join(PLOTLYJS_CHOICES)}")
     if suffix in (".html", ".htm"):
-        fig.write_html(target, include_plotlyjs=True, full_html=True)
+        if plotlyjs == "shared":
+            write_plotly_js(target.parent)
+            fig.write_html(target, include_plotlyjs="directory", full_html=True)
+        else:
+            fig.write_html(target, include_plotlyjs=True, full_html=True)
     elif suffix in IMAGE_SUFFIXES:
         if importlib.util.find_spec("kaleido") is None:
             raise InvalidConfig(
@@ -49,4 +64,18 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
             f"cannot save a plot as {target.name!r}: use .html (self-contained) or, with kaleido "
             f"installed, one of {', '.join(IMAGE_SUFFIXES)}"
         )
+    return target
+
+
+def write_plotly_js(folder: str | os.PathLike[str]) -> Path:
+    """`folder/plotly.min.js`, the bundle of the installed plotly: written when missing or
+    different (a page of a newer plotly must not load an older bundle), else left alone."""
+    plotly()
+    from plotly.offline import get_plotlyjs
+
+    bundle = get_plotlyjs().encode("utf-8")
+    target = Path(folder) / PLOTLY_JS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not (target.is_file() and target.stat().st_size == len(bundle) and target.read_bytes() == bundle):
+        target.write_bytes(bundle)
     return target

@@ -31,6 +31,18 @@ class Series:
     y: Sequence[float]
     color: str | None = None
     dashed: bool = False
+    points: bool | None = None  # dots on each value; None: the chart's choice
+
+
+@dataclass
+class Mark:
+    """A vertical line at `x` on a line chart: where a rule's finding fired. `label` is drawn
+    at its top, `text` shows on hover."""
+
+    x: float
+    label: str
+    text: str = ""
+    color: str = "#b91c1c"
 
 
 def color(i: int) -> str:
@@ -179,21 +191,26 @@ def line_chart(
     points: bool | None = None,
     y_range: tuple[float, float] | None = None,
     diagonal: bool = False,
+    marks: Sequence[Mark] = (),
 ) -> str:
-    """Lines over a shared x axis; a legend when there are several."""
+    """Lines over a shared x axis; a legend when there are several; `marks` as vertical lines
+    (findings where they fired)."""
     series = [s for s in series if len(s.x)]
     if not series:
         return empty(f"{title}: no data", width)
     xs = np.concatenate([np.asarray(s.x, dtype=float) for s in series])
     ys = np.concatenate([np.asarray(s.y, dtype=float) for s in series])
+    if log_y and not (np.isfinite(ys) & (ys > 0)).any():  # all zero: a flat line, not "no data"
+        log_y = False
     ok = np.isfinite(ys) & (ys > 0 if log_y else True)
     if not ok.any():
         return empty(f"{title}: no finite values", width)
-    log_y = log_y and bool((ys[ok] > 0).all())
     f = _Frame(width, height, right=_legend_width([s.name for s in series]))
     ylo, yhi = (float(ys[ok].min()), float(ys[ok].max())) if y_range is None else y_range
-    f.scale(float(xs.min()), float(xs.max()), ylo, yhi, log_y)
+    mark_x = [float(m.x) for m in marks]
+    f.scale(min([float(xs.min()), *mark_x]), max([float(xs.max()), *mark_x]), ylo, yhi, log_y)
     body = f.axes(x_label, y_label)
+    body += _marks(f, marks)
     if diagonal:
         lo, hi = max(f.xlo, f.ylo), min(f.xhi, f.yhi)
         body.append(
@@ -211,7 +228,8 @@ def line_chart(
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         body.append(f'<polyline points="{path}" fill="none" stroke="{col}" stroke-width="2"{dash}/>')
-        if points or (points is None and len(pts) <= 60):
+        dots = s.points if s.points is not None else points
+        if dots or (dots is None and len(pts) <= 60):
             for (px, py), x, y in zip(pts, s.x, s.y, strict=False):
                 body.append(
                     f'<circle cx="{px:.1f}" cy="{py:.1f}" r="2.5" fill="{col}">'
@@ -221,6 +239,30 @@ def line_chart(
     if len(series) > 1:
         body += _legend(legend, f.x1 + 12, f.y1 + 8)
     return _svg(width, height, body, title)
+
+
+def _marks(f: _Frame, marks: Sequence[Mark]) -> list[str]:
+    """Dashed vertical lines with a short label; marks at one x share a line, labels stack."""
+    out: list[str] = []
+    by_x: dict[float, list[Mark]] = {}
+    for m in marks:
+        by_x.setdefault(float(m.x), []).append(m)
+    for k, (x, group) in enumerate(sorted(by_x.items())):
+        px = f.px(x)
+        row = 3 * (k % 2)  # neighbouring marks' labels on different rows
+        hover = escape("; ".join(m.text or m.label for m in group))
+        col = group[0].color
+        out.append(
+            f'<g class="mark"><title>{hover}</title><line x1="{px:.1f}" x2="{px:.1f}" y1="{f.y1}" '
+            f'y2="{f.y0}" stroke="{col}" stroke-width="1.5" stroke-dasharray="3 3"/>'
+        )
+        labels = sorted({m.label for m in group})
+        for i, lab in enumerate(labels[:3] + ([f"+{len(labels) - 3}"] if len(labels) > 3 else [])):
+            out.append(
+                f'<text x="{px + 3:.1f}" y="{f.y1 + 10 + 11 * (row + i)}" class="leg" style="fill:{col}">{escape(lab)}</text>'
+            )
+        out.append("</g>")
+    return out
 
 
 def bar_chart(

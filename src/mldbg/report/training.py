@@ -3,8 +3,10 @@
 For an XGBoost run it holds the sections of SageMaker Debugger's XGBoost training report:
 label distribution, loss per iteration, feature importance, confusion matrix, per-class
 accuracy over iterations, ROC for binary tasks, residuals for regression, and the findings of
-the rules. Any other run gets the sections its recorded data allows (losses, labels and
-predictions, findings). Every section reads the trial; nothing here knows a framework.
+the rules. Any other run gets the sections its recorded data allows: losses on the global-step
+axis with one point per evaluation pass (`mldbg.report.timeline`), labels over every recorded
+batch, per-layer health (`mldbg.report.layers`), predictions, and the findings, also marked on
+the charts they concern. Every section reads the trial; nothing here knows a framework.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, MldbgError
-from mldbg.report import html, svg
+from mldbg.report import html, layers, svg
 from mldbg.report.svg import Series
+from mldbg.report.timeline import LOSS_RULES, Timeline, finding_marks
 from mldbg.store import layout, markers
 from mldbg.store.markers import WorkerMeta
 from mldbg.store.run_info import IMPORTANCE_TYPES, RunInfo, read_run_info
@@ -47,7 +50,9 @@ class _Run:
         self.trial = trial
         self.info: RunInfo | None = read_run_info(trial)
         self.xgboost = self.info is not None
-        self.x_label = "iteration" if self.xgboost else "step (of its mode)"
+        self.x_label = "iteration" if self.xgboost else "global step"
+        self.timeline = Timeline(trial)
+        self.found: Sequence[Any] = ()  # the rule findings, drawn on the charts they concern
         self.meta = _meta(trial)
         self.names = {Mode.TRAIN: "train", Mode.EVAL: "validation"}
         if self.info is not None:
@@ -71,6 +76,13 @@ class _Run:
         if integral and len(np.unique(y)) <= 50:
             return "binary" if y.max() <= 1 and y.min() >= 0 else "multiclass"
         return "regression"
+
+    def x_of(self, mode: Mode, mode_step: int) -> int:
+        """Where a step of `mode` is drawn: the iteration of an XGBoost run, else the global
+        step of the TRAIN step (an evaluation pass at the TRAIN step it followed)."""
+        if self.xgboost:
+            return mode_step
+        return self.timeline.x(self.trial.global_step(mode, mode_step))
 
     @property
     def classification(self) -> bool:
@@ -130,7 +142,14 @@ def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
     for mode in MODES:
         steps = t.steps(mode)
         if steps:
-            rows.append((f"{mode.name.lower()} steps saved", f"{len(steps)} ({steps[0]}..{steps[-1]})"))
+            passes = len(run.timeline.passes_of(mode)) if mode != Mode.TRAIN and not run.xgboost else 0
+            rows.append(
+                (
+                    f"{mode.name.lower()} steps saved",
+                    f"{len(steps)} ({steps[0]}..{steps[-1]})"
+                    + (f" in {passes} evaluation passes" if passes else ""),
+                )
+            )
     if info is not None:
         rows += [
             ("objective", info.objective),
@@ -156,33 +175,110 @@ def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
     return html.Section("summary", "Summary", body)
 
 
+def label_counts(trial: Trial, label_name: str | None) -> dict[Mode, tuple[np.ndarray, int]]:
+    """Per mode, the labels of every recorded batch counted by class (the `class_counts`
+    statistic summed over all its records, every worker), with the number of batches. The
+    last bucket counts labels outside the classes. Empty when the statistic was not recorded."""
+    if label_name is None:
+        return {}
+    key = trial.vector_statistics(label_name).get("class_counts")
+    if key is None:
+        return {}
+    recs = trial.records(key)
+    out: dict[Mode, tuple[np.ndarray, int]] = {}
+    for i, mode in enumerate(recs.mode.tolist()):
+        counts = np.asarray(trial.read(recs[i]), dtype=np.int64).ravel()
+        total, batches = out.get(Mode(mode), (np.zeros(1, dtype=np.int64), 0))
+        if total.size < counts.size:  # more classes seen later: the outside bucket moves
+            grown = np.zeros(counts.size, dtype=np.int64)
+            grown[: total.size - 1] = total[:-1]
+            grown[-1] = total[-1]
+            total = grown
+        total[: counts.size - 1] += counts[:-1]
+        total[-1] += counts[-1]
+        out[Mode(mode)] = (total, batches + 1)
+    return out
+
+
 def _labels(run: _Run) -> html.Section | None:
-    modes = run.modes_with_predictions()
-    if not modes:
-        return None
-    sets = [(run.names[m], p.labels) for m in modes if (p := run.last_prediction(m)) is not None]
-    if run.classification:
-        classes = int(max(int(y.max()) for _, y in sets if y.size) + 1)
-        groups = [
-            Series(name, [], (np.bincount(y, minlength=classes) / max(y.size, 1)).tolist())
-            for name, y in sets
-        ]
-        counts = {name: np.bincount(y, minlength=classes) for name, y in sets}
-        chart = svg.bar_chart(
-            [str(c) for c in range(classes)],
-            groups,
-            title="Share of each class",
-            value_label="share",
-            percent=True,
+    counted = {m: c for m, c in label_counts(run.trial, run.label_name).items() if m in MODES}
+    if counted and all(c[:-1].sum() >= c[-1] for c, _ in counted.values()):  # class ids, mostly
+        return _class_shares(
+            run,
+            {run.names[m]: c for m, (c, _) in sorted(counted.items())},
+            "; ".join(
+                f"{run.names[m]}: {n} batches, {int(c.sum())} labels" for m, (c, n) in sorted(counted.items())
+            ),
         )
-        rows = [[c, *(int(counts[n][c]) for n, _ in sets)] for c in range(classes)]
-        ratio = [
-            f"{n}: largest/smallest class = {cnt.max() / max(cnt.min(), 1):.1f}" for n, cnt in counts.items()
+    name = run.label_name
+    modes = [m for m in MODES if name is not None and run._raw_steps(name, m)]
+    if name is None or not modes:
+        return None
+    tensor = run.trial.tensor(name)
+    if run.xgboost:  # each iteration records the whole data set: the last one is all of it
+        picked = {m: run._raw_steps(name, m)[-1:] for m in modes}
+        where = "the data sets at the last iteration"
+    else:  # batches: every saved one
+        picked = {m: run._raw_steps(name, m) for m in modes}
+        where = "every saved batch: " + "; ".join(f"{run.names[m]}: {len(picked[m])} batches" for m in modes)
+    sets = [
+        (run.names[m], np.concatenate([_label_rows(tensor.value(s, mode=m)) for s in steps]))
+        for m, steps in picked.items()
+    ]
+    classes_known = run.classification or (run.task == "unknown" and all(_integral(y) for _, y in sets))
+    if classes_known:
+        ids = [
+            (n, (y.ravel() if y.ndim <= 1 or y.shape[-1] == 1 else y.argmax(axis=-1)).astype(int))
+            for n, y in sets
         ]
-        body = html.grid([chart, html.table(["class", *counts], rows, numeric=range(1, len(sets) + 1))])
-        return html.Section("labels", "Label distribution", body, note="; ".join(ratio))
+        classes = int(max(int(y.max(initial=0)) for _, y in ids) + 1)
+        counts = {n: np.r_[np.bincount(y, minlength=classes), 0] for n, y in ids}
+        return _class_shares(run, counts, where)
+    sets = [(n, y.ravel()) for n, y in sets]
     chart = svg.histogram(sets, title="Distribution of the labels", x_label="label")
-    return html.Section("labels", "Label distribution", chart)
+    return html.Section("labels", "Label distribution", chart, note=f"Over {where}.")
+
+
+def _label_rows(value: np.ndarray) -> np.ndarray:
+    """A batch of labels as one entry per label: class ids or values flat, one-hot or
+    probability rows as rows."""
+    y = np.asarray(value)
+    return y.reshape(-1, y.shape[-1]) if y.ndim >= 2 and y.shape[-1] > 1 else y.reshape(-1)
+
+
+def _integral(y: np.ndarray) -> bool:
+    y = np.asarray(y)
+    if y.ndim >= 2 and y.shape[-1] > 1:  # one-hot or probabilities: classes
+        return True
+    return bool(y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)) and len(np.unique(y)) <= 50)
+
+
+def _class_shares(run: _Run, counts: dict[str, np.ndarray], where: str) -> html.Section:
+    """Bars of each class's share per data set, a table of the counts; the last entry of each
+    count vector is the labels outside the classes."""
+    classes = max(c.size for c in counts.values()) - 1
+    counts = {
+        n: np.r_[c[:-1], np.zeros(classes + 1 - c.size, dtype=c.dtype), c[-1]] for n, c in counts.items()
+    }
+    outside = any(c[-1] for c in counts.values())
+    groups = [Series(n, [], (c[:classes] / max(c.sum(), 1)).tolist()) for n, c in counts.items()]
+    chart = svg.bar_chart(
+        [str(c) for c in range(classes)],
+        groups,
+        title="Share of each class",
+        value_label="share",
+        percent=True,
+    )
+    rows: list[list[Any]] = [[c, *(int(cnt[c]) for cnt in counts.values())] for c in range(classes)]
+    if outside:
+        rows.append(["outside the classes", *(int(cnt[-1]) for cnt in counts.values())])
+    ratio = [
+        f"{n}: largest/smallest class = {cnt[:classes].max() / max(cnt[:classes].min(), 1):.1f}"
+        for n, cnt in counts.items()
+    ]
+    table = html.table(["class", *counts], rows, numeric=range(1, len(counts) + 1))
+    body = html.grid([chart, table])
+    return html.Section("labels", "Label distribution", body, note=f"Over {where}. " + "; ".join(ratio))
 
 
 def _losses(run: _Run) -> html.Section | None:
@@ -203,17 +299,28 @@ def _losses(run: _Run) -> html.Section | None:
             charts.append(svg.line_chart(lines, title=metric, x_label=run.x_label, y_label=metric))
         note = "Each evaluation metric per boosting iteration, one line per evaluation set."
     else:
+        weights = _samples_by_step(t, run.label_name)
         for name in t.tensor_names(collection="losses"):
-            tensor = t.tensor(name)
-            per_mode: list[Series] = []
-            for mode in MODES:
-                values = tensor.values(mode) if tensor.steps(mode) else {}
-                if values:
-                    per_mode.append(
-                        Series(mode.name.lower(), list(values), [float(np.mean(v)) for v in values.values()])
-                    )
-            charts.append(svg.line_chart(per_mode, title=name, x_label=run.x_label, y_label="loss"))
-        note = "Each tensor of the losses collection, per step of its mode."
+            by_step = scalar_by_step(t, name)
+            train = [s for s in by_step if run.timeline.x(s) == s]
+            lines = [Series("train", train, [by_step[s] for s in train])] if train else []
+            for mode, label in ((Mode.EVAL, "eval"), (Mode.PREDICT, "predict")):
+                xs, ys = [], []
+                for p in run.timeline.passes_of(mode):
+                    saved = [s for s in p.steps if s in by_step]
+                    if saved:
+                        w = np.array([weights.get(s, 1.0) for s in saved])
+                        xs.append(p.x)
+                        ys.append(float(np.dot(w, [by_step[s] for s in saved]) / w.sum()))
+                if xs:
+                    lines.append(Series(f"{label} (per pass)", xs, ys, points=True))
+            marks = finding_marks(run.found, {name}, run.timeline, rules=LOSS_RULES)
+            charts.append(svg.line_chart(lines, title=name, x_label=run.x_label, y_label="loss", marks=marks))
+        note = (
+            "Each tensor of the losses collection against the global step of training; an "
+            "evaluation pass is one point (the mean over its batches, weighted by their samples) "
+            "at the train step it followed. Dashed red lines: where a rule fired."
+        )
     if not charts:
         return None
     return html.Section("loss", "Loss per iteration" if run.xgboost else "Loss", html.grid(charts), note=note)
@@ -319,7 +426,7 @@ def _confusion(run: _Run) -> html.Section | None:
         names = [str(i) for i in range(k)]
         charts.append(
             svg.heatmap(
-                m, names, names, title=f"{run.names[mode]} at {run.x_label} {steps[-1]}",
+                m, names, names, title=f"{run.names[mode]} at {run.x_label} {run.x_of(mode, steps[-1])}",
                 row_title="label", col_title="prediction",
             )
         )  # fmt: skip
@@ -350,14 +457,18 @@ def _per_class(run: _Run) -> html.Section | None:
     charts = []
     for mode in reversed(run.modes_with_predictions()):
         steps = run.prediction_steps(mode)
-        recalls: dict[int, tuple[list[int], list[float]]] = {}
-        for s in steps:
-            p = run.prediction(mode, s)
+        hits: dict[int, dict[int, list[int]]] = {}  # class -> x -> [right, seen]
+        for s in steps:  # the batches of an evaluation pass add up at its x
+            p, x = run.prediction(mode, s), run.x_of(mode, s)
             for c in np.unique(p.labels):
-                xs, ys = recalls.setdefault(int(c), ([], []))
-                xs.append(s)
-                ys.append(float((p.predictions[p.labels == c] == c).mean()))
-        series = [Series(f"class {c}", xs, ys) for c, (xs, ys) in sorted(recalls.items())]
+                mine = p.labels == c
+                right_seen = hits.setdefault(int(c), {}).setdefault(x, [0, 0])
+                right_seen[0] += int((p.predictions[mine] == c).sum())
+                right_seen[1] += int(mine.sum())
+        series = [
+            Series(f"class {c}", list(by_x), [r / max(n, 1) for r, n in by_x.values()])
+            for c, by_x in sorted(hits.items())
+        ]
         charts.append(
             svg.line_chart(
                 series, title=f"{run.names[mode]}: accuracy of each class", x_label=run.x_label,
@@ -420,10 +531,14 @@ def _residuals(run: _Run) -> html.Section | None:
     )  # fmt: skip
     mae = []
     for mode in modes:
-        steps = run.prediction_steps(mode)
-        preds = [run.prediction(mode, s) for s in steps]
-        errs = [float(np.mean(np.abs(p.predictions.reshape(-1) - p.labels.reshape(-1)))) for p in preds]
-        mae.append(Series(run.names[mode], steps, errs))
+        sums: dict[int, list[float]] = {}  # x -> [sum |error|, count]
+        for s in run.prediction_steps(mode):
+            p = run.prediction(mode, s)
+            err = np.abs(p.predictions.reshape(-1) - p.labels.reshape(-1))
+            acc = sums.setdefault(run.x_of(mode, s), [0.0, 0])
+            acc[0] += float(err.sum())
+            acc[1] += err.size
+        mae.append(Series(run.names[mode], list(sums), [e / max(n, 1) for e, n in sums.values()]))
     charts.append(
         svg.line_chart(mae, title="Mean absolute error", x_label=run.x_label, y_label="|prediction - label|")
     )
@@ -440,6 +555,43 @@ def _findings_section(found: Sequence[Any], skipped: dict[str, str], error: str 
     return html.Section("findings", "Rule findings", html.findings(found, skipped, error))
 
 
+def scalar_by_step(trial: Trial, name: str) -> dict[int, float]:
+    """Global step -> the mean value of tensor `name` there (averaged over workers): its raw
+    value, or its saved `mean` reduction or statistic when only that was kept."""
+    recs = trial.records(name)
+    if not len(recs):
+        return {}
+    cols = trial.statistic_columns(name)
+    raw = np.flatnonzero(recs.has_raw)
+    values = np.full(len(recs), np.nan)
+    if raw.size:
+        stacked = trial.stacked(name, raw)
+        if stacked is not None:
+            values[raw] = stacked.reshape(raw.size, -1).mean(axis=1)
+        else:
+            values[raw] = [float(np.mean(trial.read(recs[int(i)]))) for i in raw]
+    if "mean" in cols:
+        values = np.where(np.isnan(values), cols["mean"], values)
+    sums: dict[int, list[float]] = {}
+    for step, v in zip(recs.step.tolist(), values.tolist(), strict=True):
+        if not np.isnan(v):  # inf is a value to show; NaN is "not saved"
+            acc = sums.setdefault(step, [0.0, 0])
+            acc[0] += v
+            acc[1] += 1
+    return {s: total / n for s, (total, n) in sorted(sums.items())}
+
+
+def _samples_by_step(trial: Trial, label_name: str | None) -> dict[int, float]:
+    """Global step -> batch size, from the labels' `samples` statistic where recorded."""
+    if label_name is None:
+        return {}
+    samples = trial.statistic_columns(label_name).get("samples")
+    if samples is None:
+        return {}
+    steps = trial.records(label_name).step
+    return {int(s): float(n) for s, n in zip(steps, samples, strict=True) if np.isfinite(n) and n > 0}
+
+
 # entry points -----------------------------------------------------------------------------
 def build_report(
     run: str | os.PathLike[str] | Trial, rules: Sequence[Any] | None = None, check: bool = True
@@ -450,11 +602,14 @@ def build_report(
         raise MldbgError(f"no mldbg run at {trial.path} (no workers/ folder with records)")
     found, skipped, error = run_rules(trial, rules) if check else ([], {}, "rules were not run (--no-rules)")
     r = _Run(trial)
+    r.found = found
     parts = [_summary(r, found), _findings_section(found, skipped, error)]
     for make in (_labels, _losses, _importance, _trees, _confusion, _per_class, _roc, _residuals):
         section = make(r)
         if section is not None:
             parts.append(section)
+        if make is _losses and not r.xgboost and (per_layer := layers.section(trial, r.timeline, found)):
+            parts.append(per_layer)
     kind = "XGBoost training report" if r.xgboost else "Training report"
     return html.page(f"mldbg: {kind}", str(trial.path), parts)
 
