@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "check": ("mldbg.rules.runner", "check"),
     "Finding": ("mldbg.rules.base", "Finding"),
+    "find_samples": ("mldbg.replay", "find_samples"),
     "ProfilerConfig": ("mldbg.profiler.config", "ProfilerConfig"),
     "rule_status": ("mldbg.watch.state", "rule_status"),
 }
@@ -42,5 +43,6 @@ __all__ = [
     "TrainingStopped",
     "check",
     "create_trial",
+    "find_samples",
     "rule_status",
 ]

@@ -41,11 +41,17 @@ class Finding:
     #: "error": a defect of the model, the data or the training; "warning": what depends on
     #: the machine (profiler findings). `mldbg check` fails on errors (on both with --strict).
     severity: str = "error"
+    #: the batch to replay: one fingerprint per sample of the model's input at `step`, when
+    #: the hook recorded them (`sample_fingerprints`); `mldbg.find_samples(dataset,
+    #: finding.samples)` gives their indices in the data set.
+    samples: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if out["worker"] is None:
             del out["worker"]
+        if not out["samples"]:
+            del out["samples"]
         return out
 
     def _repr_html_(self) -> str:
@@ -230,6 +236,7 @@ class Rule:
         tensors: Iterable[str] = (),
         suggestion: str | None = None,
         worker: str | None = None,
+        samples: Iterable[int] = (),
     ) -> Finding:
         mode = None
         if trial is not None:
@@ -246,6 +253,7 @@ class Rule:
             suggestion=self.suggestion if suggestion is None else suggestion,
             worker=worker,
             severity=self.severity,
+            samples=[int(s) for s in samples],
         )
 
     def __repr__(self) -> str:

@@ -150,6 +150,15 @@ class TrialView:
         """The workers that wrote to the run so far."""
         return self.trial.workers()
 
+    def batch_fingerprints(self, step: int) -> list[int]:
+        """One fingerprint per sample of the (first) model input at `step`: the batch a
+        finding names for replay (`Finding.samples`); [] when none was recorded there."""
+        for name in sorted(self.names("inputs", step=step)):
+            found = self.saved_statistic(name, step, "sample_fingerprints")
+            if isinstance(found, np.ndarray) and found.size:
+                return [int(v) for v in found.reshape(-1)]
+        return []
+
     # tensors and collections ------------------------------------------------------------
     def collections(self) -> dict[str, frozenset[str]]:
         """Collection name -> the names of its recorded tensors (cached until new data)."""

@@ -85,4 +85,5 @@ class GradientNormSpike(Rule):
             + (f"; {len(layers)} layer(s) spiked: {short_list(layers)}" if layers else "")
             + ": replay that batch",
             tensors=layers or list(norms),
+            samples=trial.batch_fingerprints(step),
         )  # fmt: skip

@@ -100,5 +100,6 @@ class LossSpike(Rule):
                 f"its recent level {level:.4g} (robust z = {z:.1f} over the last {len(recent)} saved values, "
                 f"more than {self.threshold:g}): replay that batch",
                 tensors=[name],
+                samples=trial.batch_fingerprints(step) if mode == Mode.TRAIN.name else (),
             )
         ]  # fmt: skip
