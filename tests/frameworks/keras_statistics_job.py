@@ -38,7 +38,12 @@ SCENARIOS = {
     "healthy sigmoid": {"activation": "sigmoid", "lr": 0.5},
     "saturated sigmoid (inputs x100)": {"activation": "sigmoid", "scale": 100.0, "lr": 0.5},
 }
-TAPE_SCENARIOS = ("healthy relu", "exploding (lr 1e12)", "dead relu (bias -10)", "saturated tanh (inputs x100)")
+TAPE_SCENARIOS = (
+    "healthy relu",
+    "exploding (lr 1e12)",
+    "dead relu (bias -10)",
+    "saturated tanh (inputs x100)",
+)
 
 
 def data(n: int, scale: float = 1.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -53,10 +58,12 @@ def build(activation: str = "relu", bias: float = 0.0, lr: float = 0.1, **_: flo
     model = keras.Sequential(
         [
             keras.Input((8,)),
-            keras.layers.Dense(32, activation=activation, name="hidden0",
-                               bias_initializer=keras.initializers.Constant(bias)),  # fmt: skip
-            keras.layers.Dense(32, activation=activation, name="hidden1",
-                               bias_initializer=keras.initializers.Constant(bias)),  # fmt: skip
+            keras.layers.Dense(
+                32, activation=activation, name="hidden0", bias_initializer=keras.initializers.Constant(bias)
+            ),  # fmt: skip
+            keras.layers.Dense(
+                32, activation=activation, name="hidden1", bias_initializer=keras.initializers.Constant(bias)
+            ),  # fmt: skip
             keras.layers.Dense(3, name="logits"),
         ],
         name="tiny",

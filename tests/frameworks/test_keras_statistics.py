@@ -89,7 +89,9 @@ def test_class_statistics_of_labels_and_predictions(job, run):
         on_labels, on_preds = st.class_statistics(labels, preds)
         for key in ("class_counts", "class_correct", "confusion"):
             np.testing.assert_array_equal(trial.tensor(f"stats/labels_0/{key}").value(step), on_labels[key])
-        np.testing.assert_array_equal(trial.tensor("stats/model_output_0/class_counts").value(step), on_preds["class_counts"])
+        np.testing.assert_array_equal(
+            trial.tensor("stats/model_output_0/class_counts").value(step), on_preds["class_counts"]
+        )
 
 
 def test_keras_records_what_the_torch_hook_does(job):

@@ -155,8 +155,8 @@ class Hook(Adapter):
         `inputs`, `labels`, `predictions` (any other keyword: under its own name)."""
         var_list = tf.nest.flatten(variables) if variables is not None else []
         for v in var_list:
-            natural = ("biases",) if self._name(v).endswith(("bias", "beta")) else ("weights",)
-            self.put(self._name(v), v, natural)
+            own: tuple[str, ...] = ("biases",) if self._name(v).endswith(("bias", "beta")) else ("weights",)
+            self.put(self._name(v), v, own)
         for v, g in zip(var_list, tf.nest.flatten(grads) if grads is not None else [], strict=False):
             self.put(f"gradient/{self._name(v)}", g, ("gradients",))
         if loss is not None:
