@@ -1,9 +1,12 @@
 """Tiny Keras (TensorFlow backend) and custom TensorFlow loops recorded with the two lines,
 for the statistics tests (test_keras_statistics.py); run in a subprocess:
-`python keras_statistics_job.py OUT_DIR`.
+`python keras_statistics_job.py OUT_DIR` (TensorFlow backend: everything), or with
+`--backend-smoke` under KERAS_BACKEND=jax or torch (the Keras runs of `BACKEND_SCENARIOS` and
+`compare_keras` only).
 
-- `compare_keras`, `compare_tape_eager`, `compare_tape_graph`: statistics together with the raw
-  tensors every step (`statistics=True`), to compare one with the other;
+- `compare_keras`, `compare_mixed` (mixed_bfloat16), `compare_tape_eager`, `compare_tape_graph`:
+  statistics together with the raw tensors every step (`statistics=True`), to compare one with
+  the other;
 - `keras/<scenario>`, `tape_eager/<scenario>`, `tape_graph/<scenario>`: `Hook(out_dir)` and
   nothing else, an injected defect or its healthy twin each.
 """
@@ -15,16 +18,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import mldbg  # noqa: E402
 import mldbg.keras  # noqa: E402
-import mldbg.tensorflow  # noqa: E402
 
 ALL = ["weights", "biases", "gradients", "losses", "relu_activations", "tanh_activations",
        "sigmoid_activations", "inputs", "outputs", "labels", "predictions"]  # fmt: skip
@@ -38,6 +40,7 @@ SCENARIOS = {
     "healthy sigmoid": {"activation": "sigmoid", "lr": 0.5},
     "saturated sigmoid (inputs x100)": {"activation": "sigmoid", "scale": 100.0, "lr": 0.5},
 }
+BACKEND_SCENARIOS = ("healthy relu", "exploding (lr 1e12)", "dead relu (bias -10)")
 TAPE_SCENARIOS = (
     "healthy relu",
     "exploding (lr 1e12)",
@@ -84,8 +87,9 @@ def fit(path: Path, epochs: int = 10, hook_kwargs: dict | None = None, **kw: flo
     hook.close()
 
 
-def compare_keras(path: Path) -> None:
+def compare_keras(path: Path, policy: str = "float32") -> None:
     """A conv net (channels-last units) with ReLU, tanh and sigmoid, fit and evaluate."""
+    keras.mixed_precision.set_global_policy(policy)
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [
@@ -109,11 +113,16 @@ def compare_keras(path: Path) -> None:
     model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0, callbacks=[hook])
     model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[hook])
     hook.close()
+    keras.mixed_precision.set_global_policy("float32")
 
 
 def tape_loop(path: Path, graph: bool, steps: int, compare: bool = False, **kw: float) -> None:
     """A custom loop with the tape and `register_model`; `compare`: raw tensors every step too,
     and the inputs, labels and predictions given to `hook.record`."""
+    import tensorflow as tf
+
+    import mldbg.tensorflow
+
     model = build(**kw)
     opt = keras.optimizers.SGD(kw.get("lr", 0.1))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -122,7 +131,7 @@ def tape_loop(path: Path, graph: bool, steps: int, compare: bool = False, **kw: 
     hook = mldbg.tensorflow.Hook(str(path), **(extra if compare else {}))
     hook.register_model(model)
 
-    def train_step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+    def train_step(xb: Any, yb: Any) -> Any:
         with hook.wrap_tape(tf.GradientTape()) as tape:
             logits = model(xb, training=True)
             loss = loss_fn(yb, logits)
@@ -143,6 +152,12 @@ def main() -> None:
     out = Path(sys.argv[1])
     t0 = time.perf_counter()
     compare_keras(out / "compare_keras")
+    if "--backend-smoke" in sys.argv:
+        for name in BACKEND_SCENARIOS:
+            fit(out / "keras" / name, **SCENARIOS[name])
+        (out / "manifest.json").write_text(json.dumps({"backend": keras.backend.backend()}))
+        return
+    compare_keras(out / "compare_mixed", policy="mixed_bfloat16")
     tape_loop(out / "compare_tape_eager", graph=False, steps=6, compare=True)
     tape_loop(out / "compare_tape_graph", graph=True, steps=6, compare=True)
     for name, kw in SCENARIOS.items():

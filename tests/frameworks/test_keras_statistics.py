@@ -30,7 +30,8 @@ EXPECTED = {
     "saturated sigmoid (inputs x100)": ("sigmoid_saturation",),
 }
 TAPE = ("healthy relu", "exploding (lr 1e12)", "dead relu (bias -10)", "saturated tanh (inputs x100)")
-COMPARE = ("compare_keras", "compare_tape_eager", "compare_tape_graph")
+COMPARE = ("compare_keras", "compare_mixed", "compare_tape_eager", "compare_tape_graph")
+BACKENDS = ("jax", "torch")  # the TensorFlow backend runs everything in `job`
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,27 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("keras_statistics")
     run_job("keras_statistics_job.py", out, env={"KERAS_BACKEND": "tensorflow"})
     return out
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend_job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same Keras code on the JAX (statistics through `jax.debug.callback`) and PyTorch
+    backends: the compare run and three scenarios."""
+    out = tmp_path_factory.mktemp(f"keras_statistics_{request.param}")
+    manifest = run_job(
+        "keras_statistics_job.py", out, "--backend-smoke", env={"KERAS_BACKEND": request.param}
+    )
+    assert manifest["backend"] == request.param
+    return out
+
+
+def test_other_backends_record_the_same_statistics(backend_job):
+    test_statistics_equal_numpy_on_the_raw_tensors(backend_job, "compare_keras")
+    test_class_statistics_of_labels_and_predictions(backend_job, "compare_keras")
+    for name in ("healthy relu", "exploding (lr 1e12)", "dead relu (bias -10)"):
+        fired = {f.rule for f in mldbg.check(str(backend_job / "keras" / name))}
+        expected = EXPECTED[name]
+        assert fired & set(expected) if expected else not fired, (name, sorted(fired))
 
 
 def _assert_close(got: float, want: float, what: str) -> None:

@@ -124,6 +124,8 @@ class StepStatistics:
         kinds = kinds_of(name, natural, mode)
         if kinds is None:  # pragma: no cover - wants() said it has some
             return
+        if array.dtype.name == "bfloat16":  # mixed precision: its float32 values are exact
+            array = array.astype(np.float32)
         axis = self.channel_axis if array.ndim > 2 else None
         self.host.add(name, array, kinds, natural, trainable if is_param else None, unit_axis=axis)
         if name in ("labels_0", "model_output_0"):
