@@ -31,6 +31,7 @@ class _Added(NamedTuple):
     natural: tuple[str, ...]
     previous: np.ndarray | None  # a parameter's copy at the last statistics step (delta_l2)
     requires_grad: float | None  # a parameter's flag, known to the adapter, not in its values
+    unit_axis: int | None = None  # the unit / channel axis (channels-last Keras: -1)
 
 
 class HostStatistics:
@@ -62,17 +63,19 @@ class HostStatistics:
         kinds: tuple[str, ...],
         natural: tuple[str, ...],
         requires_grad: bool | None = None,
+        unit_axis: int | None = None,
     ) -> None:
         """Ask for statistics `kinds` of a host copy (its first one in the step). A parameter
         gives its `requires_grad`: its copy is kept for the next step's `delta_l2`; so is a
-        gradient's for `sample_change` (the adapter hands a new copy each step)."""
+        gradient's for `sample_change` (the adapter hands a new copy each step). `unit_axis`:
+        the axis of units and channels when it is not `statistics.feature_axis`'s (Keras: -1)."""
         if name in self._added or array.dtype.kind not in "biuf":
             return
         previous = None
         if requires_grad is not None or "sample_change" in kinds:
             previous, self._previous[name] = self._previous.get(name), array
         flag = None if requires_grad is None else float(requires_grad)
-        self._added[name] = _Added(array, kinds, natural, previous, flag)
+        self._added[name] = _Added(array, kinds, natural, previous, flag, unit_axis)
 
     def add_classes(self, labels_name: str, labels: np.ndarray, preds_name: str, preds: np.ndarray) -> None:
         """Class statistics of a classification loss's labels and predictions (and their
@@ -97,7 +100,7 @@ def _compute(
 ) -> dict[str, dict[str, float | np.ndarray]]:
     out: dict[str, dict[str, float | np.ndarray]] = {}
     for name, a in added.items():
-        values = out[name] = st.compute(a.array, a.kinds, previous=a.previous)
+        values = out[name] = st.compute(a.array, a.kinds, unit_axis=a.unit_axis, previous=a.previous)
         if a.requires_grad is not None and "requires_grad" in values:
             values["requires_grad"] = a.requires_grad
     for labels_name, labels, preds_name, preds in classes:

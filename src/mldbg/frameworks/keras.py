@@ -9,6 +9,12 @@ wrapped while it is traced. Weights are read before the step (from the variables
 the JAX state); gradients come from `optimizer.apply`, the loss from `compute_loss`, layer
 outputs from each layer's `call`. They leave the compiled step as extra outputs
 (TensorFlow), through `jax.debug.callback` (JAX), or directly (PyTorch runs eagerly).
+
+The two lines (`Hook(out_dir)` as a callback, no `save_config`, no `include_collections`)
+also record the statistics the default rules read (`keras_statistics`), from host copies
+reduced on the writer thread: every step of each mode's first `statistics_warmup` steps (20),
+then every `statistics_every`-th (10). The loss is saved every step; a step that saves only
+the loss runs a lighter recording variant from which nothing else leaves the compiled step.
 """
 
 from __future__ import annotations
@@ -23,25 +29,52 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.frameworks.base import Adapter
-from mldbg.frameworks.keras_layers import host_source, patched, put_each, tap, tap_layers, variable_name
+from mldbg.frameworks.host import array_source
+from mldbg.frameworks.host_statistics import EVERY, WARMUP
+from mldbg.frameworks.keras_layers import host_array, patched, put_each, tap, tap_layers, variable_name
+from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
 from mldbg.frameworks.session import Worker
 
 MODES = {"train": Mode.TRAIN, "test": Mode.EVAL, "predict": Mode.PREDICT}
+CLASSIFICATION_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
+                         "categorical_focal_crossentropy", "binary_focal_crossentropy", "categorical_hinge",
+                         "hinge", "squared_hinge")  # fmt: skip
 
 
 class Hook(Adapter, keras.callbacks.Callback):
-    """Records a Keras model in `fit`, `evaluate` and `predict`: pass it in `callbacks=[hook]`."""
+    """Records a Keras model in `fit`, `evaluate` and `predict`: pass it in `callbacks=[hook]`.
+
+    Besides the keywords of every hook (API.md): `statistics` (None: on for the two lines;
+    True: added to any configuration; False: off), `statistics_warmup` (20) and
+    `statistics_every` (10): the steps of each mode whose statistics are recorded."""
 
     def _worker(self) -> Worker:
         return Worker.from_environment(f"keras-{keras.__version__}-{keras.backend.backend()}")
 
     def _setup(self) -> None:
         self.backend = keras.backend.backend()
-        self._variants: dict[str, Callable[..., Any]] = {}  # kind -> recording function
+        self._variants: dict[tuple[str, bool], Callable[..., Any]] = {}  # (kind, light) -> recording function
+        self._light = False  # the variant traced or run now records the loss and scalars only
         self._seen: set[str] | None = None  # names captured in the step being traced or run
         self._natural: dict[str, tuple[str, ...]] = {}
         self._extras: dict[str, Any] = {}  # TensorFlow: tensors that leave the traced step
-        self._wanted: dict[tuple[str, tuple[str, ...]], bool] = {}
+        self._wanted: dict[tuple[str, tuple[str, ...], bool], bool] = {}
+        self._parameters: dict[int, bool] = {}  # id of a variable a layer declares trainable -> trainable now
+
+    def _recording(self) -> dict[str, Any]:
+        settings = dict(self._settings)
+        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
+        if settings.get("statistics") is None:
+            settings["statistics"] = (
+                settings["save_config"] is None and settings["include_collections"] is None
+            )
+        return settings
+
+    def _open_run(self, out_dir: Any) -> None:
+        super()._open_run(out_dir)
+        axis = -1 if keras.config.image_data_format() == "channels_last" else 1
+        self._stats = StepStatistics(self.recorder, *self._cadence, channel_axis=axis,
+                                     classification=self._classification)  # fmt: skip
 
     # fit/evaluate/predict made their compiled function just before these events
     def on_train_begin(self, logs: Any = None) -> None:
@@ -65,14 +98,16 @@ class Hook(Adapter, keras.callbacks.Callback):
         normal = getattr(model, f"{kind}_function", None)
         if normal is None or getattr(normal, "_mldbg_hook", None) is self:
             return
-        self._variants.pop(kind, None)  # a new compiled function: its variant is stale
+        self._variants.pop((kind, False), None)  # a new compiled function: its variants are stale
+        self._variants.pop((kind, True), None)
         mode, timeline = MODES[kind], self.timeline
 
         def function(*args: Any) -> Any:
             rec = self.recorder
             rec.start_step(mode)
             timeline.step_begin(rec.step, int(mode))
-            out = self._record(kind, args) if rec.saving else normal(*args)
+            stats = self._stats.due()
+            out = self._record(kind, args, self._stats.light()) if rec.saving or stats else normal(*args)
             timeline.step_end()
             rec.end_step()
             return out
@@ -80,11 +115,13 @@ class Hook(Adapter, keras.callbacks.Callback):
         function._mldbg_hook = self  # type: ignore[attr-defined]
         setattr(model, f"{kind}_function", function)
 
-    def _record(self, kind: str, args: tuple[Any, ...]) -> Any:
+    def _record(self, kind: str, args: tuple[Any, ...], light: bool = False) -> Any:
         model = self._model
-        self._save_variables(kind, args)
-        variant = self._variants.get(kind)
-        if variant is None:  # the backend compiles the wrapped step, once
+        self._light = light
+        if not light:
+            self._save_variables(kind, args)
+        variant = self._variants.get((kind, light))
+        if variant is None:  # the backend compiles the wrapped step, once per flavour
             dispatcher = getattr(model, f"{kind}_function")
             with contextlib.ExitStack() as stack:
                 stack.enter_context(
@@ -95,7 +132,7 @@ class Hook(Adapter, keras.callbacks.Callback):
                 ):  # the wrappers run eagerly: torch.compile would recompile each step
                     stack.enter_context(patched(model, "_jit_compile", False))
                 getattr(model, f"make_{kind}_function")(force=True)
-                variant = self._variants[kind] = getattr(model, f"{kind}_function")
+                variant = self._variants[(kind, light)] = getattr(model, f"{kind}_function")
             setattr(model, f"{kind}_function", dispatcher)
         self._seen = set()
         try:
@@ -157,11 +194,15 @@ class Hook(Adapter, keras.callbacks.Callback):
         seen = self._seen
         if seen is None or value is None or name in seen or isinstance(value, keras.KerasTensor):
             return
-        wanted = self._wanted.get((name, natural))
+        light = self._light
+        wanted = self._wanted.get((name, natural, light))
         if wanted is None:  # could it be saved at any step? the variant is compiled once
             cols = self.recorder.collections
-            wanted = self._wanted[(name, natural)] = any(
-                c.name in cols.included for c in cols.members(name, natural)
+            included = [c.name for c in cols.members(name, natural) if c.name in cols.included]
+            wanted = self._wanted[(name, natural, light)] = (
+                any(c in EVERY_STEP for c in included)
+                if light
+                else bool(included) or self._stats.wants(name, natural)
             )
         if not wanted:
             return
@@ -176,13 +217,37 @@ class Hook(Adapter, keras.callbacks.Callback):
         else:
             self._save_host(name, natural, value)
 
-    def _save_host(self, name: str, natural: tuple[str, ...], value: Any) -> None:
+    def _save_host(
+        self, name: str, natural: tuple[str, ...], value: Any, trainable: bool | None = None
+    ) -> None:
+        """Save a tensor raw where its collections say so, and hand it to the statistics."""
         rec = self.recorder
         plan = rec.plan(name, natural)
-        if plan is not None and not rec.has(name):
-            source = host_source(value)
+        if rec.has(name):
+            plan = None
+        stats = self._stats.wants(name, natural) and self._stats.due()
+        if plan is None and not stats:
+            return
+        array = host_array(value)
+        if stats:
+            self._stats.add(name, natural, array, trainable)
+        if plan is not None:
+            source = array_source(array)
             if source is not None:
                 rec.save(name, source[0], plan, source[1])
+
+    def _classification(self) -> bool | None:
+        """Is the compiled loss a classification loss? None when it cannot be told."""
+        loss = getattr(self._model, "loss", None)
+        if isinstance(loss, (list, tuple, dict)):
+            return None
+        name = loss if isinstance(loss, str) else getattr(loss, "name", None)
+        if name is None:
+            fn = getattr(loss, "fn", None)
+            name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            return None
+        return name in CLASSIFICATION_LOSSES
 
     def _save_variables(self, kind: str, args: tuple[Any, ...]) -> None:
         """Weights and optimizer state as the step's forward pass sees them."""
@@ -194,13 +259,23 @@ class Hook(Adapter, keras.callbacks.Callback):
         else:
             groups = [(model.weights, [v.value for v in model.weights])]
             optimizer = (opt.variables, [v.value for v in opt.variables]) if kind == "train" and opt else None
+        parameters = self._declared_trainable()
         for variables, values in groups:
             for v, value in zip(variables, values, strict=True):
                 natural = ("biases",) if v.name in ("bias", "beta") else ("weights",)
-                self._save_host(variable_name(v, model.name), natural, value)
+                self._save_host(variable_name(v, model.name), natural, value, parameters.get(id(v)))
         if optimizer is not None:
             for v, value in zip(*optimizer, strict=True):
                 self._save_host(f"optimizer/{v.path}", ("optimizer_variables",), value)
+
+    def _declared_trainable(self) -> dict[int, bool]:
+        """The variables the layers declare trainable (kernels, biases; not a BatchNorm's moving
+        statistics), by id, with whether they are trainable now (a frozen layer: False)."""
+        out: dict[int, bool] = {}
+        for layer in self._model._flatten_layers(include_self=True, recursive=True):
+            for v in getattr(layer, "_trainable_variables", ()):
+                out[id(v)] = bool(v.trainable) and bool(layer.trainable)
+        return out
 
     def _save_logs(self, kind: str, out: Any) -> None:
         """Keras' own logs (running means over the epoch) as `metrics/<name>` scalars."""

@@ -20,15 +20,19 @@ ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid"
 Put = Callable[[str, Any, tuple[str, ...]], None]
 
 
-def host_source(value: Any) -> tuple[Any, int] | None:
-    """A host copy of a tensor as a recorder source and its size; None when not storable."""
+def host_array(value: Any) -> np.ndarray:
+    """A host copy of a tensor that the training no longer writes to."""
     if isinstance(value, keras.Variable):
         value = value.value
     if type(value).__module__.startswith("tensorflow") and hasattr(value, "numpy"):
-        array = np.asarray(value.numpy())  # a snapshot already (and tf.Variable's __array__ predates NumPy 2)
-    else:  # torch shares memory with live tensors; JAX buffers may be donated: copy
-        array = np.array(keras.ops.convert_to_numpy(value), copy=True)
-    return array_source(array)
+        return np.asarray(value.numpy())  # a snapshot already (and tf.Variable's __array__ predates NumPy 2)
+    # torch shares memory with live tensors; JAX buffers may be donated: copy
+    return np.array(keras.ops.convert_to_numpy(value), copy=True)
+
+
+def host_source(value: Any) -> tuple[Any, int] | None:
+    """A host copy of a tensor as a recorder source and its size; None when not storable."""
+    return array_source(host_array(value))
 
 
 def activation_kind(layer: Any) -> tuple[str | None, bool]:

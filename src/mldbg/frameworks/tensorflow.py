@@ -11,7 +11,14 @@ Two lines: make the hook, and wrap the tape.
 the gradients as `gradient/<weight>`. After `hook.register_model(model)` the outputs and
 activations of the model's Keras layers in the step are recorded too. Works eagerly and
 inside `tf.function`: there the host is asked once per step whether it saves (a
-`tf.numpy_function` returning one bool) and the tensors leave the graph only under `tf.cond`.
+`tf.numpy_function` returning two bools: the loss, everything) and the tensors leave the graph
+only under `tf.cond`.
+
+The two lines (no `save_config`, no `include_collections`) also record the statistics the
+default rules read (`keras_statistics`: weights, biases, gradients, the loss every step; with
+`register_model` the inputs of ReLU/tanh/sigmoid activations; with `hook.record(inputs=...,
+labels=..., predictions=...)` those too), from host copies reduced on the writer thread: every
+step of each mode's first `statistics_warmup` steps (20), then every `statistics_every`-th (10).
 """
 
 from __future__ import annotations
@@ -25,12 +32,19 @@ import tensorflow as tf
 
 from mldbg.config import Mode
 from mldbg.frameworks.base import Adapter
-from mldbg.frameworks.keras_layers import host_source, tap_layers, variable_name
+from mldbg.frameworks.host import array_source
+from mldbg.frameworks.host_statistics import EVERY, WARMUP
+from mldbg.frameworks.keras_layers import host_array, tap_layers, variable_name
+from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
 from mldbg.frameworks.session import Worker
 
 
 class Hook(Adapter):
-    """Records a custom TensorFlow loop: `hook.wrap_tape(tape)`, or `with hook.step(mode):`."""
+    """Records a custom TensorFlow loop: `hook.wrap_tape(tape)`, or `with hook.step(mode):`.
+
+    Besides the keywords of every hook (API.md): `statistics` (None: on for the two lines;
+    True: added to any configuration; False: off), `statistics_warmup` (20) and
+    `statistics_every` (10): the steps of each mode whose statistics are recorded."""
 
     def _worker(self) -> Worker:
         return Worker.from_environment(f"tensorflow-{tf.__version__}")
@@ -39,8 +53,21 @@ class Hook(Adapter):
         self._model: Any = None
         self._state: str | None = None  # "eager" or "graph" while a step is open
         self._graph: list[tuple[str, tuple[str, ...], Any]] = []  # tensors of a traced step
-        self._saving: Any = None  # the traced "does this step save" bool
+        self._saving: Any = None  # the traced "does this step save" bools: (the loss, everything)
         self._layers: contextlib.ExitStack | None = None
+
+    def _recording(self) -> dict[str, Any]:
+        settings = dict(self._settings)
+        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
+        if settings.get("statistics") is None:
+            settings["statistics"] = (
+                settings["save_config"] is None and settings["include_collections"] is None
+            )
+        return settings
+
+    def _open_run(self, out_dir: Any) -> None:
+        super()._open_run(out_dir)
+        self._stats = StepStatistics(self.recorder, *self._cadence)
 
     def register_model(self, model: Any) -> None:
         """Name weights by their path in `model`, and record its layers' outputs in each step."""
@@ -64,12 +91,12 @@ class Hook(Adapter):
         self.end()
         if tf.executing_eagerly():
             self._state = "eager"
-            if not self._begin_host(mode):
+            if not (self._begin_host(mode) or self._stats.due()):
                 return
         else:  # traced once; runs every call
             self._state, self._graph = "graph", []
             self._saving = tf.numpy_function(
-                lambda: np.bool_(self._begin_host(mode)), [], tf.bool, stateful=True
+                lambda: self._begin_graph(mode), [], [tf.bool, tf.bool], stateful=True
             )
         if self._model is not None and self._wants_layers():
             self._layers = contextlib.ExitStack()
@@ -82,9 +109,19 @@ class Hook(Adapter):
             self._end_host()
         if state != "graph":
             return
-        meta = [(n, c) for n, c, _ in self._graph]
-        tensors = [t for _, _, t in self._graph]
-        self._graph = []
+        graph, self._graph = self._graph, []
+        every_step = [(n, c, t) for n, c, t in graph if set(c) & EVERY_STEP]
+        others = [(n, c, t) for n, c, t in graph if not set(c) & EVERY_STEP]
+        done = [self._leave(every_step, self._saving[0]), self._leave(others, self._saving[1])]
+        with tf.control_dependencies(done):
+            tf.numpy_function(self._end_host, [], tf.bool, stateful=True)
+
+    def _leave(self, graph: list[tuple[str, tuple[str, ...], Any]], when: Any) -> Any:
+        """The traced tensors go to the host, where `when` holds at run time."""
+        meta = [(n, c) for n, c, _ in graph]
+        tensors = [t for _, _, t in graph]
+        if not tensors:
+            return tf.constant(True)
 
         def save(*values: Any) -> np.bool_:
             for (name, natural), value in zip(meta, values, strict=True):
@@ -92,13 +129,16 @@ class Hook(Adapter):
             return np.bool_(True)
 
         with tf.control_dependencies(tensors):
-            done = tf.cond(
-                self._saving,
+            return tf.cond(
+                tf.reshape(when, []),
                 lambda: tf.numpy_function(save, tensors, tf.bool, stateful=True),
                 lambda: tf.constant(True),
             )
-        with tf.control_dependencies([done]):
-            tf.numpy_function(self._end_host, [], tf.bool, stateful=True)
+
+    def _begin_graph(self, mode: Mode) -> tuple[np.bool_, np.bool_]:
+        """(does the loss leave the graph, does everything) at the step beginning now."""
+        saving = self._begin_host(mode)
+        return np.bool_(saving), np.bool_(self._stats.due() or (saving and not self._stats.light()))
 
     def _begin_host(self, mode: Mode) -> bool:
         saving = self.recorder.start_step(mode)
@@ -115,9 +155,8 @@ class Hook(Adapter):
         `inputs`, `labels`, `predictions` (any other keyword: under its own name)."""
         var_list = tf.nest.flatten(variables) if variables is not None else []
         for v in var_list:
-            self.put(
-                self._name(v), v, ("biases",) if self._name(v).endswith(("bias", "beta")) else ("weights",)
-            )
+            own: tuple[str, ...] = ("biases",) if self._name(v).endswith(("bias", "beta")) else ("weights",)
+            self.put(self._name(v), v, own)
         for v, g in zip(var_list, tf.nest.flatten(grads) if grads is not None else [], strict=False):
             self.put(f"gradient/{self._name(v)}", g, ("gradients",))
         if loss is not None:
@@ -135,23 +174,33 @@ class Hook(Adapter):
         if value is None or self._state is None:
             return
         if self._state == "eager":
-            if self.recorder.saving:
+            if self.recorder.saving or self._stats.due():
                 self._save_host(name, natural, value)
             return
         cols = self.recorder.collections
-        wanted = any(c.name in cols.included for c in cols.members(name, natural))
+        wanted = any(c.name in cols.included for c in cols.members(name, natural)) or self._stats.wants(
+            name, natural
+        )
         if wanted and not any(n == name for n, _, _ in self._graph):
             value = tf.convert_to_tensor(value.value() if isinstance(value, tf.Variable) else value)
             self._graph.append((name, natural, value))
 
     # helpers ----------------------------------------------------------------------------
     def _save_host(self, name: str, natural: tuple[str, ...], value: Any) -> None:
+        """Save a tensor raw where its collections say so, and hand it to the statistics (a
+        weight or bias is a source of the tape: trainable)."""
         rec = self.recorder
-        plan = rec.plan(name, natural)
-        if plan is not None and not rec.has(name):
-            if isinstance(value, tf.IndexedSlices):
-                value = tf.convert_to_tensor(value)
-            source = host_source(value)
+        plan = None if rec.has(name) else rec.plan(name, natural)
+        stats = self._stats.wants(name, natural) and self._stats.due()
+        if plan is None and not stats:
+            return
+        if isinstance(value, tf.IndexedSlices):
+            value = tf.convert_to_tensor(value)
+        array = value if isinstance(value, np.ndarray) else host_array(value)
+        if stats:
+            self._stats.add(name, natural, array, trainable=natural in (("weights",), ("biases",)) or None)
+        if plan is not None:
+            source = array_source(array)
             if source is not None:
                 rec.save(name, source[0], plan, source[1])
 
@@ -162,6 +211,8 @@ class Hook(Adapter):
         return name[:-2] if name.endswith(":0") else name
 
     def _wants_layers(self) -> bool:
+        if self._stats.on:
+            return True
         return any(self.recorder.collections.may_save(c) for c in
                    ("outputs", "relu_activations", "tanh_activations", "sigmoid_activations"))  # fmt: skip
 

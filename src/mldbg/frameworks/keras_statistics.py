@@ -1,0 +1,148 @@
+"""The statistics of the default rules for the Keras callback and the TensorFlow tape hook.
+
+Both hooks name a step's tensors the same way (`keras_layers`): `model_input_<i>`,
+`labels_<i>`, `model_output_<i>` (also in `predictions`), `loss`, `<variable path>` and
+`gradient/<variable path>`, and for each ReLU/tanh/sigmoid activation its input
+(`<layer>_input_0` of an activation layer, `<layer>/activation_input_0` of a layer with a fused
+activation). `StepStatistics` says which of them carry statistics (`wants`, decided once per
+name: a compiled step is traced once) and asks `HostStatistics` for those of
+`mldbg.store.statistics.DEFAULTS`, as the PyTorch hook records them (docs/statistics.md):
+
+- weights and biases (the variables a layer declares trainable, `requires_grad` = whether they
+  are now) and gradients, in TRAIN statistics steps;
+- activation inputs, with the units on `channel_axis` (-1: Keras is channels-last);
+- model inputs (per channel) and outputs (EVAL and PREDICT: also their `fingerprint`);
+- the labels' and predictions' `samples`, and for a classification loss their class statistics.
+
+The values are host copies reduced by the NumPy reference on the writer thread: the tensors
+leave the compiled step only at statistics steps (every step of a mode's first `warmup`, then
+every `every`-th); the loss is saved raw every step by the recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics
+from mldbg.record.recorder import Recorder
+from mldbg.store import statistics as st
+
+ACTIVATION_COLLECTIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
+# the collections saved every step when statistics are on: a step that saves only these runs
+# a lighter recording (the loss alone leaves the compiled step)
+EVERY_STEP = frozenset({"losses", "scalars"})
+
+
+def kinds_of(name: str, natural: tuple[str, ...], mode: Mode) -> tuple[str, ...] | None:
+    """The statistics of `DEFAULTS` a tensor of the Keras/TF naming carries, or None."""
+    if "gradients" in natural:
+        return st.DEFAULTS["gradients"]
+    if natural in (("weights",), ("biases",)):
+        return st.DEFAULTS[natural[0]]
+    for kind in ACTIVATION_COLLECTIONS:
+        if natural == (kind,) and name.endswith("_input_0"):  # the activation's input
+            return st.DEFAULTS[kind]
+    if name.startswith("model_input_") and "inputs" in natural:
+        return st.DEFAULTS["inputs"]
+    if name.startswith("model_output_") and "outputs" in natural:
+        return st.DEFAULTS["outputs"] + (() if mode == Mode.TRAIN else st.EVAL_DEFAULTS["outputs"])
+    if name.startswith("labels_") and "labels" in natural:
+        return ("samples",)
+    return None
+
+
+def looks_like_classes(labels: np.ndarray, predictions: np.ndarray) -> bool:
+    """Without a known loss: integer labels, or 0/1 labels of the predictions' shape (one-hot)
+    with more than one column."""
+    if labels.dtype.kind in "iub":
+        return True
+    if labels.shape != predictions.shape or predictions.ndim < 2 or predictions.shape[-1] < 2:
+        return False
+    return bool(np.all((labels == 0) | (labels == 1)))
+
+
+class StepStatistics:
+    """One step's statistics of a Keras or TensorFlow hook, from host copies.
+
+    `classification()` says whether the model's loss is a classification loss (True/False) or
+    is unknown (None: decided from the labels, `looks_like_classes`)."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        warmup: int = WARMUP,
+        every: int = EVERY,
+        channel_axis: int = -1,
+        classification: Callable[[], bool | None] = lambda: None,
+    ):
+        self.host = HostStatistics(recorder, warmup, every)
+        self.recorder = recorder
+        self.channel_axis = channel_axis
+        self.classification = classification
+        self._wants: dict[tuple[str, tuple[str, ...]], bool] = {}
+        self._pair: dict[str, np.ndarray] = {}  # labels_0 and model_output_0 of the open step
+        recorder.before_step_end.append(self.finish)
+
+    @property
+    def on(self) -> bool:
+        return self.recorder.statistics and self.recorder.enabled
+
+    def due(self) -> bool:
+        """Is the open step a statistics step?"""
+        return self.host.due()
+
+    def light(self) -> bool:
+        """Does the open step save only the loss and scalars (no statistics, no raw tensor)?"""
+        rec = self.recorder
+        return not self.due() and rec.collections.active <= EVERY_STEP
+
+    def wants(self, name: str, natural: tuple[str, ...]) -> bool:
+        """Could the tensor carry statistics at some step (the same answer every time)?"""
+        key = (name, natural)
+        known = self._wants.get(key)
+        if known is None:
+            known = self._wants[key] = self.on and kinds_of(name, natural, Mode.EVAL) is not None
+        return known
+
+    def add(
+        self, name: str, natural: tuple[str, ...], array: np.ndarray, trainable: bool | None = None
+    ) -> None:
+        """A host copy seen in the open step; kept when it is a statistics tensor and the step a
+        statistics step. A weight or bias counts only in TRAIN and with its `trainable` flag
+        (None: not a parameter, e.g. a BatchNorm moving mean)."""
+        if not self.wants(name, natural) or not self.due():
+            return
+        mode = self.recorder.mode
+        is_param = natural in (("weights",), ("biases",))
+        if is_param and (trainable is None or mode != Mode.TRAIN):
+            return
+        if "gradients" in natural and mode != Mode.TRAIN:
+            return
+        kinds = kinds_of(name, natural, mode)
+        if kinds is None:  # pragma: no cover - wants() said it has some
+            return
+        if array.dtype.name == "bfloat16":  # mixed precision: its float32 values are exact
+            array = array.astype(np.float32)
+        axis = self.channel_axis if array.ndim > 2 else None
+        self.host.add(name, array, kinds, natural, trainable if is_param else None, unit_axis=axis)
+        if name in ("labels_0", "model_output_0"):
+            self._pair[name] = array
+
+    def finish(self) -> None:
+        """The step ends: class statistics of the labels and predictions, then everything to the
+        recorder (computed on the writer thread)."""
+        pair, self._pair = self._pair, {}
+        labels, preds = pair.get("labels_0"), pair.get("model_output_0")
+        if labels is not None and preds is not None and labels.shape[:1] == preds.shape[:1]:
+            classes = self.classification()
+            if classes is None:
+                classes = looks_like_classes(labels, preds)
+            if classes:
+                self.host.add_classes("labels_0", labels, "model_output_0", preds)
+        self.host.finish()
+
+
+__all__ = ["StepStatistics", "kinds_of", "looks_like_classes"]
