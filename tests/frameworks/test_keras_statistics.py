@@ -81,7 +81,7 @@ def test_statistics_equal_numpy_on_the_raw_tensors(job, run):
                 continue
             raw = trial.tensor(name).value(rec.step)
             axis = -1 if raw.ndim > 2 else None
-            prev = previous.get(name) if "delta_l2" in rec.statistics else None
+            prev = previous.get(name) if {"delta_l2", "sample_change"} & set(rec.statistics) else None
             want = st.compute(raw, tuple(rec.statistics), unit_axis=axis, previous=prev)
             for key, value in rec.statistics.items():
                 if key == "requires_grad":
@@ -89,7 +89,7 @@ def test_statistics_equal_numpy_on_the_raw_tensors(job, run):
                 else:
                     _assert_close(value, float(want[key]), f"{name} {key} at step {rec.step}")
                 compared += 1
-            if "delta_l2" in rec.statistics:
+            if {"delta_l2", "sample_change"} & set(rec.statistics):
                 previous[name] = raw
             for key, vector in trial.vector_statistics(name).items():
                 if key in st.CLASS_VECTORS or rec.step not in trial.tensor(vector).steps():
