@@ -13,7 +13,8 @@ ships the tensors to the host only on saving steps, under `lax.cond`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -22,8 +23,11 @@ import numpy as np
 from jax.experimental import io_callback
 
 from mldbg.config import Mode
+from mldbg.errors import InvalidConfig
+from mldbg.frameworks import jax_statistics as jst
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
+from mldbg.frameworks.host_statistics import EVERY, WARMUP
 from mldbg.frameworks.session import Worker
 
 BIAS_KEYS = ("bias", "b", "beta")
@@ -116,11 +120,153 @@ def host_source(value: Any) -> tuple[Any, int] | None:
     return array_source(np.array(value, copy=True))
 
 
+@jax.tree_util.register_pytree_node_class
+class Statistics:
+    """One step's statistics as `mldbg.jax.statistics` returns them: a pytree that a jitted
+    step returns and `hook.record(step, statistics=...)` takes.
+
+    Its leaves are one uint32 vector (every statistic, packed), the raw one-number values
+    (the loss, scalars) and, unless `keep_params=False`, the parameters themselves (device
+    arrays, for `delta_l2`: the hook keeps the ones of the last statistics step on the device).
+    What the words mean travels as the static part of the pytree."""
+
+    def __init__(
+        self,
+        packed: Any,
+        layout: jst.Layout,
+        raw: dict[str, Any],
+        raw_natural: tuple[tuple[str, tuple[str, ...]], ...],
+        params: dict[str, Any],
+        mode: Mode,
+    ):
+        self.packed, self.layout, self.raw, self.params, self.mode = packed, layout, raw, params, mode
+        self.raw_natural = raw_natural
+
+    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        return (self.packed, self.raw, self.params), (self.layout, self.raw_natural, self.mode)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple[Any, ...], children: tuple[Any, ...]) -> Statistics:
+        packed, raw, params = children
+        layout, raw_natural, mode = aux
+        return cls(packed, layout, raw, raw_natural, params, mode)
+
+    def values(self) -> dict[str, dict[str, float | np.ndarray]]:
+        """{tensor: {key: value}} on the host (one transfer of the packed vector)."""
+        return jst.unpack(np.asarray(self.packed), self.layout)
+
+
+def _class_names(entries: Sequence[jst.Entry]) -> tuple[str, str] | None:
+    """The labels and predictions whose class statistics are taken: one leaf each."""
+    labels = [e.name for e in entries if "labels" in e.natural]
+    preds = [e.name for e in entries if "predictions" in e.natural]
+    return (labels[0], preds[0]) if len(labels) == 1 and len(preds) == 1 else None
+
+
+def _one_number(e: jst.Entry) -> bool:
+    return any(c in ("losses", "scalars") for c in e.natural)
+
+
+def build(
+    entries: Sequence[jst.Entry], mode: Mode, previous: dict[str, Any] | None
+) -> tuple[Any, jst.Layout]:
+    """The packed statistics of a step's entries (traced) and their layout."""
+    values, tensors = jst.compute(entries, mode, previous, _class_names(entries))
+    return jst.pack(values, tensors)
+
+
+def statistics(
+    params: Any = None,
+    grads: Any = None,
+    loss: Any = None,
+    *,
+    mode: Mode | str = Mode.TRAIN,
+    keep_params: bool = True,
+    **named: Any,
+) -> Statistics:
+    """The statistics of the default rules of one step, computed with `jax.numpy` where the
+    arrays live; call it inside your jitted train step and return the result, then hand it to
+    `hook.record(step, statistics=stats)`. Same keywords as `Hook.record`. `keep_params`:
+    keep the parameters for `delta_l2` (the hook compares them with the last statistics
+    step's on the device; without them no `delta_l2`, so `weight_update_ratio` has nothing)."""
+    mode = Mode.parse(mode)
+    entries = [jst.Entry(*t) for t in named_tensors(params, grads, loss, named)]
+    packed, layout = build(entries, mode, None)
+    raw = {e.name: jnp.asarray(e.leaf) for e in entries if _one_number(e) and _usable_raw(e.leaf)}
+    raw_natural = tuple((e.name, e.natural) for e in entries if e.name in raw)
+    kept = {}
+    if keep_params and mode == Mode.TRAIN:
+        kept = {e.name: e.leaf for e in entries if _is_param(e) and jst.kinds_for(e.natural, mode)}
+    return Statistics(packed, layout, raw, raw_natural, kept, mode)
+
+
+def _is_param(e: jst.Entry) -> bool:
+    return any(c in jst.PARAMETERS for c in e.natural)
+
+
+def _usable_raw(leaf: Any) -> bool:
+    return hasattr(leaf, "dtype") or isinstance(leaf, (int, float))
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "mode"))
+def _eager_statistics(
+    leaves: list[Any], previous: dict[str, Any], spec: tuple[tuple[str, tuple[str, ...]], ...], mode: Mode
+) -> tuple[Statistics, dict[str, Any]]:
+    """The hook's one jitted function per statistics step: every statistic, `delta_l2` against
+    the parameters of the last statistics step, and the copies that become the next ones."""
+    entries = [jst.Entry(name, natural, leaf) for (name, natural), leaf in zip(spec, leaves, strict=True)]
+    packed, layout = build(entries, mode, previous)
+    snapshot = {e.name: jnp.copy(e.leaf) for e in entries if e.name in previous}
+    return Statistics(packed, layout, {}, (), {}, mode), snapshot
+
+
+@jax.jit
+def _deltas(current: dict[str, Any], previous: dict[str, Any]) -> Statistics:
+    """`delta_l2` of the parameters a `Statistics` kept, against those of the last statistics
+    step (the hook's second small jitted function, for statistics computed in the user's jit)."""
+    values = {
+        name: jst.tensor_statistics(leaf, ("delta_l2",), previous.get(name)) for name, leaf in current.items()
+    }
+    tensors = {name: (jst._dtype(leaf), tuple(leaf.shape), ()) for name, leaf in current.items()}
+    packed, layout = jst.pack(values, tensors)
+    return Statistics(packed, layout, {}, (), {}, Mode.TRAIN)
+
+
 class Hook(Adapter):
-    """Records pytrees of a JAX training loop: `hook.record(step, params=..., grads=..., loss=...)`."""
+    """Records pytrees of a JAX training loop: `hook.record(step, params=..., grads=..., loss=...)`.
+
+    Besides the keywords of every hook (API.md): `statistics` (None: on for the two lines;
+    True: added to any configuration; False: off), `statistics_warmup` (20) and
+    `statistics_every` (10): the steps of each mode whose statistics are recorded."""
 
     def _worker(self) -> Worker:
         return Worker(f"jax-{jax.__version__}", jax.process_index(), jax.process_count())
+
+    def _recording(self) -> dict[str, Any]:
+        settings = dict(self._settings)
+        warmup, every = settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY)
+        if not (isinstance(warmup, int) and warmup >= 0 and isinstance(every, int) and every >= 1):
+            raise InvalidConfig(
+                f"statistics_warmup must be a number of steps >= 0 and statistics_every >= 1, "
+                f"got {warmup!r} and {every!r}"
+            )
+        self._warmup, self._every = warmup, every
+        if settings.get("statistics") is None:
+            settings["statistics"] = (
+                settings["save_config"] is None and settings["include_collections"] is None
+            )
+        return settings
+
+    def _setup(self) -> None:
+        self._snapshot: dict[str, Any] = {}  # parameters at the last statistics step, on the device
+
+    def statistics_due(self, step: int, mode: Mode | str = Mode.TRAIN) -> bool:
+        """Does step `step` of `mode` record statistics? (Every step of the first
+        `statistics_warmup`, then every `statistics_every`-th.)"""
+        if not (self.recorder.statistics and self.recorder.enabled):
+            return False
+        step = int(step)
+        return step < self._warmup or step % self._every == 0
 
     def record(
         self,
@@ -130,6 +276,7 @@ class Hook(Adapter):
         loss: Any = None,
         *,
         mode: Mode | str = Mode.TRAIN,
+        statistics: Statistics | None = None,
         **named: Any,
     ) -> None:
         """Record one step. `params` as used by this step's forward pass, `grads` of the loss.
@@ -138,17 +285,28 @@ class Hook(Adapter):
         `relu_activations`/`tanh_activations`/`sigmoid_activations` (dicts by layer name, an
         activation as its output or as `(pre_activation, output)`); any other keyword is saved
         under its own name (scalars in `scalars`, other tensors by `include_regex`/`save_all`).
+        `statistics`: what `mldbg.jax.statistics` returned for this step (from your jitted
+        step); the hook then computes none of its own.
         """
         mode = Mode.parse(mode)
         traced = isinstance(step, jax.core.Tracer) or any(
             isinstance(leaf, jax.core.Tracer)
-            for leaf in jax.tree_util.tree_leaves((params, grads, loss, named))
+            for leaf in jax.tree_util.tree_leaves((params, grads, loss, named, statistics))
         )
+        tensors = list(named_tensors(params, grads, loss, named))
+        if statistics is not None:  # its loss and scalars, unless handed over here too
+            have = {t[0] for t in tensors}
+            tensors += [(n, c, statistics.raw[n]) for n, c in statistics.raw_natural if n not in have]
         if traced:
-            self._record_traced(step, mode, list(named_tensors(params, grads, loss, named)))
-        elif self._open(mode, step):
-            self._save(list(named_tensors(params, grads, loss, named)))
-        else:
+            self._record_traced(step, mode, tensors, statistics)
+            return
+        saving = self._open(mode, step)
+        try:
+            if saving:
+                self._save(tensors)
+            if self.statistics_due(self.recorder.mode_step, mode):
+                self._statistics(tensors, mode, statistics)
+        finally:
             self.recorder.end_step()
 
     def _open(self, mode: Mode, step: Any) -> bool:
@@ -163,36 +321,124 @@ class Hook(Adapter):
 
     def _save(self, tensors: list[Named]) -> None:
         rec = self.recorder
-        try:
-            for name, natural, leaf in tensors:
-                plan = rec.plan(name, natural)
-                if plan is not None and not rec.has(name):
-                    source = host_source(leaf)
-                    if source is not None:
-                        rec.save(name, source[0], plan, source[1])
-        finally:
-            rec.end_step()
+        for name, natural, leaf in tensors:
+            plan = rec.plan(name, natural)
+            if plan is not None and not rec.has(name):
+                source = host_source(leaf)
+                if source is not None:
+                    rec.save(name, source[0], plan, source[1])
 
-    def _record_traced(self, step: Any, mode: Mode, tensors: list[Named]) -> None:
+    def _statistics(self, tensors: list[Named], mode: Mode, given: Statistics | None) -> None:
+        """Compute (or take) this statistics step's values on the device; the host reads them
+        on the writer thread (one small transfer, started now)."""
+        parts: list[Statistics] = []
+        if given is not None:
+            parts.append(given)
+            if given.params:
+                previous = {name: self._snapshot.get(name) for name in given.params}
+                parts.append(_deltas(given.params, previous))
+                self._snapshot.update(given.params)
+        else:
+            entries = [
+                jst.Entry(n, c, leaf)
+                for n, c, leaf in tensors
+                if not _one_number(jst.Entry(n, c, leaf)) and hasattr(leaf, "dtype")
+            ]
+            if not entries:
+                return
+            spec = tuple((e.name, e.natural) for e in entries)
+            previous = {}
+            if mode == Mode.TRAIN:
+                previous = {e.name: self._snapshot.get(e.name) for e in entries if _is_param(e)}
+            stats, snapshot = _eager_statistics([e.leaf for e in entries], previous, spec=spec, mode=mode)
+            self._snapshot.update(snapshot)
+            parts.append(stats)
+        self._hand_over(parts)
+
+    def _hand_over(self, parts: list[Statistics]) -> None:
+        described: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {}
+        for part in parts:
+            if hasattr(part.packed, "copy_to_host_async"):
+                part.packed.copy_to_host_async()
+            for name, dtype, shape, natural in part.layout.tensors:
+                if name not in described or not described[name][2]:
+                    described[name] = (dtype, shape, natural)
+        if not described:
+            return
+        nbytes = sum(4 * p.layout.words for p in parts)
+        self.recorder.save_statistics(functools.partial(_merge, parts), described, nbytes)
+
+    def _record_traced(self, step: Any, mode: Mode, tensors: list[Named], given: Statistics | None) -> None:
+        """Inside `jax.jit`: the host opens the step and says what it needs (one ordered
+        `io_callback` returning flags); only that is shipped, under `lax.switch`: the
+        one-number values (1), the other tensors of the saved collections (2), the packed
+        statistics (4), computed here in the traced step (no `delta_l2`: the previous
+        parameters are not in the traced program)."""
         cols = self.recorder.collections
         wanted = [t for t in tensors if any(c.name in cols.included for c in cols.members(t[0], t[1]))]
-        meta = [(name, natural, None) for name, natural, _ in wanted]
-        leaves = [jnp.asarray(leaf) for _, _, leaf in wanted]
+        small = [t for t in wanted if np.ndim(t[2]) == 0]
+        large = [t for t in wanted if np.ndim(t[2]) != 0]
+        stats: Statistics | None = None
+        if self.recorder.statistics and self.recorder.enabled:
+            if given is not None:
+                stats = given
+            else:
+                entries = [jst.Entry(*t) for t in tensors if not _one_number(jst.Entry(*t))]
+                packed, layout = build(entries, mode, None)
+                stats = Statistics(packed, layout, {}, (), {}, mode)
+        large_meta = [(n, c) for n, c, _ in large]
 
-        def open_host(s: Any) -> np.bool_:
+        def open_host(s: Any) -> np.int32:
             saving = self._open(mode, s)
-            if not saving:
+            flags = 1 if saving else 0
+            if saving and any(self.recorder.plan(n, c) is not None for n, c in large_meta):
+                flags |= 2
+            if stats is not None and self.statistics_due(self.recorder.mode_step, mode):
+                flags |= 4
+            if not flags:
                 self.recorder.end_step()
-            return np.bool_(saving)
+            return np.int32(flags)
 
-        def save_host(*values: Any) -> None:
-            self._save([(n, c, v) for (n, c, _), v in zip(meta, values, strict=True)])
+        def host(flags: int) -> Callable[..., None]:
+            def run(*values: Any) -> None:
+                it = iter(values)
+                try:
+                    if flags & 1:
+                        self._save([(n, c, next(it)) for n, c, _ in small])
+                    if flags & 2:
+                        self._save([(n, c, next(it)) for n, c, _ in large])
+                    if flags & 4 and stats is not None:
+                        self._hand_over([Statistics(np.asarray(next(it)), stats.layout, {}, (), {}, mode)])
+                finally:
+                    self.recorder.end_step()
 
-        saving = io_callback(open_host, jax.ShapeDtypeStruct((), jnp.bool_), step, ordered=True)
-        jax.lax.cond(saving, lambda: io_callback(save_host, None, *leaves, ordered=True), lambda: None)
+            return run
+
+        def branch(flags: int) -> Callable[[], None]:
+            leaves = []
+            if flags & 1:
+                leaves += [jnp.asarray(t[2]) for t in small]
+            if flags & 2:
+                leaves += [jnp.asarray(t[2]) for t in large]
+            if flags & 4 and stats is not None:
+                leaves.append(stats.packed)
+            if not flags:
+                return lambda: None
+            return lambda: io_callback(host(flags), None, *leaves, ordered=True)
+
+        flags = io_callback(open_host, jax.ShapeDtypeStruct((), jnp.int32), step, ordered=True)
+        jax.lax.switch(flags, [branch(f) for f in range(8)])
 
     def _release(self) -> None:
         jax.effects_barrier()  # every io_callback of a jitted step has run
 
 
-__all__ = ["Hook", "path_name"]
+def _merge(parts: list[Statistics]) -> dict[str, dict[str, float | np.ndarray]]:
+    out: dict[str, dict[str, float | np.ndarray]] = {}
+    for part in parts:
+        for name, values in part.values().items():
+            out.setdefault(name, {}).update(values)
+    return out
+
+
+__all__ = ["Hook", "Statistics", "path_name", "statistics"]
