@@ -221,11 +221,11 @@ def _eager_statistics(
 
 
 @jax.jit
-def _deltas(current: dict[str, Any], previous: dict[str, Any]) -> Statistics:
+def _deltas(current: dict[str, Any], previous: dict[str, tuple[Any, Any]]) -> Statistics:
     """`delta_l2` of the parameters a `Statistics` kept, against those of the last statistics
     step (the hook's second small jitted function, for statistics computed in the user's jit)."""
     values = {
-        name: jst.tensor_statistics(leaf, ("delta_l2",), previous.get(name)) for name, leaf in current.items()
+        name: jst.tensor_statistics(leaf, ("delta_l2",), *previous[name]) for name, leaf in current.items()
     }
     tensors = {name: (jst._dtype(leaf), tuple(leaf.shape), ()) for name, leaf in current.items()}
     packed, layout = jst.pack(values, tensors)
@@ -335,8 +335,7 @@ class Hook(Adapter):
         if given is not None:
             parts.append(given)
             if given.params:
-                previous = {name: self._snapshot.get(name) for name in given.params}
-                parts.append(_deltas(given.params, previous))
+                parts.append(_deltas(given.params, self._previous(given.params)))
                 self._snapshot.update(given.params)
         else:
             entries = [
@@ -349,11 +348,26 @@ class Hook(Adapter):
             spec = tuple((e.name, e.natural) for e in entries)
             previous = {}
             if mode == Mode.TRAIN:
-                previous = {e.name: self._snapshot.get(e.name) for e in entries if _is_param(e)}
+                previous = self._previous({e.name: e.leaf for e in entries if _is_param(e)})
             stats, snapshot = _eager_statistics([e.leaf for e in entries], previous, spec=spec, mode=mode)
             self._snapshot.update(snapshot)
             parts.append(stats)
         self._hand_over(parts)
+
+    def _previous(self, current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """Each parameter's value at the last statistics step, and whether there is one (where
+        there is none, the parameter itself stands in: the same compiled function)."""
+        out = {}
+        for name, leaf in current.items():
+            before = self._snapshot.get(name)
+            ok = (
+                before is not None
+                and before.shape == leaf.shape
+                and before.dtype == leaf.dtype
+                and not before.is_deleted()  # kept from a `statistics()` outside jit, then donated
+            )
+            out[name] = (before, np.bool_(True)) if ok else (leaf, np.bool_(False))
+        return out
 
     def _hand_over(self, parts: list[Statistics]) -> None:
         described: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {}

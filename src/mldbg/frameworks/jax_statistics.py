@@ -96,9 +96,9 @@ def select(entries: Sequence[Entry], mode: Mode) -> list[tuple[Entry, tuple[str,
         kinds = kinds_for(e.natural, mode)
         if not kinds or not _usable(e.leaf):
             continue
-        if any(c.endswith("_activations") for c in e.natural) and e.name.endswith("_output_0"):
-            if e.name[: -len("_output_0")] + "_input_0" in names:
-                continue
+        paired = e.name.endswith("_output_0") and e.name[: -len("_output_0")] + "_input_0" in names
+        if paired and any(c.endswith("_activations") for c in e.natural):
+            continue
         out.append((e, kinds))
     return out
 
@@ -151,9 +151,12 @@ def _count(mask: jax.Array, axis: Any = None) -> jax.Array:
 
 
 def tensor_statistics(
-    x: jax.Array, kinds: Sequence[str], previous: jax.Array | None = None
+    x: jax.Array, kinds: Sequence[str], previous: jax.Array | None = None, valid: jax.Array | None = None
 ) -> dict[str, jax.Array]:
-    """The statistics `kinds` of one tensor (key -> array; counts int32, the rest floats)."""
+    """The statistics `kinds` of one tensor (key -> array; counts int32, the rest floats).
+    `previous`: its value at the last statistics step (`delta_l2`); `valid`: a traced bool,
+    False when there was none (the hook passes the tensor itself then: one compiled function
+    for the first step and the others)."""
     x = jnp.asarray(x)
     acc = _acc(x)
     f = x.astype(acc)
@@ -196,7 +199,8 @@ def tensor_statistics(
             if previous is None or tuple(previous.shape) != tuple(x.shape):
                 out[key] = nan
             else:
-                out[key] = jnp.sqrt(jnp.sum(jnp.square(f - previous.astype(acc))))
+                delta = jnp.sqrt(jnp.sum(jnp.square(f - previous.astype(acc))))
+                out[key] = delta if valid is None else jnp.where(valid, delta, nan)
         elif name in ("row_range", "col_range"):
             rows = f.reshape(1, 1) if f.ndim == 0 else f.reshape(f.shape[0], -1)
             axis = 1 if name == "row_range" else 0
@@ -290,7 +294,7 @@ def class_statistics(
                 y = jnp.argmax(lb, axis=ax).reshape(-1)
             else:
                 v = lb.reshape(-1)
-                ok = jnp.isfinite(v) & (v == jnp.floor(v)) & (jnp.abs(v) < 2**31)
+                ok = jnp.isfinite(v) & (v == jnp.floor(v)) & (jnp.abs(v) < 2.0**31)
                 y = jnp.where(ok, jnp.where(ok, v, 0).astype(jnp.int32), -1)
         else:
             y = lb.reshape(-1).astype(jnp.int32)
@@ -318,21 +322,22 @@ def _bincount(ids: jax.Array, c: int, weights: jax.Array | None = None) -> jax.A
 def compute(
     entries: Sequence[Entry],
     mode: Mode,
-    previous: Mapping[str, jax.Array | None] | None = None,
+    previous: Mapping[str, tuple[jax.Array, jax.Array | None] | None] | None = None,
     classes: tuple[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, jax.Array]], dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]]]:
     """{tensor: {key: value}} of a step's entries (traced), and what each tensor is. `previous`:
-    parameters' values at the previous statistics step (their `delta_l2`); `classes`: the
+    parameters' values at the previous statistics step and whether they are valid (their
+    `delta_l2`; None: NaN); `classes`: the
     names of the labels and predictions entries whose class statistics are wanted."""
     values: dict[str, dict[str, jax.Array]] = {}
     tensors: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {}
     by_name = {e.name: e for e in entries}
     for e, kinds in select(entries, mode):
-        prev = None
+        prev = valid = None
         if previous is not None and e.name in previous:
             kinds = (*kinds, "delta_l2")
-            prev = previous[e.name]
-        values[e.name] = tensor_statistics(e.leaf, kinds, prev)
+            prev, valid = previous[e.name] or (None, None)
+        values[e.name] = tensor_statistics(e.leaf, kinds, prev, valid)
         tensors[e.name] = (_dtype(e.leaf), tuple(jnp.shape(e.leaf)), e.natural)
     if classes is not None and classes[0] in by_name and classes[1] in by_name:
         lname, pname = classes
@@ -408,11 +413,8 @@ def unpack(words: np.ndarray, layout: Layout) -> dict[str, dict[str, float | np.
             arr = words[s.start : s.start + per * size].view(fd).astype(np.float64)
         else:
             arr = words[s.start : s.start + size].view(np.int32)
-        value: float | np.ndarray
-        if st.Statistic.parse(s.key).is_vector:
-            value = arr.reshape(s.shape).copy()
-        else:
-            value = float(arr[0])
+        vector = st.Statistic.parse(s.key).is_vector
+        value: float | np.ndarray = arr.reshape(s.shape).copy() if vector else float(arr[0])
         out.setdefault(s.name, {})[s.key] = value
     return out
 
