@@ -155,7 +155,7 @@ def loss_fn(p, x, y):
 def make_step(path: str, hook=None):
     """The jitted train step of `train`; `hook` only for the "inside" path."""
 
-    def step(i, p, x, y, lr):
+    def step(i, p, x, y, lr, due):
         (loss, (logits, pre)), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, x, y)
         seen = dict(
             inputs=x, labels=y, predictions=logits, relu_activations={"hidden": (pre, jax.nn.relu(pre))}
@@ -163,6 +163,8 @@ def make_step(path: str, hook=None):
         out = None
         if path == "statistics":
             out = mldbg.jax.statistics(p, grads, loss, **seen)
+        elif path == "gated":  # computed only on the hook's statistics steps
+            out = mldbg.jax.statistics(p, grads, loss, when=due, **seen)
         elif path == "inside":
             hook.record(i, params=p, grads=grads, loss=loss, **seen)
         new = jax.tree_util.tree_map(lambda w, g: w - lr * g, p, grads)
@@ -171,22 +173,23 @@ def make_step(path: str, hook=None):
     return jax.jit(step)
 
 
-STEPS = {path: make_step(path) for path in ("eager", "statistics")}  # compiled once for every run
+STEPS = {path: make_step(path) for path in ("eager", "statistics", "gated")}  # compiled once for every run
 
 
 def train(hook, path: str, lr: float = 0.1, bias: float = 0.0, steps: int = 40) -> None:
     """`path`: "eager" (record outside jit, the hook computes), "statistics" (computed inside
-    the jitted step by `mldbg.jax.statistics`, returned, handed over), "inside" (`hook.record`
-    inside the jitted step)."""
+    the jitted step by `mldbg.jax.statistics`, returned, handed over), "gated" (the same under
+    `when=hook.statistics_due(step)`), "inside" (`hook.record` inside the jitted step)."""
     step = STEPS[path] if path in STEPS else make_step(path, hook)
     params, (x, y) = init(bias), data()
     for i in range(steps):
         b = i % 8
-        params, seen, stats = step(i, params, x[b * 32 : (b + 1) * 32], y[b * 32 : (b + 1) * 32], lr)
+        due = hook.statistics_due(i)
+        params, seen, stats = step(i, params, x[b * 32 : (b + 1) * 32], y[b * 32 : (b + 1) * 32], lr, due)
         if path == "eager":
             p, grads, loss, named = seen
             hook.record(i, params=p, grads=grads, loss=loss, **named)
-        elif path == "statistics":
+        elif path in ("statistics", "gated"):
             hook.record(i, statistics=stats)
     hook.close()
 
@@ -255,14 +258,14 @@ def test_recorded_statistics_equal_numpys_on_the_recorded_raw_tensors(tmp_path):
 
 def test_the_jit_paths_record_what_the_eager_path_records(tmp_path):
     found = {}
-    for path in ("eager", "statistics", "inside"):
+    for path in ("eager", "statistics", "gated", "inside"):
         train(mldbg.jax.Hook(str(tmp_path / path)), path, steps=31)
         found[path] = statistics_of(mldbg.create_trial(str(tmp_path / path)))
         assert mldbg.create_trial(str(tmp_path / path)).tensor("loss").steps() == list(range(31))
     eager = found["eager"]
     assert sorted({s for _, s in eager}) == [*range(20), 20, 30]
     assert any("delta_l2" in v for v in eager.values())
-    for path in ("statistics", "inside"):
+    for path in ("statistics", "gated", "inside"):
         other = found[path]
         assert set(other) == set(eager), path
         for where, want in eager.items():

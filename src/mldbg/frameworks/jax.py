@@ -182,22 +182,42 @@ def statistics(
     *,
     mode: Mode | str = Mode.TRAIN,
     keep_params: bool = True,
+    when: Any = None,
     **named: Any,
 ) -> Statistics:
     """The statistics of the default rules of one step, computed with `jax.numpy` where the
     arrays live; call it inside your jitted train step and return the result, then hand it to
     `hook.record(step, statistics=stats)`. Same keywords as `Hook.record`. `keep_params`:
     keep the parameters for `delta_l2` (the hook compares them with the last statistics
-    step's on the device; without them no `delta_l2`, so `weight_update_ratio` has nothing)."""
+    step's on the device; without them no `delta_l2`, so `weight_update_ratio` has nothing).
+    `when`: a bool (traced: pass `hook.statistics_due(step)` into your step) under which the
+    statistics are computed (`lax.cond`); on other steps they cost nothing and the hook,
+    which asks the same question, reads nothing."""
     mode = Mode.parse(mode)
     entries = [jst.Entry(*t) for t in named_tensors(params, grads, loss, named)]
-    packed, layout = build(entries, mode, None)
+    packed, layout = _gated(entries, mode, when)
     raw = {e.name: jnp.asarray(e.leaf) for e in entries if _one_number(e) and _usable_raw(e.leaf)}
     raw_natural = tuple((e.name, e.natural) for e in entries if e.name in raw)
     kept = {}
     if keep_params and mode == Mode.TRAIN:
         kept = {e.name: e.leaf for e in entries if _is_param(e) and jst.kinds_for(e.natural, mode)}
     return Statistics(packed, layout, raw, raw_natural, kept, mode)
+
+
+def _gated(entries: Sequence[jst.Entry], mode: Mode, when: Any) -> tuple[Any, jst.Layout]:
+    """`build` under `lax.cond(when, ...)` (zeros otherwise); unconditional when `when` is None."""
+    if when is None:
+        return build(entries, mode, None)
+    layouts: list[jst.Layout] = []
+
+    def compute() -> Any:
+        packed, layout = build(entries, mode, None)
+        layouts.append(layout)
+        return packed
+
+    shape = jax.eval_shape(compute)
+    packed = jax.lax.cond(jnp.asarray(when, bool), compute, lambda: jnp.zeros(shape.shape, shape.dtype))
+    return packed, layouts[0]
 
 
 def _is_param(e: jst.Entry) -> bool:
@@ -384,30 +404,25 @@ class Hook(Adapter):
 
     def _record_traced(self, step: Any, mode: Mode, tensors: list[Named], given: Statistics | None) -> None:
         """Inside `jax.jit`: the host opens the step and says what it needs (one ordered
-        `io_callback` returning flags); only that is shipped, under `lax.switch`: the
-        one-number values (1), the other tensors of the saved collections (2), the packed
-        statistics (4), computed here in the traced step (no `delta_l2`: the previous
-        parameters are not in the traced program)."""
+        `io_callback` returning flags); only that is computed and shipped, under
+        `lax.switch`: the one-number values (1), the other tensors of the saved collections
+        (2), the packed statistics (4), computed in that branch of the traced step (no
+        `delta_l2`: the previous parameters are not in the traced program)."""
         cols = self.recorder.collections
         wanted = [t for t in tensors if any(c.name in cols.included for c in cols.members(t[0], t[1]))]
         small = [t for t in wanted if np.ndim(t[2]) == 0]
         large = [t for t in wanted if np.ndim(t[2]) != 0]
-        stats: Statistics | None = None
-        if self.recorder.statistics and self.recorder.enabled:
-            if given is not None:
-                stats = given
-            else:
-                entries = [jst.Entry(*t) for t in tensors if not _one_number(jst.Entry(*t))]
-                packed, layout = build(entries, mode, None)
-                stats = Statistics(packed, layout, {}, (), {}, mode)
         large_meta = [(n, c) for n, c, _ in large]
+        measured = self.recorder.statistics and self.recorder.enabled
+        entries = [jst.Entry(*t) for t in tensors if not _one_number(jst.Entry(*t))]
+        layouts: list[jst.Layout] = [] if given is None else [given.layout]
 
         def open_host(s: Any) -> np.int32:
             saving = self._open(mode, s)
             flags = 1 if saving else 0
             if saving and any(self.recorder.plan(n, c) is not None for n, c in large_meta):
                 flags |= 2
-            if stats is not None and self.statistics_due(self.recorder.mode_step, mode):
+            if measured and self.statistics_due(self.recorder.mode_step, mode):
                 flags |= 4
             if not flags:
                 self.recorder.end_step()
@@ -421,27 +436,33 @@ class Hook(Adapter):
                         self._save([(n, c, next(it)) for n, c, _ in small])
                     if flags & 2:
                         self._save([(n, c, next(it)) for n, c, _ in large])
-                    if flags & 4 and stats is not None:
-                        self._hand_over([Statistics(np.asarray(next(it)), stats.layout, {}, (), {}, mode)])
+                    if flags & 4:
+                        self._hand_over([Statistics(np.asarray(next(it)), layouts[-1], {}, (), {}, mode)])
                 finally:
                     self.recorder.end_step()
 
             return run
 
         def branch(flags: int) -> Callable[[], None]:
-            leaves = []
-            if flags & 1:
-                leaves += [jnp.asarray(t[2]) for t in small]
-            if flags & 2:
-                leaves += [jnp.asarray(t[2]) for t in large]
-            if flags & 4 and stats is not None:
-                leaves.append(stats.packed)
-            if not flags:
-                return lambda: None
-            return lambda: io_callback(host(flags), None, *leaves, ordered=True)
+            def run() -> None:
+                leaves = []
+                if flags & 1:
+                    leaves += [jnp.asarray(t[2]) for t in small]
+                if flags & 2:
+                    leaves += [jnp.asarray(t[2]) for t in large]
+                if flags & 4:
+                    if given is not None:
+                        leaves.append(given.packed)
+                    else:  # traced here: computed only on the steps that record them
+                        packed, layout = build(entries, mode, None)
+                        layouts.append(layout)
+                        leaves.append(packed)
+                io_callback(host(flags), None, *leaves, ordered=True)
+
+            return run if flags else lambda: None
 
         flags = io_callback(open_host, jax.ShapeDtypeStruct((), jnp.int32), step, ordered=True)
-        jax.lax.switch(flags, [branch(f) for f in range(8)])
+        jax.lax.switch(flags, [branch(f if measured or f < 4 else 0) for f in range(8)])
 
     def _release(self) -> None:
         jax.effects_barrier()  # every io_callback of a jitted step has run
