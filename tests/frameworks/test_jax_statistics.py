@@ -21,9 +21,16 @@ SCALARS = [
     "min", "max", "mean", "std", "variance", "sum", "l1", "l2", "mean_abs", "max_abs", "min_abs",
     "count", "nan_count", "inf_count", "zero_fraction", "samples", "delta_l2", "row_range",
     "col_range", "outside(-1.0,1.0)", "outside(-9.4999,9.4999)", "equal(0.0)", "equal(0.1)",
-    "quantile(5.0)", "quantile(50.0)", "quantile(95.0)",
+    "quantile(5.0)", "quantile(50.0)", "quantile(95.0)", "fingerprint",
 ]  # fmt: skip
-VECTORS = ["unit_active", "unit_outside(-0.5,0.5)", "channel_count", "channel_mean", "channel_std"]
+VECTORS = [
+    "sample_fingerprints",
+    "unit_active",
+    "unit_outside(-0.5,0.5)",
+    "channel_count",
+    "channel_mean",
+    "channel_std",
+]
 
 
 def arrays() -> dict[str, np.ndarray]:
@@ -44,12 +51,18 @@ def arrays() -> dict[str, np.ndarray]:
         "empty": np.zeros((0, 4), dtype="float32"),
         "seq": rng.standard_normal((3, 4, 6)).astype("float32"),
         "long": (rng.standard_normal(20_011) * 5).astype("float32"),  # quantiles from a subsample
+        "wide": rng.standard_normal((3, 70_001)).astype("float32"),  # fingerprints over chunks of 2^16
+        "int8": rng.integers(-128, 128, (5, 7)).astype("int8"),
     }
 
 
 def reference(x: np.ndarray, kinds: list[str], previous: np.ndarray | None = None) -> dict:
-    f = x.astype(np.float32) if x.dtype == ml_dtypes.bfloat16 else x
-    return st.compute(f, kinds, previous=previous)
+    if x.dtype != ml_dtypes.bfloat16:
+        return st.compute(x, kinds, previous=previous)
+    out = st.compute(x.astype(np.float32), kinds, previous=previous)  # bf16: its float32 values,
+    bits = x.view(np.uint16)  # and the fingerprints of its bits
+    out.update({k: v for k, v in st.compute(bits, kinds).items() if "fingerprint" in k})
+    return out
 
 
 def assert_same(got: dict, want: dict, where: str, rtol: float = 2e-5) -> None:

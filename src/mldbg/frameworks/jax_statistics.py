@@ -12,7 +12,8 @@ Definitions are those of the NumPy reference (`mldbg.store.statistics.compute`):
 accumulation for fp16/bf16/fp32 (float64 where JAX runs with x64 and the tensor is float64),
 counts in int32, bounds of `outside`/`unit_outside`/`equal` compared as the real numbers
 they are (not rounded to float32). Not computed here: `fingerprint`, `sample_fingerprints`
-(they need 64-bit integer arithmetic, off by default in JAX) and `requires_grad` (a JAX
+of 64-bit elements (the 32-bit words are hashed in uint32
+arithmetic: JAX has no 64-bit integers unless x64 is on) and `requires_grad` (a JAX
 parameter has no such flag); `delta_l2` needs the tensor's value at the previous statistics
 step, which the hook keeps on the device (`previous`).
 """
@@ -32,7 +33,8 @@ from mldbg.config import Mode
 from mldbg.store import statistics as st
 from mldbg.store.format import dtype_name
 
-NOT_HERE = ("fingerprint", "sample_fingerprints", "requires_grad")  # see the module docstring
+NOT_HERE = ("requires_grad",)  # see the module docstring
+FINGERPRINTS = ("fingerprint", "sample_fingerprints")
 PARAMETERS = ("weights", "biases")
 
 
@@ -165,7 +167,20 @@ def tensor_statistics(
     out: dict[str, jax.Array] = {}
     for stat in st.expand(kinds):
         key, name = stat.key, stat.name
-        if name == "count":
+        if name in FINGERPRINTS:
+            hashes = _element_hashes(x)
+            if hashes is None:
+                continue  # 64-bit elements (x64 on): not computed here
+            if name == "fingerprint":
+                out[key] = _modsum(hashes.reshape(1, n))[0].astype(jnp.int32)
+            else:
+                rows = (
+                    hashes.reshape(1, 1)
+                    if x.ndim == 0
+                    else hashes.reshape(x.shape[0], math.prod(x.shape[1:]))
+                )
+                out[key] = _modsum(rows).astype(jnp.int32)
+        elif name == "count":
             out[key] = jnp.asarray(n, jnp.int32)
         elif name == "samples":
             out[key] = jnp.asarray(x.shape[0] if x.ndim else 1, jnp.int32)
@@ -210,6 +225,59 @@ def tensor_statistics(
                 out[key] = jnp.max(jnp.max(rows, axis=axis) - jnp.min(rows, axis=axis))
         # fingerprints and requires_grad are left out by `kinds_for`
     return out
+
+
+# fingerprints in uint32 arithmetic (JAX has no 64-bit integers unless x64 is on) -------------
+_P = np.uint32(st.P)
+
+
+def _mod(x: jax.Array) -> jax.Array:
+    """x mod P for any uint32 x (2^31 = 1 mod P)."""
+    x = (x & _P) + (x >> 31)
+    return jnp.where(x >= _P, x - _P, x)
+
+
+def _mulmod(a: jax.Array, b: jax.Array | int) -> jax.Array:
+    """a * b mod P for a, b < P, by 16-bit halves: no product exceeds 32 bits."""
+    b = jnp.asarray(b, jnp.uint32)
+    ah, al, bh, bl = a >> 16, a & 0xFFFF, b >> 16, b & 0xFFFF
+    high = _mod(ah * bh * 2)  # 2^32 = 2 mod P; ah * bh < 2^30
+    mid = _mod(ah * bl + al * bh)  # each < 2^31
+    mid = _mod((mid >> 15) + ((mid & 0x7FFF) << 16))  # mid * 2^16: 2^31 = 1 mod P
+    return _mod(_mod(high + mid) + _mod(al * bl))
+
+
+def _element_hashes(x: jax.Array) -> jax.Array | None:
+    """((A w + B) mod P)^2 mod P of each element's bit pattern `w` (as `statistics.fingerprint`),
+    None for 64-bit elements."""
+    size = x.dtype.itemsize
+    if x.dtype == jnp.bool_:
+        words = x.astype(jnp.uint32)
+    elif size in (1, 2, 4):
+        unsigned = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32}[size]
+        words = jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32)
+    else:
+        return None
+    r = _mod(_mulmod(_mod(words), st.A) + np.uint32(st.B))
+    return _mulmod(r, r)
+
+
+def _modsum(v: jax.Array) -> jax.Array:
+    """Sum mod P along the last axis of (rows, m) values < P: chunks of 2^16, each summed by
+    16-bit halves (no overflow), then the chunks' sums the same way."""
+    if v.shape[-1] == 0:
+        return jnp.zeros(v.shape[:-1], jnp.uint32)
+    chunk = 1 << 16
+    while v.shape[-1] > 1:
+        m = v.shape[-1]
+        k = -(-m // chunk)
+        if k * chunk != m and k > 1:
+            v = jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, k * chunk - m)])
+        v = v.reshape(*v.shape[:-1], k, v.shape[-1] // k)
+        high = jnp.sum(v >> 16, axis=-1, dtype=jnp.uint32)
+        low = jnp.sum(v & 0xFFFF, axis=-1, dtype=jnp.uint32)
+        v = _mod(_mulmod(_mod(high), 1 << 16) + _mod(low))
+    return v[..., 0]
 
 
 def _reduce(f: jax.Array, name: str) -> jax.Array:
