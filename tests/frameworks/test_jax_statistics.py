@@ -181,7 +181,7 @@ def make_step(path: str, hook=None):
         elif path == "inside":
             hook.record(i, params=p, grads=grads, loss=loss, **seen)
         new = jax.tree_util.tree_map(lambda w, g: w - lr * g, p, grads)
-        return new, (p, grads, loss, seen) if path == "eager" else None, out
+        return new, (p, grads, loss, seen) if path == "eager" else None, out, loss
 
     return jax.jit(step)
 
@@ -189,22 +189,26 @@ def make_step(path: str, hook=None):
 STEPS = {path: make_step(path) for path in ("eager", "statistics", "gated")}  # compiled once for every run
 
 
-def train(hook, path: str, lr: float = 0.1, bias: float = 0.0, steps: int = 40) -> None:
+def train(hook, path: str, lr: float = 0.1, bias: float = 0.0, steps: int = 40) -> list[np.ndarray]:
     """`path`: "eager" (record outside jit, the hook computes), "statistics" (computed inside
     the jitted step by `mldbg.jax.statistics`, returned, handed over), "gated" (the same under
     `when=hook.statistics_due(step)`), "inside" (`hook.record` inside the jitted step)."""
     step = STEPS[path] if path in STEPS else make_step(path, hook)
-    params, (x, y) = init(bias), data()
+    params, (x, y), losses = init(bias), data(), []
     for i in range(steps):
         b = i % 8
         due = hook.statistics_due(i)
-        params, seen, stats = step(i, params, x[b * 32 : (b + 1) * 32], y[b * 32 : (b + 1) * 32], lr, due)
+        params, seen, stats, loss = step(
+            i, params, x[b * 32 : (b + 1) * 32], y[b * 32 : (b + 1) * 32], lr, due
+        )
         if path == "eager":
             p, grads, loss, named = seen
             hook.record(i, params=p, grads=grads, loss=loss, **named)
         elif path in ("statistics", "gated"):
             hook.record(i, statistics=stats)
+        losses.append(loss)
     hook.close()
+    return [np.asarray(v) for v in losses]
 
 
 def statistics_of(trial) -> dict[tuple[str, int], dict]:
@@ -272,9 +276,11 @@ def test_recorded_statistics_equal_numpys_on_the_recorded_raw_tensors(tmp_path):
 def test_the_jit_paths_record_what_the_eager_path_records(tmp_path):
     found = {}
     for path in ("eager", "statistics", "gated", "inside"):
-        train(mldbg.jax.Hook(str(tmp_path / path)), path, steps=31)
-        found[path] = statistics_of(mldbg.create_trial(str(tmp_path / path)))
-        assert mldbg.create_trial(str(tmp_path / path)).tensor("loss").steps() == list(range(31))
+        losses = train(mldbg.jax.Hook(str(tmp_path / path)), path, steps=31)
+        trial = mldbg.create_trial(str(tmp_path / path))
+        found[path] = statistics_of(trial)
+        assert trial.tensor("loss").steps() == list(range(31))  # the loss of every step
+        np.testing.assert_array_equal([trial.tensor("loss").value(s) for s in range(31)], losses)
     eager = found["eager"]
     assert sorted({s for _, s in eager}) == [*range(20), 20, 30]
     assert any("delta_l2" in v for v in eager.values())

@@ -29,6 +29,7 @@ from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
 from mldbg.frameworks.host_statistics import EVERY, WARMUP
 from mldbg.frameworks.session import Worker
+from mldbg.store.format import dtype_name
 
 BIAS_KEYS = ("bias", "b", "beta")
 ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
@@ -116,8 +117,21 @@ def _is_leaf(x: Any) -> bool:
 
 
 def host_source(value: Any) -> tuple[Any, int] | None:
-    """A host copy of a leaf as a recorder source (JAX buffers may be donated: copy now)."""
+    """A host copy of a leaf as a recorder source (JAX buffers may be donated: copy now). A
+    0-d device array (the loss of every step) is read on the writer thread instead, after a
+    transfer started now: the training thread does not wait for the step to finish."""
+    if isinstance(value, jax.Array) and value.ndim == 0 and not isinstance(value, jax.core.Tracer):
+        value.copy_to_host_async()
+        return functools.partial(_read_later, value), value.dtype.itemsize
     return array_source(np.array(value, copy=True))
+
+
+def _read_later(value: jax.Array) -> tuple[np.ndarray, str]:
+    found = array_source(np.array(value, copy=True))
+    if found is None:
+        raise TypeError(f"dtype {value.dtype} cannot be stored")
+    source = found[0]
+    return source() if callable(source) else (source, dtype_name(source))
 
 
 @jax.tree_util.register_pytree_node_class
