@@ -13,6 +13,7 @@ import pytest
 import mldbg
 import mldbg.jax
 from mldbg import Mode
+from mldbg.frameworks import jax_reductions as jr
 from mldbg.frameworks import jax_statistics as jst
 from mldbg.frameworks.jax import Statistics
 from mldbg.store import statistics as st
@@ -91,7 +92,7 @@ def test_every_statistic_equals_numpys_on_the_raw_array(name):
 
     @jax.jit
     def measure(a, prev):
-        values = jst.tensor_statistics(a, kinds, prev, jnp.bool_(True))
+        values = jr.tensor_statistics(a, kinds, prev, jnp.bool_(True))
         packed, layout = jst.pack({"t": values}, {"t": ("F32", tuple(a.shape), ())})
         return Statistics(packed, layout, {}, (), {}, Mode.TRAIN)  # a pytree: the layout is static
 
@@ -106,7 +107,7 @@ def test_bounds_are_the_real_numbers_not_their_float32_roundings():
     inside = np.nextafter(lo32, np.float32(0)) if float(lo32) < -9.4999 else lo32
     x = np.asarray([[inside, lo32, np.float32(0.1), np.float32(9.5)]], dtype="float32")
     kinds = ["outside(-9.4999,9.4999)", "equal(0.1)", "unit_outside(-9.4999,9.4999)"]
-    got = jax.jit(lambda a: jst.tensor_statistics(a, kinds))(jnp.asarray(x))
+    got = jax.jit(lambda a: jr.tensor_statistics(a, kinds))(jnp.asarray(x))
     want = st.compute(x, kinds)
     assert float(got["outside(-9.4999,9.4999)"]) == want["outside(-9.4999,9.4999)"]
     assert float(got["equal(0.1)"]) == want["equal(0.1)"] == 0.0  # 0.1 is no float32
@@ -133,7 +134,7 @@ def test_class_statistics_equal_numpys(case):
     labels, preds = CLASS_CASES[case]
     labels = labels.astype("float32" if labels.dtype.kind == "f" else "int32")
     preds = preds.astype("float32")
-    on_labels, on_preds = jax.jit(jst.class_statistics)(jnp.asarray(labels), jnp.asarray(preds))
+    on_labels, on_preds = jax.jit(jr.class_statistics)(jnp.asarray(labels), jnp.asarray(preds))
     want_labels, want_preds = st.class_statistics(labels, preds)
     assert set(on_labels) == set(want_labels) and set(on_preds) == set(want_preds)
     for got, want in ((on_labels, want_labels), (on_preds, want_preds)):

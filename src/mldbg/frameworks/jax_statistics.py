@@ -1,21 +1,16 @@
-"""The statistics of the default rules computed with `jax.numpy`, on the device, inside `jit`.
+"""The statistics of the default rules of a JAX step, on the device, inside `jit` too.
 
-`build(entries, mode)` runs at trace time (inside the hook's jitted function, or inside the
-user's jitted train step through `mldbg.jax.statistics`): it asks, for each tensor, for the
-statistics of its collection (`mldbg.store.statistics.DEFAULTS`), computes them with
-`jax.numpy` reductions that XLA fuses into a few kernels, and packs every result into ONE
-uint32 vector (float bits and int32 counts side by side), so the host fetches one small
-array per step. What each word means (the layout) is known at trace time and travels as the
-static part of a `Statistics` pytree, so a `Statistics` can be returned from a jitted step.
+`statistics(params, grads, loss, ...)` runs at trace time (inside the hook's jitted function,
+or inside the user's jitted train step): it asks, for each tensor, for the statistics of its
+collection (`mldbg.store.statistics.DEFAULTS`), computes them with `jax_reductions` and packs
+every result into ONE uint32 vector (float bits and int32 counts side by side), so the host
+fetches one small array per step. What each word means (the `Layout`) is known at trace time
+and travels as the static part of a `Statistics` pytree, so a `Statistics` can be returned
+from a jitted step and handed to `hook.record(step, statistics=...)`.
 
-Definitions are those of the NumPy reference (`mldbg.store.statistics.compute`): float32
-accumulation for fp16/bf16/fp32 (float64 where JAX runs with x64 and the tensor is float64),
-counts in int32, bounds of `outside`/`unit_outside`/`equal` compared as the real numbers
-they are (not rounded to float32). Not computed here: `fingerprint`, `sample_fingerprints`
-of 64-bit elements (the 32-bit words are hashed in uint32
-arithmetic: JAX has no 64-bit integers unless x64 is on) and `requires_grad` (a JAX
-parameter has no such flag); `delta_l2` needs the tensor's value at the previous statistics
-step, which the hook keeps on the device (`previous`).
+`delta_l2` needs the parameters' values at the previous statistics step: the hook keeps them on
+the device (`eager_statistics` computes it in the same jitted function, `deltas` for
+parameters a `Statistics` kept).
 """
 
 from __future__ import annotations
@@ -30,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.frameworks.jax_names import named_tensors
+from mldbg.frameworks.jax_reductions import class_statistics, tensor_statistics
 from mldbg.store import statistics as st
 from mldbg.store.format import dtype_name
 
@@ -112,278 +109,6 @@ def _usable(leaf: Any) -> bool:
     return bool(
         jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_
     )
-
-
-# one tensor ----------------------------------------------------------------------------------
-def _acc(x: jax.Array) -> Any:
-    """The accumulation dtype: float64 for float64 tensors (x64 on), float32 otherwise."""
-    return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
-
-
-def _below(bound: float, dtype: Any) -> float:
-    """The largest value of `dtype` <= bound: x <= bound  <=>  x <= _below(bound) for x of dtype."""
-    d = np.dtype(dtype)
-    b = d.type(bound)
-    if float(b) > bound:
-        b = np.nextafter(b, d.type(-np.inf))
-    return float(b)
-
-
-def _above(bound: float, dtype: Any) -> float:
-    d = np.dtype(dtype)
-    b = d.type(bound)
-    if float(b) < bound:
-        b = np.nextafter(b, d.type(np.inf))
-    return float(b)
-
-
-def _units(f: jax.Array) -> jax.Array:
-    """(samples, units, positions), as `statistics._units`."""
-    if f.ndim == 0:
-        return f.reshape(1, 1, 1)
-    a = st.feature_axis(f.ndim)
-    if a is None:
-        return f.reshape(f.shape[0], 1, 1)
-    moved = jnp.moveaxis(f, a, 1)
-    return moved.reshape(moved.shape[0], moved.shape[1], math.prod(moved.shape[2:]))
-
-
-def _count(mask: jax.Array, axis: Any = None) -> jax.Array:
-    return jnp.sum(mask, axis=axis, dtype=jnp.int32)
-
-
-def tensor_statistics(
-    x: jax.Array, kinds: Sequence[str], previous: jax.Array | None = None, valid: jax.Array | None = None
-) -> dict[str, jax.Array]:
-    """The statistics `kinds` of one tensor (key -> array; counts int32, the rest floats).
-    `previous`: its value at the last statistics step (`delta_l2`); `valid`: a traced bool,
-    False when there was none (the hook passes the tensor itself then: one compiled function
-    for the first step and the others)."""
-    x = jnp.asarray(x)
-    acc = _acc(x)
-    f = x.astype(acc)
-    n = f.size
-    nan = jnp.asarray(np.nan, acc)
-    out: dict[str, jax.Array] = {}
-    for stat in st.expand(kinds):
-        key, name = stat.key, stat.name
-        if name in FINGERPRINTS:
-            hashes = _element_hashes(x)
-            if hashes is None:
-                continue  # 64-bit elements (x64 on): not computed here
-            if name == "fingerprint":
-                out[key] = _modsum(hashes.reshape(1, n))[0].astype(jnp.int32)
-            else:
-                rows = (
-                    hashes.reshape(1, 1)
-                    if x.ndim == 0
-                    else hashes.reshape(x.shape[0], math.prod(x.shape[1:]))
-                )
-                out[key] = _modsum(rows).astype(jnp.int32)
-        elif name == "count":
-            out[key] = jnp.asarray(n, jnp.int32)
-        elif name == "samples":
-            out[key] = jnp.asarray(x.shape[0] if x.ndim else 1, jnp.int32)
-        elif name == "nan_count":
-            out[key] = _count(jnp.isnan(f))
-        elif name == "inf_count":
-            out[key] = _count(jnp.isinf(f))
-        elif name in st.VECTORS:
-            out[key] = _vector(stat, f)
-        elif n == 0:
-            out[key] = nan
-        elif name in st.FIXED_CODES and st.FIXED_CODES[name] < 32:
-            base, is_abs = st.CODES[st.FIXED_CODES[name]]
-            out[key] = _reduce(jnp.abs(f) if is_abs else f, base)
-        elif name == "zero_fraction":
-            out[key] = _count(f == 0).astype(acc) / n
-        elif name == "outside":
-            lo, hi = stat.params
-            out[key] = _count((f <= _below(lo, acc)) | (f >= _above(hi, acc))).astype(acc) / n
-        elif name == "equal":
-            v = stat.params[0]
-            exact = float(np.dtype(acc).type(v)) == v
-            out[key] = _count(f == v).astype(acc) / n if exact else jnp.asarray(0.0, acc)
-        elif name == "quantile":
-            sample = jnp.sort(f.reshape(-1)[st.subsample_index(n)])
-            lo, hi, t = st.quantile_position(sample.size, stat.params[0])
-            a, b = sample[lo], sample[hi]
-            value = jnp.where(a == b, a, a + (b - a) * t)
-            out[key] = jnp.where(jnp.isnan(sample[-1]), nan, value)
-        elif name == "delta_l2":
-            if previous is None or tuple(previous.shape) != tuple(x.shape):
-                out[key] = nan
-            else:
-                delta = jnp.sqrt(jnp.sum(jnp.square(f - previous.astype(acc))))
-                out[key] = delta if valid is None else jnp.where(valid, delta, nan)
-        elif name in ("row_range", "col_range"):
-            rows = f.reshape(1, 1) if f.ndim == 0 else f.reshape(f.shape[0], -1)
-            axis = 1 if name == "row_range" else 0
-            if rows.shape[axis] == 0:
-                out[key] = nan
-            else:
-                out[key] = jnp.max(jnp.max(rows, axis=axis) - jnp.min(rows, axis=axis))
-        # fingerprints and requires_grad are left out by `kinds_for`
-    return out
-
-
-# fingerprints in uint32 arithmetic (JAX has no 64-bit integers unless x64 is on) -------------
-_P = np.uint32(st.P)
-
-
-def _mod(x: jax.Array) -> jax.Array:
-    """x mod P for any uint32 x (2^31 = 1 mod P)."""
-    x = (x & _P) + (x >> 31)
-    return jnp.where(x >= _P, x - _P, x)
-
-
-def _mulmod(a: jax.Array, b: jax.Array | int) -> jax.Array:
-    """a * b mod P for a, b < P, by 16-bit halves: no product exceeds 32 bits."""
-    b = jnp.asarray(b, jnp.uint32)
-    ah, al, bh, bl = a >> 16, a & 0xFFFF, b >> 16, b & 0xFFFF
-    high = _mod(ah * bh * 2)  # 2^32 = 2 mod P; ah * bh < 2^30
-    mid = _mod(ah * bl + al * bh)  # each < 2^31
-    mid = _mod((mid >> 15) + ((mid & 0x7FFF) << 16))  # mid * 2^16: 2^31 = 1 mod P
-    return _mod(_mod(high + mid) + _mod(al * bl))
-
-
-def _element_hashes(x: jax.Array) -> jax.Array | None:
-    """((A w + B) mod P)^2 mod P of each element's bit pattern `w` (as `statistics.fingerprint`),
-    None for 64-bit elements."""
-    size = x.dtype.itemsize
-    if x.dtype == jnp.bool_:
-        words = x.astype(jnp.uint32)
-    elif size in (1, 2, 4):
-        unsigned = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32}[size]
-        words = jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32)
-    else:
-        return None
-    r = _mod(_mulmod(_mod(words), st.A) + np.uint32(st.B))
-    return _mulmod(r, r)
-
-
-def _modsum(v: jax.Array) -> jax.Array:
-    """Sum mod P along the last axis of (rows, m) values < P: chunks of 2^16, each summed by
-    16-bit halves (no overflow), then the chunks' sums the same way."""
-    if v.shape[-1] == 0:
-        return jnp.zeros(v.shape[:-1], jnp.uint32)
-    chunk = 1 << 16
-    while v.shape[-1] > 1:
-        m = v.shape[-1]
-        k = -(-m // chunk)
-        if k * chunk != m and k > 1:
-            v = jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, k * chunk - m)])
-        v = v.reshape(*v.shape[:-1], k, v.shape[-1] // k)
-        high = jnp.sum(v >> 16, axis=-1, dtype=jnp.uint32)
-        low = jnp.sum(v & 0xFFFF, axis=-1, dtype=jnp.uint32)
-        v = _mod(_mulmod(_mod(high), 1 << 16) + _mod(low))
-    return v[..., 0]
-
-
-def _reduce(f: jax.Array, name: str) -> jax.Array:
-    if name == "min":
-        return jnp.min(f)
-    if name == "max":
-        return jnp.max(f)
-    if name == "mean":
-        return jnp.mean(f)
-    if name in ("std", "variance"):
-        var = jnp.mean(jnp.square(f - jnp.mean(f)))  # two passes, as NumPy
-        return jnp.sqrt(var) if name == "std" else var
-    if name == "sum":
-        return jnp.sum(f)
-    if name == "prod":
-        return jnp.prod(f)
-    if name == "l1":
-        return jnp.sum(jnp.abs(f))
-    return jnp.sqrt(jnp.sum(jnp.square(f)))  # l2
-
-
-def _vector(stat: st.Statistic, f: jax.Array) -> jax.Array:
-    name, acc = stat.name, f.dtype
-    u = _units(f)
-    if name == "unit_active":
-        if u.size == 0:
-            return jnp.zeros(u.shape[1], jnp.int32)
-        return _count(jnp.max(u, axis=2) > 0, axis=0)
-    if name == "unit_outside":
-        lo, hi = stat.params
-        return _count((u <= _below(lo, acc)) | (u >= _above(hi, acc)), axis=(0, 2))
-    if name in ("channel_count", "channel_mean", "channel_std"):
-        finite = jnp.isfinite(u)
-        count = _count(finite, axis=(0, 2))
-        if name == "channel_count":
-            return count
-        v = jnp.where(finite, u, 0)
-        mean = jnp.sum(v, axis=(0, 2)) / count
-        if name == "channel_mean":
-            return mean
-        centered = jnp.where(finite, u - mean[None, :, None], 0)
-        return jnp.sqrt(jnp.sum(centered * centered, axis=(0, 2)) / count)
-    raise ValueError(f"statistic {stat.key!r} is not computed by the JAX adapter")  # pragma: no cover
-
-
-# classes -------------------------------------------------------------------------------------
-def class_statistics(
-    labels: jax.Array | None, predictions: jax.Array | None
-) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
-    """`statistics.class_statistics` in jax.numpy: (of the labels, of the predictions). The
-    number of classes must be known from the shapes (a class axis of float predictions, or a
-    single score: 2); integer predictions and labels alone give nothing (their largest id is
-    data, not shape)."""
-    y = p = None
-    c: int | None = None
-    if predictions is not None:
-        pr = jnp.asarray(predictions)
-        if jnp.issubdtype(pr.dtype, jnp.floating):
-            ax = st.class_axis(pr.shape, None if labels is None else jnp.shape(labels))
-            if ax is not None:
-                p, c = jnp.argmax(pr, axis=ax).reshape(-1), pr.shape[ax]
-            else:
-                s = pr.reshape(-1).astype(jnp.float32)
-                finite = jnp.isfinite(s)
-                lo = jnp.min(jnp.where(finite, s, jnp.inf), initial=jnp.inf)
-                hi = jnp.max(jnp.where(finite, s, -jnp.inf), initial=-jnp.inf)
-                unit = jnp.any(finite) & (lo >= 0) & (hi <= 1)
-                p, c = (s > jnp.where(unit, 0.5, 0.0)).astype(jnp.int32), 2
-        else:
-            p = pr.reshape(-1).astype(jnp.int32)
-    if c is None or c > st.MAX_CLASSES:
-        return {}, {}
-    if labels is not None:
-        lb = jnp.asarray(labels)
-        if jnp.issubdtype(lb.dtype, jnp.floating):
-            ax = (
-                st.class_axis(lb.shape)
-                if predictions is not None and lb.shape == jnp.shape(predictions)
-                else None
-            )
-            if ax is not None:
-                y = jnp.argmax(lb, axis=ax).reshape(-1)
-            else:
-                v = lb.reshape(-1)
-                ok = jnp.isfinite(v) & (v == jnp.floor(v)) & (jnp.abs(v) < 2.0**31)
-                y = jnp.where(ok, jnp.where(ok, v, 0).astype(jnp.int32), -1)
-        else:
-            y = lb.reshape(-1).astype(jnp.int32)
-    on_labels: dict[str, jax.Array] = {}
-    on_preds: dict[str, jax.Array] = {}
-    if y is not None:
-        on_labels["class_counts"] = _bincount(y, c)
-    if p is not None:
-        on_preds["class_counts"] = _bincount(p, c)
-    if y is not None and p is not None and y.size == p.size:
-        on_labels["class_correct"] = _bincount(y, c, (y == p).astype(jnp.int32))
-        if c <= st.MAX_CONFUSION_CLASSES:
-            ok = (y >= 0) & (y < c) & (p >= 0) & (p < c)
-            cells = jnp.bincount(jnp.where(ok, y * c + p, c * c), length=c * c + 1)[: c * c]
-            on_labels["confusion"] = cells.reshape(c, c).astype(jnp.int32)
-    return on_labels, on_preds
-
-
-def _bincount(ids: jax.Array, c: int, weights: jax.Array | None = None) -> jax.Array:
-    bucket = jnp.where((ids >= 0) & (ids < c), ids, c)
-    return jnp.bincount(bucket, weights=weights, length=c + 1).astype(jnp.int32)
 
 
 # a step --------------------------------------------------------------------------------------
@@ -487,13 +212,143 @@ def unpack(words: np.ndarray, layout: Layout) -> dict[str, dict[str, float | np.
     return out
 
 
+@jax.tree_util.register_pytree_node_class
+class Statistics:
+    """One step's statistics as `mldbg.jax.statistics` returns them: a pytree that a jitted
+    step returns and `hook.record(step, statistics=...)` takes.
+
+    Its leaves are one uint32 vector (every statistic, packed), the raw one-number values
+    (the loss, scalars) and, unless `keep_params=False`, the parameters themselves (device
+    arrays, for `delta_l2`: the hook keeps the ones of the last statistics step on the device).
+    What the words mean travels as the static part of the pytree."""
+
+    def __init__(
+        self,
+        packed: Any,
+        layout: Layout,
+        raw: dict[str, Any],
+        raw_natural: tuple[tuple[str, tuple[str, ...]], ...],
+        params: dict[str, Any],
+        mode: Mode,
+    ):
+        self.packed, self.layout, self.raw, self.params, self.mode = packed, layout, raw, params, mode
+        self.raw_natural = raw_natural
+
+    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        return (self.packed, self.raw, self.params), (self.layout, self.raw_natural, self.mode)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple[Any, ...], children: tuple[Any, ...]) -> Statistics:
+        packed, raw, params = children
+        layout, raw_natural, mode = aux
+        return cls(packed, layout, raw, raw_natural, params, mode)
+
+    def values(self) -> dict[str, dict[str, float | np.ndarray]]:
+        """{tensor: {key: value}} on the host (one transfer of the packed vector)."""
+        return unpack(np.asarray(self.packed), self.layout)
+
+
+def _class_names(entries: Sequence[Entry]) -> tuple[str, str] | None:
+    """The labels and predictions whose class statistics are taken: one leaf each."""
+    labels = [e.name for e in entries if "labels" in e.natural]
+    preds = [e.name for e in entries if "predictions" in e.natural]
+    return (labels[0], preds[0]) if len(labels) == 1 and len(preds) == 1 else None
+
+
+def one_number(e: Entry) -> bool:
+    return any(c in ("losses", "scalars") for c in e.natural)
+
+
+def build(entries: Sequence[Entry], mode: Mode, previous: dict[str, Any] | None) -> tuple[Any, Layout]:
+    """The packed statistics of a step's entries (traced) and their layout."""
+    values, tensors = compute(entries, mode, previous, _class_names(entries))
+    return pack(values, tensors)
+
+
+def statistics(
+    params: Any = None,
+    grads: Any = None,
+    loss: Any = None,
+    *,
+    mode: Mode | str = Mode.TRAIN,
+    keep_params: bool = True,
+    when: Any = None,
+    **named: Any,
+) -> Statistics:
+    """The statistics of the default rules of one step, computed with `jax.numpy` where the
+    arrays live; call it inside your jitted train step and return the result, then hand it to
+    `hook.record(step, statistics=stats)`. Same keywords as `Hook.record`. `keep_params`:
+    keep the parameters for `delta_l2` (the hook compares them with the last statistics
+    step's on the device; without them no `delta_l2`, so `weight_update_ratio` has nothing).
+    `when`: a bool (traced: pass `hook.statistics_due(step)` into your step) under which the
+    statistics are computed (`lax.cond`); on other steps they cost nothing and the hook,
+    which asks the same question, reads nothing."""
+    mode = Mode.parse(mode)
+    entries = [Entry(*t) for t in named_tensors(params, grads, loss, named)]
+    packed, layout = _gated(entries, mode, when)
+    raw = {e.name: jnp.asarray(e.leaf) for e in entries if one_number(e) and _usable_raw(e.leaf)}
+    raw_natural = tuple((e.name, e.natural) for e in entries if e.name in raw)
+    kept = {}
+    if keep_params and mode == Mode.TRAIN:
+        kept = {e.name: e.leaf for e in entries if is_param(e) and kinds_for(e.natural, mode)}
+    return Statistics(packed, layout, raw, raw_natural, kept, mode)
+
+
+def _gated(entries: Sequence[Entry], mode: Mode, when: Any) -> tuple[Any, Layout]:
+    """`build` under `lax.cond(when, ...)` (zeros otherwise); unconditional when `when` is None."""
+    if when is None:
+        return build(entries, mode, None)
+    layouts: list[Layout] = []
+
+    def compute() -> Any:
+        packed, layout = build(entries, mode, None)
+        layouts.append(layout)
+        return packed
+
+    shape = jax.eval_shape(compute)
+    packed = jax.lax.cond(jnp.asarray(when, bool), compute, lambda: jnp.zeros(shape.shape, shape.dtype))
+    return packed, layouts[0]
+
+
+def is_param(e: Entry) -> bool:
+    return any(c in PARAMETERS for c in e.natural)
+
+
+def _usable_raw(leaf: Any) -> bool:
+    return hasattr(leaf, "dtype") or isinstance(leaf, (int, float))
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "mode"))
+def eager_statistics(
+    leaves: list[Any], previous: dict[str, Any], spec: tuple[tuple[str, tuple[str, ...]], ...], mode: Mode
+) -> tuple[Statistics, dict[str, Any]]:
+    """The hook's one jitted function per statistics step: every statistic, `delta_l2` against
+    the parameters of the last statistics step, and the copies that become the next ones."""
+    entries = [Entry(name, natural, leaf) for (name, natural), leaf in zip(spec, leaves, strict=True)]
+    packed, layout = build(entries, mode, previous)
+    snapshot = {e.name: jnp.copy(e.leaf) for e in entries if e.name in previous}
+    return Statistics(packed, layout, {}, (), {}, mode), snapshot
+
+
+@jax.jit
+def deltas(current: dict[str, Any], previous: dict[str, tuple[Any, Any]]) -> Statistics:
+    """`delta_l2` of the parameters a `Statistics` kept, against those of the last statistics
+    step (the hook's second small jitted function, for statistics computed in the user's jit)."""
+    values = {name: tensor_statistics(leaf, ("delta_l2",), *previous[name]) for name, leaf in current.items()}
+    tensors = {name: (_dtype(leaf), tuple(leaf.shape), ()) for name, leaf in current.items()}
+    packed, layout = pack(values, tensors)
+    return Statistics(packed, layout, {}, (), {}, Mode.TRAIN)
+
+
+def merge(parts: list[Statistics]) -> dict[str, dict[str, float | np.ndarray]]:
+    out: dict[str, dict[str, float | np.ndarray]] = {}
+    for part in parts:
+        for name, values in part.values().items():
+            out.setdefault(name, {}).update(values)
+    return out
+
+
 __all__ = [
-    "Entry",
-    "Layout",
-    "class_statistics",
-    "compute",
-    "kinds_for",
-    "pack",
-    "tensor_statistics",
-    "unpack",
-]
+    "Entry", "Layout", "Statistics", "compute", "deltas", "eager_statistics", "kinds_for", "merge", "pack",
+    "statistics", "unpack",
+]  # fmt: skip
