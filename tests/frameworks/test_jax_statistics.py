@@ -275,6 +275,7 @@ def test_recorded_statistics_equal_numpys_on_the_recorded_raw_tensors(tmp_path):
 
 
 def test_the_jit_paths_record_what_the_eager_path_records(tmp_path):
+    # ~15-20 s on a shared 2-core machine: four train steps and the statistics compile (XLA)
     found = {}
     for path in ("eager", "statistics", "gated", "inside"):
         losses = train(mldbg.jax.Hook(str(tmp_path / path)), path, steps=31)

@@ -30,8 +30,7 @@ from mldbg.frameworks.jax_reductions import class_statistics, tensor_statistics
 from mldbg.store import statistics as st
 from mldbg.store.format import dtype_name
 
-NOT_HERE = ("requires_grad",)  # see the module docstring
-FINGERPRINTS = ("fingerprint", "sample_fingerprints")
+NOT_HERE = ("requires_grad",)  # a parameter's flag, not a function of its values: JAX has none
 PARAMETERS = ("weights", "biases")
 
 
