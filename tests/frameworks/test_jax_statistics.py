@@ -342,3 +342,30 @@ def test_the_default_rules_fire_on_a_two_line_run(two_line_runs, path, run, rule
 def test_the_default_rules_stay_quiet_on_the_healthy_twin(two_line_runs, path):
     findings = mldbg.check(str(two_line_runs / path / "healthy"))
     assert findings == [], [str(f) for f in findings]
+
+
+def test_donated_parameters_do_not_break_delta_l2(tmp_path):
+    """The hook keeps its own device copies of the parameters of the last statistics step (and
+    reads the loss later, not the parameters): deleting the user's buffers after `record`, as a
+    step with `donate_argnums` does, leaves them intact."""
+
+    @jax.jit
+    def grads_of(p, x, y):
+        return jax.value_and_grad(loss_fn, has_aux=True)(p, x, y)
+
+    update = jax.jit(lambda p, g: jax.tree_util.tree_map(lambda w, d: w - 0.1 * d, p, g))
+    x, y = data(32)
+    params, history = init(), []
+    with mldbg.jax.Hook(str(tmp_path)) as hook:
+        for i in range(3):
+            (loss, (logits, _)), grads = grads_of(params, x, y)
+            hook.record(i, params=params, grads=grads, loss=loss)
+            history.append(np.asarray(params["hidden"]["kernel"]))
+            old, params = params, update(params, grads)
+            for leaf in jax.tree_util.tree_leaves(old):  # as `donate_argnums` does on a GPU
+                leaf.delete()
+    trial = mldbg.create_trial(str(tmp_path))
+    deltas = [trial.record("hidden/kernel", s).statistics["delta_l2"] for s in range(3)]
+    assert np.isnan(deltas[0])
+    for s in (1, 2):
+        np.testing.assert_allclose(deltas[s], np.linalg.norm(history[s] - history[s - 1]), rtol=1e-5)
