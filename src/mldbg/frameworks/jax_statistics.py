@@ -30,7 +30,9 @@ from mldbg.frameworks.jax_reductions import class_statistics, tensor_statistics
 from mldbg.store import statistics as st
 from mldbg.store.format import dtype_name
 
-NOT_HERE = ("requires_grad",)  # a parameter's flag, not a function of its values: JAX has none
+# requires_grad: a parameter's flag, not a function of its values: JAX has none; sample_change:
+# what gradient_not_reset reads for a missing zero_grad(), which functional gradients cannot miss
+NOT_HERE = ("requires_grad", "sample_change")
 PARAMETERS = ("weights", "biases")
 
 
