@@ -6,7 +6,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
 
 
 @register
@@ -46,6 +48,50 @@ class LabelConfusion(Rule):
         self._seen: dict[str, int] = {}  # mode -> labels counted since the last judgement
         self._windows: dict[str, int] = {}  # mode -> windows closed
         self._streak: dict[str, tuple[tuple[int, int], int]] = {}  # mode -> (pair, windows in a row)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`), for one labels and one predictions tensor:
+        the leading steps before a judgement (the step whose labels bring a mode's count to
+        `samples`), their saved confusion matrices added to the windows. Counts to compute
+        from raw labels, or matrices of several shapes, are left to `check`."""
+        labels, preds = trial.names("labels"), trial.names("predictions")
+        if len(labels) != 1 or len(preds) != 1:
+            return 0
+        if not len(steps):
+            return 0
+        modes, _ = trial.columns.modes(steps)
+        judged = (modes == int(Mode.TRAIN)) | (modes == int(Mode.EVAL))
+        y, p = Over(trial, labels[0], steps), Over(trial, preds[0], steps)
+        counts = Over(trial, vector_name(labels[0], "class_counts"), steps)
+        matrix = Over(trial, vector_name(labels[0], "confusion"), steps)
+        both = judged & y.present & p.present
+        cut = quiet_prefix(both & ~counts.raw & y.raw)  # counted from the raw labels: check()
+        rows = np.flatnonzero((both & counts.raw & matrix.raw)[:cut])
+        if not len(rows):
+            return cut
+        stacked = trial.columns.values(vector_name(labels[0], "confusion"))
+        if stacked is None:  # matrices of several shapes (or one too large to stack)
+            return 0
+        c = stacked[1][aligned(stacked[0], steps[rows])].astype(np.int64)
+        sums = c.reshape(len(rows), -1).sum(axis=1)
+        for m in np.unique(modes[rows]).tolist():
+            mine = modes[rows] == m
+            key = Mode(m).name
+            total = self._seen.get(key, 0) + np.cumsum(sums[mine])
+            full = np.flatnonzero(total >= self.samples)
+            if len(full):
+                cut = min(cut, int(rows[mine][full[0]]))
+        for m in np.unique(modes[rows]).tolist():
+            mine = (modes[rows] == m) & (rows < cut)
+            if not mine.any():
+                continue
+            key = Mode(m).name
+            acc = self._window.get(key)
+            if acc is None or acc.shape != c.shape[1:]:
+                acc = np.zeros(c.shape[1:], dtype=np.int64)
+            self._window[key] = acc + c[mine].sum(axis=0)
+            self._seen[key] = self._seen.get(key, 0) + int(sums[mine].sum())
+        return cut
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
