@@ -97,6 +97,7 @@ class TensorColumns:
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
         self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
+        self._shapes: list[tuple[int, ...]] = []  # per load-order record, grown
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def statistic(self, key: str) -> np.ndarray | None:
@@ -158,6 +159,12 @@ class TensorColumns:
             self._layouts = trial.layouts(self.name)
         kinds, ndim = self._layouts
         return kinds[self._pick], ndim[self._pick]
+
+    def shapes(self, trial: Trial) -> list[tuple[int, ...]]:
+        """The shape of the record at each of `steps`, from the index (no `Record` built)."""
+        if len(self._shapes) != self._n:
+            self._shapes += trial.shapes(self.name, len(self._shapes))
+        return [self._shapes[p] for p in self._pick.tolist()]
 
     def keys(self) -> list[str]:
         """The scalar statistics saved for this tensor (at any step)."""
