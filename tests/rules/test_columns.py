@@ -45,9 +45,13 @@ FIRING: dict[str, dict | str] = {
     "logit_growth": {"maximize": True, "optimizer": "adam"},
     "gradient_not_reset": {"missing_zero_grad": True},
     "label_confusion": {
-        "model": "cnn", "pair_noise": {(7, 1): 0.3, (3, 8): 0.3}, "n_classes": 10, "optimizer": "adam",
-        "n_train": 1024, "steps": 150,
-    },  # fmt: skip
+        "model": "cnn",
+        "pair_noise": {(7, 1): 0.3, (3, 8): 0.3},
+        "n_classes": 10,
+        "optimizer": "adam",
+        "n_train": 1024,
+        "steps": 150,
+    },
     "batch_dim_mismatch": "broadcast",
     "duplicate_batches": "duplicated_loader",
     "nondeterministic_eval": "functional_dropout",
@@ -128,9 +132,16 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
     calls = {n: c.calls for n, c in counters.items()}
     assert all(c <= 60 for c in calls.values()), calls  # of 200 steps
     assert calls["exploding_tensor"] <= 5 and calls["vanishing_gradient"] <= 5, calls
-    quiet = ("gradient_norm_spike", "loss_spike", "gradient_not_reset", "batch_dim_mismatch", "nondeterministic_eval")
+    quiet = (
+        "gradient_norm_spike",
+        "loss_spike",
+        "gradient_not_reset",
+        "batch_dim_mismatch",
+        "nondeterministic_eval",
+    )
     assert all(calls[n] <= 2 for n in quiet), calls  # nothing to judge: no step is check()'s
-    assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls  # the first labels, the first repeat
+    # logit_growth: the first labels; duplicate_batches: the first repeated batch
+    assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls
     assert 3 <= calls["label_confusion"] <= 10, calls  # its windows of 1,000 labels close in check()
 
 

@@ -254,7 +254,13 @@ class Columns:
         grown (new steps only) when the trial has loaded more."""
         known = self.trial.steps()
         if len(known) != len(self._steps):
-            have = dict(zip(self._steps.tolist(), zip(self._modes.tolist(), self._mode_steps.tolist(), strict=True), strict=True))
+            have = dict(
+                zip(
+                    self._steps.tolist(),
+                    zip(self._modes.tolist(), self._mode_steps.tolist(), strict=True),
+                    strict=True,
+                )
+            )
             info = [have.get(s) or (int(self.trial.mode(s)), self.trial.mode_step(s)) for s in known]
             self._steps = np.asarray(known, dtype=np.int64)
             self._modes = np.asarray([m for m, _ in info], dtype=np.int64)

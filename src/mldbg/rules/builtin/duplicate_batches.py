@@ -74,7 +74,9 @@ class DuplicateBatches(Rule):
         else:  # batches of several sizes: one read per step, as check() reads them
             rows = rows[:256]
             cut = min(cut, int(rows[-1]) + 1) if len(rows) == 256 else cut
-            found = [trial.statistic(self.input_name, int(steps[r]), "sample_fingerprints") for r in rows.tolist()]
+            found = [
+                trial.statistic(self.input_name, int(steps[r]), "sample_fingerprints") for r in rows.tolist()
+            ]
             batches = [np.asarray(b).reshape(-1) for b in found if isinstance(b, np.ndarray)]
             if len(batches) != len(rows):
                 return 0

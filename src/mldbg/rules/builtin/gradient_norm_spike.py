@@ -114,7 +114,9 @@ class GradientNormSpike(Rule):
         previous = np.abs(x[p - 1 : -1]) if p else np.concatenate([[np.nan], np.abs(x[:-1])])
         bad = trailing_nonfinite(x, self.window + 1)[p:] > 0
         with np.errstate(invalid="ignore"):
-            high = (new >= (1 - _TOL) * self.min_ratio * level) & (new >= (1 - _TOL) * self.min_jump * previous)
+            high = (new >= (1 - _TOL) * self.min_ratio * level) & (
+                new >= (1 - _TOL) * self.min_jump * previous
+            )
         return np.flatnonzero(judged & (bad | np.isnan(level) | high))
 
     def _extend(self, name: str, values: list[float]) -> None:

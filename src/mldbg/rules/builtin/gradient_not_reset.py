@@ -109,7 +109,10 @@ class GradientNotReset(Rule):
         prior = self._run
         if prior:
             last_names = set(prior[-1][2])
-            joined[0] = ms[0] == prior[-1][1] + 1 and {n for n, i in zip(names, mine[:, 0].tolist(), strict=True) if i} == last_names
+            joined[0] = (
+                ms[0] == prior[-1][1] + 1
+                and {n for n, i in zip(names, mine[:, 0].tolist(), strict=True) if i} == last_names
+            )
         else:
             joined[0] = False
         # the length of the run (uncapped) at each row
@@ -117,7 +120,11 @@ class GradientNotReset(Rule):
         length = np.arange(len(rows)) - start + 1 + np.where(start == 0, len(prior) if joined[0] else 0, 0)
         squares = np.where(mine, vals[:, rows], 0.0)
         total = np.sqrt((squares * squares).sum(axis=0))  # screening only
-        before = np.array([math.sqrt(sum(v * v for v in n.values())) for _, _, n in prior]) if prior else np.zeros(0)
+        before = (
+            np.array([math.sqrt(sum(v * v for v in n.values())) for _, _, n in prior])
+            if prior
+            else np.zeros(0)
+        )
         series = np.concatenate([before, total])
         at = np.arange(len(rows)) + len(before)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -128,7 +135,11 @@ class GradientNotReset(Rule):
 
         def row(p: int) -> tuple[int, int, dict[str, float]]:
             at = int(rows[p])
-            return (int(steps[at]), int(mode_steps[at]), {n: float(vals[t, at]) for t, n in enumerate(names) if inc[t, at]})
+            return (
+                int(steps[at]),
+                int(mode_steps[at]),
+                {n: float(vals[t, at]) for t, n in enumerate(names) if inc[t, at]},
+            )
 
         def run_at(p: int) -> list[tuple[int, int, dict[str, float]]]:
             """check()'s run after row p."""

@@ -107,13 +107,15 @@ class LogitGrowth(Rule):
             key = self._keys.get(name)
             if key is None:  # check() chooses the statistic where one is saved or computable
                 cols = trial.columns.tensor(name)
-                saved = cols is not None and any(cols.statistic(k) is not None for k in ("max_abs", "variance"))
+                saved = cols is not None and any(
+                    cols.statistic(k) is not None for k in ("max_abs", "variance")
+                )
                 cut = min(cut, quiet_prefix(over.present if saved else over.raw))
                 continue
             value = over.stat(key)
             cut = min(cut, quiet_prefix(over.raw & np.isnan(value)))
             with np.errstate(invalid="ignore"):
-                scale = np.sqrt(np.where(0.0 > value, 0.0, value)) if key == "variance" else value
+                scale = np.sqrt(np.where(value < 0.0, 0.0, value)) if key == "variance" else value
             scales.append((name, over.present & np.isfinite(value), scale))
         for name, ok, scale in scales:
             for m in np.unique(modes[:cut][ok[:cut]]).tolist():

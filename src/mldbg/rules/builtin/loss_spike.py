@@ -12,9 +12,9 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import LossTracker
 from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfinite
+from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
-from mldbg.rules.view import TrialView
 
 
 @register
@@ -141,7 +141,9 @@ class LossSpike(Rule):
         with np.errstate(invalid="ignore"):
             jump = new - level
             slack = _TOL * (np.abs(new) + np.abs(level) + abs(first))
-            high = (jump >= self.min_increase_percent / 100 * np.abs(level) - slack) & (jump >= 0.1 * abs(first) - slack)
+            high = (jump >= self.min_increase_percent / 100 * np.abs(level) - slack) & (
+                jump >= 0.1 * abs(first) - slack
+            )
         maybe = (n > max(1, self.warmup)) & np.isfinite(new) & (recent >= 5) & (bad | np.isnan(level) | high)
         for i in np.flatnonzero(maybe).tolist():
             if self._spike(values, start + i + 1) is not None:
