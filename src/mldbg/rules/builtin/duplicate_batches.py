@@ -67,10 +67,13 @@ class DuplicateBatches(Rule):
         saved = train & vec.raw  # check() reads the saved vector there
         cut = quiet_prefix(train & ~saved & inp.raw)  # to compute from the raw input: check()
         rows = np.flatnonzero(saved[:cut])
+        if not len(rows):
+            return cut
         stacked = trial.columns.values(name)
-        if stacked is not None:
-            at = aligned(stacked[0], steps[rows])
-            batches = [stacked[1][i].reshape(-1) for i in at.tolist()]
+        if stacked is not None:  # batches of one size
+            values = stacked[1][aligned(stacked[0], steps[rows])].reshape(len(rows), -1)
+            sizes = np.full(len(rows), values.shape[1], dtype=np.int64)
+            flat = values.reshape(-1).astype(np.int64)
         else:  # batches of several sizes: one read per step, as check() reads them
             rows = rows[:256]
             cut = min(cut, int(rows[-1]) + 1) if len(rows) == 256 else cut
@@ -80,11 +83,11 @@ class DuplicateBatches(Rule):
             batches = [np.asarray(b).reshape(-1) for b in found if isinstance(b, np.ndarray)]
             if len(batches) != len(rows):
                 return 0
-        sizes = np.array([len(b) for b in batches], dtype=np.int64)
-        rows, batches, sizes = rows[sizes > 0], [b for b in batches if len(b)], sizes[sizes > 0]
+            sizes = np.array([len(b) for b in batches], dtype=np.int64)
+            flat = np.concatenate(batches).astype(np.int64)
+        rows, sizes = rows[sizes > 0], sizes[sizes > 0]  # an empty batch: check() skips it
         if not len(rows):
             return cut
-        flat = np.concatenate(batches).astype(np.int64)
         seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
         first = np.zeros(len(flat), dtype=bool)
         first[np.unique(flat, return_index=True)[1]] = True

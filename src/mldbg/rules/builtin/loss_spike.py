@@ -15,6 +15,7 @@ from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfin
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
+_HORIZON = 512  # steps one call of the fast path looks at
 
 
 @register
@@ -105,6 +106,7 @@ class LossSpike(Rule):
         per-sample loss) end the prefix."""
         if min(self.window, self.warmup) < 5:  # windows shorter than the level's: check() only
             return 0
+        steps = steps[:_HORIZON]  # evaluations end the prefix every few steps: look no further
         tracker = self._tracker
         before = {name: len(s.values) for name, s in tracker.train.items()}
         seen = tracker.seen_any
