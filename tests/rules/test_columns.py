@@ -37,6 +37,27 @@ RUNS = {
 }
 
 
+# the newer default rules (issue 14's second round of fast paths) -> a run where it fires: train()
+# keyword arguments (statistics every step), or a silent-bug scenario (tests/rules/silent.py)
+FIRING: dict[str, dict | str] = {
+    "gradient_norm_spike": {"spike_at": 15, "optimizer": "adam"},
+    "loss_spike": {"spike_at": 30, "optimizer": "adam"},
+    "logit_growth": {"maximize": True, "optimizer": "adam"},
+    "gradient_not_reset": {"missing_zero_grad": True},
+    "label_confusion": {
+        "model": "cnn",
+        "pair_noise": {(7, 1): 0.3, (3, 8): 0.3},
+        "n_classes": 10,
+        "optimizer": "adam",
+        "n_train": 1024,
+        "steps": 150,
+    },
+    "batch_dim_mismatch": "broadcast",
+    "duplicate_batches": "duplicated_loader",
+    "nondeterministic_eval": "functional_dropout",
+}
+
+
 def outcome(path: str | Path, columns: bool) -> tuple:
     runner = RuleRunner(mldbg.create_trial(path), ["default", *EXTRA], columns=columns)
     findings = runner.run_available() + runner.finish()
@@ -51,6 +72,22 @@ def test_the_fast_path_finds_what_the_per_step_path_finds(tmp_path, name):
     assert not reference[3]  # no rule failed
     if name != "healthy":
         assert reference[0], f"{name}: the injected defect was not found"
+
+
+@pytest.mark.parametrize("rule", list(FIRING))
+def test_the_newer_default_rules_fire_the_same_on_both_paths(tmp_path, silent_run, rule):
+    """Each of them fires on its defect, at the same step with the same message on both paths
+    (its fast path hands the step over to `check` with the state `check` would have had)."""
+    how = FIRING[rule]
+    if isinstance(how, str):
+        path = silent_run(how)
+    else:
+        path = str(tmp_path / "run")
+        train(path, **{"steps": 80, **EVERY_STEP, **how})
+    reference = outcome(path, columns=False)
+    assert outcome(path, columns=True) == reference
+    assert rule in {f["rule"] for f in reference[0]}, reference[0]
+    assert not reference[3]
 
 
 @pytest.mark.parametrize("config", ["raw", "reductions", "budget"])
@@ -85,7 +122,9 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
     at a small share of the steps (the raw steps, the loss windows that close...)."""
     train(tmp_path / "run", steps=200, eval_every=None, **EVERY_STEP)
     names = ["exploding_tensor", "all_zero", "tensor_variance", "vanishing_gradient", "dead_relu",
-             "unchanged_tensor", "weight_update_ratio", "class_imbalance", "loss_not_decreasing"]  # fmt: skip
+             "unchanged_tensor", "weight_update_ratio", "class_imbalance", "loss_not_decreasing",
+             "gradient_norm_spike", "loss_spike", "logit_growth", "gradient_not_reset", "label_confusion",
+             "batch_dim_mismatch", "duplicate_batches", "nondeterministic_eval"]  # fmt: skip
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
@@ -93,6 +132,17 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
     calls = {n: c.calls for n, c in counters.items()}
     assert all(c <= 60 for c in calls.values()), calls  # of 200 steps
     assert calls["exploding_tensor"] <= 5 and calls["vanishing_gradient"] <= 5, calls
+    quiet = (
+        "gradient_norm_spike",
+        "loss_spike",
+        "gradient_not_reset",
+        "batch_dim_mismatch",
+        "nondeterministic_eval",
+    )
+    assert all(calls[n] <= 2 for n in quiet), calls  # nothing to judge: no step is check()'s
+    # logit_growth: the first labels; duplicate_batches: the first repeated batch
+    assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls
+    assert 3 <= calls["label_confusion"] <= 10, calls  # its windows of 1,000 labels close in check()
 
 
 def test_live_the_columns_grow_as_segments_land(tmp_path):
@@ -137,9 +187,13 @@ def test_columns_equal_the_records(tmp_path):
         cols = columns.tensor(name)
         assert cols is not None
         assert list(cols.steps) == sorted(set(trial.tensor(name).steps()))
+        shapes = cols.shapes(trial)
+        modes, mode_steps = columns.modes(cols.steps)
         for i, step in enumerate(cols.steps.tolist()):
             rec = trial.record(name, step)
             assert bool(cols.has_raw[i]) == rec.has_raw
+            assert shapes[i] == rec.shape
+            assert (modes[i], mode_steps[i]) == (int(trial.mode(step)), trial.mode_step(step))
             assert cols.mode[i] == int(rec.mode)
             for key in set(rec.statistics) | set(cols.keys()):
                 col = cols.statistic(key)

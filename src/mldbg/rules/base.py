@@ -150,16 +150,20 @@ class Rule:
     # parameters ---------------------------------------------------------------------------
     @classmethod
     def _types(cls) -> dict[str, Any]:
-        hints: dict[str, Any] = {}
-        for klass in reversed(cls.__mro__):
-            if klass is object or klass is Rule.__mro__[-1]:
-                continue
-            hints.update(typing.get_type_hints(klass))
-        return {
-            k: v
-            for k, v in hints.items()
-            if typing.get_origin(v) is not ClassVar and not k.startswith("_") and k not in ("trial",)
-        }
+        found = cls.__dict__.get("_parameter_types")  # resolved once per class: a rule is made per run
+        if found is None:
+            hints: dict[str, Any] = {}
+            for klass in reversed(cls.__mro__):
+                if klass is object or klass is Rule.__mro__[-1]:
+                    continue
+                hints.update(typing.get_type_hints(klass))
+            found = {
+                k: v
+                for k, v in hints.items()
+                if typing.get_origin(v) is not ClassVar and not k.startswith("_") and k not in ("trial",)
+            }
+            type.__setattr__(cls, "_parameter_types", found)
+        return dict(found)
 
     @classmethod
     def parameters(cls) -> dict[str, Any]:

@@ -190,3 +190,23 @@ def rising_share(x: Sequence[float]) -> float:
     if len(v) < 2:
         return 0.0
     return float(np.mean(np.diff(v) > 0))
+
+
+# the same over whole series at once, for the rules' fast path (`check_columns`) ---------------
+def trailing_median(x: np.ndarray, width: int) -> np.ndarray:
+    """For each index i of `x`, the median of the `width` values before it (`x[i-width:i]`);
+    NaN where fewer precede it. One `np.median` over a sliding window view: the screening
+    side of a rule's rolling median (its `check` uses `median` on the same values)."""
+    out = np.full(len(x), np.nan)
+    if width >= 1 and len(x) > width:
+        windows = np.lib.stride_tricks.sliding_window_view(x[:-1], width)
+        out[width:] = np.median(windows, axis=1)
+    return out
+
+
+def trailing_nonfinite(x: np.ndarray, width: int) -> np.ndarray:
+    """For each index i of `x`, how many of the (up to) `width` values before it are NaN or
+    infinite: where a rolling statistic drops values and a vectorised one would not."""
+    bad = np.concatenate([[0], np.cumsum(~np.isfinite(x))])
+    i = np.arange(len(x))
+    return bad[i] - bad[np.maximum(0, i - width)]

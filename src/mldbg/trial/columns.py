@@ -97,6 +97,7 @@ class TensorColumns:
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
         self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
+        self._shapes: list[tuple[int, ...]] = []  # per load-order record, grown
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def statistic(self, key: str) -> np.ndarray | None:
@@ -158,6 +159,12 @@ class TensorColumns:
             self._layouts = trial.layouts(self.name)
         kinds, ndim = self._layouts
         return kinds[self._pick], ndim[self._pick]
+
+    def shapes(self, trial: Trial) -> list[tuple[int, ...]]:
+        """The shape of the record at each of `steps`, from the index (no `Record` built)."""
+        if len(self._shapes) != self._n:
+            self._shapes += trial.shapes(self.name, len(self._shapes))
+        return [self._shapes[p] for p in self._pick.tolist()]
 
     def keys(self) -> list[str]:
         """The scalar statistics saved for this tensor (at any step)."""
@@ -223,6 +230,10 @@ class Columns:
         self.trial = trial
         self._tensors: dict[str, TensorColumns] = {}
         self._seen: dict[str, int] = {}  # tensor -> the trial's loaded_records when last grown
+        # every global step of the run (sorted), its mode value and the mode's own step
+        self._steps: np.ndarray = _EMPTY_I
+        self._modes: np.ndarray = _EMPTY_I
+        self._mode_steps: np.ndarray = _EMPTY_I
 
     def tensor(self, name: str) -> TensorColumns | None:
         """The columns of a recorded tensor; None for a name the trial does not know."""
@@ -236,6 +247,29 @@ class Columns:
             found._grow(self.trial)
             self._seen[name] = loaded
         return found
+
+    def modes(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
+        the run), as `Trial.mode` and `Trial.mode_step` give them: a table of the run's steps,
+        grown (new steps only) when the trial has loaded more."""
+        known = self.trial.steps()
+        if len(known) != len(self._steps):
+            have = dict(
+                zip(
+                    self._steps.tolist(),
+                    zip(self._modes.tolist(), self._mode_steps.tolist(), strict=True),
+                    strict=True,
+                )
+            )
+            info = [have.get(s) or (int(self.trial.mode(s)), self.trial.mode_step(s)) for s in known]
+            self._steps = np.asarray(known, dtype=np.int64)
+            self._modes = np.asarray([m for m, _ in info], dtype=np.int64)
+            self._mode_steps = np.asarray([ms for _, ms in info], dtype=np.int64)
+        i = np.minimum(np.searchsorted(self._steps, steps), max(0, len(self._steps) - 1))
+        if not len(self._steps) or not bool((self._steps[i] == steps).all()):
+            missing = steps[self._steps[i] != steps] if len(self._steps) else steps
+            self.trial.mode(int(missing[0]))  # raises the trial's error for a step it does not have
+        return self._modes[i], self._mode_steps[i]
 
     def values(self, name: str, max_elements: int = 1024) -> tuple[np.ndarray, np.ndarray] | None:
         """The saved values of a small tensor (a loss, a vector statistic record

@@ -286,6 +286,18 @@ class RunIndex:
             ndim[at] = c["ndim"][row[at]]
         return kinds, ndim
 
+    def shapes(self, name: str, start: int = 0) -> list[tuple[int, ...]]:
+        """The shape of each of a known tensor's records from position `start` on (load
+        order), from the index columns: no `Record` built."""
+        cols = self._tensors[name].columns(self)
+        seg, row = cols["seg"][start:].tolist(), cols["row"][start:].tolist()
+        out = []
+        for s, r in zip(seg, row, strict=True):
+            c = self._segments[s].columns
+            first = c["shape_start"].item(r)
+            out.append(tuple(c["shapes"][first : first + c["ndim"].item(r)].tolist()))
+        return out
+
     def _key_of(self, seg: int) -> Callable[[int], str | None]:
         """A segment's statistic code -> its key (codes 64-255 through its own table)."""
         table = self._segments[seg].codes

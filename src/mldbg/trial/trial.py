@@ -443,6 +443,12 @@ class Trial:
             self._unknown(name)
         return self._index.layouts(name, start)
 
+    def shapes(self, name: str, start: int = 0) -> list[tuple[int, ...]]:
+        """The shape of each of `records(name)` from position `start` on, from the index alone."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.shapes(name, start)
+
     def stacked(self, name: str, positions: np.ndarray) -> np.ndarray | None:
         """The values of `records(name)` at `positions`, stacked into one array (one ranged
         read per segment), or None when they differ in shape or dtype or one has no raw value."""

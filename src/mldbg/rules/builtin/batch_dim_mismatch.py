@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.select import as_list
 from mldbg.rules.view import TrialView
 
@@ -18,6 +19,18 @@ def class_pattern(pred: tuple[int, ...], labels: tuple[int, ...]) -> bool:
     if len(pred) != len(labels) + 1:
         return False
     return any(pred[a] > 1 and pred[:a] + pred[a + 1 :] == labels for a in {1, len(pred) - 1})
+
+
+def broadcast(ps: tuple[int, ...], ys: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape predictions `ps` and labels `ys` broadcast to, when it is bigger than both
+    (the mismatch this rule reports); None otherwise."""
+    if ps == ys or not ps or not ys or class_pattern(ps, ys):
+        return None
+    try:
+        both = tuple(np.broadcast_shapes(ps, ys))
+    except ValueError:
+        return None  # not broadcastable: the loss handles these shapes some other way
+    return both if math.prod(both) > max(math.prod(ps), math.prod(ys)) else None
 
 
 @register
@@ -36,6 +49,36 @@ class BatchDimMismatch(Rule):
     needs = ("predictions", "labels")
     tensor_regex: list[str] | None = None
 
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading steps at which no loss's
+        predictions and labels (not reported yet) have shapes that broadcast, from the
+        shapes the index keeps (no record built). A raw record (`check` reads its shape from
+        the value) ends the prefix."""
+        cut = len(steps)
+        for pred_name in trial.names("predictions", as_list(self.tensor_regex) or None):
+            if not pred_name.endswith("_input_0") or pred_name in self._fired:
+                continue
+            pred, label = trial.columns.tensor(pred_name), trial.columns.tensor(pred_name[: -len("0")] + "1")
+            if pred is None or label is None or not len(pred.steps) or not len(label.steps):
+                continue
+            ip, iy = pred.at(steps), label.at(steps)
+            both = (ip >= 0) & (iy >= 0)
+            cut = min(cut, quiet_prefix(both & (pred.has_raw[ip] | label.has_raw[iy])))
+            if not both[:cut].any():
+                continue
+            ps, ys = pred.shapes(trial.trial), label.shapes(trial.trial)
+            seen: dict[tuple[tuple[int, ...], tuple[int, ...]], bool] = {}
+            at = np.flatnonzero(both[:cut])
+            for j, a, b in zip(at.tolist(), ip[at].tolist(), iy[at].tolist(), strict=True):
+                pair = (ps[a], ys[b])
+                hit = seen.get(pair)
+                if hit is None:
+                    hit = seen[pair] = broadcast(*pair) is not None
+                if hit:
+                    cut = j
+                    break
+        return cut
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         for pred_name in trial.names("predictions", as_list(self.tensor_regex) or None, step=step):
             if not pred_name.endswith("_input_0"):
@@ -45,15 +88,10 @@ class BatchDimMismatch(Rule):
             if p is None or y is None:
                 continue
             ps, ys = tuple(p[1]), tuple(y[1])
-            if ps == ys or not ps or not ys or class_pattern(ps, ys):
+            both = broadcast(ps, ys)
+            if both is None or not self.first(pred_name):
                 continue
-            try:
-                both = tuple(np.broadcast_shapes(ps, ys))
-            except ValueError:
-                continue  # not broadcastable: the loss handles these shapes some other way
             size = math.prod(both)
-            if size <= max(math.prod(ps), math.prod(ys)) or not self.first(pred_name):
-                continue
             return self.finding(
                 trial, step,
                 f"the loss compares predictions of shape {list(ps)} ({pred_name}) with labels of shape "

@@ -7,6 +7,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -51,6 +52,67 @@ class DuplicateBatches(Rule):
         shared = self._across_workers(trial, step)
         within = self._within(trial, step)
         return [f for f in (shared, within) if f is not None]
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`), for a run of one worker: the leading steps
+        where no batch is mostly repeated while that matters (before the first one, or within
+        `dataset_size` samples) and, after one, no batch is mostly new; the samples they drew
+        are added to the ones seen. A fingerprint to compute from a raw input ends it."""
+        if not len(steps) or len(trial.workers()) >= 2:
+            return 0
+        modes, mode_steps = trial.columns.modes(steps)
+        train = modes == int(Mode.TRAIN)
+        name = vector_name(self.input_name, "sample_fingerprints")
+        vec, inp = Over(trial, name, steps), Over(trial, self.input_name, steps)
+        saved = train & vec.raw  # check() reads the saved vector there
+        cut = quiet_prefix(train & ~saved & inp.raw)  # to compute from the raw input: check()
+        rows = np.flatnonzero(saved[:cut])
+        if not len(rows):
+            return cut
+        stacked = trial.columns.values(name)
+        if stacked is not None:  # batches of one size
+            values = stacked[1][aligned(stacked[0], steps[rows])].reshape(len(rows), -1)
+            sizes = np.full(len(rows), values.shape[1], dtype=np.int64)
+            flat = values.reshape(-1).astype(np.int64)
+        else:  # batches of several sizes: one read per step, as check() reads them
+            rows = rows[:256]
+            cut = min(cut, int(rows[-1]) + 1) if len(rows) == 256 else cut
+            found = [
+                trial.statistic(self.input_name, int(steps[r]), "sample_fingerprints") for r in rows.tolist()
+            ]
+            batches = [np.asarray(b).reshape(-1) for b in found if isinstance(b, np.ndarray)]
+            if len(batches) != len(rows):
+                return 0
+            sizes = np.array([len(b) for b in batches], dtype=np.int64)
+            flat = np.concatenate(batches).astype(np.int64)
+        rows, sizes = rows[sizes > 0], sizes[sizes > 0]  # an empty batch: check() skips it
+        if not len(rows):
+            return cut
+        seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
+        first = np.zeros(len(flat), dtype=bool)
+        first[np.unique(flat, return_index=True)[1]] = True
+        repeated = ~first | np.isin(flat, seen)
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        repeats = np.add.reduceat(repeated.astype(np.int64), bounds[:-1])
+        share = repeats / sizes
+        before = bounds[:-1]  # samples of the rows before each
+        drawn = before + np.maximum(self._drawn, np.maximum.accumulate(mode_steps[rows] * sizes - before))
+        mostly = share >= self.threshold
+        hit = np.zeros(len(rows), dtype=bool)
+        if self._repeated is None:
+            hit |= mostly  # the first mostly-repeated batch: check() remembers it
+        elif "epoch" not in self._fired:
+            hit |= 1 - share >= self.threshold
+        if self.dataset_size and "size" not in self._fired:
+            hit |= mostly & (drawn < self.dataset_size)
+        if hit.any():
+            cut = min(cut, int(rows[int(np.argmax(hit))]))
+        take = np.flatnonzero(rows < cut)
+        if len(take):
+            last = int(take[-1])
+            self._seen.update(flat[: bounds[last + 1]].tolist())
+            self._drawn = int(drawn[last] + sizes[last])
+        return cut
 
     def _within(self, trial: TrialView, step: int) -> Finding | None:
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
-from mldbg.rules.stats import robust_z
+from mldbg.rules.stats import robust_z, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
 GLOBAL = "global gradient norm"
+_TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
 
 
 @register
@@ -50,6 +54,76 @@ class GradientNormSpike(Rule):
         super().reset()
         self._series: dict[str, list[float]] = {}
 
+    def _spike(self, name: str, value: float, series: list[float]) -> tuple[float, float] | None:
+        """(level, z) when `value`, after the saved `series` of `name`, is a spike; else None."""
+        judge = len(series) >= max(1, self.warmup) and math.isfinite(value)
+        if not judge or (name != GLOBAL and "bias" in name.lower()):
+            return None
+        z, level, _ = robust_z(value, series[-self.window :], floor=0.01 * abs(series[-1]))
+        jumped = value > self.min_ratio * level and value > self.min_jump * abs(series[-1])
+        return (level, z) if z > self.threshold and jumped and level > 0 else None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading `steps` at which no norm can
+        spike, their norms appended to the series. A norm can spike only where it is more
+        than `min_ratio` times the median of its last 5 saved values and `min_jump` times the
+        previous one (screened over all steps at once); those steps, steps with a norm NaN in
+        the columns (not saved there, saved NaN, or to compute from a raw gradient), and
+        windows holding a non-finite norm are left to `check`."""
+        if self.window < 5 or self.warmup < 5:  # windows shorter than the level's: check() only
+            return 0
+        names = trial.names("gradients", regex=self.tensor_regex)
+        if not names or not len(steps):
+            return len(steps)
+        modes, _ = trial.columns.modes(steps)
+        overs = [Over(trial, n, steps) for n in names]
+        have = np.array([o.present for o in overs]) & (modes == int(Mode.TRAIN))
+        vals = np.array([o.stat("l2") for o in overs])
+        k = quiet_prefix((have & np.isnan(vals)).any(axis=0))
+        have, vals = have[:, :k], vals[:, :k]
+        squares = np.where(have, vals, 0.0)
+        total = np.sqrt((squares * squares).sum(axis=0))  # screening only; the series gets check()'s sums
+        whole = have.any(axis=0) & np.where(have, np.isfinite(vals), True).all(axis=0)
+        cut = k
+        for t, name in enumerate([*names, GLOBAL]):
+            pos = np.flatnonzero(whole if name == GLOBAL else have[t])
+            if len(pos) and (name == GLOBAL or "bias" not in name.lower()):
+                new = total[pos] if name == GLOBAL else vals[t, pos]
+                hit = self._candidates(self._series.get(name, []), new)
+                if len(hit):
+                    cut = min(cut, int(pos[hit[0]]))
+        for t, name in enumerate(names):
+            add = vals[t, :cut][have[t, :cut]]
+            if len(add):
+                self._extend(name, add.tolist())
+        rows = np.flatnonzero(whole[:cut])[-self.window - 1 :]
+        if len(rows):
+            exact = [math.sqrt(sum(v * v for v in vals[have[:, p], p].tolist())) for p in rows.tolist()]
+            self._extend(GLOBAL, exact)
+        return cut
+
+    def _candidates(self, prior: list[float], new: np.ndarray) -> np.ndarray:
+        """Indices of `new` (values appended after `prior`, the series as kept) where `_spike`
+        may hold: judged, and either a window holds a non-finite value or the value is above
+        both `min_ratio` x the median of the last 5 and `min_jump` x the previous one."""
+        p = len(prior)
+        x = np.concatenate([np.asarray(prior, dtype=np.float64), new])
+        before = np.minimum(p + np.arange(len(new)), self.window + 1)
+        judged = (before >= max(1, self.warmup)) & np.isfinite(new)
+        level = trailing_median(x, 5)[p:]
+        previous = np.abs(x[p - 1 : -1]) if p else np.concatenate([[np.nan], np.abs(x[:-1])])
+        bad = trailing_nonfinite(x, self.window + 1)[p:] > 0
+        with np.errstate(invalid="ignore"):
+            high = (new >= (1 - _TOL) * self.min_ratio * level) & (
+                new >= (1 - _TOL) * self.min_jump * previous
+            )
+        return np.flatnonzero(judged & (bad | np.isnan(level) | high))
+
+    def _extend(self, name: str, values: list[float]) -> None:
+        series = self._series.setdefault(name, [])
+        series.extend(values)
+        del series[: -self.window - 1]
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
@@ -63,15 +137,12 @@ class GradientNormSpike(Rule):
         spiked: list[tuple[str, float, float, float]] = []
         for name, value in values.items():
             series = self._series.setdefault(name, [])
-            judge = len(series) >= max(1, self.warmup) and math.isfinite(value)
-            if judge and (name == GLOBAL or "bias" not in name.lower()):
-                z, level, _ = robust_z(value, series[-self.window :], floor=0.01 * abs(series[-1]))
-                jumped = value > self.min_ratio * level and value > self.min_jump * abs(series[-1])
-                if z > self.threshold and jumped and level > 0:
-                    spiked.append((name, value, level, z))
+            found = self._spike(name, value, series)
+            if found is not None:
+                spiked.append((name, value, *found))
             series.append(value)
             del series[: -self.window - 1]
-        spiked = [s for s in spiked if self.first((s[0], step))]
+        spiked = [s for s in spiked if self.first((s[0], step))]  # (name, value, level, z)
         if not spiked:
             return None
         spiked.sort(key=lambda s: (s[0] != GLOBAL, -s[1] / s[2]))

@@ -8,6 +8,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.stats import rising_share, trend_z
 from mldbg.rules.view import TrialView
 
@@ -66,6 +67,106 @@ class GradientNotReset(Rule):
         self._first: list[float] = []  # the global norm at the first saved training steps
         self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
 
+    def _width(self) -> int:
+        return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
+
+    def _accumulating(
+        self, run: list[tuple[int, int, dict[str, float]]]
+    ) -> tuple[list[float], float, list[str], list[str]] | None:
+        """(global norms, growth, weights that grew, weights) when the last `window`
+        consecutive steps of `run` look like gradients that accumulate; else None."""
+        w = self._width()
+        if len(run) < w:
+            return None
+        total = [math.sqrt(sum(v * v for v in n.values())) for _, _, n in run]
+        growth = total[-1] / total[0] if total[0] > 0 else math.inf
+        if rising_share(total) < _RISING or growth <= self.min_growth:
+            return None
+        if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
+            return None  # not a sum of comparable gradients: a divergence grows otherwise
+        if min((b / a for a, b in zip(total, total[1:], strict=False) if a > 0), default=1.0) < 1 - _MAX_DROP:
+            return None  # a sum of many gradients barely shrinks in one step; noise does
+        norms = run[-1][2]
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        grown = [
+            n for n in weights
+            if trend_z([r[2][n] for r in run]) > 2 and run[-1][2][n] > 1.5 * run[0][2][n]
+        ]  # fmt: skip
+        return None if 2 * len(grown) < len(weights) else (total, growth, grown, weights)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading `steps` at which the global
+        norm did not grow `min_growth` times over a full window (screened over all steps at
+        once, then judged as `check` judges), their norms kept as `check` keeps them. A
+        gradient saved raw whose `l2` must be computed ends the prefix."""
+        names = trial.names("gradients", regex=self.tensor_regex)
+        if not names or not len(steps):
+            return len(steps)
+        modes, mode_steps = trial.columns.modes(steps)
+        overs = [Over(trial, n, steps) for n in names]
+        have = np.array([o.present for o in overs]) & (modes == int(Mode.TRAIN))
+        vals = np.array([o.stat("l2") for o in overs])
+        raw = np.array([o.raw for o in overs])
+        cut = quiet_prefix((have & raw & np.isnan(vals)).any(axis=0))
+        with np.errstate(invalid="ignore"):
+            inc = have[:, :cut] & np.isfinite(vals[:, :cut])  # a NaN not raw: saved NaN or not saved, skipped
+        rows = np.flatnonzero(inc.any(axis=0))  # the steps check() appends to its run
+        if not len(rows):
+            return cut
+        w = self._width()
+        mine, ms = inc[:, rows], mode_steps[rows]
+        joined = np.ones(len(rows), dtype=bool)  # continues the run of the row before
+        joined[1:] = (ms[1:] == ms[:-1] + 1) & (mine[:, 1:] == mine[:, :-1]).all(axis=0)
+        prior = self._run
+        if prior:
+            last_names = set(prior[-1][2])
+            joined[0] = (
+                ms[0] == prior[-1][1] + 1
+                and {n for n, i in zip(names, mine[:, 0].tolist(), strict=True) if i} == last_names
+            )
+        else:
+            joined[0] = False
+        # the length of the run (uncapped) at each row
+        start = np.maximum.accumulate(np.where(joined, 0, np.arange(len(rows))))
+        length = np.arange(len(rows)) - start + 1 + np.where(start == 0, len(prior) if joined[0] else 0, 0)
+        squares = np.where(mine, vals[:, rows], 0.0)
+        total = np.sqrt((squares * squares).sum(axis=0))  # screening only
+        before = (
+            np.array([math.sqrt(sum(v * v for v in n.values())) for _, _, n in prior])
+            if prior
+            else np.zeros(0)
+        )
+        series = np.concatenate([before, total])
+        at = np.arange(len(rows)) + len(before)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            base = series[np.maximum(0, at - w + 1)]
+            maybe = (length >= w) & ((base <= 0) | ~(total < (1 - 1e-9) * self.min_growth * base))
+        if "accumulating" in self._fired:
+            maybe[:] = False
+
+        def row(p: int) -> tuple[int, int, dict[str, float]]:
+            at = int(rows[p])
+            return (
+                int(steps[at]),
+                int(mode_steps[at]),
+                {n: float(vals[t, at]) for t, n in enumerate(names) if inc[t, at]},
+            )
+
+        def run_at(p: int) -> list[tuple[int, int, dict[str, float]]]:
+            """check()'s run after row p."""
+            n = min(int(length[p]), w)
+            new = [row(q) for q in range(max(0, p - n + 1), p + 1)]
+            return (prior + new)[-n:] if n > len(new) else new
+
+        for p in np.flatnonzero(maybe).tolist():
+            if self._accumulating(run_at(p)) is not None:
+                cut = int(rows[p])
+                break
+        kept = np.flatnonzero(rows < cut)
+        if len(kept):
+            self._run = run_at(int(kept[-1]))
+        return cut
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
@@ -82,25 +183,12 @@ class GradientNotReset(Rule):
         if self._run and (mode_step != self._run[-1][1] + 1 or set(norms) != set(self._run[-1][2])):
             self._run = []  # a gap in the statistics (or other tensors): start a new run of steps
         self._run.append((step, mode_step, norms))
-        w = max(self.window, 2 * max(1, self.accumulation_steps) + 2)
+        w = self._width()
         del self._run[:-w]
-        if len(self._run) < w:
+        found = self._accumulating(self._run)
+        if found is None or not self.first("accumulating"):
             return None
-        total = [math.sqrt(sum(v * v for v in n.values())) for _, _, n in self._run]
-        growth = total[-1] / total[0] if total[0] > 0 else math.inf
-        if rising_share(total) < _RISING or growth <= self.min_growth:
-            return None
-        if float(np.median(np.diff(total[: w // 2 + 1]))) < 0.5 * total[0]:
-            return None  # not a sum of comparable gradients: a divergence grows otherwise
-        if min((b / a for a, b in zip(total, total[1:], strict=False) if a > 0), default=1.0) < 1 - _MAX_DROP:
-            return None  # a sum of many gradients barely shrinks in one step; noise does
-        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
-        grown = [
-            n for n in weights
-            if trend_z([r[2][n] for r in self._run]) > 2 and self._run[-1][2][n] > 1.5 * self._run[0][2][n]
-        ]  # fmt: skip
-        if 2 * len(grown) < len(weights) or not self.first("accumulating"):
-            return None
+        total, growth, grown, weights = found
         return self.finding(
             trial, step,
             f"the global gradient norm grew {growth:.1f}x over {w} consecutive training steps "

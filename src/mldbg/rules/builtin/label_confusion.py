@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
+
+_HORIZON = 512  # steps one call of the fast path looks at
+
+
+class _Table(NamedTuple):
+    """Per saved step of the run: its mode and whether `check` counts its labels from the
+    raw tensors; the steps (indices) with a saved confusion matrix, the matrices, their sums."""
+
+    steps: np.ndarray
+    modes: np.ndarray
+    raw: np.ndarray
+    rows: np.ndarray
+    confusion: np.ndarray
+    sums: np.ndarray
 
 
 @register
@@ -46,6 +64,75 @@ class LabelConfusion(Rule):
         self._seen: dict[str, int] = {}  # mode -> labels counted since the last judgement
         self._windows: dict[str, int] = {}  # mode -> windows closed
         self._streak: dict[str, tuple[tuple[int, int], int]] = {}  # mode -> (pair, windows in a row)
+        # the fast path's reading of the run (not state: what the trial holds), made once per load
+        self._table: tuple[tuple[int, int], _Table | None] | None = None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`), for one labels and one predictions tensor:
+        the leading steps before a judgement (the step whose labels bring a mode's count to
+        `samples`), their saved confusion matrices added to the windows. Counts to compute
+        from raw labels, or matrices of several shapes, are left to `check`."""
+        table = self._read(trial)
+        if table is None or not len(steps):
+            return 0
+        i0 = int(np.searchsorted(table.steps, steps[0]))
+        steps = steps[:_HORIZON]  # a window closes every few dozen steps: look no further
+        if not np.array_equal(table.steps[i0 : i0 + len(steps)], steps):
+            return 0  # not a run of consecutive saved steps (the runner passes those)
+        modes = table.modes[i0 : i0 + len(steps)]
+        cut = quiet_prefix(table.raw[i0 : i0 + len(steps)])  # counted from the raw labels: check()
+        lo, hi = np.searchsorted(table.rows, [i0, i0 + cut])
+        rows, c, sums = table.rows[lo:hi] - i0, table.confusion[lo:hi], table.sums[lo:hi]
+        if not len(rows):
+            return cut
+        for m in np.unique(modes[rows]).tolist():
+            mine = modes[rows] == m
+            key = Mode(m).name
+            total = self._seen.get(key, 0) + np.cumsum(sums[mine])
+            full = np.flatnonzero(total >= self.samples)
+            if len(full):
+                cut = min(cut, int(rows[mine][full[0]]))
+        for m in np.unique(modes[rows]).tolist():
+            mine = (modes[rows] == m) & (rows < cut)
+            if not mine.any():
+                continue
+            key = Mode(m).name
+            acc = self._window.get(key)
+            if acc is None or acc.shape != c.shape[1:]:
+                acc = np.zeros(c.shape[1:], dtype=np.int64)
+            self._window[key] = acc + c[mine].sum(axis=0)
+            self._seen[key] = self._seen.get(key, 0) + int(sums[mine].sum())
+        return cut
+
+    def _read(self, trial: TrialView) -> _Table | None:
+        """The run's labels as the fast path reads them (once per load of the trial); None
+        when it declines: not one labels and one predictions tensor, or confusion matrices of
+        several shapes."""
+        key = (id(trial.trial), trial.trial.loaded_records)
+        if self._table is not None and self._table[0] == key:
+            return self._table[1]
+        found = None
+        labels, preds = trial.names("labels"), trial.names("predictions")
+        if len(labels) == 1 and len(preds) == 1:
+            steps = np.asarray(trial.steps(), dtype=np.int64)
+            modes, _ = trial.columns.modes(steps)
+            judged = (modes == int(Mode.TRAIN)) | (modes == int(Mode.EVAL))
+            y, p = Over(trial, labels[0], steps), Over(trial, preds[0], steps)
+            counts = Over(trial, vector_name(labels[0], "class_counts"), steps)
+            matrix = Over(trial, vector_name(labels[0], "confusion"), steps)
+            both = judged & y.present & p.present
+            rows = np.flatnonzero(both & counts.raw & matrix.raw)
+            stacked = trial.columns.values(vector_name(labels[0], "confusion")) if len(rows) else None
+            if stacked is not None or not len(rows):
+                c = (
+                    stacked[1][aligned(stacked[0], steps[rows])].astype(np.int64)
+                    if stacked is not None
+                    else np.zeros((0, 0, 0), dtype=np.int64)
+                )
+                sums = c.reshape(len(rows), -1).sum(axis=1) if len(rows) else np.zeros(0, dtype=np.int64)
+                found = _Table(steps, modes, both & ~counts.raw & y.raw, rows, c, sums)
+        self._table = (key, found)
+        return found
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)

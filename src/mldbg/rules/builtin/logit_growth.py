@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.stats import median, trend_z
 from mldbg.rules.view import TrialView
 
@@ -77,6 +81,75 @@ class LogitGrowth(Rule):
         if not isinstance(value, float) or not math.isfinite(value):
             return None
         return math.sqrt(max(value, 0.0)) if key == "variance" else value
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading `steps` at which no logit
+        series grows `factor` times past its early level, their scales appended to the series.
+        Left to `check`: the first step with labels while it is not known whether they are
+        class ids, a tensor's first step while the statistic of its scale is not chosen, a
+        raw record (its scale computed from the tensor), and the steps where a scale is above
+        `factor` x its early level and `min_value` (where the trend is then tested)."""
+        if not len(steps):
+            return 0
+        modes, _ = trial.columns.modes(steps)
+        cut = len(steps)
+        names = trial.names(None, regex=self.tensor_regex) if self.tensor_regex else []
+        if self._classes is None:  # check() decides at the first step with labels
+            for label in trial.names("labels"):
+                cut = min(cut, quiet_prefix(Over(trial, label, steps).present))
+        elif self._classes:
+            names = [*names, *trial.names(("outputs", "predictions"))]
+        scales: list[tuple[str, np.ndarray, np.ndarray]] = []  # name, has a scale, scale
+        for name in sorted(set(names)):
+            over = Over(trial, name, steps)
+            if not over.present[:cut].any():
+                continue
+            key = self._keys.get(name)
+            if key is None:  # check() chooses the statistic where one is saved or computable
+                cols = trial.columns.tensor(name)
+                saved = cols is not None and any(
+                    cols.statistic(k) is not None for k in ("max_abs", "variance")
+                )
+                cut = min(cut, quiet_prefix(over.present if saved else over.raw))
+                continue
+            value = over.stat(key)
+            cut = min(cut, quiet_prefix(over.raw & np.isnan(value)))
+            with np.errstate(invalid="ignore"):
+                scale = np.sqrt(np.where(value < 0.0, 0.0, value)) if key == "variance" else value
+            scales.append((name, over.present & np.isfinite(value), scale))
+        for name, ok, scale in scales:
+            for m in np.unique(modes[:cut][ok[:cut]]).tolist():
+                mode = Mode(m).name
+                if (name, mode) in self._fired:
+                    continue
+                pos = np.flatnonzero(ok[:cut] & (modes[:cut] == m))
+                at = self._first_growth(self._series.get((name, mode), []), scale[pos])
+                if at is not None:
+                    cut = min(cut, int(pos[at]))
+        for name, ok, scale in scales:
+            pos = np.flatnonzero(ok[:cut])
+            for m, st, v in zip(modes[pos].tolist(), steps[pos].tolist(), scale[pos].tolist(), strict=True):
+                self._series.setdefault((name, Mode(m).name), []).append((st, v))
+        return cut
+
+    def _first_growth(self, series: list[tuple[int, float]], new: np.ndarray) -> int | None:
+        """The index of the first of `new` (scales appended to `series`) at which `check`
+        would find the series grown and still rising; None if none."""
+        w = max(3, self.window)
+        n0 = len(series)
+        head = [v for _, v in series[:w]] + new[: max(0, w - n0)].tolist()
+        if len(head) < w:
+            return None
+        early = median(head)
+        if not early > 0:
+            return None
+        length = n0 + 1 + np.arange(len(new))
+        grew = (length >= 2 * w) & (new > self.factor * early) & (new > self.min_value)
+        for i in np.flatnonzero(grew).tolist():
+            tail = [v for _, v in series[max(0, n0 + i + 1 - w) :]] + new[max(0, i + 1 - w) : i + 1].tolist()
+            if trend_z(tail[-w:]) > _Z:
+                return i
+        return None
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names: list[str] = []

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import bisect
 import math
+
+import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import LossTracker
-from mldbg.rules.stats import median, robust_z
+from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
+
+_TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
+_HORIZON = 512  # steps one call of the fast path looks at
 
 
 @register
@@ -71,13 +78,12 @@ class LossSpike(Rule):
                 out += self._judge(trial, name, "EVAL", [s for s, _ in series], [v for _, v in series])
         return out
 
-    def _judge(
-        self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]
-    ) -> list[Finding]:
-        n = len(values)
-        value = values[-1]
+    def _spike(self, values: list[float], n: int) -> tuple[float, float, float, float, int] | None:
+        """(value, level, z, jump, window length) when the `n`-th value of `values` is a spike
+        after the ones before it; else None."""
+        value = values[n - 1]
         if n <= max(1, self.warmup) or not math.isfinite(value):
-            return []
+            return None
         recent = values[max(0, n - 1 - self.window) : n - 1]
         z, level, _ = robust_z(value, recent, floor=0.01 * abs(median(recent)))
         start = median(values[: max(1, self.warmup)])
@@ -88,16 +94,78 @@ class LossSpike(Rule):
             and jump > self.min_increase_percent / 100 * abs(level)
             and jump > 0.1 * abs(start)
         ):
+            return None
+        return value, level, z, jump, len(recent)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading training steps whose losses are
+        no spike, appended to the tracker's series (`loss_prefix`). A loss can spike only where
+        it lies `min_increase_percent` % above the median of its last 5 values (screened over
+        all steps at once, then judged as `check` judges); those steps, windows holding a
+        non-finite loss, and everything `loss_prefix` leaves to `check` (evaluation steps, a
+        per-sample loss) end the prefix."""
+        if min(self.window, self.warmup) < 5:  # windows shorter than the level's: check() only
+            return 0
+        steps = steps[:_HORIZON]  # evaluations end the prefix every few steps: look no further
+        tracker = self._tracker
+        before = {name: len(s.values) for name, s in tracker.train.items()}
+        seen = tracker.seen_any
+        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
+        if not k or (self.mode and Mode.parse(self.mode) != Mode.TRAIN):
+            return k
+        cut = k
+        for name, s in tracker.train.items():
+            start = before.get(name, 0)
+            if len(s.values) > start and (name, "TRAIN") not in self._fired:
+                at = self._first_spike(s.values, start)
+                if at is not None:
+                    cut = min(cut, int(np.searchsorted(steps, s.steps[at])))
+        if cut < k:  # give back the values from the spike on: check() appends and judges them
+            last = int(steps[cut])
+            for name in list(tracker.train):
+                s = tracker.train[name]
+                keep = bisect.bisect_left(s.steps, last, lo=before.get(name, 0))
+                del s.steps[keep:], s.values[keep:]
+                if not s.values and name not in before:
+                    del tracker.train[name]
+            tracker.seen_any = seen or any(len(s.values) > before.get(n, 0) for n, s in tracker.train.items())
+        return cut
+
+    def _first_spike(self, values: list[float], start: int) -> int | None:
+        """The index of the first of `values[start:]` that `_spike` finds a spike, or None."""
+        x = np.asarray(values, dtype=np.float64)
+        new = x[start:]
+        n = np.arange(start, len(x)) + 1  # values up to and including each
+        recent = np.minimum(n - 1, self.window)
+        level = trailing_median(x, 5)[start:]
+        first = median(values[: max(1, self.warmup)]) if len(values) >= self.warmup else math.nan
+        bad = trailing_nonfinite(x, self.window)[start:] > 0
+        with np.errstate(invalid="ignore"):
+            jump = new - level
+            slack = _TOL * (np.abs(new) + np.abs(level) + abs(first))
+            high = (jump >= self.min_increase_percent / 100 * np.abs(level) - slack) & (
+                jump >= 0.1 * abs(first) - slack
+            )
+        maybe = (n > max(1, self.warmup)) & np.isfinite(new) & (recent >= 5) & (bad | np.isnan(level) | high)
+        for i in np.flatnonzero(maybe).tolist():
+            if self._spike(values, start + i + 1) is not None:
+                return start + i
+        return None
+
+    def _judge(
+        self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]
+    ) -> list[Finding]:
+        found = self._spike(values, len(values))
+        if found is None or not self.first((name, mode)):
             return []
-        if not self.first((name, mode)):
-            return []
+        value, level, z, jump, recent = found
         step = steps[-1]
         where = f"step {step} (mode step {trial.mode_step(step)})"
         return [
             self.finding(
                 trial, step,
                 f"{name} ({mode}) jumped to {value:.4g} at {where}, {100 * jump / max(abs(level), 1e-12):.0f}% above "
-                f"its recent level {level:.4g} (robust z = {z:.1f} over the last {len(recent)} saved values, "
+                f"its recent level {level:.4g} (robust z = {z:.1f} over the last {recent} saved values, "
                 f"more than {self.threshold:g}): replay that batch",
                 tensors=[name],
                 samples=trial.batch_fingerprints(step) if mode == Mode.TRAIN.name else (),

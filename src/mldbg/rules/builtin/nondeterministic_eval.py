@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.view import TrialView
@@ -38,6 +40,23 @@ class NondeterministicEval(Rule):
         self._seen: dict[int, tuple[int, float, float, float, int]] = {}
         self._version = 0  # bumped by every TRAIN step and every gap in the steps
         self._previous: int | None = None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading training steps, where `check`
+        only counts weight versions (one per training step and per gap in the steps); the
+        first EVAL or PREDICT step is `check`'s."""
+        if not len(steps):
+            return 0
+        modes, _ = trial.columns.modes(steps)
+        k = int(np.argmax(modes != int(Mode.TRAIN))) if bool((modes != int(Mode.TRAIN)).any()) else len(steps)
+        if k:
+            taken = steps[:k]
+            gaps = int(np.count_nonzero(np.diff(taken) != 1))
+            if self._previous is not None and int(taken[0]) != self._previous + 1:
+                gaps += 1
+            self._version += gaps + k
+            self._previous = int(taken[-1])
+        return k
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if self._previous is not None and step != self._previous + 1:
