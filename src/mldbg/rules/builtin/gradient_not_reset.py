@@ -158,14 +158,89 @@ class GradientNotReset(Rule):
             new = [row(q) for q in range(max(0, p - n + 1), p + 1)]
             return (prior + new)[-n:] if n > len(new) else new
 
+        changes = np.array([o.stat("sample_change") for o in overs])
+        stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows])
+        if stale is not None:
+            cut = min(cut, int(rows[stale]))
         for p in np.flatnonzero(maybe).tolist():
+            if int(rows[p]) >= cut:
+                break
             if self._accumulating(run_at(p)) is not None:
                 cut = int(rows[p])
                 break
         kept = np.flatnonzero(rows < cut)
         if len(kept):
             self._run = run_at(int(kept[-1]))
+            self._keep_stale_state([row(q) for q in kept.tolist()], changes[:, rows[kept]], names)
         return cut
+
+    def _valid_changes(self, norms: dict[str, float], changes: dict[str, float]) -> float | None:
+        """The median sample_change of the weight gradients of a step (`_stale_sum`), None when
+        fewer than half of them have one."""
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        finite = [c for n in weights if math.isfinite(c := changes.get(n, math.nan))]
+        return float(np.median(finite)) if 2 * len(finite) > len(weights) else None
+
+    def _stale_candidate(
+        self, names: list[str], inc: np.ndarray, total: np.ndarray, changes: np.ndarray
+    ) -> int | None:
+        """The first of the rows (steps check() judges) where `_stale_sum` may fire, screened
+        with a margin for rounding (None: none)."""
+        if "accumulating" in self._fired or not len(total):
+            return None
+        weight = np.array(["bias" not in n.lower() for n in names])
+        weights = inc & weight[:, None]
+        weights = np.where(weights.any(axis=0), weights, inc)  # no weight saved: every tensor
+        finite = weights & np.isfinite(changes)
+        valid = 2 * finite.sum(axis=0) > weights.sum(axis=0)
+        if not valid.any():
+            return None
+        with np.errstate(all="ignore"):
+            median = np.nanmedian(np.where(finite, changes, np.nan)[:, valid], axis=0)
+        med = np.full(len(total), np.nan)
+        med[valid] = median
+        prior = self._changes
+        seq_change = np.concatenate([[c for _, _, c in prior], med])
+        seq_total = np.concatenate([[t for _, t, _ in prior], total])
+        seq_valid = np.concatenate([np.ones(len(prior), dtype=bool), valid])
+        firsts = (self._first + total[:3].tolist())[:3]
+        w = self.window
+        if len(seq_valid) < w:
+            return None
+        windows = np.lib.stride_tricks.sliding_window_view
+        full = windows(seq_valid, w).all(axis=1)
+        with np.errstate(all="ignore"):
+            change = np.median(windows(seq_change, w), axis=1)
+            level = np.median(windows(seq_total, w), axis=1)
+        ends = np.arange(w - 1, len(seq_valid)) - len(prior)  # the row each window ends at
+        for i in np.flatnonzero(full & (ends >= 0) & (change < self.max_change * (1 + 1e-9))).tolist():
+            p = int(ends[i])
+            start = (
+                float(np.median((self._first + total[: p + 1].tolist())[:3]))
+                if p < 3
+                else float(np.median(firsts))
+            )
+            if level[i] >= self.min_sum_growth * start * (1 - 1e-9) and start > 0:
+                return p
+        return None
+
+    def _keep_stale_state(
+        self, kept: list[tuple[int, int, dict[str, float]]], changes: np.ndarray, names: list[str]
+    ) -> None:
+        """`_first` and `_changes` as check() leaves them after the `kept` rows (step, mode
+        step, norms); `changes`: the sample_change of `names` at those rows."""
+        for t, (step, _, step_norms) in enumerate(kept):
+            total = math.sqrt(sum(v * v for v in step_norms.values()))
+            if len(self._first) < 3:
+                self._first.append(total)
+            median = self._valid_changes(
+                step_norms, {n: float(changes[i, t]) for i, n in enumerate(names) if n in step_norms}
+            )
+            if median is None:
+                self._changes = []
+            else:
+                self._changes.append((step, total, median))
+                del self._changes[: -self.window]
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -203,13 +278,13 @@ class GradientNotReset(Rule):
         total = math.sqrt(sum(v * v for v in norms.values()))
         if len(self._first) < 3:
             self._first.append(total)
-        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
-        changes = [trial.saved_statistic(n, step, "sample_change") for n in weights]
-        finite = [c for c in changes if isinstance(c, float) and math.isfinite(c)]
-        if 2 * len(finite) <= len(weights):
+        saved = {n: trial.saved_statistic(n, step, "sample_change") for n in norms}
+        median = self._valid_changes(norms, {n: c for n, c in saved.items() if isinstance(c, float)})
+        if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
             return None
-        self._changes.append((step, total, float(np.median(finite))))
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        self._changes.append((step, total, median))
         del self._changes[: -self.window]
         if len(self._changes) < self.window or not self._first:
             return None
