@@ -124,7 +124,9 @@ def test_layers_fall_back_to_raw_tensors(client, runs):
     assert p["steps"] == w.steps()
     values = [w.value(s).astype(np.float64) for s in w.steps()]
     assert p["weight_l2"] == pytest.approx([float(np.linalg.norm(v)) for v in values], rel=1e-12)
-    ratios = [None] + [float(np.linalg.norm(b - a) / np.linalg.norm(b)) for a, b in zip(values, values[1:])]
+    ratios = [None] + [
+        float(np.linalg.norm(b - a) / np.linalg.norm(b)) for a, b in zip(values[:-1], values[1:], strict=True)
+    ]
     assert p["update_ratio"][0] is None
     assert p["update_ratio"][1:] == pytest.approx(ratios[1:], rel=1e-9)
     g = trial.tensor("gradient/fc2.weight")
