@@ -46,6 +46,7 @@ log = logging.getLogger("mldbg")
 SCALAR_COLLECTIONS = ("losses", "scalars")
 MAX_CACHED_SERIES = 256
 MAX_SERIES = 64  # tensors per /series call
+OPEN_AT_START = 20  # runs opened before the app serves; the others in the background
 EVIDENCE_STEPS = 50  # saved steps either side of a finding
 
 
@@ -97,7 +98,9 @@ class _Series:
 class RunData:
     """One run: its trial, cached series, and the findings of the rules run live over it."""
 
-    def __init__(self, name: str, path: str, rules: Sequence[Any] | None, with_rules: bool = True):
+    def __init__(
+        self, name: str, path: str, rules: Sequence[Any] | None, with_rules: bool = True, open_now: bool = True
+    ):
         self.name = name
         self.path = path
         self.rule_specs = None if rules is None else list(rules)
@@ -133,10 +136,13 @@ class RunData:
 
         self._layers = LayerCache()
         self._profile: tuple[float, bool, dict[str, Any]] | None = None
-        self._open()
+        self.opened = False  # tried to open the trial (else "loading": opened on first use)
+        if open_now:
+            self._open()
 
     # loading --------------------------------------------------------------------------------
     def _open(self) -> None:
+        self.opened = True
         try:
             trial = create_trial(self.path, on_corrupt="skip", missing_ok=True)
         except (MldbgError, OSError) as e:
@@ -251,7 +257,7 @@ class RunData:
     def status(self) -> str:
         """waiting, running (live), stalled, stopped, finished or error (docs/dashboard_api.md)."""
         if self.trial is None:
-            return "error"
+            return "error" if self.opened else "loading"
         if self.finished:
             return "stopped" if any(e.stopped for e in self.ends.values()) else "finished"
         if self.step_count == 0:
@@ -293,6 +299,10 @@ class RunData:
         }
 
     def _trial(self) -> Trial:
+        if self.trial is None and not self.opened:
+            with self.lock:
+                if not self.opened:
+                    self._open()
         if self.trial is None:
             raise NotFound(f"run {self.name!r} cannot be read: {self.error}")
         return self.trial
@@ -918,8 +928,10 @@ class Dashboard:
         self.stall_seconds = stall_seconds
         # copy-on-write: the refresher replaces the dict when a run appears, readers iterate freely
         self.runs: dict[str, RunData] = {}
-        for name, path in zip(run_names(expanded), expanded, strict=True):
-            self.runs[name] = self._new_run(name, path)
+        for i, (name, path) in enumerate(zip(run_names(expanded), expanded, strict=True)):
+            # the first runs opened now, the others by the refresher (or on first use): a sweep
+            # of hundreds of runs answers its first request at once
+            self.runs[name] = self._new_run(name, path, open_now=i < OPEN_AT_START)
         # the given folders and prefixes that are not runs themselves: watched for new runs
         self.sources: list[Source] = []
         for given in [os.fspath(p) for p in paths]:
@@ -940,8 +952,8 @@ class Dashboard:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _new_run(self, name: str, path: str) -> RunData:
-        run = RunData(name, path, self.rule_specs, self.with_rules)
+    def _new_run(self, name: str, path: str, open_now: bool = True) -> RunData:
+        run = RunData(name, path, self.rule_specs, self.with_rules, open_now=open_now)
         run.stall_seconds = self.stall_seconds
         return run
 
