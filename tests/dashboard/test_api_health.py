@@ -282,3 +282,11 @@ def test_json_is_compressed_and_plotly_goes_precompressed_and_cached(client):
     assert "content-encoding" not in plain.headers and plain.content == raw
     page = client.get("/", headers={"Accept-Encoding": "gzip"})
     assert page.headers["cache-control"] == "no-cache" and page.headers["etag"]
+
+
+def test_the_scalars_of_several_runs_in_one_call(client):
+    body = ok(client, "/api/scalars", run=["raw", "stats", "nope"])
+    assert list(body["runs"]) == ["raw", "stats", "nope"]
+    for name in ("raw", "stats"):
+        assert body["runs"][name] == ok(client, f"/api/runs/{name}/scalars")
+    assert "no run named 'nope'" in body["runs"]["nope"]["detail"]

@@ -144,3 +144,41 @@ def test_stop_ends_a_real_training_in_another_process(tmp_path):
             job.kill()
         job.wait()
         job.stdout.close()
+
+
+def test_a_paused_training_turns_stalled_then_running_with_observed_times(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from mldbg.dashboard.app import create_app
+
+    training = LiveTraining(tmp_path / "slow", first=4, rest=6, eval_every=0)
+    training.start()
+    assert training.paused.wait(60)
+    app = create_app([str(tmp_path / "slow")], rules=[], refresh_seconds=0.1, stall_seconds=0.6,
+                     allowed_hosts=["testserver"])  # fmt: skip
+    with TestClient(app) as client:
+
+        def status() -> str:
+            return client.get("/api/runs/slow").json()["status"]
+
+        deadline = time.monotonic() + 10
+        while status() != "stalled" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status() == "stalled"
+        before = client.get("/api/runs/slow/scalars").json()
+        assert before["time_source"] == "interpolated"  # recorded before the dashboard looked
+        resumed = time.time()
+        training.finish()
+        deadline = time.monotonic() + 10
+        while status() != "finished" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status() == "finished"
+        after = client.get("/api/runs/slow/scalars").json()
+        assert after["time_source"] == "observed+interpolated"
+        loss = after["series"][0]
+        new = [t for s, t in zip(loss["steps"], loss["wall_time"], strict=True) if s >= 4]
+        assert new and all(resumed - 0.5 <= t <= time.time() for t in new)  # seen within a refresh
+        events = [e[1] for e in app.state.dashboard.events.since(0)]
+        assert "status" in events
+        statuses = [e[2]["status"] for e in app.state.dashboard.events.since(0) if e[1] == "status"]
+        assert statuses[-3:] == ["stalled", "running", "finished"] or statuses[-2:] == ["stalled", "finished"]

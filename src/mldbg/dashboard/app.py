@@ -1,5 +1,10 @@
 """The live dashboard: a FastAPI app serving one page and a JSON API over one or more runs.
 
+The whole API (run discovery and status, configuration, server-sent events at /api/events,
+per-layer health, several tensors per call, findings' evidence, the profiler panel, stop,
+time axes, evaluation passes, compression) is specified in docs/dashboard_api.md; the list
+below is the original core of it.
+
 `create_app(paths, rules=None, refresh_seconds=1.0)` builds it; `mldbg dashboard PATH...`
 serves it with uvicorn. A background thread re-reads every run each `refresh_seconds` and
 runs the rules over the new steps; the page polls the API and redraws in place.
@@ -400,7 +405,7 @@ def create_app(
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown_api(rest: str) -> Response:
         return error(
-            404, f"no endpoint /api/{rest}; see /api/runs (the endpoints are listed in docs/dashboard.md)"
+            404, f"no endpoint /api/{rest}; see /api/runs (the endpoints are listed in docs/dashboard_api.md)"
         )
 
     return app
