@@ -53,19 +53,25 @@ def _first_worker(trial: Trial, name: str) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def _each_new(trial: Trial, cache: LayerCache, name: str, what: str, compute: Any) -> dict[int, Any]:
-    """step -> compute(value) for the records of `name` not seen yet (raw reads, one each)."""
+    """step -> compute(value) for the records of `name` not seen yet: their raw values read
+    together (one ranged read per segment, `Trial.stacked`), else one by one."""
     key = (name, what)
     values = cache.values.setdefault(key, {})
     records = trial.records(name)
     start = cache.seen.get(key, 0)
-    for i in range(start, len(records)):
-        record = records[i]
-        if record.step in values or not record.has_raw:
-            continue
-        try:
-            values[record.step] = compute(trial.read(record))
-        except (TensorUnavailableForStep, CorruptRecord):
-            continue
+    if start < len(records):
+        steps = np.asarray(records.step)
+        raw = np.asarray(records.has_raw)
+        todo = np.array(
+            [i for i in range(start, len(records)) if raw[i] and int(steps[i]) not in values], dtype=np.int64
+        )
+        stacked = trial.stacked(name, todo) if len(todo) > 1 else None
+        for j, i in enumerate(todo.tolist()):
+            try:
+                value = stacked[j] if stacked is not None else trial.read(records[i])
+            except (TensorUnavailableForStep, CorruptRecord):
+                continue
+            values.setdefault(int(steps[i]), compute(value))
     cache.seen[key] = len(records)
     return values
 
