@@ -99,7 +99,12 @@ class RunData:
     """One run: its trial, cached series, and the findings of the rules run live over it."""
 
     def __init__(
-        self, name: str, path: str, rules: Sequence[Any] | None, with_rules: bool = True, open_now: bool = True
+        self,
+        name: str,
+        path: str,
+        rules: Sequence[Any] | None,
+        with_rules: bool = True,
+        open_now: bool = True,
     ):
         self.name = name
         self.path = path
