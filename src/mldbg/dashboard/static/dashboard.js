@@ -680,7 +680,7 @@
       hovermode: "x unified",
     });
     lay.yaxis.type = traces.some((t) => !t.meta.loss && t.y.some((v) => v !== null && v > 0)) && spansDecades(traces) ? "log" : "linear";
-    if (d.loss) lay.yaxis2 = { overlaying: "y", side: "right", title: { text: "loss" }, showgrid: false };
+    if (d.loss) { lay.yaxis2 = { overlaying: "y", side: "right", title: { text: "loss" }, showgrid: false }; lay.margin.r = 60; }
     Plotly.react("plot-evidence", traces, traces.length ? lay : emptyLayout("no values of the finding's tensors were saved"), PLOT_CONFIG);
     const h = d.histogram;
     if (h && h.counts && h.counts.length) {
@@ -1019,7 +1019,7 @@
         if (s.collection === "losses") {
           const label = names.length > 1 ? `${r.name} · ${name}` : r.name;
           losses.push(...lineTraces(r.name, label, s.rows, smoothing, { tensor: name }));
-        } else if (name !== "epoch") {
+        } else if (name !== "epoch" && !/^(hp|hyperparameters)\//.test(name)) { // those are in the run's config
           scalars.push(...lineTraces(r.name, `${r.name} · ${name}`, s.rows, 0, { tensor: name }));
         }
       }
