@@ -46,14 +46,23 @@ def runs(tmp_path_factory):
     runs = {
         "stats": train(paths["stats"], steps=30, default_hook=True, eval_every=10),
         "raw": train(paths["raw"], steps=12, eval_every=5),
-        "profiled": train(
-            paths["profiled"],
-            steps=15,
-            eval_every=None,
-            include_collections=("losses", "weights"),
-            hook_kwargs={"profiler_config": mldbg.ProfilerConfig(system_interval_ms=50)},
-        ),
     }
+    # the profiler on, over 40 steps of 5 ms: the system sampler (every 20 ms) sees them
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    profiler = mldbg.ProfilerConfig(system_interval_ms=20)
+    with mldbg.torch.Hook(
+        paths["profiled"], include_collections=["losses"], profiler_config=profiler
+    ) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn := nn.CrossEntropyLoss())
+        for _ in range(40):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+            time.sleep(0.005)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -222,8 +231,11 @@ def test_profiler_panel_and_its_rules_verdicts(client, runs):
     assert body["available"] and body["reason"] is None
     (steps,) = body["steps"]
     assert steps["step"] == data.steps().step.tolist() and len(steps["forward"]) == len(steps["step"])
-    assert body["system"] and len(body["system"][0]["time"]) == len(data.system())
-    assert body["system"][0]["time"][0] >= 0
+    system = data.system()
+    assert len(system) >= 3 and body["system"][0]["node"] == system.node
+    assert len(body["system"][0]["time"]) == len(system) and body["system"][0]["time"][0] >= 0
+    assert body["system"][0]["time"] == pytest.approx((system.time - body["t0"]).tolist(), abs=1e-3)
+    assert body["system"][0]["cpu_total"] == pytest.approx(system.cpu_total.tolist(), abs=0.01)
     verdicts = {v["rule"]: v for v in body["verdicts"]}
     assert verdicts and {v["verdict"] for v in verdicts.values()} <= {
         "issues",
