@@ -42,11 +42,18 @@ def runs(tmp_path_factory):
     """A run recorded with the README's two lines (statistics), one recording raw tensors,
     one with the profiler on, and one that logs epochs and hyper-parameters."""
     root = tmp_path_factory.mktemp("health")
-    paths = {name: root / name for name in ("stats", "raw", "profiled", "epochs")}
+    paths = {name: root / name for name in ("stats", "raw", "profiled", "epochs", "reduced")}
     runs = {
         "stats": train(paths["stats"], steps=30, default_hook=True, eval_every=10),
         "raw": train(paths["raw"], steps=12, eval_every=5),
     }
+    train(
+        paths["reduced"],
+        steps=6,
+        eval_every=None,
+        include_collections=("weights", "gradients", "losses"),
+        reduction_config=mldbg.ReductionConfig(reductions=["mean"], norms=["l2"]),
+    )
     # the profiler on, over 40 steps of 5 ms: the system sampler (every 20 ms) sees them
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -148,6 +155,18 @@ def test_layers_fall_back_to_raw_tensors(client, runs):
     x = trial.tensor("relu1_input_0")
     expected = [float(1 - (x.value(s) > 0).any(axis=0).mean()) for s in x.steps()]
     assert a["steps"] == x.steps() and a["dead_fraction"] == pytest.approx(expected)
+
+
+def test_layers_from_saved_reductions(client, runs):
+    paths, _ = runs
+    trial = mldbg.create_trial(paths["reduced"])
+    body = ok(client, "/api/runs/reduced/layers")
+    p = next(p for p in body["parameters"] if p["name"] == "fc1.weight")
+    w, g = trial.tensor("fc1.weight"), trial.tensor("gradient/fc1.weight")
+    assert p["source"] == "reductions" and p["steps"] == w.steps()
+    assert p["weight_l2"] == [w.reduction_value(s, "l2") for s in w.steps()]
+    assert p["grad_l2"] == [g.reduction_value(s, "l2") for s in w.steps()]
+    assert set(p["update_ratio"]) == {None}  # no delta_l2 among reductions, no raw values
 
 
 def test_several_tensors_in_one_call_equal_the_single_endpoint(client):

@@ -16,9 +16,11 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord, TensorUnavailableForStep
+from mldbg.store.reductions import REDUCTION_NAMES
 from mldbg.trial import Trial
 
 PARAMETER_COLLECTIONS = ("weights", "biases")
+REDUCTION_KEYS = frozenset([*REDUCTION_NAMES, *(f"{r}_abs" for r in REDUCTION_NAMES)])
 ACTIVATION_KINDS = {"relu_activations": "relu", "tanh_activations": "tanh", "sigmoid_activations": "sigmoid"}
 # where tanh and sigmoid are flat (their output within 0.01 of its bound), on their output and input
 TANH_OUT, SIGMOID_OUT = 0.99, 0.01
@@ -93,7 +95,8 @@ def _parameter(
     l2 = stats.get("l2")
     gradient = f"gradient/{name}" if trial.has_tensor(f"gradient/{name}") else None
     if l2 is not None and np.isfinite(l2[positions]).any():
-        source = "statistics"
+        # the hook's statistics, or (a run recorded with a ReductionConfig) its saved reductions
+        source = "statistics" if set(stats) - REDUCTION_KEYS else "reductions"
         l2 = l2[positions]
         delta = stats.get("delta_l2")
         delta = delta[positions] if delta is not None else np.full(len(positions), np.nan)
