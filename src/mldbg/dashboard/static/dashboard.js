@@ -72,7 +72,7 @@
     view: fromUrl.view, axis: fromUrl.axis,
     tensorsAt: {}, tensors: {}, // run -> step count when its tensor list was read; {names: Set, collections}
     scalars: {}, // run -> {name -> {collection, rows: Rows}}
-    tensorList: fromUrl.tensors || [], reduction: "l2", abs: false, redKey: "",
+    tensorList: fromUrl.tensors || [], autoTensor: false, reduction: "l2", abs: false, redKey: "",
     red: {}, redErr: {}, // `${run}\n${tensor}` -> Rows | message
     distRun: fromUrl.dist ? decodeURIComponent(fromUrl.dist) : null, dist: null,
     hist: null, histKey: "", histStep: null, followLatest: true, distMode: null,
@@ -320,7 +320,7 @@
         const it = (L.items[`${kind}\n${item.name}`] ||= { kind, name: item.name, gradient: item.gradient, rows: new Map() });
         item.steps.forEach((s, i) => {
           const row = it.rows.get(s) || { mode: item.modes[i] };
-          for (const f of fields) if (item[f]) row[f] = finite(item[f][i]);
+          for (const f of fields) if (item[f]) row[f] = item[f][i] === null ? null : num(item[f][i]); // NaN stays NaN: drawn apart
           it.rows.set(s, row);
           if (L.max === null || s > L.max) L.max = s;
         });
@@ -336,7 +336,9 @@
     $("layers-metric").value = metric;
     const note = $("layers-note");
     const label = $("layers-metric").selectedOptions[0]?.textContent || metric;
-    const items = L ? Object.values(L.items).filter((it) => [...it.rows.values()].some((r) => r[metric] !== undefined && r[metric] !== null)) : [];
+    const layerKey = (n) => n.replace(/\.(weight|bias)$/, "").replace(/\d+/g, (d) => d.padStart(6, "0"));
+    const items = L ? Object.values(L.items).sort((a, b) => (a.kind === b.kind ? 0 : a.kind === "parameter" ? -1 : 1) ||
+      layerKey(a.name).localeCompare(layerKey(b.name)) || a.name.localeCompare(b.name) * -1).filter((it) => [...it.rows.values()].some((r) => r[metric] !== undefined && r[metric] !== null)) : [];
     const stepSet = new Set();
     items.forEach((it) => it.rows.forEach((r, s) => { if (r.mode === "TRAIN" && r[metric] !== undefined) stepSet.add(s); }));
     const steps = [...stepSet].sort((a, b) => a - b);
@@ -351,7 +353,7 @@
     const logScale = ["grad_l2", "update_ratio", "weight_l2"].includes(metric);
     const z = items.map((it) => steps.map((s) => {
       const v = (it.rows.get(s) || {})[metric];
-      if (v === null || v === undefined) return null;
+      if (v === null || v === undefined || !Number.isFinite(v)) return null;
       return logScale ? (v > 0 ? Math.log10(v) : null) : v;
     })).reverse();
     const raw = items.map((it) => steps.map((s) => fmt((it.rows.get(s) || {})[metric] ?? null))).reverse();
@@ -363,6 +365,12 @@
       colorbar: { title: { text: logScale ? "log10" : "share" }, thickness: 12 },
       hovertemplate: `%{y}<br>step %{x}: %{customdata}<extra></extra>`, xgap: steps.length < 80 ? 1 : 0, ygap: 1,
     }];
+    // NaN or infinite values: their own colour, so a blow-up does not look like missing data
+    const bad = items.map((it) => steps.map((s) => { const v = (it.rows.get(s) || {})[metric]; return typeof v === "number" && !Number.isFinite(v) ? 1 : null; })).reverse();
+    if (bad.some((row) => row.some((v) => v !== null))) {
+      traces.push({ type: "heatmap", x, y: names, z: bad, meta: { layers: true, nonfinite: true }, showscale: false, xgap: traces[0].xgap, ygap: 1,
+        colorscale: [[0, "#c92a2a"], [1, "#c92a2a"]], hovertemplate: "%{y}<br>step %{x}: NaN or infinite<extra></extra>" });
+    }
     // findings on a layer: a marker at (step, layer)
     const fx = [], fy = [], ftext = [], fids = [];
     for (const f of runFindings(L.run)) {
@@ -459,7 +467,7 @@
     const filter = $("runs-filter").value.trim().toLowerCase();
     const visible = state.runs.filter((r) => !filter || r.name.toLowerCase().includes(filter));
     $("runs-count").textContent = `${shownRuns().length} of ${state.runs.length} run${state.runs.length === 1 ? "" : "s"} shown`;
-    $("runs").innerHTML = visible.map((r) => {
+    const html = visible.map((r) => {
       const n = (state.findings[r.name] || {}).findings?.length ?? r.findings;
       const workers = r.workers.length > 1 ? ` · ${r.workers.length} workers` : "";
       let meta;
@@ -495,6 +503,7 @@
         ${open ? `<div class="config">${renderConfig(r.name)}</div>` : ""}
       </div>`;
     }).join("");
+    if (html !== state.runsHtml) { $("runs").innerHTML = html; state.runsHtml = html; } // unchanged: a click in progress survives
   }
 
   function renderConfig(run) {
@@ -699,8 +708,12 @@
   }
 
   function showFindingOnCharts(f) {
-    if (f.tensors && f.tensors.length) {
-      state.tensorList = [...new Set(f.tensors)].slice(0, MAX_TENSORS);
+    // its tensors on the Tensors chart (a loss it names is on the Losses chart already)
+    const losses = new Set(Object.values(state.scalars).flatMap((s) => Object.keys(s).filter((n) => s[n].collection === "losses")));
+    const tensors = (f.tensors || []).filter((t) => !losses.has(t));
+    if (tensors.length) {
+      state.tensorList = [...new Set(tensors)].slice(0, 4);
+      state.autoTensor = false;
       if (state.chosen && !state.chosen.has(f.run)) state.chosen.add(f.run);
       state.distRun = f.run;
     }
@@ -741,13 +754,15 @@
     if (rest.size) groups.other = [...rest].sort();
     const filter = $("tensor-filter").value.trim().toLowerCase();
     const all = Object.values(groups).flat();
-    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]))) {
-      // nothing chosen yet (or the address named a tensor no run has yet: keep waiting for it
-      // only while no run has tensors)
+    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]) || state.autoTensor)) {
+      // nothing chosen yet, or chosen by the page rather than by you: a gradient of a weight that
+      // most runs have (re-picked as runs appear, until you pick one)
+      const have = (n) => runs.filter((r) => state.tensors[r.name] && state.tensors[r.name].names.has(n)).length;
       const first = groups.gradients || groups.weights || all;
-      const pick = first.find((n) => n.endsWith("weight")) || first[0];
-      if (!state.tensorList.length) state.tensorList = [pick];
-      else if (!all.includes(state.tensorList[0])) state.tensorList[0] = pick;
+      const best = Math.max(...first.map(have));
+      const pick = first.find((n) => n.endsWith("weight") && have(n) === best) || first.find((n) => have(n) === best);
+      if (!state.tensorList.length || state.autoTensor) { state.tensorList = [pick, ...state.tensorList.slice(1)]; state.autoTensor = true; }
+      else state.tensorList[0] = pick;
     }
     const primary = primaryTensor();
     const sig = JSON.stringify([groups, filter, primary]);
@@ -1042,21 +1057,22 @@
   function drawReduction() {
     const traces = [];
     const notes = [];
+    const missing = new Map(); // run -> the chart's tensors it does not have
     const red = `${state.abs ? "|x| " : ""}${state.reduction}`;
     const tensors = chartTensors();
     for (const r of shownRuns()) {
       tensors.forEach((tensor, i) => {
         const k = `${r.name}\n${tensor}`;
         if (state.redErr[k]) notes.push(`${r.name}: ${state.redErr[k]}`);
-        else if (state.tensors[r.name] && !state.tensors[r.name].names.has(tensor)) notes.push(`run ${r.name} has no tensor ${tensor}`);
+        else if (state.tensors[r.name] && !state.tensors[r.name].names.has(tensor)) (missing.get(r.name) || missing.set(r.name, []).get(r.name)).push(tensor);
         const rows = state.red[k];
         const label = tensors.length > 1 ? `${r.name} · ${tensor}` : r.name;
         if (rows && rows.map.size) traces.push(...lineTraces(r.name, label, rows, 0, { tensor }, tensors.length > 1 ? TENSOR_DASH[i % TENSOR_DASH.length] : null));
       });
     }
     const note = $("tensor-note");
-    note.hidden = !notes.length;
-    note.textContent = notes.join("\n");
+    note.hidden = !notes.length && !missing.size;
+    note.textContent = [...[...missing].map(([run, ts]) => `run ${run} has no tensor ${ts.join(", ")}`), ...notes].join("\n");
     const log = $("tensor-log").checked;
     const title = tensors.length === 1 ? `${red} of ${tensors[0]}` : red;
     if (!traces.length) {
@@ -1065,6 +1081,7 @@
     }
     const lay = yAxis(layout(title, log, { shapes: [], annotations: [] }), traces, `red|${state.redKey}|${tensors.join(",")}`, log, $("tensor-outliers").checked);
     findingMarks(lay, traces, (f) => (f.tensors || []).some((t) => tensors.includes(t)));
+    if (traces.length > 6) lay.legend = { orientation: "v", x: 1.02, y: 1, font: { size: 11 } };
     focusRange(lay);
     Plotly.react("plot-reduction", traces, lay, PLOT_CONFIG);
   }
@@ -1155,6 +1172,7 @@
   $("tensor").addEventListener("change", (e) => {
     const t = e.target.value || null;
     state.focus = null;
+    state.autoTensor = false;
     if (t) { state.tensorList = [t, ...state.tensorList.slice(1).filter((x) => x !== t)]; }
     writeHash(); tick();
   });
@@ -1162,6 +1180,7 @@
     // keep the current tensor on the chart: the next pick is added beside it
     const t = primaryTensor();
     if (!t) return;
+    state.autoTensor = false;
     state.tensorList = ["", t, ...state.tensorList.slice(1).filter((x) => x !== t)].slice(0, MAX_TENSORS);
     const sel = $("tensor");
     const next = [...sel.options].map((o) => o.value).find((v) => v && !state.tensorList.includes(v));
