@@ -171,6 +171,7 @@ class Events:
         request = urllib.request.Request(url + "api/events", headers=headers)
         self.response = urllib.request.urlopen(request, timeout=timeout)
         self.headers = self.response.headers
+        self.history: list[tuple[str, Any, str | None]] = []  # every event read, in order
 
     def next(self) -> tuple[str, Any, str | None]:
         """The next event: (name, decoded data, id); comments (pings) are skipped."""
@@ -182,7 +183,8 @@ class Events:
             text = line.decode().rstrip("\n")
             if not text:
                 if data:
-                    return name, json.loads("\n".join(data)), seq
+                    self.history.append((name, json.loads("\n".join(data)), seq))
+                    return self.history[-1]
                 continue
             if text.startswith(":"):
                 continue
@@ -194,8 +196,15 @@ class Events:
             elif key == "id":
                 seq = value
 
-    def wait_for(self, predicate: Any, timeout: float = 30) -> tuple[str, Any, str | None]:
-        """Read events until `predicate(name, data)`; returns that event."""
+    def wait_for(
+        self, predicate: Any, timeout: float = 30, seen: bool = False
+    ) -> tuple[str, Any, str | None]:
+        """Read events until `predicate(name, data)`; returns that event. `seen=True` first
+        looks among the events already read (one that came while waiting for another)."""
+        if seen:
+            for event in self.history:
+                if predicate(event[0], event[1]):
+                    return event
         deadline = time.monotonic() + timeout
         seen = []
         while time.monotonic() < deadline:
