@@ -18,10 +18,7 @@ import textwrap
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from tests.dashboard.helpers import Server, run_url
-from tests.dashboard.test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 
 TOKEN = "e2e-token-0123456789"
 WAIT = 45_000  # ms: generous, for a loaded 2-core machine; every wait is on a condition
@@ -102,7 +99,7 @@ def traces(plot: str) -> str:
     return f"(document.getElementById('{plot}').data || [])"
 
 
-def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser, recorded, tmp_path):  # noqa: F811
+def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser, recorded, tmp_path):
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     shutil.copytree(recorded["explode"], sweep / "explode")
@@ -122,14 +119,19 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             page.evaluate("() => { window.__samePage = 'yes'; }")
 
             # a training starts writing into the served folder after the page loaded
-            job = subprocess.Popen([sys.executable, str(script), str(sweep / "live")], stdout=subprocess.PIPE, text=True)
+            job = subprocess.Popen(
+                [sys.executable, str(script), str(sweep / "live")], stdout=subprocess.PIPE, text=True
+            )
             page.wait_for_selector('.run[data-run="live"][data-status="running"]', timeout=WAIT)
 
             # its step counter moves, without a reload
-            page.wait_for_function(js("+document.querySelector('.run[data-run=\"live\"]').dataset.lastStep >= 22"), timeout=WAIT)
+            page.wait_for_function(
+                js("+document.querySelector('.run[data-run=\"live\"]').dataset.lastStep >= 22"), timeout=WAIT
+            )
             seen = int(page.get_attribute('.run[data-run="live"]', "data-last-step"))
             page.wait_for_function(
-                js(f"+document.querySelector('.run[data-run=\"live\"]').dataset.lastStep > {seen}"), timeout=WAIT
+                js(f"+document.querySelector('.run[data-run=\"live\"]').dataset.lastStep > {seen}"),
+                timeout=WAIT,
             )
             assert page.evaluate("() => window.__samePage") == "yes"
             assert "step " in page.inner_text('.run[data-run="live"] .steps')
@@ -148,7 +150,9 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
                       and (i + 1 == len(loss["steps"]) or loss["modes"][i + 1] != "EVAL")]  # fmt: skip
             assert len(passes) >= 2
             page.wait_for_function(
-                js(f"{traces('plot-losses')}.some(t => t.meta.run === 'live' && t.meta.mode === 'EVAL' && t.x.length >= {len(passes)})"),
+                js(
+                    f"{traces('plot-losses')}.some(t => t.meta.run === 'live' && t.meta.mode === 'EVAL' && t.x.length >= {len(passes)})"
+                ),
                 timeout=WAIT,
             )
             drawn = page.evaluate(
@@ -164,17 +168,25 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             # the rules find the blow-up: the finding in the list and marked on the losses chart
             finding = '#findings-list li.finding[data-run="live"][data-rule="exploding_tensor"]'
             page.wait_for_selector(finding, timeout=WAIT)
-            found = next(f for f in api(server, run_url("live") + "/findings")["findings"] if f["rule"] == "exploding_tensor")
+            found = next(
+                f
+                for f in api(server, run_url("live") + "/findings")["findings"]
+                if f["rule"] == "exploding_tensor"
+            )
             assert found["step"] >= BLOW_UP
             page.wait_for_function(
-                js(f"{traces('plot-losses')}.some(t => t.meta.finding && t.meta.run === 'live' && t.meta.steps.includes({found['step']}))"),
+                js(
+                    f"{traces('plot-losses')}.some(t => t.meta.finding && t.meta.run === 'live' && t.meta.steps.includes({found['step']}))"
+                ),
                 timeout=WAIT,
             )
 
             # clicking it opens its evidence: the finding's tensors around its step
             page.click(finding)
             page.wait_for_selector("#evidence[open]", timeout=WAIT)
-            page.wait_for_function(js("document.getElementById('evidence').dataset.loaded === 'yes'"), timeout=WAIT)
+            page.wait_for_function(
+                js("document.getElementById('evidence').dataset.loaded === 'yes'"), timeout=WAIT
+            )
             evidence = page.evaluate(
                 f"() => ({{tensors: {traces('plot-evidence')}.filter(t => t.meta.evidence && !t.meta.loss).map(t => t.meta.tensor),"
                 " line: document.getElementById('plot-evidence').layout.shapes[0].x0,"
@@ -188,10 +200,14 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             page.wait_for_selector("#evidence:not([open])", state="attached", timeout=WAIT)
             # ... and its tensors are on the Tensors chart, the finding marked at its step
             page.wait_for_function(
-                js(f"{traces('plot-reduction')}.some(t => t.meta.finding && t.meta.run === 'live' && t.meta.steps.includes({found['step']}))"),
+                js(
+                    f"{traces('plot-reduction')}.some(t => t.meta.finding && t.meta.run === 'live' && t.meta.steps.includes({found['step']}))"
+                ),
                 timeout=WAIT,
             )
-            on_chart = page.evaluate(f"() => [...new Set({traces('plot-reduction')}.filter(t => !t.meta.finding).map(t => t.meta.tensor))]")
+            on_chart = page.evaluate(
+                f"() => [...new Set({traces('plot-reduction')}.filter(t => !t.meta.finding).map(t => t.meta.tensor))]"
+            )
             assert len(on_chart) >= 2 and set(on_chart) <= set(found["tensors"])  # several tensors at once
             assert not [t for t in on_chart if t.startswith("CrossEntropyLoss_output")]  # on the Losses chart
             shoot(page, tmp_path, "dashboard_tensors_finding", clip=_box(page, "#card-tensor"))
@@ -199,40 +215,69 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             # the per-layer health view: layers x steps
             page.click('.views button[data-view="layers"]')
             page.select_option("#layers-run", "live")
-            page.wait_for_function(js(f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.y.includes('0.weight'))"), timeout=WAIT)
+            page.wait_for_function(
+                js(f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.y.includes('0.weight'))"),
+                timeout=WAIT,
+            )
             page.select_option("#layers-metric", "dead_fraction")
-            page.wait_for_function(js(f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.meta.metric === 'dead_fraction' && t.y.length >= 2)"), timeout=WAIT)
+            page.wait_for_function(
+                js(
+                    f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.meta.metric === 'dead_fraction' && t.y.length >= 2)"
+                ),
+                timeout=WAIT,
+            )
             page.select_option("#layers-metric", "grad_l2")
-            page.wait_for_function(js(f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.meta.metric === 'grad_l2')"), timeout=WAIT)
+            page.wait_for_function(
+                js(f"{traces('plot-layers')}.some(t => t.type === 'heatmap' && t.meta.metric === 'grad_l2')"),
+                timeout=WAIT,
+            )
             shoot(page, tmp_path, "dashboard_layers", clip=_box(page, "#card-layers"))
 
             # the profiler panel: utilisation, step phases, the profiler rules' verdicts
             page.click('.views button[data-view="profiler"]')
             page.select_option("#profiler-run", "live")
-            page.wait_for_function(js(f"{traces('plot-utilisation')}.length > 0 && {traces('plot-phases')}.length > 0"), timeout=WAIT)
+            page.wait_for_function(
+                js(f"{traces('plot-utilisation')}.length > 0 && {traces('plot-phases')}.length > 0"),
+                timeout=WAIT,
+            )
             page.wait_for_selector("#verdicts tr[data-rule]", timeout=WAIT)
             shoot(page, tmp_path, "dashboard_profiler", clip=_box(page, "#card-profiler"))
 
             # the wall-clock axis; the state is in the address and survives a reload
             page.click('.views button[data-view="training"]')
             page.click('.axis button[data-axis="wall"]')
-            page.wait_for_function(js("document.getElementById('plot-losses').layout.xaxis.type === 'date'"), timeout=WAIT)
-            xs = page.evaluate(f"() => {traces('plot-losses')}.filter(t => t.meta.run === 'live' && !t.meta.finding).flatMap(t => Array.from(t.x))")
+            page.wait_for_function(
+                js("document.getElementById('plot-losses').layout.xaxis.type === 'date'"), timeout=WAIT
+            )
+            xs = page.evaluate(
+                f"() => {traces('plot-losses')}.filter(t => t.meta.run === 'live' && !t.meta.finding).flatMap(t => Array.from(t.x))"
+            )
             assert xs and min(xs) > 1.7e12  # ms since 1970: wall-clock times
-            colours = page.evaluate(f"() => Object.fromEntries({traces('plot-losses')}.filter(t => !t.meta.finding).map(t => [t.meta.run, t.line.color]))")
+            colours = page.evaluate(
+                f"() => Object.fromEntries({traces('plot-losses')}.filter(t => !t.meta.finding).map(t => [t.meta.run, t.line.color]))"
+            )
             hash_before = page.evaluate("() => location.hash")
             assert "axis=wall" in hash_before and "tensors=" in hash_before
             tensors_before = page.evaluate("() => window.mldbgDashboard.state.tensorList")
             page.reload()
-            page.wait_for_function(js(f"{traces('plot-losses')}.some(t => t.meta.run === 'live')"), timeout=WAIT)
+            page.wait_for_function(
+                js(f"{traces('plot-losses')}.some(t => t.meta.run === 'live')"), timeout=WAIT
+            )
             assert page.evaluate("() => document.getElementById('plot-losses').layout.xaxis.type") == "date"
             assert page.evaluate("() => window.mldbgDashboard.state.tensorList") == tensors_before
-            after = page.evaluate(f"() => Object.fromEntries({traces('plot-losses')}.filter(t => !t.meta.finding).map(t => [t.meta.run, t.line.color]))")
+            after = page.evaluate(
+                f"() => Object.fromEntries({traces('plot-losses')}.filter(t => !t.meta.finding).map(t => [t.meta.run, t.line.color]))"
+            )
             assert after == colours and colours["live"] != colours["explode"]
             assert colours["live"] == page.evaluate("() => window.mldbgDashboard.runColor('live')")
             page.click('.axis button[data-axis="relative"]')
-            page.wait_for_function(js("document.getElementById('plot-losses').layout.xaxis.title.text.startsWith('seconds')"), timeout=WAIT)
-            rel = page.evaluate(f"() => {traces('plot-losses')}.filter(t => t.meta.run === 'live' && !t.meta.finding).flatMap(t => Array.from(t.x))")
+            page.wait_for_function(
+                js("document.getElementById('plot-losses').layout.xaxis.title.text.startsWith('seconds')"),
+                timeout=WAIT,
+            )
+            rel = page.evaluate(
+                f"() => {traces('plot-losses')}.filter(t => t.meta.run === 'live' && !t.meta.finding).flatMap(t => Array.from(t.x))"
+            )
             assert 0 <= min(rel) < 60 and max(rel) > min(rel)
             page.click('.axis button[data-axis="step"]')
 
