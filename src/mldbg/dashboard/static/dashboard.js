@@ -70,7 +70,7 @@
     runs: [], runsInfo: null, color: {},
     chosen: fromUrl.runs ? new Set(fromUrl.runs) : null, // null: every run
     view: fromUrl.view, axis: fromUrl.axis,
-    tensorsAt: {}, tensors: {}, // run -> step count when its tensor list was read; {names: Set, collections}
+    tensorsAt: {}, tensors: {}, // run -> {steps, time} when its tensor list was read; {names: Set, collections}
     scalars: {}, // run -> {name -> {collection, rows: Rows}}
     tensorList: fromUrl.tensors || [], autoTensor: false, reduction: "l2", abs: false, redKey: "",
     red: {}, redErr: {}, // `${run}\n${tensor}` -> Rows | message
@@ -129,7 +129,11 @@
 
   // server-sent events: each event schedules a refresh, so what changed is drawn within a second --
   let soon = null;
-  function refreshSoon() { if (!soon) soon = setTimeout(() => { soon = null; tick(); }, 100); }
+  let lastTick = 0;
+  function refreshSoon() {
+    // at most about two refreshes a second, however many runs report steps
+    if (!soon) soon = setTimeout(() => { soon = null; tick(); }, Math.max(100, lastTick + 500 - Date.now()));
+  }
   function listen() {
     if (!window.EventSource) return;
     const es = new EventSource("api/events");
@@ -144,6 +148,7 @@
   async function tick() {
     if (state.ticking) { state.again = true; return; }
     state.ticking = true;
+    lastTick = Date.now();
     clearTimeout(state.timer);
     try {
       let info;
@@ -158,7 +163,11 @@
       state.rulesEnabled = info.rules.enabled;
       info.runs.forEach((r) => { state.color[r.name] = runColor(r.name); });
       const errors = [];
-      await Promise.all(shownRuns().filter((r) => r.steps > 0).map((r) => refreshRun(r).catch((e) => errors.push(`${r.name}: ${e.message}`))));
+      const withSteps = shownRuns().filter((r) => r.steps > 0);
+      await Promise.all([
+        ...withSteps.map((r) => refreshTensors(r).catch((e) => errors.push(`${r.name}: ${e.message}`))),
+        refreshScalars(withSteps, errors),
+      ]);
       try {
         state.findings = (await getJSON("api/findings")).runs;
       } catch (e) { errors.push(`findings: ${e.message}`); }
@@ -187,20 +196,48 @@
     if (state.view === "profiler") drawProfiler();
   }
 
-  async function refreshRun(r) {
-    if (state.tensorsAt[r.name] !== r.steps || !state.tensors[r.name]) {
-      const t = await getJSON(`api/runs/${encRun(r.name)}/tensors`);
-      state.tensors[r.name] = { names: new Set(t.tensors), collections: t.collections };
-      state.tensorsAt[r.name] = r.steps;
-    }
-    const runScalars = (state.scalars[r.name] ||= {});
-    const max = Math.max(-Infinity, ...Object.values(runScalars).map((s) => s.rows.max ?? -Infinity));
-    const since = Number.isFinite(max) ? `?since=${max - OVERLAP}` : "";
-    const d = await getJSON(`api/runs/${encRun(r.name)}/scalars${since}`);
+  async function refreshTensors(r) {
+    // a run's tensor names: again when it has new steps, at most every 10 s (names seldom change
+    // after the first steps, and a sweep of 200 runs would otherwise ask 200 times a second)
+    const at = state.tensorsAt[r.name];
+    if (state.tensors[r.name] && (at.steps === r.steps || Date.now() - at.time < 10000)) return;
+    const t = await getJSON(`api/runs/${encRun(r.name)}/tensors`);
+    state.tensors[r.name] = { names: new Set(t.tensors), collections: t.collections };
+    state.tensorsAt[r.name] = { steps: r.steps, time: Date.now() };
+  }
+
+  function mergeScalars(run, d) {
+    const runScalars = (state.scalars[run] ||= {});
     for (const s of d.series) {
       const entry = (runScalars[s.name] ||= { collection: s.collection, rows: new Rows() });
       entry.rows.merge(s.steps, s.modes, s.values, s.wall_time, s.epochs);
     }
+  }
+
+  async function refreshScalars(runs, errors) {
+    // the losses and scalars of every chosen run in (at most) two calls: the runs not read yet,
+    // and the others since the oldest newest step among them
+    const newest = (run) => Math.max(-Infinity, ...Object.values(state.scalars[run] || {}).map((s) => s.rows.max ?? -Infinity));
+    const fresh = runs.filter((r) => !Number.isFinite(newest(r.name)));
+    const known = runs.filter((r) => Number.isFinite(newest(r.name)));
+    const groups = [[fresh, ""]];
+    if (known.length) groups.push([known, `&since=${Math.min(...known.map((r) => newest(r.name))) - OVERLAP}`]);
+    await Promise.all(groups.filter(([g]) => g.length).map(async ([g, since]) => {
+      try {
+        const d = await getJSON(`api/scalars?${g.map((r) => `run=${enc(r.name)}`).join("&")}${since}`);
+        for (const [run, body] of Object.entries(d.runs)) {
+          if (body.detail) errors.push(`${run}: ${body.detail}`); else mergeScalars(run, body);
+        }
+      } catch (e) {
+        if (e.status !== 404) { errors.push(`scalars: ${e.message}`); return; }
+        // a server without the several-runs endpoint: one call per run
+        await Promise.all(g.map(async (r) => {
+          const n = newest(r.name);
+          try { mergeScalars(r.name, await getJSON(`api/runs/${encRun(r.name)}/scalars${Number.isFinite(n) ? `?since=${n - OVERLAP}` : ""}`)); }
+          catch (e2) { errors.push(`${r.name}: ${e2.message}`); }
+        }));
+      }
+    }));
   }
 
   async function refreshReduction() {
