@@ -237,7 +237,9 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             page.click('.views button[data-view="profiler"]')
             page.select_option("#profiler-run", "live")
             page.wait_for_function(
-                js(f"{traces('plot-utilisation')}.length > 0 && {traces('plot-phases')}.length > 0"),
+                js(
+                    f"{traces('plot-utilisation')}.some(t => t.x.length >= 3) && {traces('plot-phases')}.some(t => t.x.length >= 3)"
+                ),
                 timeout=WAIT,
             )
             page.wait_for_selector("#verdicts tr[data-rule]", timeout=WAIT)

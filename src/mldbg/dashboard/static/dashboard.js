@@ -177,6 +177,10 @@
       if (state.view === "layers") work.push(refreshLayers());
       if (state.view === "profiler") work.push(refreshProfiler());
       await Promise.all(work.map((p) => p.catch((e) => errors.push(e.message))));
+      for (const run of state.openConfig) {
+        const c = state.configs[run], r = state.runs.find((x) => x.name === run);
+        if (r && c && !c.loading && r.steps !== c.steps && Date.now() - (c.at || 0) > 3000) { c.loading = true; loadConfig(run); }
+      }
       renderRuns();
       renderFindings();
       draw();
@@ -441,7 +445,7 @@
     const colors = ["#1971c2", "#e8590c", "#2f9e44", "#ae3ec9", "#0c8599", "#d6336c"];
     for (const node of (P && P.system) || []) {
       const sfx = P.system.length > 1 ? ` · ${node.node}` : "";
-      const line = (y, name, color, dash) => y && util.push({ type: "scatter", mode: "lines", x: node.time, y: y.map(finite), name: name + sfx, line: { color, width: 1.8, dash: dash || "solid" } });
+      const line = (y, name, color, dash) => y && y.length && util.push({ type: "scatter", mode: "lines", x: node.time, y: y.map(finite), name: name + sfx, line: { color, width: 1.8, dash: dash || "solid" } });
       line(node.cpu_total, "CPU (all cores)", colors[0]);
       line(node.cpu_max_core, "busiest core", colors[0], "dot");
       line(node.mem_percent, "memory", colors[2]);
@@ -449,10 +453,10 @@
       (node.gpu_mem || []).forEach((g, i) => line(g, `GPU ${i} memory`, colors[1 + (i % 3) * 2], "dot"));
     }
     Plotly.react("plot-utilisation", util, util.length ? layout("%", false, { xaxis: { title: { text: "seconds since the start" }, gridcolor: "#eef0f3" }, yaxis: { title: { text: "%" }, range: [0, 105], gridcolor: "#eef0f3" } })
-      : emptyLayout("no system samples"), PLOT_CONFIG);
+      : emptyLayout(P && P.available ? "no system samples yet" : "no system samples"), PLOT_CONFIG);
     const phases = [];
     const PH = [["data", "#868e96"], ["forward", "#1971c2"], ["backward", "#e8590c"], ["optimizer", "#2f9e44"], ["debugger", "#ae3ec9"]];
-    const w = P && P.steps && P.steps[0];
+    const w = P && P.steps && P.steps.find((x) => x.step && x.step.length);
     if (w) {
       for (const [name, color] of PH) {
         if (!w[name]) continue;
@@ -562,8 +566,9 @@
   }
 
   async function loadConfig(run) {
-    try { state.configs[run] = await getJSON(`api/runs/${encRun(run)}/config`); }
-    catch (e) { state.configs[run] = { err: e.message }; }
+    const r = state.runs.find((x) => x.name === run);
+    try { state.configs[run] = Object.assign(await getJSON(`api/runs/${encRun(run)}/config`), { at: Date.now(), steps: r ? r.steps : null }); }
+    catch (e) { state.configs[run] = { err: e.message, at: Date.now() }; }
     renderRuns();
   }
 
@@ -716,7 +721,8 @@
       name: `${s.tensor}${s.reduction ? ` (${s.reduction})` : ""}`, meta: { evidence: true, tensor: s.tensor },
       line: { color: i ? TENSOR_COLORS[i % TENSOR_COLORS.length] : color, width: 2 }, marker: { size: 4 },
     }));
-    if (d.loss && d.loss.steps) {
+    const lossShown = d.loss && (d.series || []).some((x) => x.tensor === d.loss.name);
+    if (d.loss && d.loss.steps && !lossShown) {
       traces.push({ type: "scatter", mode: "lines", x: d.loss.steps, y: d.loss.values.map(finite), name: d.loss.name, yaxis: "y2",
         line: { color: "#868e96", width: 1.5, dash: "dot" }, meta: { evidence: true, loss: true } });
     }
@@ -726,7 +732,7 @@
       hovermode: "x unified",
     });
     lay.yaxis.type = traces.some((t) => !t.meta.loss && t.y.some((v) => v !== null && v > 0)) && spansDecades(traces) ? "log" : "linear";
-    if (d.loss) { lay.yaxis2 = { overlaying: "y", side: "right", title: { text: "loss" }, showgrid: false }; lay.margin.r = 60; }
+    if (d.loss && !lossShown) { lay.yaxis2 = { overlaying: "y", side: "right", title: { text: "loss" }, showgrid: false, exponentformat: "e" }; lay.margin.r = 70; }
     Plotly.react("plot-evidence", traces, traces.length ? lay : emptyLayout("no values of the finding's tensors were saved"), PLOT_CONFIG);
     const h = d.histogram;
     if (h && h.counts && h.counts.length) {
