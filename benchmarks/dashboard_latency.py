@@ -1,6 +1,8 @@
-"""The dashboard's API latency over real HTTP, on a finished run of a real PyTorch training.
+"""The dashboard's API latency over real HTTP, on a finished run of a real PyTorch training,
+and the time to the first curve and API latency on one run of `--steps` steps and on a sweep
+of `--runs` runs (issue 19).
 
-    python benchmarks/dashboard_latency.py [--steps 500] [--requests 50]
+    python benchmarks/dashboard_latency.py [--steps 1000] [--requests 50] [--runs 200] [--sweep-steps 50]
 
 Records one tiny real PyTorch training (tests/tiny.py's `train`: a 2-hidden-layer MLP,
 `--steps` steps, weights, biases, gradients and the loss saved at every step), serves it with
@@ -10,6 +12,15 @@ has read every step and the rules are done, then times `--requests` GETs of each
 with urllib (a new connection each, as a browser's poll without keep-alive). The first request
 of an endpoint (which fills the dashboard's per-tensor cache) is shown apart; the median and
 p90 are of the requests after it.
+
+First curve and latency (issue 19): for the single run, and for a sweep folder of `--runs`
+copies of one recorded run of `--sweep-steps` steps (copied, not trained 200 times: the
+dashboard reads each as its own run), the clock starts before `create_app` (which opens every
+run) and stops when `/api/runs/{run}/scalars` of the first run answers with its loss series:
+what a browser waits for before its first curve, the page and Plotly aside. Then p50/p95 of
+`--requests` requests to `/api/runs`, `scalars`, `layers`, `/api/scalars?run=` (20 runs
+overlaid, the sweep only) and of the time to the first message of `/api/events`. The bytes of
+plotly.min.js sent with and without gzip are read from the server.
 """
 
 from __future__ import annotations
@@ -70,10 +81,82 @@ def get(url: str) -> tuple[float, bytes]:
     return time.perf_counter() - t0, body
 
 
+def get_bytes(url: str, gzip: bool) -> int:
+    """Bytes on the wire of a GET (urllib does not decompress: what is read is what was sent)."""
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip" if gzip else "identity"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return len(response.read())
+
+
+def first_event(url: str) -> float:
+    """Seconds from opening /api/events to the end of its first message."""
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url + "/api/events", timeout=60) as response:
+        while response.readline().strip():
+            pass
+    return time.perf_counter() - t0
+
+
+def pct(times: list[float], q: float) -> float:
+    times = sorted(times)
+    return times[min(len(times) - 1, int(round(q / 100 * (len(times) - 1))))] * 1e3 if times else float("nan")
+
+
+def first_curve(paths: list[Path], requests: int, overlay: int = 0) -> dict:
+    """Time from the server's start to the first run's loss series, then API latencies."""
+    from mldbg.dashboard.app import create_app
+
+    server = thread = None
+    try:
+        t0 = time.perf_counter()
+        app = create_app([str(p) for p in paths] if len(paths) == 1 else [str(paths[0].parent)])
+        server, thread, base = serve(app)
+        while True:
+            runs = json.loads(get(f"{base}/api/runs")[1])["runs"]
+            q = urllib.parse.quote(runs[0]["name"], safe="")
+            series = json.loads(get(f"{base}/api/runs/{q}/scalars")[1])["series"]
+            if any(s["collection"] == "losses" and s["steps"] for s in series):
+                break
+            if time.perf_counter() - t0 > 120:
+                raise RuntimeError("no loss series within 120 s")
+            time.sleep(0.01)
+        out: dict = {"runs": len(runs), "first_curve_s": time.perf_counter() - t0}
+        names = [r["name"] for r in runs]
+        urls = {
+            "/api/runs": "/api/runs",
+            "/api/runs/{run}/scalars": f"/api/runs/{q}/scalars",
+            "/api/runs/{run}/layers": f"/api/runs/{q}/layers",
+        }
+        if overlay:
+            urls[f"/api/scalars?run= ({overlay} runs)"] = "/api/scalars?" + urllib.parse.urlencode(
+                [("run", n) for n in names[:overlay]]
+            )
+        rows = []
+        for label, url in urls.items():
+            times = [get(base + url)[0] for _ in range(requests)]
+            rows.append({"endpoint": label, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)})
+        times = [first_event(base) for _ in range(max(3, requests // 5))]
+        rows.append(
+            {"endpoint": "/api/events (first message)", "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+        )
+        out["rows"] = rows
+        out["plotly_bytes"] = {
+            "identity": get_bytes(base + "/static/plotly.min.js", gzip=False),
+            "gzip": get_bytes(base + "/static/plotly.min.js", gzip=True),
+        }
+        return out
+    finally:
+        if server is not None:
+            server.should_exit = True
+            thread.join(timeout=10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--requests", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=200, help="runs in the sweep (0: no sweep)")
+    ap.add_argument("--sweep-steps", type=int, default=50)
     ap.add_argument("--name", default="dashboard_latency")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
@@ -128,6 +211,19 @@ def main() -> None:
             rows.append({"endpoint": label, "first_ms": first * 1e3, "median_ms": report.med(times) * 1e3,
                          "p90_ms": times[int(len(times) * 0.9)] * 1e3 if times else float("nan"),
                          "bytes": len(body)})  # fmt: skip
+        server.should_exit = True
+        thread.join(timeout=10)
+        server = None
+        result["curve"] = [{"scenario": f"1 run of {args.steps} steps", **first_curve([path], args.requests)}]
+        if args.runs:
+            sweep = tmp / "sweep"
+            one = tmp / "one"
+            record_run(one, min(args.sweep_steps, args.steps))
+            for i in range(args.runs):
+                shutil.copytree(one, sweep / f"run_{i:03d}")
+            runs = sorted(sweep.iterdir())
+            scenario = f"{args.runs} runs of {min(args.sweep_steps, args.steps)} steps"
+            result["curve"].append({"scenario": scenario, **first_curve(runs, args.requests, overlay=20)})
     finally:
         if server is not None:
             server.should_exit = True
@@ -156,6 +252,25 @@ def markdown(r: dict) -> str:
     lines.append(
         report.table(["endpoint", "first request (ms)", "median (ms)", "p90 (ms)", "response"], rows)
     )
+    lines.append(
+        "\nFirst curve (issue 19): from before `create_app` (which opens every run) to the first run's "
+        "loss series answered by `/api/runs/{run}/scalars`, the default rules starting in the background; "
+        f"then p50/p95 of {s['requests']} requests per endpoint (the sweep: copies of one recorded run).\n"
+    )
+    curve_rows = []
+    for c in r.get("curve", []):
+        curve_rows.append([c["scenario"], "first curve", f"{c['first_curve_s'] * 1e3:.0f} ms", ""])
+        for row in c["rows"]:
+            curve_rows.append(
+                [c["scenario"], f"`{row['endpoint']}`", f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}"]
+            )
+    if curve_rows:
+        lines.append(report.table(["runs", "what", "p50 (ms)", "p95 (ms)"], curve_rows))
+        b = r["curve"][0]["plotly_bytes"]
+        lines.append(
+            f"\nplotly.min.js on the wire: {b['identity'] / 1e6:.2f} MB uncompressed, {b['gzip'] / 1e6:.2f} MB "
+            "with gzip (pre-compressed once at start, `Cache-Control: immutable`)."
+        )
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ RUNS = {
     "storage": ["--steps", "2", "--peers", "none", "--inprocess", "--no-save"],
     "memory": ["--steps", "3", "--rounds", "1", "--inprocess", "--no-save"],
     "sweep_throughput": ["--runs", "2", "--steps", "3", "--repeat", "1", "--no-save"],
-    "dashboard_latency": ["--steps", "5", "--requests", "2", "--no-save"],
+    "dashboard_latency": ["--steps", "5", "--requests", "2", "--runs", "5", "--no-save"],
     "tensorboard_export": ["--steps", "5", "--repeat", "1", "--no-save"],
 }  # fmt: skip
 

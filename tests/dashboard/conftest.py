@@ -1,8 +1,12 @@
-"""Tiny real runs shared by the dashboard tests, recorded once per session."""
+"""Tiny real runs shared by the dashboard tests, recorded once per session, and the headless
+Chromium the browser tests drive."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,6 +14,27 @@ import mldbg
 from tests.tiny import train
 
 STEPS = 30
+CHROMIUM = os.environ.get("MLDBG_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """A real headless Chromium (Debian's package), driven by Playwright; one per session."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(
+            f"Chromium is missing at {CHROMIUM}: the dashboard's browser tests need it. `make test` "
+            "installs Debian's package when it is absent (apt-get install chromium); "
+            "MLDBG_CHROMIUM names another binary.",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
 
 
 @pytest.fixture(scope="session")

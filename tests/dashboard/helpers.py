@@ -159,3 +159,66 @@ class LiveTraining(threading.Thread):
         assert not self.is_alive(), "LiveTraining did not end"
         if self.error is not None:
             raise self.error
+
+
+class Events:
+    """A reader of the dashboard's server-sent events (`GET /api/events`) over real HTTP."""
+
+    def __init__(self, url: str, timeout: float = 30, last_event_id: str | None = None):
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        request = urllib.request.Request(url + "api/events", headers=headers)
+        self.response = urllib.request.urlopen(request, timeout=timeout)
+        self.headers = self.response.headers
+        self.history: list[tuple[str, Any, str | None]] = []  # every event read, in order
+
+    def next(self) -> tuple[str, Any, str | None]:
+        """The next event: (name, decoded data, id); comments (pings) are skipped."""
+        name, data, seq = "message", [], None
+        while True:
+            line = self.response.readline()
+            if not line:
+                raise EOFError("the event stream ended")
+            text = line.decode().rstrip("\n")
+            if not text:
+                if data:
+                    self.history.append((name, json.loads("\n".join(data)), seq))
+                    return self.history[-1]
+                continue
+            if text.startswith(":"):
+                continue
+            key, _, value = text.partition(": ")
+            if key == "event":
+                name = value
+            elif key == "data":
+                data.append(value)
+            elif key == "id":
+                seq = value
+
+    def wait_for(
+        self, predicate: Any, timeout: float = 30, seen: bool = False
+    ) -> tuple[str, Any, str | None]:
+        """Read events until `predicate(name, data)`; returns that event. `seen=True` first
+        looks among the events already read (one that came while waiting for another)."""
+        if seen:
+            for event in self.history:
+                if predicate(event[0], event[1]):
+                    return event
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            event = self.next()
+            if predicate(event[0], event[1]):
+                return event
+            seen.append(event[0])
+        raise AssertionError(f"no such event within {timeout}s; saw {seen[-20:]}")
+
+    def close(self) -> None:
+        self.response.close()
+
+    def __enter__(self) -> Events:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

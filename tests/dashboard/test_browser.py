@@ -3,16 +3,11 @@ shown, and steps recorded after the page loaded drawn without a reload."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import mldbg
 from tests.dashboard.helpers import LiveTraining, Server, run_url
 
-CHROMIUM = os.environ.get("MLDBG_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 SCREENSHOT = "/tmp/mldbg_dashboard.png"
 
 TRACE_RUNS = """() => {
@@ -23,23 +18,6 @@ LAST_X = """(run) => {
   const d = (document.getElementById('plot-losses').data || []).filter(t => t.meta && t.meta.run === run);
   return Math.max(-1, ...d.flatMap(t => Array.from(t.x)));
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"Chromium is missing at {CHROMIUM}: the dashboard's browser test needs it. `make test` "
-            "installs Debian's package when it is absent (apt-get install chromium); "
-            "MLDBG_CHROMIUM names another binary.",
-            pytrace=False,
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_page_overlays_runs_shows_findings_and_updates_live(browser, recorded, tmp_path):
