@@ -49,7 +49,11 @@
       red: p.get("red"), dist: p.get("dist"), layers: p.get("layers"), metric: p.get("metric"), profiler: p.get("profiler"),
     };
   }
+  // the address as this page last wrote it: another value is a change from outside (a link,
+  // the back button, a test) whose hashchange event is still queued; it is applied, not undone
+  let writtenHash = location.hash;
   function writeHash() {
+    if (location.hash !== writtenHash) return;
     const parts = [];
     const put = (k, v) => { if (v !== null && v !== undefined && v !== "") parts.push(`${k}=${v}`); };
     put("view", state.view !== "training" ? state.view : null);
@@ -63,6 +67,7 @@
     put("profiler", state.profilerRun ? enc(state.profilerRun) : null);
     const hash = parts.length ? "#" + parts.join("&") : "";
     if (hash !== location.hash) history.replaceState(null, "", location.pathname + location.search + hash);
+    writtenHash = location.hash;
   }
 
   const fromUrl = readHash();
@@ -1264,6 +1269,7 @@
   });
   $("hist-latest").addEventListener("click", () => { state.followLatest = true; tick(); });
   window.addEventListener("hashchange", () => {
+    writtenHash = location.hash;
     const h = readHash();
     setView(h.view); setAxis(h.axis);
     state.chosen = h.runs ? new Set(h.runs) : null;
