@@ -13,6 +13,7 @@ leads of docs/rules.md on it."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import torch
@@ -83,10 +84,15 @@ def train_lm(
     peak_lr: float = PEAK_LR,
     steps: int = 200,
     hook_kwargs: dict | None = None,
+    guard: dict | None = None,
+    step_seconds: float = 0.0,
 ) -> list[float]:
     """Train (recording into `path` with the two-line hook; `path=None`: no hook) and return
     the losses, one per step; training stops at the first non-finite loss, as a user's loop
-    would."""
+    would. `guard`: keywords of a `mldbg.torch.Guard` that steps the optimizer (the schedule
+    is multiplied by its `lr_scale`; a non-finite loss does not stop the loop then).
+    `step_seconds`: each step after the warmup takes at least that long (a bigger model's
+    pace, so that the hook's watcher keeps up), until the guard rolled back."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -100,18 +106,25 @@ def train_lm(
         hook = mldbg.torch.Hook(str(path), **{"statistics_every": 1, **(hook_kwargs or {})})
         hook.register_module(net)
         hook.register_loss(loss_fn)
+    g_ = mldbg.torch.Guard(net, opt, hook=hook, **guard) if guard is not None else None
     try:
         for step in range(steps):
             for group in opt.param_groups:
-                group["lr"] = peak_lr * min(1.0, (step + 1) / WARMUP)
+                group["lr"] = peak_lr * min(1.0, (step + 1) / WARMUP) * (g_.lr_scale if g_ else 1.0)
+            began = time.perf_counter()
             batch = data[(step * 32) % 2048 :][:32]
             x, y = batch[:, :-1], batch[:, 1:]
             opt.zero_grad()
             loss = loss_fn(net(x).reshape(-1, VOCAB), y.reshape(-1))
             loss.backward()
-            opt.step()
+            if g_ is None:
+                opt.step()
+            else:
+                g_.step(loss)
             losses.append(loss.item())
-            if not math.isfinite(losses[-1]):
+            if step_seconds and step >= WARMUP and not (g_ is not None and g_.rollbacks):
+                time.sleep(max(0.0, step_seconds - (time.perf_counter() - began)))
+            if not math.isfinite(losses[-1]) and g_ is None:
                 break
     finally:
         if hook is not None:

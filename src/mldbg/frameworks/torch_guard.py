@@ -6,7 +6,8 @@ One line changes in the loop: `guard.step(loss)` instead of `optimizer.step()`. 
 - keeps the last good model and optimizer state every `every` steps (`keep` copies, on the
   CPU by default: the memory of `keep` copies of the weights and the optimizer's state);
 - acts on the requests of the SkipBatch and Rollback actions, read from the run's store at
-  each step (the rules run in the hook's watcher or in `mldbg watch`, a few steps behind).
+  each step, at most every 0.5 s on a remote store (the rules run in the hook's watcher or
+  in `mldbg watch`, a few steps behind).
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ class Guard:
         self._started = time.time()
         self._handled = self._started  # requests up to this time are handled (or stale)
         self._skip_steps: set[int] = set()
+        # a request is looked for at every step on a local disk (one stat), at most every
+        # 0.5 s on a remote store (as the recorder looks for a stop request)
+        self._poll_seconds = 0.5 if self.store is not None and getattr(self.store, "remote", False) else 0.0
+        self._polled = 0.0
 
     # the one call in the loop ----------------------------------------------------------
     def step(self, loss: torch.Tensor | float | None = None) -> bool:
@@ -192,6 +197,10 @@ class Guard:
     def _request(self) -> RecoveryRequest | None:
         if self.store is None:
             return None
+        now = time.monotonic()
+        if now - self._polled < self._poll_seconds:
+            return None
+        self._polled = now
         try:
             if not self.store.exists(layout.RECOVERY_REQUEST):
                 return None
