@@ -14,6 +14,7 @@ from mldbg.actions.email import Email
 from mldbg.actions.log import Log
 from mldbg.actions.metrics import Metrics
 from mldbg.actions.mlflow import MLflow
+from mldbg.actions.recovery import Rollback, SkipBatch
 from mldbg.actions.specs import action_class, from_config, resolve_actions
 from mldbg.actions.stop import StopTraining
 from mldbg.actions.wandb import WandB
@@ -27,6 +28,8 @@ __all__ = [
     "Log",
     "MLflow",
     "Metrics",
+    "Rollback",
+    "SkipBatch",
     "StopTraining",
     "WandB",
     "Webhook",

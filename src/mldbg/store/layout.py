@@ -2,6 +2,7 @@
 
 WORKERS = "workers/"
 STOP_REQUEST = "control/stop"
+RECOVERY_REQUEST = "control/recover"  # SkipBatch / Rollback ask the training's Guard (mldbg.actions.recovery)
 STOP_AT = "control/stop_at"  # the step at which every worker of a distributed job stops
 WATCH = "watch/"  # a watcher's saved place: watch/<id>.json
 

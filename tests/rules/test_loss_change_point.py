@@ -1,0 +1,62 @@
+"""loss_change_point: a transformer LM that diverges on its own (a learning rate slightly too
+high, tests/rules/diverging_lm.py) is flagged before its loss doubles, and before loss_spike;
+the same LM at a lower peak learning rate, and a falling loss, stay quiet."""
+
+from __future__ import annotations
+
+import pytest
+
+import mldbg
+from tests.rules.conftest import assert_explains, fired
+from tests.rules.diverging_lm import DIVERGES_AT, diverged_at, train_lm
+from tests.tiny import train
+
+
+@pytest.fixture(scope="module")
+def diverging(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lm") / "run"
+    return str(path), train_lm(path, steps=170)
+
+
+def test_the_lm_diverges_on_its_own(diverging):
+    _, losses = diverging
+    assert diverged_at(losses) == DIVERGES_AT
+    assert max(losses[100:140]) < 3.3  # after the warmup, the loss sat still for 40 steps
+
+
+def test_fires_before_the_divergence_and_before_loss_spike(diverging):
+    path, _ = diverging
+    found = mldbg.check(path, rules=["loss_change_point", "loss_spike"])
+    steps = fired(found)
+    assert DIVERGES_AT - 10 <= steps["loss_change_point"] <= DIVERGES_AT - 4, steps
+    assert steps["loss_spike"] > steps["loss_change_point"]
+    (f,) = [f for f in found if f.rule == "loss_change_point"]
+    assert_explains(f)
+    assert "shifted up since step" in f.message
+
+
+def test_in_the_default_set(diverging):
+    path, _ = diverging
+    assert (
+        fired(mldbg.check(path)).get("loss_change_point")
+        == fired(mldbg.check(path, rules=["loss_change_point"]))["loss_change_point"]
+    )
+
+
+def test_quiet_on_the_stable_twin(tmp_path):
+    """Peak learning rate 2.0: the same model trains to the end (200 steps)."""
+    losses = train_lm(tmp_path / "run", peak_lr=2.0, steps=200)
+    assert diverged_at(losses) is None
+    assert not mldbg.check(str(tmp_path / "run"), rules=["loss_change_point"])
+
+
+def test_quiet_on_a_falling_loss_and_one_spike(tmp_path):
+    train(tmp_path / "a", default_hook=True, optimizer="adam", steps=120, eval_every=None)
+    train(tmp_path / "b", default_hook=True, optimizer="adam", steps=120, eval_every=None, spike_at=60)
+    assert not mldbg.check(str(tmp_path / "a"), rules=["loss_change_point"])
+    assert not mldbg.check(str(tmp_path / "b"), rules=["loss_change_point"])  # one batch: loss_spike's
+
+
+def test_threshold_is_a_parameter(diverging):
+    path, _ = diverging
+    assert not mldbg.check(path, rules=["loss_change_point:threshold=1000"])
