@@ -90,6 +90,7 @@ class Hook(Adapter):
             settings["statistics"] = (
                 settings["save_config"] is None and settings["include_collections"] is None
             )
+        settings["extra_collections"] = ("embeddings",)  # nn.Embedding weights, besides `weights`
         return settings
 
     def _open_run(self, out_dir: Any) -> None:
@@ -141,8 +142,10 @@ class Hook(Adapter):
         inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
         prefix = self._names.prefix(inner, name, first=not self._models)
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
+        tables = {id(t.weight) for t in inner.modules() if isinstance(t, (nn.Embedding, nn.EmbeddingBag))}
         for pname, p in inner.named_parameters():
             natural = ("biases",) if pname.endswith("bias") else ("weights",)
+            natural += ("embeddings",) if id(p) in tables else ()  # lookup tables, not fan-in layers
             params.append((prefix + pname, p, natural))
         m = RegisteredModel(model, prefix, params)
         if self._stats is not None:

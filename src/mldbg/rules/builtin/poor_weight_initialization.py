@@ -75,8 +75,10 @@ class PoorWeightInitialization(Rule):
 
     SageMaker's max/min over all layers > `threshold` fires on healthy deep nets (PyTorch's
     default init shrinks the variance ~3-6x per layer); per layer it does not. Embedding
-    tables (named like "embed") and positional embeddings (`pos`, `pos_emb`, `wpe`...) are
-    left out: their rows are not fan-in layers. In a net with normalization layers (weights
+    tables (the PyTorch hook puts the weights of `nn.Embedding` and `nn.EmbeddingBag` in the
+    `embeddings` collection, whatever their name; other runs: named like "embed") and
+    positional embeddings (`pos`, `pos_emb`, `wpe`...) are left out: their rows are not
+    fan-in layers (PyTorch's N(0, 1) default init is healthy there). In a net with normalization layers (weights
     named like `norm`, `LayerNorm`, `ln_1`, `bn1`) a fading signal is not reported (a weight's
     gain below 1/`threshold`, activation inputs across layers): each normalization restores
     the variance (a transformer's std-0.02 init scales it by ~0.01 per layer, healthy with
@@ -172,7 +174,8 @@ class PoorWeightInitialization(Rule):
         """The conditions that held at `step`, and those the step had the data to judge."""
         hits: dict[str, tuple[str, list[str]]] = {}
         judged: set[str] = set()
-        weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS)]
+        tables = set(trial.names("embeddings"))  # the hook's nn.Embedding weights, whatever their name
+        weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS) if n not in tables]
         normalized = any(re.search(_NORM, n) for n in trial.names("weights", step=step))
         same, scale = [], []
         for name in weights:
@@ -219,6 +222,8 @@ class PoorWeightInitialization(Rule):
         for g in trial.names(
             "gradients", step=step, exclude=r"(?i)bias|" + _NOT_LAYERS[4:] + "|" + _QUERY_KEY[4:]
         ):
+            if g.removeprefix("gradient/") in tables:
+                continue  # sparse by construction: the rows of tokens not in the batch get none
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (
