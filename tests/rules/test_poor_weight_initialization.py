@@ -37,6 +37,7 @@ def test_embedding_tables_are_left_out_whatever_their_name(tmp_path):
     """PyTorch's word_language_model names its nn.Embedding `encoder`; its N(0, 1) default init
     is healthy for a lookup table (one row per token, no fan-in): the hook puts it in the
     `embeddings` collection and the rule leaves it out. The same matrix as a Linear fires."""
+
     class LM(nn.Module):
         def __init__(self, table: nn.Module):
             super().__init__()
