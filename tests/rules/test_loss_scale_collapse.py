@@ -4,10 +4,10 @@ every batch every step overflows, the scaler halves its scale and skips the step
 twin adds an eps under the square root.
 
 The torch hook ends a TRAIN step at `optimizer.step()`, which a scaler that overflows never
-calls: such a run is recorded as one long step. So the defect's test trains with the real
-scaler and replays the scale sequence it produced, one value per step, into a recorded run
-(forward and backward of a tiny net with no optimizer: a step ends at each backward); the
-fixed twin steps normally and is recorded as it trains."""
+calls; a skipped update still ends its step, at the next forward that finds the gradients
+reset by `zero_grad()`. So the run is recorded as it trains, one step per iteration, and the
+default set also sees that the weights never move. `record_scales` replays a scale sequence
+into a run, for the parameters' tests."""
 
 from __future__ import annotations
 
@@ -79,14 +79,22 @@ def record_scales(path, scales: list[float]) -> str:
 
 
 def test_fires_when_every_step_overflows(tmp_path):
-    scales = train_amp(tmp_path / "amp", eps=0.0)
+    scales = train_amp(tmp_path / "run", eps=0.0)
     assert scales[-1] < 1e-3, scales  # the real scaler collapsed: it halved at every step
-    path = record_scales(tmp_path / "run", scales)
-    found = mldbg.check(path, rules=["loss_scale_collapse"])
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.steps()) == len(scales)  # every skipped update ended its step
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_scale_collapse"])
     assert found, "loss_scale_collapse did not fire"
     assert fired(found)["loss_scale_collapse"] <= 10, found  # 10 falls in a row after the first value
     assert_explains(found[0])
     assert "loss_scale" in found[0].tensors
+    assert {"loss_scale_collapse", "unchanged_tensor"} <= {f.rule for f in mldbg.check(str(tmp_path / "run"))}
+
+
+def test_the_fixed_twin_raises_nothing_in_the_default_set(tmp_path):
+    """Its last bias gets no gradient (a contrastive loss of a - b cancels it): not a defect."""
+    train_amp(tmp_path / "run", eps=1e-12)
+    assert not mldbg.check(str(tmp_path / "run"))
 
 
 def test_quiet_on_the_fixed_twin(tmp_path):

@@ -4,7 +4,11 @@ What a step is: in TRAIN a step ends at the optimizer step (any `torch.optim` op
 updates a registered parameter), or at the end of backward where no optimizer is seen. In
 EVAL and PREDICT each forward of the registered model starts a new step. Weights are saved as
 they were in the step's forward; gradients as the optimizer sees them (so gradient
-accumulation over several backward passes is one step).
+accumulation over several backward passes is one step). An update that was skipped still
+ends its step: a model's TRAIN forward that finds its gradients reset
+(`zero_grad(set_to_none=True)`, the default) since a backward of the open step that no
+optimizer step consumed (AMP's GradScaler skips `optimizer.step()` when a gradient
+overflows) starts the next step.
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
@@ -144,10 +148,14 @@ class Hook(Adapter):
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
         tables = {id(t.weight) for t in inner.modules() if isinstance(t, (nn.Embedding, nn.EmbeddingBag))}
         for pname, p in inner.named_parameters():
-            natural = ("biases",) if pname.endswith("bias") else ("weights",)
+            natural: tuple[str, ...] = ("biases",) if pname.endswith("bias") else ("weights",)
             natural += ("embeddings",) if id(p) in tables else ()  # lookup tables, not fan-in layers
             params.append((prefix + pname, p, natural))
         m = RegisteredModel(model, prefix, params)
+        m.sentinel = next((p for _, p, _ in params if p.requires_grad), None)
+        if m.sentinel is not None:
+            on_grad = self._attach(self._on_sentinel_grad, m)
+            self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
         if self._stats is not None:
             self._stats.watch_modules(inner)
         self._models.append(m)
@@ -260,13 +268,17 @@ class Hook(Adapter):
         mode = self._current_mode(module)
         if mode == Mode.TRAIN:
             stale = rec.in_step and (
-                rec.mode != Mode.TRAIN or (self._backward_done and not self._optimizer_seen)
+                rec.mode != Mode.TRAIN
+                or (self._backward_done and not self._optimizer_seen)
+                or self._update_skipped(m)
             )
             if stale:
                 rec.end_step()
             if not rec.in_step:
                 self._backward_done = False
                 self._updated.clear()
+                for other in self._models:
+                    other.backward = False
                 rec.start_step(Mode.TRAIN)
         else:
             self._updated.clear()
@@ -284,6 +296,20 @@ class Hook(Adapter):
                 self._save(name, p, natural)
         for i, a in enumerate(args):
             self._save(m.input_name(i), a, ("inputs",))
+
+    def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
+        m.backward = True
+
+    def _update_skipped(self, m: RegisteredModel) -> bool:
+        """`m`'s gradients were reset since a backward of the open step that no optimizer
+        step consumed: its iteration ended without an update."""
+        return (
+            self._optimizer_seen
+            and m.backward
+            and m.sentinel is not None
+            and m.sentinel.grad is None
+            and id(m) not in self._updated
+        )
 
     def _on_forward_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any

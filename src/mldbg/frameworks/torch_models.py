@@ -31,6 +31,9 @@ class RegisteredModel:
     prefix: str
     params: list[Param]
     saved_at: int = -1
+    # a backward reached `sentinel` (its first trainable parameter) in the open TRAIN step
+    backward: bool = False
+    sentinel: nn.Parameter | None = None
     trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
     # asked once per schedule whether anything of them saves (the recorder keeps the answer)
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)

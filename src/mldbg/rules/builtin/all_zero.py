@@ -23,7 +23,9 @@ class AllZero(Rule):
     All-zero weights never learn distinct features, all-zero gradients mean no signal reaches
     the layer (dead units, a detached graph), an all-zero layer output means everything
     downstream sees nothing. By default weights, gradients and layer outputs are inspected;
-    biases (often initialized at 0 on purpose), inputs and labels are not. `patience` lets a
+    biases (often initialized at 0 on purpose), their gradients (a bias that cancels out has
+    none: the last bias of a siamese net under a contrastive loss of a - b), inputs and labels
+    are not. `patience` lets a
     layer initialized at zero on purpose (a common trick for the last layer) move first.
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
@@ -56,7 +58,7 @@ class AllZero(Rule):
         `zero_fraction` (or max |x| = 0); their streaks are reset as `check` resets them."""
         interesting = np.zeros(len(steps), dtype=bool)
         cold: list[tuple[str, np.ndarray, np.ndarray]] = []
-        for name in selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT):
+        for name in self._inspected(selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT)):
             over = Over(trial, name, steps)
             if not over.present.any():
                 continue
@@ -76,7 +78,7 @@ class AllZero(Rule):
         return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
-        names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
+        names = self._inspected(selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT))
         if not names:
             return None
         mode = trial.mode(step)
@@ -106,6 +108,12 @@ class AllZero(Rule):
             f"steps since step {since}: {short_list(zero)}",
             tensors=zero,
         )  # fmt: skip
+
+    def _inspected(self, names: list[str]) -> list[str]:
+        """The default selection leaves the biases' gradients out (see the class doc)."""
+        if self.collection_names is not None or self.tensor_regex is not None:
+            return names
+        return [n for n in names if not (n.startswith("gradient/") and n.lower().endswith("bias"))]
 
     def _zero_share(self, trial: TrialView, name: str, step: int) -> float | None:
         share = trial.statistic(name, step, "zero_fraction")
