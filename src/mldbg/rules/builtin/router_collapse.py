@@ -41,8 +41,8 @@ def expert_shares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         counts = np.where(np.isfinite(v) & (v > 0), v, 0.0)
     else:
         rows = v.reshape(len(v), -1, v.shape[-1])
-        finite = np.isfinite(rows).all(axis=2)
-        top = np.where(finite, np.where(finite[..., None], rows, 0.0).argmax(axis=2), -1)
+        finite = np.asarray(np.isfinite(rows).all(axis=2), dtype=bool)
+        top = np.where(finite, np.where(finite[:, :, None], rows, 0.0).argmax(axis=2), -1)
         counts = (top[..., None] == np.arange(v.shape[-1])).sum(axis=1).astype(np.float64)
     total = counts.sum(axis=1)
     valid = total > 0
