@@ -131,12 +131,13 @@ class LossChangePoint(Rule):
         start = self._start.get(name, first)
         done: list[tuple[int, float, int]] = []
         fired = name in self._fired
+        cache: dict[int, tuple[float, float] | tuple[()]] = {}  # the values before `first` do not change
         for i in range(first, len(x)):
             if flat[i] and not total > 0:
                 total, start = 0.0, i
                 done.append((steps[i], total, start))
                 continue
-            found = self._advance(values, i + 1, total, start)
+            found = self._advance(values, i + 1, total, start, cache)
             if found is None:
                 continue
             total, start, level_i, recent = found
@@ -145,24 +146,41 @@ class LossChangePoint(Rule):
             done.append((steps[i], total, start))
         return done, None
 
+    def _reference(self, values: list[float], start: int) -> tuple[float, float] | tuple[()]:
+        """(level, noise scale) of the `window` values before index `start`; () when fewer
+        than 3 of them are finite."""
+        ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
+        if len(ref) < 3:
+            return ()
+        level = median(ref)
+        noise = MAD_SCALE * median([abs(b - a) for a, b in itertools.pairwise(ref)]) / math.sqrt(2)
+        return level, max(noise, 0.01 * abs(level), 1e-12)
+
     def _advance(
-        self, values: list[float], n: int, total: float, start: int
+        self,
+        values: list[float],
+        n: int,
+        total: float,
+        start: int,
+        cache: dict[int, tuple[float, float] | tuple[()]] | None = None,
     ) -> tuple[float, int, float, float] | None:
         """The CUSUM after the `n`-th value of `values` (those after it are ignored), from the
         sum `total` and the excursion's `start` before it: (sum, start, reference level,
         median of the last 5); None when that value leaves the state as it is (warmup, not
-        finite, too short a reference)."""
+        finite, too short a reference). `cache`: start -> its reference, over one pass."""
         value = values[n - 1]
         if n <= max(2, self.warmup) or not math.isfinite(value):
             return None
         if not total > 0:
             start = n - 1
-        ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
-        if len(ref) < 3:
+        reference = None if cache is None else cache.get(start)
+        if reference is None:
+            reference = self._reference(values, start)
+            if cache is not None:
+                cache[start] = reference
+        if not reference:
             return None
-        level = median(ref)
-        noise = MAD_SCALE * median([abs(b - a) for a, b in itertools.pairwise(ref)]) / math.sqrt(2)
-        scale = max(noise, 0.01 * abs(level), 1e-12)
+        level, scale = reference
         total = max(0.0, total + min((value - level) / scale, self.cap) - self.drift)
         recent = median([v for v in values[max(0, n - 5) : n] if math.isfinite(v)] or [value])
         return total, start, level, recent
