@@ -15,7 +15,7 @@ from mldbg.rules.stats import MAD_SCALE, median, trailing_median, trailing_nonfi
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards the exact update
-_HORIZON = 4096  # steps one call of the fast path looks at
+_HORIZON = 512  # steps one call of the fast path looks at (evaluations end it every few steps)
 
 
 @register
@@ -114,8 +114,9 @@ class LossChangePoint(Rule):
     ) -> tuple[list[tuple[int, float, int]], int | None]:
         """The CUSUM over `values[first:]` from the rule's state: the (step, sum, start) of
         each update, and the step of the first value that fires (None when none does)."""
-        x = np.asarray(values, dtype=np.float64)
         w = self.window
+        base = max(0, first - w)  # the windows of values[first:] lie in values[base:]
+        x = np.asarray(values[base:], dtype=np.float64)
         level = trailing_median(x, w)
         diffs = np.abs(np.diff(x))
         noise = np.full(len(x), np.nan)
@@ -125,15 +126,15 @@ class LossChangePoint(Rule):
             scale = np.maximum(np.maximum(MAD_SCALE * noise / math.sqrt(2), 0.01 * np.abs(level)), 1e-12)
             slack = _TOL * (np.abs(x) + np.abs(level) + scale)
             flat = ~bad & np.isfinite(level) & np.isfinite(x) & (x - level <= self.drift * scale - slack)
-        n = np.arange(len(x)) + 1
+        n = np.arange(base, len(values)) + 1  # values up to and including each
         flat &= n > max(2, self.warmup)
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
         done: list[tuple[int, float, int]] = []
         fired = name in self._fired
         cache: dict[int, tuple[float, float] | tuple[()]] = {}  # the values before `first` do not change
-        for i in range(first, len(x)):
-            if flat[i] and not total > 0:
+        for i in range(first, len(values)):
+            if flat[i - base] and not total > 0:
                 total, start = 0.0, i
                 done.append((steps[i], total, start))
                 continue
