@@ -18,6 +18,7 @@ from mldbg.rules import BUILTIN
 from mldbg.rules.runner import RuleRunner
 from mldbg.trial.columns import Columns
 from tests.defects import EXTRA
+from tests.rules.test_rank_divergence import jobs as ddp_jobs  # noqa: F401 (a fixture)
 from tests.tiny import train
 
 REDUCTIONS = mldbg.ReductionConfig(
@@ -57,6 +58,20 @@ FIRING: dict[str, dict | str] = {
     "batch_dim_mismatch": "broadcast",
     "duplicate_batches": "duplicated_loader",
     "nondeterministic_eval": "functional_dropout",
+    # the third round: the rules of the default set that had no fast path left
+    "loss_change_point": {"maximize": True, "optimizer": "adam"},
+    "train_eval_discrepancy": "bn_momentum_zero",
+    "train_in_eval_mode": "eval_left_on",
+    "train_in_eval_mode (set_mode: the modules' flags)": "eval_left_on_set_mode",
+    "frozen_layer_updated": "freeze_with_momentum",
+}
+# rule specs (their parameters changed) -> the silent-bug scenario where they fire
+WITH_PARAMETERS = {
+    "frozen_layer_updated:tensor_regex=^fc1\\.": "freeze_attribute",
+    "frozen_layer_updated:rtol=0.001": "freeze_with_momentum",
+    "train_in_eval_mode:patience=1": "eval_left_on_set_mode",
+    "train_eval_discrepancy:patience=1": "bn_momentum_zero",
+    "loss_change_point:window=10": "healthy",
 }
 
 
@@ -90,6 +105,49 @@ def test_the_newer_default_rules_fire_the_same_on_both_paths(tmp_path, silent_ru
     assert outcome(path, columns=True) == reference
     assert rule.split()[0] in {f["rule"] for f in reference[0]}, reference[0]
     assert not reference[3]
+
+
+@pytest.mark.parametrize("spec", list(WITH_PARAMETERS))
+def test_with_their_parameters_changed_the_same_on_both_paths(silent_run, spec):
+    path = silent_run(WITH_PARAMETERS[spec])
+    found = []
+    for columns in (False, True):
+        runner = RuleRunner(mldbg.create_trial(path), [spec], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        found.append(([f.to_dict() for f in findings], runner.skipped, runner.unchecked, runner.errors))
+    assert found[1] == found[0]
+    assert not found[0][3]
+    if not spec.startswith("loss_change_point"):
+        assert found[0][0], spec
+
+
+@pytest.mark.parametrize(("balance", "save"), [(0.0, "logits"), (0.1, "logits"), (0.0, "counts")])
+def test_router_collapse_the_same_on_both_paths(tmp_path, balance, save):
+    """A tiny mixture of experts whose router collapses (balance 0) or not, its logits or its
+    token counts saved every step: the default set and router_collapse with other
+    parameters find the same on both paths."""
+    from tests.rules.test_router_collapse import train_moe
+
+    train_moe(tmp_path / "run", balance=balance, save=save)
+    reference = outcome(tmp_path / "run", columns=False)
+    assert outcome(tmp_path / "run", columns=True) == reference
+    assert ("router_collapse" in {f["rule"] for f in reference[0]}) == (balance == 0.0)
+    for spec in ("router_collapse:patience=1", "router_collapse:max_share=0.5"):
+        both = []
+        for columns in (False, True):
+            runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), [spec], columns=columns)
+            both.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+        assert both[1] == both[0], spec
+
+
+def test_rank_divergence_the_same_on_both_paths(ddp_jobs):  # noqa: F811 (the fixture)
+    """Real two-process gloo jobs (tests/rules/test_rank_divergence.py; ~15 s: the only
+    recordings of several workers): a rank that drifts, ranks reading the same batches, the
+    healthy twin, and every worker recording everything."""
+    for name, path in ddp_jobs.items():
+        reference = outcome(path, columns=False)
+        assert outcome(path, columns=True) == reference, name
+        assert ("rank_divergence" in {f["rule"] for f in reference[0]}) == name.startswith("diverge"), name
 
 
 @pytest.mark.parametrize("config", ["raw", "reductions", "budget"])
@@ -126,7 +184,8 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
     names = ["exploding_tensor", "all_zero", "tensor_variance", "vanishing_gradient", "dead_relu",
              "unchanged_tensor", "weight_update_ratio", "class_imbalance", "loss_not_decreasing",
              "gradient_norm_spike", "loss_spike", "logit_growth", "gradient_not_reset", "label_confusion",
-             "batch_dim_mismatch", "duplicate_batches", "nondeterministic_eval"]  # fmt: skip
+             "batch_dim_mismatch", "duplicate_batches", "nondeterministic_eval", "loss_change_point",
+             "train_eval_discrepancy", "train_in_eval_mode", "frozen_layer_updated", "rank_divergence"]  # fmt: skip
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
@@ -140,6 +199,11 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
         "gradient_not_reset",
         "batch_dim_mismatch",
         "nondeterministic_eval",
+        "loss_change_point",
+        "train_eval_discrepancy",
+        "train_in_eval_mode",
+        "frozen_layer_updated",
+        "rank_divergence",
     )
     assert all(calls[n] <= 2 for n in quiet), calls  # nothing to judge: no step is check()'s
     # logit_growth: the first labels; duplicate_batches: the first repeated batch

@@ -13,6 +13,7 @@ is always the reference, and a rule without the method runs only through it.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -168,6 +169,20 @@ def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window
     return k
 
 
+def give_back(tracker: LossTracker, steps: np.ndarray, cut: int, before: dict[str, int], seen: bool) -> None:
+    """Undo `loss_prefix`'s appends from `steps[cut]` on (`before`: each series' length before
+    it, `seen`: `tracker.seen_any` before it): a rule whose own screening found a step that
+    may fire hands it, and what follows, back to `check`, which appends and judges them."""
+    last = int(steps[cut])
+    for name in list(tracker.train):
+        s = tracker.train[name]
+        keep = bisect.bisect_left(s.steps, last, lo=before.get(name, 0))
+        del s.steps[keep:], s.values[keep:]
+        if not s.values and name not in before:
+            del tracker.train[name]
+    tracker.seen_any = seen or any(len(s.values) > before.get(n, 0) for n, s in tracker.train.items())
+
+
 def _loss_names(view: TrialView, tracker: LossTracker) -> list[str]:
     """`LossTracker.names` over the whole run: the tensors it may read."""
     names: list[str] = []
@@ -179,4 +194,13 @@ def _loss_names(view: TrialView, tracker: LossTracker) -> list[str]:
     return sorted(set(names))
 
 
-__all__ = ["NEVER", "Over", "aligned", "loss_prefix", "quiet_prefix", "raw_values", "selected_all"]
+__all__ = [
+    "NEVER",
+    "Over",
+    "aligned",
+    "give_back",
+    "loss_prefix",
+    "quiet_prefix",
+    "raw_values",
+    "selected_all",
+]

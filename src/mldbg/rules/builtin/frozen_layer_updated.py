@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import as_list, short_list
 from mldbg.rules.view import TrialView
 
@@ -43,6 +46,50 @@ class FrozenLayerUpdated(Rule):
         super().reset()
         self._last: dict[str, tuple[int, bool]] = {}  # per parameter: (its TRAIN mode step, frozen then)
         self._patterns: list[re.Pattern[str]] | None = None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): per parameter, its `requires_grad` flag at
+        all `steps` at once; a training step where it is frozen, and was at its previous known
+        training step, may fire unless its saved `delta_l2` (and `l2`) say it did not move:
+        the leading steps before the first such one, with each parameter's last known
+        (mode step, frozen) kept as `check` keeps it."""
+        if self._patterns is None:
+            self._patterns = [re.compile(r) for r in as_list(self.tensor_regex)]
+        modes, mode_steps = trial.columns.modes(steps)
+        train = modes == int(Mode.TRAIN)
+        n = len(steps)
+        interesting = np.zeros(n, dtype=bool)
+        known_of: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name in trial.names(("weights", "biases")):
+            over = Over(trial, name, steps)
+            declared = any(p.search(name) for p in self._patterns)
+            flag = over.stat("requires_grad")
+            known = train & over.present & (declared | np.isfinite(flag))
+            if not known.any():
+                continue
+            frozen = np.full(n, declared) | (flag == 0.0)
+            idx = np.flatnonzero(known)
+            last = self._last.get(name)
+            prev = np.empty(len(idx), dtype=bool)
+            prev[0] = last is not None and last[1]
+            prev[1:] = frozen[idx[:-1]]
+            judged = np.zeros(n, dtype=bool)
+            judged[idx] = frozen[idx] & prev
+            if name not in self._fired and judged.any():
+                delta, size = over.stat("delta_l2"), over.stat("l2")
+                scale = np.where(np.isfinite(size), size, 0.0)
+                with np.errstate(invalid="ignore"):
+                    still = np.isfinite(delta) & (delta <= self.atol + self.rtol * scale)
+                if self.rtol != 0.0:
+                    still &= np.isfinite(size)  # l2 from the raw tensor otherwise: check()'s
+                interesting |= judged & ~still
+            known_of.append((name, known, frozen))
+        k = quiet_prefix(interesting)
+        for name, known, frozen in known_of:
+            idx = np.flatnonzero(known[:k])
+            if len(idx):
+                self._last[name] = (int(mode_steps[idx[-1]]), bool(frozen[idx[-1]]))
+        return k
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:

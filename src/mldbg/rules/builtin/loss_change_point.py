@@ -5,11 +5,17 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import NEVER, give_back, loss_prefix
 from mldbg.rules.losses import LossTracker
-from mldbg.rules.stats import MAD_SCALE, median
+from mldbg.rules.stats import MAD_SCALE, median, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
+
+_TOL = 1e-9  # relative: the screening of the fast path errs towards the exact update
+_HORIZON = 512  # steps one call of the fast path looks at (evaluations end it every few steps)
 
 
 @register
@@ -68,25 +74,132 @@ class LossChangePoint(Rule):
                 out += self._judge(trial, name, s.steps, s.values)
         return out
 
-    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
-        n = len(values)
-        value = values[-1]
-        if n <= max(2, self.warmup) or not math.isfinite(value):
-            return []
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading training steps at which no loss
+        crosses, appended to the tracker's series (`loss_prefix`) with the CUSUM brought up to
+        date. While the sum is 0 a value leaves it at 0 when it lies at most `drift` noise
+        units above the median of the `window` values before it: screened over all the new
+        values at once (rolling medians), the others (a sum above 0, a non-finite value in the
+        window, the first values) updated as `check` updates them. The first value that
+        fires, and what follows, are handed back to `check`."""
+        if self.window < 4 or self.threshold < 0:  # no screening for these: check() only
+            return 0
+        steps = steps[:_HORIZON]
+        tracker = self._tracker
+        before = {name: len(s.values) for name, s in tracker.train.items()}
+        seen = tracker.seen_any
+        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
+        if not k:
+            return 0
+        cut = k
+        updates: dict[str, list[tuple[int, float, int]]] = {}  # name -> (step, sum, start) per update
+        for name, s in tracker.train.items():
+            start = before.get(name, 0)
+            if len(s.values) > start:
+                updates[name], at = self._run(name, s.values, s.steps, start)
+                if at is not None:
+                    cut = min(cut, int(np.searchsorted(steps, at)))
+        if cut < k:
+            give_back(tracker, steps, cut, before, seen)
+        last = int(steps[cut]) if cut < len(steps) else None
+        for name, done in updates.items():
+            for step, total, start in done:
+                if last is not None and step >= last:
+                    break
+                self._sum[name], self._start[name] = total, start
+        return cut
+
+    def _run(
+        self, name: str, values: list[float], steps: list[int], first: int
+    ) -> tuple[list[tuple[int, float, int]], int | None]:
+        """The CUSUM over `values[first:]` from the rule's state: the (step, sum, start) of
+        each update, and the step of the first value that fires (None when none does)."""
+        w = self.window
+        base = max(0, first - w)  # the windows of values[first:] lie in values[base:]
+        x = np.asarray(values[base:], dtype=np.float64)
+        level = trailing_median(x, w)
+        diffs = np.abs(np.diff(x))
+        noise = np.full(len(x), np.nan)
+        noise[1:] = trailing_median(diffs, w - 1)  # the diffs within x[i-w:i]
+        bad = trailing_nonfinite(x, w) > 0
+        with np.errstate(invalid="ignore"):
+            scale = np.maximum(np.maximum(MAD_SCALE * noise / math.sqrt(2), 0.01 * np.abs(level)), 1e-12)
+            slack = _TOL * (np.abs(x) + np.abs(level) + scale)
+            flat = ~bad & np.isfinite(level) & np.isfinite(x) & (x - level <= self.drift * scale - slack)
+        n = np.arange(base, len(values)) + 1  # values up to and including each
+        flat &= n > max(2, self.warmup)
         total = self._sum.get(name, 0.0)
-        start = self._start.get(name, n - 1) if total > 0 else n - 1
+        start = self._start.get(name, first)
+        done: list[tuple[int, float, int]] = []
+        fired = name in self._fired
+        cache: dict[int, tuple[float, float] | tuple[()]] = {}  # the values before `first` do not change
+        for i in range(first, len(values)):
+            if flat[i - base] and not total > 0:
+                total, start = 0.0, i
+                done.append((steps[i], total, start))
+                continue
+            found = self._advance(values, i + 1, total, start, cache)
+            if found is None:
+                continue
+            total, start, level_i, recent = found
+            if not fired and self._fires(total, level_i, recent):
+                return done, steps[i]
+            done.append((steps[i], total, start))
+        return done, None
+
+    def _reference(self, values: list[float], start: int) -> tuple[float, float] | tuple[()]:
+        """(level, noise scale) of the `window` values before index `start`; () when fewer
+        than 3 of them are finite."""
         ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
         if len(ref) < 3:
-            return []
+            return ()
         level = median(ref)
         noise = MAD_SCALE * median([abs(b - a) for a, b in itertools.pairwise(ref)]) / math.sqrt(2)
-        scale = max(noise, 0.01 * abs(level), 1e-12)
+        return level, max(noise, 0.01 * abs(level), 1e-12)
+
+    def _advance(
+        self,
+        values: list[float],
+        n: int,
+        total: float,
+        start: int,
+        cache: dict[int, tuple[float, float] | tuple[()]] | None = None,
+    ) -> tuple[float, int, float, float] | None:
+        """The CUSUM after the `n`-th value of `values` (those after it are ignored), from the
+        sum `total` and the excursion's `start` before it: (sum, start, reference level,
+        median of the last 5); None when that value leaves the state as it is (warmup, not
+        finite, too short a reference). `cache`: start -> its reference, over one pass."""
+        value = values[n - 1]
+        if n <= max(2, self.warmup) or not math.isfinite(value):
+            return None
+        if not total > 0:
+            start = n - 1
+        reference = None if cache is None else cache.get(start)
+        if reference is None:
+            reference = self._reference(values, start)
+            if cache is not None:
+                cache[start] = reference
+        if not reference:
+            return None
+        level, scale = reference
         total = max(0.0, total + min((value - level) / scale, self.cap) - self.drift)
+        recent = median([v for v in values[max(0, n - 5) : n] if math.isfinite(v)] or [value])
+        return total, start, level, recent
+
+    def _fires(self, total: float, level: float, recent: float) -> bool:
+        return total > self.threshold and recent - level > self.min_increase_percent / 100 * abs(level)
+
+    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+        n = len(values)
+        total = self._sum.get(name, 0.0)
+        found = self._advance(values, n, total, self._start.get(name, n - 1))
+        if found is None:
+            return []
+        total, start, level, recent = found
         self._sum[name] = total
         self._start[name] = start
-        recent = median([v for v in values[-5:] if math.isfinite(v)] or [value])
         rise = recent - level
-        if not (total > self.threshold and rise > self.min_increase_percent / 100 * abs(level)):
+        if not self._fires(total, level, recent):
             return []
         if not self.first(name):
             return []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
 
@@ -32,6 +35,21 @@ class RankDivergence(Rule):
     def reset(self) -> None:
         super().reset()
         self._replicated: set[str] = set()  # parameters seen identical on every worker
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): every step of a run of one worker (nothing to
+        compare), else the leading steps that are not training steps with a record of a
+        weight or bias saved by two workers or more (where `check` has nothing to compare)."""
+        if len(trial.workers()) < 2:
+            return len(steps)
+        modes, _ = trial.columns.modes(steps)
+        saved = np.zeros(len(steps), dtype=bool)
+        for name in trial.names(("weights", "biases")):
+            records = trial.trial.records(name)
+            pairs = np.unique(np.stack([records.step, records.worker]), axis=1)  # (step, worker) once
+            at, count = np.unique(pairs[0], return_counts=True)
+            saved |= np.isin(steps, at[count >= 2])
+        return quiet_prefix(saved & (modes == int(Mode.TRAIN)))
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN or len(trial.workers()) < 2:

@@ -6,9 +6,13 @@ import math
 
 import numpy as np
 
+from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over
 from mldbg.rules.view import TrialView
+
+_TOL = 1e-12  # a share this close to max_share is check()'s to judge
 
 
 def expert_counts(value: np.ndarray) -> np.ndarray | None:
@@ -25,6 +29,26 @@ def expert_counts(value: np.ndarray) -> np.ndarray | None:
         rows = rows[np.isfinite(rows).all(axis=1)]
         counts = np.bincount(rows.argmax(axis=1), minlength=v.shape[-1]).astype(np.float64)
     return counts if counts.sum() > 0 else None
+
+
+def expert_shares(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`expert_counts` over a stack of values (one row per step): (the counts have a token,
+    the top expert's share) per row; None when no row has anything to count."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim < 2 or v.shape[-1] < 2:
+        return None
+    if v.ndim == 2:
+        counts = np.where(np.isfinite(v) & (v > 0), v, 0.0)
+    else:
+        rows = v.reshape(len(v), -1, v.shape[-1])
+        finite = np.asarray(np.isfinite(rows).all(axis=2), dtype=bool)
+        top = np.where(finite, np.where(finite[:, :, None], rows, 0.0).argmax(axis=2), -1)
+        counts = (top[..., None] == np.arange(v.shape[-1])).sum(axis=1).astype(np.float64)
+    total = counts.sum(axis=1)
+    valid = total > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(valid, counts.max(axis=1) / np.where(valid, total, 1.0), np.nan)
+    return valid, share
 
 
 @register
@@ -68,6 +92,72 @@ class RouterCollapse(Rule):
                 "'router' collection: hook.save_tensor('moe.router', logits, collections=['router']))"
             )
         return None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the router tensors' saved values at all
+        `steps` stacked (`Columns.values`), the top expert's share of each counted at once,
+        the runs kept per tensor and mode as `check` keeps them, up to the first step where a
+        run reaches `patience` (or a share lies at `max_share`). Declines when a value is
+        missing or too large to stack."""
+        names = trial.names("router") if not self.tensor_regex else []
+        if self.tensor_regex:
+            names += trial.names(None, regex=self.tensor_regex)
+        modes, _ = trial.columns.modes(steps)
+        judged: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name in sorted(set(names)):
+            over = Over(trial, name, steps)
+            if not over.present.any():
+                continue
+            found = trial.columns.values(name)
+            if found is None:
+                return 0
+            have, values = found
+            rows = over._idx  # its row of `values` at each step (-1: not saved there)
+            shares = expert_shares(values)
+            if shares is None:  # a scalar, or fewer than 2 experts: nothing to count in check() either
+                continue
+            valid = over.present & shares[0][np.maximum(rows, 0)]
+            judged.append((name, valid, np.where(valid, shares[1][np.maximum(rows, 0)], np.nan)))
+        cut = len(steps)
+        for name, valid, share in judged:
+            cut = min(cut, self._scan(name, valid, share, modes, steps, cut, commit=False))
+        for name, valid, share in judged:
+            self._scan(name, valid, share, modes, steps, cut, commit=True)
+        return cut
+
+    def _scan(
+        self,
+        name: str,
+        valid: np.ndarray,
+        share: np.ndarray,
+        modes: np.ndarray,
+        steps: np.ndarray,
+        upto: int,
+        commit: bool,
+    ) -> int:
+        """The runs of one tensor over `steps[:upto]` as `check` keeps them: the index of the
+        first step that may fire (`upto` when none); the state kept when `commit`."""
+        runs: dict[str, list[int]] = {}
+        for i in np.flatnonzero(valid[:upto]).tolist():
+            mode = Mode(int(modes[i])).name
+            run = runs.get(mode)
+            if run is None:
+                run = runs[mode] = list(self._runs.get((name, mode), []))
+            value = float(share[i])
+            if abs(value - self.max_share) <= _TOL:
+                return i
+            if value > self.max_share:
+                run.append(int(steps[i]))
+            else:
+                run.clear()
+            if len(run) >= max(1, self.patience) and (name, mode) not in self._fired:
+                return i
+            if commit:
+                self._seen = True
+        if commit:
+            for mode, run in runs.items():
+                self._runs[(name, mode)] = run
+        return upto
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names = trial.names("router", step=step) if not self.tensor_regex else []

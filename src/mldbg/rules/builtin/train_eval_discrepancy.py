@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 
 COLLECTIONS = ("relu_activations", "tanh_activations", "sigmoid_activations", "outputs")
@@ -79,6 +82,29 @@ class TrainEvalDiscrepancy(Rule):
             if found is not None:
                 return found
         return None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading steps before the next EVAL step,
+        when no evaluation waits to be judged. Their TRAIN steps only count, and leave as
+        `before` the scales of the last of them that has some: found walking back over the
+        steps with a record of a tensor of the collections (`_scales`, as `check` reads)."""
+        if self._pending:  # the next TRAIN statistics step judges them: check()'s
+            return 0
+        modes, _ = trial.columns.modes(steps)
+        k = quiet_prefix(modes == int(Mode.EVAL))
+        if not k:
+            return 0
+        steps, train = steps[:k], modes[:k] == int(Mode.TRAIN)
+        present = np.zeros(k, dtype=bool)
+        for name in trial.names(COLLECTIONS):
+            present |= Over(trial, name, steps).present
+        for i in np.flatnonzero(train & present)[::-1].tolist():
+            scales = self._scales(trial, int(steps[i]))
+            if scales:
+                self._before = scales
+                break
+        self._train_steps += int(train.sum())
+        return k
 
     def _judge(
         self,

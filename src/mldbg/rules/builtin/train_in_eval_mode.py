@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over
 from mldbg.rules.view import TrialView
 
 KINDS = {"dropout": "Dropout", "norm": "BatchNorm/InstanceNorm"}
@@ -37,6 +40,70 @@ class TrainInEvalMode(Rule):
         self._streak = 0  # TRAIN statistics steps in a row with modules in eval mode
         self._outside = 0  # EVAL/PREDICT steps in a row in which an optimizer stepped
         self._first: int | None = None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the saved counts of all `steps` read as
+        columns at once (no lookup per step of the steps without a record), the streaks
+        counted as `check` counts them, up to the first step that fires or whose record holds
+        a NaN where a count should be (`check` reads those)."""
+        n = len(steps)
+        modes, _ = trial.columns.modes(steps)
+        unsure = np.zeros(n, dtype=bool)
+
+        def column(name: str, key: str) -> np.ndarray:
+            """The saved statistic (NaN where none); a NaN saved in a record is `check`'s."""
+            over = Over(trial, name, steps)
+            values = over.stat(key)
+            cols = trial.columns.tensor(name)
+            if cols is not None and cols.statistic(key) is not None:
+                unsure[:] |= over.present & np.isnan(values)
+            return values
+
+        total = np.zeros(n)
+        in_eval = np.zeros(n)
+        relevant = np.zeros(n)
+        for kind in KINDS:
+            on, count = column(f"module_training/{kind}", "sum"), column(f"module_training/{kind}", "count")
+            valid = np.isfinite(on) & np.isfinite(count)
+            total += np.where(valid, np.trunc(np.where(valid, count, 0.0)), 0.0)
+            with np.errstate(invalid="ignore"):
+                off = valid & (count - on > 0)
+            in_eval += np.where(off, np.trunc(np.where(off, count - on, 0.0)), 0.0)
+            relevant += np.where(np.isnan(count), 0.0, count)
+        stepped = column("optimizer_step", "sum")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bad = in_eval / np.where(total > 0, total, 1.0) > self.threshold
+            outside = (stepped > 0) & (relevant > 0)
+        train = modes == int(Mode.TRAIN)
+        judged = total > 0
+        streak, out, first = self._streak, self._outside, self._first
+        fired_modules, fired_optimizer = "modules" in self._fired, "optimizer" in self._fired
+        k = n
+        for i, (is_train, is_judged, is_bad, is_out, doubt) in enumerate(
+            zip(train.tolist(), judged.tolist(), bad.tolist(), outside.tolist(), unsure.tolist(), strict=True)
+        ):
+            if doubt:
+                k = i
+                break
+            if is_train:
+                new_out = 0
+                new_streak = streak
+                if is_judged:
+                    new_streak = streak + 1 if is_bad else 0
+                new_first = int(steps[i]) if is_judged and new_streak == 1 else first
+                if new_streak >= self.patience and not fired_modules and is_judged:
+                    k = i
+                    break
+            else:
+                new_streak = streak
+                new_out = out + 1 if is_out else 0
+                new_first = int(steps[i]) if is_out and new_out == 1 else first
+                if is_out and new_out >= self.patience and not fired_optimizer:
+                    k = i
+                    break
+            streak, out, first = new_streak, new_out, new_first
+        self._streak, self._outside, self._first = streak, out, first
+        return k
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
