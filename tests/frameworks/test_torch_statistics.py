@@ -18,6 +18,7 @@ from torch import nn
 
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks import torch_statistics as ts
+from mldbg.frameworks.torch import attention_logits
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.store import statistics as st
 
@@ -424,3 +425,18 @@ def test_sample_change_follows_gradients_as_the_reference_does(sync_free):
     batch.add("2.weight", torch.ones(2, 2), ["sample_change"])  # another size: starts over
     got = batch.finish()()
     assert math.isnan(got["2.bias"]["sample_change"]) and math.isnan(got["2.weight"]["sample_change"])
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_attention_logits_are_those_torch_softmaxes(batch_first):
+    """softmax of the hook's attention logits of the first sample equals the per-head attention
+    weights nn.MultiheadAttention returns for it (separate key/value sizes too)."""
+    torch.manual_seed(0)
+    for kdim in (None, 6):
+        mha = nn.MultiheadAttention(8, num_heads=2, batch_first=batch_first, kdim=kdim, vdim=kdim)
+        q = torch.randn(3, 5, 8) if batch_first else torch.randn(5, 3, 8)
+        k = torch.randn(3, 7, kdim or 8) if batch_first else torch.randn(7, 3, kdim or 8)
+        _, weights = mha(q, k, k, need_weights=True, average_attn_weights=False)
+        logits = attention_logits(mha, q, k)
+        assert logits is not None and logits.shape == (2, 5, 7)
+        torch.testing.assert_close(torch.softmax(logits, dim=-1), weights[0])

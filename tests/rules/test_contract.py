@@ -20,7 +20,14 @@ MODEL_RULES = [
     "stalled_training", "tanh_saturation", "tensor_variance", "unchanged_tensor", "underfitting",
     "vanishing_gradient", "weight_update_ratio",
 ]  # fmt: skip
-KNOWN = set(DEFAULT_COLLECTIONS) | {"metrics", "feature_importance", "trees"}
+# XGBoost's and the PyTorch hook's own (nn.Embedding weights; one sample's attention logits)
+KNOWN = set(DEFAULT_COLLECTIONS) | {
+    "metrics",
+    "feature_importance",
+    "trees",
+    "embeddings",
+    "attention_logits",
+}
 
 
 def test_every_model_rule_of_the_catalogue_is_registered():

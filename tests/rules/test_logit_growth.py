@@ -3,7 +3,11 @@ logits up by orders of magnitude; the healthy twin's logits settle."""
 
 from __future__ import annotations
 
+import torch
+from torch import nn
+
 import mldbg
+import mldbg.torch
 from tests.rules.conftest import assert_explains, fired
 from tests.tiny import train
 
@@ -35,3 +39,42 @@ def test_quiet_on_a_regression_output_growing_to_its_targets(tmp_path):
     run = train(tmp_path / "run", default_hook=True, task="regression", lr=0.02, steps=60, eval_every=None,
                 hook_kwargs={"statistics_budget": 0})  # fmt: skip
     assert not mldbg.check(run.path, rules=["logit_growth"])
+
+
+def _attention_run(path, grow: float, lr: float = 1e-2, steps: int = 60) -> None:
+    """A one-block transformer on token sequences, recorded with the two lines; `grow` > 1
+    multiplies the query and key projections by it after every step from step 10 (the
+    runaway of attention logits that QK-norm prevents, made reproducible)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    embed = nn.Embedding(20, 16)
+    block = nn.TransformerEncoderLayer(16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    net = nn.Sequential(embed, block, nn.Flatten(), nn.Linear(16 * 8, 20))
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(path), statistics_every=1) as hook:
+        hook.register_module(net)
+        hook.register_loss(loss_fn)
+        for step in range(steps):
+            x = torch.randint(0, 20, (16, 8), generator=g)
+            opt.zero_grad()
+            loss_fn(net(x), x[:, 0]).backward()
+            opt.step()
+            if grow > 1 and step >= 10:
+                with torch.no_grad():
+                    block.self_attn.in_proj_weight[:32] *= grow
+
+
+def test_fires_when_attention_logits_grow(tmp_path):
+    """The hook records q.k / sqrt(d) of one sample per nn.MultiheadAttention; the rule reads it."""
+    _attention_run(tmp_path / "run", grow=1.15)
+    found = mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])
+    assert found, "logit_growth did not fire on the attention logits"
+    assert found[0].tensors == ["1.self_attn_attention_logits"]
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.tensor_names(collection="attention_logits") == ["1.self_attn_attention_logits"]
+
+
+def test_quiet_on_a_healthy_transformer(tmp_path):
+    _attention_run(tmp_path / "run", grow=1.0)
+    assert not mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])

@@ -94,7 +94,8 @@ class Hook(Adapter):
             settings["statistics"] = (
                 settings["save_config"] is None and settings["include_collections"] is None
             )
-        settings["extra_collections"] = ("embeddings",)  # nn.Embedding weights, besides `weights`
+        # nn.Embedding weights (besides `weights`), and the attention logits of the statistics
+        settings["extra_collections"] = ("embeddings", "attention_logits")
         return settings
 
     def _open_run(self, out_dir: Any) -> None:
@@ -180,6 +181,9 @@ class Hook(Adapter):
             for qualname, module in inner.named_modules():
                 if not qualname:
                     continue
+                if isinstance(module, nn.MultiheadAttention) and self._stats is not None:
+                    hook = self._attach(self._attention(prefix + qualname))
+                    self._module_handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
                     hook = self._attach(self._layer_input(prefix + qualname, act))
@@ -332,6 +336,20 @@ class Hook(Adapter):
 
         return hook
 
+    def _attention(self, name: str) -> Callable[..., None]:
+        logits_name = f"{name}_attention_logits"
+
+        def hook(module: nn.MultiheadAttention, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            stats = self._stats
+            if stats is not None and stats.due():
+                inputs = [*args, *(kwargs.get(k) for k in ("query", "key")[len(args) :])]
+                if len(inputs) >= 2 and all(isinstance(x, torch.Tensor) for x in inputs[:2]):
+                    logits = attention_logits(module, inputs[0], inputs[1])
+                    if logits is not None:
+                        stats.add(logits_name, logits, "attention_logits")
+
+        return hook
+
     def _layer_output(self, name: str, act: str | None) -> Callable[..., None]:
         natural = ("outputs", act) if act else ("outputs",)
         inputs_natural = () if act is None else None
@@ -447,6 +465,33 @@ class Hook(Adapter):
         for h in self._module_handles:
             h.remove()
         self._module_handles = []
+
+
+def attention_logits(
+    mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor
+) -> torch.Tensor | None:
+    """The attention logits q.k / sqrt(d) of the first sample, per head: (heads, L, S). One
+    sample's projections (1 / batch of the attention's work); None for inputs it cannot read."""
+    e, h = mha.embed_dim, mha.num_heads
+    if query.dim() == 3:
+        q, k = (query[0], key[0]) if mha.batch_first else (query[:, 0], key[:, 0])
+    elif query.dim() == 2:
+        q, k = query, key
+    else:
+        return None
+    if q.shape[-1] != e or k.shape[-1] != (e if mha.in_proj_weight is not None else mha.kdim):
+        return None
+    with torch.no_grad():
+        if mha.in_proj_weight is not None:
+            w_q, w_k = mha.in_proj_weight[:e], mha.in_proj_weight[e : 2 * e]
+        else:
+            w_q, w_k = mha.q_proj_weight, mha.k_proj_weight
+        b = mha.in_proj_bias
+        b_q, b_k = (b[:e], b[e : 2 * e]) if b is not None else (None, None)
+        d = e // h
+        qh = nn.functional.linear(q, w_q, b_q).reshape(q.shape[0], h, d).transpose(0, 1)
+        kh = nn.functional.linear(k, w_k, b_k).reshape(k.shape[0], h, d).transpose(0, 1)
+        return (qh @ kh.transpose(1, 2)) * d**-0.5
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:

@@ -136,6 +136,8 @@ DENOMINATORS: dict[str, str] = {
 TANH_BOUNDS = (-9.4999, 9.4999)  # tanh_saturation's defaults (RULES.md)
 SIGMOID_BOUNDS = (-23.0, 16.99999)  # sigmoid_saturation's defaults
 DEFAULTS: dict[str, tuple[str, ...]] = {
+    # logit_growth: the attention logits of one sample per nn.MultiheadAttention (the PyTorch hook)
+    "attention_logits": ("max_abs", "variance"),
     # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init
     # (spread), gradient_not_reset (sample_change: a sum of gradients barely changes)
     "gradients": (

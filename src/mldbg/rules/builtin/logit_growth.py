@@ -29,13 +29,15 @@ class LogitGrowth(Rule):
     missing 1/sqrt(d) scale), output logits under a learned temperature without a clamp, a
     loss maximized by mistake, or no weight decay on a separable task. Read: the model's
     outputs (`outputs`) and the classification loss's `predictions` when the labels are
-    class ids (a regression output may grow to its targets' scale), and any tensor matching
-    `tensor_regex` (attention logits you save, e.g. `attn_scores`). Per mode.
+    class ids (a regression output may grow to its targets' scale), the attention logits the
+    PyTorch hook records of each `nn.MultiheadAttention` (`attention_logits`: q.k / sqrt(d) of
+    the first sample of the batch, its `max_abs`), and any tensor matching `tensor_regex`
+    (attention logits you save, e.g. `attn_scores`). Per mode.
     """
 
-    needs = ("outputs", "predictions")
+    needs = ("outputs", "predictions", "attention_logits")
     needs_any = True
-    reads = {"outputs": ("variance",), "predictions": ("variance",)}
+    reads = {"outputs": ("variance",), "predictions": ("variance",), "attention_logits": ("max_abs",)}
     window: int = 10
     factor: float = 100.0
     min_value: float = 10.0
@@ -94,6 +96,7 @@ class LogitGrowth(Rule):
         modes, _ = trial.columns.modes(steps)
         cut = len(steps)
         names = trial.names(None, regex=self.tensor_regex) if self.tensor_regex else []
+        names += trial.names("attention_logits")
         if self._classes is None:  # check() decides at the first step with labels
             for label in trial.names("labels"):
                 cut = min(cut, quiet_prefix(Over(trial, label, steps).present))
@@ -155,6 +158,7 @@ class LogitGrowth(Rule):
         names: list[str] = []
         if self.tensor_regex:
             names += trial.names(None, regex=self.tensor_regex, step=step)
+        names += trial.names("attention_logits", step=step)
         if self._is_classification(trial, step):
             names += trial.names(("outputs", "predictions"), step=step)
         mode = trial.mode(step).name
