@@ -8,7 +8,8 @@ accumulation over several backward passes is one step). An update that was skipp
 ends its step: a model's TRAIN forward that finds its gradients reset
 (`zero_grad(set_to_none=True)`, the default) since a backward of the open step that no
 optimizer step consumed (AMP's GradScaler skips `optimizer.step()` when a gradient
-overflows) starts the next step.
+overflows) starts the next step; the forwards of an optimizer's closure (L-BFGS) are inside
+its step and start none.
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
@@ -129,6 +130,7 @@ class Hook(Adapter):
         self._optimizer_searched = False
         self._backward_done = False
         self._backward_queued = False
+        self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -309,6 +311,7 @@ class Hook(Adapter):
         step consumed: its iteration ended without an update."""
         return (
             self._optimizer_seen
+            and not self._stepping
             and m.backward
             and m.sentinel is not None
             and m.sentinel.grad is None
@@ -421,6 +424,7 @@ class Hook(Adapter):
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
+        self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
         if not models or not self.recorder.in_step:
             return
         self.timeline.mark(marks.OPTIMIZER_START)
@@ -442,6 +446,7 @@ class Hook(Adapter):
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
+        self._stepping = self._stepping and not models
         if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
             return
         self._updated.update(id(m) for m in models)

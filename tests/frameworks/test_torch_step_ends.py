@@ -1,0 +1,70 @@
+"""Where a TRAIN step ends: at the optimizer step; with gradient accumulation after the last
+micro-batch; with L-BFGS after all the closure's evaluations; and, when an update is skipped
+(AMP's GradScaler on overflow, a loop that drops a bad batch), at the next iteration's forward
+that finds the gradients reset."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import mldbg
+import mldbg.torch
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+
+def _steps(path) -> int:
+    return len(mldbg.create_trial(str(path)).steps())
+
+
+def test_lbfgs_closure_evaluations_are_one_step(tmp_path):
+    net = _net()
+    opt = torch.optim.LBFGS(net.parameters(), lr=0.5, max_iter=5)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(net)
+        for _ in range(6):
+            opt.step(closure)
+    assert _steps(tmp_path) == 6
+
+
+def test_accumulated_micro_batches_are_one_step(tmp_path):
+    net = _net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(net)
+        for _ in range(5):
+            opt.zero_grad()
+            for _ in range(4):
+                net(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+    assert _steps(tmp_path) == 5
+
+
+def test_a_skipped_update_still_ends_its_step(tmp_path):
+    """Every third batch is dropped after its backward (no optimizer.step): 12 iterations are
+    12 steps, and the weights stay the same over a dropped one."""
+    net = _net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with mldbg.torch.Hook(str(tmp_path), save_config=mldbg.SaveConfig(save_interval=1)) as hook:
+        hook.register_module(net)
+        for i in range(12):
+            opt.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            if i % 3 != 2:
+                opt.step()
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.steps() == list(range(12))
+    w = trial.tensor("0.weight")
+    assert (w.value(3) == w.value(2)).all() and not (w.value(2) == w.value(1)).all()
