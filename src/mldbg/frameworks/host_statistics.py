@@ -12,7 +12,8 @@ training thread pays only the copies. Statistics steps: every step of each mode'
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,17 +35,33 @@ class _Added(NamedTuple):
     unit_axis: int | None = None  # the unit / channel axis (channels-last Keras: -1)
 
 
+def cadence(warmup: object, every: object) -> tuple[int, int]:
+    """A fixed cadence of statistics steps, checked: (warmup, every)."""
+    if not (isinstance(warmup, int) and warmup >= 0 and isinstance(every, int) and every >= 1):
+        raise InvalidConfig(
+            f"statistics_warmup must be a number of steps >= 0 and statistics_every >= 1, "
+            f"got {warmup!r} and {every!r}"
+        )
+    return warmup, every
+
+
+def fixed_cadence_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[int, int]]:
+    """The recorder's settings of a hook whose statistics steps follow a fixed cadence, and
+    that cadence: `statistics_warmup` and `statistics_every` are the hook's own, and
+    `statistics` None means on for the two lines (no `save_config`, no `include_collections`)."""
+    out = dict(settings)
+    steps = cadence(out.pop("statistics_warmup", WARMUP), out.pop("statistics_every", EVERY))
+    if out.get("statistics") is None:
+        out["statistics"] = out["save_config"] is None and out["include_collections"] is None
+    return out, steps
+
+
 class HostStatistics:
     """One step's statistics from host copies, handed to `recorder.save_statistics`."""
 
     def __init__(self, recorder: Recorder, warmup: int = WARMUP, every: int = EVERY):
-        if not (isinstance(warmup, int) and warmup >= 0 and isinstance(every, int) and every >= 1):
-            raise InvalidConfig(
-                f"statistics_warmup must be a number of steps >= 0 and statistics_every >= 1, "
-                f"got {warmup!r} and {every!r}"
-            )
         self.recorder = recorder
-        self.warmup, self.every = warmup, every
+        self.warmup, self.every = cadence(warmup, every)
         self._added: dict[str, _Added] = {}
         self._classes: list[tuple[str, np.ndarray, str, np.ndarray]] = []
         self._previous: dict[str, np.ndarray] = {}

@@ -30,11 +30,10 @@ import numpy as np
 from jax.experimental import io_callback
 
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig
 from mldbg.frameworks import jax_statistics as jst
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
-from mldbg.frameworks.host_statistics import EVERY, WARMUP
+from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.jax_names import Named, named_tensors, path_name
 from mldbg.frameworks.jax_statistics import Statistics, statistics
 from mldbg.frameworks.session import Worker
@@ -70,18 +69,7 @@ class Hook(Adapter):
         return Worker(f"jax-{jax.__version__}", jax.process_index(), jax.process_count())
 
     def _recording(self) -> dict[str, Any]:
-        settings = dict(self._settings)
-        warmup, every = settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY)
-        if not (isinstance(warmup, int) and warmup >= 0 and isinstance(every, int) and every >= 1):
-            raise InvalidConfig(
-                f"statistics_warmup must be a number of steps >= 0 and statistics_every >= 1, "
-                f"got {warmup!r} and {every!r}"
-            )
-        self._warmup, self._every = warmup, every
-        if settings.get("statistics") is None:
-            settings["statistics"] = (
-                settings["save_config"] is None and settings["include_collections"] is None
-            )
+        settings, (self._warmup, self._every) = fixed_cadence_settings(self._settings)
         return settings
 
     def _setup(self) -> None:

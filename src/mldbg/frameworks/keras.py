@@ -30,7 +30,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
-from mldbg.frameworks.host_statistics import EVERY, WARMUP
+from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.keras_layers import host_array, patched, put_each, tap, tap_layers, variable_name
 from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
 from mldbg.frameworks.session import Worker
@@ -62,12 +62,7 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._parameters: dict[int, bool] = {}  # id of a variable a layer declares trainable -> trainable now
 
     def _recording(self) -> dict[str, Any]:
-        settings = dict(self._settings)
-        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
-        if settings.get("statistics") is None:
-            settings["statistics"] = (
-                settings["save_config"] is None and settings["include_collections"] is None
-            )
+        settings, self._cadence = fixed_cadence_settings(self._settings)
         return settings
 
     def _open_run(self, out_dir: Any) -> None:

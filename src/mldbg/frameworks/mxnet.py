@@ -42,7 +42,7 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
-from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics
+from mldbg.frameworks.host_statistics import HostStatistics, fixed_cadence_settings
 from mldbg.frameworks.session import Worker
 from mldbg.profiler import timeline as marks
 from mldbg.store import statistics as st
@@ -69,12 +69,7 @@ class Hook(Adapter):
         return Worker.from_environment(f"mxnet-{mx.__version__}")
 
     def _recording(self) -> dict[str, Any]:
-        settings = dict(self._settings)
-        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
-        if settings.get("statistics") is None:
-            settings["statistics"] = (
-                settings["save_config"] is None and settings["include_collections"] is None
-            )
+        settings, self._cadence = fixed_cadence_settings(self._settings)
         return settings
 
     def _setup(self) -> None:

@@ -33,7 +33,7 @@ import tensorflow as tf
 from mldbg.config import Mode
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
-from mldbg.frameworks.host_statistics import EVERY, WARMUP
+from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.keras_layers import host_array, tap_layers, variable_name
 from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
 from mldbg.frameworks.session import Worker
@@ -57,12 +57,7 @@ class Hook(Adapter):
         self._layers: contextlib.ExitStack | None = None
 
     def _recording(self) -> dict[str, Any]:
-        settings = dict(self._settings)
-        self._cadence = (settings.pop("statistics_warmup", WARMUP), settings.pop("statistics_every", EVERY))
-        if settings.get("statistics") is None:
-            settings["statistics"] = (
-                settings["save_config"] is None and settings["include_collections"] is None
-            )
+        settings, self._cadence = fixed_cadence_settings(self._settings)
         return settings
 
     def _open_run(self, out_dir: Any) -> None:
