@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import NEVER, loss_prefix
+from mldbg.rules.columns import NEVER, give_back, loss_prefix
 from mldbg.rules.losses import LossTracker
 from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
@@ -121,14 +120,7 @@ class LossSpike(Rule):
                 if at is not None:
                     cut = min(cut, int(np.searchsorted(steps, s.steps[at])))
         if cut < k:  # give back the values from the spike on: check() appends and judges them
-            last = int(steps[cut])
-            for name in list(tracker.train):
-                s = tracker.train[name]
-                keep = bisect.bisect_left(s.steps, last, lo=before.get(name, 0))
-                del s.steps[keep:], s.values[keep:]
-                if not s.values and name not in before:
-                    del tracker.train[name]
-            tracker.seen_any = seen or any(len(s.values) > before.get(n, 0) for n, s in tracker.train.items())
+            give_back(tracker, steps, cut, before, seen)
         return cut
 
     def _first_spike(self, values: list[float], start: int) -> int | None:
