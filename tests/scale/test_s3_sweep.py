@@ -13,21 +13,14 @@ import mldbg
 from mldbg.scale import check_runs, find_runs, reduce_runs
 from mldbg.store import open_store
 from tests.scale.conftest import STEPS, SWEEP
-from tests.store.s3server import BUCKET, SeaweedServer, point_env_at
+from tests.store.s3server import s3_prefix
 from tests.tiny import train
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
-    server.start()
-    try:
-        server.create_bucket(BUCKET)
-        with pytest.MonkeyPatch.context() as env:
-            point_env_at(server, env, str(tmp_path_factory.mktemp("spill")))
-            yield f"s3://{BUCKET}/sweep"
-    finally:
-        server.stop()
+    with s3_prefix(tmp_path_factory, "sweep") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

