@@ -1,6 +1,7 @@
 """The default rules on runs of the two-line MXNet hook (`Hook(out_dir)`, `register_block`,
-`register_loss`): they fire on an exploding and on a dead-ReLU Gluon net and stay quiet on the
-healthy twins, plain and hybridized, with the statistics the hook records by default."""
+`register_loss`): they fire on an exploding, a dead-ReLU, a saturated-tanh and a
+saturated-sigmoid Gluon net and stay quiet on the healthy twins, plain and hybridized, with
+the statistics the hook records by default."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {  # run -> (train keyword
     "exploding": ({"lr": 1e12}, "exploding_tensor"),
     "dead_relu": ({"bias_init": -10.0}, "dead_relu"),
     "healthy_tanh": ({"activation": "tanh"}, None),
+    "saturated_tanh": ({"activation": "tanh", "input_scale": 100.0}, "tanh_saturation"),
+    "healthy_sigmoid": ({"activation": "sigmoid"}, None),
+    "saturated_sigmoid": ({"activation": "sigmoid", "input_scale": 100.0}, "sigmoid_saturation"),
     "hybridized_healthy": ({"hybridize": True}, None),
     "hybridized_exploding": ({"hybridize": True, "lr": 1e12}, "exploding_tensor"),
 }
@@ -50,6 +54,16 @@ def test_dead_relu_names_the_dead_layers(tmp_path: Path) -> None:
     record(tmp_path, bias_init=-10.0)
     dead = [f for f in mldbg.check(tmp_path, rules=["dead_relu"]) if f.rule == "dead_relu"]
     assert dead and set(dead[0].tensors) == {"0.act_input_0", "2_input_0"}
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+def test_saturation_names_the_saturated_layers(tmp_path: Path, activation: str) -> None:
+    """Inputs x100 saturate the first layer's activation (fused in `Dense(activation=...)`,
+    `0.act`); the second one (`2`) sees the first's bounded outputs and is not saturated."""
+    record(tmp_path, activation=activation, input_scale=100.0)
+    rule = f"{activation}_saturation"
+    found = [f for f in mldbg.check(tmp_path, rules=[rule]) if f.rule == rule]
+    assert found and set(found[0].tensors) == {"0.act_input_0"}, found
 
 
 def test_hybridized_dead_relu_is_caught_by_the_other_rules(tmp_path: Path) -> None:
