@@ -48,22 +48,16 @@ def test_default_rules(tmp_path: Path, case: str) -> None:
         assert rule in fired, fired
         first = next(f for f in findings if f.rule == rule)
         assert first.step <= 5 and first.tensors and first.suggestion
+        if rule.endswith("_saturation"):
+            # inputs x100 saturate the first activation (fused in `Dense(activation=...)`,
+            # `0.act`); the second (`2`) sees the first's bounded outputs and is not saturated
+            assert set(first.tensors) == {"0.act_input_0"}, first.tensors
 
 
 def test_dead_relu_names_the_dead_layers(tmp_path: Path) -> None:
     record(tmp_path, bias_init=-10.0)
     dead = [f for f in mldbg.check(tmp_path, rules=["dead_relu"]) if f.rule == "dead_relu"]
     assert dead and set(dead[0].tensors) == {"0.act_input_0", "2_input_0"}
-
-
-@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
-def test_saturation_names_the_saturated_layers(tmp_path: Path, activation: str) -> None:
-    """Inputs x100 saturate the first layer's activation (fused in `Dense(activation=...)`,
-    `0.act`); the second one (`2`) sees the first's bounded outputs and is not saturated."""
-    record(tmp_path, activation=activation, input_scale=100.0)
-    rule = f"{activation}_saturation"
-    found = [f for f in mldbg.check(tmp_path, rules=[rule]) if f.rule == rule]
-    assert found and set(found[0].tensors) == {"0.act_input_0"}, found
 
 
 def test_hybridized_dead_relu_is_caught_by_the_other_rules(tmp_path: Path) -> None:

@@ -100,7 +100,7 @@ class Hook(Adapter):
         self._warned_hybrid = False
         self._loss_names: set[str] = set()
         self._modules: list[tuple[str, list[gluon.Parameter]]] = []  # (dropout|norm, parameters around it)
-        self._params_saved_at = self._grads_saved_at = -1
+        self._params_saved_at = self._grads_saved_at = self._backward_ended_at = -1
 
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
@@ -137,9 +137,11 @@ class Hook(Adapter):
                 )
                 if wants_layers or act is not None:
                     self._handles.append(child.register_forward_hook(self._attach(self._layer(name, act))))
-        for method in ("step", "update"):  # every Trainer; `_ours` keeps those of our parameters
+        # every Trainer; `_ours` keeps those of our parameters. `allreduce_grads` (before
+        # `update`): the gradients are saved before it sums them over the devices
+        for method in ("step", "update", "allreduce_grads"):
             original = getattr(gluon.Trainer, method)
-            wrapper = self._trainer_wrapper(original)
+            wrapper = self._trainer_wrapper(original, ends_step=method != "allreduce_grads")
             setattr(gluon.Trainer, method, wrapper)
             self._patches.append((method, original, wrapper))
 
@@ -247,19 +249,26 @@ class Hook(Adapter):
 
         return hook
 
-    def _trainer_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _trainer_wrapper(self, original: Callable[..., Any], ends_step: bool) -> Callable[..., Any]:
         @functools.wraps(original)
         def wrapper(trainer: gluon.Trainer, *args: Any, **kwargs: Any) -> Any:
-            ours = not self._closed and self._ours(trainer) and self.recorder.in_step
+            rec = self.recorder
+            ours = not self._closed and self._ours(trainer) and rec.in_step
             if ours:
                 self._trainer_seen = True
-                self.timeline.mark(marks.OPTIMIZER_START)
-                if self.recorder.mode == Mode.TRAIN:
+                if self._backward_ended_at != rec.step:
+                    # no backward hook in MXNet: its backward has been issued by now (the engine
+                    # is asynchronous: the phases time what Python issued, not the engine's work)
+                    self._backward_ended_at = rec.step
+                    self.timeline.mark(marks.BACKWARD_END)
+                if rec.mode == Mode.TRAIN:
                     self._save_gradients()
-                elif self._stats.due():  # trained in record(train_mode=False): train_in_eval_mode
+                elif ends_step and self._stats.due():  # record(train_mode=False): train_in_eval_mode
                     self._stats.add("optimizer_step", np.ones(1, np.uint8), ("sum",), ())
+                if ends_step:
+                    self.timeline.mark(marks.OPTIMIZER_START)
             result = original(trainer, *args, **kwargs)
-            if ours and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
+            if ends_step and ours and rec.in_step and rec.mode == Mode.TRAIN:
                 self.timeline.mark(marks.OPTIMIZER_END)
                 self.timeline.step_end()
                 self.recorder.end_step()
