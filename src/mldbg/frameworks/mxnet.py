@@ -34,6 +34,10 @@ statistics, Dropout off) has EVAL steps: the hook records `optimizer_step` there
 A copy of a hooked block (`copy.deepcopy`, `pickle`) carries inert stand-ins for the hook's
 callables: it records nothing and holds no reference to the hook.
 
+The profiler's phases: MXNet has no backward hook, so the backward phase runs from the loss to
+the trainer's step (or `allreduce_grads`); the engine is asynchronous, so the phases time what
+Python issued.
+
 The two lines (no `save_config`, no `include_collections`) also record the statistics the
 default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
 the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
