@@ -4,6 +4,7 @@
     train(path, lr=1e12)              # explodes: NaN / inf
     train(path, bias_init=-10.0)      # the ReLUs are dead from the start
     train(path, hybridize=True)       # the same net, hybridized before it is registered
+    train(path, activation="tanh", input_scale=100.0)  # unnormalized inputs: saturated tanh
 
 Layers: `0` (Dense, with a fused ReLU `0.act`), `1` (Dense), `2` (Activation, relu), `3` (Dense).
 """
@@ -52,6 +53,7 @@ def train(
     bias_init: float = 0.0,
     activation: str = "relu",
     hybridize: bool = False,
+    input_scale: float = 1.0,
     steps: int = 60,
     batch_size: int = 32,
     eval_every: int | None = 20,
@@ -61,6 +63,7 @@ def train(
     `eval_every`), recorded by a hook with `hook_options`; returns the closed hook."""
     x, y = data(steps * batch_size)
     xv, yv = data(256, seed=1)
+    x, xv = x * input_scale, xv * input_scale
     net = mlp(bias_init, activation)
     if hybridize:
         net.hybridize()

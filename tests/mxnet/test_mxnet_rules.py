@@ -1,6 +1,7 @@
 """The default rules on runs of the two-line MXNet hook (`Hook(out_dir)`, `register_block`,
-`register_loss`): they fire on an exploding and on a dead-ReLU Gluon net and stay quiet on the
-healthy twins, plain and hybridized, with the statistics the hook records by default."""
+`register_loss`): they fire on an exploding, a dead-ReLU, a saturated-tanh and a
+saturated-sigmoid Gluon net and stay quiet on the healthy twins, plain and hybridized, with
+the statistics the hook records by default."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {  # run -> (train keyword
     "exploding": ({"lr": 1e12}, "exploding_tensor"),
     "dead_relu": ({"bias_init": -10.0}, "dead_relu"),
     "healthy_tanh": ({"activation": "tanh"}, None),
+    "saturated_tanh": ({"activation": "tanh", "input_scale": 100.0}, "tanh_saturation"),
+    "healthy_sigmoid": ({"activation": "sigmoid"}, None),
+    "saturated_sigmoid": ({"activation": "sigmoid", "input_scale": 100.0}, "sigmoid_saturation"),
     "hybridized_healthy": ({"hybridize": True}, None),
     "hybridized_exploding": ({"hybridize": True, "lr": 1e12}, "exploding_tensor"),
 }
@@ -44,6 +48,10 @@ def test_default_rules(tmp_path: Path, case: str) -> None:
         assert rule in fired, fired
         first = next(f for f in findings if f.rule == rule)
         assert first.step <= 5 and first.tensors and first.suggestion
+        if rule.endswith("_saturation"):
+            # inputs x100 saturate the first activation (fused in `Dense(activation=...)`,
+            # `0.act`); the second (`2`) sees the first's bounded outputs and is not saturated
+            assert set(first.tensors) == {"0.act_input_0"}, first.tensors
 
 
 def test_dead_relu_names_the_dead_layers(tmp_path: Path) -> None:

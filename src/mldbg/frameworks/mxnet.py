@@ -16,8 +16,27 @@ its `rescale_grad`). Names follow the block tree, as the PyTorch hook's: `0.weig
 names, `dense3_weight`, depend on how many blocks the process made before).
 
 A hybridized block runs as one compiled graph: the forward hooks of its children never fire
-there, so their outputs and activations are lost (the hook warns once); its parameters,
-gradients, inputs and outputs and the loss are recorded.
+there, so their outputs and activations are lost (the hook warns once, also for a hybridized
+block inside a plain `Block`); its parameters, gradients, inputs and outputs and the loss are
+recorded.
+
+Parameters: one not initialized yet (deferred, before its first forward) is skipped; a
+BatchNorm's `running_mean` / `running_var` (updated by MXNet in the backward pass, not by the
+trainer) are saved as the forward saw them but in no collection of their own (`include_regex`
+or `save_all` asks for them), so the weight rules do not take them for frozen weights that
+moved. Gradients: a stale one (not written by a backward since the trainer's last update,
+`step(..., ignore_stale_grad=True)`) is not saved; on several devices (`kvstore`), the sum
+over the devices, as the kvstore reduces them. Inputs and outputs: the first device's forward.
+A model trained inside `autograd.record(train_mode=False)` (BatchNorm on its running
+statistics, Dropout off) has EVAL steps: the hook records `optimizer_step` there and
+`module_training/dropout|norm` at statistics steps (`train_in_eval_mode`), as the PyTorch hook.
+
+A copy of a hooked block (`copy.deepcopy`, `pickle`) carries inert stand-ins for the hook's
+callables: it records nothing and holds no reference to the hook.
+
+The profiler's phases: MXNet has no backward hook, so the backward phase runs from the loss to
+the trainer's step (or `allreduce_grads`); the engine is asynchronous, so the phases time what
+Python issued.
 
 The two lines (no `save_config`, no `include_collections`) also record the statistics the
 default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
@@ -83,7 +102,9 @@ class Hook(Adapter):
         self._trainers: dict[int, bool] = {}
         self._trainer_seen = self._trainer_searched = False
         self._warned_hybrid = False
-        self._params_saved_at = self._grads_saved_at = -1
+        self._loss_names: set[str] = set()
+        self._modules: list[tuple[str, list[gluon.Parameter]]] = []  # (dropout|norm, parameters around it)
+        self._params_saved_at = self._grads_saved_at = self._backward_ended_at = -1
 
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
@@ -100,16 +121,18 @@ class Hook(Adapter):
             raise InvalidConfig("register_block was already called; use one hook per model")
         self._block = block
         for name, p in block._collect_params_with_prefix().items():
-            self._params.append((name, p, ("biases",) if name.endswith("bias") else ("weights",)))
+            self._params.append((name, p, _natural(name, p)))
             self._param_ids.add(id(p))
         self._param_keys = tuple((name, natural) for name, _, natural in self._params)
-        self._handles.append(block.register_forward_pre_hook(self._on_forward_start))
-        self._handles.append(block.register_forward_hook(self._on_forward_end))
+        self._handles.append(block.register_forward_pre_hook(self._attach(self._on_forward_start)))
+        self._handles.append(block.register_forward_hook(self._attach(self._on_forward_end)))
+        self._modules = _train_mode_modules(block)
         cols = self.recorder.collections
         wants_layers = any(cols.may_save(c) for c in ("outputs", *ACTIVATIONS.values()))
-        if _hybridized(block):
-            self._warn_hybridized()
-        elif wants_layers or self.recorder.statistics:
+        hybridized = _first_hybridized(block)
+        if hybridized is not None:
+            self._warn_hybridized(hybridized)
+        if not _hybridized(block) and (wants_layers or self.recorder.statistics):
             for name, child in _children(block):
                 act = (
                     ACTIVATIONS.get(getattr(child, "_act_type", ""))
@@ -117,10 +140,12 @@ class Hook(Adapter):
                     else None
                 )
                 if wants_layers or act is not None:
-                    self._handles.append(child.register_forward_hook(self._layer(name, act)))
-        for method in ("step", "update"):  # every Trainer; `_ours` keeps those of our parameters
+                    self._handles.append(child.register_forward_hook(self._attach(self._layer(name, act))))
+        # every Trainer; `_ours` keeps those of our parameters. `allreduce_grads` (before
+        # `update`): the gradients are saved before it sums them over the devices
+        for method in ("step", "update", "allreduce_grads"):
             original = getattr(gluon.Trainer, method)
-            wrapper = self._trainer_wrapper(original)
+            wrapper = self._trainer_wrapper(original, ends_step=method != "allreduce_grads")
             setattr(gluon.Trainer, method, wrapper)
             self._patches.append((method, original, wrapper))
 
@@ -132,7 +157,10 @@ class Hook(Adapter):
                 f"register_loss needs a gluon Block such as gluon.loss.SoftmaxCrossEntropyLoss(), got "
                 f"{type(loss).__name__}; for a loss value, call hook.save_scalar('loss', value) instead"
             )
-        prefix = type(loss).__name__
+        prefix, k = type(loss).__name__, 2
+        while prefix in self._loss_names:  # a second loss of the same class: `<LossClass>_2`
+            prefix, k = f"{type(loss).__name__}_{k}", k + 1
+        self._loss_names.add(prefix)
         classes = isinstance(loss, CLASSIFICATION_LOSSES)
         kinds = (("predictions",), ("labels",))
 
@@ -151,7 +179,7 @@ class Hook(Adapter):
                 for i, a in enumerate(args):
                     self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
-        self._handles.append(loss.register_forward_hook(on_loss))
+        self._handles.append(loss.register_forward_hook(self._attach(on_loss)))
 
     def set_mode(self, mode: Mode | str) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `autograd.is_training()`."""
@@ -174,8 +202,10 @@ class Hook(Adapter):
         if not (mode == Mode.TRAIN and self._trainer_seen and rec.in_step and rec.mode == Mode.TRAIN):
             rec.start_step(mode)  # ends the open step
         self.timeline.forward_start(rec.step, rec.mode)
-        if not self._warned_hybrid and _hybridized(block):
-            self._warn_hybridized()
+        if not self._warned_hybrid:
+            hybridized = _first_hybridized(block)
+            if hybridized is not None:
+                self._warn_hybridized(hybridized)
 
     def _on_forward_end(self, block: nn.Block, args: tuple[Any, ...], output: Any) -> None:
         rec = self.recorder
@@ -186,12 +216,16 @@ class Hook(Adapter):
         stats, train = self._stats.due(), rec.mode == Mode.TRAIN
         if (stats and train) or rec.saves_any(self._param_keys):
             for name, p, natural in self._params:
+                if p._data is None:
+                    continue  # deferred initialization: not used by a forward yet
                 value = _first(p.list_data())
                 self._save(name, value, natural)
-                if stats and train:
+                if stats and train and natural:
                     self._stats.add(
                         name, value.asnumpy(), st.DEFAULTS[natural[0]], natural, p.grad_req != "null"
                     )
+        if stats and self._modules:
+            self._module_training()
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for i, a in enumerate(args):
             self._save(f"model_input_{i}", a, ("inputs",))
@@ -219,17 +253,26 @@ class Hook(Adapter):
 
         return hook
 
-    def _trainer_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _trainer_wrapper(self, original: Callable[..., Any], ends_step: bool) -> Callable[..., Any]:
         @functools.wraps(original)
         def wrapper(trainer: gluon.Trainer, *args: Any, **kwargs: Any) -> Any:
-            ours = not self._closed and self._ours(trainer) and self.recorder.in_step
+            rec = self.recorder
+            ours = not self._closed and self._ours(trainer) and rec.in_step
             if ours:
                 self._trainer_seen = True
-                self.timeline.mark(marks.OPTIMIZER_START)
-                if self.recorder.mode == Mode.TRAIN:
+                if self._backward_ended_at != rec.step:
+                    # no backward hook in MXNet: its backward has been issued by now (the engine
+                    # is asynchronous: the phases time what Python issued, not the engine's work)
+                    self._backward_ended_at = rec.step
+                    self.timeline.mark(marks.BACKWARD_END)
+                if rec.mode == Mode.TRAIN:
                     self._save_gradients()
+                elif ends_step and self._stats.due():  # record(train_mode=False): train_in_eval_mode
+                    self._stats.add("optimizer_step", np.ones(1, np.uint8), ("sum",), ())
+                if ends_step:
+                    self.timeline.mark(marks.OPTIMIZER_START)
             result = original(trainer, *args, **kwargs)
-            if ours and self.recorder.in_step and self.recorder.mode == Mode.TRAIN:
+            if ends_step and ours and rec.in_step and rec.mode == Mode.TRAIN:
                 self.timeline.mark(marks.OPTIMIZER_END)
                 self.timeline.step_end()
                 self.recorder.end_step()
@@ -251,12 +294,19 @@ class Hook(Adapter):
         self._grads_saved_at = rec.step
         stats = self._stats.due()
         for name, p, _ in self._params:
-            if p.grad_req == "null" or getattr(p, "_grad", None) is None:
+            if p.grad_req == "null" or getattr(p, "_grad", None) is None or p._data is None:
                 continue
-            grad = _first(p.list_grad())
-            self._save(f"gradient/{name}", grad, ("gradients",))
-            if stats:
-                self._stats.add(f"gradient/{name}", grad.asnumpy(), st.DEFAULTS["gradients"], ("gradients",))
+            if not any(d._fresh_grad for d in p.list_data()):
+                continue  # stale: no backward wrote it since the trainer's last update
+            grads = p.list_grad()
+            if len(grads) == 1:
+                self._save(f"gradient/{name}", grads[0], ("gradients",))
+                grad = grads[0].asnumpy() if stats else None
+            else:  # several devices: their sum, as the kvstore reduces them
+                grad = functools.reduce(np.add, (g.asnumpy() for g in grads))
+                self._save(f"gradient/{name}", grad, ("gradients",))
+            if stats and grad is not None:
+                self._stats.add(f"gradient/{name}", grad, st.DEFAULTS["gradients"], ("gradients",))
 
     def _on_step_end(self) -> None:
         """The step is about to end: gradients of a TRAIN step no trainer ended, then the
@@ -268,18 +318,34 @@ class Hook(Adapter):
 
     # saving -------------------------------------------------------------------------------
     def _save(self, name: str, value: Any, natural: tuple[str, ...]) -> None:
-        if not _is_array(value) or self.recorder.has(name):
+        if not (_is_array(value) or isinstance(value, np.ndarray)) or self.recorder.has(name):
             return
         plan = self.recorder.plan(name, natural)
         if plan is None:
             return
-        source = array_source(value.asnumpy())  # a copy: the trainer updates in place
+        # a copy: the trainer updates in place
+        source = array_source(value.asnumpy() if _is_array(value) else value)
         if source is not None:
             self.recorder.save(name, source[0], plan, source[1])
 
-    def _warn_hybridized(self) -> None:
+    def _warn_hybridized(self, name: str) -> None:
         self._warned_hybrid = True
-        warnings.warn(HYBRIDIZED.format(name=type(self._block).__name__), UserWarning, stacklevel=3)
+        warnings.warn(HYBRIDIZED.format(name=name), UserWarning, stacklevel=3)
+
+    def _module_training(self) -> None:
+        """`module_training/dropout|norm` (`sum`, `count`): MXNet's train mode is global
+        (`autograd.is_training()`), so each such block is on or off with it."""
+        on = autograd.is_training()
+        for kind in ("dropout", "norm"):
+            count = sum(
+                1 for k, around in self._modules if k == kind and any(p.grad_req != "null" for p in around)
+            )
+            if count:
+                flags = np.full(count, 1 if on else 0, dtype=np.uint8)
+                self._stats.add(f"module_training/{kind}", flags, ("sum", "count"), ())
+
+    def _attach(self, fn: Callable[..., Any]) -> Attached:
+        return Attached(fn, self)
 
     def _release(self) -> None:
         for h in self._handles:
@@ -306,6 +372,72 @@ def _children(block: nn.Block, prefix: str = "") -> Iterator[tuple[str, nn.Block
         yield f"{prefix}{name}", child
         if not _hybridized(child):
             yield from _children(child, f"{prefix}{name}.")
+
+
+def _first_hybridized(block: nn.Block) -> str | None:
+    """The first hybridized block of the tree, by name (`HybridSequential`, or
+    `Net.encoder (HybridSequential)` below a plain block), or None."""
+    if _hybridized(block):
+        return type(block).__name__
+    for path, child in _children(block):
+        if _hybridized(child):
+            return f"{type(block).__name__}.{path} ({type(child).__name__})"
+    return None
+
+
+def _natural(name: str, p: gluon.Parameter) -> tuple[str, ...]:
+    """A parameter's collection: `biases`, `weights`; none for a BatchNorm's running
+    statistics (no trainer moves them: not frozen weights that changed)."""
+    if p.grad_req == "null" and name.rsplit(".", 1)[-1] in ("running_mean", "running_var"):
+        return ()
+    return ("biases",) if name.endswith("bias") else ("weights",)
+
+
+def _train_mode_modules(block: nn.Block) -> list[tuple[str, list[gluon.Parameter]]]:
+    """Each Dropout (rate > 0) and BatchNorm block with the parameters around it (its own
+    and its parent's): those that train differently outside `autograd.train_mode()`."""
+    found = []
+
+    def walk(parent: nn.Block) -> None:
+        for child in parent._children.values():
+            kind = None
+            if isinstance(child, nn.Dropout) and getattr(child, "_rate", 0) > 0:
+                kind = "dropout"
+            elif isinstance(child, nn.BatchNorm):
+                kind = "norm"
+            if kind is not None:
+                around = list(child.collect_params().values()) + list(parent.collect_params().values())
+                found.append((kind, around))
+            walk(child)
+
+    walk(block)
+    return found
+
+
+class Attached:
+    """A hook's callable on a block; `owner` is the hook. Copied or pickled: a `Detached`."""
+
+    __slots__ = ("fn", "owner")
+
+    def __init__(self, fn: Callable[..., Any], owner: Hook):
+        self.fn = fn
+        self.owner = owner
+
+    def __call__(self, *args: Any) -> Any:
+        if self.owner._closed:
+            return None
+        return self.fn(*args)
+
+    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
+        return (Detached, ())
+
+
+class Detached:
+    """What a copied or unpickled block holds where its original had a hook: nothing happens.
+    Kept here, under this name: pickled blocks refer to it."""
+
+    def __call__(self, *args: Any) -> None:
+        return None
 
 
 def _hybridized(block: nn.Block) -> bool:

@@ -124,12 +124,14 @@ class Profiler:
         close_at_exit(self)
 
     def _start_samplers(self, config: ProfilerConfig) -> tuple[float | None, int]:
-        try:
+        try:  # psutil is imported by the samplers, when one is made
             from mldbg.profiler.system import NodeSampler, ProcessSampler, node_writer, process_writer
+
+            proc = ProcessSampler()
         except ImportError as e:
             self.notes.append(f"no system metrics: {e.name} is not installed (pip install 'mldbg[profiler]')")
+            log.warning("mldbg: %s", self.notes[-1])
             return _process_start(), os.cpu_count() or 1
-        proc = ProcessSampler()
         self._process_sampler = proc
         self._process_writer = process_writer(self.store, self.worker)
         cores = os.cpu_count() or 1
