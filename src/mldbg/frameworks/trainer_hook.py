@@ -63,6 +63,13 @@ class TrainerHook(Hook):
         finally:
             self._opening = False
 
+    def begin_forward(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A forward of the trainer's model that began before this hook took the model (its
+        own pre-forward hook did not run for it): open its step now."""
+        if self._models:
+            model = self._models[0]
+            self._on_forward_start(model, model.module, tuple(args), kwargs)
+
     def close_batch(self) -> None:
         """The loop's batch ended (with `step_at_batch_end`: so did its TRAIN step, if an
         optimizer stepped in it)."""
