@@ -62,7 +62,9 @@ def test_findings_reach_the_trainings_active_mlflow_run(tmp_path, monkeypatch):
     first = {f.rule: f for f in reversed(findings)}
     assert got.data.tags["mldbg.rule.exploding_tensor"].startswith("step 3 (TRAIN): NaN")
     assert got.data.tags["mldbg.rule.odd rule/_ _v2___"] == 'step 2 (TRAIN): loss seen {x} "quoted" & <b>'
-    assert [p.step for p in client.get_metric_history(got.info.run_id, "mldbg.finding.odd rule/_ _v2___")] == [2]
+    assert [
+        p.step for p in client.get_metric_history(got.info.run_id, "mldbg.finding.odd rule/_ _v2___")
+    ] == [2]
     path = client.download_artifacts(got.info.run_id, "mldbg/findings.json", str(tmp_path))
     saved = json.loads(Path(path).read_text())["findings"]
     assert {f["rule"] for f in saved} == set(first)
@@ -83,7 +85,9 @@ def test_findings_go_beside_the_trainings_own_wandb_run(tmp_path, monkeypatch):
         run.log({"train/loss": losses[0]})
     finally:
         run.finish()
-    wait_until(lambda: _offline_runs(tmp_path, records), what="both offline runs written")  # W&B's service writes late
+    wait_until(
+        lambda: _offline_runs(tmp_path, records), what="both offline runs written"
+    )  # W&B's service writes late
     found = _offline_runs(tmp_path, records)
     assert set(found) == {"my-training", "my-training-mldbg"}
     ours, summary = found["my-training-mldbg"]
@@ -106,7 +110,9 @@ def _offline_runs(wandb_dir, records):
             if kind == "run":
                 wb_run = r.run
             elif kind == "summary":
-                summary.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.summary.update})
+                summary.update(
+                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.summary.update}
+                )
         if wb_run is None:
             return None
         found[wb_run.display_name] = (wb_run, summary)
