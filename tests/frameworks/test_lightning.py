@@ -395,6 +395,22 @@ def test_later_trainer_calls_with_the_same_callback_continue_the_run(tmp_path):
         np.testing.assert_array_equal(trial.tensor(name).value(trial.steps()[-1]), final)
     assert mldbg.check(tmp_path, rules=["loss_not_decreasing"]) == []
 
+    class Broken(Tiny):
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 1:
+                raise RuntimeError("a bug in the training step")
+            return super().training_step(batch, batch_idx)
+
+    broken = Broken()
+    broken.load_state_dict(model.state_dict())
+    with pytest.raises(RuntimeError, match="a bug"):
+        _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(broken, train, val)
+    assert mldbg.create_trial(tmp_path).loaded_all_steps  # closed at the exception
+    _trainer(cb).validate(model, val, verbose=False)  # and the next call still continues the run
+    trial = mldbg.create_trial(tmp_path)
+    assert [trial.mode(s).name for s in trial.steps()][-2:] == ["EVAL", "EVAL"]
+    assert len(trial.steps()) == len(modes) + 2 + 2  # the broken fit: its good step and the one that raised
+
 
 def test_the_callback_and_the_module_copy_and_reload_from_a_checkpoint(tmp_path):
     import copy

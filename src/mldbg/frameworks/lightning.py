@@ -141,6 +141,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self.close()
+        self._in_call = False  # Lightning calls no teardown hook after an exception
 
     def close(self) -> None:
         """Write the run's END (also done when the Trainer call ends)."""
