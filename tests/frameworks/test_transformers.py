@@ -235,11 +235,12 @@ def test_a_causal_lm_with_accumulation_clipping_smoothing_evaluation_and_checkpo
 
     # evaluate() and predict() after train() continue the run (EVAL steps), closed at their end
     final = trainer.evaluate()["eval_loss"]
-    trainer.predict(Shifted(8, 2))
+    predicted = trainer.predict(Shifted(8, 2)).metrics["test_loss"]
     trial = mldbg.create_trial(tmp_path / "run")
     assert trial.loaded_all_steps
     assert [trial.mode(s).name for s in trial.steps()] == modes + ["EVAL"] * 3
     assert float(trial.tensor("loss").value(9)) == pytest.approx(final, rel=1e-5)  # its last batch
+    assert float(trial.tensor("loss").value(10)) == pytest.approx(predicted, rel=1e-5)
     for name in trial.tensor_names(collection="weights"):
         np.testing.assert_array_equal(
             trial.tensor(name).value(10), model.get_parameter(name).detach().numpy()

@@ -14,10 +14,14 @@ gradients, the loss, and the statistics the default rules read.
   (a model that divides its loss by the `Trainer`'s `num_items_in_batch` returns shares of
   the step's loss, so its recorded loss is that divided by the number of micro-batches: the
   trend the rules read is the same); where the outputs hold none (a custom `compute_loss`),
-  the `loss` / `eval_loss` of the `Trainer`'s logs. Saved as `loss` in `losses`.
+  the `loss` / `eval_loss` (`test_loss` of a `predict()`) of the `Trainer`'s logs. Saved
+  as `loss` in `losses`.
 - The run opens when the `Trainer` is made (`on_init_end`), or at the first event that
   names the model (a callback added later), and closes at `on_train_end`: `mldbg check`
-  works on it right after `train()`. Ranks of a distributed job are workers.
+  works on it right after `train()`. Ranks of a distributed job are workers. An
+  `evaluate()` / `predict()` outside `train()` continues the run (resumed at the model's
+  first forward in eval mode after it closed) and closes it at its end (`on_evaluate`,
+  `on_predict`); after a stop it stays closed.
 - A stop action (`actions=[StopTraining()]`) sets `control.should_training_stop`: `train()`
   returns early, with no traceback, and the run's END says it was stopped.
 """
@@ -162,7 +166,12 @@ class DebuggerCallback(TrainerCallback):
         hook = self._live(control)
         if hook is None or not metrics or self._seen[Mode.EVAL]:
             return
-        loss = scalar(metrics.get("eval_loss"))
+        # `eval_loss`; `test_loss` from predict(); `<prefix>_loss` for a metric_key_prefix
+        named = [k for k in metrics if k.endswith("_loss")]
+        key = next(
+            (k for k in ("eval_loss", "test_loss") if k in metrics), named[0] if len(named) == 1 else None
+        )
+        loss = scalar(metrics.get(key)) if key is not None else None
         if loss is not None and hook.recorder.mode != Mode.TRAIN:
             hook.save_loss(loss)
 
@@ -172,6 +181,7 @@ class DebuggerCallback(TrainerCallback):
             self.close()
 
     def on_predict(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        self._evaluated(control, metrics)
         if not self._training:
             self.close()
 
