@@ -4,6 +4,7 @@ child process) inside the training's own MLflow run (`mlflow.start_run()`) and W
 
 import json
 import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,8 @@ def test_findings_reach_the_trainings_active_mlflow_run(tmp_path, monkeypatch):
     try:
         with mlflow.start_run(run_name="my-training") as active:
             action = MLflow()  # no run named: the active one, in the watcher process too
+            own = MLflow(experiment="debugging")  # a run of its own asked for: not the active one
+            assert own.run_id is None and pickle.loads(pickle.dumps(own)).run_id is None
             losses = _train(tmp_path / "run", [action], ("exploding_tensor", OddName()))
             mlflow.log_metric("loss", losses[0])
     finally:

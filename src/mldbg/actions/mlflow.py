@@ -11,10 +11,10 @@ With `log_statistics=True`, every cycle also logs the new values of the run's `l
 `scalars` collections as metrics (`mldbg/<tensor>`, `mldbg/eval/<tensor>` for EVAL steps), at
 their global steps: a training that does not log to MLflow itself gets its curves there too.
 
-The run: `run_id` (an existing run, also taken from `MLFLOW_RUN_ID`), else the training's
-active run (`mlflow.start_run()` around the training: the run active where the action is made
-or handed to the hook's watcher process), else a new run in `experiment` (created if needed,
-default "mldbg") named after the recorded run, ended when the watcher ends. `tracking_uri`
+The run: `run_id` (an existing run, also taken from `MLFLOW_RUN_ID`), else, unless an
+`experiment` is named, the training's active run (`mlflow.start_run()` around the training:
+the run active where the action is made or handed to the hook's watcher process), else a new
+run in `experiment` (created if needed, default "mldbg") named after the recorded run, ended when the watcher ends. `tracking_uri`
 defaults to the training's (`mlflow.set_tracking_uri`) where it has an active run, else
 MLflow's own (`MLFLOW_TRACKING_URI`). mlflow (or mlflow-skinny) is imported only here, and
 only looked at (not imported) in the training process.
@@ -59,7 +59,7 @@ class MLflow(Action):
         self,
         tracking_uri: str | None = None,
         run_id: str | None = None,
-        experiment: str = "mldbg",
+        experiment: str | None = None,
         run_name: str | None = None,
         log_statistics: bool = False,
         tags: dict[str, str] | None = None,
@@ -79,8 +79,9 @@ class MLflow(Action):
         )
         self.tracking_uri = tracking_uri
         self.run_id = run_id or os.environ.get("MLFLOW_RUN_ID") or None
+        self.experiment = experiment or "mldbg"
+        self._own_run = experiment is not None  # a run of its own asked for: no active run taken
         self._follow_active_run()
-        self.experiment = experiment
         self.run_name = run_name
         self.log_statistics = log_statistics
         self.tags = dict(tags or {})
@@ -92,7 +93,7 @@ class MLflow(Action):
     def _follow_active_run(self) -> None:
         """No run named: the training's active MLflow run, if the training uses MLflow."""
         mlflow = sys.modules.get("mlflow")
-        if self.run_id is not None or mlflow is None or not hasattr(mlflow, "active_run"):
+        if self.run_id is not None or self._own_run or mlflow is None or not hasattr(mlflow, "active_run"):
             return
         active = mlflow.active_run()
         if active is not None:
