@@ -216,7 +216,7 @@ def test_ddp_ranks_are_workers(tmp_path):
     assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")
 
 
-def test_layers_made_in_configure_model_are_recorded_and_a_reused_callback_warns(tmp_path, caplog):
+def test_layers_made_in_configure_model_are_recorded(tmp_path):
     class Late(Tiny):
         def __init__(self):
             super().__init__()
@@ -237,10 +237,6 @@ def test_layers_made_in_configure_model_are_recorded_and_a_reused_callback_warns
     np.testing.assert_array_equal(
         trial.tensor("net.2.weight").value(trial.steps()[-1]), model.net[2].weight.detach()
     )
-    with caplog.at_level(logging.WARNING, logger="mldbg"):
-        _trainer(cb).validate(model, val, verbose=False)
-    assert any("already recorded a Trainer call" in r.getMessage() for r in caplog.records)
-    assert mldbg.create_trial(tmp_path).steps() == trial.steps()  # nothing added
 
 
 def test_manual_optimization_records_the_loss_given_to_backward(tmp_path):
@@ -269,3 +265,184 @@ def test_manual_optimization_records_the_loss_given_to_backward(tmp_path):
     train_steps = [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN]
     assert train_steps == list(range(len(train)))
     np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], model.train_losses, rtol=1e-6)
+
+
+class Gan(pl.LightningModule):
+    """Manual optimization with two optimizers: the discriminator's step, then the
+    generator's, in each batch; keeps the gradients each optimizer stepped with."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.g = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8))
+        self.d = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+        self.grads: list[dict[str, np.ndarray]] = []
+        self.losses: list[tuple[float, float]] = []
+
+    def training_step(self, batch, batch_idx):
+        opt_g, opt_d = self.optimizers()
+        real = batch[0]
+        fake = self.g(torch.randn(len(real), 4))
+        bce = nn.functional.binary_cross_entropy_with_logits
+        ones, zeros = torch.ones(len(real), 1), torch.zeros(len(real), 1)
+        d_loss = bce(self.d(real), ones) + bce(self.d(fake.detach()), zeros)
+        opt_d.zero_grad()
+        self.manual_backward(d_loss)
+        seen = {f"d.{n}": p.grad.clone().numpy() for n, p in self.d.named_parameters()}
+        opt_d.step()
+        g_loss = bce(self.d(fake), ones)  # also leaves gradients on d, which opt_d never uses
+        opt_g.zero_grad()
+        self.manual_backward(g_loss)
+        seen.update({f"g.{n}": p.grad.clone().numpy() for n, p in self.g.named_parameters()})
+        opt_g.step()
+        self.grads.append(seen)
+        self.losses.append((float(d_loss.detach()), float(g_loss.detach())))
+
+    def configure_optimizers(self):
+        return [torch.optim.Adam(self.g.parameters(), 1e-3), torch.optim.Adam(self.d.parameters(), 1e-3)]
+
+
+def test_a_gan_with_two_optimizers_is_one_step_per_batch_with_each_optimizers_gradients(tmp_path):
+    train, _ = _data(n=64)
+    torch.manual_seed(0)
+    model = Gan()
+    cb = DebuggerCallback(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["gradients", "losses"]
+    )
+    trainer = _trainer(cb, max_epochs=1)
+    trainer.fit(model, train)
+    assert trainer.global_step == 2 * len(train)  # Lightning counts each optimizer's steps
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.steps() == list(range(len(train)))  # one step per batch: a GAN iteration
+    for step, seen in enumerate(model.grads):  # each model's gradients as its optimizer saw them
+        for name, grad in seen.items():
+            np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)
+    loss = trial.tensor("loss")
+    np.testing.assert_allclose(
+        [float(loss.value(s)) for s in trial.steps()], np.mean(model.losses, axis=1), rtol=1e-6
+    )
+
+
+def test_a_loss_logged_under_its_own_name_or_returned_in_a_dict_is_recorded(tmp_path):
+    class Dict(Tiny):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            self.log("loss/train", loss)
+            return {"loss": loss, "accuracy": 0.5}
+
+    class Logged(Tiny):
+        """Steps its optimizer itself, with `loss.backward()`: the loss is only logged."""
+
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+            self.train_losses.append(float(loss.detach()))
+            loss.backward()
+            opt.step()
+            self.log("loss/train", loss)
+
+        def validation_step(self, batch, batch_idx):
+            loss = nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+            self.val_losses.append(float(loss))
+            self.log("loss/val", loss)  # logged, not returned
+
+    train, val = _data(n=64)
+    for name, module in (("dict", Dict), ("logged", Logged)):
+        torch.manual_seed(0)
+        model = module()
+        cb = DebuggerCallback(
+            tmp_path / name, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"]
+        )
+        _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(model, train, val)
+        trial = mldbg.create_trial(tmp_path / name)
+        loss = trial.tensor("loss")
+        train_steps = trial.steps(mode=Mode.TRAIN)
+        assert (
+            [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN] == train_steps == list(range(len(train)))
+        )
+        np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], model.train_losses, rtol=1e-6)
+        eval_steps = [s for s in loss.steps() if trial.mode(s) == Mode.EVAL]
+        assert eval_steps, name
+    # the logged validation loss: Lightning's epoch mean of the batches', at the loop's end
+    assert float(loss.value(eval_steps[-1])) == pytest.approx(np.mean(model.val_losses), rel=1e-5)
+
+
+def test_later_trainer_calls_with_the_same_callback_continue_the_run(tmp_path):
+    train, val = _data(n=64)
+    torch.manual_seed(0)
+    model = Tiny()
+    cb = DebuggerCallback(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["weights", "losses"]
+    )
+    trainer = _trainer(cb, max_epochs=1, num_sanity_val_steps=0)
+    trainer.fit(model, train, val)  # 4 TRAIN, 2 EVAL (two validation batches)
+    trainer.validate(model, val, verbose=False)  # 2 EVAL
+    trainer.test(model, val, verbose=False)  # 2 EVAL
+    trainer.predict(model, val)  # 2 PREDICT
+    _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(model, train, val)  # a second fit: 4 + 2
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps
+    modes = [trial.mode(s).name for s in trial.steps()]
+    assert modes == ["TRAIN"] * 4 + ["EVAL"] * 6 + ["PREDICT"] * 2 + ["TRAIN"] * 4 + ["EVAL"] * 2
+    assert trial.steps(mode=Mode.TRAIN) == list(range(8)) and trial.steps(mode=Mode.EVAL) == list(range(8))
+    for name in trial.tensor_names(collection="weights"):  # the last step saw the final weights
+        final = model.get_parameter(name).detach().numpy()
+        np.testing.assert_array_equal(trial.tensor(name).value(trial.steps()[-1]), final)
+    assert mldbg.check(tmp_path, rules=["loss_not_decreasing"]) == []
+
+    class Broken(Tiny):
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 1:
+                raise RuntimeError("a bug in the training step")
+            return super().training_step(batch, batch_idx)
+
+    broken = Broken()
+    broken.load_state_dict(model.state_dict())
+    with pytest.raises(RuntimeError, match="a bug"):
+        _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(broken, train, val)
+    assert mldbg.create_trial(tmp_path).loaded_all_steps  # closed at the exception
+    _trainer(cb).validate(model, val, verbose=False)  # and the next call still continues the run
+    trial = mldbg.create_trial(tmp_path)
+    assert [trial.mode(s).name for s in trial.steps()][-2:] == ["EVAL", "EVAL"]
+    assert len(trial.steps()) == len(modes) + 2 + 2  # the broken fit: its good step and the one that raised
+
+
+def test_the_callback_and_the_module_copy_and_reload_from_a_checkpoint(tmp_path):
+    import copy
+    import pickle
+
+    train, val = _data(n=64)
+    model = Hyper(lr=0.05)
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1), rules=["loss_not_decreasing"]
+    )
+    trainer = _trainer(cb, max_epochs=1)
+    trainer.fit(model, train, val)
+    ckpt = tmp_path / "tiny.ckpt"
+    trainer.save_checkpoint(ckpt)
+    back = Hyper.load_from_checkpoint(ckpt)
+    assert back.lr == 0.05
+    for (name, p), q in zip(model.named_parameters(), back.parameters(), strict=True):
+        torch.testing.assert_close(p, q, msg=name)
+    copied = pickle.loads(pickle.dumps(cb))  # the settings travel, not the closed run
+    assert copied.hook is None and copied.hook_options["rules"] == ["loss_not_decreasing"]
+    assert copy.deepcopy(cb).out_dir == cb.out_dir
+    twin = copy.deepcopy(model)  # a copy of the hooked module records nothing, computes the same
+    x = val.dataset.tensors[0]
+    torch.testing.assert_close(twin(x), model(x))
+    steps = mldbg.create_trial(tmp_path / "run").steps()
+    torch.save(model, tmp_path / "model.pt")
+    assert mldbg.create_trial(tmp_path / "run").steps() == steps
+
+
+class Hyper(Tiny):
+    """Keeps its hyperparameters in the checkpoint (`load_from_checkpoint` rebuilds it)."""
+
+    def __init__(self, lr: float = 0.1):
+        super().__init__(lr)
+        self.save_hyperparameters()

@@ -48,8 +48,10 @@ class LossKeeper(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
-        if model.training:
-            self.micro_losses.append(float(outputs.loss.detach()))
+        if model.training:  # the outputs' loss (a tuple's first element with return_dict=False)
+            self.micro_losses.append(
+                float((outputs[0] if isinstance(outputs, tuple) else outputs.loss).detach())
+            )
         return (loss, outputs) if return_outputs else loss
 
 
@@ -171,3 +173,112 @@ def test_without_a_loss_in_the_outputs_the_logged_losses_are_recorded(tmp_path):
     evaluation = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
     assert len(eval_steps) == 1  # the evaluation's loss, at its last step
     assert float(loss.value(eval_steps[0])) == pytest.approx(evaluation[0], rel=1e-5)
+
+
+class Shifted(torch.utils.data.Dataset):
+    """Token sequences that count up (mod the vocabulary): a causal LM learns the next one."""
+
+    def __init__(self, n: int, seed: int = 0, length: int = 16, vocabulary: int = 64):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = (torch.randint(0, vocabulary, (n, 1), generator=g) + torch.arange(length)) % vocabulary
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=32, bos_token_id=0, eos_token_id=0
+    )
+    return GPT2LMHeadModel(config)
+
+
+def test_a_causal_lm_with_accumulation_clipping_smoothing_evaluation_and_checkpoints(tmp_path):
+    """GPT-2 with `label_smoothing_factor` (the Trainer computes the loss: the outputs hold
+    none, so the logged losses are recorded), evaluations every 2 steps, checkpoints saved
+    with the hooks on the model, then `evaluate()` and `predict()` after `train()`."""
+    cb = DebuggerCallback(
+        tmp_path / "run",
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["weights", "losses"],
+    )
+    args = _args(
+        tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=4, num_train_epochs=1,
+        eval_strategy="steps", eval_steps=2, logging_strategy="steps", logging_steps=1, max_grad_norm=0.5,
+        save_strategy="steps", save_steps=2, label_smoothing_factor=0.1, per_device_eval_batch_size=8,
+    )  # fmt: skip
+    model = _gpt2()
+    trainer = Trainer(
+        model=model, args=args, train_dataset=Shifted(32), eval_dataset=Shifted(16, 1), callbacks=[cb]
+    )
+    trainer.train()
+    assert trainer.state.global_step == 4  # 32 samples / (2 x 4 accumulated)
+    assert sorted(p.name for p in (tmp_path / "hf").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert trial.loaded_all_steps
+    modes = [trial.mode(s).name for s in trial.steps()]
+    assert modes == ["TRAIN"] * 2 + ["EVAL"] * 2 + ["TRAIN"] * 2 + ["EVAL"] * 2
+    loss = trial.tensor("loss")
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    recorded = [float(loss.value(s)) for s in trial.steps(mode=None) if trial.mode(s) == Mode.TRAIN]
+    np.testing.assert_allclose(recorded, logged, rtol=1e-5)  # the smoothed loss the Trainer logged
+    evaluations = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
+    eval_steps = [s for s in loss.steps() if trial.mode(s) == Mode.EVAL]
+    assert eval_steps == [3, 7]  # each evaluation's loss, at its last step
+    np.testing.assert_allclose([float(loss.value(s)) for s in eval_steps], evaluations, rtol=1e-5)
+
+    # evaluate() and predict() after train() continue the run (EVAL steps), closed at their end
+    final = trainer.evaluate()["eval_loss"]
+    predicted = trainer.predict(Shifted(8, 2)).metrics["test_loss"]
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert trial.loaded_all_steps
+    assert [trial.mode(s).name for s in trial.steps()] == modes + ["EVAL"] * 3
+    assert float(trial.tensor("loss").value(9)) == pytest.approx(final, rel=1e-5)  # its last batch
+    assert float(trial.tensor("loss").value(10)) == pytest.approx(predicted, rel=1e-5)
+    for name in trial.tensor_names(collection="weights"):
+        np.testing.assert_array_equal(
+            trial.tensor(name).value(10), model.get_parameter(name).detach().numpy()
+        )
+
+
+def test_a_model_returning_tuples_a_copied_model_and_a_copied_callback(tmp_path):
+    import copy
+    import pickle
+
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"]
+    )
+    model = _bert(return_dict=False)  # outputs (loss, logits): the loss is the first element
+
+    class Copying(LossKeeper):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            self.copies.append(copy.deepcopy(model))  # an EMA or a swap: the hooks come along inert
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    args = _args(tmp_path, num_train_epochs=1, eval_strategy="epoch")
+    trainer = Copying(model=model, args=args, train_dataset=Tokens(N_TRAIN), eval_dataset=Tokens(N_EVAL, 1),
+                      callbacks=[cb])  # fmt: skip
+    trainer.micro_losses, trainer.copies = [], []
+    trainer.train()
+    trial = mldbg.create_trial(tmp_path / "run")
+    loss = trial.tensor("loss")
+    train_steps = trial.steps(mode=Mode.TRAIN)
+    assert (
+        [s for s in loss.steps() if trial.mode(s) == Mode.TRAIN] == train_steps == list(range(N_TRAIN // 8))
+    )
+    np.testing.assert_allclose([float(loss.value(s)) for s in train_steps], trainer.micro_losses, rtol=1e-6)
+    assert len([s for s in loss.steps() if trial.mode(s) == Mode.EVAL]) == N_EVAL // 16
+    steps = trial.steps()
+    copied = trainer.copies[-1].eval()
+    with torch.no_grad():
+        copied(**{k: v[None] for k, v in Tokens(1)[0].items()})  # a copy records nothing
+    pickle.dumps(model)
+    assert mldbg.create_trial(tmp_path / "run").steps() == steps
+    twin = pickle.loads(pickle.dumps(cb))  # the settings travel, not the closed run
+    assert twin.hook is None and twin.out_dir == cb.out_dir

@@ -11,15 +11,19 @@ With `log_statistics=True`, every cycle also logs the new values of the run's `l
 `scalars` collections as metrics (`mldbg/<tensor>`, `mldbg/eval/<tensor>` for EVAL steps), at
 their global steps: a training that does not log to MLflow itself gets its curves there too.
 
-The run: `run_id` (an existing run, e.g. the training's own `mlflow.active_run().info.run_id`,
-also taken from `MLFLOW_RUN_ID`), else a new run in `experiment` (created if needed, default
-"mldbg") named after the recorded run, ended when the watcher ends. `tracking_uri` defaults to
-MLflow's own (`MLFLOW_TRACKING_URI`). mlflow (or mlflow-skinny) is imported only here.
+The run: `run_id` (an existing run, also taken from `MLFLOW_RUN_ID`), else, unless an
+`experiment` is named, the training's active run (`mlflow.start_run()` around the training:
+the run active where the action is made or handed to the hook's watcher process), else a new
+run in `experiment` (created if needed, default "mldbg") named after the recorded run, ended when the watcher ends. `tracking_uri`
+defaults to the training's (`mlflow.set_tracking_uri`) where it has an active run, else
+MLflow's own (`MLFLOW_TRACKING_URI`). mlflow (or mlflow-skinny) is imported only here, and
+only looked at (not imported) in the training process.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -55,7 +59,7 @@ class MLflow(Action):
         self,
         tracking_uri: str | None = None,
         run_id: str | None = None,
-        experiment: str = "mldbg",
+        experiment: str | None = None,
         run_name: str | None = None,
         log_statistics: bool = False,
         tags: dict[str, str] | None = None,
@@ -75,7 +79,9 @@ class MLflow(Action):
         )
         self.tracking_uri = tracking_uri
         self.run_id = run_id or os.environ.get("MLFLOW_RUN_ID") or None
-        self.experiment = experiment
+        self.experiment = experiment or "mldbg"
+        self._own_run = experiment is not None  # a run of its own asked for: no active run taken
+        self._follow_active_run()
         self.run_name = run_name
         self.log_statistics = log_statistics
         self.tags = dict(tags or {})
@@ -83,6 +89,21 @@ class MLflow(Action):
         self._created = False
         self._delivered: list[dict[str, Any]] = []
         self._series: ScalarSeries | None = None
+
+    def _follow_active_run(self) -> None:
+        """No run named: the training's active MLflow run, if the training uses MLflow."""
+        mlflow = sys.modules.get("mlflow")
+        if self.run_id is not None or self._own_run or mlflow is None or not hasattr(mlflow, "active_run"):
+            return
+        active = mlflow.active_run()
+        if active is not None:
+            self.run_id = active.info.run_id
+            self.tracking_uri = self.tracking_uri or mlflow.get_tracking_uri()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Handed to the hook's watcher process: the run active in the training now."""
+        self._follow_active_run()
+        return self.__dict__.copy()
 
     def describe(self) -> str:
         where = self.tracking_uri or "default"
@@ -158,8 +179,8 @@ class MLflow(Action):
 
 
 def _key(name: str) -> str:
-    """A name as MLflow accepts it in a metric or tag key (alphanumerics, _ - . space : /)."""
-    return "".join(c if c.isalnum() or c in "_-. :/" else "_" for c in name)
+    """A name as MLflow accepts it in a metric or tag key (ASCII alphanumerics, _ - . space : /)."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "_-. :/" else "_" for c in name)
 
 
 def _first_words(f: Finding) -> str:

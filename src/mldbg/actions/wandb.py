@@ -13,8 +13,12 @@ the offline run files for a later `wandb sync`.
 With `log_statistics=True`, every cycle also logs the new values of the run's `losses` and
 `scalars` collections (`mldbg/<tensor>`, `mldbg/eval/<tensor>`) at their global steps.
 
-The run: `run_id` resumes an existing W&B run (e.g. the training's own `wandb.run.id`), else a
-new run in `project` named after the recorded run, finished when the watcher ends. `mode` and
+The run: `run_id` resumes an existing W&B run (one the training does not hold open: W&B lets
+one process write a run), else a new run in `project` named after the recorded run, finished
+when the watcher ends. Where the training has its own run (`wandb.init` called before the
+action is made or handed to the hook's watcher process), the new run sits beside it: its
+project, entity, mode and directory, its group (`group`, default the training run's group or
+id), named `<its name>-mldbg`, with `mldbg.training_run` (its id) in the config. `mode` and
 `dir` are passed to `wandb.init` (None: W&B's environment, `WANDB_MODE`, `WANDB_DIR`). wandb is
 imported only here.
 """
@@ -22,6 +26,7 @@ imported only here.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +64,7 @@ class WandB(Action):
         dir: str | None = None,
         log_statistics: bool = False,
         alert: bool = True,
+        group: str | None = None,
         *,
         rules: Iterable[str] | None = None,
         once_per_rule: bool = True,
@@ -81,10 +87,34 @@ class WandB(Action):
         self.dir = dir
         self.log_statistics = log_statistics
         self.alert = alert
+        self.group = group
+        self._training_run: str | None = None  # the training's own W&B run, beside which we log
         self._run: Any = None
         self._delivered: list[Finding] = []
         self._series: ScalarSeries | None = None
         self._last_step = -1
+        self._follow_active_run()
+
+    def _follow_active_run(self) -> None:
+        """No run named: if the training has its own W&B run (`wandb.init` before the hook),
+        the findings go to a run beside it: same project, entity, mode and directory, in its
+        group, named after it, its id in the config (W&B lets one process write a run: the
+        watcher's is its own)."""
+        wandb = sys.modules.get("wandb")
+        run = getattr(wandb, "run", None) if wandb is not None else None
+        if self.run_id is not None or self._training_run is not None or run is None:
+            return
+        self._training_run = run.id
+        self.project, self.entity = run.project, run.entity or self.entity
+        self.mode = self.mode or ("offline" if run.offline else None)
+        self.dir = self.dir or getattr(run.settings, "root_dir", None)
+        self.group = self.group or run.group or run.id
+        self.name = self.name or f"{run.name or run.id}-mldbg"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Handed to the hook's watcher process: the run active in the training now."""
+        self._follow_active_run()
+        return self.__dict__.copy()
 
     def describe(self) -> str:
         return f"WandB({self.entity + '/' if self.entity else ''}{self.project}, run={self.run_id or 'new'})"
@@ -104,9 +134,11 @@ class WandB(Action):
             id=self.run_id,
             resume="allow" if self.run_id else None,
             name=self.name or os.path.basename(context.run.rstrip("/")) or None,
+            group=self.group,
             mode=self.mode,
             dir=self.dir,
-            config={"mldbg.run": context.run, "mldbg.rules": context.rules},
+            config={"mldbg.run": context.run, "mldbg.rules": context.rules}
+            | ({"mldbg.training_run": self._training_run} if self._training_run else {}),
             reinit="create_new",
         )
         self.run_id = self._run.id

@@ -11,8 +11,10 @@ gradients, the loss, and the statistics the default rules read.
   check's validation batches are not recorded.
 - The loss: `training_step`'s returned loss (`outputs["loss"]`, summed over accumulated
   micro-batches: Lightning divides each by their number), else the loss given to backward
-  (manual optimization), else a logged `train_loss` / `loss`; in EVAL the step's returned
-  loss, else the logged `val_loss` / `test_loss` at the end of the loop. Saved as `loss`
+  (manual optimization), else a logged `train_loss` / `loss`, else the one logged metric
+  named like a training loss (`loss/train`, `train/loss`); in EVAL the step's returned
+  loss, else the logged `val_loss` / `test_loss` (or the one metric named like it,
+  `loss/val`) at the end of the loop. Saved as `loss`
   in `losses`.
 - The run opens when the loop starts (`on_fit_start`, `on_validation_start`...: after the
   module's `setup` and `configure_model` made its layers), on every rank under DDP: ranks are
@@ -21,7 +23,13 @@ gradients, the loss, and the statistics the default rules read.
 - A stop action (`actions=[StopTraining()]`) ends the fit through `trainer.should_stop`: no
   traceback, and the run's END says it was stopped.
 - The run closes when the fit (or test, predict...) call ends: `mldbg check` works on it
-  right after. One callback records one `Trainer` call; give the next call a new one.
+  right after. A later call with the same callback (`trainer.test()` after `trainer.fit()`,
+  a second `fit()`) continues the run (`resume=True`): its global steps follow the recorded
+  ones, and `mldbg check` sees them all.
+- Manual optimization with several optimizers (a GAN): a batch is one TRAIN step, whatever
+  the number of optimizer steps in it; each optimizer's step saves the gradients of the
+  parameters it updates; the loss is the mean of the losses given to `manual_backward`.
+- A copy of the callback (`deepcopy`, `pickle`) carries its settings, not the open run.
 
 Works with `lightning.pytorch` and with `pytorch_lightning`, whichever is installed (both:
 the callback is a `Callback` of each).
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,7 +89,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         self.hook_options = hook_options
         self.hook: TrainerHook | None = None
         self._used = False
-        self._warned = False
+        self._in_call = False  # between a Trainer call's loop start and its teardown
         self._pending: list[torch.Tensor | float] = []  # micro-batch losses of the open TRAIN step
         self._backward: list[torch.Tensor] = []  # losses given to backward (manual optimization)
         self._eval_loss_seen = False
@@ -88,23 +97,31 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     # the run -------------------------------------------------------------------------------
     def _open(self, trainer: Any, pl_module: Any) -> None:
         """At the start of the loop: after `setup` and `configure_model` made the module's
-        layers, and on every rank once the process group exists."""
-        if self.hook is not None and not self.hook.closed:
-            return  # open for this Trainer call
-        if self._used:
-            if self._warned:
-                return
-            self._warned = True
-            log.warning(
-                "mldbg: this DebuggerCallback already recorded a Trainer call into %s; this call is "
-                "not recorded (give each Trainer call its own DebuggerCallback and out_dir)",
-                self.out_dir,
-            )
-            return
+        layers, and on every rank once the process group exists. A later Trainer call with
+        the same callback (`trainer.test()` after `fit()`, a second `fit()`) continues the
+        run: its steps follow the ones recorded."""
+        if self._in_call:
+            return  # opened for this Trainer call (and maybe closed since, by a stop)
+        self._in_call = True
+        options = self.hook_options
+        if self._used:  # the run this callback wrote goes on
+            options = {**options, "overwrite": False, "resume": True}
         self._used = True
-        self.hook = TrainerHook(self.out_dir, **self.hook_options)
+        self.hook = TrainerHook(self.out_dir, **options)
         self.hook.register_module(pl_module)
         self.hook.driven = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (`deepcopy`, `pickle`: a checkpoint, a spawned process) carries the settings,
+        not the open run: it records nothing until a Trainer call opens its own."""
+        state = self.__dict__.copy()
+        state.update(hook=None, _pending=[], _backward=[], _in_call=False)
+        return state
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        hook = self.hook
+        if hook is not None and not pl_module.automatic_optimization:
+            hook.step_at_batch_end = len(trainer.optimizers) > 1  # a GAN: the batch is the step
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         self._open(trainer, pl_module)
@@ -120,9 +137,11 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self.close()
+        self._in_call = False
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self.close()
+        self._in_call = False  # Lightning calls no teardown hook after an exception
 
     def close(self) -> None:
         """Write the run's END (also done when the Trainer call ends)."""
@@ -171,7 +190,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
             elif self._backward:
                 hook.save_loss(torch.stack(self._backward).float().mean())
             else:
-                logged = _logged(trainer, TRAIN_LOSSES)
+                logged = _logged(trainer, TRAIN_LOSSES, Mode.TRAIN)
                 if logged is not None:
                     hook.save_loss(logged)
             self._pending, self._backward = [], []
@@ -196,7 +215,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     def _eval_end(self, trainer: Any, mode: Mode) -> None:
         hook = self._live(trainer)
         if hook is not None and not self._eval_loss_seen:  # the loss was logged, not returned
-            logged = _logged(trainer, EVAL_LOSSES[mode])
+            logged = _logged(trainer, EVAL_LOSSES[mode], mode)
             if logged is not None:
                 hook.save_loss(logged)
         self._eval_loss_seen = False
@@ -238,13 +257,31 @@ def _inputs(batch: Any) -> tuple[Any, ...]:
     return ()
 
 
-def _logged(trainer: Any, names: tuple[str, ...]) -> torch.Tensor | float | None:
+def _logged(trainer: Any, names: tuple[str, ...], mode: Mode) -> torch.Tensor | float | None:
+    """The loss the module logged: one of `names`, else the one logged metric named like a
+    loss of `mode` (`loss/train`, `train/loss`, `val/loss_epoch`...)."""
     metrics = trainer.callback_metrics
     for name in names:
         value = scalar(metrics.get(name))
         if value is not None:
             return value
-    return None
+    found = [name for name in metrics if _loss_of(name) == mode]
+    if len(found) > 1:  # `loss/train_step` and `loss/train_epoch`: the step's
+        found = [name for name in found if not name.endswith("epoch")] or found
+    return scalar(metrics[found[0]]) if len(found) == 1 else None
+
+
+_EVAL_WORDS = ("val", "valid", "validation", "test", "eval")
+
+
+def _loss_of(name: str) -> Mode | None:
+    """The mode whose loss a logged metric's name says it is (None: not a loss)."""
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    if not any(w == "loss" or w.endswith("loss") for w in words):
+        return None
+    if words & set(_EVAL_WORDS):
+        return Mode.EVAL
+    return Mode.PREDICT if "predict" in words else Mode.TRAIN
 
 
 __all__ = ["DebuggerCallback"]

@@ -11,6 +11,12 @@ For a trainer whose loop calls the training step and not the model (a LightningM
 `training_step` may call `self.encoder(x)`, never `self(x)`), `open_step(mode, args)` opens
 the step from the loop's batch events instead (`driven=True`): forwards of the model then
 add their outputs to the open step but open none.
+
+A loop whose batch steps several optimizers (a LightningModule's manual optimization of a
+GAN: the discriminator's optimizer, then the generator's) sets `step_at_batch_end`: its TRAIN
+step then ends at `close_batch()` once some optimizer stepped in the batch (the torch hook
+would end it at the first optimizer step, as the whole module is one registered model), and
+each optimizer step saves the gradients of the parameters that optimizer updates.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from mldbg.config import Mode
 from mldbg.errors import TrainingStopped
 from mldbg.frameworks.torch import Hook
 from mldbg.frameworks.torch_models import RegisteredModel
+from mldbg.profiler import timeline as marks
 
 
 class TrainerHook(Hook):
@@ -34,7 +41,10 @@ class TrainerHook(Hook):
         self.stop_reason: str | None = None
         self.driven = False  # True: steps open at `open_step` only, not at the model's forwards
         self.in_batch = False  # a loop's batch is open (driven hooks record outputs only then)
+        self.step_at_batch_end = False  # several optimizers per batch: the batch is the step
         self._opening = False
+        self._batch_stepped = False  # an optimizer stepped in the open batch
+        self._stepping_params: set[int] | None = None  # the params of the optimizer stepping now
 
     # what a trainer's callback calls --------------------------------------------------------
     def open_step(self, mode: Mode, args: tuple[Any, ...] = ()) -> None:
@@ -53,8 +63,29 @@ class TrainerHook(Hook):
         finally:
             self._opening = False
 
+    def begin_forward(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A forward of the trainer's model that began before this hook took the model (its
+        own pre-forward hook did not run for it): open its step now."""
+        if self._models:
+            model = self._models[0]
+            self._on_forward_start(model, model.module, tuple(args), kwargs)
+
     def close_batch(self) -> None:
+        """The loop's batch ended (with `step_at_batch_end`: so did its TRAIN step, if an
+        optimizer stepped in it)."""
         self.in_batch = False
+        if not self._batch_stepped:
+            return
+        self._batch_stepped = False
+        if self.stop_reason is not None or self._closed or not self.recorder.in_step:
+            return
+        self._updated.clear()
+        self.timeline.mark(marks.OPTIMIZER_END)
+        self.timeline.step_end()
+        try:
+            self.recorder.end_step()
+        except TrainingStopped as e:
+            self._stopped(e)
 
     def set_mode(self, mode: Mode) -> None:
         if self.stop_reason is not None:
@@ -103,11 +134,37 @@ class TrainerHook(Hook):
         super()._on_forward_end(m, module, args, output)
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self.stop_reason is None:
+        if self.stop_reason is not None:
+            return
+        if self.step_at_batch_end:  # its own parameters' gradients only (the others are stale)
+            self._stepping_params = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        try:
             super()._on_optimizer_pre(optimizer, args, kwargs)
+        finally:
+            self._stepping_params = None
+
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+        only = self._stepping_params
+        if only is None:
+            super()._save_gradients(models)
+            return
+        params = [entry for m in models for entry in m.params if id(entry[1]) in only]
+        if self._stats is not None:
+            self._stats.before_optimizer(params)
+        if not self.recorder.saving:
+            self._reductions.finish()
+            return
+        for name, p, _ in params:
+            if p.grad is not None:
+                self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+        self._reductions.finish()
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self.stop_reason is not None:
+            return
+        if self.step_at_batch_end and self.in_batch and self._ours(optimizer):
+            self._stepping = False  # the step ends with the batch (`close_batch`)
+            self._batch_stepped = self.recorder.in_step and self.recorder.mode == Mode.TRAIN
             return
         try:
             super()._on_optimizer_post(optimizer, args, kwargs)

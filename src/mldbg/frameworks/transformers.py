@@ -8,15 +8,20 @@ gradients, the loss, and the statistics the default rules read.
   ends at the optimizer step: the micro-batches of `gradient_accumulation_steps` are one
   step, as `on_step_end` counts them. Evaluation runs the model in eval mode: each batch of
   `evaluate()` (and of the evaluations during training) is an EVAL step.
-- The loss: the `loss` of the model's outputs (the `Trainer` passes `labels`), one value per
+- The loss: the `loss` of the model's outputs (the `Trainer` passes `labels`; with
+  `return_dict=False`, the first element of the outputs' tuple), one value per
   step: over accumulated micro-batches, the mean of their losses as the model returns them
   (a model that divides its loss by the `Trainer`'s `num_items_in_batch` returns shares of
   the step's loss, so its recorded loss is that divided by the number of micro-batches: the
   trend the rules read is the same); where the outputs hold none (a custom `compute_loss`),
-  the `loss` / `eval_loss` of the `Trainer`'s logs. Saved as `loss` in `losses`.
+  the `loss` / `eval_loss` (`test_loss` of a `predict()`) of the `Trainer`'s logs. Saved
+  as `loss` in `losses`.
 - The run opens when the `Trainer` is made (`on_init_end`), or at the first event that
   names the model (a callback added later), and closes at `on_train_end`: `mldbg check`
-  works on it right after `train()`. Ranks of a distributed job are workers.
+  works on it right after `train()`. Ranks of a distributed job are workers. An
+  `evaluate()` / `predict()` outside `train()` continues the run (resumed at the model's
+  first forward in eval mode after it closed) and closes it at its end (`on_evaluate`,
+  `on_predict`); after a stop it stays closed.
 - A stop action (`actions=[StopTraining()]`) sets `control.should_training_stop`: `train()`
   returns early, with no traceback, and the run's END says it was stopped.
 """
@@ -33,6 +38,7 @@ from torch import nn
 from transformers import TrainerCallback
 
 from mldbg.config import Mode
+from mldbg.frameworks.torch_models import Detached
 from mldbg.frameworks.trainer_hook import TrainerHook, scalar
 
 log = logging.getLogger("mldbg")
@@ -47,17 +53,31 @@ class DebuggerCallback(TrainerCallback):
         self.out_dir = out_dir
         self.hook_options = hook_options
         self.hook: TrainerHook | None = None
-        self._handle: Any = None
+        self._handles: list[Any] = []  # the callback's own hooks on the model (the loss)
+        self._training = False  # inside `train()`
         self._pending: list[torch.Tensor] = []  # micro-batch losses of the open TRAIN step
         self._seen = {Mode.TRAIN: False, Mode.EVAL: False}  # a loss came from the model's outputs
 
     # the run -------------------------------------------------------------------------------
-    def _open(self, model: nn.Module | None) -> TrainerHook | None:
-        if self.hook is None and model is not None:
-            self.hook = TrainerHook(self.out_dir, **self.hook_options)
+    def _open(self, model: nn.Module | None, resume: bool = False) -> TrainerHook | None:
+        if model is not None and (self.hook is None or (resume and self._reopens)):
+            options = (
+                {**self.hook_options, "overwrite": False, "resume": True} if self.hook else self.hook_options
+            )
+            self.hook = TrainerHook(self.out_dir, **options)
             self.hook.register_module(model)
-            self._handle = model.register_forward_hook(self._on_model_output)
+            if not self._handles:  # kept for the callback's life: a closed run reopens at a forward
+                self._handles = [
+                    model.register_forward_pre_hook(_Live(self._on_model_input), with_kwargs=True),
+                    model.register_forward_hook(_Live(self._on_model_output), with_kwargs=True),
+                ]
         return self.hook
+
+    @property
+    def _reopens(self) -> bool:
+        """The run closed at the end of a `train()` or `evaluate()`, not by a stop: a later
+        call of the `Trainer` continues it."""
+        return self.hook is not None and self.hook.closed and self.hook.stop_reason is None
 
     def _live(self, control: Any, model: nn.Module | None = None) -> TrainerHook | None:
         hook = self._open(model)
@@ -71,10 +91,8 @@ class DebuggerCallback(TrainerCallback):
         return hook
 
     def close(self) -> None:
-        """Write the run's END (also done at the end of `train()`)."""
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
+        """Write the run's END (also done at the end of `train()`, and of an `evaluate()` or
+        `predict()` outside it)."""
         if self.hook is not None:
             self.hook.close()
 
@@ -83,21 +101,37 @@ class DebuggerCallback(TrainerCallback):
         """True once a stop action ended the training."""
         return self.hook is not None and self.hook.stop_reason is not None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (`deepcopy`, `pickle`) carries the settings, not the open run."""
+        return {**self.__dict__, "hook": None, "_handles": [], "_pending": [], "_training": False}
+
     def on_init_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._live(control, model)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._training = True
+        self._open(model, resume=True)  # after an evaluate() that closed the run
         self._live(control, model)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._training = False
         self.close()
 
+    def _on_model_input(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        """An evaluation after the run closed (`trainer.evaluate()` after `train()`): its first
+        forward reopens the run, and opens its step."""
+        if self._training or module.training or not self._reopens:
+            return
+        hook = self._open(module, resume=True)
+        if hook is not None:
+            hook.begin_forward(args, kwargs)
+
     # the loss ------------------------------------------------------------------------------
-    def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
+    def _on_model_output(self, module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         hook = self.hook
         if hook is None or not hook.step_open:
             return
-        loss = scalar(output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None))
+        loss = scalar(_loss(output, kwargs.get("labels") is not None))
         if loss is None or not isinstance(loss, torch.Tensor):
             return
         if hook.recorder.mode == Mode.TRAIN:
@@ -128,13 +162,56 @@ class DebuggerCallback(TrainerCallback):
         if loss is not None and hook.recorder.mode == Mode.TRAIN:
             hook.save_loss(loss)  # a custom compute_loss: the logged loss, at the step that ended
 
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+    def _evaluated(self, control: Any, metrics: Any) -> None:
         hook = self._live(control)
         if hook is None or not metrics or self._seen[Mode.EVAL]:
             return
-        loss = scalar(metrics.get("eval_loss"))
+        # `eval_loss`; `test_loss` from predict(); `<prefix>_loss` for a metric_key_prefix
+        named = [k for k in metrics if k.endswith("_loss")]
+        key = next(
+            (k for k in ("eval_loss", "test_loss") if k in metrics), named[0] if len(named) == 1 else None
+        )
+        loss = scalar(metrics.get(key)) if key is not None else None
         if loss is not None and hook.recorder.mode != Mode.TRAIN:
             hook.save_loss(loss)
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        self._evaluated(control, metrics)
+        if not self._training:
+            self.close()
+
+    def on_predict(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        self._evaluated(control, metrics)
+        if not self._training:
+            self.close()
+
+
+class _Live:
+    """The callback's callable on the model: live for the callback's life (a closed run
+    reopens through it); copied with the model (`deepcopy`, `pickle`), an inert stand-in."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
+        return (Detached, ())
+
+
+def _loss(output: Any, labelled: bool) -> Any:
+    """The loss in a model's outputs: its `loss`, or (`return_dict=False`, called with
+    labels) the first element of the tuple, as Hugging Face models return it."""
+    if isinstance(output, Mapping):
+        return output.get("loss")
+    if isinstance(output, tuple) and not hasattr(output, "_fields"):
+        first = output[0] if output else None
+        is_loss = labelled and isinstance(first, torch.Tensor) and first.dim() == 0
+        return first if is_loss else None
+    return getattr(output, "loss", None)
 
 
 __all__ = ["DebuggerCallback"]

@@ -19,6 +19,7 @@ Values:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -174,19 +175,20 @@ def _values(
 def _scalar_layout(name: str, rec: Record) -> bool:
     """True: read the record's one number from its raw tensor; False: take its saved mean
     (a one-number tensor saved as reductions only). Anything else is refused."""
-    size = int(np.prod(rec.shape))
+    size = math.prod(rec.shape)
     if size != 1:
         raise InvalidConfig(
             f"to_pandas: tensor {name!r} holds {size} numbers (shape {rec.shape}), not one; ask "
-            "for reductions=['mean', 'l2', ...], or leave it out with regex= or collection= "
-            "(read whole arrays with trial.tensor(name).value(step))"
+            "for reductions=['mean', 'l2', ...] (mldbg export: --reductions mean,l2), or leave it "
+            "out with regex= or collection= (read whole arrays with trial.tensor(name).value(step))"
         )
     if rec.has_raw:
         return True
     if ("mean", False) not in rec.reductions:
         raise InvalidConfig(
             f"to_pandas: only reductions of {name!r} were saved at step {rec.step}, not its "
-            "value; ask for them with reductions=[...] (e.g. reductions=['mean', 'l2'])"
+            "value; ask for them with reductions=[...] (e.g. reductions=['mean', 'l2']; mldbg "
+            "export: --reductions mean,l2)"
         )
     return False
 

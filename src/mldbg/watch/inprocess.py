@@ -98,6 +98,7 @@ def start_watcher(
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     env = {k: v for k, v in os.environ.items() if k not in ("MLDBG_RUN", "MLDBG_CONFIG")}
+    env["MLDBG_PARENT_PATH"] = os.pathsep.join(sys.path)  # custom rules next to the script import
     process = subprocess.Popen(
         [python or sys.executable, "-m", "mldbg.watch.inprocess", spec_path],
         stdin=subprocess.DEVNULL,
@@ -129,6 +130,7 @@ def main(spec_path: str) -> int:
     from mldbg.watch.progress import NoProgress, Progress
     from mldbg.watch.watcher import Watcher
 
+    sys.path += [p for p in os.environ.get("MLDBG_PARENT_PATH", "").split(os.pathsep) if p not in sys.path]
     spec = pickle.loads(Path(spec_path).read_bytes())
     Path(spec_path).unlink(missing_ok=True)
     logging.basicConfig(level=logging.WARNING, format="mldbg: %(message)s")
