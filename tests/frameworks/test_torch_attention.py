@@ -281,6 +281,45 @@ def test_the_hooked_model_still_copies_and_pickles(tmp_path):
     assert net.block.depths == [1, 1]
 
 
+@pytest.mark.filterwarnings("ignore:The .grad attribute")  # dynamo's own, with or without a hook
+def test_a_compiled_submodule_trains_the_same_under_the_capture(tmp_path):
+    """torch.compile'd attention inside a registered model: the capture's own code stays out of
+    the compiled graph (it steps aside while dynamo traces) and the training is unchanged."""
+    losses = []
+    for hooked in (False, True):
+        torch.manual_seed(0)
+        net = Net()
+        net.block = torch.compile(net.block, backend="eager")
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(0)
+        with mldbg.torch.Hook(str(tmp_path / f"run{hooked}"), statistics_every=1) as hook:
+            if hooked:
+                hook.register_module(net)
+            for _ in range(3):
+                x = torch.randint(0, 20, (2, 6), generator=g)
+                opt.zero_grad()
+                loss = F.cross_entropy(net(x).flatten(0, 1), x.flatten())
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        assert _depth() == 0
+    assert losses[:3] == losses[3:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_custom_sdpa_logits_on_a_gpu(tmp_path):
+    """The same reference on CUDA: causal (no wait for the device) and a boolean padding mask."""
+    torch.manual_seed(0)
+    for i, mask in enumerate([None, torch.ones(3, 1, 1, 6, dtype=torch.bool, device="cuda").tril(4)]):
+        net = Net(causal=mask is None).cuda()
+        (q, k), *_ = _record(tmp_path / f"run{i}", net, [torch.randint(0, 20, (3, 6), device="cuda")], mask)
+        _, _, max_abs, variance = _stats(tmp_path / f"run{i}", "block_attention_logits")
+        keep = np.tril(np.ones((6, 6), bool)) if mask is None else mask[0, 0].cpu().numpy()
+        ref = _reference(q.cpu(), k.cpu(), 0.5, keep)
+        assert max_abs[0] == pytest.approx(np.abs(ref).max(), rel=1e-4)
+        assert variance[0] == pytest.approx(ref.var(), rel=1e-3)
+
+
 # Hugging Face ------------------------------------------------------------------------------
 transformers = pytest.importorskip("transformers")
 

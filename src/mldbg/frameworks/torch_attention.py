@@ -23,7 +23,8 @@ at the call (read only when an attention call is seen); its path names the recor
 module that makes several calls in one forward numbers them (`..._attention_logits_1`). A
 captured forward that met no attention (a CNN, an MLP, a model whose only attention is
 `nn.MultiheadAttention`, recorded by its hook) ends the capture of that model in that mode:
-later statistics steps pay nothing for it.
+later statistics steps pay nothing for it. A `torch.compile`'d submodule: the capture steps
+aside while dynamo traces (none of its code enters a graph).
 
 Cost, on statistics steps: every torch call of the captured forward goes through Python (a few
 microseconds each), plus one matmul of one sample per attention call. At most `LIMIT` logits
@@ -216,7 +217,7 @@ class AttentionCapture:
                 )
             else:
                 logits = softmax_logits(args[0] if args else kwargs["input"])
-        except (RuntimeError, ValueError, IndexError) as e:  # never break the training
+        except (RuntimeError, ValueError, IndexError, TypeError) as e:  # never break the training
             log.debug("mldbg: attention logits of %s not computed: %s", path, e)
             return
         if logits is None:
@@ -254,7 +255,8 @@ class _Mode(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        self.capture.seen(func, args, kwargs)
+        if not torch.compiler.is_compiling():  # a compiled submodule traces through: nothing of ours
+            self.capture.seen(func, args, kwargs)
         return out
 
 
