@@ -338,6 +338,15 @@ def _bert(impl):
     return transformers.BertModel(cfg).eval()
 
 
+def _llama(impl):
+    """Grouped-query attention: 4 query heads over 2 key/value heads (sdpa: `enable_gqa`)."""
+    cfg = transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=50, max_position_embeddings=16,
+                                   attn_implementation=impl)  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
 def _hf_run(path, model, x, **kwargs):
     with mldbg.torch.Hook(str(path), statistics_every=1) as hook:
         hook.register_module(model)
@@ -389,11 +398,18 @@ def test_bert_attention_logits_with_padding(tmp_path, impl):
     assert got["variance"][0] == pytest.approx(ref.var(), rel=1e-4)
 
 
-def test_sdpa_and_eager_record_the_same_logits(tmp_path):
+@pytest.mark.parametrize("padded", [False, True])
+def test_sdpa_and_eager_record_the_same_logits(tmp_path, padded):
+    """GPT-2, BERT and Llama (GQA), each with sdpa and eager attention, with and without a
+    padded first sequence: the same records."""
     x = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(2))
-    for build in (_gpt2, _bert):
+    attend = torch.ones(2, 8, dtype=torch.long)
+    attend[0, :3] = 0  # left padding, as for generation
+    kwargs = {"attention_mask": attend} if padded else {}
+    for build in (_gpt2, _bert, _llama):
         got = [
-            _hf_run(tmp_path / f"{build.__name__}_{impl}", build(impl), x)[1] for impl in ("sdpa", "eager")
+            _hf_run(tmp_path / f"{build.__name__}{impl}", build(impl), x, **kwargs)[1]
+            for impl in ("sdpa", "eager")
         ]
         assert got[0].keys() == got[1].keys() and len(got[0]) == 2
         for name in got[0]:
