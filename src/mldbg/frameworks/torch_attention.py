@@ -90,15 +90,13 @@ def sdpa_logits(
     the first sample (`query[0]` when it has a batch axis, i.e. three axes or more): its
     attended entries only, (heads, L, S) without a mask, flat with one. None for what it
     cannot read."""
-    if query.dim() < 2 or key.dim() < 2 or query.shape[-1] != key.shape[-1]:
+    if query.dim() < 2 or key.dim() != query.dim() or query.shape[-1] != key.shape[-1]:
         return None
     if query.is_complex() or not query.is_floating_point():
         return None
     with torch.no_grad():
-        q = query[0] if query.dim() >= 3 else query
-        k = key[0] if key.dim() >= 3 and key.shape[0] == query.shape[0] else key
-        if k.dim() == q.dim() + 1:  # a key without a batch axis of its own, broadcast: (1, ...)
-            k = k[0]
+        # the batch axis: the first of three or more (a key's may be 1, broadcast)
+        q, k = (query[0], key[0]) if query.dim() >= 3 else (query, key)
         if enable_gqa and q.dim() >= 3 and k.dim() == q.dim() and k.shape[-3] != q.shape[-3]:
             if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
                 return None
@@ -111,7 +109,6 @@ def sdpa_logits(
         logits = (q @ k.transpose(-2, -1)) * factor
         if attn_mask is None and not is_causal:
             return logits
-        row_ids = rows if rows is not None else torch.arange(length, device=logits.device)
         if attn_mask is not None:
             mask = _first_sample(attn_mask, query.dim())
             if rows is not None and mask.dim() >= 2 and mask.shape[-2] == length:
@@ -126,7 +123,7 @@ def sdpa_logits(
             i, j = torch.tril_indices(length, logits.shape[-1], device=logits.device)
             return logits[..., i, j]
         cols = torch.arange(logits.shape[-1], device=logits.device)
-        return logits[(cols[None, :] <= row_ids[:, None]).expand_as(logits)]
+        return logits[(cols[None, :] <= rows[:, None]).expand_as(logits)]
 
 
 def softmax_logits(x: torch.Tensor) -> torch.Tensor:
