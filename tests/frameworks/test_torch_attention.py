@@ -175,6 +175,20 @@ def test_several_calls_of_one_module_are_numbered(tmp_path):
     )
 
 
+def test_several_models_keep_their_names_apart(tmp_path):
+    """Two registered models (a GAN's pair, an encoder and a decoder): the second one's
+    records carry its prefix, as its parameters do."""
+    torch.manual_seed(0)
+    first, second = Net().eval(), Net(causal=False).eval()
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
+        hook.register_module(first)
+        hook.register_module(second, name="decoder")
+        with torch.no_grad():
+            second(first(torch.randint(0, 20, (2, 6))).argmax(-1))
+    names = mldbg.create_trial(str(tmp_path / "run")).tensor_names(collection="attention_logits")
+    assert names == ["block_attention_logits", "decoder.block_attention_logits"]
+
+
 def test_nothing_off_statistics_steps(tmp_path):
     """Statistics every 3rd step after none of warm-up: logits at steps 0, 3, 6 only, and the
     forwards of the other steps run without any torch function mode."""
