@@ -113,17 +113,15 @@ def sdpa_logits(
             mask = _first_sample(attn_mask, query.dim())
             if rows is not None and mask.dim() >= 2 and mask.shape[-2] == length:
                 mask = mask[..., rows, :]
-            if mask.dtype == torch.bool:
-                keep = mask.expand_as(logits)
-            else:
+            if mask.dtype != torch.bool:
                 logits = logits + mask
-                keep = _unmasked(logits)
-            return logits[keep]
+                mask = _unmasked(logits)
+            return logits.masked_select(mask)
         if rows is None:  # causal, every row: a fixed lower triangle, no wait for the device
             i, j = torch.tril_indices(length, logits.shape[-1], device=logits.device)
             return logits[..., i, j]
         cols = torch.arange(logits.shape[-1], device=logits.device)
-        return logits[(cols[None, :] <= rows[:, None]).expand_as(logits)]
+        return logits.masked_select(cols[None, :] <= rows[:, None])
 
 
 def softmax_logits(x: torch.Tensor) -> torch.Tensor:
@@ -133,7 +131,7 @@ def softmax_logits(x: torch.Tensor) -> torch.Tensor:
         rows = _rows(first.shape[-2], first.shape[0] * first.shape[-1], first.device)
         if rows is not None:
             first = first[:, rows, :]
-        return first[_unmasked(first)]
+        return first.masked_select(_unmasked(first))
 
 
 class AttentionCapture:
@@ -282,8 +280,9 @@ def _first_sample(mask: torch.Tensor, query_dims: int) -> torch.Tensor:
 
 def _unmasked(x: torch.Tensor) -> torch.Tensor:
     """Entries that are not masked: finite and above half the dtype's lowest value (the mask
-    value Hugging Face adds; adding it twice gives -inf)."""
-    return torch.isfinite(x) & (x > torch.finfo(x.dtype).min / 2)
+    value Hugging Face adds; adding it twice gives -inf). One comparison: |x| below half the
+    largest value (a logit beyond 1e38 does not occur)."""
+    return x.abs() < torch.finfo(x.dtype).max / 2
 
 
 def _last_axis_of_4d(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
