@@ -252,31 +252,73 @@ def test_a_forward_that_raises_leaves_no_mode_behind(tmp_path):
         assert net.block.depths == [1] and _depth() == 0
 
 
+def test_a_hook_closed_during_a_captured_forward_still_ends_it(tmp_path):
+    class Closes(nn.Module):
+        def forward(self, x):
+            hook.close()
+            return x
+
+    net = nn.Sequential(SelfAttention(), Closes()).eval()
+    hook = mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1)
+    hook.register_module(net)
+    net(torch.randn(2, 4, 16))
+    assert net[0].depths == [1] and _depth() == 0
+
+
+class Waits(nn.Module):
+    """Its forward waits for `release` after setting `inside`."""
+
+    def __init__(self):
+        super().__init__()
+        self.inside, self.release = threading.Event(), threading.Event()
+
+    def forward(self, x):
+        self.inside.set()
+        self.release.wait(10)
+        return x
+
+
+def _in_a_thread(net):
+    """A forward of `net` in another thread, paused in its `Waits`: (thread, the depth of the
+    mode stack there after the forward)."""
+    after = []
+
+    def run():
+        net(torch.randn(2, 4, 16))
+        after.append(_depth())
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    net[0].inside.wait(10)
+    return worker, after
+
+
 def test_other_threads_are_not_captured(tmp_path):
     """The capture is this thread's: another thread's torch calls, during a captured forward,
     run without it."""
-    inside, release = threading.Event(), threading.Event()
-    depths = []
-
-    class Waits(nn.Module):
-        def forward(self, x):
-            inside.set()
-            release.wait(10)
-            return x
-
-    net = nn.Sequential(Waits(), SelfAttention())
+    net = nn.Sequential(Waits(), SelfAttention()).eval()
     with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
         hook.register_module(net)
-        worker = threading.Thread(target=lambda: net(torch.randn(2, 4, 16)))
-        worker.start()
-        inside.wait(10)
-        depths.append(_depth())
-        release.set()
+        worker, after = _in_a_thread(net)
+        depth = _depth()
+        net[0].release.set()
         worker.join()
-    assert depths == [0] and net[1].depths == [1]
+    assert depth == 0 and net[1].depths == [1] and after == [0]
     assert mldbg.create_trial(str(tmp_path / "run")).tensor_names(collection="attention_logits") == [
         "1_attention_logits"
     ]
+
+
+def test_a_hook_closed_by_another_thread_ends_the_capture_with_the_forward(tmp_path):
+    net = nn.Sequential(Waits(), SelfAttention()).eval()
+    hook = mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1)
+    hook.register_module(net)
+    worker, after = _in_a_thread(net)
+    hook.close()
+    net[0].release.set()
+    worker.join()
+    assert net[1].depths == [1] and after == [0]
+    assert not net._forward_hooks  # the capture's hook came off with its last forward
 
 
 def test_the_hooked_model_still_copies_and_pickles(tmp_path):

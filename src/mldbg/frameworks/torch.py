@@ -41,7 +41,7 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
-from mldbg.frameworks.torch_attention import AttentionCapture
+from mldbg.frameworks.torch_attention import AttentionCapture, Ending
 from mldbg.frameworks.torch_attention import mha_logits as attention_logits
 from mldbg.frameworks.torch_defaults import (
     BUDGET,
@@ -347,7 +347,7 @@ class Hook(Adapter):
         def end(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             capture.stop(m, failed=output is None)  # also when the forward raised (always_call)
 
-        self._module_handles.append(m.module.register_forward_hook(self._attach(end), always_call=True))
+        capture.handles.append(m.module.register_forward_hook(Ending(end, self), always_call=True))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step
@@ -480,6 +480,8 @@ class Hook(Adapter):
         self.recorder.end_step()
 
     def _release(self) -> None:
+        if self._capture is not None:  # before the statistics it hands its records to
+            self._capture.close()
         if self._stats is not None:
             self._stats.close()
         for h in self._handles + self._grad_handles:

@@ -45,6 +45,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
+from mldbg.frameworks.torch_models import Attached
+
 log = logging.getLogger("mldbg")
 
 LIMIT = 1 << 22  # logits kept per attention call (16 MB in float32); beyond: evenly spaced query rows
@@ -148,6 +150,9 @@ class AttentionCapture:
         self._keys: set[int] = set()  # the models watched (their keys)
         self._quiet: set[tuple[int, Any]] = set()  # (model, mode) whose forward met no attention
         self._local = threading.local()
+        self._active: set[int] = set()  # the threads with a capture on
+        self.handles: list[Any] = []  # the `Ending` hooks on the models: removed by `close`
+        self.closed = False
 
     def watch(self, model: nn.Module, prefix: str, key: Any) -> None:
         """Know the modules of `model` (its qualified names, after `prefix`); `key` names it
@@ -164,13 +169,14 @@ class AttentionCapture:
         """A registered model's forward begins, at a statistics step: capture its attention
         (unless a forward of it in `mode` met none, or a capture is already on in this thread)."""
         local = self._local
-        if id(key) not in self._keys or (id(key), mode) in self._quiet:
+        if self.closed or id(key) not in self._keys or (id(key), mode) in self._quiet:
             return
         if getattr(local, "mode", None) is not None:
             return
         capture = _Mode(self)
         capture.__enter__()
         local.mode, local.key, local.model_mode, local.counts, local.found = capture, key, mode, {}, False
+        self._active.add(threading.get_ident())
 
     def stop(self, key: Any, failed: bool = False) -> None:
         """`key`'s forward ended (or raised: `failed`): leave the capture it started."""
@@ -180,12 +186,34 @@ class AttentionCapture:
             return
         local.mode = None
         capture.__exit__(None, None, None)
+        self._active.discard(threading.get_ident())
         if not local.found and not failed:
             self._quiet.add((id(key), local.model_mode))
+        if self.closed and not self._active and not failed:  # closed by another thread meanwhile
+            self._remove_handles()  # (not while torch walks the hooks of a failed forward)
+
+    def close(self) -> None:
+        """The hook closes: end this thread's capture, capture nothing more, and take the
+        `Ending` hooks off the models (at once, or when the forwards that other threads are
+        capturing end)."""
+        self.closed = True
+        local = self._local
+        capture = getattr(local, "mode", None)
+        if capture is not None and torch.overrides._get_current_function_mode() is capture:
+            self.stop(local.key)
+        if not self._active:
+            self._remove_handles()
+
+    def _remove_handles(self) -> None:
+        handles, self.handles = self.handles, []
+        for h in handles:
+            h.remove()
 
     # inside a captured forward --------------------------------------------------------------
     def seen(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A torch call inside a captured forward: record it if it is attention."""
+        if self.closed:
+            return
         sdpa = func is F.scaled_dot_product_attention
         if not sdpa and func not in _SOFTMAX:
             return
@@ -236,6 +264,17 @@ class AttentionCapture:
                     return None if id(owner) in skip else names[id(owner)]
             frame = frame.f_back  # type: ignore[assignment]
         return None
+
+
+class Ending(Attached):
+    """The forward hook that ends a capture (`always_call`): it runs even once its hook is
+    closed, since a capture begun before the close must still end. Copied or pickled with the
+    model: inert, as every `Attached`."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
 
 class _Mode(TorchFunctionMode):
