@@ -17,7 +17,8 @@ Three kinds of attention are seen, each recorded as `<module>_attention_logits` 
 
 How: on a statistics step only, the hook enters an `AttentionCapture` (a `TorchFunctionMode`,
 thread-local like every torch function mode) around the first forward of each registered model
-in the step, and leaves it when the forward ends or raises. Off statistics steps nothing is
+in the step, and leaves it when the forward ends or raises (or the hook closes, in the same
+thread; from another, the forward's end still ends it). Off statistics steps nothing is
 entered. The module a call belongs to is the innermost module of the model on the Python stack
 at the call (read only when an attention call is seen); its path names the record, and a
 module that makes several calls in one forward numbers them (`..._attention_logits_1`). A
