@@ -3,6 +3,7 @@ logits up by orders of magnitude; the healthy twin's logits settle."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -77,4 +78,49 @@ def test_fires_when_attention_logits_grow(tmp_path):
 
 def test_quiet_on_a_healthy_transformer(tmp_path):
     _attention_run(tmp_path / "run", grow=1.0)
+    assert not mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])
+
+
+def _gpt2_run(path, grow: float, impl: str = "sdpa", steps: int = 60) -> None:
+    """A tiny GPT-2 (Hugging Face, built from a config) trained on token sequences, recorded
+    with the two lines; its attention is F.scaled_dot_product_attention (`sdpa`) or matmul +
+    softmax (`eager`). `grow` > 1 multiplies the query and key columns of every layer's
+    `c_attn` by it after every step from step 10."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=30, n_positions=16, bos_token_id=0,
+                                  eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                  attn_implementation=impl)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    with mldbg.torch.Hook(str(path), statistics_every=1) as hook:
+        hook.register_module(model)
+        for step in range(steps):
+            x = torch.randint(0, 30, (8, 12), generator=g)
+            opt.zero_grad()
+            model(x, labels=x).loss.backward()
+            opt.step()
+            if grow > 1 and step >= 10:
+                with torch.no_grad():
+                    for block in model.transformer.h:
+                        block.attn.c_attn.weight[:, :32] *= grow
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_fires_when_a_gpt2s_attention_logits_grow(tmp_path, impl):
+    """The hook captures GPT-2's scaled_dot_product_attention (or eager softmax) logits."""
+    _gpt2_run(tmp_path / "run", grow=1.15, impl=impl)
+    found = mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])
+    assert found, "logit_growth did not fire on GPT-2's attention logits"
+    assert found[0].tensors[0].startswith("transformer.h.") and found[0].tensors[0].endswith(
+        "_attention_logits"
+    )
+    assert found[0].step <= 45, found[0].step
+
+
+def test_quiet_on_a_healthy_gpt2(tmp_path):
+    _gpt2_run(tmp_path / "run", grow=1.0)
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.tensor_names(collection="attention_logits")) == 2
     assert not mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])

@@ -41,6 +41,8 @@ from mldbg.config import Mode
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
+from mldbg.frameworks.torch_attention import AttentionCapture, Ending
+from mldbg.frameworks.torch_attention import mha_logits as attention_logits
 from mldbg.frameworks.torch_defaults import (
     BUDGET,
     CLASSIFICATION_LOSSES,
@@ -131,6 +133,7 @@ class Hook(Adapter):
         self._backward_done = False
         self._backward_queued = False
         self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
+        self._capture: AttentionCapture | None = None  # attention logits at statistics steps
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -180,6 +183,8 @@ class Hook(Adapter):
                 "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
             )
         elif wants_layers or self._stats is not None:
+            if self._stats is not None:  # F.scaled_dot_product_attention and eager attention
+                self._watch_attention(m, inner)
             for qualname, module in inner.named_modules():
                 if not qualname:
                     continue
@@ -295,6 +300,8 @@ class Hook(Adapter):
         m.saved_at = rec.step
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, args, m.prefix)
+            if self._capture is not None and self._stats.due():
+                self._capture.start(m, rec.mode)
         if not rec.saving:
             return
         if rec.saves_any(m.param_keys):
@@ -326,6 +333,21 @@ class Hook(Adapter):
             self._stats.forward_end(output, m.prefix)
         if self.recorder.saving:
             self._save_outputs(f"{m.prefix}model", output, ("outputs",))
+
+    def _watch_attention(self, m: RegisteredModel, inner: nn.Module) -> None:
+        """Attention logits of `F.scaled_dot_product_attention` and eager attention inside the
+        model's forward, at statistics steps (torch_attention)."""
+        if self._capture is None:
+            stats = self._stats
+            assert stats is not None
+            self._capture = AttentionCapture(lambda name, x: stats.add(name, x, "attention_logits"))
+        self._capture.watch(inner, m.prefix, m)
+        capture = self._capture
+
+        def end(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            capture.stop(m, failed=output is None)  # also when the forward raised (always_call)
+
+        capture.handles.append(m.module.register_forward_hook(Ending(end, self), always_call=True))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step
@@ -458,6 +480,8 @@ class Hook(Adapter):
         self.recorder.end_step()
 
     def _release(self) -> None:
+        if self._capture is not None:  # before the statistics it hands its records to
+            self._capture.close()
         if self._stats is not None:
             self._stats.close()
         for h in self._handles + self._grad_handles:
@@ -470,33 +494,6 @@ class Hook(Adapter):
         for h in self._module_handles:
             h.remove()
         self._module_handles = []
-
-
-def attention_logits(
-    mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor
-) -> torch.Tensor | None:
-    """The attention logits q.k / sqrt(d) of the first sample, per head: (heads, L, S). One
-    sample's projections (1 / batch of the attention's work); None for inputs it cannot read."""
-    e, h = mha.embed_dim, mha.num_heads
-    if query.dim() == 3:
-        q, k = (query[0], key[0]) if mha.batch_first else (query[:, 0], key[:, 0])
-    elif query.dim() == 2:
-        q, k = query, key
-    else:
-        return None
-    if q.shape[-1] != e or k.shape[-1] != (e if mha.in_proj_weight is not None else mha.kdim):
-        return None
-    with torch.no_grad():
-        if mha.in_proj_weight is not None:
-            w_q, w_k = mha.in_proj_weight[:e], mha.in_proj_weight[e : 2 * e]
-        else:
-            w_q, w_k = mha.q_proj_weight, mha.k_proj_weight
-        b = mha.in_proj_bias
-        b_q, b_k = (b[:e], b[e : 2 * e]) if b is not None else (None, None)
-        d = e // h
-        qh = nn.functional.linear(q, w_q, b_q).reshape(q.shape[0], h, d).transpose(0, 1)
-        kh = nn.functional.linear(k, w_k, b_k).reshape(k.shape[0], h, d).transpose(0, 1)
-        return (qh @ kh.transpose(1, 2)) * d**-0.5
 
 
 def _optimizer_exists(param_ids: set[int]) -> bool:

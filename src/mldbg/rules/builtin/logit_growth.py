@@ -30,8 +30,9 @@ class LogitGrowth(Rule):
     loss maximized by mistake, or no weight decay on a separable task. Read: the model's
     outputs (`outputs`) and the classification loss's `predictions` when the labels are
     class ids (a regression output may grow to its targets' scale), the attention logits the
-    PyTorch hook records of each `nn.MultiheadAttention` (`attention_logits`: q.k / sqrt(d) of
-    the first sample of the batch, its `max_abs`), and any tensor matching `tensor_regex`
+    PyTorch hook records of each `nn.MultiheadAttention`, `F.scaled_dot_product_attention` call
+    and eager attention softmax (`attention_logits`: q.k * scale of the first sample of the
+    batch, its `max_abs`), and any tensor matching `tensor_regex`
     (attention logits you save, e.g. `attn_scores`). Per mode.
     """
 
