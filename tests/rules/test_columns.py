@@ -64,6 +64,8 @@ FIRING: dict[str, dict | str] = {
     "train_in_eval_mode": "eval_left_on",
     "train_in_eval_mode (set_mode: the modules' flags)": "eval_left_on_set_mode",
     "frozen_layer_updated": "freeze_with_momentum",
+    # the fourth round: rules whose fast path judges its windows in place (issue 14's throughput)
+    "class_imbalance (a class ignored: its windows judged in place)": {"imbalance": 0.9, "steps": 120},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
