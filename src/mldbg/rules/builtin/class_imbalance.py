@@ -143,7 +143,9 @@ class ClassImbalance(Rule):
             )  # fmt: skip
             step = int(steps[rows[end]])
             if self._mispredictions(trial, step, lab[end], cor[end], tensors) is not None:
-                self._win_count, self._win_correct, self._win_n, self._windows, self._streak, self._fired = before
+                self._win_count, self._win_correct, self._win_n, self._windows, self._streak, self._fired = (
+                    before
+                )
                 return int(rows[end])
             pos, base = end + 1, int(per_row[end])
         return len(steps)
