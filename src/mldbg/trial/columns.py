@@ -276,7 +276,7 @@ class Columns:
                     strict=True,
                 )
             )
-            info = [have.get(s) or (int(self.trial.mode(s)), self.trial.mode_step(s)) for s in known]
+            info = [have.get(s) or self.trial._step_info(s) for s in known]  # (mode value, mode step)
             self._steps = np.asarray(known, dtype=np.int64)
             self._modes = np.asarray([m for m, _ in info], dtype=np.int64)
             self._mode_steps = np.asarray([ms for _, ms in info], dtype=np.int64)

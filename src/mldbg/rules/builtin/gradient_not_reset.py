@@ -142,6 +142,10 @@ class GradientNotReset(Rule):
         with np.errstate(invalid="ignore", divide="ignore"):
             base = series[np.maximum(0, at - w + 1)]
             maybe = (length >= w) & ((base <= 0) | ~(total < (1 - 1e-9) * self.min_growth * base))
+            # and rising at 80% of the window's steps (a rise within rounding counted as one)
+            rises = np.concatenate([[0], np.cumsum(np.diff(series) > -1e-9 * np.abs(series[1:]))])
+            share = (rises[at] - rises[np.maximum(0, at - w + 1)]) / max(1, w - 1)
+            maybe &= ~(share < _RISING * (1 - 1e-9))
         if "accumulating" in self._fired:
             maybe[:] = False
 
