@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/rules_throughput.py [--steps 2000] [--repeat 3]
 
-Records a tiny MLP run four times: with the two-line hook and its statistics every step
+Records a tiny MLP run five times: with the two-line hook and its statistics every step
 (`statistics_budget=0`: the statistics the default rules read, at every step; issue 14's
-target: >= 10,000 steps/s), with the two-line hook as it comes (statistics on its cost
+target: >= 10,000 steps/s), the same with an evaluation pass every 10 training steps (the
+steps are then global steps, TRAIN and EVAL), with the two-line hook as it comes (statistics on its cost
 budget, the loss every step), with reductions only (the way to watch a long run cheaply:
 min/max/mean/variance, |x| mean/max and the L2 norm of weights, biases, gradients and the
 loss; target >= 2,000 steps/s) and once with raw tensors, then times
@@ -63,6 +64,10 @@ def main() -> int:
                 "statistics every step (`Hook(out_dir, statistics_budget=0)`)",
                 {"default_hook": True, "hook_kwargs": {"statistics_budget": 0}},
             ),
+            (
+                "statistics every step, an evaluation (2 batches) every 10 steps",
+                {"default_hook": True, "hook_kwargs": {"statistics_budget": 0}, "eval_every": 10},
+            ),
             ("statistics on the budget (the two lines: `Hook(out_dir)`)", {"default_hook": True}),
             (
                 "reductions only (weights, biases, gradients, losses)",
@@ -71,7 +76,7 @@ def main() -> int:
             ("raw tensors (weights, biases, gradients, losses)", {"include_collections": None}),
         ):
             path = f"{tmp}/{len(rows)}"
-            train(path, steps=args.steps, eval_every=None, **kwargs)
+            train(path, steps=args.steps, **{"eval_every": None, **kwargs})
             secs, cpu, nsteps, nrules, findings = measure(path, args.repeat)
             _, ref_cpu, _, _, ref_findings = measure(path, args.repeat, columns=False)
             assert len(ref_findings) == len(findings), (label, ref_findings, findings)
@@ -89,7 +94,8 @@ def main() -> int:
         print(
             f"| {label} | {nsteps} | {nrules} | {secs:.3f} | {rate:,.0f} | {cpu_rate:,.0f} | {ref_rate:,.0f} | {nf} |"
         )
-    return 0 if rows[0][5] >= 10_000 and rows[2][5] >= 2000 else 1
+    reductions = next(r for r in rows if r[0].startswith("reductions"))
+    return 0 if rows[0][5] >= 10_000 and reductions[5] >= 2000 else 1
 
 
 if __name__ == "__main__":

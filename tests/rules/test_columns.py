@@ -64,6 +64,20 @@ FIRING: dict[str, dict | str] = {
     "train_in_eval_mode": "eval_left_on",
     "train_in_eval_mode (set_mode: the modules' flags)": "eval_left_on_set_mode",
     "frozen_layer_updated": "freeze_with_momentum",
+    # the fourth round: rules whose fast path judges its windows in place (issue 14's throughput)
+    "class_imbalance (a class ignored: its windows judged in place)": {"imbalance": 0.9, "steps": 120},
+    # a late rise after six quiet windows screened in place, with an evaluation every 10 steps
+    # (the passes kept in the fast path) and without
+    "loss_not_decreasing (a late rise)": {"spike_at": 100, "spike_scale": 1000, "steps": 200},
+    "loss_not_decreasing (a late rise, no evaluation)": {
+        "spike_at": 100,
+        "spike_scale": 1000,
+        "steps": 200,
+        "eval_every": None,
+    },
+    "loss_not_decreasing (flat from the start)": {"lr": 1e-10},
+    "underfitting (after three quiet windows)": {"stop_updating_at": 60, "lr": 0.01, "steps": 150},
+    "underfitting (diverging)": {"maximize": True, "optimizer": "adam", "steps": 120},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
@@ -209,6 +223,24 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
     # logit_growth: the first labels; duplicate_batches: the first repeated batch
     assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls
     assert 3 <= calls["label_confusion"] <= 10, calls  # its windows of 1,000 labels close in check()
+
+
+@pytest.mark.parametrize("eval_every", [None, 10])
+def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
+    """On a healthy run, with an evaluation every 10 steps or none, the loss rules never call
+    `check` (their windows are screened in the fast path, the evaluation passes kept there),
+    class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
+    evaluation steps among them), gradient_not_reset never."""
+    train(tmp_path / "run", steps=200, eval_every=eval_every, **EVERY_STEP)
+    names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset"]
+    rules = [BUILTIN[n]() for n in names]
+    counters = {r.name: Counted(r) for r in rules}
+    runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
+    assert runner.run_available() + runner.finish() == []
+    assert not runner.skipped, runner.skipped  # every rule judged: the windows were there
+    calls = {n: c.calls for n, c in counters.items()}
+    assert calls["loss_not_decreasing"] == calls["underfitting"] == calls["gradient_not_reset"] == 0, calls
+    assert calls["class_imbalance"] <= (20 if eval_every is None else 40), calls
 
 
 def test_live_the_columns_grow_as_segments_land(tmp_path):

@@ -14,12 +14,12 @@ is always the reference, and a rule without the method runs only through it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.rules.losses import LossTracker, Series, higher_is_better
+from mldbg.rules.losses import Evaluation, LossTracker, Series, higher_is_better
 from mldbg.rules.select import as_list
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import reduction_key
@@ -119,20 +119,48 @@ def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | No
 NEVER = 2**62  # `need` of a rule that judges no training step (overfit: evaluations only)
 
 
-def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window: int, need: int) -> int:
+def loss_prefix(
+    view: TrialView,
+    tracker: LossTracker,
+    steps: np.ndarray,
+    window: int,
+    need: int,
+    screen: Callable[[str, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    quiet_close: Callable[[str, bool], bool] | None = None,
+) -> int:
     """The fast path of the loss rules (`loss_not_decreasing`, `underfitting`): the leading
     training `steps` at which no loss series reaches a judged length (a multiple of `window`,
     at least `need`), with their losses appended to the tracker's series as `update` appends
     them. An evaluation pass still open, another mode, or a loss that only its raw value of
-    several elements gives (a per-sample loss), ends them."""
-    if tracker._open:  # check() closes the pass at the next step
+    several elements gives (a per-sample loss), ends them.
+
+    `screen(name, values, lengths)`, where given, judges the windows in place: `values` is the
+    whole training series of `name` as it will be (the tracker's values, then the new ones),
+    `lengths` the series lengths at which a window closes among `steps`; it returns a bool
+    per length, True where the rule's `check` may report (screened with a margin, never
+    missing one). Only those steps end the prefix, so a quiet run is one call.
+
+    `quiet_close(name, has_train)`, where given, keeps evaluation steps in the prefix: their
+    losses go to the tracker's evaluation passes as `update` puts them, and a pass closes in
+    place where the rule says closing it (`name`, which has training losses or not) is quiet;
+    elsewhere the step that closes it is `check`'s."""
+    if tracker._open and quiet_close is None:  # check() closes the pass at the next step
         return 0
-    if need < NEVER:
+    if need < NEVER and screen is None:
         steps = steps[: 2 * window + 8]  # a window closes within `window` losses: look no further
-    n = len(steps)
-    modes = np.fromiter((int(view.mode(s)) for s in steps.tolist()), dtype=np.int64, count=n)
-    interesting = modes != int(Mode.TRAIN)
+    if not len(steps):
+        return 0
+    modes, _ = view.columns.modes(steps)
+    train = modes == int(Mode.TRAIN)
+    evals = modes == int(Mode.EVAL) if quiet_close is not None else np.zeros(len(steps), dtype=bool)
+    interesting = ~(train | evals)
+    end = quiet_prefix(interesting)  # nothing after the first step of another mode is read
+    if end < len(steps):
+        steps, modes, train, evals, interesting = (
+            a[: end + 1] for a in (steps, modes, train, evals, interesting)
+        )
     series: list[tuple[str, np.ndarray, np.ndarray]] = []
+    closing: list[tuple[str, np.ndarray, np.ndarray]] = []  # (name, indices of steps, series lengths)
     for name in _loss_names(view, tracker):
         over = Over(view, name, steps)
         if not over.present.any():
@@ -154,18 +182,88 @@ def loss_prefix(view: TrialView, tracker: LossTracker, steps: np.ndarray, window
         if higher_is_better(name):
             values = 1.0 - values
         have = len(tracker.train[name].values) if name in tracker.train else 0
-        count = have + np.cumsum(valid)
-        interesting |= valid & (count % window == 0) & (count >= need)
+        count = have + np.cumsum(valid & train)
+        closes = valid & train & (count % window == 0) & (count >= need)
+        if screen is None:
+            interesting |= closes
+        else:
+            at = np.flatnonzero(closes)
+            closing.append((name, at, count[at]))
         series.append((name, valid, values))
     k = quiet_prefix(interesting)
+    if screen is not None:
+        for name, at, lengths in closing:
+            at_k = at < k
+            if not at_k.any():
+                continue
+            valid, values = next((v, x) for nm, v, x in series if nm == name)
+            old = tracker.train[name].values if name in tracker.train else []
+            upto = int(at[at_k][-1]) + 1
+            whole = np.concatenate(
+                [np.asarray(old, dtype=np.float64), values[:upto][valid[:upto] & train[:upto]]]
+            )
+            hit = np.flatnonzero(screen(name, whole, lengths[at_k]))
+            if len(hit):
+                k = min(k, int(at[hit[0]]))
+    if evals[:k].any() or tracker._open:
+        k = _passes(tracker, steps, modes, evals, train, series, k, quiet_close)
     for name, valid, values in series:
-        take = np.flatnonzero(valid[:k])
+        take = np.flatnonzero(valid[:k] & train[:k])
         if not len(take):
             continue
         tracker.seen_any = True
         s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
         s.steps.extend(steps[take].tolist())
         s.values.extend(values[take].tolist())
+    return k
+
+
+def _passes(
+    tracker: LossTracker,
+    steps: np.ndarray,
+    modes: np.ndarray,
+    evals: np.ndarray,
+    train: np.ndarray,
+    series: list[tuple[str, np.ndarray, np.ndarray]],
+    k: int,
+    quiet_close: Callable[[str, bool], bool] | None,
+) -> int:
+    """`loss_prefix`'s evaluation steps among `steps[:k]`: their losses go to the tracker's
+    passes as `LossTracker.update` puts them (a pass ends at a gap or another mode); returns
+    the first step where a pass closes that `quiet_close` leaves to `check` (else k)."""
+    assert quiet_close is not None
+    at = np.flatnonzero(evals[:k])
+    idx = sorted({*at.tolist(), *(at + 1).tolist(), *([0] if tracker._open else [])})
+    for i in idx:
+        if i >= k:
+            break
+        step, mode = int(steps[i]), int(modes[i])
+        ending = [
+            name for name, ev in tracker._open.items() if mode != int(Mode.EVAL) or step != ev.last_step + 1
+        ]
+        for name in ending:
+            valid = next((v for nm, v, _ in series if nm == name), None)
+            # check() asks after update() appended the step's own training losses
+            before = name in tracker.train or (
+                valid is not None and bool((valid[: i + 1] & train[: i + 1]).any())
+            )
+            if not quiet_close(name, before):
+                return i
+        for name in ending:
+            del tracker._open[name]
+        if mode != int(Mode.EVAL):
+            continue
+        for name, valid, values in series:
+            if not valid[i]:
+                continue
+            tracker.seen_any = True
+            ev = tracker._open.get(name)
+            if ev is None:
+                ev = tracker._open[name] = Evaluation(step, step)
+                tracker.evals.setdefault(name, []).append(ev)
+            ev.last_step = step
+            ev.total += float(values[i])
+            ev.count += 1
     return k
 
 

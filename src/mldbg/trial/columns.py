@@ -49,6 +49,21 @@ def scatter_statistics(
     lo = np.searchsorted(red_rows, rows, "left")
     hi = np.searchsorted(red_rows, rows, "right")
     counts = hi - lo
+    c = int(counts[0])
+    if c and bool((counts == c).all()):
+        pos2 = lo[:, None] + np.arange(c)[None, :]
+        codes2 = red_codes[pos2]
+        if bool((codes2 == codes2[0]).all()):  # the usual case: every record saved the same
+            values2 = red_values[pos2]  # statistics in the same order: one column each
+            for j, code in enumerate(codes2[0].tolist()):
+                key = key_of(int(code))
+                if key is None:
+                    continue
+                col = out.get(key)
+                if col is None:
+                    col = out[key] = np.full(n, np.nan)
+                col[dest] = values2[:, j]  # a code twice in a record: the last wins, as below
+            return
     total = int(counts.sum())
     if not total:
         return
@@ -261,7 +276,7 @@ class Columns:
                     strict=True,
                 )
             )
-            info = [have.get(s) or (int(self.trial.mode(s)), self.trial.mode_step(s)) for s in known]
+            info = [have.get(s) or self.trial._step_info(s) for s in known]  # (mode value, mode step)
             self._steps = np.asarray(known, dtype=np.int64)
             self._modes = np.asarray([m for m, _ in info], dtype=np.int64)
             self._mode_steps = np.asarray([ms for _, ms in info], dtype=np.int64)

@@ -6,7 +6,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import Over, aligned, quiet_prefix
+from mldbg.rules.columns import Over, aligned
 from mldbg.rules.labels import ClassStats
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
@@ -73,9 +73,11 @@ class ClassImbalance(Rule):
         return () if self.labels_regex else self.needs
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """Once the first `samples` labels are counted: the leading `steps` before the next
-        window of labels closes, their class counts added to the window from the saved
-        `class_counts` / `class_correct` vectors; `check` judges the closing step."""
+        """Once the first `samples` labels are counted: the leading `steps` where no window of
+        labels closes with a finding. Their class counts are added to the window from the
+        saved `class_counts` / `class_correct` vectors; at each step that closes a window the
+        counts go to the judging code of `check` (`_mispredictions`), and a window it reports
+        on is handed back, its state as before it, for `check` to judge and report."""
         if self._total < self.samples:
             return 0
         labels = trial.names(None, regex=self.labels_regex) if self.labels_regex else trial.names("labels")
@@ -100,29 +102,53 @@ class ClassImbalance(Rule):
         have = over.present & Over(trial, preds[0], steps).present if preds else np.zeros(len(steps), bool)
         c_at = aligned(counts[0], steps)
         k_at = aligned(correct[0], steps) if correct is not None else np.full(len(steps), -1)
-        interesting = np.zeros(len(steps), dtype=bool)
-        window = judged & (c_at >= 0) & have & (k_at >= 0)
-        rows = np.flatnonzero(window)
+        rows = np.flatnonzero(judged & (c_at >= 0) & have & (k_at >= 0))
         lab = counts[1][c_at[rows]].astype(np.int64)
         cor = correct[1][k_at[rows]].astype(np.int64) if correct is not None else lab
-        shape = lab.shape[1:]
-        if len(rows) and self._win_count is not None and self._win_count.shape != shape:
+        if len(rows) and self._win_count is not None and self._win_count.shape != lab.shape[1:]:
             return 0
-        total = self._win_n + np.cumsum(lab.sum(axis=1))
-        closing = rows[total >= self.samples]
-        if len(closing):
-            interesting[closing[0]] = True
-        n = quiet_prefix(interesting)
+        n = self._judge_windows(trial, steps, rows, lab, cor, [labels[0], *preds[:1]])
         if (judged[:n] & (c_at[:n] >= 0)).any():
             self._classes = max(self._classes or 0, len(counts[1][0]) - 1)
-        take = rows < n
-        if take.any():
-            if self._win_count is None or self._win_correct is None:
-                self._win_count, self._win_correct = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-            self._win_count = self._win_count + lab[take].sum(axis=0)
-            self._win_correct = self._win_correct + cor[take].sum(axis=0)
-            self._win_n += int(lab[take].sum())
         return n
+
+    def _judge_windows(
+        self, trial: TrialView, steps: np.ndarray, rows: np.ndarray, lab: np.ndarray, cor: np.ndarray,
+        tensors: list[str],
+    ) -> int:  # fmt: skip
+        """The fast path's windows: add the counts `lab` / `cor` of `rows` (indices of `steps`)
+        to the window, each closing row judged by `_mispredictions` as `check` would; returns
+        the index of `steps` of the first closing row that reports (its state restored), or
+        len(steps)."""
+        per_row = np.cumsum(lab.sum(axis=1))
+        pos, base = 0, 0
+        while pos < len(rows):
+            # the first row from `pos` where the window reaches `samples` labels
+            end = int(np.searchsorted(per_row, base + self.samples - self._win_n, "left"))
+            end = max(end, pos)
+            if end > pos:
+                upto = min(end, len(rows))
+                if self._win_count is None or self._win_correct is None:
+                    self._win_count = np.zeros(lab.shape[1:], np.int64)
+                    self._win_correct = np.zeros(lab.shape[1:], np.int64)
+                self._win_count = self._win_count + lab[pos:upto].sum(axis=0)
+                self._win_correct = self._win_correct + cor[pos:upto].sum(axis=0)
+                self._win_n += int(per_row[upto - 1] - base)
+            if end >= len(rows):
+                break
+            before = (
+                None if self._win_count is None else self._win_count.copy(),
+                None if self._win_correct is None else self._win_correct.copy(),
+                self._win_n, self._windows, self._streak, set(self._fired),
+            )  # fmt: skip
+            step = int(steps[rows[end]])
+            if self._mispredictions(trial, step, lab[end], cor[end], tensors) is not None:
+                self._win_count, self._win_correct, self._win_n, self._windows, self._streak, self._fired = (
+                    before
+                )
+                return int(rows[end])
+            pos, base = end + 1, int(per_row[end])
+        return len(steps)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)

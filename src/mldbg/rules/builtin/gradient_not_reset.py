@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -141,6 +142,10 @@ class GradientNotReset(Rule):
         with np.errstate(invalid="ignore", divide="ignore"):
             base = series[np.maximum(0, at - w + 1)]
             maybe = (length >= w) & ((base <= 0) | ~(total < (1 - 1e-9) * self.min_growth * base))
+            # and rising at 80% of the window's steps (a rise within rounding counted as one)
+            rises = np.concatenate([[0], np.cumsum(np.diff(series) > -1e-9 * np.abs(series[1:]))])
+            share = (rises[at] - rises[np.maximum(0, at - w + 1)]) / max(1, w - 1)
+            maybe &= ~(share < _RISING * (1 - 1e-9))
         if "accumulating" in self._fired:
             maybe[:] = False
 
@@ -171,7 +176,7 @@ class GradientNotReset(Rule):
         kept = np.flatnonzero(rows < cut)
         if len(kept):
             self._run = run_at(int(kept[-1]))
-            self._keep_stale_state([row(q) for q in kept.tolist()], changes[:, rows[kept]], names)
+            self._keep_stale_state(kept.tolist(), row, changes[:, rows[kept]], inc[:, rows[kept]], names)
         return cut
 
     def _valid_changes(self, norms: dict[str, float], changes: dict[str, float]) -> float | None:
@@ -225,18 +230,34 @@ class GradientNotReset(Rule):
         return None
 
     def _keep_stale_state(
-        self, kept: list[tuple[int, int, dict[str, float]]], changes: np.ndarray, names: list[str]
+        self,
+        kept: list[int],
+        row: Callable[[int], tuple[int, int, dict[str, float]]],
+        changes: np.ndarray,
+        inc: np.ndarray,
+        names: list[str],
     ) -> None:
-        """`_first` and `_changes` as check() leaves them after the `kept` rows (step, mode
-        step, norms); `changes`: the sample_change of `names` at those rows."""
-        for t, (step, _, step_norms) in enumerate(kept):
+        """`_first` and `_changes` as check() leaves them after the `kept` rows (`row(q)`: the
+        step, mode step and norms of one); `changes`, `inc`: the sample_change of `names` at
+        those rows and whether each has a norm there. Only what check() keeps is built: the
+        first 3 norms, and the last `window` medians after the last row without one."""
+        for q in kept[: max(0, 3 - len(self._first))]:
+            self._first.append(math.sqrt(sum(v * v for v in row(q)[2].values())))
+        weight = np.array(["bias" not in n.lower() for n in names])
+        weights = inc & weight[:, None]
+        weights = np.where(weights.any(axis=0), weights, inc)  # no weight saved: every tensor
+        valid = 2 * (weights & np.isfinite(changes)).sum(axis=0) > weights.sum(axis=0)
+        gaps = np.flatnonzero(~valid)
+        start = int(gaps[-1]) + 1 if len(gaps) else 0
+        if len(gaps):
+            self._changes = []
+        for t in range(max(start, len(kept) - self.window), len(kept)):
+            step, _, step_norms = row(kept[t])
             total = math.sqrt(sum(v * v for v in step_norms.values()))
-            if len(self._first) < 3:
-                self._first.append(total)
             median = self._valid_changes(
                 step_norms, {n: float(changes[i, t]) for i, n in enumerate(names) if n in step_norms}
             )
-            if median is None:
+            if median is None:  # the screen above is exact; this keeps check()'s rule if not
                 self._changes = []
             else:
                 self._changes.append((step, total, median))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -70,7 +72,59 @@ class LossNotDecreasing(Rule):
         wanted = Mode.parse(self.mode) if self.mode else None
         w = max(2, self.num_steps)
         need = max(2, self.patience) * w if wanted in (None, Mode.TRAIN) else NEVER
-        return loss_prefix(trial, self._tracker, steps, w, need)
+        if wanted == Mode.EVAL:
+            return loss_prefix(trial, self._tracker, steps, w, need)
+        return loss_prefix(
+            trial, self._tracker, steps, w, need, screen=self._may_report, quiet_close=self._quiet_close
+        )
+
+    def _quiet_close(self, name: str, has_train: bool) -> bool:
+        """Closing an evaluation pass of `name` judges nothing (`check` judges a pass only of
+        a loss saved in EVAL alone, or with mode="EVAL")."""
+        return has_train or Mode.parse(self.mode) == Mode.TRAIN if self.mode else has_train
+
+    def _may_report(self, name: str, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The fast path's screen (`loss_prefix`): for each series length of `lengths` (a
+        window of `values` closes there), False only where `_judge` surely finds nothing:
+        every window finite, the last window's median more than `diff_percent` % below the
+        first's and lower by a Mann-Whitney test whose p (taken without the tie correction,
+        which only lowers it) is below 0.1, and its median not above `increase_threshold_percent`
+        % over the best earlier window's. Margins make it err towards asking `check`."""
+        flat_done = (name, "TRAIN", "flat") in self._fired
+        rise_done = (name, "TRAIN", "rise") in self._fired
+        if flat_done and rise_done:
+            return np.zeros(len(lengths), dtype=bool)
+        w = max(2, self.num_steps)
+        windows = values[: len(values) // w * w].reshape(-1, w)
+        finite = np.logical_and.accumulate(np.isfinite(windows).all(axis=1))
+        medians = np.median(windows, axis=1)
+        j = lengths // w - 1  # the last window of each length
+        last, first = windows[j], windows[0]
+        m_first, m_last = medians[0], medians[j]
+        drop = -(m_last - m_first) / max(abs(float(m_first)), 1e-12) * 100
+        u = (last[:, :, None] > first[None, None, :]).sum(axis=(1, 2)) + 0.5 * (
+            last[:, :, None] == first[None, None, :]
+        ).sum(axis=(1, 2))
+        z = (w * w / 2 - u - 0.5) / math.sqrt(w * w * (2 * w + 1) / 12)
+        margin = 1e-9 * (1 + abs(self.diff_percent))
+        flat_quiet = flat_done | ((drop > self.diff_percent + margin) & (z > 1.2816))  # sf(1.2816) < 0.1
+        # rise: against the best earlier window (the first of the lowest medians, as _judge picks)
+        b = np.zeros(len(medians), dtype=np.int64)  # b[i]: the best window among 0..i
+        for i in range(1, len(medians)):
+            b[i] = i if medians[i] < medians[b[i - 1]] else b[i - 1]
+        best_at = b[np.maximum(j - 1, 0)]
+        best = medians[best_at]
+        rise = (m_last - best) / np.maximum(np.abs(best), 1e-12) * 100
+        small = rise < self.increase_threshold_percent - 1e-9 * (1 + abs(self.increase_threshold_percent))
+        # or not clearly so: p of best-lower-than-last exact (no ties) and above 0.001
+        both = np.concatenate([windows[best_at], last], axis=1)
+        ordered = np.sort(both, axis=1)
+        no_ties = (np.diff(ordered, axis=1) != 0).all(axis=1)
+        best_w = windows[best_at]
+        u_best = (best_w[:, :, None] > last[:, None, :]).sum(axis=(1, 2))
+        z_rise = (w * w / 2 - u_best - 0.5) / math.sqrt(w * w * (2 * w + 1) / 12)
+        rise_quiet = rise_done | (j < 1) | small | (no_ties & (z_rise < 3.0902))  # sf(3.0902) > 0.001
+        return ~(finite[j] & flat_quiet & rise_quiet)
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
         mode, names, closed = self._tracker.update(trial, step)

@@ -17,6 +17,12 @@ from mldbg.rules.view import TrialView
 _Z = -2.0  # a Mann-Kendall z below this is a real downward trend
 
 
+def _quiet(name: str, has_train: bool) -> bool:
+    """Closing an evaluation pass judges nothing here (`check` reads the closed passes when a
+    training window closes)."""
+    return True
+
+
 @register
 class Underfitting(Rule):
     """The model does not fit even the training data: after `patience` windows of `window`
@@ -62,7 +68,34 @@ class Underfitting(Rule):
         """The leading training `steps` at which no loss window closes: their losses join the
         series from the columns; `check` judges the steps that close one."""
         w = max(2, self.window)
-        return loss_prefix(trial, self._tracker, steps, w, self.patience * w)
+        return loss_prefix(
+            trial, self._tracker, steps, w, self.patience * w, screen=self._may_report, quiet_close=_quiet
+        )
+
+    def _may_report(self, name: str, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The fast path's screen (`loss_prefix`): for each series length of `lengths` (a
+        window of `values` closes there), False only where `check` surely finds nothing: the
+        windows it reads finite, and the last window's median at most `threshold_percent` % of
+        the first's, or a Mann-Kendall z (taken without the tie correction, which only moves
+        it further from 0) below -2. Margins make it err towards asking `check`."""
+        if name in self._fired:
+            return np.zeros(len(lengths), dtype=bool)
+        w, m = max(2, self.window), self.patience * max(2, self.window)
+        start = float(np.median(values[:w]))
+        ends = lengths.astype(np.int64)
+        last = values[ends[:, None] - w + np.arange(w)[None, :]]
+        now = np.median(last, axis=1)
+        ok = bool(np.isfinite(values[:w]).all()) & np.isfinite(last).all(axis=1) & (start != 0)
+        level = 100.0 * now / (start if start else 1.0)
+        quiet = ok & (level < self.threshold_percent - 1e-9 * (1 + abs(self.threshold_percent)))
+        rest = np.flatnonzero(ok & ~quiet)
+        if len(rest) and m >= 4:
+            trend = values[ends[rest, None] - m + np.arange(m)[None, :]]
+            fine = np.isfinite(trend).all(axis=1)
+            s = np.triu(np.sign(trend[:, None, :] - trend[:, :, None]), 1).sum(axis=(1, 2))
+            z = (s + 1) / math.sqrt(m * (m - 1) * (2 * m + 5) / 18)
+            quiet[rest] = fine & (s < 0) & (z < _Z - 1e-9)
+        return ~quiet
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode, names, _ = self._tracker.update(trial, step)
