@@ -132,10 +132,12 @@ def unit_fraction(mask: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class UnitWindow:
-    """Per-unit counts over the last `size` saved steps of one layer."""
+    """Per-unit counts over the last `size` saved steps of one layer, and further back until
+    they hold `min_samples` samples (a share below 1% cannot be told from a handful)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, min_samples: int = 0):
         self.size = max(1, size)
+        self.min_samples = min_samples
         self.counts: list[np.ndarray] = []
         self.samples: list[int] = []
 
@@ -144,13 +146,13 @@ class UnitWindow:
             self.counts, self.samples = [], []  # the layer changed shape (another input size)
         self.counts.append(counts)
         self.samples.append(samples)
-        if len(self.counts) > self.size:
+        while len(self.counts) > self.size and sum(self.samples) - self.samples[0] >= self.min_samples:
             self.counts.pop(0)
             self.samples.pop(0)
 
     @property
     def full(self) -> bool:
-        return len(self.counts) >= self.size
+        return len(self.counts) >= self.size and sum(self.samples) >= self.min_samples
 
     def fraction(self) -> np.ndarray:
         """Per unit, the share of samples (over the window) where the condition held."""

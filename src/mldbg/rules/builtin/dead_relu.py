@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
@@ -50,6 +52,9 @@ class DeadRelu(Rule):
         "use LeakyReLU/GELU instead of ReLU, add BatchNorm before the ReLU, and check that "
         "inputs are normalized."
     )
+
+    def _min_samples(self) -> int:
+        return math.ceil(100 / self.threshold_inactivity) if self.threshold_inactivity > 0 else 0
 
     def reset(self) -> None:
         super().reset()
@@ -110,8 +115,11 @@ class DeadRelu(Rule):
             cs = np.concatenate([np.zeros((1, seq.shape[1]), dtype=np.int64), np.cumsum(seq, axis=0)])
             cn = np.concatenate([[0], np.cumsum(smp)])
             end = np.arange(len(old) + 1, len(seq) + 1)
-            start = np.maximum(0, end - p)
-            full = end - start >= p
+            # as UnitWindow: the last `patience` steps, further back until `min_samples`
+            enough = np.searchsorted(cn, cn[end] - self._min_samples(), side="right") - 1
+            start = np.minimum(end - p, enough)
+            full = start >= 0
+            start = np.maximum(0, start)
             fraction = (cs[end] - cs[start]) / np.maximum(1, cn[end] - cn[start])[:, None]
             dead = fraction * 100 < self.threshold_inactivity
             share = 100.0 * dead.sum(axis=1) / dead.shape[1]
@@ -123,7 +131,7 @@ class DeadRelu(Rule):
             take = rows < n
             if not take.any():
                 continue
-            win = self._windows.setdefault(layer, UnitWindow(self.patience))
+            win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
             self._since.setdefault(layer, int(steps[rows[take][0]]))
             for c, smp in zip(counts[take], samples[take].tolist(), strict=True):
                 win.add(c, int(smp))
@@ -142,7 +150,7 @@ class DeadRelu(Rule):
             if got is None:
                 continue
             counts, samples = got
-            win = self._windows.setdefault(layer, UnitWindow(self.patience))
+            win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
             win.add(counts, samples)
             self._since.setdefault(layer, step)
             if not win.full:
