@@ -30,7 +30,9 @@ def hook(path: str | Path, dense: bool) -> mldbg.torch.Hook:
     """The two lines' hook, or everything every 5 steps."""
     if dense:
         return mldbg.torch.Hook(
-            str(path), save_config=mldbg.SaveConfig(save_interval=5), include_collections=list(ALL_COLLECTIONS)
+            str(path),
+            save_config=mldbg.SaveConfig(save_interval=5),
+            include_collections=list(ALL_COLLECTIONS),
         )
     return mldbg.torch.Hook(str(path))
 
@@ -162,7 +164,9 @@ class TiedTransformerLM(nn.Module):
         self.embed = nn.Embedding(vocab, d)
         nn.init.normal_(self.embed.weight, 0.0, 0.02)
         self.pos = nn.Parameter(torch.zeros(length, d))
-        layer = nn.TransformerEncoderLayer(d, nhead=4, dim_feedforward=64, dropout=0.1, batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d, nhead=4, dim_feedforward=64, dropout=0.1, batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)
         self.decoder = nn.Linear(d, vocab, bias=False)
@@ -214,7 +218,9 @@ def tied_transformer_lm(path: str | Path, dense: bool = False, steps: int = 50) 
 class ConvVAE(nn.Module):
     def __init__(self, z: int = 6):
         super().__init__()
-        self.enc = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(), nn.Flatten())
+        self.enc = nn.Sequential(
+            nn.Conv2d(1, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(), nn.Flatten()
+        )
         self.mu = nn.Linear(64, z)
         self.logvar = nn.Linear(64, z)
         self.dec = nn.Sequential(nn.Linear(z, 64), nn.ReLU(), nn.Linear(64, 64))
@@ -233,7 +239,9 @@ class AnnealedVAELoss(nn.Module):
         super().__init__()
         self.beta = 0.0
 
-    def forward(self, logits: torch.Tensor, x: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, logits: torch.Tensor, x: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
+    ) -> torch.Tensor:
         rec = F.binary_cross_entropy_with_logits(logits, x, reduction="sum")
         kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
         return (rec + self.beta * kl) / len(x)
@@ -292,7 +300,9 @@ class GCN(nn.Module):
         return F.log_softmax(self.gc2(h, adj), dim=1)
 
 
-def gcn(path: str | Path, dense: bool = False, steps: int = 40, sparse: bool = True, bias: bool = True) -> str:
+def gcn(
+    path: str | Path, dense: bool = False, steps: int = 40, sparse: bool = True, bias: bool = True
+) -> str:
     """Node classification on a stochastic block graph (4 communities of 50 nodes), the
     example's recipe: row-normalized bag-of-words features and the renormalized adjacency as
     sparse tensors, the same every step (full batch), a train mask, Adam with weight decay
@@ -535,7 +545,9 @@ class TinyResNet(nn.Module):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
         self.block1 = Block(16)
-        self.down = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.down = nn.Sequential(
+            nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU()
+        )
         self.block2 = Block(32)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(32, n_classes)
@@ -630,11 +642,18 @@ class DistillationLoss(nn.Module):
         self.t, self.alpha = temperature, alpha
 
     def forward(self, student: torch.Tensor, teacher: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        kd = F.kl_div(F.log_softmax(student / self.t, 1), F.log_softmax(teacher / self.t, 1), reduction="batchmean", log_target=True)
+        kd = F.kl_div(
+            F.log_softmax(student / self.t, 1),
+            F.log_softmax(teacher / self.t, 1),
+            reduction="batchmean",
+            log_target=True,
+        )
         return self.alpha * self.t**2 * kd + (1 - self.alpha) * F.cross_entropy(student, y)
 
 
-def distillation(path: str | Path, dense: bool = False, steps: int = 40, register_teacher: bool = True) -> str:
+def distillation(
+    path: str | Path, dense: bool = False, steps: int = 40, register_teacher: bool = True
+) -> str:
     """A wide teacher (trained, then frozen and in eval mode) distilled into a narrow student;
     the teacher is registered on the hook too unless `register_teacher` is False."""
     torch.manual_seed(0)
@@ -845,7 +864,15 @@ def dropout_with_eval(path: str | Path, dense: bool = False, steps: int = 60) ->
         return x, (x @ w).argmax(1)
 
     x_eval, y_eval = batch(128)
-    net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Dropout(0.3), nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.3), nn.Linear(64, 4))
+    net = nn.Sequential(
+        nn.Linear(20, 64),
+        nn.ReLU(),
+        nn.Dropout(0.3),
+        nn.Linear(64, 64),
+        nn.ReLU(),
+        nn.Dropout(0.3),
+        nn.Linear(64, 4),
+    )
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     with hook(path, dense) as h:
