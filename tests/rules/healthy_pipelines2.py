@@ -96,6 +96,46 @@ def dcgan(path: str | Path, dense: bool = False, steps: int = 40) -> str:
     return str(path)
 
 
+def mlp_gan(path: str | Path, dense: bool = False, steps: int = 50) -> str:
+    """A GAN of two MLPs (PyTorch's default init, LeakyReLU, no normalization) learning a ring
+    in 2-D, both registered by name; the generator's loss rises as the discriminator learns."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    gen = nn.Sequential(
+        nn.Linear(8, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 2)
+    )
+    disc = nn.Sequential(
+        nn.Linear(2, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 1),
+        nn.Sigmoid(),
+    )
+    loss_fn = nn.BCELoss()
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    with hook(path, dense) as h:
+        h.register_module(gen, name="generator")
+        h.register_module(disc, name="discriminator")
+        h.register_loss(loss_fn)
+        for _ in range(steps):
+            angle = torch.rand(64, generator=g) * 2 * math.pi
+            real = torch.stack([torch.cos(angle), torch.sin(angle)], 1) + 0.05 * torch.randn(
+                64, 2, generator=g
+            )
+            opt_d.zero_grad()
+            fake = gen(torch.randn(64, 8, generator=g))
+            loss_d = loss_fn(disc(real), torch.ones(64, 1)) + loss_fn(disc(fake.detach()), torch.zeros(64, 1))
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = loss_fn(disc(fake), torch.ones(64, 1))
+            loss_g.backward()
+            opt_g.step()
+    return str(path)
+
+
 # ---------------------------------------------------------------- language models
 
 
@@ -153,6 +193,58 @@ def lstm_lm_clip_steplr(path: str | Path, dense: bool = False, steps: int = 50) 
             torch.nn.utils.clip_grad_norm_(net.parameters(), 0.25)
             opt.step()
             sched.step()
+    return str(path)
+
+
+class RNNModel(nn.Module):
+    """PyTorch's word_language_model RNNModel: (length, batch) layout, a recurrent state
+    carried across batches, log-softmax out; `tie`: the decoder shares the embedding."""
+
+    def __init__(self, kind: str, vocab: int, d: int = 32, layers: int = 2, tie: bool = False):
+        super().__init__()
+        self.drop = nn.Dropout(0.2)
+        self.encoder = nn.Embedding(vocab, d)
+        self.rnn = getattr(nn, kind)(d, d, layers, dropout=0.2)
+        self.decoder = nn.Linear(d, vocab)
+        if tie:
+            self.decoder.weight = self.encoder.weight
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+    def forward(self, x: torch.Tensor, hidden: object) -> tuple[torch.Tensor, object]:
+        out, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+        return F.log_softmax(self.decoder(self.drop(out)), dim=-1), hidden
+
+
+def word_lm_example(path: str | Path, dense: bool = False, steps: int = 50, kind: str = "GRU") -> str:
+    """The example's train(): a stream batchified into 20 columns, bptt 12, the hidden state
+    detached between batches, NLLLoss, clipping at 0.25 and a hand-written SGD step at lr 20;
+    a tied GRU."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    vocab = 300
+    stream = _zipf_tokens(g, 1, 20 * 12 * 20 + 1, vocab).view(-1)
+    columns = (len(stream) - 1) // 20
+    source = stream[: columns * 20].view(20, columns).t().contiguous()  # (length, batch)
+    net = RNNModel(kind, vocab, tie=True)
+    loss_fn = nn.NLLLoss()
+    with hook(path, dense) as h:
+        h.register_module(net)
+        h.register_loss(loss_fn)
+        hidden = None
+        for step in range(steps):
+            i = (step * 12) % (columns - 13)
+            x, y = source[i : i + 12], source[i + 1 : i + 13].reshape(-1)
+            if hidden is not None:
+                hidden = tuple(t.detach() for t in hidden) if isinstance(hidden, tuple) else hidden.detach()
+            net.zero_grad()
+            out, hidden = net(x, hidden)
+            loss = loss_fn(out.view(-1, vocab), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.25)
+            for p in net.parameters():
+                p.data.add_(p.grad, alpha=-20.0)
     return str(path)
 
 
@@ -958,7 +1050,9 @@ def plateau_then_descent(path: str | Path, dense: bool = False, steps: int = 80)
 
 PIPELINES: dict[str, Callable[..., str]] = {
     "dcgan": dcgan,
+    "mlp_gan": mlp_gan,
     "lstm_lm_clip_steplr": lstm_lm_clip_steplr,
+    "word_lm_example": word_lm_example,
     "tied_transformer_lm": tied_transformer_lm,
     "vae_kl_annealing": vae_kl_annealing,
     "gcn": gcn,

@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.select import short_list
+from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
 from mldbg.rules.view import TrialView
 
@@ -48,19 +48,6 @@ def _identical(w: np.ndarray) -> bool:
     return bool(np.all(rows == rows[0]))
 
 
-def _model_prefixes(trial: TrialView) -> list[str]:
-    """The name prefixes of the models one hook records (a GAN's generator and discriminator):
-    the second and later models' inputs are `<prefix>.model_input_<i>`; the first model has
-    none (""). Longest first, so that a name belongs to the longest prefix it starts with."""
-    found = {m.group(1) for n in trial.names("inputs") if (m := re.match(r"(.+\.)model_input_\d+$", n))}
-    return sorted(found, key=len, reverse=True) + [""]
-
-
-def _model_of(name: str, prefixes: list[str]) -> str:
-    bare = name.removeprefix("gradient/")
-    return next(p for p in prefixes if bare.startswith(p))
-
-
 def _is_norm_scale(trial: TrialView, name: str, step: int) -> bool:
     """A normalization layer's scale: named like one, or a 1-D weight of several elements
     (BatchNorm, LayerNorm, GroupNorm, RMSNorm in an `nn.Sequential` are named `1.weight`)."""
@@ -95,9 +82,10 @@ class PoorWeightInitialization(Rule):
     - weights feeding a neuron are identical (zero or constant init: the neurons stay copies
       of each other and the layer learns like a single unit), or
     - a weight gradient's distribution is degenerate (5th to 95th percentile spread below
-      `distribution_range`, and below a tenth of the median spread of the net's weight
-      gradients unless all are below it: an LSTM's recurrent weights have small gradients by
-      construction), or
+      `distribution_range`, and below a tenth of the median spread of the model's weight
+      gradients; when all of them are below `distribution_range`, below a hundredth of it:
+      with nothing to compare with, small in absolute terms is not degenerate, a GAN's
+      generator at DCGAN's init has spreads ~1e-4), or
     - the variance of activation inputs changes across the `L` layers by more than
       `threshold` per layer (max/min > `threshold` ** (L-1)), or a layer's weights scale
       their input's variance by more than `threshold` or less than 1/`threshold`
@@ -214,9 +202,9 @@ class PoorWeightInitialization(Rule):
         judged: set[str] = set()
         tables = set(trial.names("embeddings"))  # the hook's nn.Embedding weights, whatever their name
         weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS) if n not in tables]
-        prefixes = _model_prefixes(trial)
+        prefixes = model_prefixes(trial)
         scales = {n for n in trial.names("weights", step=step) if _is_norm_scale(trial, n, step)}
-        normalized = {_model_of(n, prefixes) for n in scales}  # the models with normalization layers
+        normalized = {model_of(n, prefixes) for n in scales}  # the models with normalization layers
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
@@ -241,7 +229,7 @@ class PoorWeightInitialization(Rule):
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             if lo > self.threshold:
                 scale.append((name, f"x{lo:.3g}"))
-            elif hi < 1 / self.threshold and _model_of(name, prefixes) not in normalized:  # restored
+            elif hi < 1 / self.threshold and model_of(name, prefixes) not in normalized:  # restored
                 scale.append((name, f"x{hi:.2g}"))
         if same:
             hits["identical"] = (
@@ -281,17 +269,20 @@ class PoorWeightInitialization(Rule):
                 p5, p95 = np.percentile(x, [5, 95])
             judged.add("gradients")
             if math.isfinite(p95 - p5):
-                spreads.setdefault(_model_of(g, prefixes), []).append(float(p95 - p5))
+                spreads.setdefault(model_of(g, prefixes), []).append(float(p95 - p5))
             if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
                 flat.append((g, float(p95 - p5)))
         # a gradient small in absolute terms is degenerate only next to its model's others, or
         # when all of that model's are flat (a GAN's two models have gradients of their own scale)
         kept = []
         for model, values in spreads.items():
-            mine = [(g, r) for g, r in flat if _model_of(g, prefixes) == model]
+            mine = [(g, r) for g, r in flat if model_of(g, prefixes) == model]
             if len(mine) < len(values):
                 typical = float(np.median(values))
                 mine = [(g, r) for g, r in mine if r < typical / 10]
+            else:  # all flat, nothing to compare with: a GAN's generator behind a discriminator
+                # at DCGAN's N(0, 0.02) has spreads ~1e-4; a degenerate init's are far below
+                mine = [(g, r) for g, r in mine if r < self.distribution_range / 100]
             kept += mine
         flat = kept
         if flat:
@@ -309,7 +300,7 @@ class PoorWeightInitialization(Rule):
                 var[n] = v
         by_model: dict[str, dict[str, float]] = {}
         for n, v in var.items():  # the layers of one model: a GAN's two models are not one chain
-            by_model.setdefault(_model_of(n, prefixes), {})[n] = v
+            by_model.setdefault(model_of(n, prefixes), {})[n] = v
         for model, layers in by_model.items():
             if len(layers) < 2 or model in normalized:
                 continue
