@@ -140,15 +140,18 @@ class UnitWindow:
         self.min_samples = min_samples
         self.counts: list[np.ndarray] = []
         self.samples: list[int] = []
+        self.steps: list[int] = []  # the step of each entry (-1: not given)
 
-    def add(self, counts: np.ndarray, samples: int) -> None:
+    def add(self, counts: np.ndarray, samples: int, step: int = -1) -> None:
         if self.counts and self.counts[-1].shape != counts.shape:
-            self.counts, self.samples = [], []  # the layer changed shape (another input size)
+            self.counts, self.samples, self.steps = [], [], []  # the layer changed shape
         self.counts.append(counts)
         self.samples.append(samples)
+        self.steps.append(step)
         while len(self.counts) > self.size and sum(self.samples) - self.samples[0] >= self.min_samples:
             self.counts.pop(0)
             self.samples.pop(0)
+            self.steps.pop(0)
 
     @property
     def full(self) -> bool:
