@@ -902,11 +902,11 @@ class PolicyLoss(nn.Module):
         return -(log_probs * returns).sum()
 
 
-def reinforce(path: str | Path, dense: bool = False, steps: int = 40) -> str:
+def reinforce(path: str | Path, dense: bool = False, steps: int = 40, seed: int = 0) -> str:
     """PyTorch's reinforce example on a toy corridor: 8 cells, start in the middle, reward 1
     on reaching the right end, episodes of at most 12 moves, gamma 0.95, returns normalized."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(1 + seed)
     policy = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 2))
     loss_fn = PolicyLoss()
     opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
