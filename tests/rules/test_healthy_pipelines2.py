@@ -13,7 +13,8 @@ from tests.rules.healthy_pipelines2 import PIPELINES, lbfgs_polynomial, reinforc
 CASES = [
     ("dcgan", False),  # poor_weight_initialization: DCGAN's N(0, 0.02) (BatchNorm in nn.Sequential)
     ("dcgan", True),  # and the generator's and discriminator's activations judged as one chain
-    ("mlp_gan", False),  # underfitting: the generator's loss rises as the discriminator learns
+    ("mlp_gan", False),  # underfitting: the generator's loss rises as the discriminator learns;
+    # poor_weight_initialization: the two models' activations judged as one chain
     ("lstm_lm_clip_steplr", False),  # poor_weight_initialization: LSTM gate gradients
     ("lstm_lm_clip_steplr", True),
     ("frozen_backbone", False),  # weight_update_ratio: a frozen backbone's stale .grad recorded
@@ -24,6 +25,7 @@ CASES = [
     ("seq2seq", False),  # class_imbalance: the start token, never a target, counted as class 0
     ("seq2seq", True),
     ("reinforce", False),  # dead_relu: one state per forward, "dead" after 3 samples
+    # (and loss_change_point at seed 4: test_a_policy_gradient_surrogate_is_not_a_diverging_loss)
     ("gcn_dense_nobias", False),  # not_normalized_data: row-normalized bag-of-words features
     ("gcn_dense_nobias", True),
     ("gcn", False),
