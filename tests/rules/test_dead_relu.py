@@ -7,6 +7,7 @@ import pytest
 import mldbg
 from mldbg.rules import BUILTIN
 from tests.rules.conftest import HEALTHY, assert_explains
+from tests.tiny import train
 
 
 def test_fires_on_defect(run):
@@ -28,3 +29,48 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["dead_relu"].__name__ == "DeadRelu"
+
+
+@pytest.mark.parametrize("default_hook", [True, False], ids=["two lines", "raw every step"])
+def test_one_sample_per_step_is_judged_after_32(tmp_path, default_hook):
+    """With one sample per step (a batch of 1), 3 saved steps are 3 samples: too few to call a
+    unit dead. The window reaches back to 32 samples (different inputs): the dead layer is
+    found there, and a healthy one is not."""
+    kwargs = {"batch_size": 1, "steps": 60, "eval_every": None, "default_hook": default_hook}
+    if default_hook:
+        kwargs["hook_kwargs"] = {"statistics_every": 1}
+    train(tmp_path / "dead", init="negative_bias", **kwargs)
+    found = mldbg.check(str(tmp_path / "dead"), rules=["dead_relu"])
+    assert found and found[0].step >= 31, [str(f) for f in found]
+    assert "of 32 samples" in found[0].message
+    train(tmp_path / "healthy", **kwargs)
+    assert not mldbg.check(str(tmp_path / "healthy"), rules=["dead_relu"])
+
+
+def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
+    """A policy net fed the same start state first at every step (REINFORCE): 40 samples of
+    one input, on which half the units are silent. Not dead: they answer to other states."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    start = torch.nn.functional.one_hot(torch.tensor([4]), 8).float()
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
+        hook.register_module(net)
+        for _ in range(40):
+            opt.zero_grad()
+            net(start).log_softmax(-1)[0, 1].neg().backward()
+            opt.step()
+    assert not mldbg.check(str(tmp_path / "run"), rules=["dead_relu"])
+
+    class EverySample(BUILTIN["dead_relu"]):  # the same rule, blind to the inputs
+        name = "every_sample"
+
+        def _few_inputs(self, *args):
+            return False
+
+    assert mldbg.check(str(tmp_path / "run"), rules=[EverySample()])  # the evidence it would have had

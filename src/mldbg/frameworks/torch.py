@@ -412,7 +412,7 @@ class Hook(Adapter):
         for m in models:
             if self.recorder.saves_any(m.grad_keys):
                 for name, p, _ in m.params:
-                    if p.grad is not None:
+                    if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
                         self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
         self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 

@@ -301,7 +301,7 @@ class StepStatistics:
         place: hand over the gradients (statistics steps), then the step's work (now)."""
         if self.due():
             for name, p, _ in params:
-                if p.grad is not None:
+                if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
                     self.add(f"gradient/{name}", p.grad, "gradients")
         self.finish()
 

@@ -6,7 +6,10 @@ name matches one of the regexes. With neither given, a rule uses its own default
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+
+import numpy as np
 
 from mldbg.rules.view import TrialView
 
@@ -80,3 +83,37 @@ def gradient_names(view: TrialView) -> dict[str, str]:
                 out[p] = g
                 break
     return out
+
+
+def model_prefixes(view: TrialView) -> list[str]:
+    """The name prefixes of the models one hook records (a GAN's generator and discriminator):
+    the second and later models' inputs are `<prefix>.model_input_<i>`; the first model has
+    none (""). Longest first, so that a name belongs to the longest prefix it starts with."""
+    found = {m.group(1) for n in view.names("inputs") if (m := re.match(r"(.+\.)model_input_\d+$", n))}
+    return sorted(found, key=len, reverse=True) + [""]
+
+
+def model_of(name: str, prefixes: Sequence[str]) -> str:
+    """The prefix of the model a tensor (a parameter, its gradient, a layer's output) belongs to."""
+    bare = name.removeprefix("gradient/")
+    return next((p for p in prefixes if bare.startswith(p)), "")
+
+
+def adversarial(view: TrialView, steps: Sequence[int]) -> bool:
+    """A GAN on one hook, at these training steps: two or more models trained (each one's
+    gradients recorded) on a loss whose targets are made per batch (every recorded batch of
+    labels holds one class: "real" for the generator's pass). The generator's loss is one
+    side of a game: it is not meant to fall (it rises as the discriminator learns)."""
+    prefixes = model_prefixes(view)
+    if len(prefixes) < 2:
+        return False
+    trained: set[str] = set()
+    one_class: bool | None = None
+    for step in steps:
+        trained |= {model_of(g, prefixes) for g in view.names("gradients", step=step)}
+        for name in view.names("labels", step=step):
+            got = view.class_statistics(name, None, step)
+            if got is not None and got.samples >= 2:
+                single = int(np.count_nonzero(got.labels)) <= 1
+                one_class = single if one_class is None else one_class and single
+    return len(trained) >= 2 and bool(one_class)

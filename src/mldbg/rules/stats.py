@@ -132,25 +132,30 @@ def unit_fraction(mask: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class UnitWindow:
-    """Per-unit counts over the last `size` saved steps of one layer."""
+    """Per-unit counts over the last `size` saved steps of one layer, and further back until
+    they hold `min_samples` samples (a share below 1% cannot be told from a handful)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, min_samples: int = 0):
         self.size = max(1, size)
+        self.min_samples = min_samples
         self.counts: list[np.ndarray] = []
         self.samples: list[int] = []
+        self.steps: list[int] = []  # the step of each entry (-1: not given)
 
-    def add(self, counts: np.ndarray, samples: int) -> None:
+    def add(self, counts: np.ndarray, samples: int, step: int = -1) -> None:
         if self.counts and self.counts[-1].shape != counts.shape:
-            self.counts, self.samples = [], []  # the layer changed shape (another input size)
+            self.counts, self.samples, self.steps = [], [], []  # the layer changed shape
         self.counts.append(counts)
         self.samples.append(samples)
-        if len(self.counts) > self.size:
+        self.steps.append(step)
+        while len(self.counts) > self.size and sum(self.samples) - self.samples[0] >= self.min_samples:
             self.counts.pop(0)
             self.samples.pop(0)
+            self.steps.pop(0)
 
     @property
     def full(self) -> bool:
-        return len(self.counts) >= self.size
+        return len(self.counts) >= self.size and sum(self.samples) >= self.min_samples
 
     def fraction(self) -> np.ndarray:
         """Per unit, the share of samples (over the window) where the condition held."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -10,6 +12,9 @@ from mldbg.rules.columns import Over, aligned
 from mldbg.rules.labels import ClassStats
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
+
+# the inputs of a binary loss taken per tag (multi-label): PyTorch's names of the registered loss
+_MULTI_LABEL = r"(?i)(BCE(WithLogits)?Loss|MultiLabel(SoftMargin|Margin)Loss)(_\d+)?_input_"
 
 
 @register
@@ -24,9 +29,15 @@ class ClassImbalance(Rule):
     windows in a row; the other classes must be mispredicted less than half as often, so a
     model that is simply still poor everywhere is not reported, and the class counts in the
     window must differ by more than `threshold_imbalance` / 2 times (a class that is just
-    harder to learn is not imbalance). Classes the model scores but
-    never appear in the labels count as count 0. `argmax` turns one-hot or probability labels
-    into ids (done automatically for float labels in [0, 1]).
+    harder to learn is not imbalance). Classes the model scores but that never appear in the
+    labels are not counted: a start-of-sequence or padding token of a seq2seq vocabulary, an
+    output kept for later, are not classes of the data (a class rarer than the threshold still
+    shows once it appears). `argmax` turns one-hot or probability labels into ids (done
+    automatically for float labels in [0, 1]).
+
+    Multi-label targets are left out: (batch, tags) targets of a binary loss (`BCELoss`,
+    `BCEWithLogitsLoss`, `MultiLabelSoftMarginLoss`, `MultiLabelMarginLoss`: one yes/no
+    decision per tag, not a class per sample) have tag frequencies that fall off by nature.
 
     Token targets are left out: with more than `max_classes` classes (the predictions' class
     axis, or the ids seen) or labels that are sequences ((batch, length) ids scored by
@@ -186,11 +197,19 @@ class ClassImbalance(Rule):
         return None
 
     def _tokens(self, trial: TrialView, step: int, labels: str, preds: str | None, got: ClassStats) -> bool:
-        """Token targets of a language model: many classes, or sequences of ids."""
+        """Token targets of a language model (many classes, or sequences of ids), or the
+        targets of a multi-label loss (one binary decision per tag): not a class per sample."""
         classes = got.classes if got.classes is not None else len(got.labels) - 1
         if classes > self.max_classes:
             return True
         y = trial.layout(labels, step)
+        if (
+            y is not None
+            and len(y[1]) >= 2
+            and y[1][-1] > 1
+            and re.match(_MULTI_LABEL, labels.rsplit("/", 1)[-1])
+        ):
+            return True
         p = trial.layout(preds, step) if preds is not None else None
         return (
             y is not None and p is not None and y[0] in "iu" and len(y[1]) == 2
@@ -205,10 +224,7 @@ class ClassImbalance(Rule):
         return None
 
     def _imbalance(self, trial: TrialView, step: int, name: str) -> Finding | None:
-        counts = dict(self._counts)
-        if self._classes and self._classes <= 100 and self._total >= 10 * self._classes:
-            for k in range(self._classes):
-                counts.setdefault(k, 0)
+        counts = {k: v for k, v in self._counts.items() if v > 0}  # classes the labels hold
         if len(counts) < 2 or not self._mixed:
             return None  # one class, or one class per batch: targets made per batch, not data
         big = max(counts, key=counts.get)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.select import model_of, model_prefixes
 from mldbg.rules.stats import UnitWindow, layer_of, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
@@ -24,6 +25,12 @@ def _activity(trial: TrialView, name: str, step: int) -> tuple[np.ndarray, int] 
     return active.astype(np.int64).reshape(-1), int(samples)
 
 
+# samples (and different inputs, where the inputs tell) a layer's window must hold before its
+# units are called dead: a unit silent on 32 different inputs is active on fewer than 1 in 10
+# of them (97% confidence); 3 samples of one state say nothing
+_MIN_SAMPLES = 32
+
+
 @register
 class DeadRelu(Rule):
     """More than `threshold_layer` % of a ReLU layer's units are active (> 0) in fewer than
@@ -36,7 +43,11 @@ class DeadRelu(Rule):
     position of a feature map). Inputs or outputs of the layers in `relu_activations`
     (or `tensor_regex`) are read; x > 0 is "active" for both. Without the raw tensor, the
     `unit_active` statistic (out of `samples`) a two-line hook records every step: there a
-    unit of a conv layer is its channel (a dead filter).
+    unit of a conv layer is its channel (a dead filter). The window reaches further back than
+    `patience` saved steps until it holds 32 samples, and a layer is called dead only when
+    those are 32 different inputs of its model (by the inputs' per-sample fingerprints, or
+    the raw inputs; unchecked when neither was recorded): a policy net fed one state per
+    forward, the same start state at each step, would look dead after 3 samples.
     """
 
     needs = ("relu_activations",)
@@ -50,6 +61,31 @@ class DeadRelu(Rule):
         "use LeakyReLU/GELU instead of ReLU, add BatchNorm before the ReLU, and check that "
         "inputs are normalized."
     )
+
+    def _min_samples(self) -> int:
+        return _MIN_SAMPLES
+
+    def _few_inputs(self, trial: TrialView, name: str, steps: list[int]) -> bool:
+        """The window's samples are fewer than `_MIN_SAMPLES` different inputs of the model
+        the layer belongs to (a REINFORCE policy fed the same start state at every step): no
+        evidence that its units never activate. Counted from the inputs' per-sample
+        fingerprints, else from raw inputs; unknown (False) when neither was recorded."""
+        prefixes = model_prefixes(trial)
+        model = model_of(name, prefixes)
+        seen: set[int] = set()
+        for step in steps:
+            inputs = sorted(n for n in trial.names("inputs", step=step) if model_of(n, prefixes) == model)
+            if not inputs:
+                return False
+            found = trial.saved_statistic(inputs[0], step, "sample_fingerprints")
+            if isinstance(found, np.ndarray) and found.size:
+                seen.update(int(v) for v in found.reshape(-1))
+                continue
+            x = trial.raw(inputs[0], step)
+            if x is None or x.ndim == 0:
+                return False
+            seen.update(hash(r.tobytes()) for r in np.ascontiguousarray(x.reshape(len(x), -1)))
+        return len(seen) < _MIN_SAMPLES
 
     def reset(self) -> None:
         super().reset()
@@ -110,8 +146,11 @@ class DeadRelu(Rule):
             cs = np.concatenate([np.zeros((1, seq.shape[1]), dtype=np.int64), np.cumsum(seq, axis=0)])
             cn = np.concatenate([[0], np.cumsum(smp)])
             end = np.arange(len(old) + 1, len(seq) + 1)
-            start = np.maximum(0, end - p)
-            full = end - start >= p
+            # as UnitWindow: the last `patience` steps, further back until `min_samples`
+            enough = np.searchsorted(cn, cn[end] - self._min_samples(), side="right") - 1
+            start = np.minimum(end - p, enough)
+            full = start >= 0
+            start = np.maximum(0, start)
             fraction = (cs[end] - cs[start]) / np.maximum(1, cn[end] - cn[start])[:, None]
             dead = fraction * 100 < self.threshold_inactivity
             share = 100.0 * dead.sum(axis=1) / dead.shape[1]
@@ -123,10 +162,12 @@ class DeadRelu(Rule):
             take = rows < n
             if not take.any():
                 continue
-            win = self._windows.setdefault(layer, UnitWindow(self.patience))
+            win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
             self._since.setdefault(layer, int(steps[rows[take][0]]))
-            for c, smp in zip(counts[take], samples[take].tolist(), strict=True):
-                win.add(c, int(smp))
+            for c, smp, at in zip(
+                counts[take], samples[take].tolist(), steps[rows[take]].tolist(), strict=True
+            ):
+                win.add(c, int(smp), int(at))
         return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
@@ -142,15 +183,15 @@ class DeadRelu(Rule):
             if got is None:
                 continue
             counts, samples = got
-            win = self._windows.setdefault(layer, UnitWindow(self.patience))
-            win.add(counts, samples)
+            win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
+            win.add(counts, samples, step)
             self._since.setdefault(layer, step)
             if not win.full:
                 continue
             active = win.fraction() * 100
             dead = active < self.threshold_inactivity
             share = 100.0 * dead.sum() / dead.size
-            if share > self.threshold_layer:
+            if share > self.threshold_layer and not self._few_inputs(trial, name, win.steps):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
         dead_layers = [d for d in dead_layers if self.first(d[0])]
         if not dead_layers:

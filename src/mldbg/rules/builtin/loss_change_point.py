@@ -33,7 +33,9 @@ class LossChangePoint(Rule):
     (docs/rules.md, "Early warning": 6 steps before the divergence of a tiny GPT, where
     loss_spike fires one step after it). A falling or noisy healthy loss gives negative or
     scattered excesses that the allowance absorbs. TRAIN losses only, each series on its own,
-    after `warmup` saved values.
+    after `warmup` saved values. A reference level at or below 0 is not judged: such a series
+    is a signed surrogate objective (a policy gradient's -log pi x normalized return, which
+    rises toward 0 as the policy becomes sure), not a loss that diverges upward.
     """
 
     needs = ("losses", "scalars")
@@ -187,7 +189,13 @@ class LossChangePoint(Rule):
         return total, start, level, recent
 
     def _fires(self, total: float, level: float, recent: float) -> bool:
-        return total > self.threshold and recent - level > self.min_increase_percent / 100 * abs(level)
+        # a level at or below 0 is a signed surrogate (REINFORCE's -log pi x advantage rises to 0
+        # from below as the policy grows sure), not a loss whose rise is a divergence
+        return (
+            level > 0
+            and total > self.threshold
+            and recent - level > self.min_increase_percent / 100 * abs(level)
+        )
 
     def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
         n = len(values)

@@ -8,6 +8,11 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.view import TrialView
 
+# below this root-mean-square L2 norm a whole sample carries next to no signal into the first
+# layer (MNIST divided by 255 twice: ~0.035); row-normalized bag-of-words features (L1 norm 1,
+# L2 norm 1/sqrt(words): 0.07 at 200 words) stay above it
+_TINY_SAMPLE = 0.05
+
 
 class _Moments:
     def __init__(self) -> None:
@@ -21,7 +26,9 @@ class _Moments:
 class NotNormalizedData(Rule):
     """Model inputs are far from zero mean / unit variance per feature (or per channel of
     images), measured over the first `threshold_samples` training samples: a feature's
-    |mean| exceeds `threshold_mean`, or its standard deviation exceeds `threshold_std`, or
+    |mean| exceeds `threshold_mean` and twice its standard deviation (its values nearly all
+    share a sign; a feature of std 1.2 around -1.3, as clustered data are, still crosses 0
+    and trains fine), or its standard deviation exceeds `threshold_std`, or
     the typical (median) feature's standard deviation is below 1/`threshold_std`**2.
 
     Unscaled inputs (raw pixels 0-255, a feature in the thousands) make one direction of the
@@ -29,8 +36,11 @@ class NotNormalizedData(Rule):
     tanh/sigmoid units and can blow up. Defaults: `threshold_mean=1.0` and `threshold_std=5`
     (SageMaker's 0.2 flags images scaled to [0, 1], which train fine). Small spreads count
     only for the typical feature, so rare one-hot columns are not reported, and only below
-    1/25 = 0.04: flattened [0, 1] images (MNIST through `ToTensor()`, a typical pixel std
-    near 0.17) train fine, inputs divided by 255 twice (std ~0.001) do not. Axis: the
+    1/25 = 0.04 with samples whose whole L2 norm (RMS) is below 0.05: flattened [0, 1] images
+    (MNIST through `ToTensor()`, a typical pixel std near 0.17) train fine, and so do a GCN's
+    row-normalized bag-of-words features and normalized adjacency rows (a feature's std
+    ~0.01-0.04, a sample's norm 0.1-0.5); inputs divided by 255 twice (std ~0.001, a sample's
+    norm ~0.035) do not. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
     for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
@@ -165,11 +175,14 @@ class NotNormalizedData(Rule):
             return None
         what = "channel" if self._is_image(trial, name, step) else "feature"
         problems = []
-        off_mean = np.flatnonzero(live & (np.abs(mean) > self.threshold_mean))
+        # far from zero next to its own spread too: a feature of std 1.2 around -1.3 (clustered
+        # data) still crosses 0; one whose values nearly all share a sign (|mean| > 2 std) does not
+        off_mean = np.flatnonzero(live & (np.abs(mean) > np.maximum(self.threshold_mean, 2 * std)))
         if off_mean.size:
             j = off_mean[np.argmax(np.abs(mean[off_mean]))]
             problems.append(
-                f"{off_mean.size} {what}(s) with |mean| > {self.threshold_mean:g} (up to {mean[j]:.4g} for {what} {j})"
+                f"{off_mean.size} {what}(s) with |mean| > {self.threshold_mean:g} and > 2 std "
+                f"(up to {mean[j]:.4g} for {what} {j}, std {std[j]:.3g})"
             )
         big = np.flatnonzero(live & (std > self.threshold_std))
         if big.size:
@@ -178,8 +191,15 @@ class NotNormalizedData(Rule):
                 f"{big.size} {what}(s) with std > {self.threshold_std:g} (up to {std[j]:.4g} for {what} {j})"
             )
         typical = float(np.median(std[live]))
-        if typical < self.threshold_std**-2:
-            problems.append(f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g}")
+        # the root-mean-square L2 norm of a sample (all features and positions): row-normalized
+        # bag-of-words features (L1 norm 1) and the rows of a normalized adjacency are small per
+        # feature, not per sample
+        rms_norm = float(np.sqrt(m.total_sq.sum() / max(1, m.n)))
+        if typical < self.threshold_std**-2 and rms_norm < _TINY_SAMPLE:
+            problems.append(
+                f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g} and a sample's "
+                f"L2 norm is {rms_norm:.2g} (RMS) < {_TINY_SAMPLE:g}"
+            )
         if not problems or not self.first(name):
             return None
         return self.finding(

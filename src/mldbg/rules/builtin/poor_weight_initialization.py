@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.select import short_list
+from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
 from mldbg.rules.view import TrialView
 
@@ -22,6 +22,11 @@ _NORM = r"(?i)norm|(^|[._/])(ln|bn|gn)_?(\d+|f)?($|[._/])"
 # an attention's query and key projections: the scores are bilinear in them, so each one's
 # gradient is scaled by the other's weights (~1e-6 at BERT's std 0.02) by construction
 _QUERY_KEY = r"(?i)(^|[._/])(query|key|[qk]_?proj|[qk]_?lin|to_[qk]|w_?[qk])($|[._/])"
+# a recurrent layer's gate weights (PyTorch's LSTM, GRU, RNN and their cells: weight_ih_l0,
+# weight_hh; Keras' recurrent_kernel): each layer down multiplies the gradient by the gates'
+# derivatives, and the first layer's input is an embedding (the word-LM example inits it
+# +-0.1), so their gradients are 10-100x below the decoder's by construction
+_RECURRENT = r"(?i)(^|[._/])(weight_(ih|hh)(_l\d+)?(_reverse)?|recurrent_kernel)($|[._/])"
 
 
 def _fans(w: np.ndarray) -> tuple[float, float] | None:
@@ -41,6 +46,18 @@ def _identical(w: np.ndarray) -> bool:
     if rows.shape[1] > 1 and bool(np.all(rows.max(axis=1) == rows.min(axis=1))):
         return True
     return bool(np.all(rows == rows[0]))
+
+
+def _is_norm_scale(trial: TrialView, name: str, step: int) -> bool:
+    """A normalization layer's scale: named like one, or a 1-D weight of several elements
+    (BatchNorm, LayerNorm, GroupNorm, RMSNorm in an `nn.Sequential` are named `1.weight`)."""
+    if re.search(_NORM, name):
+        return True
+    layout = trial.layout(name, step)
+    if layout is not None:
+        return len(layout[1]) == 1 and layout[1][0] > 1
+    w = trial.raw(name, step)
+    return w is not None and w.ndim == 1 and w.size > 1
 
 
 def _constant_rows(trial: TrialView, name: str, step: int) -> bool | None:
@@ -65,9 +82,10 @@ class PoorWeightInitialization(Rule):
     - weights feeding a neuron are identical (zero or constant init: the neurons stay copies
       of each other and the layer learns like a single unit), or
     - a weight gradient's distribution is degenerate (5th to 95th percentile spread below
-      `distribution_range`, and below a tenth of the median spread of the net's weight
-      gradients unless all are below it: an LSTM's recurrent weights have small gradients by
-      construction), or
+      `distribution_range`, and below a tenth of the median spread of the model's weight
+      gradients; when all of them are below `distribution_range`, below a hundredth of it:
+      with nothing to compare with, small in absolute terms is not degenerate, a GAN's
+      generator at DCGAN's init has spreads ~1e-4), or
     - the variance of activation inputs changes across the `L` layers by more than
       `threshold` per layer (max/min > `threshold` ** (L-1)), or a layer's weights scale
       their input's variance by more than `threshold` or less than 1/`threshold`
@@ -78,13 +96,21 @@ class PoorWeightInitialization(Rule):
     tables (the PyTorch hook puts the weights of `nn.Embedding` and `nn.EmbeddingBag` in the
     `embeddings` collection, whatever their name; other runs: named like "embed") and
     positional embeddings (`pos`, `pos_emb`, `wpe`...) are left out: their rows are not
-    fan-in layers (PyTorch's N(0, 1) default init is healthy there). In a net with normalization layers (weights
-    named like `norm`, `LayerNorm`, `ln_1`, `bn1`) a fading signal is not reported (a weight's
-    gain below 1/`threshold`, activation inputs across layers): each normalization restores
-    the variance (a transformer's std-0.02 init scales it by ~0.01 per layer, healthy with
-    LayerNorm after each sublayer); an exploding gain still is. The gradients of an attention's query and key projections (`query`, `key`,
-    `q_proj`, `k_proj`...) are left out of the distribution check: the scores are bilinear in
-    them, so at a small init each one's gradient is scaled by the other's weights.
+    fan-in layers (PyTorch's N(0, 1) default init is healthy there). In a model with
+    normalization layers (weights named like `norm`, `LayerNorm`, `ln_1`, `bn1`, or any 1-D
+    weight of several elements: a BatchNorm inside an `nn.Sequential` is `1.weight`) a fading
+    signal is not reported (a weight's gain below 1/`threshold`, activation inputs across
+    layers): each normalization restores the variance (a transformer's std-0.02 init scales it
+    by ~0.01 per layer, healthy with LayerNorm after each sublayer; so does DCGAN's N(0, 0.02)
+    with BatchNorm); an exploding gain still is. Left out of the distribution check: the
+    gradients of an attention's query and key projections (`query`, `key`, `q_proj`,
+    `k_proj`...: the scores are bilinear in them, so at a small init each one's gradient is
+    scaled by the other's weights), of a recurrent layer's gate weights (`weight_ih_l0`,
+    `weight_hh_l0`, `recurrent_kernel`: each LSTM/GRU layer down scales them by the gates'
+    derivatives, and PyTorch's word-LM example feeds the first one an embedding initialized
+    +-0.1) and of normalization scales. Several models on one hook (a GAN's generator and
+    discriminator, told apart by their name prefix) are judged each on its own: their
+    activations are not one chain of layers, their gradients have scales of their own.
 
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
@@ -176,7 +202,9 @@ class PoorWeightInitialization(Rule):
         judged: set[str] = set()
         tables = set(trial.names("embeddings"))  # the hook's nn.Embedding weights, whatever their name
         weights = [n for n in trial.names("weights", step=step, exclude=_NOT_LAYERS) if n not in tables]
-        normalized = any(re.search(_NORM, n) for n in trial.names("weights", step=step))
+        prefixes = model_prefixes(trial)
+        scales = {n for n in trial.names("weights", step=step) if _is_norm_scale(trial, n, step)}
+        normalized = {model_of(n, prefixes) for n in scales}  # the models with normalization layers
         same, scale = [], []
         for name in weights:
             w = trial.raw(name, step)
@@ -201,7 +229,7 @@ class PoorWeightInitialization(Rule):
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             if lo > self.threshold:
                 scale.append((name, f"x{lo:.3g}"))
-            elif hi < 1 / self.threshold and not normalized:  # a normalization restores it
+            elif hi < 1 / self.threshold and model_of(name, prefixes) not in normalized:  # restored
                 scale.append((name, f"x{hi:.2g}"))
         if same:
             hits["identical"] = (
@@ -218,12 +246,15 @@ class PoorWeightInitialization(Rule):
                 + " through the layers",
                 [n for n, _ in scale],
             )
-        flat, spreads = [], []
+        flat: list[tuple[str, float]] = []
+        spreads: dict[str, list[float]] = {}  # per model
         for g in trial.names(
-            "gradients", step=step, exclude=r"(?i)bias|" + _NOT_LAYERS[4:] + "|" + _QUERY_KEY[4:]
+            "gradients",
+            step=step,
+            exclude=r"(?i)bias|" + "|".join(p[4:] for p in (_NOT_LAYERS, _QUERY_KEY, _RECURRENT)),
         ):
-            if g.removeprefix("gradient/") in tables:
-                continue  # sparse by construction: the rows of tokens not in the batch get none
+            if g.removeprefix("gradient/") in tables | scales:
+                continue  # sparse by construction (tokens not in the batch); a normalization's scale
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (
@@ -238,14 +269,22 @@ class PoorWeightInitialization(Rule):
                 p5, p95 = np.percentile(x, [5, 95])
             judged.add("gradients")
             if math.isfinite(p95 - p5):
-                spreads.append(float(p95 - p5))
+                spreads.setdefault(model_of(g, prefixes), []).append(float(p95 - p5))
             if math.isfinite(p95 - p5) and p95 - p5 < self.distribution_range:
                 flat.append((g, float(p95 - p5)))
-        # a gradient small in absolute terms is degenerate only next to the net's others (an
-        # LSTM's recurrent weights have small gradients by construction) or when all are flat
-        typical = float(np.median(spreads)) if spreads else 0.0
-        if len(flat) < len(spreads):
-            flat = [(g, r) for g, r in flat if r < typical / 10]
+        # a gradient small in absolute terms is degenerate only next to its model's others, or
+        # when all of that model's are flat (a GAN's two models have gradients of their own scale)
+        kept = []
+        for model, values in spreads.items():
+            mine = [(g, r) for g, r in flat if model_of(g, prefixes) == model]
+            if len(mine) < len(values):
+                typical = float(np.median(values))
+                mine = [(g, r) for g, r in mine if r < typical / 10]
+            else:  # all flat, nothing to compare with: a GAN's generator behind a discriminator
+                # at DCGAN's N(0, 0.02) has spreads ~1e-4; a degenerate init's are far below
+                mine = [(g, r) for g, r in mine if r < self.distribution_range / 100]
+            kept += mine
+        flat = kept
         if flat:
             hits["gradients"] = (
                 "degenerate gradient distribution in "
@@ -259,14 +298,19 @@ class PoorWeightInitialization(Rule):
             v = trial.statistic(n, step, "variance")
             if isinstance(v, float) and math.isfinite(v):
                 var[n] = v
-        if len(var) >= 2 and not normalized:
+        by_model: dict[str, dict[str, float]] = {}
+        for n, v in var.items():  # the layers of one model: a GAN's two models are not one chain
+            by_model.setdefault(model_of(n, prefixes), {})[n] = v
+        for model, layers in by_model.items():
+            if len(layers) < 2 or model in normalized:
+                continue
             judged.add("variance")
-            hi_n, lo_n = max(var, key=var.__getitem__), min(var, key=var.__getitem__)
-            ratio = var[hi_n] / var[lo_n] if var[lo_n] > 0 else math.inf
-            if ratio > self.threshold ** (len(var) - 1):
+            hi_n, lo_n = max(layers, key=layers.__getitem__), min(layers, key=layers.__getitem__)
+            ratio = layers[hi_n] / layers[lo_n] if layers[lo_n] > 0 else math.inf
+            if ratio > self.threshold ** (len(layers) - 1) and "variance" not in hits:
                 hits["variance"] = (
-                    f"activation-input variance differs across {len(var)} layers by {ratio:.3g}x "
-                    f"({hi_n}: {var[hi_n]:.3g}, {lo_n}: {var[lo_n]:.3g}; more than {self.threshold:g}x per layer)",
+                    f"activation-input variance differs across {len(layers)} layers by {ratio:.3g}x "
+                    f"({hi_n}: {layers[hi_n]:.3g}, {lo_n}: {layers[lo_n]:.3g}; more than {self.threshold:g}x per layer)",
                     [hi_n, lo_n],
                 )
         return hits, judged

@@ -11,6 +11,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import loss_prefix
 from mldbg.rules.losses import LossTracker
+from mldbg.rules.select import adversarial
 from mldbg.rules.stats import median, trend_z
 from mldbg.rules.view import TrialView
 
@@ -35,7 +36,9 @@ class Underfitting(Rule):
     but steady fall is learning too. Too small a model, a learning rate far too low,
     over-regularization, or labels unrelated to the inputs cause it. A loss that rose
     (its last window above its first, or a clear upward trend, z > 2) is diverging: the
-    finding says so and suggests lowering the learning rate, never raising it.
+    finding says so and suggests lowering the learning rate, never raising it. A GAN on one
+    hook (two models trained, a loss whose every batch of targets is one class: "real" for the
+    generator's pass) plays a game whose loss is not meant to fall: it is not judged.
     """
 
     needs = ("losses", "scalars")
@@ -119,6 +122,8 @@ class Underfitting(Rule):
             evals = [e.value for e in self._tracker.closed_evals(name) if math.isfinite(e.value)]
             if len(evals) >= 2 and 100.0 * min(evals[1:]) / evals[0] <= self.threshold_percent:
                 continue
+            if adversarial(trial, s.steps[-self.patience * w :]):
+                continue  # an adversarial game (a GAN): its loss is not meant to fall
             if self.first(name):
                 found.append((name, start, now, level, z, n, evals))
         if not found:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -25,7 +26,10 @@ class WeightUpdateRatio(Rule):
     skipped, and weights near 0 (|w| < `epsilon` per element) have no meaningful ratio. Reads
     raw weights, else the `delta_l2` (|update|) and `l2` statistics a two-line hook records
     every step (exact too); with only reductions saved, only "too large" is checked (from the
-    change of the L2 norm, a lower bound of |update|).
+    change of the L2 norm, a lower bound of |update|). A step that changed nothing at all (no
+    weight moved, and every loss of the step is the same number as at the previous saved
+    training step: full-batch L-BFGS that met its tolerance, an optimizer at its minimum) is
+    not a tiny update: nothing was left to update.
     """
 
     needs = ("weights",)
@@ -86,6 +90,7 @@ class WeightUpdateRatio(Rule):
             exact = np.isfinite(d)
             with np.errstate(all="ignore"):
                 ratio = np.where(exact, d, np.abs(cur - old)) / (old + self.epsilon)
+            interesting[idx[exact & (ratio == 0)]] = True  # no step at all? check() looks at the loss
             judged = np.isfinite(old) & (old >= self.epsilon) & np.isfinite(ratio)
             if prev is None:
                 judged[0] = False
@@ -138,6 +143,7 @@ class WeightUpdateRatio(Rule):
         has_grads = bool(grads) and bool(trial.names("gradients", step=step))
         small: list[str] = []
         large: list[str] = []
+        still: bool | None = None  # the step changed nothing (looked up at the first update of 0)
         for name in names:
             raw = trial.raw(name, step)
             delta = None if raw is not None else trial.saved_statistic(name, step, "delta_l2")
@@ -175,8 +181,10 @@ class WeightUpdateRatio(Rule):
             if not math.isfinite(ratio):
                 continue
             self._ratios[name] = ratio
+            if exact and ratio == 0 and still is None:
+                still = self._loss_unchanged(trial, step)
             for kind, hit in (
-                ("small", exact and ratio < self.small_threshold),
+                ("small", exact and ratio < self.small_threshold and not (ratio == 0 and still)),
                 ("large", ratio > self.large_threshold),
             ):
                 key = (name, kind)
@@ -209,3 +217,21 @@ class WeightUpdateRatio(Rule):
             tensors=small + large,
             suggestion="; ".join(tips).capitalize() + ".",
         )  # fmt: skip
+
+    def _loss_unchanged(self, trial: TrialView, step: int) -> bool:
+        """Every loss saved at `step` is the same number as at its previous saved training
+        step (and there is one): the step changed nothing, the weights included."""
+        names = trial.names("losses", step=step)
+        if not names:
+            return False
+        for name in names:
+            saved = trial.tensor(name).steps()
+            i = bisect.bisect_left(saved, step) - 1
+            while i >= 0 and trial.mode(saved[i]) != Mode.TRAIN:
+                i -= 1
+            if i < 0:
+                return False
+            now, then = trial.statistic(name, step, "mean"), trial.statistic(name, saved[i], "mean")
+            if not isinstance(now, float) or not isinstance(then, float) or now != then:
+                return False
+        return True
