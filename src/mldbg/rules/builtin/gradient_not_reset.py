@@ -45,6 +45,14 @@ class GradientNotReset(Rule):
     `sample_change` stayed below `max_change` (its median over the window) while the global
     norm stood `min_sum_growth` times above its first saved values: a stale sum that grew.
     Full-batch training changes its gradient little too, but its norm does not grow so.
+
+    Where the gradients were saved raw at sparse steps (everything every 5 steps, no
+    statistics), the rule computes the same change itself, between consecutive saved
+    training steps whatever their gap: over `raw_window` saved steps the global norm grew
+    more than `min_growth` times while the weight gradients changed by a median below
+    `max_raw_change` of their norm. Fresh gradients 5 steps apart differ by 100-200% of
+    their norm (full-batch ones by 60-100%, at a flat norm); a sum without `zero_grad()`
+    changes by 5 fresh gradients over a norm that grew with the step (20-95%).
     """
 
     needs = ("gradients",)
@@ -53,6 +61,8 @@ class GradientNotReset(Rule):
     min_growth: float = 3.0
     max_change: float = 0.4
     min_sum_growth: float = 1.5
+    raw_window: int = 4
+    max_raw_change: float = 0.95
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -66,6 +76,8 @@ class GradientNotReset(Rule):
         self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
         self._first: list[float] = []  # the global norm at the first saved training steps
         self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
+        self._raw_prev: dict[str, np.ndarray] = {}  # a fixed subsample of each weight gradient, last saved raw
+        self._raw_run: list[tuple[int, float, float]] = []  # (step, global norm, median change since the last)
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -251,7 +263,7 @@ class GradientNotReset(Rule):
         }
         if not norms:
             return None
-        stale = self._stale_sum(trial, step, norms)
+        stale = self._stale_sum(trial, step, norms) or self._raw_sum(trial, step, norms)
         if stale is not None:
             return stale
         mode_step = trial.mode_step(step)
@@ -302,5 +314,49 @@ class GradientNotReset(Rule):
             f"(mini-batch gradients differ by 60-200%), while the global gradient norm stood at "
             f"{level / start:.1f}x its first value ({start:.3g} -> {level:.3g}): each gradient is a growing "
             "sum that a fresh batch barely changes, as when optimizer.zero_grad() is missing",
+            tensors=weights,
+        )  # fmt: skip
+
+    def _raw_sum(self, trial: TrialView, step: int, norms: dict[str, float]) -> Finding | None:
+        """The change between saved raw gradients, at any gap between them (see the class doc)."""
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        now: dict[str, np.ndarray] = {}
+        for n in weights:
+            raw = trial.raw(n, step)
+            if raw is None:
+                self._raw_prev, self._raw_run = {}, []  # statistics only: not this path
+                return None
+            flat = np.asarray(raw, dtype=np.float64).reshape(-1)
+            if flat.size > 4096:
+                flat = flat[np.linspace(0, flat.size - 1, 4096).astype(np.int64)]
+            now[n] = flat
+        total = math.sqrt(sum(v * v for v in norms.values()))
+        changes = [
+            float(np.linalg.norm(now[n] - self._raw_prev[n]) / size)
+            for n in weights
+            if n in self._raw_prev and self._raw_prev[n].shape == now[n].shape
+            and (size := float(np.linalg.norm(now[n]))) > 0
+        ]  # fmt: skip
+        self._raw_prev = now
+        if 2 * len(changes) <= len(weights):
+            self._raw_run = [(step, total, math.nan)]
+            return None
+        self._raw_run.append((step, total, float(np.median(changes))))
+        del self._raw_run[: -self.raw_window]
+        if len(self._raw_run) < self.raw_window:
+            return None
+        first, last = self._raw_run[0][1], total
+        change = float(np.median([c for _, _, c in self._raw_run[1:]]))
+        if not (first > 0 and last >= self.min_growth * first and change < self.max_raw_change):
+            return None
+        if not self.first("accumulating"):
+            return None
+        return self.finding(
+            trial, step,
+            f"over {self.raw_window} saved training steps ({self._raw_run[0][0]}-{step}) the global gradient "
+            f"norm grew {last / first:.1f}x ({', '.join(f'{t:.3g}' for _, t, _ in self._raw_run)}) while the "
+            f"weight gradients changed by a median {100 * change:.0f}% of their norm from one saved step to "
+            "the next (fresh mini-batch gradients differ by 100-200%): each gradient is a growing sum, as "
+            "when optimizer.zero_grad() is missing",
             tensors=weights,
         )  # fmt: skip
