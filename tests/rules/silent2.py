@@ -286,7 +286,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "twin regression cnn": ({"arch": "cnn", "regression": True, "lr": 0.01}, ()),
     # data
     "same batch every step": ({"bug": "same_batch"}, ("duplicate_batches",)),
-    "twin full batch": ({"bug": "full_batch", "n_train": 128}, ()),
+    "twin full batch": ({"bug": "full_batch", "n_train": 256}, ()),
+    "twin same batch: a new batch every step": ({}, ()),
     "shuffled labels mlp": ({"bug": "shuffled_labels", "steps": 60}, ("loss_not_decreasing", "underfitting")),
     # updates that vanish
     "clip max_norm 1e-8": ({"bug": "clip_tiny"}, ("unchanged_tensor", "weight_update_ratio")),

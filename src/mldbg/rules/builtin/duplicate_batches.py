@@ -27,6 +27,12 @@ class DuplicateBatches(Rule):
       augmented data (nothing ever repeats) are quiet. With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
+    - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
+      exactly the same samples, and the evaluation has already read more than
+      `eval_ratio` times as many distinct samples: `x, y = next(iter(loader))` outside the
+      loop. Full-batch training (a GCN, L-BFGS) repeats its batch too, but its batch is the
+      training set, which is not smaller than the evaluation's (a GCN evaluates on the same
+      nodes); without any evaluation this cannot be told apart (give `dataset_size`);
     - *across workers*: at `patience` steps, more than `threshold` of one worker's samples are
       also in another worker's batch of the same step (a DistributedSampler missing: every
       rank reads the same batches, and the job trains on one worker's worth of data).
@@ -38,6 +44,7 @@ class DuplicateBatches(Rule):
     threshold: float = 0.9
     dataset_size: int | None = None
     patience: int = 2
+    eval_ratio: float = 2.0
 
     def reset(self) -> None:
         super().reset()
@@ -45,21 +52,51 @@ class DuplicateBatches(Rule):
         self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
         self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
         self._shared = 0  # steps in a row with workers sharing samples
+        self._fixed: tuple[frozenset[int], int] | None = None  # (the batch, saved TRAIN steps) while every batch was it
+        self._fixed_broken = False  # a training batch differed from the first one
+        self._eval_seen: set[int] = set()  # distinct samples of the evaluation
 
     def check(self, trial: TrialView, step: int) -> list[Finding] | None:
         if trial.mode(step) != Mode.TRAIN:
+            if trial.mode(step) == Mode.EVAL and not self._fixed_broken:
+                rows = trial.statistic(self.input_name, step, "sample_fingerprints")
+                if isinstance(rows, np.ndarray):
+                    self._eval_seen.update(int(v) for v in rows.reshape(-1))
+                fixed = self._fixed_batch(trial, step)
+                return None if fixed is None else [fixed]
             return None
         shared = self._across_workers(trial, step)
         within = self._within(trial, step)
-        return [f for f in (shared, within) if f is not None]
+        fixed = self._fixed_batch(trial, step)
+        return [f for f in (shared, within, fixed) if f is not None]
+
+    def _fixed_batch(self, trial: TrialView, step: int) -> Finding | None:
+        """The same training batch at every step while the evaluation reads more samples."""
+        if self._fixed is None or self._fixed_broken:
+            return None
+        batch, count = self._fixed
+        if count < self.patience + 1 or len(self._eval_seen) <= self.eval_ratio * len(batch):
+            return None
+        if not self.first("fixed"):
+            return None
+        return self.finding(
+            trial, step,
+            f"every one of the {count} saved training steps so far read the same {len(batch)} samples, while "
+            f"the evaluation read {len(self._eval_seen)} distinct samples: the model trains on one batch "
+            "(is the batch drawn once, x, y = next(iter(loader)), outside the training loop?)",
+            tensors=[self.input_name],
+            suggestion="Draw a new batch at every step: for x, y in loader: ... inside the epoch loop. "
+            "Full-batch training on purpose evaluates on no more samples than it trains on; pass "
+            "dataset_size to judge it.",
+        )  # fmt: skip
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`), for a run of one worker: the leading steps
         where no batch is mostly repeated while that matters (before the first one, or within
         `dataset_size` samples) and, after one, no batch is mostly new; the samples they drew
         are added to the ones seen. A fingerprint to compute from a raw input ends it."""
-        if not len(steps) or len(trial.workers()) >= 2:
-            return 0
+        if not len(steps) or len(trial.workers()) >= 2 or not self._fixed_broken:
+            return 0  # (while every training batch was the same: check() follows the evaluation)
         modes, mode_steps = trial.columns.modes(steps)
         train = modes == int(Mode.TRAIN)
         name = vector_name(self.input_name, "sample_fingerprints")
@@ -120,6 +157,12 @@ class DuplicateBatches(Rule):
             return None
         batch = [int(v) for v in np.asarray(rows).reshape(-1)]
         n = len(batch)
+        if not self._fixed_broken:
+            now = frozenset(batch)
+            if self._fixed is None or self._fixed[0] == now:
+                self._fixed = (now, 1 + (0 if self._fixed is None else self._fixed[1]))
+            else:
+                self._fixed_broken, self._eval_seen = True, set()
         drawn = max(self._drawn, trial.mode_step(step) * n)  # samples drawn before this batch
         self._drawn = drawn + n
         repeats = 0
