@@ -95,14 +95,16 @@ class DuplicateBatches(Rule):
         where no batch is mostly repeated while that matters (before the first one, or within
         `dataset_size` samples) and, after one, no batch is mostly new; the samples they drew
         are added to the ones seen. A fingerprint to compute from a raw input ends it."""
-        if not len(steps) or len(trial.workers()) >= 2 or not self._fixed_broken:
-            return 0  # (while every training batch was the same: check() follows the evaluation)
+        if not len(steps) or len(trial.workers()) >= 2:
+            return 0
         modes, mode_steps = trial.columns.modes(steps)
         train = modes == int(Mode.TRAIN)
         name = vector_name(self.input_name, "sample_fingerprints")
         vec, inp = Over(trial, name, steps), Over(trial, self.input_name, steps)
         saved = train & vec.raw  # check() reads the saved vector there
         cut = quiet_prefix(train & ~saved & inp.raw)  # to compute from the raw input: check()
+        if not self._fixed_broken:  # while every batch was the same, check() reads the evaluation
+            cut = min(cut, quiet_prefix((modes == int(Mode.EVAL)) & (vec.raw | inp.raw)))
         rows = np.flatnonzero(saved[:cut])
         if not len(rows):
             return cut
@@ -122,7 +124,11 @@ class DuplicateBatches(Rule):
                 return 0
             sizes = np.array([len(b) for b in batches], dtype=np.int64)
             flat = np.concatenate(batches).astype(np.int64)
-        rows, sizes = rows[sizes > 0], sizes[sizes > 0]  # an empty batch: check() skips it
+        keep = sizes > 0  # an empty batch: check() skips it
+        if not keep.all():
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            flat = np.concatenate([flat[bounds[i] : bounds[i + 1]] for i in np.flatnonzero(keep)] or [flat[:0]])
+            rows, sizes = rows[keep], sizes[keep]
         if not len(rows):
             return cut
         seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
@@ -144,11 +150,33 @@ class DuplicateBatches(Rule):
             hit |= mostly & (drawn < self.dataset_size)
         if hit.any():
             cut = min(cut, int(rows[int(np.argmax(hit))]))
+        if not self._fixed_broken:
+            cut = self._fixed_columns(flat, bounds, rows, cut)
         take = np.flatnonzero(rows < cut)
         if len(take):
             last = int(take[-1])
             self._seen.update(flat[: bounds[last + 1]].tolist())
             self._drawn = int(drawn[last] + sizes[last])
+        return cut
+
+    def _fixed_columns(self, flat: np.ndarray, bounds: np.ndarray, rows: np.ndarray, cut: int) -> int:
+        """The fixed-batch state after the training `rows` before `cut` (their fingerprints
+        `flat`, row i at bounds[i]:bounds[i + 1]), as check() keeps it. The evaluation steps
+        are check()'s while it holds: the new cut ends the prefix at the step after a
+        differing batch at the latest, so check() sees no evaluation before it."""
+        ref = self._fixed[0] if self._fixed is not None else None
+        count = self._fixed[1] if self._fixed is not None else 0
+        for i in range(len(rows)):
+            if int(rows[i]) >= cut:
+                break
+            batch = frozenset(flat[bounds[i] : bounds[i + 1]].tolist())
+            if ref is None or batch == ref:
+                ref, count = batch, count + 1
+                continue
+            self._fixed_broken, self._eval_seen = True, set()
+            break
+        if ref is not None:
+            self._fixed = (ref, count)
         return cut
 
     def _within(self, trial: TrialView, step: int) -> Finding | None:
