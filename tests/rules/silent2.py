@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import mldbg
@@ -253,7 +252,10 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     # gradients never reset
     "no_zero_grad mlp adam": ({"bug": "no_zero_grad", "optimizer": "adam"}, ("gradient_not_reset",)),
     "no_zero_grad cnn sgd": ({"arch": "cnn", "bug": "no_zero_grad"}, ("gradient_not_reset",)),
-    "no_zero_grad encoder adam": ({"arch": "encoder", "bug": "no_zero_grad", "optimizer": "adam"}, ("gradient_not_reset",)),
+    "no_zero_grad encoder adam": (
+        {"arch": "encoder", "bug": "no_zero_grad", "optimizer": "adam"},
+        ("gradient_not_reset",),
+    ),
     "zero_grad every other step mlp sgd": ({"bug": "zero_grad_every_other"}, ("gradient_not_reset",)),
     "twin mlp adam": ({"optimizer": "adam"}, ()),
     "twin cnn sgd": ({"arch": "cnn"}, ()),
@@ -261,7 +263,10 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     # parameters no optimizer updates
     "late head cnn adam": ({"arch": "cnn", "bug": "late_head", "optimizer": "adam"}, ("unchanged_tensor",)),
     "stale model mlp sgd": ({"bug": "stale_model"}, ("unchanged_tensor",)),
-    "lr to zero (LambdaLR) mlp sgd": ({"bug": "lr_to_zero", "steps": 60}, ("unchanged_tensor", "loss_not_decreasing")),
+    "lr to zero (LambdaLR) mlp sgd": (
+        {"bug": "lr_to_zero", "steps": 60},
+        ("unchanged_tensor", "loss_not_decreasing"),
+    ),
     "twin mlp sgd": ({}, ()),
     "twin mlp sgd 60 steps": ({"steps": 60}, ()),
     # a frozen layer still updated
@@ -274,15 +279,24 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "eval left on cnn": ({"arch": "cnn", "bug": "eval_left_on"}, ("train_in_eval_mode",)),
     "model.train() in eval mlp": ({"bug": "train_in_eval", "eval_repeat": 2}, ("nondeterministic_eval",)),
     "twin mlp two eval passes": ({"eval_repeat": 2}, ()),
-    "bn momentum 0 mlp, raw inputs": ({"bug": "bn_momentum_zero", "input_scale": 50.0}, ("train_eval_discrepancy",)),
-    "twin bn momentum 0.1, raw inputs": ({"bug": "raw_inputs", "input_scale": 50.0}, ("not_normalized_data",)),
+    "bn momentum 0 mlp, raw inputs": (
+        {"bug": "bn_momentum_zero", "input_scale": 50.0},
+        ("train_eval_discrepancy",),
+    ),
+    "twin bn momentum 0.1, raw inputs": (
+        {"bug": "raw_inputs", "input_scale": 50.0},
+        ("not_normalized_data",),
+    ),
     "eval not normalized mlp": (
         {"bug": "eval_not_normalized", "input_scale": 50.0},
         ("train_eval_discrepancy", "not_normalized_data"),
     ),
     "twin normalized inputs": ({"input_scale": 50.0}, ()),
     # shapes
-    "broadcast pred [N] target [N,1] cnn": ({"arch": "cnn", "bug": "broadcast", "regression": True, "lr": 0.01}, ("batch_dim_mismatch",)),
+    "broadcast pred [N] target [N,1] cnn": (
+        {"arch": "cnn", "bug": "broadcast", "regression": True, "lr": 0.01},
+        ("batch_dim_mismatch",),
+    ),
     "twin regression cnn": ({"arch": "cnn", "regression": True, "lr": 0.01}, ()),
     # data
     "same batch every step": ({"bug": "same_batch"}, ("duplicate_batches",)),
@@ -291,6 +305,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "shuffled labels mlp": ({"bug": "shuffled_labels", "steps": 60}, ("loss_not_decreasing", "underfitting")),
     # updates that vanish
     "clip max_norm 1e-8": ({"bug": "clip_tiny"}, ("unchanged_tensor", "weight_update_ratio")),
-    "loss times zero encoder": ({"arch": "encoder", "bug": "loss_times_zero", "optimizer": "adam"}, ("unchanged_tensor", "vanishing_gradient", "all_zero")),
+    "loss times zero encoder": (
+        {"arch": "encoder", "bug": "loss_times_zero", "optimizer": "adam"},
+        ("unchanged_tensor", "vanishing_gradient", "all_zero"),
+    ),
     "detached loss cnn": ({"arch": "cnn", "bug": "detached_loss"}, ("unchanged_tensor",)),
 }

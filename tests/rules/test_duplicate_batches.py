@@ -27,7 +27,9 @@ def test_the_same_batch_every_step(silent_run):
     caught at the first evaluation; with the dataset size, at once."""
     path = silent_run("same_batch")
     found = mldbg.check(path, rules=["duplicate_batches"])
-    assert len(found) == 1 and found[0].step == 11, found  # the first evaluation: 2 batches of 64 after step 9
+    assert len(found) == 1 and found[0].step == 11, (
+        found
+    )  # the first evaluation: 2 batches of 64 after step 9
     assert "same 32 samples" in found[0].message and "next(iter(loader))" in found[0].message
     assert_explains(found[0])
     found = mldbg.check(path, rules=["duplicate_batches:dataset_size=256"])

@@ -52,7 +52,9 @@ class DuplicateBatches(Rule):
         self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
         self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
         self._shared = 0  # steps in a row with workers sharing samples
-        self._fixed: tuple[frozenset[int], int] | None = None  # (the batch, saved TRAIN steps) while every batch was it
+        self._fixed: tuple[frozenset[int], int] | None = (
+            None  # (the batch, saved TRAIN steps) while every batch was it
+        )
         self._fixed_broken = False  # a training batch differed from the first one
         self._eval_seen: set[int] = set()  # distinct samples of the evaluation
 
@@ -127,7 +129,9 @@ class DuplicateBatches(Rule):
         keep = sizes > 0  # an empty batch: check() skips it
         if not keep.all():
             bounds = np.concatenate([[0], np.cumsum(sizes)])
-            flat = np.concatenate([flat[bounds[i] : bounds[i + 1]] for i in np.flatnonzero(keep)] or [flat[:0]])
+            flat = np.concatenate(
+                [flat[bounds[i] : bounds[i + 1]] for i in np.flatnonzero(keep)] or [flat[:0]]
+            )
             rows, sizes = rows[keep], sizes[keep]
         if not len(rows):
             return cut

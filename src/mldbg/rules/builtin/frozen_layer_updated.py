@@ -54,7 +54,9 @@ class FrozenLayerUpdated(Rule):
         super().reset()
         self._last: dict[str, tuple[int, bool]] = {}  # per parameter: (its TRAIN mode step, frozen then)
         self._patterns: list[re.Pattern[str]] | None = None
-        self._zero: dict[str, int] = {}  # per parameter: saved training steps in a row with a zero raw gradient
+        self._zero: dict[
+            str, int
+        ] = {}  # per parameter: saved training steps in a row with a zero raw gradient
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): per parameter, its `requires_grad` flag at

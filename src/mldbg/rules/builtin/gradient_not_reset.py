@@ -83,10 +83,16 @@ class GradientNotReset(Rule):
         self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
         self._first: list[float] = []  # the global norm at the first saved training steps
         self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
-        self._raw_prev: dict[str, np.ndarray] = {}  # a fixed subsample of each weight gradient, last saved raw
-        self._raw_run: list[tuple[int, float, float]] = []  # (step, global norm, median change since the last)
+        self._raw_prev: dict[
+            str, np.ndarray
+        ] = {}  # a fixed subsample of each weight gradient, last saved raw
+        self._raw_run: list[
+            tuple[int, float, float]
+        ] = []  # (step, global norm, median change since the last)
         self._raw_gap_from = -(10**9)  # the mode step of the last saved raw gradient
-        self._parity: list[tuple[int, float, float]] = []  # (mode step, global norm, median sample_change): consecutive
+        self._parity: list[
+            tuple[int, float, float]
+        ] = []  # (mode step, global norm, median sample_change): consecutive
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)

@@ -92,7 +92,14 @@ class TrainInEvalMode(Rule):
         fired_modules, fired_optimizer = "modules" in self._fired, "optimizer" in self._fired
         k = n
         for i, (is_train, is_judged, is_bad, is_out, doubt) in enumerate(
-            zip(train[:n].tolist(), judged[:n].tolist(), bad[:n].tolist(), outside[:n].tolist(), unsure[:n].tolist(), strict=True)
+            zip(
+                train[:n].tolist(),
+                judged[:n].tolist(),
+                bad[:n].tolist(),
+                outside[:n].tolist(),
+                unsure[:n].tolist(),
+                strict=True,
+            )
         ):
             if doubt:
                 k = i
@@ -182,7 +189,9 @@ class TrainInEvalMode(Rule):
             if raw is None:
                 continue
             flat = np.asarray(raw, dtype=np.float64).reshape(-1)
-            now[name] = flat[np.linspace(0, flat.size - 1, 4096).astype(np.int64)] if flat.size > 4096 else flat
+            now[name] = (
+                flat[np.linspace(0, flat.size - 1, 4096).astype(np.int64)] if flat.size > 4096 else flat
+            )
         if not now:
             return None
         mode_step = trial.mode_step(step)
