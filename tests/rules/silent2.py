@@ -126,6 +126,7 @@ def train_bug(
     input_scale: float = 1.0,
     freeze_at: int | None = None,
     weight_decay: float = 0.0,
+    set_mode: bool = False,
     seed: int = 0,
 ) -> list[float]:
     """Train one variant; returns the training losses. Bugs:
@@ -216,6 +217,8 @@ def train_bug(
                 yb = yb[torch.randperm(len(yb), generator=g)]
             if train_mode:
                 model.train()
+            if set_mode:
+                hook.set_mode(mldbg.Mode.TRAIN)
             if bug == "no_zero_grad" or (bug == "zero_grad_every_other" and step % 2):
                 pass
             else:
@@ -237,6 +240,8 @@ def train_bug(
             losses.append(float(loss.detach()))
             if (step + 1) % eval_every == 0:
                 model.train() if bug == "train_in_eval" else model.eval()
+                if set_mode:
+                    hook.set_mode(mldbg.Mode.EVAL)
                 with torch.no_grad():
                     for _ in range(eval_repeat):
                         for i in range(0, len(x_eval), 128):
@@ -278,7 +283,12 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     # modes
     "eval left on cnn": ({"arch": "cnn", "bug": "eval_left_on"}, ("train_in_eval_mode",)),
     "model.train() in eval mlp": ({"bug": "train_in_eval", "eval_repeat": 2}, ("nondeterministic_eval",)),
+    "model.train() in eval, hook.set_mode(EVAL), cnn": (
+        {"arch": "cnn", "bug": "train_in_eval", "eval_repeat": 2, "set_mode": True},
+        ("nondeterministic_eval",),
+    ),
     "twin mlp two eval passes": ({"eval_repeat": 2}, ()),
+    "twin cnn set_mode two eval passes": ({"arch": "cnn", "eval_repeat": 2, "set_mode": True}, ()),
     "bn momentum 0 mlp, raw inputs": (
         {"bug": "bn_momentum_zero", "input_scale": 50.0},
         ("train_eval_discrepancy",),
@@ -310,4 +320,17 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ("unchanged_tensor", "vanishing_gradient", "all_zero"),
     ),
     "detached loss cnn": ({"arch": "cnn", "bug": "detached_loss"}, ("unchanged_tensor",)),
+}
+
+# (variant, configuration) -> why it is not caught (docs/rules.md, "Silent bugs: more variants")
+MISSED: dict[tuple[str, str], str] = {
+    ("model.train() in eval mlp", "two"): "the hook follows model.training: the evaluation's forwards "
+    "are recorded inside TRAIN steps, and nothing marks them as an evaluation",
+    ("model.train() in eval mlp", "dense"): "as with the two lines",
+    ("model.train() in eval, hook.set_mode(EVAL), cnn", "dense"): "no Dropout flags without the "
+    "statistics, and the saved EVAL steps (every 5th forward) never hold the same batch twice",
+    ("zero_grad every other step mlp sgd", "dense"): "every 5th step's gradient alone: the sawtooth "
+    "of period 2 is not seen (sample_change of consecutive steps needs the statistics)",
+    ("shuffled labels mlp", "dense"): "the loss saved every 5th step: 12 values in 60 steps, "
+    "loss_not_decreasing judges 5 windows of 10 saved values",
 }
