@@ -14,6 +14,7 @@ from mldbg.rules.view import TrialView
 
 _RISING = 0.8  # share of consecutive steps whose norm rose
 _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
+_RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
 
 
@@ -57,7 +58,7 @@ class GradientNotReset(Rule):
 
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
-    training steps at least 2 steps apart: over `raw_window` saved steps the global norm grew
+    training steps 2 to 50 steps apart: over `raw_window` saved steps the global norm grew
     more than `min_growth` times, never falling by more than 20%, while the weight gradients
     changed by a median below `max_raw_change` of their norm. Fresh gradients 5 steps apart differ by 100-200% of
     their norm (full-batch ones by 60-100%, at a flat norm); a sum without `zero_grad()`
@@ -426,8 +427,8 @@ class GradientNotReset(Rule):
             self._raw_run = [(step, total, math.nan)]
             return None
         mode_step = trial.mode_step(step)
-        if self._raw_run and mode_step - self._raw_gap_from < 2:
-            self._raw_run = []  # consecutive steps: the norms' own path judges them
+        if self._raw_run and not 2 <= mode_step - self._raw_gap_from <= _RAW_MAX_GAP:
+            self._raw_run = []  # consecutive steps: the norms' own path; far apart: other gradients
         self._raw_gap_from = mode_step
         self._raw_run.append((step, total, float(np.median(changes))))
         del self._raw_run[: -self.raw_window]
