@@ -423,13 +423,16 @@ class GradientNotReset(Rule):
             and (size := float(np.linalg.norm(now[n]))) > 0
         ]  # fmt: skip
         self._raw_prev = now
+        mode_step, gap = trial.mode_step(step), trial.mode_step(step) - self._raw_gap_from
+        self._raw_gap_from = mode_step
         if 2 * len(changes) <= len(weights):
             self._raw_run = [(step, total, math.nan)]
             return None
-        mode_step = trial.mode_step(step)
-        if self._raw_run and not 2 <= mode_step - self._raw_gap_from <= _RAW_MAX_GAP:
-            self._raw_run = []  # consecutive steps: the norms' own path; far apart: other gradients
-        self._raw_gap_from = mode_step
+        if self._raw_run and not 2 <= gap <= _RAW_MAX_GAP:
+            self._raw_run = [
+                (step, total, math.nan)
+            ]  # consecutive: the norms' own path; far apart: unrelated
+            return None
         self._raw_run.append((step, total, float(np.median(changes))))
         del self._raw_run[: -self.raw_window]
         if len(self._raw_run) < self.raw_window:
