@@ -1,6 +1,7 @@
 """duplicate_batches: a loader that serves every batch twice (an IterableDataset read by two
-workers without sharding), and the same batch every step with the dataset size given; the
-twins (a shuffled epoch-based loader, full-batch training) are quiet."""
+workers without sharding), and the same batch every step (while the evaluation reads more
+samples, or with the dataset size given); the twins (a shuffled epoch-based loader,
+full-batch training) are quiet."""
 
 from __future__ import annotations
 
@@ -21,11 +22,18 @@ def test_fires_when_batches_come_back_within_the_epoch(silent_run):
     assert_explains(f)
 
 
-def test_the_same_batch_every_step_needs_the_dataset_size(silent_run):
+def test_the_same_batch_every_step(silent_run):
+    """Every training step reads the first batch (32 samples) while the evaluation reads 128:
+    caught at the first evaluation; with the dataset size, at once."""
     path = silent_run("same_batch")
-    assert not mldbg.check(path, rules=["duplicate_batches"])  # full-batch training looks the same
+    found = mldbg.check(path, rules=["duplicate_batches"])
+    assert len(found) == 1 and found[0].step == 11, (
+        found
+    )  # the first evaluation: 2 batches of 64 after step 9
+    assert "same 32 samples" in found[0].message and "next(iter(loader))" in found[0].message
+    assert_explains(found[0])
     found = mldbg.check(path, rules=["duplicate_batches:dataset_size=256"])
-    assert len(found) == 1 and found[0].step == 1, found
+    assert found[0].step == 1, found
     assert "32 of the 32 samples" in found[0].message and "256" in found[0].message
 
 
@@ -37,7 +45,15 @@ def test_quiet_on_the_fixed_twins(name, silent_run):
     assert not found, "\n".join(map(str, found))
 
 
-@pytest.mark.parametrize("name", [*HEALTHY, "tiny_train_set"])
+@pytest.mark.parametrize("name", HEALTHY)
 def test_quiet_on_the_catalogue_runs(name, run):
-    """Raw inputs every step; `tiny_train_set` trains on its 16 samples at every step."""
+    """Raw inputs every step."""
     assert not mldbg.check(run(name), rules=["duplicate_batches"])
+
+
+def test_a_training_set_smaller_than_the_evaluation_reads_as_a_fixed_batch(run):
+    """`tiny_train_set` trains on all its 16 samples at every step and evaluates on 256: from
+    the inputs alone that is one batch drawn once (the finding says so, and what else it can be)."""
+    found = mldbg.check(run("tiny_train_set"), rules=["duplicate_batches"])
+    assert len(found) == 1 and "same 16 samples" in found[0].message, found
+    assert "Full-batch training on purpose" in found[0].suggestion

@@ -5,7 +5,11 @@ tiny DistributedDataParallel model recorded with the two lines (include_workers=
   replicas drift apart; DDP keeps averaging gradients, so they never meet again);
 - `no_sampler`: both ranks read the same batches (no DistributedSampler);
 - `healthy`: each rank its own shard, every update through DDP;
-- `diverge_all`: `diverge` recorded with include_workers="all".
+- `diverge_all`: `diverge` recorded with include_workers="all";
+- `diverge_bypass`: from step 5 on, every rank calls `model.module(x)` (the wrapped module, as a
+  custom method of it would be called): no gradient is all-reduced, each rank follows its
+  shard. The hook is registered on the inner module: registered on the DDP wrapper, the hook
+  records nothing once the wrapper's forward stops running (no step, not even the loss).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3)))
 hook = mldbg.torch.Hook(out, include_workers=workers)  # "one": the two lines' default
-hook.register_module(model)
+hook.register_module(model.module if bug == "diverge_bypass" else model)  # (see `diverge_bypass` above)
 loss_fn = nn.CrossEntropyLoss()
 hook.register_loss(loss_fn)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -48,9 +52,10 @@ for step in range(steps):
     b = step % per_epoch
     idx = order[b * 16 : (b + 1) * 16]
     opt.zero_grad()
-    loss_fn(model(x[idx]), y[idx]).backward()
+    net = model.module if bug == "diverge_bypass" and step >= 5 else model  # DDP bypassed: no all-reduce
+    loss_fn(net(x[idx]), y[idx]).backward()
     opt.step()
-    if bug.startswith("diverge") and rank == 1 and step == 5:
+    if bug in ("diverge", "diverge_all") and rank == 1 and step == 5:
         with torch.no_grad():
             model.module[0].weight.mul_(1.001)  # outside DDP, on one rank only
 hook.close()
@@ -65,7 +70,7 @@ os._exit(0)  # no interpreter finalization: see the end of tests/frameworks/ddp_
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     base = tmp_path_factory.mktemp("ddp_silent")
     out = {}
-    for bug in ("diverge", "no_sampler", "healthy", "diverge_all"):
+    for bug in ("diverge", "no_sampler", "healthy", "diverge_all", "diverge_bypass"):
         path = base / bug
         workers = "all" if bug.endswith("_all") else "one"
         procs = start_workers("-c", WORKER, str(path), bug, str(STEPS), workers, cwd=ROOT)
@@ -96,6 +101,15 @@ def test_fires_when_a_rank_drifts(jobs):
     f = found[0]
     assert f.step == 6, f  # rank 1 changed 0.weight after step 5's optimizer step
     assert f.tensors == ["0.weight"] and "worker_0" in f.message and "worker_1" in f.message
+    assert_explains(f)
+
+
+def test_fires_when_ddp_is_bypassed(jobs):
+    found = mldbg.check(jobs["diverge_bypass"])  # the default set
+    assert [f.rule for f in found] == ["rank_divergence"], "\n".join(map(str, found))
+    f = found[0]
+    assert f.step == 6, f  # step 5 updated without the all-reduce; parameters are read before the update
+    assert len(f.tensors) == 4 and "worker_1" in f.message  # every parameter drifts
     assert_explains(f)
 
 

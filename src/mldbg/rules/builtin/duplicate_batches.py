@@ -27,6 +27,12 @@ class DuplicateBatches(Rule):
       augmented data (nothing ever repeats) are quiet. With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
+    - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
+      exactly the same samples, and the evaluation has already read more than
+      `eval_ratio` times as many distinct samples: `x, y = next(iter(loader))` outside the
+      loop. Full-batch training (a GCN, L-BFGS) repeats its batch too, but its batch is the
+      training set, which is not smaller than the evaluation's (a GCN evaluates on the same
+      nodes); without any evaluation this cannot be told apart (give `dataset_size`);
     - *across workers*: at `patience` steps, more than `threshold` of one worker's samples are
       also in another worker's batch of the same step (a DistributedSampler missing: every
       rank reads the same batches, and the job trains on one worker's worth of data).
@@ -38,6 +44,7 @@ class DuplicateBatches(Rule):
     threshold: float = 0.9
     dataset_size: int | None = None
     patience: int = 2
+    eval_ratio: float = 2.0
 
     def reset(self) -> None:
         super().reset()
@@ -45,13 +52,45 @@ class DuplicateBatches(Rule):
         self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
         self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
         self._shared = 0  # steps in a row with workers sharing samples
+        self._fixed: tuple[frozenset[int], int] | None = (
+            None  # (the batch, saved TRAIN steps) while every batch was it
+        )
+        self._fixed_broken = False  # a training batch differed from the first one
+        self._eval_seen: set[int] = set()  # distinct samples of the evaluation
 
     def check(self, trial: TrialView, step: int) -> list[Finding] | None:
         if trial.mode(step) != Mode.TRAIN:
+            if trial.mode(step) == Mode.EVAL and not self._fixed_broken:
+                rows = trial.statistic(self.input_name, step, "sample_fingerprints")
+                if isinstance(rows, np.ndarray):
+                    self._eval_seen.update(int(v) for v in rows.reshape(-1))
+                fixed = self._fixed_batch(trial, step)
+                return None if fixed is None else [fixed]
             return None
         shared = self._across_workers(trial, step)
         within = self._within(trial, step)
-        return [f for f in (shared, within) if f is not None]
+        fixed = self._fixed_batch(trial, step)
+        return [f for f in (shared, within, fixed) if f is not None]
+
+    def _fixed_batch(self, trial: TrialView, step: int) -> Finding | None:
+        """The same training batch at every step while the evaluation reads more samples."""
+        if self._fixed is None or self._fixed_broken:
+            return None
+        batch, count = self._fixed
+        if count < self.patience + 1 or len(self._eval_seen) <= self.eval_ratio * len(batch):
+            return None
+        if not self.first("fixed"):
+            return None
+        return self.finding(
+            trial, step,
+            f"every one of the {count} saved training steps so far read the same {len(batch)} samples, while "
+            f"the evaluation read {len(self._eval_seen)} distinct samples: the model trains on one batch "
+            "(is the batch drawn once, x, y = next(iter(loader)), outside the training loop?)",
+            tensors=[self.input_name],
+            suggestion="Draw a new batch at every step: for x, y in loader: ... inside the epoch loop. "
+            "Full-batch training on purpose evaluates on no more samples than it trains on; pass "
+            "dataset_size to judge it.",
+        )  # fmt: skip
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`), for a run of one worker: the leading steps
@@ -66,6 +105,8 @@ class DuplicateBatches(Rule):
         vec, inp = Over(trial, name, steps), Over(trial, self.input_name, steps)
         saved = train & vec.raw  # check() reads the saved vector there
         cut = quiet_prefix(train & ~saved & inp.raw)  # to compute from the raw input: check()
+        if not self._fixed_broken:  # while every batch was the same, check() reads the evaluation
+            cut = min(cut, quiet_prefix((modes == int(Mode.EVAL)) & (vec.raw | inp.raw)))
         rows = np.flatnonzero(saved[:cut])
         if not len(rows):
             return cut
@@ -85,7 +126,13 @@ class DuplicateBatches(Rule):
                 return 0
             sizes = np.array([len(b) for b in batches], dtype=np.int64)
             flat = np.concatenate(batches).astype(np.int64)
-        rows, sizes = rows[sizes > 0], sizes[sizes > 0]  # an empty batch: check() skips it
+        keep = sizes > 0  # an empty batch: check() skips it
+        if not keep.all():
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            flat = np.concatenate(
+                [flat[bounds[i] : bounds[i + 1]] for i in np.flatnonzero(keep)] or [flat[:0]]
+            )
+            rows, sizes = rows[keep], sizes[keep]
         if not len(rows):
             return cut
         seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
@@ -107,11 +154,33 @@ class DuplicateBatches(Rule):
             hit |= mostly & (drawn < self.dataset_size)
         if hit.any():
             cut = min(cut, int(rows[int(np.argmax(hit))]))
+        if not self._fixed_broken:
+            cut = self._fixed_columns(flat, bounds, rows, cut)
         take = np.flatnonzero(rows < cut)
         if len(take):
             last = int(take[-1])
             self._seen.update(flat[: bounds[last + 1]].tolist())
             self._drawn = int(drawn[last] + sizes[last])
+        return cut
+
+    def _fixed_columns(self, flat: np.ndarray, bounds: np.ndarray, rows: np.ndarray, cut: int) -> int:
+        """The fixed-batch state after the training `rows` before `cut` (their fingerprints
+        `flat`, row i at bounds[i]:bounds[i + 1]), as check() keeps it. The evaluation steps
+        are check()'s while it holds: the new cut ends the prefix at the step after a
+        differing batch at the latest, so check() sees no evaluation before it."""
+        ref = self._fixed[0] if self._fixed is not None else None
+        count = self._fixed[1] if self._fixed is not None else 0
+        for i in range(len(rows)):
+            if int(rows[i]) >= cut:
+                break
+            batch = frozenset(flat[bounds[i] : bounds[i + 1]].tolist())
+            if ref is None or batch == ref:
+                ref, count = batch, count + 1
+                continue
+            self._fixed_broken, self._eval_seen = True, set()
+            break
+        if ref is not None:
+            self._fixed = (ref, count)
         return cut
 
     def _within(self, trial: TrialView, step: int) -> Finding | None:
@@ -120,6 +189,12 @@ class DuplicateBatches(Rule):
             return None
         batch = [int(v) for v in np.asarray(rows).reshape(-1)]
         n = len(batch)
+        if not self._fixed_broken:
+            now = frozenset(batch)
+            if self._fixed is None or self._fixed[0] == now:
+                self._fixed = (now, 1 + (0 if self._fixed is None else self._fixed[1]))
+            else:
+                self._fixed_broken, self._eval_seen = True, set()
         drawn = max(self._drawn, trial.mode_step(step) * n)  # samples drawn before this batch
         self._drawn = drawn + n
         repeats = 0

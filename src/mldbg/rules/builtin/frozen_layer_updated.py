@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import as_list, short_list
@@ -34,6 +35,12 @@ class FrozenLayerUpdated(Rule):
     throughout); a change above `atol` + `rtol` * |w| fires. Buffers (BatchNorm's running
     statistics) are not parameters and do not count: a frozen backbone left in training mode
     updates them, which is PyTorch's documented behaviour (see `train_in_eval_mode`).
+
+    Where no flag was recorded (gradients and weights saved raw, e.g. everything every 5
+    steps), a parameter whose saved gradient is exactly zero at `zero_gradient_steps`
+    consecutive saved training steps counts as frozen (`requires_grad_(False)` after a
+    backward, with `zero_grad(set_to_none=False)`, leaves a zero gradient the optimizer still
+    reads); the change between its last two saved training steps is judged as above.
     """
 
     needs = ("weights",)
@@ -41,11 +48,15 @@ class FrozenLayerUpdated(Rule):
     tensor_regex: list[str] | None = None
     rtol: float = 0.0
     atol: float = 0.0
+    zero_gradient_steps: int = 2
 
     def reset(self) -> None:
         super().reset()
         self._last: dict[str, tuple[int, bool]] = {}  # per parameter: (its TRAIN mode step, frozen then)
         self._patterns: list[re.Pattern[str]] | None = None
+        self._zero: dict[
+            str, int
+        ] = {}  # per parameter: saved training steps in a row with a zero raw gradient
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): per parameter, its `requires_grad` flag at
@@ -64,6 +75,7 @@ class FrozenLayerUpdated(Rule):
             over = Over(trial, name, steps)
             declared = any(p.search(name) for p in self._patterns)
             flag = over.stat("requires_grad")
+            interesting |= train & ~np.isfinite(flag) & Over(trial, f"gradient/{name}", steps).raw  # check()
             known = train & over.present & (declared | np.isfinite(flag))
             if not known.any():
                 continue
@@ -102,6 +114,8 @@ class FrozenLayerUpdated(Rule):
             declared = any(p.search(name) for p in self._patterns)
             flag = trial.saved_statistic(name, step, "requires_grad")
             if not declared and (flag is None or not math.isfinite(flag)):
+                flag = self._zero_gradient(trial, name, step)
+            if not declared and flag is None:
                 continue  # not known at this step (a fingerprint-only record, a raw run)
             frozen = declared or flag == 0.0
             last = self._last.get(name)
@@ -119,7 +133,13 @@ class FrozenLayerUpdated(Rule):
         if not moved:
             return None
         name, delta, scale = max(moved, key=lambda m: m[1] / (m[2] or 1.0))
-        why = "matches tensor_regex" if any(p.search(name) for p in self._patterns) else "requires_grad=False"
+        why = (
+            "matches tensor_regex"
+            if any(p.search(name) for p in self._patterns)
+            else f"its gradient was exactly 0 at {self._zero[name]} saved training steps in a row"
+            if name in self._zero
+            else "requires_grad=False"
+        )
         return self.finding(
             trial, step,
             f"{len(moved)} frozen parameter{'s' if len(moved) > 1 else ''} changed up to training step "
@@ -131,3 +151,17 @@ class FrozenLayerUpdated(Rule):
             "move them even with zero gradients; zero gradients with optimizer.zero_grad(set_to_none=True); "
             "freeze with p.requires_grad_(False) on each parameter, not an attribute on the module.",
         )  # fmt: skip
+
+    def _zero_gradient(self, trial: TrialView, name: str, step: int) -> float | None:
+        """0.0 (frozen) when the parameter's raw gradient was exactly zero at the last
+        `zero_gradient_steps` saved training steps, 1.0 when not; None without a raw gradient."""
+        try:
+            grad = trial.raw(f"gradient/{name}", step) if trial.has_tensor(f"gradient/{name}") else None
+        except MldbgError:
+            grad = None
+        if grad is None:
+            self._zero.pop(name, None)
+            return None
+        zero = grad.size > 0 and not np.any(grad)
+        self._zero[name] = self._zero.get(name, 0) + 1 if zero else 0
+        return 0.0 if self._zero[name] >= self.zero_gradient_steps else 1.0

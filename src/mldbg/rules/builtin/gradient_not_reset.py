@@ -15,6 +15,8 @@ from mldbg.rules.view import TrialView
 
 _RISING = 0.8  # share of consecutive steps whose norm rose
 _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
+_RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
+_SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
 
 
 @register
@@ -46,6 +48,22 @@ class GradientNotReset(Rule):
     `sample_change` stayed below `max_change` (its median over the window) while the global
     norm stood `min_sum_growth` times above its first saved values: a stale sum that grew.
     Full-batch training changes its gradient little too, but its norm does not grow so.
+
+    `optimizer.zero_grad()` called only every other step leaves a sawtooth instead: every
+    second gradient is the sum of two, so over `parity_window` consecutive statistics steps
+    the `sample_change` of one parity stays below that of the other and below 0.9 (all of
+    them, and by 1.8x in median: a sum of two changes by 0.5-0.8 of its norm, a fresh
+    gradient after the sum by about 1.5) while its norm is 1.2x larger. Healthy gradients
+    have no such parity; a siamese net fed alternating kinds of pairs has one in its changes
+    (1.0 against 3.1), but not below 0.9.
+
+    Where the gradients were saved raw at sparse steps (everything every 5 steps, no
+    statistics), the rule computes the same change itself, between consecutive saved
+    training steps 2 to 50 steps apart: over `raw_window` saved steps the global norm grew
+    more than `min_growth` times, never falling by more than 20%, while the weight gradients
+    changed by a median below `max_raw_change` of their norm. Fresh gradients 5 steps apart differ by 100-200% of
+    their norm (full-batch ones by 60-100%, at a flat norm); a sum without `zero_grad()`
+    changes by 5 fresh gradients over a norm that grew with the step (20-95%).
     """
 
     needs = ("gradients",)
@@ -54,6 +72,9 @@ class GradientNotReset(Rule):
     min_growth: float = 3.0
     max_change: float = 0.4
     min_sum_growth: float = 1.5
+    raw_window: int = 4
+    parity_window: int = 12
+    max_raw_change: float = 0.95
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -67,6 +88,16 @@ class GradientNotReset(Rule):
         self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
         self._first: list[float] = []  # the global norm at the first saved training steps
         self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
+        self._raw_prev: dict[
+            str, np.ndarray
+        ] = {}  # a fixed subsample of each weight gradient, last saved raw
+        self._raw_run: list[
+            tuple[int, float, float]
+        ] = []  # (step, global norm, median change since the last)
+        self._raw_gap_from = -(10**9)  # the mode step of the last saved raw gradient
+        self._parity: list[
+            tuple[int, float, float]
+        ] = []  # (mode step, global norm, median sample_change): consecutive
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -164,7 +195,7 @@ class GradientNotReset(Rule):
             return (prior + new)[-n:] if n > len(new) else new
 
         changes = np.array([o.stat("sample_change") for o in overs])
-        stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows])
+        stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows], ms)
         if stale is not None:
             cut = min(cut, int(rows[stale]))
         for p in np.flatnonzero(maybe).tolist():
@@ -179,6 +210,38 @@ class GradientNotReset(Rule):
             self._keep_stale_state(kept.tolist(), row, changes[:, rows[kept]], inc[:, rows[kept]], names)
         return cut
 
+    def _alternating(self, totals: np.ndarray, changes: np.ndarray) -> np.ndarray:
+        """Per window (rows of `parity_window` consecutive steps: global norms, median
+        sample_change), whether one parity of steps holds sums of two gradients."""
+        if self.accumulation_steps != 1 or totals.shape[1] < 4:
+            return np.zeros(len(totals), dtype=bool)
+        a, b, ta, tb = changes[:, 0::2], changes[:, 1::2], totals[:, 0::2], totals[:, 1::2]
+        k = min(a.shape[1], b.shape[1])
+        a, b, ta, tb = a[:, :k], b[:, :k], ta[:, :k], tb[:, :k]
+        swap = (np.median(a, axis=1) > np.median(b, axis=1))[:, None]
+        low, high = np.where(swap, b, a), np.where(swap, a, b)
+        t_low, t_high = np.where(swap, tb, ta), np.where(swap, ta, tb)
+        with np.errstate(invalid="ignore"):
+            return (
+                (low.max(axis=1) < np.minimum(high.min(axis=1), _SUM_OF_TWO))
+                & (np.median(high, axis=1) >= 1.8 * np.median(low, axis=1))
+                & (np.median(t_low, axis=1) >= 1.2 * np.median(t_high, axis=1))
+            )
+
+    def _parity_windows(self, seq: list[tuple[int, float, float]]) -> np.ndarray:
+        """`_alternating` over every window of `seq` ((mode step, norm, change)); a window
+        with a gap in the mode steps or a change missing is not judged."""
+        w = self.parity_window
+        if len(seq) < w:
+            return np.zeros(0, dtype=bool)
+        ms = np.array([m for m, _, _ in seq], dtype=np.int64)
+        tot = np.array([t for _, t, _ in seq])
+        chg = np.array([c for _, _, c in seq])
+        view = np.lib.stride_tricks.sliding_window_view
+        consecutive = (view(ms, w)[:, -1] - view(ms, w)[:, 0]) == w - 1
+        ok = consecutive & np.isfinite(view(chg, w)).all(axis=1) & np.isfinite(view(tot, w)).all(axis=1)
+        return ok & self._alternating(view(tot, w), view(chg, w))
+
     def _valid_changes(self, norms: dict[str, float], changes: dict[str, float]) -> float | None:
         """The median sample_change of the weight gradients of a step (`_stale_sum`), None when
         fewer than half of them have one."""
@@ -187,7 +250,7 @@ class GradientNotReset(Rule):
         return float(np.median(finite)) if 2 * len(finite) > len(weights) else None
 
     def _stale_candidate(
-        self, names: list[str], inc: np.ndarray, total: np.ndarray, changes: np.ndarray
+        self, names: list[str], inc: np.ndarray, total: np.ndarray, changes: np.ndarray, ms: np.ndarray
     ) -> int | None:
         """The first of the rows (steps check() judges) where `_stale_sum` may fire, screened
         with a margin for rounding (None: none)."""
@@ -204,6 +267,15 @@ class GradientNotReset(Rule):
             median = np.nanmedian(np.where(finite, changes, np.nan)[:, valid], axis=0)
         med = np.full(len(total), np.nan)
         med[valid] = median
+        seq = self._parity + [(int(m), float(t), float(c)) for m, t, c in zip(ms, total, med, strict=True)]
+        hits = np.flatnonzero(self._parity_windows(seq))
+        ends = hits + self.parity_window - 1 - len(self._parity)
+        alternating = int(ends[ends >= 0][0]) if (ends >= 0).any() else None
+        found = self._stale_window(total, med, valid)
+        return found if alternating is None else alternating if found is None else min(found, alternating)
+
+    def _stale_window(self, total: np.ndarray, med: np.ndarray, valid: np.ndarray) -> int | None:
+        """The first row where `_stale_sum`'s window may fire (see `_stale_candidate`)."""
         prior = self._changes
         seq_change = np.concatenate([[c for _, _, c in prior], med])
         seq_total = np.concatenate([[t for _, t, _ in prior], total])
@@ -259,9 +331,15 @@ class GradientNotReset(Rule):
             )
             if median is None:  # the screen above is exact; this keeps check()'s rule if not
                 self._changes = []
+                self._parity = []
             else:
                 self._changes.append((step, total, median))
                 del self._changes[: -self.window]
+                ms = kept[t][1]
+                if self._parity and self._parity[-1][0] != ms - 1:
+                    self._parity = []
+                self._parity.append((ms, total, median))
+                del self._parity[: -self.parity_window]
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -272,7 +350,7 @@ class GradientNotReset(Rule):
         }
         if not norms:
             return None
-        stale = self._stale_sum(trial, step, norms)
+        stale = self._stale_sum(trial, step, norms) or self._raw_sum(trial, step, norms)
         if stale is not None:
             return stale
         mode_step = trial.mode_step(step)
@@ -303,10 +381,29 @@ class GradientNotReset(Rule):
         median = self._valid_changes(norms, {n: c for n, c in saved.items() if isinstance(c, float)})
         if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
+            self._parity = []
             return None
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         self._changes.append((step, total, median))
         del self._changes[: -self.window]
+        mode_step = trial.mode_step(step)
+        if self._parity and self._parity[-1][0] != mode_step - 1:
+            self._parity = []
+        self._parity.append((mode_step, total, median))
+        del self._parity[: -self.parity_window]
+        if self._parity_windows(self._parity).any() and self.first("accumulating"):
+            seq = self._parity
+            low = sorted(seq[0::2] if seq[0][2] < seq[1][2] else seq[1::2], key=lambda r: r[0])
+            return self.finding(
+                trial, step,
+                f"over {len(seq)} consecutive training steps (train steps {seq[0][0]}-{seq[-1][0]}) every second "
+                f"gradient changed by a median {100 * float(np.median([c for _, _, c in low])):.0f}% of its norm "
+                f"from the step before, and the others by "
+                f"{100 * float(np.median([c for m, _, c in seq if (m - low[0][0]) % 2])):.0f}%, with a larger "
+                "norm at the first: every second gradient is the sum of two, as when optimizer.zero_grad() "
+                "is called only every other step",
+                tensors=weights,
+            )  # fmt: skip
         if len(self._changes) < self.window or not self._first:
             return None
         change = float(np.median([c for _, _, c in self._changes]))
@@ -323,5 +420,59 @@ class GradientNotReset(Rule):
             f"(mini-batch gradients differ by 60-200%), while the global gradient norm stood at "
             f"{level / start:.1f}x its first value ({start:.3g} -> {level:.3g}): each gradient is a growing "
             "sum that a fresh batch barely changes, as when optimizer.zero_grad() is missing",
+            tensors=weights,
+        )  # fmt: skip
+
+    def _raw_sum(self, trial: TrialView, step: int, norms: dict[str, float]) -> Finding | None:
+        """The change between saved raw gradients, at any gap between them (see the class doc)."""
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        now: dict[str, np.ndarray] = {}
+        for n in weights:
+            raw = trial.raw(n, step)
+            if raw is None:
+                self._raw_prev, self._raw_run = {}, []  # statistics only: not this path
+                return None
+            flat = np.asarray(raw, dtype=np.float64).reshape(-1)
+            if flat.size > 4096:
+                flat = flat[np.linspace(0, flat.size - 1, 4096).astype(np.int64)]
+            now[n] = flat
+        total = math.sqrt(sum(v * v for v in norms.values()))
+        changes = [
+            float(np.linalg.norm(now[n] - self._raw_prev[n]) / size)
+            for n in weights
+            if n in self._raw_prev and self._raw_prev[n].shape == now[n].shape
+            and (size := float(np.linalg.norm(now[n]))) > 0
+        ]  # fmt: skip
+        self._raw_prev = now
+        mode_step, gap = trial.mode_step(step), trial.mode_step(step) - self._raw_gap_from
+        self._raw_gap_from = mode_step
+        if 2 * len(changes) <= len(weights):
+            self._raw_run = [(step, total, math.nan)]
+            return None
+        if self._raw_run and not 2 <= gap <= _RAW_MAX_GAP:
+            self._raw_run = [
+                (step, total, math.nan)
+            ]  # consecutive: the norms' own path; far apart: unrelated
+            return None
+        self._raw_run.append((step, total, float(np.median(changes))))
+        del self._raw_run[: -self.raw_window]
+        if len(self._raw_run) < self.raw_window:
+            return None
+        totals = [t for _, t, _ in self._raw_run]
+        first, last = totals[0], total
+        change = float(np.median([c for _, _, c in self._raw_run[1:]]))
+        if not (first > 0 and last >= self.min_growth * first and change < self.max_raw_change):
+            return None
+        if min(b / a for a, b in zip(totals, totals[1:], strict=False)) < 1 - _MAX_DROP:
+            return None  # a sum of many gradients barely shrinks between saved steps
+        if not self.first("accumulating"):
+            return None
+        return self.finding(
+            trial, step,
+            f"over {self.raw_window} saved training steps ({self._raw_run[0][0]}-{step}) the global gradient "
+            f"norm grew {last / first:.1f}x ({', '.join(f'{t:.3g}' for _, t, _ in self._raw_run)}) while the "
+            f"weight gradients changed by a median {100 * change:.0f}% of their norm from one saved step to "
+            "the next (fresh mini-batch gradients differ by 100-200%): each gradient is a growing sum, as "
+            "when optimizer.zero_grad() is missing",
             tensors=weights,
         )  # fmt: skip

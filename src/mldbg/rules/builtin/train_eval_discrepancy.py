@@ -26,7 +26,7 @@ class TrainEvalDiscrepancy(Rule):
     healthy dropout changes the scale by at most 1 / (1 - p).
 
     Judges an evaluation at the next TRAIN statistics step, only after `min_train_steps`
-    TRAIN steps (BatchNorm's running statistics need a few steps to follow the data), and
+    TRAIN steps (the training steps run, saved or not) (BatchNorm's running statistics need a few steps to follow the data), and
     fires after `patience` EVAL steps in a row; the finding is dated at the EVAL step. Reads
     the `mean` and `variance` statistics the two-line PyTorch hook records for activation
     inputs and model outputs in both modes (or raw tensors).
@@ -64,7 +64,7 @@ class TrainEvalDiscrepancy(Rule):
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
         if mode == Mode.EVAL:
-            if self._train_steps >= self.min_train_steps and self._before:
+            if self._before:
                 scales = self._scales(trial, step)
                 if scales:
                     self._pending.append((step, scales))
@@ -77,6 +77,8 @@ class TrainEvalDiscrepancy(Rule):
             return None  # not a statistics step: the evaluations wait for one
         pending, self._pending = self._pending, []
         before, self._before = self._before, after
+        if trial.mode_step(step) < self.min_train_steps:
+            return None  # counted in training steps, saved or not (the statistics may be sparse)
         for eval_step, scales in pending:
             found = self._judge(trial, eval_step, scales, before, after)
             if found is not None:

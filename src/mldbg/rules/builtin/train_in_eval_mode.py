@@ -8,7 +8,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import Over
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 
 KINDS = {"dropout": "Dropout", "norm": "BatchNorm/InstanceNorm"}
@@ -30,6 +30,12 @@ class TrainInEvalMode(Rule):
     probe whose Dropout and BatchNorm sit in a frozen backbone, trains the same in eval mode).
     Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
     must be in eval mode.
+
+    Without those statistics (weights saved raw, e.g. everything every 5 steps), the same bug
+    shows as weights that change between two saved EVAL (or PREDICT) steps with only steps of
+    that mode between them (the global step advanced as much as the mode's step): nothing but
+    an optimizer changes a model's weights, and no TRAIN step ran. Fires at `patience` such
+    pairs in a row.
     """
 
     patience: int = 2
@@ -40,6 +46,9 @@ class TrainInEvalMode(Rule):
         self._streak = 0  # TRAIN statistics steps in a row with modules in eval mode
         self._outside = 0  # EVAL/PREDICT steps in a row in which an optimizer stepped
         self._first: int | None = None
+        # mode -> (step, mode step, a fixed subsample of each weight) at its last saved raw step
+        self._weights: dict[Mode, tuple[int, int, dict[str, np.ndarray]]] = {}
+        self._moved = 0  # such pairs in a row in which weights changed
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): the saved counts of all `steps` read as
@@ -75,12 +84,22 @@ class TrainInEvalMode(Rule):
             bad = in_eval / np.where(total > 0, total, 1.0) > self.threshold
             outside = (stepped > 0) & (relevant > 0)
         train = modes == int(Mode.TRAIN)
+        weights = trial.names("weights")
+        if weights:  # raw weights at an EVAL or PREDICT step: check() compares them
+            n = min(n, quiet_prefix(~train & Over(trial, weights[0], steps).raw))
         judged = total > 0
         streak, out, first = self._streak, self._outside, self._first
         fired_modules, fired_optimizer = "modules" in self._fired, "optimizer" in self._fired
         k = n
         for i, (is_train, is_judged, is_bad, is_out, doubt) in enumerate(
-            zip(train.tolist(), judged.tolist(), bad.tolist(), outside.tolist(), unsure.tolist(), strict=True)
+            zip(
+                train[:n].tolist(),
+                judged[:n].tolist(),
+                bad[:n].tolist(),
+                outside[:n].tolist(),
+                unsure[:n].tolist(),
+                strict=True,
+            )
         ):
             if doubt:
                 k = i
@@ -139,6 +158,9 @@ class TrainInEvalMode(Rule):
                 "switched the model to eval); to keep a part of the model in eval on purpose, freeze its "
                 "parameters (requires_grad=False) too.",
             )  # fmt: skip
+        moved = self._moved_in(trial, step, mode)
+        if moved is not None:
+            return moved
         stepped = trial.saved_statistic("optimizer_step", step, "sum")
         relevant = sum(trial.saved_statistic(f"module_training/{k}", step, "count") or 0.0 for k in KINDS)
         if stepped is None or not stepped > 0 or not relevant > 0:
@@ -153,6 +175,44 @@ class TrainInEvalMode(Rule):
             f"the optimizer stepped at {self._outside} steps in a row recorded as {mode.name} (steps "
             f"{self._first}-{step}): the model was in eval mode (model.training False) while it trained",
             tensors=["optimizer_step"],
+            suggestion="Call model.train() before the training loop resumes after validation (eval mode "
+            "turns dropout off and freezes BatchNorm's statistics), or hook.set_mode(mldbg.Mode.TRAIN) if "
+            "eval mode during training is intended.",
+        )  # fmt: skip
+
+    def _moved_in(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
+        """Weights saved raw at this EVAL/PREDICT step that differ from the last saved step of
+        the mode, with only steps of that mode between (see the class doc)."""
+        now: dict[str, np.ndarray] = {}
+        for name in trial.names("weights", step=step):
+            raw = trial.raw(name, step)
+            if raw is None:
+                continue
+            flat = np.asarray(raw, dtype=np.float64).reshape(-1)
+            now[name] = (
+                flat[np.linspace(0, flat.size - 1, 4096).astype(np.int64)] if flat.size > 4096 else flat
+            )
+        if not now:
+            return None
+        mode_step = trial.mode_step(step)
+        last = self._weights.get(mode)
+        self._weights[mode] = (step, mode_step, now)
+        if last is None or step - last[0] != mode_step - last[1]:
+            return None  # another mode's steps ran between: training may have changed them
+        changed = [
+            n for n, v in now.items()
+            if n in last[2] and last[2][n].shape == v.shape and not np.array_equal(v, last[2][n], equal_nan=True)
+        ]  # fmt: skip
+        self._moved = self._moved + 1 if changed else 0
+        self._first = step if self._moved == 1 else self._first
+        if self._moved < self.patience or not self.first("optimizer"):
+            return None
+        return self.finding(
+            trial, step,
+            f"{len(changed)} of {len(now)} weights changed between saved {mode.name} steps with no training step "
+            f"between them, at {self._moved} such steps in a row ({self._first}-{step}): the model trained while "
+            "in eval mode (model.training False; the hook follows it)",
+            tensors=changed[:20],
             suggestion="Call model.train() before the training loop resumes after validation (eval mode "
             "turns dropout off and freezes BatchNorm's statistics), or hook.set_mode(mldbg.Mode.TRAIN) if "
             "eval mode during training is intended.",
