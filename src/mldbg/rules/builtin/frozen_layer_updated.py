@@ -37,7 +37,8 @@ class FrozenLayerUpdated(Rule):
     updates them, which is PyTorch's documented behaviour (see `train_in_eval_mode`).
 
     Where no flag was recorded (gradients and weights saved raw, e.g. everything every 5
-    steps), a parameter whose saved gradient is exactly zero at `zero_gradient_steps`
+    steps), a parameter whose saved gradient is exactly zero, or no longer saved while other
+    gradients are (the hook saves none for a frozen parameter), at `zero_gradient_steps`
     consecutive saved training steps counts as frozen (`requires_grad_(False)` after a
     backward, with `zero_grad(set_to_none=False)`, leaves a zero gradient the optimizer still
     reads); the change between its last two saved training steps is judged as above.
@@ -54,6 +55,7 @@ class FrozenLayerUpdated(Rule):
         super().reset()
         self._last: dict[str, tuple[int, bool]] = {}  # per parameter: (its TRAIN mode step, frozen then)
         self._patterns: list[re.Pattern[str]] | None = None
+        self._gradients_here: set[str] | None = None
         self._zero: dict[
             str, int
         ] = {}  # per parameter: saved training steps in a row with a zero raw gradient
@@ -75,7 +77,9 @@ class FrozenLayerUpdated(Rule):
             over = Over(trial, name, steps)
             declared = any(p.search(name) for p in self._patterns)
             flag = over.stat("requires_grad")
-            interesting |= train & ~np.isfinite(flag) & Over(trial, f"gradient/{name}", steps).raw  # check()
+            if trial.has_tensor(f"gradient/{name}"):  # check() reads the raw gradients, or their absence
+                grad = Over(trial, f"gradient/{name}", steps)
+                interesting |= train & ~np.isfinite(flag) & (grad.raw | (over.present & ~grad.present))
             known = train & over.present & (declared | np.isfinite(flag))
             if not known.any():
                 continue
@@ -110,6 +114,7 @@ class FrozenLayerUpdated(Rule):
             self._patterns = [re.compile(r) for r in as_list(self.tensor_regex)]
         mode_step = trial.mode_step(step)
         moved: list[tuple[str, float, float]] = []
+        self._gradients_here = None  # the gradients saved at this step, read once when needed
         for name in trial.names(("weights", "biases"), step=step):
             declared = any(p.search(name) for p in self._patterns)
             flag = trial.saved_statistic(name, step, "requires_grad")
@@ -136,7 +141,7 @@ class FrozenLayerUpdated(Rule):
         why = (
             "matches tensor_regex"
             if any(p.search(name) for p in self._patterns)
-            else f"its gradient was exactly 0 at {self._zero[name]} saved training steps in a row"
+            else f"its gradient was exactly 0, or not saved, at {self._zero[name]} saved training steps in a row"
             if name in self._zero
             else "requires_grad=False"
         )
@@ -153,15 +158,27 @@ class FrozenLayerUpdated(Rule):
         )  # fmt: skip
 
     def _zero_gradient(self, trial: TrialView, name: str, step: int) -> float | None:
-        """0.0 (frozen) when the parameter's raw gradient was exactly zero at the last
-        `zero_gradient_steps` saved training steps, 1.0 when not; None without a raw gradient."""
-        try:
-            grad = trial.raw(f"gradient/{name}", step) if trial.has_tensor(f"gradient/{name}") else None
-        except MldbgError:
-            grad = None
-        if grad is None:
+        """0.0 (frozen) when the parameter's raw gradient was exactly zero, or no longer saved
+        while other gradients were (the hook saves none for `requires_grad=False`), at the last
+        `zero_gradient_steps` saved training steps; 1.0 when not; None without raw gradients."""
+        key = f"gradient/{name}"
+        if not trial.has_tensor(key):
             self._zero.pop(name, None)
             return None
-        zero = grad.size > 0 and not np.any(grad)
+        if self._gradients_here is None:
+            self._gradients_here = set(trial.names("gradients", step=step))
+        if key not in self._gradients_here:
+            if not self._gradients_here:  # no gradient saved at this step: nothing known
+                return None
+            zero = True
+        else:
+            try:
+                grad = trial.raw(key, step)
+            except MldbgError:
+                grad = None
+            if grad is None:
+                self._zero.pop(name, None)
+                return None
+            zero = grad.size > 0 and not np.any(grad)
         self._zero[name] = self._zero.get(name, 0) + 1 if zero else 0
         return 0.0 if self._zero[name] >= self.zero_gradient_steps else 1.0

@@ -323,8 +323,8 @@ class GradientNotReset(Rule):
         start = int(gaps[-1]) + 1 if len(gaps) else 0
         if len(gaps):
             self._changes = []
-        for t in range(max(start, len(kept) - self.window), len(kept)):
-            step, _, step_norms = row(kept[t])
+        for t in range(max(start, len(kept) - max(self.window, self.parity_window)), len(kept)):
+            step, ms, step_norms = row(kept[t])
             total = math.sqrt(sum(v * v for v in step_norms.values()))
             median = self._valid_changes(
                 step_norms, {n: float(changes[i, t]) for i, n in enumerate(names) if n in step_norms}
@@ -335,7 +335,6 @@ class GradientNotReset(Rule):
             else:
                 self._changes.append((step, total, median))
                 del self._changes[: -self.window]
-                ms = kept[t][1]
                 if self._parity and self._parity[-1][0] != ms - 1:
                     self._parity = []
                 self._parity.append((ms, total, median))
