@@ -224,6 +224,10 @@ def _claim(store: Any, hook: dict[str, Any], overwrite: bool, resume: bool) -> N
         raise click.UsageError(
             "--overwrite replaces the earlier run, --resume continues it: give one of them"
         )
+    try:
+        claim.refuse_live(store, store.children(layout.WORKERS), "--overwrite or --resume")
+    except InvalidConfig as e:
+        raise click.UsageError(str(e)) from None
     workers = claim.run_workers(store)
     if not workers:
         return
