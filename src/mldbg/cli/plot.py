@@ -74,10 +74,10 @@ def plot(
       mldbg plot runs/exp1 confusion --mode eval --slider
     """
     from mldbg import insight
-    from mldbg.cli.runs import check_run_path
+    from mldbg.cli.runs import open_run
 
     try:
-        check_run_path(path)
+        open_run(path)
         pages, folder = _targets(kind, names, output)
         shared = plotlyjs == "shared" or (plotlyjs is None and folder)
         for name, target in pages:

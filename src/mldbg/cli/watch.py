@@ -177,8 +177,10 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
     1 when a rule found an error (with --strict also a warning), 2 on a usage error (a bad
     rule, parameter or config), 3 when the run never appeared (--wait-timeout).
     """
+    from mldbg.cli.runs import refuse_folder_of_runs
     from mldbg.watch.watcher import WatchTimeout
 
+    refuse_folder_of_runs(path)
     try:
         specs, actions = build(**options)
         watcher = make_watcher(

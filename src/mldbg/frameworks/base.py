@@ -26,7 +26,7 @@ import numpy as np
 
 from mldbg.closing import close_at_exit, still_open
 from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
-from mldbg.frameworks.session import Session, Worker
+from mldbg.frameworks.session import Session, Worker, checked_settings
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import Timeline
 from mldbg.record.recorder import Recorder
@@ -73,12 +73,12 @@ class Adapter:
         (`flush_seconds`, `max_queue_bytes`, `when_full`, `stop_check_seconds`) and the S3
         store's (`spill_max_bytes`, ...)."""
         super().__init__()  # the framework's callback class, where there is one
-        self._settings: dict[str, Any] = dict(
+        self._settings: dict[str, Any] = checked_settings(dict(
             save_config=save_config, include_collections=include_collections, include_regex=include_regex,
             reduction_config=reduction_config, save_all=save_all, include_workers=include_workers,
             collection_configs=collection_configs, profiler_config=profiler_config, rules=rules,
             actions=actions, overwrite=overwrite, resume=resume, **options,
-        )  # fmt: skip
+        ))  # fmt: skip
         self._closed = False
         self._setup()
         self._open_run(out_dir)

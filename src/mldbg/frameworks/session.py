@@ -71,6 +71,9 @@ class Session:
         """`settings`: the Recorder's keywords (`overwrite` and `resume` among them: a run
         already in `out_dir` is refused without one), and the store's (S3) options."""
         _refuse_unknown(settings)
+        settings = checked_settings(settings)
+        if profiler_config is not None:
+            profiler_config = _as_config("profiler_config", profiler_config, ProfilerConfig)
         recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
         store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
         check_out_dir(out_dir)
@@ -112,6 +115,50 @@ class Session:
             if self.watcher is not None:
                 self.watcher.stop(timeout=10)
                 self.watcher = None
+
+
+def checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The hook's settings with their types checked where a wrong one would fail only later (at
+    the first step) or silently: a `save_config`, `reduction_config` or `collection_configs`
+    entry may be given as a mapping (as in a JSON config) and is built, and checked, here;
+    `overwrite`, `resume`, `save_all` are True or False."""
+    from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
+
+    out = dict(settings)
+    for key, cls in (
+        ("save_config", SaveConfig),
+        ("reduction_config", ReductionConfig),
+        ("profiler_config", ProfilerConfig),
+    ):
+        if out.get(key) is not None:
+            out[key] = _as_config(key, out[key], cls)
+    configs = out.get("collection_configs")
+    if configs is not None:
+        if isinstance(configs, (str, bytes, Mapping, CollectionConfig)) or not hasattr(configs, "__iter__"):
+            raise InvalidConfig(
+                f"collection_configs must be a list of mldbg.CollectionConfig(name, include_regex=...), got {configs!r}"
+            )
+        out["collection_configs"] = [_as_config("collection_configs", c, CollectionConfig) for c in configs]
+    if out.get("rules") is not None:
+        from mldbg.watch.inprocess import checked_rules
+
+        out["rules"] = checked_rules(out["rules"])
+    for key in ("overwrite", "resume", "save_all"):
+        if key in out and not isinstance(out[key], bool):
+            raise InvalidConfig(f"hook option {key}={out[key]!r} must be True or False")
+    return out
+
+
+def _as_config(key: str, value: Any, cls: type[Any]) -> Any:
+    """`value` as a `cls`: itself, or built from a mapping of its settings (checked there)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        return cls.from_dict(value)
+    raise InvalidConfig(
+        f"hook option {key}={value!r} must be a mldbg.{cls.__name__}(...) (or a mapping of its settings), "
+        f"not a {type(value).__name__}"
+    )
 
 
 def _refuse_unknown(settings: Mapping[str, Any]) -> None:
