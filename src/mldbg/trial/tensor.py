@@ -34,6 +34,7 @@ class Tensor:
 
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps where it was saved; with a mode, that mode's own steps."""
+        mode = None if mode is None else Mode.parse(mode)
         if mode is None or mode == Mode.GLOBAL:
             return np.unique(self.trial.records(self.name).step).tolist()
         return np.unique(self.trial.records(self.name, mode=mode).mode_step).tolist()
