@@ -72,3 +72,35 @@ def test_modes_and_reductions_are_named_with_the_closest_everywhere(tmp_path):
         mldbg.SaveConfig(end_step=-1)
     with pytest.raises(InvalidConfig, match="save_steps must be a list of steps"):
         mldbg.SaveConfig(save_steps=5)
+
+
+def test_a_schedule_setting_given_to_the_hook_says_where_it_goes(tmp_path):
+    from mldbg.torch import Hook
+
+    with pytest.raises(
+        InvalidConfig,
+        match=r"save_interval is a setting of the save schedule: save_config=mldbg\.SaveConfig\(save_interval=\.\.\.\)",
+    ):
+        Hook(tmp_path / "a", save_interval=10)
+    with pytest.raises(InvalidConfig, match="did you mean 'save_all'"):
+        Hook(tmp_path / "b", save_al=True)
+    with pytest.raises(InvalidConfig, match="did you mean 'statistics_budget'"):
+        Hook(tmp_path / "c", statistics_budgte=0.1)
+
+
+@pytest.mark.parametrize("module", ["mldbg.lightning", "mldbg.transformers"])
+def test_trainer_callbacks_check_their_options_when_built(module, tmp_path):
+    """A trainer's callback builds its hook when the fit starts: its options are checked when
+    the callback is made, not after the trainer has set up."""
+    callback = importlib.import_module(module).DebuggerCallback
+    for options, message in [
+        ({"statistics_budgte": 0.1}, "did you mean 'statistics_budget'?"),
+        ({"save_interval": 3}, "save_config=mldbg.SaveConfig(save_interval=...)"),
+        ({"rules": ["dead_rellu"]}, "did you mean dead_relu?"),
+        ({"save_config": {"save_intervl": 3}}, "did you mean 'save_interval'?"),
+    ]:
+        with pytest.raises(InvalidConfig) as raised:
+            callback(tmp_path, **options)
+        assert message in str(raised.value), raised.value
+    made = callback(tmp_path, statistics_budget=0.1, save_config={"save_interval": 3})
+    assert made.hook_options["save_config"] == mldbg.SaveConfig(save_interval=3)

@@ -77,7 +77,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         super().__init__()
         self.out_dir = out_dir
-        self.hook_options = hook_options
+        self.hook_options = TrainerHook.check_options(hook_options)  # now, not when the fit starts
         self.hook: TrainerHook | None = None
         self._used = False
         self._warned = False

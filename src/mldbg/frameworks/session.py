@@ -13,11 +13,11 @@ import dataclasses
 import difflib
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import NoTimeline, Timeline
 from mldbg.record.recorder import Recorder
@@ -117,6 +117,19 @@ class Session:
                 self.watcher = None
 
 
+def check_options(options: Mapping[str, Any], adapter_keywords: Iterable[str]) -> dict[str, Any]:
+    """A hook's options checked without opening its run (a trainer's callback builds its hook
+    only when the fit starts): every name known, each value as `checked_settings` wants it."""
+    known = set(adapter_keywords) | RECORDER_KEYWORDS | STORE_KEYWORDS
+    for name in options:
+        if name not in known:
+            raise InvalidConfig(
+                f"unknown hook option {name!r}{_option_hint(name, known)} (the options: "
+                f"{', '.join(sorted(known - STORE_KEYWORDS))}; an s3:// run's: {', '.join(sorted(STORE_KEYWORDS))})"
+            )
+    return checked_settings(options)
+
+
 def checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The hook's settings with their types checked where a wrong one would fail only later (at
     the first step) or silently: a `save_config`, `reduction_config` or `collection_configs`
@@ -166,9 +179,22 @@ def _refuse_unknown(settings: Mapping[str, Any]) -> None:
     known = RECORDER_KEYWORDS | STORE_KEYWORDS
     for name in settings:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = _option_hint(name, known)
             raise InvalidConfig(
                 f"unknown hook option {name!r}{hint} (the writer's: {', '.join(sorted(RECORDER_KEYWORDS))}; "
                 f"an s3:// run's: {', '.join(sorted(STORE_KEYWORDS))})"
             )
+
+
+def _option_hint(name: str, known: Iterable[str]) -> str:
+    """The closest hook option to `name`; a setting of `SaveConfig` closer than any option
+    (`save_interval`, as smdebug users may pass it) is shown where it goes."""
+    from mldbg.config import SaveConfig
+
+    def best(options: Iterable[str]) -> tuple[float, str]:
+        return max(((difflib.SequenceMatcher(None, name, o).ratio(), o) for o in options), default=(0.0, ""))
+
+    field_score, field = best(f.name for f in dataclasses.fields(SaveConfig))
+    if field_score >= 0.8 and field_score > best(known)[0]:
+        return f"; {field} is a setting of the save schedule: save_config=mldbg.SaveConfig({field}=...)"
+    return did_you_mean(name, sorted(known))

@@ -30,7 +30,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -78,6 +78,7 @@ class Hook(Adapter):
     the cost."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
+    own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")
 
     def _worker(self) -> Worker:
         return Worker(f"torch-{torch.__version__}", *_rank_and_world())

@@ -45,7 +45,7 @@ class DebuggerCallback(TrainerCallback):
 
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         self.out_dir = out_dir
-        self.hook_options = hook_options
+        self.hook_options = TrainerHook.check_options(hook_options)  # now, not when the fit starts
         self.hook: TrainerHook | None = None
         self._handle: Any = None
         self._pending: list[torch.Tensor] = []  # micro-batch losses of the open TRAIN step
