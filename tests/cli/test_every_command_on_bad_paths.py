@@ -102,3 +102,35 @@ def test_export_says_its_own_options(sweep, tmp_path):
     assert "did you mean 'losses'?" in one_line(res, "export")
     res = runner.invoke(cli, ["export", run, "csv", "-o", str(tmp_path / "t.csv"), "--collection", "losses"])
     assert res.exit_code == 0, res.output
+
+
+def test_more_first_run_mistakes_are_usage_errors(sweep, tmp_path):
+    """A file as `mldbg run --out` or as a dashboard PATH, a step range that selects nothing,
+    a --step that `plot distribution` would ignore, a bad regex of `ls` (before any output)."""
+    run = str(sweep / "lr0.1")
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    runner = CliRunner()
+    res = runner.invoke(cli, ["run", "--out", str(script), "--", sys.executable, str(script)])
+    line = one_line(res, "run")
+    assert f"{script} is a file, not a run: give --out a directory" in line and "ran" not in res.output
+    res = runner.invoke(cli, ["dashboard", str(script), "--port", "0"])
+    assert f"{script} is a file, not a run" in one_line(res, "dashboard")
+    res = runner.invoke(cli, ["check", run, "--start-step", "500"])
+    assert "--start-step 500 selects no step of" in one_line(res, "check")
+    res = runner.invoke(cli, ["check", run, "--start-step", "5", "--end-step", "2"])
+    assert "--end-step 2 is not after --start-step 5" in one_line(res, "check")
+    res = runner.invoke(
+        cli, ["check", run, "--start-step", "3", "--end-step", "6", "--rule", "exploding_tensor"]
+    )
+    import mldbg
+
+    inside = [s for s in mldbg.create_trial(run).steps() if 3 <= s < 6]
+    assert res.exit_code == 0 and f"over {len(inside)} steps of" in res.stderr, res.output
+    assert len(inside) < len(mldbg.create_trial(run).steps())
+    res = runner.invoke(
+        cli, ["plot", run, "distribution", "fc1.weight", "--step", "3", "-o", str(tmp_path / "d.html")]
+    )
+    assert "takes no --step" in one_line(res, "plot") and not (tmp_path / "d.html").exists()
+    res = runner.invoke(cli, ["ls", run, "--regex", "[bad"])
+    assert "invalid regex '[bad'" in one_line(res, "ls") and res.stdout == ""

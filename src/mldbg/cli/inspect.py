@@ -43,6 +43,7 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     """List a run's steps, workers, collections and tensors."""
     trial = _open(path)
     _collection(trial, collection)
+    names = trial.tensor_names(regex=regex, collection=collection)  # a bad regex: before any output
     steps = trial.steps()
     state = "finished" if trial.loaded_all_steps else "still being written (or stopped early)"
     lost = trial.lost()
@@ -63,7 +64,7 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
         if c != "all":
             click.echo(f"  {c:<20} {len(names)} tensors")
     click.echo("tensors:")
-    for name in trial.tensor_names(regex=regex, collection=collection):
+    for name in names:
         t = trial.tensor(name)
         ts = t.steps()
         click.echo(f"  {name:<40} {len(ts)} steps")

@@ -126,6 +126,11 @@ def _figure(
     if not name:
         raise InvalidConfig(f"mldbg plot {kind} needs a tensor NAME (see: mldbg ls {path})")
     if kind == "distribution":
+        if steps:  # it draws every saved step: a --step would be silently ignored
+            raise InvalidConfig(
+                "mldbg plot distribution draws every saved step and takes no --step; "
+                f"for the values at some steps: mldbg plot {path} histograms {name} --step N"
+            )
         return insight.distribution(trial, name, mode=mode, worker=worker)
     if kind == "histograms":
         return insight.histograms(

@@ -19,15 +19,20 @@ if TYPE_CHECKING:
     from mldbg.trial import Trial
 
 
+def refuse_file(path: str, what: str = "give the directory the hook recorded into (its out_dir)") -> None:
+    """Refuse a local PATH that is a file: a run is a folder (also one not written yet)."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    if Path(path.removeprefix("file://")).expanduser().is_file():
+        raise RunNotFound(f"{path} is a file, not a run: {what}")
+
+
 def check_run_path(path: str) -> None:
     """Refuse a local PATH that does not exist or is a file (URLs are checked by reading)."""
     if "://" in path and not path.startswith("file://"):
         return
     local = Path(path.removeprefix("file://")).expanduser()
-    if local.is_file():
-        raise RunNotFound(
-            f"{path} is a file, not a run: give the directory the hook recorded into (its out_dir)"
-        )
+    refuse_file(path)
     if not local.exists():
         parent = next((p for p in local.absolute().parents if p.exists()), None)
         raise RunNotFound(f"no run at {path}: the path does not exist (check the path){_near(local, parent)}")
