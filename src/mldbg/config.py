@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 from mldbg.store.reductions import NORMS, STATISTICS
 
 
@@ -35,6 +35,7 @@ class Mode(enum.IntEnum):
         except (KeyError, ValueError):
             raise InvalidConfig(
                 f"unknown mode {value!r}: use one of {', '.join(m.name for m in cls)}"
+                + did_you_mean(value, [m.name for m in cls])
             ) from None
 
 
@@ -53,10 +54,15 @@ class SaveConfig:
     mode_save_configs: Mapping[Mode, SaveConfig] | None = None
 
     def __post_init__(self) -> None:
-        if int(self.save_interval) < 1:
-            raise InvalidConfig(f"SaveConfig.save_interval must be >= 1, got {self.save_interval}")
+        object.__setattr__(self, "save_interval", _whole("save_interval", self.save_interval, 1))
+        object.__setattr__(self, "start_step", _whole("start_step", self.start_step, 0))
+        if self.end_step is not None:
+            object.__setattr__(self, "end_step", _whole("end_step", self.end_step, 0))
         if self.save_steps is not None:
-            object.__setattr__(self, "save_steps", tuple(sorted({int(s) for s in self.save_steps})))
+            steps = self.save_steps
+            if isinstance(steps, (int, str)) or not hasattr(steps, "__iter__"):
+                raise InvalidConfig(f"SaveConfig.save_steps must be a list of steps, got {steps!r}")
+            object.__setattr__(self, "save_steps", tuple(sorted({_whole("save_steps", s, 0) for s in steps})))
         if self.mode_save_configs is not None:
             modes = {Mode.parse(k): _as_save_config(v) for k, v in self.mode_save_configs.items()}
             object.__setattr__(self, "mode_save_configs", modes)
@@ -83,10 +89,19 @@ class SaveConfig:
             data["mode_save_configs"] = {Mode.parse(k): cls.from_dict(v) for k, v in modes.items()}
         if isinstance(data.get("save_steps"), str):
             data["save_steps"] = [int(s) for s in data["save_steps"].split(",") if s.strip()]
-        for key in ("save_interval", "start_step", "end_step"):
-            if data.get(key) is not None:
-                data[key] = int(data[key])
         return cls(**data)
+
+
+def _whole(key: str, value: Any, low: int) -> int:
+    """A SaveConfig step setting as an int >= `low` (a whole float or numeric text is taken)."""
+    try:
+        number = int(value)
+        whole = not isinstance(value, bool) and float(value) == number
+    except (TypeError, ValueError):
+        whole = False
+    if not whole or number < low:
+        raise InvalidConfig(f"SaveConfig.{key} must be a whole number >= {low}, got {value!r}")
+    return number
 
 
 def _as_save_config(value: SaveConfig | Mapping[str, Any]) -> SaveConfig:
@@ -127,6 +142,7 @@ class ReductionConfig:
             if bad:
                 raise InvalidConfig(
                     f"ReductionConfig.{attr}: unknown {bad}; choose from {', '.join(allowed)}"
+                    + did_you_mean(bad[0], allowed)
                 )
             object.__setattr__(self, attr, values)
 
@@ -189,4 +205,8 @@ def compile_patterns(regexes: Iterable[str], where: str) -> tuple[re.Pattern[str
 def _check_keys(what: str, data: Mapping[str, Any], allowed: set[str]) -> None:
     unknown = set(data) - allowed
     if unknown:
-        raise InvalidConfig(f"{what}: unknown setting(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        first = sorted(unknown)[0]
+        raise InvalidConfig(
+            f"{what}: unknown setting(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+            + did_you_mean(first, allowed)
+        )

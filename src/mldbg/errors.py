@@ -3,6 +3,10 @@
 Each message names the file, tensor, step or setting at fault and says what to do.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 
 class MldbgError(Exception):
     """Base of every error mldbg raises on purpose."""
@@ -57,3 +61,16 @@ class StoreFull(StoreError):
 
 class TrainingStopped(MldbgError):
     """Raised in the training process at the step boundary after a stop action fired."""
+
+
+def did_you_mean(word: object, choices: Iterable[str], n: int = 1) -> str:
+    """`"; did you mean 'x'?"` for the closest of `choices` to a misspelled `word` (case
+    aside), or "" when none is close: the hint every error about an unknown name carries."""
+    import difflib
+
+    options = list(choices)
+    lowered = {c.lower(): c for c in options}
+    close = difflib.get_close_matches(str(word).lower(), list(lowered), n=n)
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join(repr(lowered[c]) for c in close)}?"

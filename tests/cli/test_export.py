@@ -65,7 +65,9 @@ def test_parquet_with_reductions_and_mode(run, tmp_path):
 def test_errors_are_one_line_exit_2(run, tmp_path):
     res = cli("export", run, "csv", "-o", str(tmp_path / "x.csv"), "--regex", "^w$")
     assert res.returncode == 2
-    assert res.stderr.startswith("mldbg export: error: to_pandas: tensor 'w' holds 6 numbers")
+    # said in the command's options (--reductions), not to_pandas' Python arguments
+    assert res.stderr.startswith(f"mldbg export: error: tensor 'w' of {run} holds 6 numbers")
+    assert "--reductions" in res.stderr and "to_pandas" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     res = cli("export", str(tmp_path / "nope"), "csv", "-o", str(tmp_path / "x.csv"))
     assert res.returncode == 2 and "no run at" in res.stderr

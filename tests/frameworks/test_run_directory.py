@@ -223,3 +223,65 @@ def test_the_demo_replaces_its_own_run(tmp_path):
         run = train_digits(tmp_path / "healthy", epochs=1, live_rules=False)
     trial = mldbg.create_trial(run.path)
     assert trial.loaded_all_steps and trial.steps(Mode.TRAIN) == list(range(0, run.steps, 5))  # one run
+
+
+LIVE = """
+import sys, torch
+import mldbg
+from mldbg.torch import Hook
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+hook = Hook(sys.argv[1], save_config=mldbg.SaveConfig(save_interval=1), overwrite=True)
+hook.register_module(model)
+for _ in range(int(sys.argv[2])):
+    opt.zero_grad()
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+hook.recorder.flush()
+print("recording", flush=True)
+sys.stdin.readline()  # still recording until told to finish
+hook.close()
+"""
+
+
+@pytest.mark.parametrize("steps", [0, 2], ids=["nothing-flushed-yet", "steps-recorded"])
+def test_a_folder_a_live_process_records_is_refused_whatever_the_options(tmp_path, steps):
+    """Another process still records the folder (its meta.json names it, alive, holding the file
+    open): a hook is refused even with overwrite=True or resume=True, and so is `mldbg run`,
+    naming the pid, the host and what to do; once that process ends, overwrite works."""
+    import os
+    import socket
+
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(LIVE))
+    run = tmp_path / "run"
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(run), str(steps)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "recording"
+        line = f"is being recorded right now by another process \\(pid {writer.pid} on {socket.gethostname()}, worker_0"
+        for options in ({}, {"overwrite": True}, {"resume": True}):
+            with pytest.raises(InvalidConfig, match=line + ".*mldbg watch .* --stop, or kill"):
+                Hook(run, **options)
+        train_py = tmp_path / "train.py"
+        train_py.write_text("print('should not run')\n")
+        done = subprocess.run(
+            [sys.executable, "-m", "mldbg.cli.main", "run", "--overwrite", "--out", str(run), "--", sys.executable, str(train_py)],
+            capture_output=True, text=True, timeout=120, env={**os.environ},
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        err = done.stderr.strip()
+        assert err.startswith("mldbg run: error: ") and "\n" not in err and f"pid {writer.pid}" in err
+        assert "should not run" not in done.stdout and "--overwrite or --resume" in err
+        assert open_store(run).exists(layout.meta_key("worker_0"))  # nothing of the live run removed
+    finally:
+        writer.communicate("done\n", timeout=60)
+    assert writer.returncode == 0
+    assert mldbg.create_trial(run).steps() == list(range(steps))
+    with Hook(run, overwrite=True) as hook:  # it ended: its run may be replaced
+        assert hook.recorder.step == 0
+    assert mldbg.create_trial(run).steps() == []

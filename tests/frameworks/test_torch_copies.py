@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -157,3 +158,55 @@ def test_a_model_left_by_a_closed_hook_records_nothing(tmp_path):
     assert mldbg.create_trial(tmp_path).steps() == []
     held = pickle.loads(pickle.dumps(model))  # still copies whole
     assert held.state_dict().keys() == model.state_dict().keys()
+
+
+@pytest.mark.parametrize("make_copy", [copy.copy, copy.deepcopy], ids=["shallow", "deep"])
+def test_a_copy_records_nothing_even_a_shallow_one(tmp_path, make_copy):
+    """`copy.copy` shares the original's hook dicts and its layers: the hooks act only for the
+    module they were put on, and the layers' only inside the registered model's forward. The
+    copy's forwards, in TRAIN and in EVAL, between steps and inside one, record nothing."""
+    model, loss_fn = net(), nn.CrossEntropyLoss()
+    hook = Hook(tmp_path, save_all=True, save_config=mldbg.SaveConfig(save_interval=1))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    twin = make_copy(model)
+    for i in range(3):
+        g = torch.Generator().manual_seed(i)
+        x, y = torch.randn(16, 4, generator=g), torch.randint(0, 3, (16,), generator=g)
+        opt.zero_grad()
+        out = model(x)
+        with torch.no_grad():
+            twin.eval()(x + 100.0)  # inside the open TRAIN step: a copy's forward
+        loss_fn(out, y).backward()
+        opt.step()
+        twin.train()(x + 100.0)  # between steps, in TRAIN
+    hook.close()
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.steps() == [0, 1, 2] and trial.steps(Mode.EVAL) == []
+    x = torch.randn(16, 4, generator=torch.Generator().manual_seed(2)).numpy()
+    # the model's input and its first layer's input at the last step are the model's (x), not
+    # the copy's (x + 100), and no layer has a second value
+    np.testing.assert_allclose(trial.tensor("model_input_0").value(2), x)
+    np.testing.assert_allclose(trial.tensor("0_input_0").value(2), x)
+    assert trial.tensor("2_output_0").steps() == [0, 1, 2]
+
+
+def test_a_shallow_copy_registered_records_under_its_own_names(tmp_path):
+    """A shallow copy registered on the same hook is a model of its own (its forward hooks do not
+    see the original's forwards, and the original's hooks stay on)."""
+    model, loss_fn = net(), nn.CrossEntropyLoss()
+    hook = Hook(tmp_path, save_all=True, save_config=mldbg.SaveConfig(save_interval=1))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    twin = copy.copy(model)
+    hook.register_module(twin, name="twin")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step(model, opt, loss_fn, 0)
+    twin.eval()(torch.ones(2, 4))  # an EVAL step of the registered copy
+    step(model, opt, loss_fn, 1)
+    hook.close()
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.steps(Mode.TRAIN) == [0, 1] and trial.steps(Mode.EVAL) == [0]
+    assert trial.tensor("twin.model_input_0").steps() == [1]
+    assert trial.tensor("model_input_0").steps() == [0, 2]

@@ -164,3 +164,58 @@ def test_a_misspelled_collection_gets_did_you_mean(run):
     assert trial.tensor_names(collection="tanh_activations") == []  # standard, not recorded here
     assert trial.tensor_names(collection="my_probes") == []  # a custom one, perhaps still to come
     assert "gradient/fc1.weight" in trial.tensor_names(collection="gradients")
+
+
+def test_modes_by_name_and_wrong_steps_everywhere_a_tensor_is_read(run):
+    """A mode by its name ("eval", as the CLI spells it) works in every Tensor query, and a
+    misspelled one is named with the closest; a step that is not a number is refused."""
+    from mldbg.errors import InvalidConfig
+
+    trial = mldbg.create_trial(run)
+    loss = trial.tensor("CrossEntropyLoss_output_0")
+    assert loss.steps(mode="eval") == trial.steps(Mode.EVAL)
+    assert sorted(loss.values(mode="eval")) == trial.steps(Mode.EVAL)
+    assert loss.value(0, mode="eval") == loss.value(0, mode=Mode.EVAL)
+    assert len(trial.records("CrossEntropyLoss_output_0", mode="train")) == len(trial.steps(Mode.TRAIN))
+    for query in (
+        lambda: loss.value(0, mode="evl"),
+        lambda: loss.steps(mode="evl"),
+        lambda: loss.values(mode="evl"),
+    ):
+        with pytest.raises(InvalidConfig, match="unknown mode 'evl'.*did you mean 'EVAL'"):
+            query()
+    for step in ("abc", True, None):
+        with pytest.raises(InvalidConfig, match="a step is a whole number"):
+            loss.value(step)
+
+
+def test_show_prints_the_statistics_of_a_step_without_values(tmp_path):
+    """With the default hook the weights' values are saved at few steps and their statistics
+    at every step: `mldbg show` at such a step prints the statistics and the nearest steps with
+    values (in the mode's count with --mode), instead of pointing at a Python method."""
+    from click.testing import CliRunner
+
+    from mldbg.cli.main import cli
+
+    path = tmp_path / "run"
+    train(path, steps=12, default_hook=True, eval_every=6)
+    trial = mldbg.create_trial(path)
+    records = trial.records("fc1.weight")
+    values = sorted(int(s) for s in records.step[records.has_raw])
+    only = [int(s) for s in records.step[~records.has_raw]]
+    assert values and only, (values, only)
+    step = only[0]
+    res = CliRunner().invoke(cli, ["show", str(path), "fc1.weight", "--step", str(step)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    shape = trial.record("fc1.weight", step).shape
+    assert (
+        lines[0]
+        == f"fc1.weight at step {step}: shape {shape}; only statistics were saved at this step, not the values"
+    )
+    l2 = trial.record("fc1.weight", step).statistics["l2"]
+    assert any(line.split() == ["l2", f"{l2:.6g}"] for line in lines)
+    before = [s for s in values if s < step][-1:]
+    after = [s for s in values if s > step][:1]
+    assert ", ".join([*(f"{s} (before)" for s in before), *(f"{s} (after)" for s in after)]) in lines[-1]
+    assert "reduction_value" not in res.output and "()" not in res.output

@@ -113,8 +113,8 @@ def test_no_issues_found_and_error(tmp_path):
 def test_status_of_a_missing_run_is_a_usage_error(tmp_path):
     res = cli("status", str(tmp_path / "nope"))
     assert res.returncode == 2 and res.stderr.startswith("mldbg status: error: no run at")
-    res = cli("status", str(tmp_path))
-    assert res.returncode == 0 and "no watcher has checked it yet" in res.stdout
+    res = cli("status", str(tmp_path))  # an empty folder: no run, no watcher's state (issue 15)
+    assert res.returncode == 2 and "nothing was recorded there" in res.stderr
 
 
 def test_status_of_a_run_on_s3(s3_url):  # noqa: F811 (the fixture imported above)

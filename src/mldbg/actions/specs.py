@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from mldbg.actions.base import ACTIONS, Action  # the package's __init__ registered the built-ins
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 
 ENTRY_POINT_GROUP = "mldbg.actions"
 
@@ -49,7 +49,9 @@ def action_class(name: str) -> type[Action]:
                     "mldbg.actions.Action"
                 )
             return cls
-    raise InvalidConfig(f"unknown type {name!r}; choose from {', '.join(action_names())}")
+    raise InvalidConfig(
+        f"unknown type {name!r}; choose from {', '.join(action_names())}" + did_you_mean(name, action_names())
+    )
 
 
 def resolve_actions(specs: Iterable[ActionSpec]) -> list[Action]:

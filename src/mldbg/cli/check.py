@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from mldbg.errors import MldbgError
+from mldbg.errors import InvalidConfig, MldbgError
 
 
 def _fail(message: str) -> None:
@@ -65,6 +65,31 @@ def _list_rules() -> None:
         click.echo(f"{name}{flag}\n    {doc}\n    parameters: {params or 'none'}")
 
 
+def _in_range(steps: list[int], start_step: int | None, end_step: int | None) -> int:
+    """How many of `steps` --start-step and --end-step select."""
+    return sum(
+        1 for s in steps if (start_step is None or s >= start_step) and (end_step is None or s < end_step)
+    )
+
+
+def _check_range(trial: Any, start_step: int | None, end_step: int | None) -> None:
+    """Refuse --start-step/--end-step that select no step of a finished run (or none at all):
+    "0 findings" there would say the run is healthy when nothing was checked."""
+    if start_step is not None and end_step is not None and end_step <= start_step:
+        raise InvalidConfig(
+            f"--end-step {end_step} is not after --start-step {start_step}: the steps checked are "
+            "start <= step < end"
+        )
+    steps = trial.steps()
+    if steps and not _in_range(steps, start_step, end_step) and trial.loaded_all_steps:
+        given = " ".join(
+            f"--{k}-step {v}" for k, v in (("start", start_step), ("end", end_step)) if v is not None
+        )
+        raise InvalidConfig(
+            f"{given} selects no step of {trial.path}: its steps are {steps[0]}..{steps[-1]} (global steps)"
+        )
+
+
 @click.command("check")
 @click.argument("path", required=False)
 @click.option("--rule", "-r", "rules", multiple=True, metavar="NAME[:k=v,...]",
@@ -118,6 +143,7 @@ def check(
     try:
         specs = collect_rule_specs(rules, config)
         trial = open_run(str(path))
+        _check_range(trial, start_step, end_step)
         cls = PerWorkerRunner if per_worker else RuleRunner
         runner = cls(trial, specs or None, start_step=start_step, end_step=end_step)
         findings = runner.run_available() + runner.finish()
@@ -151,7 +177,7 @@ def check(
         warnings = sum(f.severity != "error" for f in findings)
         click.echo(
             f"{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
-            f"over {len(trial.steps())} steps of {path}"
+            f"over {_in_range(trial.steps(), start_step, end_step)} steps of {path}"
             + (f" ({len(split)} workers, each on its own)" if split else "")
             + (f"; {warnings} warning{'s' if warnings != 1 else ''} (machine-dependent"
                f"{', counted: --strict' if strict else ', not counted without --strict'})"

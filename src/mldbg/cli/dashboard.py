@@ -100,6 +100,13 @@ def dashboard(
     except ModuleNotFoundError as e:
         _fail(f"the dashboard needs {e.name}: pip install 'mldbg[dashboard]'")
         return
+    from mldbg.cli.runs import refuse_file
+
+    for path in paths:  # a PATH may not exist yet (it waits), but a file never becomes a run
+        try:
+            refuse_file(path, "give the directory a hook records into, or a folder of runs")
+        except MldbgError as e:
+            _fail(str(e))
     if no_rules and (rules or config):
         _fail("--no-rules and --rule/--config contradict each other: give one")
     specs: list[Any] | None

@@ -40,14 +40,22 @@ def export(
       mldbg export runs/exp1 parquet -o grads.parquet --collection gradients --reductions l2,abs_mean
     """
     from mldbg.cli.runs import open_run
+    from mldbg.trial.frame import NotOneNumber
 
     trial = open_run(path)
-    frame = trial.to_pandas(
-        regex=list(regex) or None,
-        collection=collection,
-        mode=mode,
-        reductions=None if reductions is None else [r for r in reductions.split(",") if r.strip()],
-    )
+    try:
+        frame = trial.to_pandas(
+            regex=list(regex) or None,
+            collection=collection,
+            mode=mode,
+            reductions=None if reductions is None else [r for r in reductions.split(",") if r.strip()],
+        )
+    except NotOneNumber as e:  # said in the options of the command line, not the Python API
+        raise InvalidConfig(
+            f"tensor {e.name!r} of {path} {e.why}: give --reductions mean,l2,... for one row per "
+            "reduction, or export only one-number tensors with --collection losses (or --regex); "
+            f"see its values with: mldbg show {path} {e.name}"
+        ) from None
     if frame.empty:
         raise InvalidConfig(
             f"nothing to export: no saved tensor of {path} matches the selection "

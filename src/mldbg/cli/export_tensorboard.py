@@ -30,11 +30,11 @@ def export_tensorboard(
     Example:
       mldbg export-tensorboard runs/exp1 tb/exp1 && tensorboard --logdir tb
     """
-    from mldbg.cli.runs import check_run_path
+    from mldbg.cli.runs import check_run_path, open_run
     from mldbg.insight.tensorboard import TensorBoardExport
 
     try:
-        check_run_path(path)
+        check_run_path(path) if follow else open_run(path)  # --follow may wait for the run
         with TensorBoardExport(path, logdir, histograms=not no_histograms, bins=bins) as export:
             counts = export.follow(poll) if follow else export.update()
             runs = export.runs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -43,6 +43,7 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     """List a run's steps, workers, collections and tensors."""
     trial = _open(path)
     _collection(trial, collection)
+    names = trial.tensor_names(regex=regex, collection=collection)  # a bad regex: before any output
     steps = trial.steps()
     state = "finished" if trial.loaded_all_steps else "still being written (or stopped early)"
     lost = trial.lost()
@@ -63,7 +64,7 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
         if c != "all":
             click.echo(f"  {c:<20} {len(names)} tensors")
     click.echo("tensors:")
-    for name in trial.tensor_names(regex=regex, collection=collection):
+    for name in names:
         t = trial.tensor(name)
         ts = t.steps()
         click.echo(f"  {name:<40} {len(ts)} steps")
@@ -95,9 +96,13 @@ def show(path: str, name: str, step: int | None, mode: str | None, worker: str |
             )  # fmt: skip
         step = steps[-1]
     try:
-        value = t.value(step, mode=m, worker=worker)
+        record = trial.record(name, step, m, worker)
     except StepNotYetAvailable as e:  # said for the command line, not for the Python API
         raise InvalidConfig(str(e).replace("wait for it with wait_for_steps()", "run again later")) from None
+    if not record.has_raw:  # statistics only at this step: show them, and where the values are
+        _show_statistics(trial, name, step, mode, m, record)
+        return
+    value = trial.read(record)
     click.echo(
         f"{name} at step {step}{f' ({mode})' if mode else ''}: shape {value.shape}, dtype {value.dtype}"
     )
@@ -109,3 +114,29 @@ def show(path: str, name: str, step: int | None, mode: str | None, worker: str |
         )
     with np.printoptions(threshold=200, precision=5, suppress=True):
         click.echo(value)
+
+
+def _show_statistics(
+    trial: Trial, name: str, step: int, mode: str | None, m: Mode | None, record: Any
+) -> None:
+    """A step where only statistics of `name` were saved (the statistics budget, or a
+    ReductionConfig without the raw tensor): print them, and the nearest steps with values."""
+    where = f"{name} at step {step}{f' ({mode})' if mode else ''}"
+    click.echo(f"{where}: shape {record.shape}; only statistics were saved at this step, not the values")
+    for key, number in sorted(record.statistics.items()):
+        click.echo(f"  {key:<24} {number:.6g}")
+    records = trial.records(name, mode=m)
+    counted = records.mode_step if m is not None else records.step
+    raw = sorted({int(s) for s in counted[records.has_raw]})
+    if raw:
+        before = [s for s in raw if s < step][-1:]
+        after = [s for s in raw if s > step][:1]
+        near = ", ".join([*(f"{s} (before)" for s in before), *(f"{s} (after)" for s in after)])
+        flag = f" --mode {mode}" if mode else ""
+        click.echo(
+            f"its values were saved at {len(raw)} step{'s' if len(raw) > 1 else ''}; the nearest: {near} (give{flag} --step N)"
+        )
+    else:
+        click.echo(
+            "its values were saved at no step (save_config=mldbg.SaveConfig(save_interval=N) saves them)"
+        )

@@ -74,10 +74,10 @@ def plot(
       mldbg plot runs/exp1 confusion --mode eval --slider
     """
     from mldbg import insight
-    from mldbg.cli.runs import check_run_path
+    from mldbg.cli.runs import open_run
 
     try:
-        check_run_path(path)
+        open_run(path)
         pages, folder = _targets(kind, names, output)
         shared = plotlyjs == "shared" or (plotlyjs is None and folder)
         for name, target in pages:
@@ -126,6 +126,11 @@ def _figure(
     if not name:
         raise InvalidConfig(f"mldbg plot {kind} needs a tensor NAME (see: mldbg ls {path})")
     if kind == "distribution":
+        if steps:  # it draws every saved step: a --step would be silently ignored
+            raise InvalidConfig(
+                "mldbg plot distribution draws every saved step and takes no --step; "
+                f"for the values at some steps: mldbg plot {path} histograms {name} --step N"
+            )
         return insight.distribution(trial, name, mode=mode, worker=worker)
     if kind == "histograms":
         return insight.histograms(

@@ -19,10 +19,10 @@ from mldbg.errors import MldbgError
 @click.option("--no-rules", is_flag=True, help="Do not run the rules.")
 def report(path: str, output: str, rules: tuple[str, ...], no_rules: bool) -> None:
     """Write a self-contained HTML report of a run (XGBoost runs get the XGBoost report)."""
-    from mldbg.cli.runs import check_run_path
+    from mldbg.cli.runs import open_run
     from mldbg.report import write_report
 
-    check_run_path(path)
+    open_run(path)  # a wrong path, a file, a folder of runs: said as every command says it
     try:
         target = write_report(path, output, rules=list(rules) or None, check=not no_rules)
     except MldbgError as e:

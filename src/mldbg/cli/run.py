@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
+from mldbg.cli.runs import refuse_file
 from mldbg.cli.watch import EXIT_FOUND, announce, build, counted_findings, make_watcher, watch_options
-from mldbg.errors import CorruptRecord, InvalidConfig
+from mldbg.errors import CorruptRecord, InvalidConfig, RunNotFound
 from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
 
 DEFAULT_SAVE_INTERVAL = 10
@@ -85,8 +86,9 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
     try:
         specs, actions = build(**options)
         out = out or _default_out(command)
+        refuse_file(out, "give --out a directory for the run (a new one, or one to --overwrite / --resume)")
         hook = _hook_config(hook_config, out, save_interval, False if no_watch else specs)
-    except InvalidConfig as e:
+    except (InvalidConfig, RunNotFound) as e:
         raise click.UsageError(str(e)) from None
     store = open_store(hook["out_dir"])
     _claim(store, hook, overwrite or bool(hook.get("overwrite")), resume or bool(hook.get("resume")))
@@ -224,6 +226,10 @@ def _claim(store: Any, hook: dict[str, Any], overwrite: bool, resume: bool) -> N
         raise click.UsageError(
             "--overwrite replaces the earlier run, --resume continues it: give one of them"
         )
+    try:
+        claim.refuse_live(store, store.children(layout.WORKERS), "--overwrite or --resume")
+    except InvalidConfig as e:
+        raise click.UsageError(str(e)) from None
     workers = claim.run_workers(store)
     if not workers:
         return

@@ -2,8 +2,8 @@
 
 A missing path, a file, and a folder that holds no run are usage errors (exit 2) of every
 command that reads a recorded run, said in the terms of the command line (never a Python
-method). `mldbg watch` and `mldbg dashboard` do not come here: they may start before the
-run exists, and wait for it.
+method). `mldbg watch` and `mldbg dashboard` may start before the run exists, and wait for
+it; `mldbg watch` still refuses a folder of runs, where no run would ever appear.
 """
 
 from __future__ import annotations
@@ -19,15 +19,20 @@ if TYPE_CHECKING:
     from mldbg.trial import Trial
 
 
+def refuse_file(path: str, what: str = "give the directory the hook recorded into (its out_dir)") -> None:
+    """Refuse a local PATH that is a file: a run is a folder (also one not written yet)."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    if Path(path.removeprefix("file://")).expanduser().is_file():
+        raise RunNotFound(f"{path} is a file, not a run: {what}")
+
+
 def check_run_path(path: str) -> None:
     """Refuse a local PATH that does not exist or is a file (URLs are checked by reading)."""
     if "://" in path and not path.startswith("file://"):
         return
     local = Path(path.removeprefix("file://")).expanduser()
-    if local.is_file():
-        raise RunNotFound(
-            f"{path} is a file, not a run: give the directory the hook recorded into (its out_dir)"
-        )
+    refuse_file(path)
     if not local.exists():
         parent = next((p for p in local.absolute().parents if p.exists()), None)
         raise RunNotFound(f"no run at {path}: the path does not exist (check the path){_near(local, parent)}")
@@ -42,6 +47,20 @@ def open_run(path: str) -> Trial:
     trial = create_trial(path)
     if trial.steps() or trial.workers():
         return trial
+    refuse_folder_of_runs(path)
+    raise RunNotFound(
+        f"no run at {path}: nothing was recorded there (no workers/ folder); give the out_dir "
+        "of a hook, or wait until the training has written its first step"
+    )
+
+
+def refuse_folder_of_runs(path: str) -> None:
+    """Refuse a folder that holds no run of its own but runs below it (a sweep's folder),
+    naming them: `mldbg watch` would otherwise wait there for ever."""
+    if "://" not in path or path.startswith("file://"):
+        local = Path(path.removeprefix("file://")).expanduser()
+        if not local.is_dir() or (local / "workers").exists():
+            return
     below = _runs_below(path)
     if below:
         shown = ", ".join(below[:5]) + (f", ... ({len(below)} in all)" if len(below) > 5 else "")
@@ -49,10 +68,6 @@ def open_run(path: str) -> Trial:
             f"no run at {path}: it is a folder of runs ({shown}); give one of them, "
             f"or check them all with: mldbg sweep {path}"
         )
-    raise RunNotFound(
-        f"no run at {path}: nothing was recorded there (no workers/ folder); give the out_dir "
-        "of a hook, or wait until the training has written its first step"
-    )
 
 
 def _runs_below(path: str) -> list[str]:

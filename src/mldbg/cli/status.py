@@ -32,12 +32,13 @@ def status(path: str, as_json: bool, strict: bool, state_files: tuple[str, ...])
     Example:
       mldbg watch runs/exp1 &   mldbg status runs/exp1
     """
-    from mldbg.cli.runs import check_run_path
+    from mldbg.cli.runs import check_run_path, open_run
     from mldbg.watch.state import age, rule_status
 
     check_run_path(path)
     statuses = rule_status(path, state_files)
     if not statuses:
+        open_run(path)  # no run there (a folder of runs, nothing recorded): a usage error
         click.echo(
             f"no rule status for {path}: no watcher has checked it yet (start one: mldbg watch {path})"
         )

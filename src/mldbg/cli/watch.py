@@ -177,8 +177,10 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
     1 when a rule found an error (with --strict also a warning), 2 on a usage error (a bad
     rule, parameter or config), 3 when the run never appeared (--wait-timeout).
     """
+    from mldbg.cli.runs import refuse_folder_of_runs
     from mldbg.watch.watcher import WatchTimeout
 
+    refuse_folder_of_runs(path)
     try:
         specs, actions = build(**options)
         watcher = make_watcher(
@@ -211,13 +213,17 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
 
 
 def counted_findings(watcher: Any, strict: bool) -> int:
-    """How many findings make `watch` or `run` exit 1: this watcher's errors (and warnings with
-    `strict`), plus those an earlier watcher of the run reported before a restart (their
-    severity was not kept: they count)."""
+    """How many findings make `watch` or `run` exit 1: errors (and warnings with `strict`),
+    this watcher's and those an earlier watcher of the run reported before a restart (its
+    saved state keeps how many of them were errors)."""
     from mldbg.cli.check import failing
 
-    earlier = max(0, watcher.context.findings - len(watcher.findings))
-    return len(failing(watcher.findings, strict)) + earlier
+    mine = watcher.findings
+    if strict:
+        earlier = watcher.context.findings - len(mine)
+    else:
+        earlier = watcher.state.errors - sum(1 for f in mine if f.severity == "error")
+    return len(failing(mine, strict)) + max(0, earlier)
 
 
 def _pid_alive(pid: int) -> Callable[[], bool]:

@@ -16,6 +16,7 @@ make them unconditionally.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 
 from mldbg.closing import close_at_exit, still_open
 from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
-from mldbg.frameworks.session import Session, Worker
+from mldbg.frameworks.session import Session, Worker, check_options
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import Timeline
 from mldbg.record.recorder import Recorder
@@ -73,15 +74,25 @@ class Adapter:
         (`flush_seconds`, `max_queue_bytes`, `when_full`, `stop_check_seconds`) and the S3
         store's (`spill_max_bytes`, ...)."""
         super().__init__()  # the framework's callback class, where there is one
-        self._settings: dict[str, Any] = dict(
+        self._settings: dict[str, Any] = self.check_options(dict(
             save_config=save_config, include_collections=include_collections, include_regex=include_regex,
             reduction_config=reduction_config, save_all=save_all, include_workers=include_workers,
             collection_configs=collection_configs, profiler_config=profiler_config, rules=rules,
             actions=actions, overwrite=overwrite, resume=resume, **options,
-        )  # fmt: skip
+        ))  # fmt: skip
         self._closed = False
         self._setup()
         self._open_run(out_dir)
+
+    #: the adapter's own keywords besides those of every hook (the torch hook's statistics cadence)
+    own_options: ClassVar[tuple[str, ...]] = ("statistics_warmup", "statistics_every")
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """`options` for this hook, checked now without opening a run: a trainer's callback
+        builds its hook only when the fit starts, and a misspelled option should not wait."""
+        every = set(inspect.signature(Adapter.__init__).parameters) - {"self", "out_dir", "options"}
+        return check_options(options, every | set(cls.own_options))
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Self:

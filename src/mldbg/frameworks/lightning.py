@@ -86,7 +86,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         super().__init__()
         self.out_dir = out_dir
-        self.hook_options = hook_options
+        self.hook_options = TrainerHook.check_options(hook_options)  # now, not when the fit starts
         self.hook: TrainerHook | None = None
         self._used = False
         self._in_call = False  # between a Trainer call's loop start and its teardown

@@ -13,11 +13,11 @@ import dataclasses
 import difflib
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 from mldbg.profiler.config import ProfilerConfig
 from mldbg.profiler.timeline import NoTimeline, Timeline
 from mldbg.record.recorder import Recorder
@@ -71,6 +71,9 @@ class Session:
         """`settings`: the Recorder's keywords (`overwrite` and `resume` among them: a run
         already in `out_dir` is refused without one), and the store's (S3) options."""
         _refuse_unknown(settings)
+        settings = checked_settings(settings)
+        if profiler_config is not None:
+            profiler_config = _as_config("profiler_config", profiler_config, ProfilerConfig)
         recording = {k: v for k, v in settings.items() if k in RECORDER_KEYWORDS}
         store_options = {k: v for k, v in settings.items() if k not in RECORDER_KEYWORDS}
         check_out_dir(out_dir)
@@ -114,14 +117,84 @@ class Session:
                 self.watcher = None
 
 
+def check_options(options: Mapping[str, Any], adapter_keywords: Iterable[str]) -> dict[str, Any]:
+    """A hook's options checked without opening its run (a trainer's callback builds its hook
+    only when the fit starts): every name known, each value as `checked_settings` wants it."""
+    known = set(adapter_keywords) | RECORDER_KEYWORDS | STORE_KEYWORDS
+    for name in options:
+        if name not in known:
+            raise InvalidConfig(
+                f"unknown hook option {name!r}{_option_hint(name, known)} (the options: "
+                f"{', '.join(sorted(known - STORE_KEYWORDS))}; an s3:// run's: {', '.join(sorted(STORE_KEYWORDS))})"
+            )
+    return checked_settings(options)
+
+
+def checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The hook's settings with their types checked where a wrong one would fail only later (at
+    the first step) or silently: a `save_config`, `reduction_config` or `collection_configs`
+    entry may be given as a mapping (as in a JSON config) and is built, and checked, here;
+    `overwrite`, `resume`, `save_all` are True or False."""
+    from mldbg.config import CollectionConfig, ReductionConfig, SaveConfig
+
+    out = dict(settings)
+    for key, cls in (
+        ("save_config", SaveConfig),
+        ("reduction_config", ReductionConfig),
+        ("profiler_config", ProfilerConfig),
+    ):
+        if out.get(key) is not None:
+            out[key] = _as_config(key, out[key], cls)
+    configs = out.get("collection_configs")
+    if configs is not None:
+        if isinstance(configs, (str, bytes, Mapping, CollectionConfig)) or not hasattr(configs, "__iter__"):
+            raise InvalidConfig(
+                f"collection_configs must be a list of mldbg.CollectionConfig(name, include_regex=...), got {configs!r}"
+            )
+        out["collection_configs"] = [_as_config("collection_configs", c, CollectionConfig) for c in configs]
+    if out.get("rules") is not None:
+        from mldbg.watch.inprocess import checked_rules
+
+        out["rules"] = checked_rules(out["rules"])
+    for key in ("overwrite", "resume", "save_all"):
+        if key in out and not isinstance(out[key], bool):
+            raise InvalidConfig(f"hook option {key}={out[key]!r} must be True or False")
+    return out
+
+
+def _as_config(key: str, value: Any, cls: type[Any]) -> Any:
+    """`value` as a `cls`: itself, or built from a mapping of its settings (checked there)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        return cls.from_dict(value)
+    raise InvalidConfig(
+        f"hook option {key}={value!r} must be a mldbg.{cls.__name__}(...) (or a mapping of its settings), "
+        f"not a {type(value).__name__}"
+    )
+
+
 def _refuse_unknown(settings: Mapping[str, Any]) -> None:
     """A misspelled hook keyword is named, with the closest real one."""
     known = RECORDER_KEYWORDS | STORE_KEYWORDS
     for name in settings:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = _option_hint(name, known)
             raise InvalidConfig(
                 f"unknown hook option {name!r}{hint} (the writer's: {', '.join(sorted(RECORDER_KEYWORDS))}; "
                 f"an s3:// run's: {', '.join(sorted(STORE_KEYWORDS))})"
             )
+
+
+def _option_hint(name: str, known: Iterable[str]) -> str:
+    """The closest hook option to `name`; a setting of `SaveConfig` closer than any option
+    (`save_interval`, as smdebug users may pass it) is shown where it goes."""
+    from mldbg.config import SaveConfig
+
+    def best(options: Iterable[str]) -> tuple[float, str]:
+        return max(((difflib.SequenceMatcher(None, name, o).ratio(), o) for o in options), default=(0.0, ""))
+
+    field_score, field = best(f.name for f in dataclasses.fields(SaveConfig))
+    if field_score >= 0.8 and field_score > best(known)[0]:
+        return f"; {field} is a setting of the save schedule: save_config=mldbg.SaveConfig({field}=...)"
+    return did_you_mean(name, sorted(known))

@@ -30,7 +30,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -80,6 +80,7 @@ class Hook(Adapter):
     the cost."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
+    own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")
 
     def _worker(self) -> Worker:
         return Worker(f"torch-{torch.__version__}", *_rank_and_world())
@@ -160,7 +161,7 @@ class Hook(Adapter):
         m = RegisteredModel(model, prefix, params)
         m.sentinel = next((p for _, p, _ in params if p.requires_grad), None)
         if m.sentinel is not None:
-            on_grad = self._attach(self._on_sentinel_grad, m)
+            on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
         if self._stats is not None:
             self._stats.watch_modules(inner)
@@ -170,9 +171,9 @@ class Hook(Adapter):
         self._optimizers.clear()  # an optimizer may update the new model too
         self._trained_searched = False
         self._module_handles.append(
-            model.register_forward_pre_hook(self._attach(self._on_forward_start, m), with_kwargs=True)
+            model.register_forward_pre_hook(self._attach(self._on_forward_start, model, m), with_kwargs=True)
         )
-        self._module_handles.append(model.register_forward_hook(self._attach(self._on_forward_end, m)))
+        self._module_handles.append(model.register_forward_hook(self._attach(self._on_forward_end, model, m)))
         rec = self.recorder
         wants_layers = any(
             rec.collections.may_save(c)
@@ -189,14 +190,14 @@ class Hook(Adapter):
                 if not qualname:
                     continue
                 if isinstance(module, nn.MultiheadAttention) and self._stats is not None:
-                    hook = self._attach(self._attention(prefix + qualname))
+                    hook = self._attach(self._attention(prefix + qualname), module, within=m)
                     self._module_handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
                 act = next((c for t, c in ACTIVATIONS.items() if isinstance(module, t)), None)
                 if act is not None:
-                    hook = self._attach(self._layer_input(prefix + qualname, act))
+                    hook = self._attach(self._layer_input(prefix + qualname, act), module, within=m)
                     self._module_handles.append(module.register_forward_pre_hook(hook))
                 if wants_layers:  # statistics need only the activations' inputs
-                    hook = self._attach(self._layer_output(prefix + qualname, act))
+                    hook = self._attach(self._layer_output(prefix + qualname, act), module, within=m)
                     self._module_handles.append(module.register_forward_hook(hook))
         if not self._optimizer_hooks:  # global hooks: once for every model
             self._optimizer_hooks = True
@@ -209,16 +210,24 @@ class Hook(Adapter):
         if self.timeline.active and len(self._models) == 1:  # the profiler times backward: one hook
             self._handles.extend(_time_backward(params, self.timeline))
 
-    def _attach(self, fn: Callable[..., Any], model: RegisteredModel | None = None) -> Attached:
-        return Attached(fn if model is None else functools.partial(fn, model), self)
+    def _attach(
+        self,
+        fn: Callable[..., Any],
+        on: Any,
+        model: RegisteredModel | None = None,
+        within: RegisteredModel | None = None,
+    ) -> Attached:
+        """`fn` as a hook on `on` (a module or parameter), given `model` first when set;
+        `within`: a layer of that model, acting only inside its forward."""
+        return Attached(fn if model is None else functools.partial(fn, model), self, on, within)
 
     def _takes_over(self, model: nn.Module) -> bool:
         """True when this hook already records `model`. A model another hook records (open, or
         closed when a newer hook opened its run) is taken from it, with a warning: that hook is
         closed and its hooks come off the model."""
         for attached in list(model._forward_pre_hooks.values()):
-            if not isinstance(attached, Attached):
-                continue
+            if not isinstance(attached, Attached) or attached.module is not model:
+                continue  # not ours, or its original's (a shallow copy shares the hook dicts)
             owner = attached.owner
             if owner is self:
                 return True
@@ -254,7 +263,7 @@ class Hook(Adapter):
             for i, a in enumerate(args):
                 self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
 
-        self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss)))
+        self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss, loss_fn)))
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""
@@ -275,6 +284,7 @@ class Hook(Adapter):
     def _on_forward_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
+        m.running = True
         rec = self.recorder
         mode = self._current_mode(module)
         if mode == Mode.TRAIN:
@@ -328,6 +338,7 @@ class Hook(Adapter):
     def _on_forward_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
     ) -> None:
+        m.running = False
         self.timeline.mark(marks.FORWARD_END)
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)

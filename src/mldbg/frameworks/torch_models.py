@@ -33,6 +33,7 @@ class RegisteredModel:
     saved_at: int = -1
     # a backward reached `sentinel` (its first trainable parameter) in the open TRAIN step
     backward: bool = False
+    running: bool = False  # inside its forward: the layers' hooks act only then
     sentinel: nn.Parameter | None = None
     trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
     # asked once per schedule whether anything of them saves (the recorder keeps the answer)
@@ -86,17 +87,27 @@ class Names:
 
 
 class Attached:
-    """A hook's callable on a module; `owner` is the hook. Copied or pickled: a `Detached`."""
+    """A hook's callable on `module`; `owner` is the hook. Copied or pickled: a `Detached`.
 
-    __slots__ = ("fn", "owner")
+    It acts only when called for `module` itself (a shallow copy shares its original's hook
+    dicts, so its forwards call these too) and, for a layer of a registered model (`within`),
+    only while that model's forward runs (a shallow copy shares the layers themselves)."""
 
-    def __init__(self, fn: Callable[..., Any], owner: Any):
+    __slots__ = ("fn", "owner", "module", "within")
+
+    def __init__(
+        self, fn: Callable[..., Any], owner: Any, module: nn.Module, within: RegisteredModel | None = None
+    ):
         self.fn = fn
         self.owner = owner
+        self.module = module
+        self.within = within
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.owner._closed:  # left on the model until a new hook takes it
             return None
+        if args[0] is not self.module or (self.within is not None and not self.within.running):
+            return None  # a shallow copy's forward, or a layer called outside its model's forward
         return self.fn(*args, **kwargs)
 
     def __reduce__(self) -> tuple[type[Detached], tuple[()]]:

@@ -132,6 +132,8 @@ class TrainerHook(Hook):
         if self.stop_reason is not None or (self.driven and not self.in_batch):
             return
         super()._on_forward_end(m, module, args, output)
+        if self.driven:  # the loop's batch, not the model's forward, is the span of its layers
+            m.running = True
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self.stop_reason is not None:

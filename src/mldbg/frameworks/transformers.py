@@ -51,7 +51,7 @@ class DebuggerCallback(TrainerCallback):
 
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         self.out_dir = out_dir
-        self.hook_options = hook_options
+        self.hook_options = TrainerHook.check_options(hook_options)  # now, not when the fit starts
         self.hook: TrainerHook | None = None
         self._handles: list[Any] = []  # the callback's own hooks on the model (the loss)
         self._training = False  # inside `train()`

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 
 Window = tuple[int, int]  # (start_step, num_steps)
 
@@ -79,6 +79,7 @@ class ProfilerConfig:
         if unknown:
             raise InvalidConfig(
                 f"ProfilerConfig: unknown setting(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+                + did_you_mean(sorted(unknown)[0], allowed)
             )
         return cls(**dict(data))
 

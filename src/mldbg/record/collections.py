@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig, compile_patterns
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 
 DEFAULT_COLLECTIONS = (
     "weights", "biases", "gradients", "losses", "scalars", "inputs", "outputs", "labels",
@@ -60,7 +60,8 @@ class Collections:
         if unknown:
             raise InvalidConfig(
                 f"unknown collection(s) {unknown} in include_collections; known: "
-                f"{', '.join(sorted(self.all))}. Define new ones with CollectionConfig(name, include_regex=...)."
+                f"{', '.join(sorted(self.all))}. Define new ones with CollectionConfig(name, include_regex=...)"
+                + (did_you_mean(unknown[0], self.all) or ".")
             )
         self.included = tuple(dict.fromkeys(included))
         self._regex_collections = [c for c in self.all.values() if c.patterns and c.name != "all"]

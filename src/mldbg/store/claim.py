@@ -7,6 +7,11 @@ the folders no worker of this job will write (an earlier run with more workers, 
 `include_workers="all"` where this job writes one). Workers of the same job never look at
 each other's folders, so the order in which they start does not matter.
 
+A folder a live process of this host is recording (its `meta.json` proves it, as a stop
+proves the process it signals: `store.process`) is refused whatever the options: removing or
+continuing a run that is still being written would mix the two runs. A writer on another host
+cannot be proven alive and is not looked for.
+
 Replacing removes only what belongs to the run layout (FORMAT.md): a worker's markers and
 segments, the profiler's files, the stop request and the watchers' places. Files of the
 user's own in the same folder are left alone.
@@ -17,16 +22,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mldbg.errors import CorruptRecord, InvalidConfig, StoreError
-from mldbg.store import layout, markers
+from mldbg.store import layout, markers, process
 from mldbg.store.base import Store
 from mldbg.store.format import decode_index
 from mldbg.store.local import TMP_MARK, LocalStore
-from mldbg.store.markers import End
+from mldbg.store.markers import End, WorkerMeta
 
 log = logging.getLogger("mldbg")
 
@@ -58,6 +65,7 @@ def claim(
             "overwrite=True replaces the earlier run, resume=True continues it: pass one of them, not both"
         )
     try:
+        refuse_live(store, [worker], "overwrite=True or resume=True")
         earlier = earlier_workers(
             store, worker, rank=rank, world_size=world_size, include_workers=include_workers
         )
@@ -78,6 +86,43 @@ def claim(
         f"{store.url} already holds a run ({describe(store, earlier)}): record into a new directory, "
         "or pass overwrite=True to replace that run, or resume=True to continue its steps (a restarted job)"
     )
+
+
+def live_writer(store: Store, worker: str) -> WorkerMeta | None:
+    """The live process of this host (not this one) still recording `worker`'s folder, or None.
+
+    Proven as a stop action proves the process it signals: the pid in `meta.json` is alive with
+    the identity written beside it and, on a local disk, holds that very file open; a worker
+    that wrote its end marker records no more."""
+    if store.exists(layout.end_key(worker)):
+        return None
+    key = layout.meta_key(worker)
+    try:
+        meta = markers.load(store, key, WorkerMeta)
+    except CorruptRecord:
+        return None
+    if meta is None or meta.pid is None or meta.pid == os.getpid() or meta.host != socket.gethostname():
+        return None
+    if not process.is_process(meta.pid, meta.process) or process.holds(meta.pid, store, key) is False:
+        return None
+    return meta
+
+
+def refuse_live(store: Store, workers: list[str], options: str) -> None:
+    """Raise `InvalidConfig` when a live process records one of `workers` (`live_writer`);
+    `options` names the ways to replace or continue a run, which do not help here."""
+    for worker in workers:
+        meta = live_writer(store, worker)
+        if meta is None:
+            continue
+        since = ""
+        if meta.started is not None:
+            since = f", recording since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(meta.started))}"
+        raise InvalidConfig(
+            f"{store.url} is being recorded right now by another process (pid {meta.pid} on {meta.host}, "
+            f"{worker}{since}): a second run cannot write there, not even with {options}; "
+            f"stop that process first (mldbg watch {store.url} --stop, or kill {meta.pid}) or record into a new directory"
+        )
 
 
 def holds_records(store: Store, worker: str) -> bool:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep
+from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep, did_you_mean
 from mldbg.store.reductions import REDUCTION_NAMES, reduce
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def parse_reduction(text: str) -> tuple[str, bool]:
     if name not in REDUCTION_NAMES:
         raise InvalidConfig(
             f"unknown reduction {text!r}; choose from {', '.join(REDUCTION_NAMES)} "
-            "(abs_<name> for the reduction of |x|)"
+            "(abs_<name> for the reduction of |x|)" + did_you_mean(name, REDUCTION_NAMES)
         )
     return name, use_abs
 
@@ -172,23 +172,37 @@ def _values(
     return out
 
 
+class NotOneNumber(InvalidConfig):
+    """A tensor asked for without reductions holds no single number to put in the table;
+    `name` says which (`mldbg export` says it in its own options)."""
+
+    def __init__(self, message: str, name: str, why: str):
+        super().__init__(message)
+        self.name = name
+        self.why = why
+
+
 def _scalar_layout(name: str, rec: Record) -> bool:
     """True: read the record's one number from its raw tensor; False: take its saved mean
     (a one-number tensor saved as reductions only). Anything else is refused."""
     size = math.prod(rec.shape)
     if size != 1:
-        raise InvalidConfig(
-            f"to_pandas: tensor {name!r} holds {size} numbers (shape {rec.shape}), not one; ask "
-            "for reductions=['mean', 'l2', ...] (mldbg export: --reductions mean,l2), or leave it "
-            "out with regex= or collection= (read whole arrays with trial.tensor(name).value(step))"
+        why = f"holds {size} numbers (shape {rec.shape}), not one"
+        raise NotOneNumber(
+            f"to_pandas: tensor {name!r} {why}; ask for reductions=['mean', 'l2', ...], or leave "
+            "it out with regex= or collection= (read whole arrays with trial.tensor(name).value(step))",
+            name,
+            why,
         )
     if rec.has_raw:
         return True
     if ("mean", False) not in rec.reductions:
-        raise InvalidConfig(
+        why = f"has only reductions saved at step {rec.step}, not its value"
+        raise NotOneNumber(
             f"to_pandas: only reductions of {name!r} were saved at step {rec.step}, not its "
-            "value; ask for them with reductions=[...] (e.g. reductions=['mean', 'l2']; mldbg "
-            "export: --reductions mean,l2)"
+            "value; ask for them with reductions=[...] (e.g. reductions=['mean', 'l2'])",
+            name,
+            why,
         )
     return False
 

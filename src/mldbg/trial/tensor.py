@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 from mldbg.store.reductions import REDUCTION_NAMES, reduce
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class Tensor:
 
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps where it was saved; with a mode, that mode's own steps."""
+        mode = None if mode is None else Mode.parse(mode)
         if mode is None or mode == Mode.GLOBAL:
             return np.unique(self.trial.records(self.name).step).tolist()
         return np.unique(self.trial.records(self.name, mode=mode).mode_step).tolist()
@@ -57,7 +58,10 @@ class Tensor:
     ) -> float:
         """A saved reduction, or one computed from the saved raw tensor."""
         if reduction not in REDUCTION_NAMES:
-            raise InvalidConfig(f"unknown reduction {reduction!r}; choose from {', '.join(REDUCTION_NAMES)}")
+            raise InvalidConfig(
+                f"unknown reduction {reduction!r}; choose from {', '.join(REDUCTION_NAMES)} "
+                "(abs=True for the reduction of |x|)" + did_you_mean(reduction, REDUCTION_NAMES)
+            )
         record = self.trial.record(self.name, step, mode, worker)
         saved = record.reductions.get((reduction, abs))
         if saved is not None:

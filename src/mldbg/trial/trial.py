@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import numbers
 import os
 import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -400,6 +401,7 @@ class Trial:
         read from data files. Raises TensorUnavailable for a name not recorded."""
         if name not in self._index.names:
             self._unknown(name)
+        step, mode = _step_and_mode(step, mode)
         return self._index.records(name, step, mode, worker)
 
     def record(self, name: str, step: int, mode: Mode | None = None, worker: str | None = None) -> Record:
@@ -409,6 +411,9 @@ class Trial:
         index = self._index
         if name not in index.names:
             self._unknown(name)
+        if step is None:
+            _step_and_mode("None", mode)  # one record: a step is needed
+        step, mode = _step_and_mode(step, mode)
         found = index.positions(name, step, mode)
         if not found:
             self._missing_step(step, mode, tensor=name)
@@ -504,3 +509,12 @@ def _summary(steps: list[int]) -> str:
     if len(steps) <= 8:
         return str(steps)
     return f"[{', '.join(map(str, steps[:4]))}, ..., {', '.join(map(str, steps[-3:]))}] ({len(steps)} in all)"
+
+
+def _step_and_mode(step: Any, mode: Any) -> tuple[Any, Mode | None]:
+    """A query's step (a whole number, or None) and mode (a `Mode`, or its name: "train")."""
+    if step is not None and (isinstance(step, (bool, str)) or not isinstance(step, numbers.Real)):
+        raise InvalidConfig(
+            f"step {step!r}: a step is a whole number (a global step, or the mode's with mode=)"
+        )
+    return step, None if mode is None else Mode.parse(mode)

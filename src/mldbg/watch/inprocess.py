@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,23 @@ class WatcherProcess:
             Path(self._spec_path).unlink(missing_ok=True)
 
 
+def checked_rules(rules: Any) -> list[Any] | None:
+    """A hook's `rules=` as a list, their names and parameters checked now, in the training
+    process, not in the watcher's child (classes and objects are the user's own code, built
+    there): one rule's name or mapping, a `{name: params}` mapping, or a list of them."""
+    from mldbg.rules.specs import named_spec, resolve_rules
+
+    if rules is None:
+        return None
+    if isinstance(rules, str) or isinstance(rules, Mapping) and "name" in rules:
+        rules = [rules]  # one rule: not a list of its characters or keys
+    elif isinstance(rules, Mapping):
+        rules = [named_spec(k, v, "rules") for k, v in rules.items()]
+    rules = list(rules)
+    resolve_rules([r for r in rules if isinstance(r, (str, Mapping))])
+    return rules
+
+
 def start_watcher(
     out_dir: str | os.PathLike[str],
     rules: Sequence[Any] | None = None,
@@ -74,13 +91,14 @@ def start_watcher(
     from mldbg.store import open_store
 
     resolve_actions(actions)
+    rules = checked_rules(rules)
 
     url = open_store(out_dir).url
     if url.startswith("memory://"):
         raise InvalidConfig(f"a watcher process cannot see {url}: in-memory runs live in one process")
     spec = {
         "path": url,
-        "rules": None if rules is None else list(rules),
+        "rules": rules,
         "actions": list(actions),
         "poll_seconds": poll_seconds,
         "state": state,

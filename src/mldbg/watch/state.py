@@ -40,6 +40,7 @@ class WatchState:
     last_step: int = -1  # findings at or before this step were reported already
     steps_checked: int = 0
     findings: int = 0
+    errors: int = 0  # of `findings`, those of severity "error" (the others are warnings)
     finished: bool = False  # the final pass was made
     actions: dict[str, dict[str, Any]] = field(default_factory=dict)  # describe() -> Action.state()
     rules: list[dict[str, Any]] = field(default_factory=list)  # each rule's status (RuleStatus.to_dict)
@@ -49,6 +50,7 @@ class WatchState:
     def from_json(cls, data: bytes) -> WatchState:
         raw = json.loads(data)
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        known.setdefault("errors", known.get("findings", 0))  # saved before severities: all count
         return cls(**known)
 
     def to_json(self) -> bytes:

@@ -252,6 +252,7 @@ class Watcher:
         urgent = bool(new) or bool(delivered) or self.ended
         moved = ctx.step is not None and ctx.step != self.state.last_step
         self.state.findings = ctx.findings
+        self.state.errors += sum(1 for f in new if f.severity == "error")
         self.state.steps_checked = ctx.steps_checked
         if ctx.step is not None:
             self.state.last_step = ctx.step
@@ -386,9 +387,12 @@ class Watcher:
         self._handed_before = set(handed)
         self._handed = {i: int(e["finding"].get("step", -1)) for i, e in handed.items()}
         # counted in the saved place already unless it was saved before them
-        self.state.findings += sum(
-            1 for s in self._handed.values() if s > self.state.last_step and not self.state.finished
-        )
+        unsaved = [
+            e["finding"] for i, e in handed.items()
+            if self._handed[i] > self.state.last_step and not self.state.finished
+        ]  # fmt: skip
+        self.state.findings += len(unsaved)
+        self.state.errors += sum(1 for f in unsaved if f.get("severity", "error") == "error")
         for action in self.actions:
             keys = [e["keys"][action.ident()] for e in handed.values() if action.ident() in e.get("keys", {})]
             if keys:
