@@ -74,9 +74,10 @@ def check_out_dir(out_dir: Any) -> None:
     while not os.path.lexists(here) and os.path.dirname(here) != here:
         here = os.path.dirname(here)
     if not os.path.isdir(here):
-        what = "is" if here == os.path.abspath(encoded) else f"is under {os.fsdecode(here)!r},"
+        kind = "a file" if os.path.isfile(here) else "a device, FIFO or socket"
+        where = "" if here == os.path.abspath(encoded) else f" under {shown(os.fsdecode(here))},"
         raise InvalidConfig(
-            f"out_dir {shown(path)} {what} a file (or a device or FIFO), not a folder; name a folder for the run"
+            f"out_dir {shown(path)} is{where} {kind}, not a folder; name a folder for the run"
         )
 
 
