@@ -316,7 +316,8 @@ def other_damage(rng: random.Random, run: Path, files: list[Path]) -> str:
         return f"{source.relative_to(run)} copied over {target.relative_to(run)}"
     if kind == "folder loop":
         folder = path.parent
-        (folder / "loop").symlink_to(".")
+        if not (folder / "loop").is_symlink():  # an earlier damage of the case may have made it
+            (folder / "loop").symlink_to(".")
         return f"{folder.relative_to(run)}/loop -> ."
     path.unlink()
     if kind == "fifo":
