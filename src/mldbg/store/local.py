@@ -137,7 +137,7 @@ class LocalStore(Store):
         base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
         try:
             return sorted(e.name for e in os.scandir(base) if e.is_dir())
-        except (FileNotFoundError, NotADirectoryError):
+        except FileNotFoundError:
             return []
 
     def exists(self, key: str) -> bool:
