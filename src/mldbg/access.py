@@ -23,14 +23,23 @@ import hmac
 import ipaddress
 import secrets
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from mldbg.errors import InvalidConfig
 
 COOKIE = "mldbg_token"
+
+
+class Headers(Protocol):
+    """A request's headers with every repeated one (Starlette's, http.server's, a dict)."""
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+
+
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "127.0.0.1", "::1"})
 WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
@@ -89,7 +98,7 @@ class Access:
             f"http://127.0.0.1:{self.port or 'PORT'}/ or allow the name"
         )
 
-    def token_ok(self, query: str, headers: Mapping[str, str]) -> tuple[bool, bool]:
+    def token_ok(self, query: str, headers: Headers) -> tuple[bool, bool]:
         """(accepted, from the query string): does the request carry the token?"""
         if self.token is None:
             return True, False
@@ -116,9 +125,14 @@ class Access:
             return True, False
         return False, False
 
-    def check(self, query: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    def check(self, query: str, headers: Headers) -> tuple[int, str] | None:
         """(status, reason) to refuse the request with, or None to serve it."""
-        problem = self.host_problem(_header(headers, "host"))
+        hosts = [value for key, value in headers.items() if key.lower() == "host"]
+        problem = (
+            self.host_problem(hosts[0] if hosts else None)
+            if len(hosts) < 2
+            else f"a request with {len(hosts)} Host headers (which one names the server?)"
+        )
         if problem is not None:
             return 421, problem
         if not self.token_ok(query, headers)[0]:
@@ -138,17 +152,22 @@ class Access:
 
 
 def _split_host(value: str) -> tuple[str, int | None]:
+    """(name, port) of a Host header; a malformed one (`[::1]evil`, `localhost:abc`, a port
+    out of range) gives the name "", which names no server, whatever port the server has."""
     if value.startswith("["):  # [::1]:8000
-        name, _, rest = value[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
+        name, closed, rest = value[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            return "", None
+        port = rest[1:]
     elif value.count(":") == 1:
         name, _, port = value.partition(":")
     else:
         name, port = value, ""
-    try:
-        return name, int(port) if port else None
-    except ValueError:
-        return name, -1  # a port that is not a number matches no server
+    if not port:
+        return name, None
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        return "", None
+    return name, int(port)
 
 
 def _is_ip(name: str) -> bool:
@@ -163,7 +182,7 @@ def _same(given: str, token: str) -> bool:
     return hmac.compare_digest(given.encode(), token.encode())
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
+def _header(headers: Headers, name: str) -> str | None:
     for key, value in headers.items():
         if key.lower() == name:
             return value

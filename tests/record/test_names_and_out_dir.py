@@ -84,3 +84,13 @@ def test_bad_names_from_an_adapter_are_refused_by_the_plan(tmp_path):
     rec.save("ok", np.ones(2), rec.plan("ok", ()))
     rec.close()
     assert mldbg.create_trial(tmp_path).tensor_names() == ["ok"]
+
+
+@pytest.mark.parametrize("where", ["/dev/null", "/dev/null/run", "file/run"])
+def test_out_dir_that_is_or_lies_under_a_device_or_a_file_is_refused(tmp_path, where):
+    # the audit of issue 16: /dev/null escaped as NotADirectoryError from the store
+    (tmp_path / "file").write_text("x")
+    out = where if where.startswith("/") else str(tmp_path / where)
+    with pytest.raises(InvalidConfig, match="not a folder") as err:
+        mldbg.torch.Hook(out)
+    assert "\n" not in str(err.value)

@@ -235,6 +235,105 @@ def damage(rng: random.Random, run: Path, files: list[Path]) -> str:
     return f"{rel} replaced by garbage"
 
 
+LITERALS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "9" * 5000, "18446744073709551616", "-1",
+            "[" * 5000 + "]" * 5000, '{"a":' * 3000 + "1" + "}" * 3000, '"\\ud800"', '"\\u202e\\u0000"',
+            "true", "null", "0.5", "-0", '{"x": []}']  # fmt: skip
+
+
+def other_damage(rng: random.Random, run: Path, files: list[Path]) -> str:
+    """Damage the first loop does not do: raw JSON literals (NaN, Infinity, 1e999, deep
+    nesting, 5,000 digits) and duplicate keys or a BOM in markers; index columns resealed with
+    values of other types; segments swapped within a worker or between workers; a truncation
+    followed by garbage; a data file replaced by another step's; a FIFO, a link to /dev/zero,
+    a dangling link, a link to itself or a 1 TiB sparse file in a file's place; a link loop in
+    a folder."""
+    files = [f for f in files if f.is_file() and not f.is_symlink() and f.stat().st_size < 1 << 20]
+    path = rng.choice(files)
+    rel = path.relative_to(run)
+    kind = rng.choice(["literal", "literal", "index types", "swap", "swap workers", "cut and garbage",
+                       "other data", "fifo", "/dev/zero", "dangling", "self link", "sparse", "folder loop"])  # fmt: skip
+    markers = [f for f in files if f.name in ("meta.json", "END")]
+    if kind == "literal" and markers:
+        path = rng.choice(markers)
+        try:  # an earlier damage of the case may have left it unreadable
+            data = json.loads(path.read_bytes())
+        except (ValueError, RecursionError):
+            data = None
+        data = data if isinstance(data, dict) and data else {"last_step": 1}
+        key, lit = rng.choice(sorted(data)), rng.choice(LITERALS)
+        r = rng.random()
+        if r < 0.7:
+            text = json.dumps({**data, key: "__X__"}).replace('"__X__"', lit)
+        elif r < 0.9:  # a duplicate key: the last one wins in Python's json
+            text = json.dumps(data)[:-1] + f', "{key}": {lit}}}'
+        else:
+            text = "\ufeff" + json.dumps(data)
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        return f"{path.relative_to(run)}: {text[:120]}"
+    if kind == "index types":
+        path = rng.choice([f for f in files if f.parent.name == "index"])
+        blob = path.read_bytes()
+        try:
+            (n,) = struct.unpack("<Q", blob[:8])
+            header = json.loads(blob[8 : 8 + n])
+            col = rng.choice([k for k in header if k != "__metadata__" and isinstance(header[k], dict)])
+        except (ValueError, RecursionError, IndexError, TypeError, struct.error):
+            return f"{path.relative_to(run)}: already damaged, left as it is"
+        field = rng.choice(sorted(header[col]))
+        header[col] = {**header[col], field: rng.choice(
+            [[-1, 10**20], [0, -5], "F16", [[1]], [2**63, 2**64], None, {"a": 1}, [0.5, 1.5], ["U8"], "BOOL"]
+        )}  # fmt: skip
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        path.write_bytes(reseal_index(struct.pack("<Q", len(text)) + text + blob[8 + n :]))
+        return f"{path.relative_to(run)}: resealed {col}.{field} = {header[col][field]}"
+    if kind in ("swap", "swap workers"):
+        worker = rng.choice(["worker_0", "worker_1"])
+        a, b = rng.sample([1, 2, 3], 2)
+        if kind == "swap workers":
+            a = b
+        for part in rng.choice([["index"], ["data"], ["index", "data"]]):
+            pa = run / f"workers/{worker}/{part}/{a:010d}.safetensors"
+            other = "worker_1" if worker == "worker_0" and kind == "swap workers" else worker
+            other = "worker_0" if worker == "worker_1" and kind == "swap workers" else other
+            pb = run / f"workers/{other}/{part}/{b:010d}.safetensors"
+            if pa in files and pb in files:
+                blob_a, blob_b = pa.read_bytes(), pb.read_bytes()
+                pa.write_bytes(blob_b)
+                pb.write_bytes(blob_a)
+        return f"{kind}: {worker} segment {a} and {b}"
+    if kind == "cut and garbage":
+        blob = path.read_bytes()
+        cut = rng.randrange(len(blob) + 1)
+        extra = bytes(rng.randrange(256) for _ in range(rng.randint(1, 200)))
+        path.write_bytes(blob[:cut] + extra)
+        return f"{rel} cut at {cut}, {len(extra)} bytes of garbage appended"
+    if kind == "other data":
+        data = [f for f in files if f.parent.name == "data"]
+        source = rng.choice(data)
+        target = rng.choice([f for f in data if f != source] or data)
+        target.write_bytes(source.read_bytes())
+        return f"{source.relative_to(run)} copied over {target.relative_to(run)}"
+    if kind == "folder loop":
+        folder = path.parent
+        if not (folder / "loop").is_symlink():  # an earlier damage of the case may have made it
+            (folder / "loop").symlink_to(".")
+        return f"{folder.relative_to(run)}/loop -> ."
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "dangling":
+        path.symlink_to(run / "nowhere" / "x")
+    elif kind == "self link":
+        path.symlink_to(path.name)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(1 << 40)
+    return f"{rel} replaced by {kind}"
+
+
 def hostile_index(rng: random.Random, path: Path) -> str:
     """An index whose JSON header is mutated, then given a checksum that fits."""
     blob = path.read_bytes()
@@ -318,26 +417,31 @@ def fuzz(
     slowest = 0.0
     for i in range(cases):
         copy = tmp_path / f"case{i % 4}"
-        shutil.rmtree(copy, ignore_errors=True)
+        shutil.rmtree(copy, ignore_errors=True)  # FIFOs and links are removed, never opened
         shutil.copytree(run, copy)
         files = sorted(p for p in copy.rglob("*") if p.is_file())
         what = "; ".join(mutate(rng, copy, files) for _ in range(rng.choice([1, 1, 1, 2, 3])))
         case = f"case {i} (seed {seed}): {what}"
         start = time.monotonic()
-        with time_bound(CASE_SECONDS, case):
-            for on_corrupt in ("raise", "skip"):
+        for on_corrupt in ("raise", "skip"):
+            # each open has its own bound; the alarm's TimeoutError is an OSError that a reader
+            # may turn into CorruptRecord, so the time taken is checked too
+            began = time.monotonic()
+            with time_bound(CASE_SECONDS, case):
                 try:
                     got = open_and_read(copy, on_corrupt, outcomes)
                 except MldbgError as e:
                     pytest.fail(f"{case}: {on_corrupt}: {type(e).__name__}, not CorruptRecord: {e}")
                 except Exception as e:
                     pytest.fail(f"{case}: {on_corrupt}: escaped as {type(e).__name__}: {e}")
-                if got is None:
-                    assert on_corrupt == "raise", f"{case}: skip could not open the run"
-                    continue
-                if check_values:
-                    assert_no_wrong_value(*got, ref, ref_run, case)
-                outcomes[f"{on_corrupt}: read"] += 1
+            if time.monotonic() - began >= CASE_SECONDS:
+                pytest.fail(f"{case}: {on_corrupt}: no answer within {CASE_SECONDS} s (a hang)")
+            if got is None:
+                assert on_corrupt == "raise", f"{case}: skip could not open the run"
+                continue
+            if check_values:
+                assert_no_wrong_value(*got, ref, ref_run, case)
+            outcomes[f"{on_corrupt}: read"] += 1
         slowest = max(slowest, time.monotonic() - start)
     outcomes["slowest case, ms"] = round(slowest * 1000)
     return outcomes
@@ -348,6 +452,16 @@ def test_damaged_runs_raise_corrupt_record_or_read_right(intact, tmp_path):
     print(f"\nfuzz: {CASES} damaged copies, seed {SEED}: {dict(sorted(outcomes.items()))}")
     assert outcomes["raise: open: CorruptRecord"] > CASES // 10  # the loop does damage
     assert outcomes["read: CorruptRecord"] > 0
+
+
+def test_other_damage_raises_corrupt_record_or_reads_right_and_never_hangs(intact, tmp_path):
+    """Audit of issue 16 (seed 1616): FIFOs, links to /dev/zero and 1 TiB sparse files in a
+    run's place hung `create_trial` or raised MemoryError before LocalStore read only regular
+    files and refused whole-file reads past 1 GiB."""
+    cases = max(CASES // 2, 50)
+    outcomes = fuzz(intact, tmp_path, other_damage, cases, SEED + 1600, check_values=True)
+    print(f"\nfuzz: {cases} other damages, seed {SEED + 1600}: {dict(sorted(outcomes.items()))}")
+    assert outcomes["raise: open: CorruptRecord"] > cases // 10
 
 
 def test_hostile_index_files_with_a_valid_checksum_raise_only_corrupt_record(intact, tmp_path):

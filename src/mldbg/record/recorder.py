@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class Recorder:
         flush_seconds: float = 0.5,
         max_queue_bytes: int = 512 << 20,
         when_full: str = "block",
+        block_seconds: float = 60.0,
         stop_check_seconds: float | None = None,
         statistics: bool = False,
         overwrite: bool = False,
@@ -141,6 +143,7 @@ class Recorder:
                 flush_seconds=flush_seconds,
                 max_queue_bytes=max_queue_bytes,
                 when_full=when_full,
+                block_seconds=block_seconds,
             )
             meta = WorkerMeta(
                 worker=self.worker,
@@ -351,6 +354,25 @@ class Recorder:
         if self.writer is not None:
             self.writer.flush()
 
+    def _save_end(self, end: End, within: float) -> None:
+        """Write the END marker; a store that does not answer in `within` seconds (a hung
+        mount) is given up on with one line rather than holding the training's exit."""
+        failed: list[str] = []
+
+        def save() -> None:
+            try:
+                markers.save(self.store, layout.end_key(self.worker), end)
+            except Exception as e:
+                failed.append(str(e))
+
+        writing = threading.Thread(target=save, name="mldbg-end-marker", daemon=True)
+        writing.start()
+        writing.join(within)
+        if writing.is_alive():
+            failed.append(f"the store did not answer within {within:g}s (block_seconds)")
+        if failed:
+            log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, failed[0])
+
     def close(self) -> None:
         """Write everything, then the end marker. Safe to call twice."""
         if self._closed:
@@ -376,10 +398,7 @@ class Recorder:
                 last_lost_step=lost.last_step,
                 last_segment=self.writer.last_segment,
             )
-            try:
-                markers.save(self.store, layout.end_key(self.worker), end)
-            except Exception as e:
-                log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+            self._save_end(end, self.writer.block_seconds)
             process.release(self._holding)
             self._holding = None
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)

@@ -68,8 +68,17 @@ def check_out_dir(out_dir: Any) -> None:
             f"out_dir {shown(path)}: {len(encoded)} bytes, longer than the file system allows "
             f"({MAX_PATH_BYTES} in all, {MAX_COMPONENT_BYTES} a folder name); use a shorter path"
         )
-    if os.path.isfile(encoded):
-        raise InvalidConfig(f"out_dir {shown(path)} is a file, not a folder; name a folder for the run")
+    # the nearest part of the path that exists must be a folder: a file, a device (/dev/null)
+    # or a FIFO there, or under it, cannot hold a run
+    here = os.path.abspath(encoded)
+    while not os.path.lexists(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    if not os.path.isdir(here):
+        kind = "a file" if os.path.isfile(here) else "a device, FIFO or socket"
+        where = "" if here == os.path.abspath(encoded) else f" under {shown(os.fsdecode(here))},"
+        raise InvalidConfig(
+            f"out_dir {shown(path)} is{where} {kind}, not a folder; name a folder for the run"
+        )
 
 
 def check_name(name: Any, what: str = "tensor") -> str:

@@ -11,8 +11,11 @@ a sealed segment is encoded once and retried alone (split once into 1 MiB segmen
 larger), and while the store refuses writes (a full disk) submits that do not fit drop their
 records rather than wait. When the store says it dropped the write itself (`StoreFull`: an
 unreachable bucket whose local spill folder is full), the segment is counted in
-`store_dropped` and its number reused. Everything lost is counted in `lost`, which the
-recorder writes into the END marker.
+`store_dropped` and its number reused. A store whose write never returns (a hung network
+file system) blocks training at most `block_seconds`: a submit that waited that long drops its
+step, and until a write returns the submits that do not fit drop at once (one error line);
+`close()` gives such a write as long, then gives up what is left. Everything lost is counted
+in `lost`, which the recorder writes into the END marker.
 """
 
 from __future__ import annotations
@@ -184,6 +187,10 @@ class WriterClosed(MldbgError):
     pass
 
 
+class _Abandoned(BaseException):  # noqa: N818 - past `except Exception`: it ends the writer thread
+    """close() gave up on the writer while it was in a store call."""
+
+
 # What a record costs in memory beyond its array's bytes, from submit until its segment is
 # written: the Pending and then the Record (objects, dicts, shape tuple), its NumPy array
 # object, its slots in the batch and segment lists, and its share of the encoded headers.
@@ -286,6 +293,12 @@ class Writer:
     is split once); while it fails, new segments are sealed at 1 MiB and submits that would pass `max_queue_bytes` drop their records
     (counted in `lost`) instead of blocking training. At `close()` the writer keeps trying for
     `close_seconds`, then gives the rest up (counted too: the END marker says how much).
+
+    `block_seconds` bounds every wait on the store. A store that takes a write and never
+    answers (no error to act on: a hung NFS mount) stalls the writer; a submit that waited that
+    long (`when_full="block"`) drops its step and says so once, and until a write returns the
+    submits that do not fit drop at once. `close()` gives a write in progress as long, then
+    gives up what the writer holds (counted).
     """
 
     def __init__(
@@ -299,9 +312,12 @@ class Writer:
         when_full: str = "block",
         retry_seconds: float = 1.0,
         close_seconds: float = 10.0,
+        block_seconds: float = 60.0,
     ):
         if when_full not in ("block", "drop"):
             raise ValueError(f"when_full must be 'block' or 'drop', got {when_full!r}")
+        if not block_seconds > 0:
+            raise ValueError(f"block_seconds must be > 0, got {block_seconds!r}")
         self.store = store
         self.worker = worker
         self.flush_seconds = flush_seconds
@@ -310,6 +326,7 @@ class Writer:
         self.when_full = when_full
         self.retry_seconds = retry_seconds
         self.close_seconds = close_seconds
+        self.block_seconds = block_seconds
         self.dropped = 0  # records dropped at submit: queue full (when_full="drop") or store failing
         self.store_dropped = 0  # records the store could not keep (StoreFull)
         self.unwritten = 0  # records given up at close: the store still refused them
@@ -325,6 +342,11 @@ class Writer:
         self._seq = self._next_seq()
         self._sealed: collections.deque[Segment] = collections.deque()
         self._failing = ""  # the store's error while writes fail, else ""
+        # a submit waited block_seconds and no store write returned since: the store hangs
+        self._stalled = False
+        self._writing_since: float | None = None  # a store write in progress since (monotonic)
+        self._abandoned = False  # close() gave up on a writer stuck in a write; it counted the rest
+        self._open: list[Record] = []  # the records of the segment being filled (writer thread)
         self._last_error = ""
         self._lost_at_failure = 0
         # how long sealing (encoding) and writing a segment take, and materializing one submitted
@@ -372,8 +394,9 @@ class Writer:
             if self._closed:
                 raise WriterClosed("the hook is closed; nothing more is recorded")
             if self._queued_bytes and self._queued_bytes + nbytes > self.max_queue_bytes:
-                if self.when_full == "block" and not self._failing:
+                if self.when_full == "block" and not self._failing and not self._stalled:
                     t0 = time.perf_counter()
+                    deadline = time.monotonic() + self.block_seconds
                     while (
                         self._queued_bytes
                         and self._queued_bytes + nbytes > self.max_queue_bytes
@@ -381,7 +404,11 @@ class Writer:
                     ):
                         if self._closed:
                             raise WriterClosed("the hook was closed while waiting for the writer")
-                        self._cond.wait(1.0)
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            self._stall()
+                            break
+                        self._cond.wait(min(1.0, left))
                     self.blocked_seconds += time.perf_counter() - t0
                 if self._queued_bytes and self._queued_bytes + nbytes > self.max_queue_bytes:
                     self._drop(batch)
@@ -391,6 +418,23 @@ class Writer:
             self._cond.notify_all()
         return True
 
+    def _stall(self) -> None:
+        """A submit waited `block_seconds` (called holding the lock): the writer has not got on
+        for that long. Say so once per stall; drop what does not fit until a write returns."""
+        self._stalled = True
+        since = self._writing_since
+        doing = (
+            f"a write to {self.store.url} has not returned for {time.monotonic() - since:.0f}s"
+            if since is not None
+            else f"the writer of {self.store.url} has not freed room for {self.block_seconds:g}s"
+        )
+        log.error(
+            "mldbg: %s (block_seconds=%g; a hung network file system or bucket?): %s of records "
+            "wait in memory (bound %s, max_queue_bytes); training goes on, and the steps that do not "
+            "fit are dropped and counted (the END marker says how many) until the store answers.",
+            doing, self.block_seconds, _size(self._queued_bytes), _size(self.max_queue_bytes),
+        )  # fmt: skip
+
     def _drop(self, batch: list[Pending | PendingStatistics]) -> None:
         """Count a batch that does not fit (called holding the lock) and say so, now and then."""
         n = sum(len(p.tensors) if isinstance(p, PendingStatistics) else 1 for p in batch)
@@ -399,7 +443,12 @@ class Writer:
         self.lost.add(n, (p.step for p in batch))
         if not (first or self.dropped % 1000 < n):
             return
-        if self._failing:
+        if self._stalled and not self._failing:
+            if not first:
+                log.error(
+                    "mldbg: %s still does not answer: %d records dropped so far", self.store.url, self.dropped
+                )
+        elif self._failing:
             log.error(
                 "mldbg: %s refuses writes (%s) and %s of records wait in memory (the bound, "
                 "max_queue_bytes): %d records dropped so far. Free space there, or record less.",
@@ -421,18 +470,32 @@ class Writer:
                 return
             self._queue.append((_FLUSH, done))
             self._cond.notify_all()
-        done.wait(timeout)
+        # a store write that does not return for block_seconds ends the wait (what is held stays
+        # queued; close() decides what is lost)
+        end = None if timeout is None else time.monotonic() + timeout
+        while not done.wait(0.2 if end is None else max(0.0, min(0.2, end - time.monotonic()))):
+            since = self._writing_since
+            if (end is not None and time.monotonic() >= end) or (
+                since is not None and time.monotonic() - since > self.block_seconds
+            ):
+                return
 
     def close(self) -> None:
         """Write everything; a store that still refuses writes gets `close_seconds` more, then
         what is left is given up and counted (`unwritten`, `lost`)."""
         if self._closed:
             return
-        self.flush()
         with self._cond:
+            self._queue.append((_FLUSH, threading.Event()))  # everything submitted is sealed
             self._closed = True
             self._cond.notify_all()
-        self._thread.join()
+        # a writer that gets on is waited for (then `_finish` gives a failing store
+        # close_seconds); one stuck in a store write for block_seconds is given up on
+        while self._thread.is_alive():
+            self._thread.join(0.2)
+            since = self._writing_since
+            if since is not None and time.monotonic() - since > self.block_seconds and self._abandon():
+                break
         if self.lost.records:
             log.error(
                 "mldbg: %s lost %s: %s",
@@ -441,14 +504,74 @@ class Writer:
                 self._last_error or "the queue was full (when_full='drop')",
             )
 
+    def _abandon(self) -> bool:
+        """close() gives up on a writer stuck in a store write: everything it holds is counted
+        lost, and the writer thread touches nothing more if the write ever returns. False when
+        the write returned meanwhile."""
+        with self._cond:
+            if self._writing_since is None:
+                return False
+            self._abandoned = True
+            for item in self._queue:
+                if item[0] is not _FLUSH:
+                    self._count_unwritten(
+                        sum(len(p.tensors) if isinstance(p, PendingStatistics) else 1 for p in item[1]),
+                        [p.step for p in item[1]],
+                    )
+            self._queue.clear()
+            for seg in self._sealed:
+                self._count_unwritten(seg.records, seg.steps)
+            self._sealed.clear()
+            self._count_unwritten(len(self._open), [r.step for r in self._open])
+            self._open = []
+            self._queued_bytes = 0
+            self._last_error = f"a write did not return within {self.block_seconds:g}s (block_seconds)"
+            self._cond.notify_all()
+        log.error(
+            "mldbg: a write to %s has not returned for %gs (block_seconds): the writer is given up "
+            "at close, with what it held",
+            self.store.url, self.block_seconds,
+        )  # fmt: skip
+        return True
+
+    def _count_unwritten(self, records: int, steps: Iterable[int]) -> None:
+        if records:
+            self.unwritten += records
+            self.lost.add(records, steps)
+
+    def _store_call(self, fn: Callable[..., Any], *args: Any) -> None:
+        """One store write, timed for `close()` and the stall check; raises `_Abandoned` when
+        close() gave up on this writer while it was in the call."""
+        with self._cond:
+            self._writing_since = time.monotonic()
+        try:
+            fn(*args)
+        finally:
+            with self._cond:
+                self._writing_since = None
+                abandoned = self._abandoned
+                if self._stalled and not abandoned:
+                    self._stalled = False
+                    self._cond.notify_all()
+                    log.warning("mldbg: %s answers writes again", self.store.url)
+            if abandoned:
+                raise _Abandoned
+
     # writer thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._loop()
+        except _Abandoned:  # close() counted everything and returned: touch nothing
+            return
+
+    def _loop(self) -> None:
         """Materialize submitted steps into the open segment, seal it when it is large enough
         or its oldest record is close to `flush_seconds` old, write sealed segments in order.
         Bytes stay counted against `max_queue_bytes` from `submit` until their segment is
         written (or dropped), so memory is bounded end to end."""
         self._clean_temp()
         records: list[Record] = []
+        self._open = records
         charge = 0  # bytes of `records`, as counted by submit
         oldest: float | None = None  # submit time of the oldest record in `records`
         retry_at = 0.0
@@ -477,6 +600,7 @@ class Writer:
                     # its deadline comes before this step is ready: seal what is there first
                     self._seal(records, charge, oldest)
                     records, charge, oldest = [], 0, None
+                self._open = records
                 t0 = time.monotonic()
                 records.extend(materialize(batch))
                 self._step_seconds = _estimate(self._step_seconds, time.monotonic() - t0)
@@ -486,6 +610,7 @@ class Writer:
             if records and (flush or charge >= limit or time.monotonic() >= self._flush_at(oldest or 0.0)):
                 self._seal(records, charge, oldest or 0.0)
                 records, charge, oldest = [], 0, None
+                self._open = records
             due = self._sealed and (flush or time.monotonic() >= retry_at)
             if due and not self._write_sealed():
                 retry_at = time.monotonic() + self.retry_seconds
@@ -591,9 +716,9 @@ class Writer:
         t0 = time.monotonic()
         try:
             if seg.data and not seg.data_written:
-                self.store.write(data_key, seg.data)
+                self._store_call(self.store.write, data_key, seg.data)
                 seg.data_written = True
-            self.store.write(index_key, [seg.index])
+            self._store_call(self.store.write, index_key, [seg.index])
         except StoreFull as e:  # the store reported it (rate-limited); keeping them would only block
             log.debug("mldbg: %d records dropped: %s", seg.records, e)
             self.store_dropped += seg.records

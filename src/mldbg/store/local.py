@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import functools
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -31,6 +33,9 @@ DROP_CACHE_MIN = 1 << 20  # smaller files (indexes, markers) stay cached: reader
 # a temp file no live writer of this host owns is removed at once; one of another host (a
 # shared file system) or of an unknown writer only once it was not touched for this long
 STALE_TEMP_SECONDS = 3600.0
+# the most a whole-file read (an index, a marker) takes: a run's files are written in segments
+# of a few MiB; a larger one is damage (a 1 TiB sparse file must not become a MemoryError)
+MAX_WHOLE_READ = 1 << 30
 
 
 class LocalStore(Store):
@@ -85,7 +90,7 @@ class LocalStore(Store):
             if fd is not None:
                 self._handles.move_to_end(key)
                 return fd
-        fd = os.open(self._path(key), os.O_RDONLY)
+        fd = _open_regular(self._path(key))
         with self._lock:
             self._handles[key] = fd
             while len(self._handles) > self._max_open:
@@ -95,9 +100,18 @@ class LocalStore(Store):
 
     def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
         if length is None:
-            with open(self._path(key), "rb") as f:
-                f.seek(start)
-                return f.read()
+            fd = _open_regular(self._path(key))
+            try:
+                size = os.fstat(fd).st_size
+                if size - start > MAX_WHOLE_READ:
+                    raise OSError(
+                        errno.EFBIG, f"{size} bytes, more than any file of a run ({MAX_WHOLE_READ}): damaged"
+                    )
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    f.seek(start)
+                    return f.read()
+            finally:
+                os.close(fd)
         return os.pread(self._fd(key), length, start)
 
     def size(self, key: str) -> int:
@@ -201,6 +215,24 @@ def _owner_dead(tag: str) -> bool:
     except OSError:  # alive, another user's
         return False
     return False
+
+
+def _open_regular(path: Path) -> int:
+    """A read handle on `path`, a regular file. A FIFO, a device (a link to /dev/zero) or a
+    socket in a run's place is damage: it raises OSError instead of blocking in `open` or
+    reading without end (O_NONBLOCK changes nothing for a regular file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(path))
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)", str(path))
+    return fd
 
 
 def _write_all(fd: int, parts: Sequence[Buffer]) -> int:

@@ -334,6 +334,8 @@ class RunIndex:
                     got = None if short else np.frombuffer(b"".join(blobs), dtype=np.uint8)
             except FileNotFoundError:
                 raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
+            except OSError as e:  # a folder, a FIFO or a device where the data file should be
+                raise CorruptRecord(f"{self.store.url}/{key}: cannot be read ({e.strerror or e})") from None
             if got is None:
                 raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
             crc = c.get("crc")

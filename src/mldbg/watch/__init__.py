@@ -12,6 +12,7 @@ from typing import Any
 _LAZY = {
     "Watcher": "mldbg.watch.watcher",
     "WatchTimeout": "mldbg.watch.watcher",
+    "WatcherBusy": "mldbg.watch.journal",
     "Progress": "mldbg.watch.progress",
     "start_watcher": "mldbg.watch.inprocess",
     "WatcherProcess": "mldbg.watch.inprocess",

@@ -20,6 +20,7 @@ a finding's step, the finding leaves the journal (`compact`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding
 from mldbg.store.base import Store
 from mldbg.store.local import LocalStore
@@ -34,6 +36,11 @@ from mldbg.store.local import LocalStore
 log = logging.getLogger("mldbg")
 
 SUFFIX = ".journal"
+
+
+class WatcherBusy(MldbgError):
+    """Another watcher with the same rules and actions already watches the run (it holds the
+    journal's lock): two at once would deliver each finding twice."""
 
 
 def finding_id(f: Finding) -> str:
@@ -68,6 +75,50 @@ class Journal:
         if isinstance(store, LocalStore):
             return cls(store, path=store.root / key, fallback=journal_fallback)
         return cls(store, key=key, fallback=journal_fallback)
+
+    def lock(self) -> int | None:
+        """Hold this watcher's place alone on this machine: a POSIX lock (`lockf`) on a file
+        named for the journal under the local cache folder, released by the kernel when the
+        process dies (a killed watcher never leaves it behind). It is the process's: a watcher
+        started again in the same process takes it over. Returns the descriptor held; None
+        where no lock can be taken (no `fcntl`, no writable cache). Raises `WatcherBusy`,
+        naming the other watcher's pid, when another process holds it."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: two watchers there are not detected
+            return None
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mldbg/watch"
+        base = self.fallback.parent if self.fallback is not None else cache
+        lock = base / "locks" / f"{hashlib.sha1(self.where.encode('utf-8', 'replace')).hexdigest()[:20]}.lock"
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            log.warning(
+                "mldbg: cannot lock %s (%s): a second watcher of this run would not be noticed", lock, e
+            )
+            return None
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                other = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            finally:
+                os.close(fd)
+            raise WatcherBusy(
+                f"another watcher with the same rules and actions (pid {other}) is watching "
+                f"{self.store.url} (its lock: {lock}): stop it first, or give this one its own "
+                "place (--state FILE), so that no finding is delivered twice"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    @staticmethod
+    def unlock(fd: int | None) -> None:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def where(self) -> str:

@@ -48,14 +48,45 @@ class WatchState:
 
     @classmethod
     def from_json(cls, data: bytes) -> WatchState:
-        raw = json.loads(data)
+        """Raises ValueError for a damaged state (not JSON, not an object, a field of the wrong
+        type): the watcher then ignores it, with a warning, rather than failing on it later."""
+        try:
+            raw = json.loads(data)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        for key, kinds in _FIELD_TYPES.items():
+            value = known.get(key)
+            if key in known and (
+                isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)
+            ):
+                raise ValueError(
+                    f"{key} is {type(value).__name__}, not {' or '.join(k.__name__ for k in kinds)}"
+                )
+        if any(not isinstance(v, dict) for v in known.get("actions", {}).values()):
+            raise ValueError("actions holds a value that is not an object")
+        if any(not isinstance(v, dict) for v in known.get("rules", [])):
+            raise ValueError("rules holds a value that is not an object")
         known.setdefault("errors", known.get("findings", 0))  # saved before severities: all count
         return cls(**known)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str, type(None)),
+    "last_step": (int,),
+    "steps_checked": (int,),
+    "findings": (int,),
+    "errors": (int,),
+    "finished": (bool,),
+    "actions": (dict,),
+    "rules": (list,),
+    "updated": (int, float),
+}
 
 #: the statuses a rule can be in, in the words `mldbg status` prints
 STATUSES = {
@@ -265,7 +296,9 @@ class StateFile:
                 log.warning("mldbg: cannot write the watch state into %s (%s); keeping it in %s",
                             self.store.url, e, fallback)  # fmt: skip
             fallback.parent.mkdir(parents=True, exist_ok=True)
-            fallback.write_bytes(data)
+            tmp = fallback.with_name(f".{fallback.name}.tmp-{os.getpid()}")
+            tmp.write_bytes(data)  # a kill in the middle leaves the old state whole
+            os.replace(tmp, fallback)
 
     @property
     def where(self) -> str:

@@ -25,7 +25,7 @@ from mldbg.rules.base import Finding, Rule
 from mldbg.store import layout, markers
 from mldbg.store.markers import StopRequest
 from mldbg.trial import create_trial
-from mldbg.watch.journal import Journal, finding_id
+from mldbg.watch.journal import Journal, WatcherBusy, finding_id
 from mldbg.watch.progress import NoProgress, Progress
 from mldbg.watch.state import StateFile, WatchState, run_id, watcher_id
 
@@ -109,6 +109,7 @@ class Watcher:
             self._journal = Journal.beside(
                 self.store, self._state_file.key, self._state_file.path, self._state_file.fallback()
             )
+        self._lock: int | None = None  # the journal's lock, held while this watcher runs
         self._handed: dict[str, int] = {}  # findings journaled and not yet covered by the saved place
         self._handed_before: set[str] = set()  # ... by an earlier watcher: never acted on again
         self.state = WatchState()
@@ -150,6 +151,8 @@ class Watcher:
                     self._stop.wait(self.poll_seconds)
         finally:
             self._save()
+            Journal.unlock(self._lock)
+            self._lock = None
             self.progress.close()
             for action in self.actions:
                 try:
@@ -182,6 +185,8 @@ class Watcher:
                 elif ended:
                     self.ended = True
                 self.errors = 0
+            except WatcherBusy:
+                raise
             except Exception as e:  # a read failed (a store outage?): report, try again next cycle
                 self.errors += 1
                 if self.errors == 1 or self.errors % 100 == 0:
@@ -213,6 +218,8 @@ class Watcher:
         with `per_worker`, each worker's rules copied from `self.rules`)."""
         from mldbg.rules.runner import PerWorkerRunner, RuleRunner
 
+        if self._journal is not None and self._lock is None:
+            self._lock = self._journal.lock()  # WatcherBusy: another one holds this place
         self._load()
         self.runner = (PerWorkerRunner if self.per_worker else RuleRunner)(self.trial, self.rules)
 
