@@ -204,7 +204,9 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             path, _, query = self.path.partition("?")
             access = metrics._access
-            refused = None if access is None else access.check(query, self.headers)  # every Host, repeated ones too
+            refused = (
+                None if access is None else access.check(query, self.headers)
+            )  # every Host, repeated ones too
             if refused is not None:
                 status, reason = refused
                 body = f"{reason}\n".encode()

@@ -358,7 +358,7 @@ class Hook(Adapter):
         def end(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             capture.stop(m, failed=output is None)  # also when the forward raised (always_call)
 
-        capture.handles.append(m.module.register_forward_hook(Ending(end, self), always_call=True))
+        capture.handles.append(m.module.register_forward_hook(Ending(end, self, m.module), always_call=True))
 
     def _layer_input(self, name: str, act: str) -> Callable[..., None]:
         input_name, natural = f"{name}_input_0", (act,)  # made once: the hook runs every step

@@ -269,12 +269,15 @@ class AttentionCapture:
 
 class Ending(Attached):
     """The forward hook that ends a capture (`always_call`): it runs even once its hook is
-    closed, since a capture begun before the close must still end. Copied or pickled with the
-    model: inert, as every `Attached`."""
+    closed, since a capture begun before the close must still end; only for its own module
+    (not a shallow copy's forward). Copied or pickled with the model: inert, as every
+    `Attached`."""
 
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args[0] is not self.module:
+            return None  # a shallow copy's forward: no capture of ours began there
         return self.fn(*args, **kwargs)
 
 
