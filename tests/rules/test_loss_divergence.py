@@ -66,7 +66,9 @@ def test_the_parameters(tmp_path):
 def test_a_steady_climb_is_not_a_divergence_at_once(tmp_path):
     """The optimizer maximizing the loss (Adam): a climb past 10x after some 25 steps is
     logit_growth's and underfitting's (a rise by design, a GAN's generator loss, climbs too)."""
-    run = train(tmp_path / "run", steps=40, eval_every=None, default_hook=True, optimizer="adam", maximize=True)
+    run = train(
+        tmp_path / "run", steps=40, eval_every=None, default_hook=True, optimizer="adam", maximize=True
+    )
     assert not mldbg.check(run.path, rules=["loss_divergence"])
     assert fired(mldbg.check(run.path, rules=["loss_divergence:onset=40,horizon=40"]))  # it does get there
 
