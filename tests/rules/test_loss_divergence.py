@@ -117,3 +117,62 @@ def test_a_tiny_gpt2_at_lr_10_through_the_hugging_face_callback(tmp_path):
     (f,) = [f for f in found if f.rule == "loss_divergence"]
     assert f.tensors == ["loss"] and "diverged at once" in f.message
     assert [f for f in _gpt2_run(tmp_path / "healthy", 1e-3) if f.severity == "error"] == []
+
+
+def test_quiet_on_a_gan_whose_generator_loss_climbs_tenfold(tmp_path):
+    """A GAN with a fast discriminator (Adam lr 1e-2 against the generator's 2e-4), each loss
+    saved as a scalar of its own: the generator's loss climbs from 0.69 past 10x over 30 steps, as the
+    discriminator wins, which is a GAN's way and not a divergence at once."""
+    import math
+
+    from torch import nn
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    gen = nn.Sequential(
+        nn.Linear(8, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 2)
+    )
+    disc = nn.Sequential(
+        nn.Linear(2, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 1),
+        nn.Sigmoid(),
+    )
+    loss_d_fn, loss_g_fn = nn.BCELoss(), nn.BCELoss()
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-2, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    losses_g = []
+    with mldbg.torch.Hook(tmp_path / "run") as hook:
+        hook.register_module(gen, name="generator")
+        hook.register_module(disc, name="discriminator")
+        for _ in range(40):
+            angle = torch.rand(64, generator=g) * 2 * math.pi
+            real = torch.stack([torch.cos(angle), torch.sin(angle)], 1) + 0.05 * torch.randn(
+                64, 2, generator=g
+            )
+            opt_d.zero_grad()
+            fake = gen(torch.randn(64, 8, generator=g))
+            loss_d = loss_d_fn(disc(real), torch.ones(64, 1)) + loss_d_fn(
+                disc(fake.detach()), torch.zeros(64, 1)
+            )
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = loss_g_fn(disc(fake), torch.ones(64, 1))
+            hook.save_scalar("loss_d", loss_d.item())
+            hook.save_scalar("loss_g", loss_g.item())
+            loss_g.backward()
+            opt_g.step()
+            losses_g.append(loss_g.item())
+    assert max(losses_g[20:]) > 8 * losses_g[0]  # it does climb
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert {"loss_d", "loss_g"} <= set(trial.tensor_names(collection="scalars"))
+    assert len(trial.tensor("loss_g").steps()) == 40
+    assert not mldbg.check(tmp_path / "run", rules=["loss_divergence"])
+    # read and judged: with no bound on when the rise happens, a 5x climb is found
+    assert (
+        "loss_g"
+        in mldbg.check(tmp_path / "run", rules=["loss_divergence:factor=5,onset=40,horizon=40"])[0].tensors
+    )
