@@ -21,8 +21,8 @@ _HORIZON = 512  # steps one call of the fast path looks at
 @register
 class LossDivergence(Rule):
     """A young training loss jumps to more than `factor` x its first value within its first
-    `onset` saved values after it, and stays there: the last `persist` saved values all lie
-    above `factor` x the first. Judged while the series holds at most `horizon` values.
+    `onset` saved values after it, and stays far above it: the last `persist` saved values all
+    lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
 
     A learning rate far too high (a tiny GPT-2 at lr 10: 3.9 at step 0, 3,700 at step 1, then
     thousands) diverges at the first update and never comes back, yet stays finite, so
@@ -31,7 +31,8 @@ class LossDivergence(Rule):
     values, which the jump itself fills, and `loss_not_decreasing`'s first window already
     holds it. The first saved value is the loss of the untrained model (the same batch
     statistics a healthy run starts from); a healthy run's loss, noisy or not, rarely doubles
-    it (at most 1.8x on the project's healthy pipelines, 1.25x held over 3 values), and a rise
+    it (at most 1.8x on the project's healthy pipelines, 1.25x held over 3 values; a diverged
+    loss that hovers around 10x its start is held by the lower `hold_factor`), and a rise
     by design (a GAN generator's loss as its discriminator learns, an annealed KL term, a
     warmup) builds up over tens of steps, not within `onset` of them. A series whose first
     value is 0 or less, or that took a negative value, is a signed objective (a policy
@@ -42,6 +43,7 @@ class LossDivergence(Rule):
     needs = ("losses", "scalars")
     needs_any = True
     factor: float = 10.0
+    hold_factor: float = 5.0
     onset: int = 5
     persist: int = 3
     horizon: int = 20
@@ -49,6 +51,7 @@ class LossDivergence(Rule):
     tensor_regex: list[str] | None = None
     bounds: ClassVar[dict[str, Range]] = {
         "factor": Range(1, None),
+        "hold_factor": Range(1, None),
         "onset": Range(1, None),
         "persist": Range(1, None),
         "horizon": Range(2, None),
@@ -90,13 +93,13 @@ class LossDivergence(Rule):
             return None
         bar = self.factor * start
         last = values[n - persist : n]
-        if not all(math.isfinite(v) and v > bar for v in last):
+        if not all(math.isfinite(v) and v > self.hold_factor * start for v in last):
             return None
         head = values[:n]
         if any(v < 0 for v in head if math.isfinite(v)):  # a signed objective
             return None
-        above = next(i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar)
-        return above if above <= self.onset else None
+        above = next((i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar), None)
+        return above if above is not None and above <= self.onset else None
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): the leading training steps at which no loss
@@ -136,7 +139,7 @@ class LossDivergence(Rule):
             self.finding(
                 trial, steps[-1],
                 f"{name} (TRAIN) diverged at once: {start:.4g} at step {steps[0]}, {jump:.4g} at step "
-                f"{steps[above]} ({jump / start:.0f}x), and it stays above {self.factor:g}x its first value "
+                f"{steps[above]} ({jump / start:.0f}x), and it stays above {self.hold_factor:g}x its first value "
                 f"(median {recent:.4g} over the last {min(n, self.persist)} saved values, to step {steps[-1]}): "
                 "the first updates threw the model far from where it started",
                 tensors=[name],
