@@ -139,7 +139,7 @@ class LossDivergence(Rule):
             self.finding(
                 trial, steps[-1],
                 f"{name} (TRAIN) diverged at once: {start:.4g} at step {steps[0]}, {jump:.4g} at step "
-                f"{steps[above]} ({jump / start:.0f}x), and it stays above {self.hold_factor:g}x its first value "
+                f"{steps[above]} ({jump / start:.3g}x), and it stays above {self.hold_factor:g}x its first value "
                 f"(median {recent:.4g} over the last {min(n, self.persist)} saved values, to step {steps[-1]}): "
                 "the first updates threw the model far from where it started",
                 tensors=[name],
