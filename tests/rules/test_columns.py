@@ -78,6 +78,10 @@ FIRING: dict[str, dict | str] = {
     "loss_not_decreasing (flat from the start)": {"lr": 1e-10},
     "underfitting (after three quiet windows)": {"stop_updating_at": 60, "lr": 0.01, "steps": 150},
     "underfitting (diverging)": {"maximize": True, "optimizer": "adam", "steps": 120},
+    # a loss that leaves its starting level at once and stays there (finite): at once, and after
+    # a few values that fall back under the bar (SGD at lr 10 oscillates before it stays up)
+    "loss_divergence": {"optimizer": "adam", "lr": 10.0, "steps": 30},
+    "loss_divergence (oscillating first)": {"lr": 10.0, "steps": 30},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {

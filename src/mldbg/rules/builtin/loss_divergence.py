@@ -1,0 +1,147 @@
+"""loss_divergence: the training loss leaves its starting level at once and stays far above it."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import NEVER, give_back, loss_prefix
+from mldbg.rules.losses import LossTracker
+from mldbg.rules.params import Range
+from mldbg.rules.stats import median
+from mldbg.rules.view import TrialView
+
+_HORIZON = 512  # steps one call of the fast path looks at
+
+
+@register
+class LossDivergence(Rule):
+    """A young training loss jumps to more than `factor` x its first value within its first
+    `onset` saved values after it, and stays far above it: the last `persist` saved values all
+    lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
+
+    A learning rate far too high (a tiny GPT-2 at lr 10: 3.9 at step 0, 3,700 at step 1, then
+    thousands) diverges at the first update and never comes back, yet stays finite, so
+    `exploding_tensor` says nothing, and the other loss rules miss it: `loss_spike` and
+    `loss_change_point` judge a value against a recent level after a warm-up of 10 and 30
+    values, which the jump itself fills, and `loss_not_decreasing`'s first window already
+    holds it. The first saved value is the loss of the untrained model (the same batch
+    statistics a healthy run starts from); a healthy run's loss, noisy or not, rarely doubles
+    it (at most 1.8x on the project's healthy pipelines, 1.25x held over 3 values; a diverged
+    loss that hovers around 10x its start is held by the lower `hold_factor`), and a rise
+    by design (a GAN generator's loss as its discriminator learns, an annealed KL term, a
+    warmup) builds up over tens of steps, not within `onset` of them. A series whose first
+    value is 0 or less, or that took a negative value, is a signed objective (a policy
+    gradient's surrogate), not a loss that can diverge upward: it is not judged. NaN and inf
+    are `exploding_tensor`'s; each TRAIN series is judged on its own.
+    """
+
+    needs = ("losses", "scalars")
+    needs_any = True
+    factor: float = 10.0
+    hold_factor: float = 5.0
+    onset: int = 5
+    persist: int = 3
+    horizon: int = 20
+    use_losses_collection: bool = True
+    tensor_regex: list[str] | None = None
+    bounds: ClassVar[dict[str, Range]] = {
+        "factor": Range(1, None),
+        "hold_factor": Range(1, None),
+        "onset": Range(1, None),
+        "persist": Range(1, None),
+        "horizon": Range(2, None),
+    }
+    suggestion = (
+        "The training diverged at its first updates: lower the learning rate (10x or more), add a "
+        "learning-rate warmup, clip gradients (torch.nn.utils.clip_grad_norm_), and check that the "
+        "loss's inputs and targets are on the scale the model expects."
+    )
+
+    def reset(self) -> None:
+        super().reset()
+        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+
+    def unchecked(self) -> str | None:
+        if not self._tracker.seen_any:
+            return "no loss values found (losses collection, or scalars named like 'loss')"
+        return None
+
+    def check(self, trial: TrialView, step: int) -> list[Finding]:
+        mode, names, _ = self._tracker.update(trial, step)
+        if mode != Mode.TRAIN:
+            return []
+        out: list[Finding] = []
+        for name in names:
+            s = self._tracker.train.get(name)
+            if s is not None and s.steps and s.steps[-1] == step and name not in self._fired:
+                out += self._judge(trial, name, s.steps, s.values)
+        return out
+
+    def _diverged(self, values: list[float], n: int) -> int | None:
+        """The index of the first value above `factor` x the first when the first `n` of
+        `values` have diverged (judged at the `n`-th); else None."""
+        persist = max(1, self.persist)
+        if n > self.horizon or n < 1 + persist:
+            return None
+        start = values[0]
+        if not (math.isfinite(start) and start > 0):
+            return None
+        bar = self.factor * start
+        last = values[n - persist : n]
+        if not all(math.isfinite(v) and v > self.hold_factor * start for v in last):
+            return None
+        head = values[:n]
+        if any(v < 0 for v in head if math.isfinite(v)):  # a signed objective
+            return None
+        above = next((i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar), None)
+        return above if above is not None and above <= self.onset else None
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The fast path (`mldbg.rules.columns`): the leading training steps at which no loss
+        series diverges, appended to the tracker's series (`loss_prefix`). Only the first
+        `horizon` values of a series are judged: each new one among them is judged as `check`
+        judges it, and the first that fires, with what follows, is handed back to `check`;
+        everything `loss_prefix` leaves to `check` (evaluation steps, a per-sample loss) ends
+        the prefix."""
+        steps = steps[:_HORIZON]
+        tracker = self._tracker
+        before = {name: len(s.values) for name, s in tracker.train.items()}
+        seen = tracker.seen_any
+        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
+        if not k:
+            return 0
+        cut = k
+        for name, s in tracker.train.items():
+            start = before.get(name, 0)
+            if name in self._fired or start >= self.horizon:
+                continue
+            for i in range(start, min(len(s.values), self.horizon)):
+                if self._diverged(s.values, i + 1) is not None:
+                    cut = min(cut, int(np.searchsorted(steps, s.steps[i])))
+                    break
+        if cut < k:  # give back the values from the divergence on: check() appends and judges them
+            give_back(tracker, steps, cut, before, seen)
+        return cut
+
+    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+        n = len(values)
+        above = self._diverged(values, n)
+        if above is None or not self.first(name):
+            return []
+        start, jump = values[0], values[above]
+        recent = median(values[max(0, n - self.persist) : n])
+        return [
+            self.finding(
+                trial, steps[-1],
+                f"{name} (TRAIN) diverged at once: {start:.4g} at step {steps[0]}, {jump:.4g} at step "
+                f"{steps[above]} ({jump / start:.3g}x), and it stays above {self.hold_factor:g}x its first value "
+                f"(median {recent:.4g} over the last {min(n, self.persist)} saved values, to step {steps[-1]}): "
+                "the first updates threw the model far from where it started",
+                tensors=[name],
+            )
+        ]  # fmt: skip

@@ -1,0 +1,178 @@
+"""loss_divergence: a training loss that leaves its starting level at once and stays far above it
+(finite), found within a few steps by the default set: a tiny GPT-2 at lr 10 through the Hugging
+Face callback, an MLP, a CNN and a regression at a learning rate far too high, with the two-line
+hook and with raw losses every step; their healthy twins are quiet (the healthy pipelines of
+test_healthy_pipelines*.py run the whole default set)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mldbg
+from tests.rules.conftest import assert_explains, fired
+from tests.tiny import train
+
+# train() keyword arguments at a learning rate far too high -> the step of the first finding
+# (the loss at step 0 is the untrained model's; it jumps x10 to x100,000 within 2 steps)
+DIVERGING = {
+    "MLP, Adam lr 10": ({"optimizer": "adam", "lr": 10.0}, 3),
+    "CNN, SGD lr 100": ({"model": "cnn", "lr": 100.0}, 3),
+    "regression, SGD lr 1": ({"task": "regression", "lr": 1.0}, 4),
+}
+HEALTHY = {
+    "MLP, Adam": {"optimizer": "adam"},
+    "CNN, SGD": {"model": "cnn"},
+    "regression, SGD lr 0.02": {"task": "regression", "lr": 0.02},
+}
+HOOKS = {"two lines": {"default_hook": True}, "raw losses every step": {}}
+
+
+@pytest.mark.parametrize("hook", list(HOOKS))
+@pytest.mark.parametrize("name", list(DIVERGING))
+def test_fires_within_a_few_steps(tmp_path, name, hook):
+    kwargs, step = DIVERGING[name]
+    run = train(tmp_path / "run", steps=30, eval_every=None, **HOOKS[hook], **kwargs)
+    found = mldbg.check(run.path, rules=["loss_divergence"])
+    assert fired(found) == {"loss_divergence": step}, [str(f) for f in found]
+    assert_explains(found[0])
+    assert "lower the learning rate" in found[0].suggestion
+    # in the default set
+    assert "loss_divergence" in {f.rule for f in mldbg.check(run.path)}
+
+
+@pytest.mark.parametrize("hook", list(HOOKS))
+@pytest.mark.parametrize("name", list(HEALTHY))
+def test_quiet_on_the_healthy_twins(tmp_path, name, hook):
+    run = train(tmp_path / "run", steps=30, eval_every=None, **HOOKS[hook], **HEALTHY[name])
+    assert not mldbg.check(run.path, rules=["loss_divergence"])
+
+
+def test_a_loss_that_oscillates_before_it_stays_up(tmp_path):
+    """SGD at lr 10: 1.1, 1.9, 50, 83, 2.7, 6.1, 9,700, 75,000, 5.5, 3,000...: over 10x at
+    step 2, back at 2.5x at step 4, then above 5x from step 5 on."""
+    run = train(tmp_path / "run", steps=30, eval_every=None, default_hook=True, lr=10.0)
+    assert fired(mldbg.check(run.path, rules=["loss_divergence"])) == {"loss_divergence": 7}
+
+
+def test_the_parameters(tmp_path):
+    run = train(tmp_path / "run", steps=30, eval_every=None, default_hook=True, optimizer="adam", lr=10.0)
+    assert fired(mldbg.check(run.path, rules=["loss_divergence:persist=5"])) == {"loss_divergence": 5}
+    assert not mldbg.check(run.path, rules=["loss_divergence:factor=1000000"])  # it rose 1e5x
+    with pytest.raises(mldbg.errors.InvalidConfig):
+        mldbg.check(run.path, rules=["loss_divergence:factor=0.5"])
+
+
+def test_a_steady_climb_is_not_a_divergence_at_once(tmp_path):
+    """The optimizer maximizing the loss (Adam): a climb past 10x after some 25 steps is
+    logit_growth's and underfitting's (a rise by design, a GAN's generator loss, climbs too)."""
+    run = train(
+        tmp_path / "run", steps=40, eval_every=None, default_hook=True, optimizer="adam", maximize=True
+    )
+    assert not mldbg.check(run.path, rules=["loss_divergence"])
+    assert fired(mldbg.check(run.path, rules=["loss_divergence:onset=40,horizon=40"]))  # it does get there
+
+
+class _Counting(torch.utils.data.Dataset):
+    """Token sequences that count up (mod the vocabulary): a causal LM learns the next one."""
+
+    def __init__(self, n: int, length: int = 16, vocabulary: int = 64):
+        g = torch.Generator().manual_seed(0)
+        self.ids = (torch.randint(0, vocabulary, (n, 1), generator=g) + torch.arange(length)) % vocabulary
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def _gpt2_run(tmp_path, lr: float) -> list[mldbg.Finding]:
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from mldbg.transformers import DebuggerCallback
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            n_layer=2, n_head=2, n_embd=64, vocab_size=64, n_positions=32, bos_token_id=0, eos_token_id=0
+        )
+    )
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=4, num_train_epochs=1, learning_rate=lr,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+    )  # fmt: skip
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=_Counting(64), callbacks=[DebuggerCallback(tmp_path / "run")]
+    )
+    trainer.train()
+    return mldbg.check(tmp_path / "run")
+
+
+def test_a_tiny_gpt2_at_lr_10_through_the_hugging_face_callback(tmp_path):
+    """The audit's case: the loss goes 3.9 -> 3,700 at step 1 and stays in the thousands; no
+    other default rule reports it. At lr 1e-3 the default set is quiet."""
+    found = _gpt2_run(tmp_path / "diverging", 10.0)
+    assert fired(found).get("loss_divergence") == 3, [str(f) for f in found]
+    (f,) = [f for f in found if f.rule == "loss_divergence"]
+    assert f.tensors == ["loss"] and "diverged at once" in f.message
+    assert [f for f in _gpt2_run(tmp_path / "healthy", 1e-3) if f.severity == "error"] == []
+
+
+def test_quiet_on_a_gan_whose_generator_loss_climbs_tenfold(tmp_path):
+    """A GAN with a fast discriminator (Adam lr 1e-2 against the generator's 2e-4), each loss
+    saved as a scalar of its own: the generator's loss climbs from 0.69 past 10x over 30 steps, as the
+    discriminator wins, which is a GAN's way and not a divergence at once."""
+    import math
+
+    from torch import nn
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    gen = nn.Sequential(
+        nn.Linear(8, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 2)
+    )
+    disc = nn.Sequential(
+        nn.Linear(2, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 64),
+        nn.LeakyReLU(0.2),
+        nn.Linear(64, 1),
+        nn.Sigmoid(),
+    )
+    loss_d_fn, loss_g_fn = nn.BCELoss(), nn.BCELoss()
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-2, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    losses_g = []
+    with mldbg.torch.Hook(tmp_path / "run") as hook:
+        hook.register_module(gen, name="generator")
+        hook.register_module(disc, name="discriminator")
+        for _ in range(40):
+            angle = torch.rand(64, generator=g) * 2 * math.pi
+            real = torch.stack([torch.cos(angle), torch.sin(angle)], 1) + 0.05 * torch.randn(
+                64, 2, generator=g
+            )
+            opt_d.zero_grad()
+            fake = gen(torch.randn(64, 8, generator=g))
+            loss_d = loss_d_fn(disc(real), torch.ones(64, 1)) + loss_d_fn(
+                disc(fake.detach()), torch.zeros(64, 1)
+            )
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = loss_g_fn(disc(fake), torch.ones(64, 1))
+            hook.save_scalar("loss_d", loss_d.item())
+            hook.save_scalar("loss_g", loss_g.item())
+            loss_g.backward()
+            opt_g.step()
+            losses_g.append(loss_g.item())
+    assert max(losses_g[20:]) > 8 * losses_g[0]  # it does climb
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert {"loss_d", "loss_g"} <= set(trial.tensor_names(collection="scalars"))
+    assert len(trial.tensor("loss_g").steps()) == 40
+    assert not mldbg.check(tmp_path / "run", rules=["loss_divergence"])
+    # read and judged: with no bound on when the rise happens, a 5x climb is found
+    assert (
+        "loss_g"
+        in mldbg.check(tmp_path / "run", rules=["loss_divergence:factor=5,onset=40,horizon=40"])[0].tensors
+    )
