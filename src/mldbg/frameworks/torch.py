@@ -51,6 +51,7 @@ from mldbg.frameworks.torch_defaults import (
     ReplicaStatistics,
     StepStatistics,
 )
+from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel
 from mldbg.frameworks.torch_trace import TorchCapture
@@ -115,6 +116,7 @@ class Hook(Adapter):
             self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
+        self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -165,6 +167,7 @@ class Hook(Adapter):
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
         if self._stats is not None:
             self._stats.watch_modules(inner)
+        self._evals.watch(id(m), inner)
         self._models.append(m)
         self._params.extend(params)
         self._param_ids.update(id(p) for _, p, _ in params)
@@ -255,6 +258,7 @@ class Hook(Adapter):
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
+            self._evals.loss()
             if self._stats is not None:
                 self._stats.loss(prefix, args, classes)
             if not rec.saving:
@@ -304,6 +308,8 @@ class Hook(Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
+        if not self._stepping:  # (an optimizer's closure trains)
+            self._evals.forward(id(m))
         self.timeline.forward_start(rec.step, rec.mode)
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
@@ -322,6 +328,7 @@ class Hook(Adapter):
 
     def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
         m.backward = True
+        self._evals.end_run()
 
     def _update_skipped(self, m: RegisteredModel) -> bool:
         """`m`'s gradients were reset since a backward of the open step that no optimizer
@@ -457,6 +464,7 @@ class Hook(Adapter):
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
+        self._evals.end_run()  # any optimizer: training goes on
         self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
         if not models or not self.recorder.in_step:
             return
