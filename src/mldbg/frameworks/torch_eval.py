@@ -109,5 +109,7 @@ class EvalForwards:
         for kind in KINDS:
             flags = [f for seen in by_model.values() for f in seen.get(kind, [])]
             if flags:
-                stats.add_kinds(f"{PREFIX}/{kind}", torch.tensor(flags, dtype=torch.uint8), ("sum", "count"), ())
+                stats.add_kinds(
+                    f"{PREFIX}/{kind}", torch.tensor(flags, dtype=torch.uint8), ("sum", "count"), ()
+                )
         stats.finish()
