@@ -113,9 +113,10 @@ class NondeterministicEval(Rule):
             return None
         return self.finding(
             trial, step,
-            f"your evaluation runs with dropout/BatchNorm in training mode: {forwards:.0f} forwards with "
-            f"gradients disabled and no backward between them (an evaluation, recorded in a {mode.name} step) "
-            f"ran with {' and '.join(active)} modules in training mode, so its outputs are random "
+            f"your evaluation runs with dropout/BatchNorm in training mode: {forwards:.0f} "
+            f"forward{'s' if forwards != 1 else ''} with gradients disabled and no backward or optimizer "
+            f"step (an evaluation, recorded as {mode.name}) ran with {' and '.join(active)} modules in "
+            "training mode, so its outputs are random "
             "(dropout) or depend on the batch (BatchNorm), and BatchNorm's running statistics move",
             tensors=[f"{NO_GRAD}/{k}" for k in ("forwards", "dropout", "norm") if trial.has_tensor(f"{NO_GRAD}/{k}")],
             suggestion="Call model.eval() before the evaluation loop and model.train() after it (and "
