@@ -219,3 +219,19 @@ def test_quiet_on_a_gan_sampling_its_generator_under_no_grad(tmp_path):
             opt_g.step()
     assert not evidence(tmp_path / "run")
     assert not [f for f in mldbg.check(str(tmp_path / "run")) if f.rule == "nondeterministic_eval"]
+
+
+def test_the_train_step_records_its_training_batch_not_the_evaluations(tmp_path):
+    """The evaluation's forwards (and its loss) run first in the TRAIN step they land in; the
+    step records the training forward that follows them (everything saved raw at step 5)."""
+    import numpy as np
+    import torch
+
+    train_loop(tmp_path / "run", dense=True, eval_loss=True, bn=True)
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.mode(5) == mldbg.Mode.TRAIN
+    torch.manual_seed(0)  # the batches train_loop draws, in its order
+    net(True, True)
+    x, y = torch.randn(32 * 12, 10), torch.randint(0, 3, (32 * 12,))
+    np.testing.assert_array_equal(trial.tensor("model_input_0").value(5), x[160:192].numpy())
+    np.testing.assert_array_equal(trial.tensor("CrossEntropyLoss_input_1").value(5), y[160:192].numpy())

@@ -137,6 +137,7 @@ class Hook(Adapter):
         self._backward_queued = False
         self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
+        self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -256,9 +257,10 @@ class Hook(Adapter):
         classes = isinstance(loss_fn, CLASSIFICATION_LOSSES)
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
-            self._evals.loss()
+            if self._evals.loss() and rec.mode == Mode.TRAIN:
+                return  # an evaluation's loss, in training mode (torch_eval): not the TRAIN step's
+            self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             if self._stats is not None:
                 self._stats.loss(prefix, args, classes)
             if not rec.saving:
@@ -308,9 +310,14 @@ class Hook(Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
-        if not self._stepping:  # (an optimizer's closure trains)
-            self._evals.forward(id(m))
+        evaluating = not self._stepping and self._evals.forward(id(m))  # (an optimizer's closure trains)
         self.timeline.forward_start(rec.step, rec.mode)
+        if evaluating and mode == Mode.TRAIN and m.trained:
+            # an evaluation left in training mode (torch_eval): the TRAIN step records its training
+            # forward, not the evaluation's batch (its layers' hooks stay inert: not running)
+            m.running = False
+            self._unrecorded.add(id(m))
+            return
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
@@ -347,6 +354,9 @@ class Hook(Adapter):
     ) -> None:
         m.running = False
         self.timeline.mark(marks.FORWARD_END)
+        if id(m) in self._unrecorded:
+            self._unrecorded.discard(id(m))
+            return
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
         if self.recorder.saving:

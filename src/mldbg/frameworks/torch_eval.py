@@ -56,34 +56,39 @@ class EvalForwards:
         """A registered model (`key`: its hook's id for it) and its mode-dependent modules."""
         self._modules[key] = mode_modules(model)
 
-    def forward(self, key: int) -> None:
-        """A registered model's forward begins (outside an optimizer's closure)."""
+    def forward(self, key: int) -> bool:
+        """A registered model's forward begins (outside an optimizer's closure); True when it
+        runs with gradients disabled and Dropout or BatchNorm in training mode (it may be an
+        evaluation's)."""
         if torch.is_grad_enabled():
             self.end_run()
-            return
+            return False
         groups = self._modules.get(key)
         if not groups:
-            return
+            return False
         flags = {
             kind: [m.training and any(p.requires_grad for p in ctx) for m, ctx in members]
             for kind, members in groups.items()
         }
         if not any(any(f) for f in flags.values()):
-            return  # nothing differs in eval mode (or only a frozen part is in training mode)
+            return False  # nothing differs in eval mode (or only a frozen part is in training mode)
         self._run.append((key, flags))
         if len(self._run) >= 2:
             self._evaluation = True
         if self._evaluation:
             self._take()
+        return True
 
-    def loss(self) -> None:
+    def loss(self) -> bool:
         """A registered loss was computed: with gradients disabled, after no-grad forwards in
-        training mode, it is a validation loss; with gradients enabled, training goes on."""
+        training mode, it is a validation loss (True); with gradients enabled, training goes on."""
         if torch.is_grad_enabled():
             self.end_run()
-        elif self._run:
+            return False
+        if self._run:
             self._evaluation = True
             self._take()
+        return self._evaluation
 
     def end_run(self) -> None:
         """Training goes on (a backward, an optimizer step, a forward with gradients)."""
