@@ -9,7 +9,9 @@ ends its step: a model's TRAIN forward that finds its gradients reset
 (`zero_grad(set_to_none=True)`, the default) since a backward of the open step that no
 optimizer step consumed (AMP's GradScaler skips `optimizer.step()` when a gradient
 overflows) starts the next step; the forwards of an optimizer's closure (L-BFGS) are inside
-its step and start none.
+its step and start none. An evaluation that forgot `model.eval()` (forwards with gradients
+disabled while Dropout or BatchNorm are in training mode) lands in a TRAIN step: `torch_eval`
+records it as such, and the step records its training forward, not the evaluation's.
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
