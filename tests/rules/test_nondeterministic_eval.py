@@ -144,6 +144,8 @@ def test_fires_on_one_batch_whose_loss_is_computed_in_inference_mode(tmp_path):
     found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
     assert len(found) == 1 and found[0].step == 5, found
     assert "1 of 1 BatchNorm" in found[0].message and "Dropout" not in found[0].message, found
+    assert found[0].tensors == ["no_grad_training/forwards", "no_grad_training/norm"]
+    assert "1 forward with gradients disabled" in found[0].message, found
 
 
 @pytest.mark.parametrize("config", ["two", "dense"])

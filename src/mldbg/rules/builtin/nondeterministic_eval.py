@@ -104,21 +104,26 @@ class NondeterministicEval(Rule):
         if not (isinstance(forwards, float) and forwards > 0) or "dropout" in self._fired:
             return None
         active: list[str] = []
+        kinds: list[str] = []
         for kind, label in (("dropout", "Dropout"), ("norm", "BatchNorm")):
             on = trial.saved_statistic(f"{NO_GRAD}/{kind}", step, "sum")
             count = trial.saved_statistic(f"{NO_GRAD}/{kind}", step, "count")
             if isinstance(on, float) and on > 0:
                 active.append(f"{on:.0f} of {count or on:.0f} {label}")
+                kinds.append(kind)
         if not active or not self.first("dropout"):
             return None
+        effects = {
+            "dropout": "its outputs are random (dropout)",
+            "norm": "its outputs depend on the batch (BatchNorm) and the running statistics move",
+        }
         return self.finding(
             trial, step,
             f"your evaluation runs with dropout/BatchNorm in training mode: {forwards:.0f} "
             f"forward{'s' if forwards != 1 else ''} with gradients disabled and no backward or optimizer "
             f"step (an evaluation, recorded as {mode.name}) ran with {' and '.join(active)} modules in "
-            "training mode, so its outputs are random "
-            "(dropout) or depend on the batch (BatchNorm), and BatchNorm's running statistics move",
-            tensors=[f"{NO_GRAD}/{k}" for k in ("forwards", "dropout", "norm") if trial.has_tensor(f"{NO_GRAD}/{k}")],
+            f"training mode, so {', and '.join(effects[k] for k in kinds)}",
+            tensors=[f"{NO_GRAD}/forwards", *(f"{NO_GRAD}/{k}" for k in kinds)],
             suggestion="Call model.eval() before the evaluation loop and model.train() after it (and "
             "hook.set_mode(mldbg.Mode.EVAL) to record it as an evaluation); a pass with gradients off "
             "that must run in training mode (a target or teacher pass) is one forward per iteration, "
