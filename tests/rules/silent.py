@@ -61,7 +61,8 @@ def train_silent(
     (F.dropout active in eval), `bn_momentum_zero` (BatchNorm's running statistics never
     follow the data), `broadcast` (MSELoss of pred [N, 1] against target [N]),
     `duplicated_loader` (every batch served twice in a row), `same_batch` (the first batch
-    every step), `freeze_attribute` (`model.fc1.requires_grad = False`: freezes nothing)."""
+    every step), `freeze_attribute` (`model.fc1.requires_grad = False`: freezes nothing),
+    `eval_in_train_mode` (the evaluation forgets `model.eval()`: dropout and BatchNorm active)."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(n_train + 128, 10, generator=g)
@@ -102,7 +103,7 @@ def train_silent(
             loss_fn(model(x_train[idx]), y_train[idx]).backward()
             opt.step()
             if (step + 1) % eval_every == 0:
-                model.eval()
+                model.train() if bug == "eval_in_train_mode" else model.eval()  # forgot model.eval()
                 if set_mode:
                     hook.set_mode(mldbg.Mode.EVAL)
                 with torch.no_grad():
@@ -119,6 +120,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "eval_left_on_set_mode": {"bug": "eval_left_on", "set_mode": True},
     "healthy_set_mode": {"set_mode": True},
     "functional_dropout": {"bug": "functional_dropout", "eval_repeat": 2},
+    "eval_in_train_mode": {"bug": "eval_in_train_mode"},
     "bn_momentum_zero": {"bug": "bn_momentum_zero", "input_scale": 100.0},
     "healthy_scaled_inputs": {"input_scale": 100.0},
     "broadcast": {"bug": "broadcast", "regression": True},

@@ -324,11 +324,6 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
 
 # (variant, configuration) -> why it is not caught (docs/rules.md, "Silent bugs: more variants")
 MISSED: dict[tuple[str, str], str] = {
-    ("model.train() in eval mlp", "two"): "the hook follows model.training: the evaluation's forwards "
-    "are recorded inside TRAIN steps, and nothing marks them as an evaluation",
-    ("model.train() in eval mlp", "dense"): "as with the two lines",
-    ("model.train() in eval, hook.set_mode(EVAL), cnn", "dense"): "no Dropout flags without the "
-    "statistics, and the saved EVAL steps (every 5th forward) never hold the same batch twice",
     ("zero_grad every other step mlp sgd", "dense"): "every 5th step's gradient alone: the sawtooth "
     "of period 2 is not seen (sample_change of consecutive steps needs the statistics)",
     ("shuffled labels mlp", "dense"): "the loss saved every 5th step: 12 values in 60 steps, "

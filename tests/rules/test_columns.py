@@ -58,6 +58,7 @@ FIRING: dict[str, dict | str] = {
     "batch_dim_mismatch": "broadcast",
     "duplicate_batches": "duplicated_loader",
     "nondeterministic_eval": "functional_dropout",
+    "nondeterministic_eval (an evaluation left in training mode, no set_mode)": "eval_in_train_mode",
     # the third round: the rules of the default set that had no fast path left
     "loss_change_point": {"maximize": True, "optimizer": "adam"},
     "train_eval_discrepancy": "bn_momentum_zero",

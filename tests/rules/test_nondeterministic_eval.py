@@ -56,3 +56,184 @@ def test_fires_on_dropout_modules_in_training_mode_during_eval(tmp_path):
             model(torch.randn(8, 10))
     found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
     assert len(found) == 1 and found[0].step == 3 and "1 of 1 Dropout" in found[0].message, found
+
+
+# An evaluation that forgets model.eval(), with no hook.set_mode: the hook follows
+# model.training, so its forwards land in TRAIN steps (mldbg.frameworks.torch_eval).
+
+
+def net(dropout: bool = True, bn: bool = False):
+    from torch import nn
+
+    layers = [nn.Linear(10, 16), *([nn.BatchNorm1d(16)] if bn else []), nn.ReLU()]
+    layers += [nn.Dropout(0.3)] if dropout else []
+    return nn.Sequential(*layers, nn.Linear(16, 3))
+
+
+def train_loop(
+    out,
+    *,
+    forget_eval: bool = True,
+    eval_batches: int = 2,
+    eval_loss: bool = False,
+    inference_mode: bool = False,
+    dense: bool = False,
+    dropout: bool = True,
+    bn: bool = False,
+    steps: int = 12,
+    eval_every: int = 5,
+) -> None:
+    """A tiny classifier trained `steps` steps with the two lines (or everything every 5 steps:
+    `dense`), evaluated after every `eval_every` steps on `eval_batches` batches under
+    `torch.no_grad()` (or `torch.inference_mode()`), its loss computed there if `eval_loss`;
+    `forget_eval`: the model stays in training mode for the evaluation (the bug)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    model = net(dropout, bn)
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    kwargs = {"save_config": mldbg.SaveConfig(save_interval=5), "save_all": True} if dense else {}
+    x, y = torch.randn(32 * steps, 10), torch.randint(0, 3, (32 * steps,))
+    x_eval, y_eval = torch.randn(64 * eval_batches, 10), torch.randint(0, 3, (64 * eval_batches,))
+    with mldbg.torch.Hook(str(out), **kwargs) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(steps):
+            model.train()
+            opt.zero_grad()
+            loss_fn(model(x[32 * step : 32 * (step + 1)]), y[32 * step : 32 * (step + 1)]).backward()
+            opt.step()
+            if (step + 1) % eval_every == 0:
+                model.train() if forget_eval else model.eval()
+                with torch.inference_mode() if inference_mode else torch.no_grad():
+                    for i in range(eval_batches):
+                        p = model(x_eval[64 * i : 64 * (i + 1)])
+                        if eval_loss:
+                            loss_fn(p, y_eval[64 * i : 64 * (i + 1)])
+
+
+def evidence(path) -> list[str]:
+    return mldbg.create_trial(str(path)).tensor_names(regex="^no_grad_training/")
+
+
+@pytest.mark.parametrize("config", ["two", "dense"])
+def test_fires_on_an_evaluation_left_in_training_mode_without_set_mode(tmp_path, config):
+    """Two evaluation batches under no_grad, model.eval() forgotten: caught at the step the
+    evaluation ran in (after step 4: step 5, a TRAIN step), with both configurations."""
+    train_loop(tmp_path / "run", dense=config == "dense")
+    found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
+    assert len(found) == 1, found
+    f = found[0]
+    assert f.step == 5 and f.mode == "TRAIN", f
+    assert "dropout/BatchNorm in training mode" in f.message and "1 of 1 Dropout" in f.message, f
+    assert "2 forwards" in f.message and "model.eval()" in f.suggestion
+    assert f.tensors == ["no_grad_training/forwards", "no_grad_training/dropout"]
+    assert_explains(f)
+    # the default set finds it too (it is a default rule)
+    assert "nondeterministic_eval" in {g.rule for g in mldbg.check(str(tmp_path / "run"))}
+
+
+def test_fires_on_one_batch_whose_loss_is_computed_in_inference_mode(tmp_path):
+    """One evaluation batch, its validation loss computed, under torch.inference_mode(); a
+    model with BatchNorm only (no dropout): its outputs depend on the batch."""
+    train_loop(tmp_path / "run", eval_batches=1, eval_loss=True, inference_mode=True, dropout=False, bn=True)
+    found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
+    assert len(found) == 1 and found[0].step == 5, found
+    assert "1 of 1 BatchNorm" in found[0].message and "Dropout" not in found[0].message, found
+    assert found[0].tensors == ["no_grad_training/forwards", "no_grad_training/norm"]
+    assert "1 forward with gradients disabled" in found[0].message, found
+
+
+@pytest.mark.parametrize("config", ["two", "dense"])
+def test_quiet_when_the_evaluation_calls_model_eval(tmp_path, config):
+    train_loop(tmp_path / "run", forget_eval=False, eval_loss=True, bn=True, dense=config == "dense")
+    assert not evidence(tmp_path / "run")
+    assert not mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
+
+
+def test_quiet_on_an_evaluation_in_training_mode_of_a_model_without_dropout_or_batchnorm(tmp_path):
+    """Nothing differs in eval mode: nothing to report."""
+    train_loop(tmp_path / "run", dropout=False, eval_loss=True)
+    assert not evidence(tmp_path / "run")
+    assert not mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_quiet_on_dqn_targets_computed_with_the_same_network_under_no_grad(tmp_path, dropout):
+    """A DQN-style step: the targets from the same network in training mode under no_grad,
+    right before the forward with gradients (the same pattern as an evaluation's last batch
+    followed by training). Without dropout nothing is recorded; with dropout, one no-grad
+    forward per training iteration (a target or teacher pass) is left alone too."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    q = net(dropout=dropout)
+    loss_fn = nn.MSELoss()
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(q)
+        hook.register_loss(loss_fn)
+        for _ in range(30):
+            s, s_next = torch.randn(32, 10), torch.randn(32, 10)
+            a, r = torch.randint(0, 3, (32, 1)), torch.randn(32)
+            with torch.no_grad():
+                target = r + 0.9 * q(s_next).max(1).values
+            opt.zero_grad()
+            loss_fn(q(s).gather(1, a).squeeze(1), target).backward()
+            opt.step()
+    assert not evidence(tmp_path / "run")
+    assert not [f for f in mldbg.check(str(tmp_path / "run")) if f.rule == "nondeterministic_eval"]
+
+
+def test_quiet_on_a_gan_sampling_its_generator_under_no_grad(tmp_path):
+    """A GAN's generator (BatchNorm in training mode on purpose) sampled under no_grad for the
+    discriminator's update, both models on one hook: training, not an evaluation."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 8))
+    d = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Dropout(0.3), nn.Linear(16, 1))
+    bce = nn.BCEWithLogitsLoss()
+    opt_g, opt_d = torch.optim.Adam(g.parameters(), 1e-3), torch.optim.Adam(d.parameters(), 1e-3)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(g, name="generator")
+        hook.register_module(d, name="discriminator")
+        hook.register_loss(bce)
+        for _ in range(20):
+            real = torch.randn(32, 8) + 2
+            with torch.no_grad():
+                fake = g(torch.randn(32, 4))
+            opt_d.zero_grad()
+            (bce(d(real), torch.ones(32, 1)) + bce(d(fake), torch.zeros(32, 1))).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            bce(d(g(torch.randn(32, 4))), torch.ones(32, 1)).backward()
+            opt_g.step()
+    assert not evidence(tmp_path / "run")
+    assert not [f for f in mldbg.check(str(tmp_path / "run")) if f.rule == "nondeterministic_eval"]
+
+
+def test_the_train_step_records_its_training_batch_not_the_evaluations(tmp_path):
+    """The evaluation's forwards (and its loss) run first in the TRAIN step they land in; the
+    step records the training forward that follows them (everything saved raw at step 5)."""
+    import numpy as np
+    import torch
+
+    train_loop(tmp_path / "run", dense=True, eval_loss=True, bn=True)
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.mode(5) == mldbg.Mode.TRAIN
+    torch.manual_seed(0)  # the batches train_loop draws, in its order
+    net(True, True)
+    x, y = torch.randn(32 * 12, 10), torch.randint(0, 3, (32 * 12,))
+    np.testing.assert_array_equal(trial.tensor("model_input_0").value(5), x[160:192].numpy())
+    np.testing.assert_array_equal(trial.tensor("CrossEntropyLoss_input_1").value(5), y[160:192].numpy())

@@ -9,7 +9,9 @@ ends its step: a model's TRAIN forward that finds its gradients reset
 (`zero_grad(set_to_none=True)`, the default) since a backward of the open step that no
 optimizer step consumed (AMP's GradScaler skips `optimizer.step()` when a gradient
 overflows) starts the next step; the forwards of an optimizer's closure (L-BFGS) are inside
-its step and start none.
+its step and start none. An evaluation that forgot `model.eval()` (forwards with gradients
+disabled while Dropout or BatchNorm are in training mode) lands in a TRAIN step: `torch_eval`
+records it as such, and the step records its training forward, not the evaluation's.
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`). A TRAIN step is
@@ -51,6 +53,7 @@ from mldbg.frameworks.torch_defaults import (
     ReplicaStatistics,
     StepStatistics,
 )
+from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel
 from mldbg.frameworks.torch_trace import TorchCapture
@@ -115,6 +118,7 @@ class Hook(Adapter):
             self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
+        self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -135,6 +139,7 @@ class Hook(Adapter):
         self._backward_queued = False
         self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
+        self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -165,6 +170,7 @@ class Hook(Adapter):
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
         if self._stats is not None:
             self._stats.watch_modules(inner)
+        self._evals.watch(id(m), inner)
         self._models.append(m)
         self._params.extend(params)
         self._param_ids.update(id(p) for _, p, _ in params)
@@ -253,8 +259,10 @@ class Hook(Adapter):
         classes = isinstance(loss_fn, CLASSIFICATION_LOSSES)
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             rec = self.recorder
+            if self._evals.loss() and rec.mode == Mode.TRAIN:
+                return  # an evaluation's loss, in training mode (torch_eval): not the TRAIN step's
+            self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             if self._stats is not None:
                 self._stats.loss(prefix, args, classes)
             if not rec.saving:
@@ -304,7 +312,14 @@ class Hook(Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
+        evaluating = not self._stepping and self._evals.forward(id(m))  # (an optimizer's closure trains)
         self.timeline.forward_start(rec.step, rec.mode)
+        if evaluating and mode == Mode.TRAIN and m.trained:
+            # an evaluation left in training mode (torch_eval): the TRAIN step records its training
+            # forward, not the evaluation's batch (its layers' hooks stay inert: not running)
+            m.running = False
+            self._unrecorded.add(id(m))
+            return
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
@@ -322,6 +337,7 @@ class Hook(Adapter):
 
     def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
         m.backward = True
+        self._evals.end_run()
 
     def _update_skipped(self, m: RegisteredModel) -> bool:
         """`m`'s gradients were reset since a backward of the open step that no optimizer
@@ -340,6 +356,9 @@ class Hook(Adapter):
     ) -> None:
         m.running = False
         self.timeline.mark(marks.FORWARD_END)
+        if id(m) in self._unrecorded:
+            self._unrecorded.discard(id(m))
+            return
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
         if self.recorder.saving:
@@ -457,6 +476,7 @@ class Hook(Adapter):
 
     def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
+        self._evals.end_run()  # any optimizer: training goes on
         self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
         if not models or not self.recorder.in_step:
             return

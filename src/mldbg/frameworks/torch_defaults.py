@@ -77,6 +77,27 @@ PAUSE = 4.0  # a gap between two step ends this many times the usual step is a p
 SMOOTHING = 0.2  # weight of a new measurement in the running estimates
 
 
+def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Parameter]]]]:
+    """The mode-dependent modules of `model` by kind: `dropout` (Dropout with p > 0) and
+    `norm` (BatchNorm, InstanceNorm with running statistics), each with the parameters that
+    say whether it trains: its own, else its parent's."""
+    groups: dict[str, list[tuple[nn.Module, list[nn.Parameter]]]] = {"dropout": [], "norm": []}
+    parents: dict[str, nn.Module] = {}
+    for name, module in model.named_modules():
+        for child_name, _child in module.named_children():
+            parents[f"{name}.{child_name}" if name else child_name] = module
+        if isinstance(module, nn.modules.dropout._DropoutNd) and getattr(module, "p", 0) > 0:
+            kind = "dropout"
+        elif isinstance(module, nn.modules.batchnorm._NormBase) and module.track_running_stats:
+            kind = "norm"  # BatchNorm, and InstanceNorm with running statistics
+        else:
+            continue
+        own = list(module.parameters())
+        context = own or list(parents.get(name, model).parameters())
+        groups[kind].append((module, context))
+    return groups
+
+
 @dataclass
 class _ModeCost:
     """The running estimates of one mode: seconds of statistics, seconds of training."""
@@ -221,24 +242,8 @@ class StepStatistics:
 
     # what the hook hands over, at each point of a step -----------------------------------------
     def watch_modules(self, model: nn.Module) -> None:
-        """Keep the mode-dependent modules of `model` (Dropout with p > 0, BatchNorm,
-        InstanceNorm with running statistics), each with the parameters that say whether it
-        trains: its own, else its parent's."""
-        groups: dict[str, list[tuple[nn.Module, list[nn.Parameter]]]] = {"dropout": [], "norm": []}
-        parents: dict[str, nn.Module] = {}
-        for name, module in model.named_modules():
-            for child_name, _child in module.named_children():
-                parents[f"{name}.{child_name}" if name else child_name] = module
-            if isinstance(module, nn.modules.dropout._DropoutNd) and getattr(module, "p", 0) > 0:
-                kind = "dropout"
-            elif isinstance(module, nn.modules.batchnorm._NormBase) and module.track_running_stats:
-                kind = "norm"  # BatchNorm, and InstanceNorm with running statistics
-            else:
-                continue
-            own = list(module.parameters())
-            context = own or list(parents.get(name, model).parameters())
-            groups[kind].append((module, context))
-        self._modules.extend((kind, members) for kind, members in groups.items() if members)
+        """Keep the mode-dependent modules of `model` (`mode_modules`)."""
+        self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
 
     def forward_start(
         self,

@@ -8,8 +8,11 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import combined_fingerprint
+
+NO_GRAD = "no_grad_training"  # forwards with gradients disabled in training mode (the PyTorch hook)
 
 
 @register
@@ -26,6 +29,14 @@ class NondeterministicEval(Rule):
     GPU kernel that sums in another order changes the last bits, not the moments. Also fires
     when the hook saw Dropout modules in training mode during an EVAL step
     (`module_training/dropout`, with `hook.set_mode(EVAL)` while the model stayed in train()).
+
+    Without `hook.set_mode` the hook follows `model.training`, so an evaluation that forgot
+    `model.eval()` is recorded inside TRAIN steps: the hook then records
+    `no_grad_training/forwards` (and which Dropout / BatchNorm modules were in training mode,
+    `no_grad_training/dropout|norm`) at the step where forwards with gradients disabled ran
+    as an evaluation (two in a row, or with the loss computed, with no backward or optimizer
+    step between: `mldbg.frameworks.torch_eval`), whatever the recording configuration; it
+    fires on the first such step.
     """
 
     needs = ("inputs", "outputs")
@@ -44,11 +55,12 @@ class NondeterministicEval(Rule):
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): the leading training steps, where `check`
         only counts weight versions (one per training step and per gap in the steps); the
-        first EVAL or PREDICT step is `check`'s."""
+        first EVAL or PREDICT step, and the first step with an evaluation in training mode
+        (`no_grad_training/forwards`), are `check`'s."""
         if not len(steps):
             return 0
         modes, _ = trial.columns.modes(steps)
-        k = int(np.argmax(modes != int(Mode.TRAIN))) if bool((modes != int(Mode.TRAIN)).any()) else len(steps)
+        k = quiet_prefix((modes != int(Mode.TRAIN)) | Over(trial, f"{NO_GRAD}/forwards", steps).present)
         if k:
             taken = steps[:k]
             gaps = int(np.count_nonzero(np.diff(taken) != 1))
@@ -63,9 +75,12 @@ class NondeterministicEval(Rule):
             self._version += 1  # a step not recorded: the weights may have changed
         self._previous = step
         mode = trial.mode(step)
+        in_training = self._in_training(trial, step, mode)
         if mode == Mode.TRAIN:
             self._version += 1
-            return None
+            return in_training
+        if in_training is not None:
+            return in_training
         on = trial.saved_statistic("module_training/dropout", step, "sum")
         if isinstance(on, float) and on > 0 and self.first("dropout"):
             count = trial.saved_statistic("module_training/dropout", step, "count")
@@ -81,6 +96,39 @@ class NondeterministicEval(Rule):
         if isinstance(stepped, float) and stepped > 0:
             self._version += 1  # trained in eval mode: the weights changed after this step's forward
         return found
+
+    def _in_training(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
+        """Forwards with gradients disabled ran as an evaluation at this step while Dropout or
+        BatchNorm modules were in training mode (`no_grad_training/*`)."""
+        forwards = trial.saved_statistic(f"{NO_GRAD}/forwards", step, "sum")
+        if not (isinstance(forwards, float) and forwards > 0) or "dropout" in self._fired:
+            return None
+        active: list[str] = []
+        kinds: list[str] = []
+        for kind, label in (("dropout", "Dropout"), ("norm", "BatchNorm")):
+            on = trial.saved_statistic(f"{NO_GRAD}/{kind}", step, "sum")
+            count = trial.saved_statistic(f"{NO_GRAD}/{kind}", step, "count")
+            if isinstance(on, float) and on > 0:
+                active.append(f"{on:.0f} of {count or on:.0f} {label}")
+                kinds.append(kind)
+        if not active or not self.first("dropout"):
+            return None
+        effects = {
+            "dropout": "its outputs are random (dropout)",
+            "norm": "its outputs depend on the batch (BatchNorm) and the running statistics move",
+        }
+        return self.finding(
+            trial, step,
+            f"your evaluation runs with dropout/BatchNorm in training mode: {forwards:.0f} "
+            f"forward{'s' if forwards != 1 else ''} with gradients disabled and no backward or optimizer "
+            f"step (an evaluation, recorded as {mode.name}) ran with {' and '.join(active)} modules in "
+            f"training mode, so {', and '.join(effects[k] for k in kinds)}",
+            tensors=[f"{NO_GRAD}/forwards", *(f"{NO_GRAD}/{k}" for k in kinds)],
+            suggestion="Call model.eval() before the evaluation loop and model.train() after it (and "
+            "hook.set_mode(mldbg.Mode.EVAL) to record it as an evaluation); a pass with gradients off "
+            "that must run in training mode (a target or teacher pass) is one forward per iteration, "
+            "which this rule leaves alone.",
+        )  # fmt: skip
 
     def _compare(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")
