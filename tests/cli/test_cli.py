@@ -31,6 +31,8 @@ def test_ls_and_show(tmp_path):
     assert "finished" in out.output and "3 saved (global steps 0..2" in out.output
     assert "train    2 steps" in out.output and "eval     1 steps" in out.output
     assert "fc.weight" in out.output and "weights" in out.output
+    listed = out.output.split("tensors:\n", 1)[1]  # every tensor, not the last collection's
+    assert "fc.weight" in listed and "loss " in listed
     out = runner.invoke(cli, ["show", str(tmp_path), "fc.weight", "--step", "1"])
     assert out.exit_code == 0, out.output
     assert "shape (2, 2)" in out.output and "mean 1" in out.output

@@ -60,9 +60,9 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
                 f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]}; --mode {mode.name.lower()} --step N)"
             )
     click.echo("collections:")
-    for c, names in trial.collections().items():
+    for c, members in trial.collections().items():
         if c != "all":
-            click.echo(f"  {c:<20} {len(names)} tensors")
+            click.echo(f"  {c:<20} {len(members)} tensors")
     click.echo("tensors:")
     for name in names:
         t = trial.tensor(name)
