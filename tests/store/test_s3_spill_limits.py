@@ -59,17 +59,21 @@ def test_writes_past_the_bound_are_dropped_and_the_rest_uploaded(
     own_s3_server.stop()
     kept, dropped = [], []
     with caplog.at_level(logging.WARNING, logger="mldbg"):
-        t0 = time.monotonic()
+        waited = []  # seconds each dropped write took
         for i in range(1, 11):
             key = f"{DATA}{i:010d}.safetensors"
+            t0 = time.monotonic()
             try:
                 store.write(key, [bytes([i]) * 3000])
                 kept.append(key)
             except StoreFull as e:
+                waited.append(time.monotonic() - t0)
                 assert str(store.spill_dir) in str(e) and "9.8 KiB" in str(e)
                 dropped.append(key)
         store.write("workers/worker_0/END", [b"{}"])  # the run's markers are kept past the bound
-        assert time.monotonic() - t0 < 2.0  # nobody waits on a full spill folder
+        # nobody waits on a full spill folder: a drop is answered at once, not after
+        # block_seconds (0.3 s) of waiting (the median: a loaded machine may delay one)
+        assert sorted(waited)[len(waited) // 2] < 0.1, waited
         assert len(kept) == 3 and len(dropped) == 7
         assert store.dropped == 7 and store.dropped_bytes == 7 * 3000
         assert sum(p.stat().st_size for p in store.spill_dir.glob("*.obj")) <= 10_000 + 2
