@@ -32,13 +32,28 @@ from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
 from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.keras_layers import host_array, patched, put_each, tap, tap_layers, variable_name
-from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
+from mldbg.frameworks.keras_statistics import EVERY_STEP, DeviceStatistics, StepStatistics
 from mldbg.frameworks.session import Worker
 
 MODES = {"train": Mode.TRAIN, "test": Mode.EVAL, "predict": Mode.PREDICT}
 CLASSIFICATION_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
                          "categorical_focal_crossentropy", "binary_focal_crossentropy", "categorical_hinge",
                          "hinge", "squared_hinge")  # fmt: skip
+
+
+def device_statistics(backend: str) -> DeviceStatistics | None:
+    """The statistics of the backend's own tensors where they live: TensorFlow's compiled
+    `tf_statistics`, PyTorch's batched `torch_statistics`; None (host copies) on JAX, whose
+    tensors leave the compiled step through `jax.debug.callback` as host arrays."""
+    if backend == "tensorflow":
+        from mldbg.frameworks.tf_statistics import TFStatistics
+
+        return TFStatistics()
+    if backend == "torch":
+        from mldbg.frameworks.keras_torch import TorchStatistics
+
+        return TorchStatistics()
+    return None
 
 
 class Hook(Adapter, keras.callbacks.Callback):
@@ -69,7 +84,8 @@ class Hook(Adapter, keras.callbacks.Callback):
         super()._open_run(out_dir)
         axis = -1 if keras.config.image_data_format() == "channels_last" else 1
         self._stats = StepStatistics(self.recorder, *self._cadence, channel_axis=axis,
-                                     classification=self._classification)  # fmt: skip
+                                     classification=self._classification, device=device_statistics(self.backend),
+                                     to_host=host_array)  # fmt: skip
 
     # fit/evaluate/predict made their compiled function just before these events
     def on_train_begin(self, logs: Any = None) -> None:
@@ -223,10 +239,10 @@ class Hook(Adapter, keras.callbacks.Callback):
         stats = self._stats.wants(name, natural) and self._stats.due()
         if plan is None and not stats:
             return
-        array = host_array(value)
-        if stats:
-            self._stats.add(name, natural, array, trainable)
+        if stats:  # on the device when the backend's statistics take the tensor, else a host copy
+            self._stats.add(name, natural, value, trainable)
         if plan is not None:
+            array = host_array(value)
             source = array_source(array)
             if source is not None:
                 rec.save(name, source[0], plan, source[1])

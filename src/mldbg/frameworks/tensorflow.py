@@ -37,6 +37,7 @@ from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.keras_layers import host_array, tap_layers, variable_name
 from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
 from mldbg.frameworks.session import Worker
+from mldbg.frameworks.tf_statistics import TFStatistics
 
 
 class Hook(Adapter):
@@ -62,7 +63,7 @@ class Hook(Adapter):
 
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
-        self._stats = StepStatistics(self.recorder, *self._cadence)
+        self._stats = StepStatistics(self.recorder, *self._cadence, device=TFStatistics(), to_host=host_array)
 
     def register_model(self, model: Any) -> None:
         """Name weights by their path in `model`, and record its layers' outputs in each step."""
@@ -191,10 +192,10 @@ class Hook(Adapter):
             return
         if isinstance(value, tf.IndexedSlices):
             value = tf.convert_to_tensor(value)
-        array = value if isinstance(value, np.ndarray) else host_array(value)
-        if stats:
-            self._stats.add(name, natural, array, trainable=natural in (("weights",), ("biases",)) or None)
+        if stats:  # on the device when the tensor is there (eager), else from a host copy
+            self._stats.add(name, natural, value, trainable=natural in (("weights",), ("biases",)) or None)
         if plan is not None:
+            array = value if isinstance(value, np.ndarray) else host_array(value)
             source = array_source(array)
             if source is not None:
                 rec.save(name, source[0], plan, source[1])
