@@ -117,6 +117,7 @@ class StepStatistics:
         self.routes: dict[str, str] = {}
         self._wants: dict[tuple[str, tuple[str, ...]], bool] = {}
         self._pair: dict[str, Any] = {}  # labels_0 and model_output_0 of the open step
+        self._parts: list[Part] = []  # computed inside a traced step (`add_part`)
         recorder.before_step_end.append(self.finish)
 
     @property
@@ -146,16 +147,10 @@ class StepStatistics:
         and with its `trainable` flag (None: not a parameter, e.g. a BatchNorm moving mean)."""
         if not self.wants(name, natural) or not self.due():
             return
-        mode = self.recorder.mode
-        is_param = natural in (("weights",), ("biases",))
-        if is_param and (trainable is None or mode != Mode.TRAIN):
+        kinds = self.kinds(name, natural, self.recorder.mode, trainable)
+        if kinds is None:
             return
-        if "gradients" in natural and mode != Mode.TRAIN:
-            return
-        kinds = kinds_of(name, natural, mode)
-        if kinds is None:  # pragma: no cover - wants() said it has some
-            return
-        flag = trainable if is_param else None
+        flag = trainable if natural in (("weights",), ("biases",)) else None
         if self.device is not None and not isinstance(value, np.ndarray) and self.device.accepts(value):
             self.device.add(name, value, kinds, natural, self.channel_axis, flag)
             self.routes[name] = "device"
@@ -170,6 +165,26 @@ class StepStatistics:
         if name in ("labels_0", "model_output_0"):
             self._pair[name] = value
 
+    def kinds(
+        self, name: str, natural: tuple[str, ...], mode: Mode, trainable: bool | None = None
+    ) -> tuple[str, ...] | None:
+        """The statistics a tensor carries at a statistics step of `mode`, or None. A weight or
+        bias counts only in TRAIN and with its `trainable` flag; a gradient in TRAIN."""
+        if not self.wants(name, natural):
+            return None
+        is_param = natural in (("weights",), ("biases",))
+        if is_param and (trainable is None or mode != Mode.TRAIN):
+            return None
+        if "gradients" in natural and mode != Mode.TRAIN:
+            return None
+        return kinds_of(name, natural, mode)
+
+    def add_part(self, part: Part) -> None:
+        """Statistics computed elsewhere (inside a traced step), for the open step."""
+        self._parts.append(part)
+        for name in part[1]:
+            self.routes[name] = "device"
+
     def finish(self) -> None:
         """The step ends: class statistics of the labels and predictions, then everything to the
         recorder (in one part: the device's packed values, the host's computed on the writer
@@ -182,7 +197,7 @@ class StepStatistics:
                 classes = looks_like_classes(self._array(labels), self._array(preds))
             if classes:
                 self._classes(labels, preds)
-        parts = []
+        parts, self._parts = self._parts, []
         if self.device is not None and self.device.pending():
             parts.append(self.device.finish())
         host = self.host.take()
@@ -193,7 +208,11 @@ class StepStatistics:
 
     def _classes(self, labels: Any, preds: Any) -> None:
         on_device = [self.routes.get(n) == "device" for n in ("labels_0", "model_output_0")]
-        if all(on_device) and self.device is not None and self.device.add_classes("labels_0", "model_output_0"):
+        if (
+            all(on_device)
+            and self.device is not None
+            and self.device.add_classes("labels_0", "model_output_0")
+        ):
             return
         self.host.add_classes(
             "labels_0", self._array(labels), "model_output_0", self._array(preds), samples=not any(on_device)

@@ -46,7 +46,11 @@ class TorchStatistics:
         axis = unit_axis if t.dim() > 2 else None
         self._batch.add(name, t, kinds, unit_axis=axis, requires_grad=requires_grad)
         self._added[name] = t
-        self._info[name] = (_DTYPES.get(value.dtype) or dtype_name(t[:0].cpu().numpy()), tuple(t.shape), natural)
+        self._info[name] = (
+            _DTYPES.get(value.dtype) or dtype_name(t[:0].cpu().numpy()),
+            tuple(t.shape),
+            natural,
+        )
 
     def add_classes(self, labels_name: str, preds_name: str) -> bool:
         labels, preds = self._added.get(labels_name), self._added.get(preds_name)

@@ -56,7 +56,11 @@ class Slot(NamedTuple):
 
 
 def usable(value: Any) -> bool:
-    """Can the device path take this value (a TF tensor or variable of a known, full shape)?"""
+    """Can the device path take this value (a TF tensor or variable of a known, full shape; a
+    Keras variable of the TensorFlow backend through its `tf.Variable`)?"""
+    inner = getattr(value, "value", None)
+    if isinstance(inner, tf.Variable):
+        value = inner
     if not isinstance(value, (tf.Tensor, tf.Variable)) or value.dtype not in _NUMERIC:
         return False
     return value.shape.is_fully_defined()
@@ -246,7 +250,9 @@ def class_count(labels_shape: Sequence[int], preds_dtype: tf.DType, preds_shape:
     return int(preds_shape[ax]) if ax is not None else 2
 
 
-def class_statistics(labels: tf.Tensor, predictions: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+def class_statistics(
+    labels: tf.Tensor, predictions: tf.Tensor
+) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """`statistics.class_statistics` in TensorFlow, for float predictions (`class_count`)."""
     ls, ps = labels.shape.as_list(), predictions.shape.as_list()
     c = class_count(ls, predictions.dtype, ps)
@@ -311,14 +317,21 @@ def compute(
     previous: Sequence[tf.Tensor | None],
     samples: Sequence[tf.Tensor | None],
     classes: tuple[int, int] | None,
+    valid: Sequence[tf.Tensor | None] | None = None,
 ) -> tuple[tf.Tensor, tuple[Slot, ...], list[tf.Tensor | None]]:
     """Every statistic of a step packed in one float64 vector, where each lies, and the
     subsamples to keep (`sample_change`). `classes`: the indices of the labels and predictions
-    among `requests` whose class statistics are wanted."""
+    among `requests` whose class statistics are wanted. `valid`: per request, a traced bool
+    saying whether its previous values are real (False: `delta_l2`, `sample_change` are NaN)."""
     values: dict[str, dict[str, tf.Tensor]] = {}
     kept: list[tf.Tensor | None] = []
-    for r, x, prev, sample in zip(requests, tensors, previous, samples, strict=True):
+    for i, (r, x, prev, sample) in enumerate(zip(requests, tensors, previous, samples, strict=True)):
         values[r.name], now = tensor_statistics(x, r.kinds, r.unit_axis, prev, sample)
+        ok = None if valid is None else valid[i]
+        if ok is not None:
+            for key in ("delta_l2", "sample_change"):
+                if key in values[r.name]:
+                    values[r.name][key] = tf.where(ok, values[r.name][key], _nan())
         kept.append(now)
     if classes is not None:
         li, pi = classes
@@ -386,7 +399,15 @@ class TFStatistics:
         sample = self._samples.get(name) if change else None
         axis = unit_axis if t.shape.rank and t.shape.rank > 2 else None
         self._requests.append(
-            Request(name, kinds, axis, t.dtype.name, tuple(t.shape.as_list()), prev is not None, sample is not None)
+            Request(
+                name,
+                kinds,
+                axis,
+                t.dtype.name,
+                tuple(t.shape.as_list()),
+                prev is not None,
+                sample is not None,
+            )
         )
         self._tensors.append(t)
         self._before.append(prev)
@@ -412,7 +433,9 @@ class TFStatistics:
     def pending(self) -> bool:
         return bool(self._requests)
 
-    def finish(self) -> tuple[Callable[[], Values], dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]], int]:
+    def finish(
+        self,
+    ) -> tuple[Callable[[], Values], dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]], int]:
         """Compute the step's statistics in one compiled call; (values later, what each
         tensor is, bytes in flight). The packed vector is the only host copy."""
         requests, tensors, previous, flags = self._requests, self._tensors, self._before, self._flags
@@ -455,6 +478,83 @@ class TFStatistics:
         return tf.function(step, reduce_retracing=True, autograph=False)
 
 
+class GraphState:
+    """The previous values of a traced step's tensors (`delta_l2`, `sample_change`), in
+    variables made once per name (outside the trace), with a flag saying they hold a value."""
+
+    def __init__(self) -> None:
+        self._previous: dict[str, tf.Variable] = {}
+        self._samples: dict[str, tf.Variable] = {}
+        self._valid: dict[str, tf.Variable] = {}
+
+    def _variable(
+        self, store: dict[str, tf.Variable], name: str, shape: list[int], dtype: tf.DType
+    ) -> tf.Variable:
+        v = store.get(name)
+        if v is None or v.shape.as_list() != shape or v.dtype != dtype:
+            with tf.init_scope():
+                v = store[name] = tf.Variable(tf.zeros(shape, dtype), trainable=False)
+        return v
+
+    def inputs(self, r: Request, x: tf.Tensor) -> tuple[Any, Any, Any]:
+        """(previous value, previous subsample, valid flag) of a request (traced reads)."""
+        if not (r.previous or r.sample):
+            return None, None, None
+        valid = self._variable(self._valid, r.name, [], tf.bool)
+        prev = self._variable(self._previous, r.name, x.shape.as_list(), x.dtype) if r.previous else None
+        n = x.shape.num_elements() or 0
+        size = min(n, st.QUANTILE_SAMPLE)
+        sample = self._variable(self._samples, r.name, [size], tf.float64) if r.sample else None
+        return (
+            None if prev is None else prev.read_value(),
+            None if sample is None else sample.read_value(),
+            valid.read_value(),
+        )
+
+    def updates(self, r: Request, x: tf.Tensor, kept: tf.Tensor | None) -> list[Any]:
+        """The assignments that keep this step's values for the next statistics step."""
+        ops = []
+        if r.previous:
+            ops.append(self._previous[r.name].assign(x))
+        if r.sample and kept is not None:
+            ops.append(self._samples[r.name].assign(kept))
+        if r.previous or r.sample:
+            ops.append(self._valid[r.name].assign(True))
+        return ops
+
+
+def graph_statistics(
+    entries: Sequence[tuple[str, tuple[str, ...], tf.Tensor]],
+    state: GraphState,
+    unit_axis: int | None,
+    classes: tuple[str, str] | None,
+) -> tuple[tf.Tensor, tuple[Slot, ...]]:
+    """Inside a traced step: every statistic of `entries` (name, kinds, tensor) packed in one
+    float64 vector, with the previous values read from and written to `state` (run this under
+    the `tf.cond` of a statistics step)."""
+    requests, tensors, previous, samples, valid = [], [], [], [], []
+    for name, kinds, value in entries:
+        x = tf.convert_to_tensor(value)
+        delta, change = stateful(kinds)
+        axis = unit_axis if x.shape.rank and x.shape.rank > 2 else None
+        r = Request(name, kinds, axis, x.dtype.name, tuple(x.shape.as_list()), delta, change)
+        prev, sample, ok = state.inputs(r, tf.cast(x, tf.float32) if x.dtype == tf.bfloat16 else x)
+        requests.append(r)
+        tensors.append(x)
+        previous.append(prev)
+        samples.append(sample)
+        valid.append(ok)
+    names = [r.name for r in requests]
+    pair = None if classes is None else (names.index(classes[0]), names.index(classes[1]))
+    packed, slots, kept = compute(requests, tensors, previous, samples, pair, valid)
+    updates = []
+    for r, x, now in zip(requests, tensors, kept, strict=True):
+        updates += state.updates(r, tf.cast(x, tf.float32) if x.dtype == tf.bfloat16 else x, now)
+    with tf.control_dependencies(updates):
+        packed = tf.identity(packed)
+    return packed, slots
+
+
 def described_name(dtype: str) -> str:
     """The safetensors name of a TensorFlow dtype name (bfloat16: F32, reduced as float32)."""
     if dtype == "bfloat16":
@@ -462,4 +562,13 @@ def described_name(dtype: str) -> str:
     return dtype_name(np.empty(0, tf.as_dtype(dtype).as_numpy_dtype))
 
 
-__all__ = ["TFStatistics", "class_statistics", "compute", "tensor_statistics", "unpack", "usable"]
+__all__ = [
+    "GraphState",
+    "TFStatistics",
+    "graph_statistics",
+    "class_statistics",
+    "compute",
+    "tensor_statistics",
+    "unpack",
+    "usable",
+]
