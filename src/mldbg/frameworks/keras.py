@@ -43,8 +43,8 @@ CLASSIFICATION_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossen
 
 def device_statistics(backend: str) -> DeviceStatistics | None:
     """The statistics of the backend's own tensors where they live: TensorFlow's compiled
-    `tf_statistics`, PyTorch's batched `torch_statistics`; None (host copies) on JAX, whose
-    tensors leave the compiled step through `jax.debug.callback` as host arrays."""
+    `tf_statistics`, PyTorch's batched `torch_statistics`, JAX's `jax_reductions` (for the
+    weights read before the step; the traced tensors: `keras_jax.traced_statistics`)."""
     if backend == "tensorflow":
         from mldbg.frameworks.tf_statistics import TFStatistics
 
@@ -53,6 +53,10 @@ def device_statistics(backend: str) -> DeviceStatistics | None:
         from mldbg.frameworks.keras_torch import TorchStatistics
 
         return TorchStatistics()
+    if backend == "jax":
+        from mldbg.frameworks.keras_jax import JaxStatistics
+
+        return JaxStatistics()
     return None
 
 
@@ -75,6 +79,9 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._extras: dict[str, Any] = {}  # TensorFlow: tensors that leave the traced step
         self._wanted: dict[tuple[str, tuple[str, ...], bool], bool] = {}
         self._parameters: dict[int, bool] = {}  # id of a variable a layer declares trainable -> trainable now
+        self._traced_labels: dict[str, Any] = {}  # JAX: the step's traced labels (class statistics)
+        self._kind = "train"
+        self._raw: Any = None  # JAX: the traced "does this step save raw tensors"
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -183,7 +190,18 @@ class Hook(Adapter, keras.callbacks.Callback):
         def step(*args: Any) -> Any:
             if self._seen is None:
                 return original(*args)
-            self._seen, self._extras = set(), {}  # tf.function may trace a step twice
+            self._seen, self._extras, self._traced_labels = (
+                set(),
+                {},
+                {},
+            )  # tf.function may trace a step twice
+            self._kind, self._raw = kind, None
+            if self.backend == "jax":  # does the step save raw tensors: asked at run time
+                import jax
+
+                self._raw = jax.pure_callback(
+                    lambda: np.bool_(self.recorder.saving), jax.ShapeDtypeStruct((), np.bool_)
+                )
             x, y, _ = keras.utils.unpack_x_y_sample_weight(args[-1])
             put_each(self._put, "model_input", x, ("inputs",))
             if kind != "predict":
@@ -222,21 +240,81 @@ class Hook(Adapter, keras.callbacks.Callback):
         if self.backend == "tensorflow":
             self._extras[name] = value
         elif self.backend == "jax":
-            import jax
-
-            jax.debug.callback(partial(self._save_host, name, natural), value)
+            self._put_jax(name, natural, value)
         else:
             self._save_host(name, natural, value)
 
+    def _put_jax(self, name: str, natural: tuple[str, ...], value: Any) -> None:
+        """A traced JAX tensor: its statistics are computed where it is seen, inside the step
+        (often inside the gradient's trace, which it cannot leave), and only their packed
+        vector goes to the host; the tensor leaves raw only when its collections may save it,
+        under a `lax.cond` on the host's answer (`_raw`)."""
+        import jax
+
+        from mldbg.frameworks import keras_jax
+
+        cols = self.recorder.collections
+        raw = any(c.name in cols.included for c in cols.members(name, natural))
+        kinds = self._stats.kinds(name, natural, MODES[self._kind]) if not self._light else None
+        if kinds is not None and keras_jax.usable(value):
+            entries = [(name, natural, kinds, value)]
+            classes = None
+            if name == "model_output_0" and "labels_0" in self._traced_labels:
+                labels = self._traced_labels["labels_0"]
+                if self._jax_classes(labels, value):
+                    entries.append(("labels_0", ("labels",), (), labels))
+                    classes = ("labels_0", "model_output_0")
+                elif (
+                    self._classification() is not False
+                ):  # float labels, integer predictions: the host decides
+                    jax.debug.callback(self._host_pair, labels, value)
+            if name == "labels_0":
+                self._traced_labels[name] = value
+            packed, layout = keras_jax.traced_statistics(entries, self._stats.channel_axis, classes)
+
+            def deliver(words: Any) -> None:
+                if self._stats.due():
+                    self._stats.add_part(keras_jax.part(words, layout))
+
+            jax.debug.callback(deliver, packed)
+            if not raw:
+                return
+            save = partial(self._save_host, name, natural, stats=False)
+        else:
+            save = partial(self._save_host, name, natural)
+        if self._raw is None:
+            jax.debug.callback(save, value)
+        else:
+            jax.lax.cond(self._raw, lambda v: jax.debug.callback(save, v), lambda v: None, value)
+
+    def _jax_classes(self, labels: Any, preds: Any) -> bool:
+        """Class statistics inside the step: integer labels, float predictions, a
+        classification loss (or an unknown one)."""
+        import jax.numpy as jnp
+
+        if self._classification() is False:
+            return False
+        return bool(jnp.issubdtype(labels.dtype, jnp.integer) and jnp.issubdtype(preds.dtype, jnp.floating))
+
+    def _host_pair(self, labels: Any, preds: Any) -> None:
+        if self._stats.due():
+            self._stats.pair("labels_0", host_array(labels))
+            self._stats.pair("model_output_0", host_array(preds))
+
     def _save_host(
-        self, name: str, natural: tuple[str, ...], value: Any, trainable: bool | None = None
+        self,
+        name: str,
+        natural: tuple[str, ...],
+        value: Any,
+        trainable: bool | None = None,
+        stats: bool = True,
     ) -> None:
         """Save a tensor raw where its collections say so, and hand it to the statistics."""
         rec = self.recorder
         plan = rec.plan(name, natural)
         if rec.has(name):
             plan = None
-        stats = self._stats.wants(name, natural) and self._stats.due()
+        stats = stats and self._stats.wants(name, natural) and self._stats.due()
         if plan is None and not stats:
             return
         if stats:  # on the device when the backend's statistics take the tensor, else a host copy

@@ -179,6 +179,11 @@ class StepStatistics:
             return None
         return kinds_of(name, natural, mode)
 
+    def pair(self, name: str, array: np.ndarray) -> None:
+        """The labels (`labels_0`) or predictions (`model_output_0`) of the open step, for class
+        statistics decided on the host (their other statistics come from elsewhere)."""
+        self._pair[name] = array
+
     def add_part(self, part: Part) -> None:
         """Statistics computed elsewhere (inside a traced step), for the open step."""
         self._parts.append(part)
