@@ -210,7 +210,8 @@ class Hook(Adapter):
         """At the step beginning now: does the loss leave the graph, do the host's tensors (raw
         or host statistics), do the raw tensors with device statistics, are statistics due."""
         saving = self._begin_host(mode)
-        due, raw = self._stats.due(), saving and not self._stats.light()
+        due = self._stats.due()
+        raw = saving and not self.recorder.collections.active <= EVERY_STEP
         return np.bool_(saving), np.bool_(due or raw), np.bool_(raw), np.bool_(due)
 
     def _begin_host(self, mode: Mode) -> bool:
