@@ -1,6 +1,7 @@
 """The statistics of the default rules from host (NumPy) copies, for an adapter whose tensors
-reach the host anyway (MXNet's `asnumpy()`); PyTorch computes them on the device instead
-(`torch_statistics`, `torch_defaults`).
+reach the host anyway (MXNet's `asnumpy()`), and the fallback of the Keras and TensorFlow
+hooks for what their device code does not take (`keras_statistics`); PyTorch, TensorFlow and
+JAX compute them on the device instead (`torch_statistics`, `tf_statistics`, `jax_statistics`).
 
 An adapter adds a step's tensors as NumPy copies (`add`, `add_classes`) while the step is
 open and calls `finish()` before it ends; the values are computed by the NumPy reference

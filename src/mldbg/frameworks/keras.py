@@ -11,8 +11,8 @@ outputs from each layer's `call`. They leave the compiled step as extra outputs
 (TensorFlow), through `jax.debug.callback` (JAX), or directly (PyTorch runs eagerly).
 
 The two lines (`Hook(out_dir)` as a callback, no `save_config`, no `include_collections`)
-also record the statistics the default rules read (`keras_statistics`), from host copies
-reduced on the writer thread: every step of each mode's first `statistics_warmup` steps (20),
+also record the statistics the default rules read (`keras_statistics`), computed by the
+backend where the tensors live (`device_statistics`; only packed results reach the host): every step of each mode's first `statistics_warmup` steps (20),
 then every `statistics_every`-th (10). The loss is saved every step; a step that saves only
 the loss runs a lighter recording variant from which nothing else leaves the compiled step.
 """

@@ -14,9 +14,12 @@ name: a compiled step is traced once) and asks `HostStatistics` for those of
 - model inputs (per channel) and outputs (EVAL and PREDICT: also their `fingerprint`);
 - the labels' and predictions' `samples`, and for a classification loss their class statistics.
 
-The values are host copies reduced by the NumPy reference on the writer thread: the tensors
-leave the compiled step only at statistics steps (every step of a mode's first `warmup`, then
-every `every`-th); the loss is saved raw every step by the recorder.
+The values are computed where the tensors live when the adapter gives a `DeviceStatistics`
+that takes them (TensorFlow: `tf_statistics`; Keras on PyTorch: `keras_torch`; Keras on JAX:
+`keras_jax`, and inside the traced step the adapters hand ready parts to `add_part`), else
+from host copies reduced by the NumPy reference on the writer thread (`HostStatistics`).
+Tensors are read only at statistics steps (every step of a mode's first `warmup`, then every
+`every`-th); the loss is saved raw every step by the recorder.
 """
 
 from __future__ import annotations

@@ -10,14 +10,16 @@ Two lines: make the hook, and wrap the tape.
 `tape.gradient` records its target as `loss`, its sources as weights (by variable path) and
 the gradients as `gradient/<weight>`. After `hook.register_model(model)` the outputs and
 activations of the model's Keras layers in the step are recorded too. Works eagerly and
-inside `tf.function`: there the host is asked once per step whether it saves (a
-`tf.numpy_function` returning two bools: the loss, everything) and the tensors leave the graph
-only under `tf.cond`.
+inside `tf.function`: there the host is asked once per step what it saves (a
+`tf.numpy_function` returning four bools: the loss, the host's tensors, the raw tensors, the
+statistics) and the tensors leave the graph only under `tf.cond`.
 
 The two lines (no `save_config`, no `include_collections`) also record the statistics the
 default rules read (`keras_statistics`: weights, biases, gradients, the loss every step; with
 `register_model` the inputs of ReLU/tanh/sigmoid activations; with `hook.record(inputs=...,
-labels=..., predictions=...)` those too), from host copies reduced on the writer thread: every
+labels=..., predictions=...)` those too), computed by TensorFlow where the tensors live
+(`tf_statistics`: eagerly one compiled call per step, inside `tf.function` in the traced step;
+one packed vector reaches the host): every
 step of each mode's first `statistics_warmup` steps (20), then every `statistics_every`-th (10).
 """
 
