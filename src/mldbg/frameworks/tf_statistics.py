@@ -268,7 +268,7 @@ def class_statistics(
         lo = tf.reduce_min(tf.where(finite, s, np.inf))
         hi = tf.reduce_max(tf.where(finite, s, -np.inf))
         unit = tf.reduce_any(finite) & (lo >= 0) & (hi <= 1)
-        p = tf.cast(s > tf.where(unit, 0.5, 0.0), tf.int64)
+        p = tf.cast(s > tf.where(unit, tf.constant(0.5, tf.float64), tf.constant(0.0, tf.float64)), tf.int64)
     lb = tf.cast(labels, tf.float32) if labels.dtype == tf.bfloat16 else labels
     lax = st.class_axis(tuple(ls)) if lb.dtype.is_floating and ls == ps else None
     if lax is not None:
