@@ -5,6 +5,7 @@ manifest.json: how many values were compared and every mismatch."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -46,6 +47,13 @@ def arrays() -> dict[str, np.ndarray]:
     }
 
 
+def traced(names: list, state: ts.GraphState, layouts: dict, tensors: list) -> tf.Tensor:
+    """The statistics of a step inside a traced graph; its layout into `layouts["step"]`."""
+    entries = [(n, k, t) for (n, k), t in zip(names, tensors, strict=True)]
+    packed, layouts["step"] = ts.graph_statistics(entries, state, -1, None)
+    return packed
+
+
 def close(got: float | np.ndarray, want: float | np.ndarray) -> bool:
     g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
     if g.shape != w.shape:
@@ -65,13 +73,10 @@ def main() -> None:
             requests = [(name, KINDS, tf.constant(a)) for name, a in data.items()]
             if graph:
                 layouts: dict[str, tuple] = {}
-
-                def traced(tensors: list) -> tf.Tensor:
-                    entries = [(n, k, t) for (n, k, _), t in zip(requests, tensors, strict=True)]
-                    packed, layouts["step"] = ts.graph_statistics(entries, state, -1, None)
-                    return packed
-
-                packed = tf.function(traced)([t for _, _, t in requests])
+                names = [(n, k) for n, k, _ in requests]
+                packed = tf.function(functools.partial(traced, names, state, layouts))(
+                    [t for _, _, t in requests]
+                )
                 values = ts.unpack(packed.numpy(), layouts["step"])
             else:
                 for name, kinds, t in requests:
