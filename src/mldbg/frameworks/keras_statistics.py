@@ -68,6 +68,16 @@ def looks_like_classes(labels: np.ndarray, predictions: np.ndarray) -> bool:
     return bool(np.all((labels == 0) | (labels == 1)))
 
 
+def integer(value: Any) -> bool:
+    """Are the elements of a NumPy array or a framework tensor integers or booleans (class ids)?"""
+    dt = value.dtype
+    if hasattr(dt, "is_integer") and hasattr(dt, "is_bool"):  # tf.DType
+        return bool(dt.is_integer or dt.is_bool)
+    if hasattr(dt, "is_floating_point"):  # torch.dtype
+        return not (dt.is_floating_point or dt.is_complex)
+    return np.dtype(dt).kind in "iub"
+
+
 class DeviceStatistics(Protocol):
     """A framework's statistics computed where its tensors live (`tf_statistics.TFStatistics`,
     the torch backend's `StatisticsBatch` behind `keras_backends`): a step's tensors are added,
@@ -201,8 +211,8 @@ class StepStatistics:
         labels, preds = pair.get("labels_0"), pair.get("model_output_0")
         if labels is not None and preds is not None and labels.shape[:1] == preds.shape[:1]:
             classes = self.classification()
-            if classes is None:  # small tensors: the labels and predictions of one batch
-                classes = looks_like_classes(self._array(labels), self._array(preds))
+            if classes is None:  # integer labels are ids; else read the values (one batch)
+                classes = integer(labels) or looks_like_classes(self._array(labels), self._array(preds))
             if classes:
                 self._classes(labels, preds)
         parts, self._parts = self._parts, []
