@@ -54,7 +54,8 @@ def backend_job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
 
 def test_other_backends_record_the_same_statistics(backend_job):
-    test_statistics_equal_numpy_on_the_raw_tensors(backend_job, "compare_keras")
+    # the torch and JAX hooks' device code accumulates float32 in float32 (docs/statistics.md)
+    test_statistics_equal_numpy_on_the_raw_tensors(backend_job, "compare_keras", 1e-5)
     test_class_statistics_of_labels_and_predictions(backend_job, "compare_keras")
     for name in ("healthy relu", "exploding (lr 1e12)", "dead relu (bias -10)"):
         fired = {f.rule for f in mldbg.check(str(backend_job / "keras" / name))}
@@ -62,15 +63,15 @@ def test_other_backends_record_the_same_statistics(backend_job):
         assert fired & set(expected) if expected else not fired, (name, sorted(fired))
 
 
-def _assert_close(got: float, want: float, what: str) -> None:
+def _assert_close(got: float, want: float, what: str, rtol: float = 1e-9, scale: float = 1.0) -> None:
     if math.isnan(want):
         assert math.isnan(got), what
-    else:  # the reference on the same float32 copy, in float64 both times
-        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), what
+    else:  # the reference on the same float32 copy, in float64 both times (TensorFlow, host copies)
+        assert got == pytest.approx(want, rel=rtol, abs=max(1e-12, rtol * scale * 1e-2)), what
 
 
 @pytest.mark.parametrize("run", COMPARE)
-def test_statistics_equal_numpy_on_the_raw_tensors(job, run):
+def test_statistics_equal_numpy_on_the_raw_tensors(job, run, rtol=1e-9):
     trial = mldbg.create_trial(str(job / run))
     compared, vectors, previous = 0, 0, {}
     for name in trial.tensor_names():
@@ -87,7 +88,8 @@ def test_statistics_equal_numpy_on_the_raw_tensors(job, run):
                 if key == "requires_grad":
                     assert value == 1.0, name  # every variable of these models trains
                 else:
-                    _assert_close(value, float(want[key]), f"{name} {key} at step {rec.step}")
+                    scale = float(np.max(np.abs(raw.astype(np.float64)))) if raw.size else 1.0
+                    _assert_close(value, float(want[key]), f"{name} {key} at step {rec.step}", rtol, scale)
                 compared += 1
             if {"delta_l2", "sample_change"} & set(rec.statistics):
                 previous[name] = raw
@@ -95,7 +97,8 @@ def test_statistics_equal_numpy_on_the_raw_tensors(job, run):
                 if key in st.CLASS_VECTORS or rec.step not in trial.tensor(vector).steps():
                     continue
                 expected = st.compute(raw, (key,), unit_axis=axis)[key]
-                np.testing.assert_allclose(trial.tensor(vector).value(rec.step), expected, rtol=1e-12)
+                tol = (1e-12, 0.0) if rtol <= 1e-9 else (rtol, rtol * 1e-2 * float(np.max(np.abs(raw))))
+                np.testing.assert_allclose(trial.tensor(vector).value(rec.step), expected, *tol)
                 vectors += 1
     assert compared > 200 and vectors > 10, (compared, vectors)
 

@@ -1,6 +1,7 @@
 """The statistics of the default rules from host (NumPy) copies, for an adapter whose tensors
-reach the host anyway (MXNet's `asnumpy()`); PyTorch computes them on the device instead
-(`torch_statistics`, `torch_defaults`).
+reach the host anyway (MXNet's `asnumpy()`), and the fallback of the Keras and TensorFlow
+hooks for what their device code does not take (`keras_statistics`); PyTorch, TensorFlow and
+JAX compute them on the device instead (`torch_statistics`, `tf_statistics`, `jax_statistics`).
 
 An adapter adds a step's tensors as NumPy copies (`add`, `add_classes`) while the step is
 open and calls `finish()` before it ends; the values are computed by the NumPy reference
@@ -12,7 +13,7 @@ training thread pays only the copies. Statistics steps: every step of each mode'
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,6 +23,9 @@ from mldbg.record.recorder import Recorder
 from mldbg.store import statistics as st
 from mldbg.store.format import dtype_name
 
+Values = dict[str, dict[str, float | np.ndarray]]
+# one path's share of a step: values (called on the writer thread), what each tensor is, bytes
+Part = tuple[Callable[[], Values], dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]], int]
 WARMUP = 20  # steps of each mode with statistics at every step
 EVERY = 10  # then every this many steps of the mode
 
@@ -94,28 +98,56 @@ class HostStatistics:
         flag = None if requires_grad is None else float(requires_grad)
         self._added[name] = _Added(array, kinds, natural, previous, flag, unit_axis)
 
-    def add_classes(self, labels_name: str, labels: np.ndarray, preds_name: str, preds: np.ndarray) -> None:
+    def add_classes(
+        self, labels_name: str, labels: np.ndarray, preds_name: str, preds: np.ndarray, samples: bool = True
+    ) -> None:
         """Class statistics of a classification loss's labels and predictions (and their
-        `samples`); both are records of their collections, so rules find them by it."""
+        `samples`, unless another path computes those); both are records of their
+        collections, so rules find them by it."""
         self._classes.append((labels_name, labels, preds_name, preds))
-        self.add(labels_name, labels, ("samples",), ("labels",))
-        self.add(preds_name, preds, ("samples",), ("predictions",))
+        if samples:
+            self.add(labels_name, labels, ("samples",), ("labels",))
+            self.add(preds_name, preds, ("samples",), ("predictions",))
 
-    def finish(self) -> None:
-        """Hand the step's statistics to the recorder (computed on the writer thread)."""
-        if not self._added:
-            return
+    def take(self) -> Part | None:
+        """The step's part so far (values later, what each tensor is, bytes), now cleared."""
+        if not self._added and not self._classes:
+            return None
         added, classes = self._added, self._classes
         self._added, self._classes = {}, []
         tensors = {name: (dtype_name(a.array), tuple(a.array.shape), a.natural) for name, a in added.items()}
-        nbytes = sum(a.array.nbytes for a in added.values())
-        self.recorder.save_statistics(functools.partial(_compute, added, classes), tensors, nbytes)
+        nbytes = sum(a.array.nbytes for a in added.values()) + sum(c[1].nbytes + c[3].nbytes for c in classes)
+        return functools.partial(_compute, added, classes), tensors, nbytes
+
+    def finish(self) -> None:
+        """Hand the step's statistics to the recorder (computed on the writer thread)."""
+        part = self.take()
+        if part is not None:
+            self.recorder.save_statistics(*part)
 
 
-def _compute(
-    added: dict[str, _Added], classes: list[tuple[str, np.ndarray, str, np.ndarray]]
-) -> dict[str, dict[str, float | np.ndarray]]:
-    out: dict[str, dict[str, float | np.ndarray]] = {}
+def merge(parts: list[Part]) -> Part:
+    """The parts of one step (device and host paths) as one: the values of a tensor that two
+    paths computed (a device's `samples`, the host's class statistics) are joined."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def values() -> Values:
+        out: Values = {}
+        for part in parts:
+            for name, found in part[0]().items():
+                out.setdefault(name, {}).update(found)
+        return out
+
+    tensors: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {}
+    for part in parts:
+        for name, info in part[1].items():
+            tensors.setdefault(name, info)
+    return values, tensors, sum(part[2] for part in parts)
+
+
+def _compute(added: dict[str, _Added], classes: list[tuple[str, np.ndarray, str, np.ndarray]]) -> Values:
+    out: Values = {}
     for name, a in added.items():
         values = out[name] = st.compute(a.array, a.kinds, unit_axis=a.unit_axis, previous=a.previous)
         if a.requires_grad is not None and "requires_grad" in values:
@@ -127,4 +159,4 @@ def _compute(
     return out
 
 
-__all__ = ["EVERY", "WARMUP", "HostStatistics"]
+__all__ = ["EVERY", "WARMUP", "HostStatistics", "Part", "Values", "merge"]

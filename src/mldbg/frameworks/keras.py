@@ -11,8 +11,8 @@ outputs from each layer's `call`. They leave the compiled step as extra outputs
 (TensorFlow), through `jax.debug.callback` (JAX), or directly (PyTorch runs eagerly).
 
 The two lines (`Hook(out_dir)` as a callback, no `save_config`, no `include_collections`)
-also record the statistics the default rules read (`keras_statistics`), from host copies
-reduced on the writer thread: every step of each mode's first `statistics_warmup` steps (20),
+also record the statistics the default rules read (`keras_statistics`), computed by the
+backend where the tensors live (`device_statistics`; only packed results reach the host): every step of each mode's first `statistics_warmup` steps (20),
 then every `statistics_every`-th (10). The loss is saved every step; a step that saves only
 the loss runs a lighter recording variant from which nothing else leaves the compiled step.
 """
@@ -32,13 +32,32 @@ from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
 from mldbg.frameworks.host_statistics import fixed_cadence_settings
 from mldbg.frameworks.keras_layers import host_array, patched, put_each, tap, tap_layers, variable_name
-from mldbg.frameworks.keras_statistics import EVERY_STEP, StepStatistics
+from mldbg.frameworks.keras_statistics import EVERY_STEP, DeviceStatistics, StepStatistics
 from mldbg.frameworks.session import Worker
 
 MODES = {"train": Mode.TRAIN, "test": Mode.EVAL, "predict": Mode.PREDICT}
 CLASSIFICATION_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
                          "categorical_focal_crossentropy", "binary_focal_crossentropy", "categorical_hinge",
                          "hinge", "squared_hinge")  # fmt: skip
+
+
+def device_statistics(backend: str) -> DeviceStatistics | None:
+    """The statistics of the backend's own tensors where they live: TensorFlow's compiled
+    `tf_statistics`, PyTorch's batched `torch_statistics`, JAX's `jax_reductions` (for the
+    weights read before the step; the traced tensors: `keras_jax.traced_statistics`)."""
+    if backend == "tensorflow":
+        from mldbg.frameworks.tf_statistics import TFStatistics
+
+        return TFStatistics()
+    if backend == "torch":
+        from mldbg.frameworks.keras_torch import TorchStatistics
+
+        return TorchStatistics()
+    if backend == "jax":
+        from mldbg.frameworks.keras_jax import JaxStatistics
+
+        return JaxStatistics()
+    return None
 
 
 class Hook(Adapter, keras.callbacks.Callback):
@@ -60,6 +79,9 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._extras: dict[str, Any] = {}  # TensorFlow: tensors that leave the traced step
         self._wanted: dict[tuple[str, tuple[str, ...], bool], bool] = {}
         self._parameters: dict[int, bool] = {}  # id of a variable a layer declares trainable -> trainable now
+        self._traced_labels: dict[str, Any] = {}  # JAX: the step's traced labels (class statistics)
+        self._kind = "train"
+        self._raw: Any = None  # JAX: the traced "does this step save raw tensors"
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -69,7 +91,8 @@ class Hook(Adapter, keras.callbacks.Callback):
         super()._open_run(out_dir)
         axis = -1 if keras.config.image_data_format() == "channels_last" else 1
         self._stats = StepStatistics(self.recorder, *self._cadence, channel_axis=axis,
-                                     classification=self._classification)  # fmt: skip
+                                     classification=self._classification, device=device_statistics(self.backend),
+                                     to_host=host_array)  # fmt: skip
 
     # fit/evaluate/predict made their compiled function just before these events
     def on_train_begin(self, logs: Any = None) -> None:
@@ -167,7 +190,18 @@ class Hook(Adapter, keras.callbacks.Callback):
         def step(*args: Any) -> Any:
             if self._seen is None:
                 return original(*args)
-            self._seen, self._extras = set(), {}  # tf.function may trace a step twice
+            self._seen, self._extras, self._traced_labels = (
+                set(),
+                {},
+                {},
+            )  # tf.function may trace a step twice
+            self._kind, self._raw = kind, None
+            if self.backend == "jax":  # does the step save raw tensors: asked at run time
+                import jax
+
+                self._raw = jax.pure_callback(
+                    lambda: np.bool_(self.recorder.saving), jax.ShapeDtypeStruct((), np.bool_)
+                )
             x, y, _ = keras.utils.unpack_x_y_sample_weight(args[-1])
             put_each(self._put, "model_input", x, ("inputs",))
             if kind != "predict":
@@ -206,27 +240,87 @@ class Hook(Adapter, keras.callbacks.Callback):
         if self.backend == "tensorflow":
             self._extras[name] = value
         elif self.backend == "jax":
-            import jax
-
-            jax.debug.callback(partial(self._save_host, name, natural), value)
+            self._put_jax(name, natural, value)
         else:
             self._save_host(name, natural, value)
 
+    def _put_jax(self, name: str, natural: tuple[str, ...], value: Any) -> None:
+        """A traced JAX tensor: its statistics are computed where it is seen, inside the step
+        (often inside the gradient's trace, which it cannot leave), and only their packed
+        vector goes to the host; the tensor leaves raw only when its collections may save it,
+        under a `lax.cond` on the host's answer (`_raw`)."""
+        import jax
+
+        from mldbg.frameworks import keras_jax
+
+        cols = self.recorder.collections
+        raw = any(c.name in cols.included for c in cols.members(name, natural))
+        kinds = self._stats.kinds(name, natural, MODES[self._kind]) if not self._light else None
+        if kinds is not None and keras_jax.usable(value):
+            entries = [(name, natural, kinds, value)]
+            classes = None
+            if name == "model_output_0" and "labels_0" in self._traced_labels:
+                labels = self._traced_labels["labels_0"]
+                if self._jax_classes(labels, value):
+                    entries.append(("labels_0", ("labels",), (), labels))
+                    classes = ("labels_0", "model_output_0")
+                elif (
+                    self._classification() is not False
+                ):  # float labels, integer predictions: the host decides
+                    jax.debug.callback(self._host_pair, labels, value)
+            if name == "labels_0":
+                self._traced_labels[name] = value
+            packed, layout = keras_jax.traced_statistics(entries, self._stats.channel_axis, classes)
+
+            def deliver(words: Any) -> None:
+                if self._stats.due():
+                    self._stats.add_part(keras_jax.part(words, layout))
+
+            jax.debug.callback(deliver, packed)
+            if not raw:
+                return
+            save = partial(self._save_host, name, natural, stats=False)
+        else:
+            save = partial(self._save_host, name, natural)
+        if self._raw is None:
+            jax.debug.callback(save, value)
+        else:
+            jax.lax.cond(self._raw, lambda v: jax.debug.callback(save, v), lambda v: None, value)
+
+    def _jax_classes(self, labels: Any, preds: Any) -> bool:
+        """Class statistics inside the step: integer labels, float predictions, a
+        classification loss (or an unknown one)."""
+        import jax.numpy as jnp
+
+        if self._classification() is False:
+            return False
+        return bool(jnp.issubdtype(labels.dtype, jnp.integer) and jnp.issubdtype(preds.dtype, jnp.floating))
+
+    def _host_pair(self, labels: Any, preds: Any) -> None:
+        if self._stats.due():
+            self._stats.pair("labels_0", host_array(labels))
+            self._stats.pair("model_output_0", host_array(preds))
+
     def _save_host(
-        self, name: str, natural: tuple[str, ...], value: Any, trainable: bool | None = None
+        self,
+        name: str,
+        natural: tuple[str, ...],
+        value: Any,
+        trainable: bool | None = None,
+        stats: bool = True,
     ) -> None:
         """Save a tensor raw where its collections say so, and hand it to the statistics."""
         rec = self.recorder
         plan = rec.plan(name, natural)
         if rec.has(name):
             plan = None
-        stats = self._stats.wants(name, natural) and self._stats.due()
+        stats = stats and self._stats.wants(name, natural) and self._stats.due()
         if plan is None and not stats:
             return
-        array = host_array(value)
-        if stats:
-            self._stats.add(name, natural, array, trainable)
+        if stats:  # on the device when the backend's statistics take the tensor, else a host copy
+            self._stats.add(name, natural, value, trainable)
         if plan is not None:
+            array = host_array(value)
             source = array_source(array)
             if source is not None:
                 rec.save(name, source[0], plan, source[1])

@@ -14,19 +14,23 @@ name: a compiled step is traced once) and asks `HostStatistics` for those of
 - model inputs (per channel) and outputs (EVAL and PREDICT: also their `fingerprint`);
 - the labels' and predictions' `samples`, and for a classification loss their class statistics.
 
-The values are host copies reduced by the NumPy reference on the writer thread: the tensors
-leave the compiled step only at statistics steps (every step of a mode's first `warmup`, then
-every `every`-th); the loss is saved raw every step by the recorder.
+The values are computed where the tensors live when the adapter gives a `DeviceStatistics`
+that takes them (TensorFlow: `tf_statistics`; Keras on PyTorch: `keras_torch`; Keras on JAX:
+`keras_jax`, and inside the traced step the adapters hand ready parts to `add_part`), else
+from host copies reduced by the NumPy reference on the writer thread (`HostStatistics`).
+Tensors are read only at statistics steps (every step of a mode's first `warmup`, then every
+`every`-th); the loss is saved raw every step by the recorder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics
+from mldbg.frameworks.host_statistics import EVERY, WARMUP, HostStatistics, Part, merge
 from mldbg.record.recorder import Recorder
 from mldbg.store import statistics as st
 
@@ -64,11 +68,48 @@ def looks_like_classes(labels: np.ndarray, predictions: np.ndarray) -> bool:
     return bool(np.all((labels == 0) | (labels == 1)))
 
 
+def integer(value: Any) -> bool:
+    """Are the elements of a NumPy array or a framework tensor integers or booleans (class ids)?"""
+    dt = value.dtype
+    if hasattr(dt, "is_integer") and hasattr(dt, "is_bool"):  # tf.DType
+        return bool(dt.is_integer or dt.is_bool)
+    if hasattr(dt, "is_floating_point"):  # torch.dtype
+        return not (dt.is_floating_point or dt.is_complex)
+    return np.dtype(dt).kind in "iub"
+
+
+class DeviceStatistics(Protocol):
+    """A framework's statistics computed where its tensors live (`tf_statistics.TFStatistics`,
+    the torch backend's `StatisticsBatch` behind `keras_backends`): a step's tensors are added,
+    then `finish()` computes them in one batch and copies only the packed result."""
+
+    def accepts(self, value: Any) -> bool: ...
+
+    def add(
+        self,
+        name: str,
+        value: Any,
+        kinds: tuple[str, ...],
+        natural: tuple[str, ...],
+        unit_axis: int | None = None,
+        requires_grad: bool | None = None,
+    ) -> None: ...
+
+    def add_classes(self, labels_name: str, preds_name: str) -> bool: ...
+
+    def pending(self) -> bool: ...
+
+    def finish(self) -> Part: ...
+
+
 class StepStatistics:
-    """One step's statistics of a Keras or TensorFlow hook, from host copies.
+    """One step's statistics of a Keras or TensorFlow hook: on the device when the adapter
+    gives a `device` that accepts the tensor, else from host copies (`HostStatistics`).
 
     `classification()` says whether the model's loss is a classification loss (True/False) or
-    is unknown (None: decided from the labels, `looks_like_classes`)."""
+    is unknown (None: decided from the labels, `looks_like_classes`). `to_host` copies a
+    framework tensor to NumPy (the host path). `routes` says, for each tensor of the last
+    statistics step, "device" or "host"."""
 
     def __init__(
         self,
@@ -77,13 +118,19 @@ class StepStatistics:
         every: int = EVERY,
         channel_axis: int = -1,
         classification: Callable[[], bool | None] = lambda: None,
+        device: DeviceStatistics | None = None,
+        to_host: Callable[[Any], np.ndarray] = np.asarray,
     ):
         self.host = HostStatistics(recorder, warmup, every)
         self.recorder = recorder
         self.channel_axis = channel_axis
         self.classification = classification
+        self.device = device
+        self.to_host = to_host
+        self.routes: dict[str, str] = {}
         self._wants: dict[tuple[str, tuple[str, ...]], bool] = {}
-        self._pair: dict[str, np.ndarray] = {}  # labels_0 and model_output_0 of the open step
+        self._pair: dict[str, Any] = {}  # labels_0 and model_output_0 of the open step
+        self._parts: list[Part] = []  # computed inside a traced step (`add_part`)
         recorder.before_step_end.append(self.finish)
 
     @property
@@ -107,42 +154,91 @@ class StepStatistics:
             known = self._wants[key] = self.on and kinds_of(name, natural, Mode.EVAL) is not None
         return known
 
-    def add(
-        self, name: str, natural: tuple[str, ...], array: np.ndarray, trainable: bool | None = None
-    ) -> None:
-        """A host copy seen in the open step; kept when it is a statistics tensor and the step a
-        statistics step. A weight or bias counts only in TRAIN and with its `trainable` flag
-        (None: not a parameter, e.g. a BatchNorm moving mean)."""
+    def add(self, name: str, natural: tuple[str, ...], value: Any, trainable: bool | None = None) -> None:
+        """A tensor seen in the open step (a framework tensor or a host copy); kept when it is a
+        statistics tensor and the step a statistics step. A weight or bias counts only in TRAIN
+        and with its `trainable` flag (None: not a parameter, e.g. a BatchNorm moving mean)."""
         if not self.wants(name, natural) or not self.due():
             return
-        mode = self.recorder.mode
+        kinds = self.kinds(name, natural, self.recorder.mode, trainable)
+        if kinds is None:
+            return
+        flag = trainable if natural in (("weights",), ("biases",)) else None
+        if self.device is not None and not isinstance(value, np.ndarray) and self.device.accepts(value):
+            self.device.add(name, value, kinds, natural, self.channel_axis, flag)
+            self.routes[name] = "device"
+        else:
+            array = value if isinstance(value, np.ndarray) else self.to_host(value)
+            if array.dtype.name == "bfloat16":  # mixed precision: its float32 values are exact
+                array = array.astype(np.float32)
+            axis = self.channel_axis if array.ndim > 2 else None
+            self.host.add(name, array, kinds, natural, flag, unit_axis=axis)
+            self.routes[name] = "host"
+            value = array
+        if name in ("labels_0", "model_output_0"):
+            self._pair[name] = value
+
+    def kinds(
+        self, name: str, natural: tuple[str, ...], mode: Mode, trainable: bool | None = None
+    ) -> tuple[str, ...] | None:
+        """The statistics a tensor carries at a statistics step of `mode`, or None. A weight or
+        bias counts only in TRAIN and with its `trainable` flag; a gradient in TRAIN."""
+        if not self.wants(name, natural):
+            return None
         is_param = natural in (("weights",), ("biases",))
         if is_param and (trainable is None or mode != Mode.TRAIN):
-            return
+            return None
         if "gradients" in natural and mode != Mode.TRAIN:
-            return
-        kinds = kinds_of(name, natural, mode)
-        if kinds is None:  # pragma: no cover - wants() said it has some
-            return
-        if array.dtype.name == "bfloat16":  # mixed precision: its float32 values are exact
-            array = array.astype(np.float32)
-        axis = self.channel_axis if array.ndim > 2 else None
-        self.host.add(name, array, kinds, natural, trainable if is_param else None, unit_axis=axis)
-        if name in ("labels_0", "model_output_0"):
-            self._pair[name] = array
+            return None
+        return kinds_of(name, natural, mode)
+
+    def pair(self, name: str, array: np.ndarray) -> None:
+        """The labels (`labels_0`) or predictions (`model_output_0`) of the open step, for class
+        statistics decided on the host (their other statistics come from elsewhere)."""
+        self._pair[name] = array
+
+    def add_part(self, part: Part) -> None:
+        """Statistics computed elsewhere (inside a traced step), for the open step."""
+        self._parts.append(part)
+        for name in part[1]:
+            self.routes[name] = "device"
 
     def finish(self) -> None:
         """The step ends: class statistics of the labels and predictions, then everything to the
-        recorder (computed on the writer thread)."""
+        recorder (in one part: the device's packed values, the host's computed on the writer
+        thread)."""
         pair, self._pair = self._pair, {}
         labels, preds = pair.get("labels_0"), pair.get("model_output_0")
         if labels is not None and preds is not None and labels.shape[:1] == preds.shape[:1]:
             classes = self.classification()
-            if classes is None:
-                classes = looks_like_classes(labels, preds)
+            if classes is None:  # integer labels are ids; else read the values (one batch)
+                classes = integer(labels) or looks_like_classes(self._array(labels), self._array(preds))
             if classes:
-                self.host.add_classes("labels_0", labels, "model_output_0", preds)
-        self.host.finish()
+                self._classes(labels, preds)
+        parts, self._parts = self._parts, []
+        if self.device is not None and self.device.pending():
+            parts.append(self.device.finish())
+        host = self.host.take()
+        if host is not None:
+            parts.append(host)
+        if parts:
+            self.recorder.save_statistics(*merge(parts))
+
+    def _classes(self, labels: Any, preds: Any) -> None:
+        on_device = [self.routes.get(n) == "device" for n in ("labels_0", "model_output_0")]
+        if (
+            all(on_device)
+            and self.device is not None
+            and self.device.add_classes("labels_0", "model_output_0")
+        ):
+            return
+        self.host.add_classes(
+            "labels_0", self._array(labels), "model_output_0", self._array(preds), samples=not any(on_device)
+        )
+
+    def _array(self, value: Any) -> np.ndarray:
+        array = value if isinstance(value, np.ndarray) else self.to_host(value)
+        return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
-__all__ = ["StepStatistics", "kinds_of", "looks_like_classes"]
+__all__ = ["DeviceStatistics", "StepStatistics", "kinds_of", "looks_like_classes"]
