@@ -31,10 +31,10 @@ def first(path) -> mldbg.Finding | None:
     ("noise", "config", "seed", "steps", "bound"),
     [
         pytest.param(PAIRS, EVERY_STEP, 0, 150, 160, id="two pairs, statistics every step"),
-        pytest.param(PAIRS, TWO_LINES, 2, 150, 110, id="two pairs, two lines"),
+        pytest.param(PAIRS, TWO_LINES, 2, 150, 125, id="two pairs, two lines"),
         pytest.param({(7, 1): 0.3}, TWO_LINES, 0, 150, 100, id="one pair, two lines"),
         pytest.param({(7, 1): 0.3}, EVERY_STEP, 1, 150, 110, id="one pair, statistics every step"),
-        pytest.param({(7, 1): 0.2}, EVERY_STEP, 0, 180, 150, id="20% of the 7s, statistics every step"),
+        pytest.param({(7, 1): 0.2}, EVERY_STEP, 0, 180, 165, id="20% of the 7s, statistics every step"),
         pytest.param({(7, 1): 0.3}, EVERY_5, 1, 200, 220, id="one pair, everything every 5 steps"),
     ],
 )

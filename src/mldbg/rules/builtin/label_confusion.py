@@ -70,7 +70,9 @@ class LabelConfusion(Rule):
     least `min_count` of them), that cell holds most of class a's errors (a pair, not a hard
     class), and it is more than `ratio` times the error rate of a typical other class (the
     median over classes: what the model's overall error explains); the same pair found at
-    `patience` consecutive judgements.
+    `patience` consecutive judgements, none before global step `min_step` (a model learns its
+    classes one by one at first: a full-batch GCN takes its 4th community for the 1st until
+    step ~40, with the 200 nodes seen every step filling windows fast).
 
     A healthy classifier errs on many pairs, each about as often as its overall error says
     (a 10-class model at 85% accuracy confuses every class a little), and its early
@@ -90,6 +92,7 @@ class LabelConfusion(Rule):
     ratio: float = 4.0
     patience: int = 2
     min_count: int = 10
+    min_step: int = 50
     suggestion = (
         "Audit the labels of that pair: sample training examples labelled a and predicted b (and b "
         "predicted a) and look at them; fix or drop mislabelled ones (cleanlab finds them), check the "
@@ -133,7 +136,8 @@ class LabelConfusion(Rule):
             same = w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]
             pushed = (w.pushed if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
             fresh = (w.fresh if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
-            due = np.flatnonzero((pushed >= self.window) & (fresh >= self.every))
+            late = table.steps[i0 + rows[mine]] >= self.min_step
+            due = np.flatnonzero((pushed >= self.window) & (fresh >= self.every) & late)
             if len(due):
                 cut = min(cut, int(rows[mine][due[0]]))
         for i in np.flatnonzero(rows < cut).tolist():
@@ -184,7 +188,7 @@ class LabelConfusion(Rule):
         key = mode.name
         w = self._windows.setdefault(key, _Window())
         w.push(np.asarray(got.confusion, dtype=np.int64), self.window)
-        if w.pushed < self.window or w.fresh < self.every:
+        if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
         w.fresh = 0
         acc = w.matrix
