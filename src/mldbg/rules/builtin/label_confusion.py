@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -27,30 +28,71 @@ class _Table(NamedTuple):
     sums: np.ndarray
 
 
+class _Window:
+    """The confusion matrix of one mode's last `size` labels (whole steps: the oldest step
+    leaves once the others hold `size`), the labels pushed since the last judgement, and per
+    pair the judgements in a row that found it."""
+
+    def __init__(self) -> None:
+        self.streak: dict[tuple[int, int], int] = {}
+        self.clear()
+
+    def clear(self) -> None:
+        self.steps: deque[np.ndarray] = deque()
+        self.sums: deque[int] = deque()
+        self.matrix: np.ndarray | None = None
+        self.total = 0  # labels in the window
+        self.pushed = 0  # labels pushed since the matrices took this shape
+        self.fresh = 0  # labels pushed since the last judgement
+        self.streak = {}
+
+    def push(self, c: np.ndarray, size: int) -> None:
+        if self.matrix is None or self.matrix.shape != c.shape:
+            self.clear()  # another class count: start over
+            self.matrix = np.zeros(c.shape, dtype=np.int64)
+        n = int(c.sum())
+        self.steps.append(c)
+        self.sums.append(n)
+        self.matrix += c
+        self.total += n
+        self.pushed += n
+        self.fresh += n
+        while self.total - self.sums[0] >= size:
+            self.matrix -= self.steps.popleft()
+            self.total -= self.sums.popleft()
+
+
 @register
 class LabelConfusion(Rule):
     """Predictions systematically confuse particular class pairs: in the confusion matrix of
-    the labels seen so far (per mode, the first `samples` left out: the model is untrained
-    then; judged every `samples` labels), a share of more than `min_share` of class a's
-    samples is predicted as one class b, that cell holds most of class a's errors (a pair,
-    not a hard class), and it is more than `ratio` times the error rate of a typical other
-    class (the median over classes: what the model's overall error explains); at `patience` consecutive judgements.
+    the last `window` labels of a mode (judged every `every` labels once `window` were seen),
+    a share of more than `min_share` of class a's samples is predicted as one class b (at
+    least `min_count` of them), that cell holds most of class a's errors (a pair, not a hard
+    class), and it is more than `ratio` times the error rate of a typical other class (the
+    median over classes: what the model's overall error explains); the same pair found at
+    `patience` consecutive judgements, none before global step `min_step` (a model learns its
+    classes one by one at first: a full-batch GCN takes its 4th community for the 1st until
+    step ~40, with the 200 nodes seen every step filling windows fast).
 
     A healthy classifier errs on many pairs, each about as often as its overall error says
-    (a 10-class model at 85% accuracy confuses every class a little). A pair far above that
-    is label noise concentrated on it (7s labelled 1, 3s labelled 8, two class ids swapped in
-    part of the data), or two classes the data cannot tell apart. Reads the `confusion`
+    (a 10-class model at 85% accuracy confuses every class a little), and its early
+    confusions fade as it learns. A pair far above that, judgement after judgement, is label
+    noise concentrated on it (7s labelled 1, 3s labelled 8, two class ids swapped in part of
+    the data), or two classes the data cannot tell apart. A model right on fewer than half
+    of the window's labels is not judged (it errs everywhere). Reads the `confusion`
     statistic of the labels (the two-line hook records it for classification losses with up
     to 64 classes), or counts it from raw labels and predictions.
     """
 
     needs = ("labels",)
     reads = {"labels": ("confusion",)}
-    samples: int = 1000
+    window: int = 512
+    every: int = 256
     min_share: float = 0.2
-    ratio: float = 2.5
+    ratio: float = 4.0
     patience: int = 2
-    min_count: int = 20
+    min_count: int = 10
+    min_step: int = 50
     suggestion = (
         "Audit the labels of that pair: sample training examples labelled a and predicted b (and b "
         "predicted a) and look at them; fix or drop mislabelled ones (cleanlab finds them), check the "
@@ -60,23 +102,26 @@ class LabelConfusion(Rule):
 
     def reset(self) -> None:
         super().reset()
-        self._window: dict[str, np.ndarray] = {}  # mode -> confusion summed since the first window
-        self._seen: dict[str, int] = {}  # mode -> labels counted since the last judgement
-        self._windows: dict[str, int] = {}  # mode -> windows closed
-        self._streak: dict[str, tuple[tuple[int, int], int]] = {}  # mode -> (pair, windows in a row)
+        self._windows: dict[str, _Window] = {}  # mode -> its window
         # the fast path's reading of the run (not state: what the trial holds), made once per load
         self._table: tuple[tuple[int, int], _Table | None] | None = None
 
+    def _due(self, w: _Window | None, n: int, shape: tuple[int, ...]) -> bool:
+        """Whether pushing a matrix of `n` labels and this shape onto `w` brings a judgement."""
+        if w is None or w.matrix is None or w.matrix.shape != shape:
+            return n >= self.window and n >= self.every
+        return w.pushed + n >= self.window and w.fresh + n >= self.every
+
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`), for one labels and one predictions tensor:
-        the leading steps before a judgement (the step whose labels bring a mode's count to
-        `samples`), their saved confusion matrices added to the windows. Counts to compute
+        the leading steps before a judgement (the step whose labels bring a mode's window to a
+        judgement), their saved confusion matrices pushed onto the windows. Counts to compute
         from raw labels, or matrices of several shapes, are left to `check`."""
         table = self._read(trial)
         if table is None or not len(steps):
             return 0
         i0 = int(np.searchsorted(table.steps, steps[0]))
-        steps = steps[:_HORIZON]  # a window closes every few dozen steps: look no further
+        steps = steps[:_HORIZON]  # a judgement comes every few dozen steps: look no further
         if not np.array_equal(table.steps[i0 : i0 + len(steps)], steps):
             return 0  # not a run of consecutive saved steps (the runner passes those)
         modes = table.modes[i0 : i0 + len(steps)]
@@ -87,21 +132,16 @@ class LabelConfusion(Rule):
             return cut
         for m in np.unique(modes[rows]).tolist():
             mine = modes[rows] == m
-            key = Mode(m).name
-            total = self._seen.get(key, 0) + np.cumsum(sums[mine])
-            full = np.flatnonzero(total >= self.samples)
-            if len(full):
-                cut = min(cut, int(rows[mine][full[0]]))
-        for m in np.unique(modes[rows]).tolist():
-            mine = (modes[rows] == m) & (rows < cut)
-            if not mine.any():
-                continue
-            key = Mode(m).name
-            acc = self._window.get(key)
-            if acc is None or acc.shape != c.shape[1:]:
-                acc = np.zeros(c.shape[1:], dtype=np.int64)
-            self._window[key] = acc + c[mine].sum(axis=0)
-            self._seen[key] = self._seen.get(key, 0) + int(sums[mine].sum())
+            w = self._windows.get(Mode(m).name)
+            same = w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]
+            pushed = (w.pushed if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
+            fresh = (w.fresh if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
+            late = table.steps[i0 + rows[mine]] >= self.min_step
+            due = np.flatnonzero((pushed >= self.window) & (fresh >= self.every) & late)
+            if len(due):
+                cut = min(cut, int(rows[mine][due[0]]))
+        for i in np.flatnonzero(rows < cut).tolist():
+            self._windows.setdefault(Mode(int(modes[rows[i]])).name, _Window()).push(c[i], self.window)
         return cut
 
     def _read(self, trial: TrialView) -> _Table | None:
@@ -145,51 +185,44 @@ class LabelConfusion(Rule):
         got = trial.class_statistics(labels[0], preds[0], step)
         if got is None or got.confusion is None:
             return None
-        c = np.asarray(got.confusion, dtype=np.int64)
         key = mode.name
-        acc = self._window.get(key)
-        if acc is None or acc.shape != c.shape:
-            acc = np.zeros_like(c)
-        acc = acc + c
-        self._window[key] = acc
-        self._seen[key] = self._seen.get(key, 0) + int(c.sum())
-        if self._seen[key] < self.samples:
+        w = self._windows.setdefault(key, _Window())
+        w.push(np.asarray(got.confusion, dtype=np.int64), self.window)
+        if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
-        self._seen[key] = 0
-        self._windows[key] = self._windows.get(key, 0) + 1
-        if self._windows[key] == 1:
-            del self._window[key]  # the untrained model's window: left out
+        w.fresh = 0
+        acc = w.matrix
+        assert acc is not None
+        found = self._pairs(acc)
+        w.streak = {pair: w.streak.get(pair, 0) + 1 for pair in found}
+        due = [pair for pair, run in w.streak.items() if run >= self.patience and pair not in self._fired]
+        if not due:
             return None
-        found = self._pair(acc)
-        if found is None:
-            self._streak.pop(key, None)
-            return None
-        pair, share, others, count, row = found
-        prev = self._streak.get(key)
-        run = prev[1] + 1 if prev is not None and prev[0] == pair else 1
-        self._streak[key] = (pair, run)
-        if run < self.patience or not self.first(pair):
-            return None
-        a, b = pair
+        a, b = max(due, key=lambda pair: found[pair][0])
+        self.first((a, b))
+        share, others, count, row = found[(a, b)]
+        also = [f"{x} -> {y}" for x, y in sorted(found) if (x, y) != (a, b)]
         return self.finding(
             trial, step,
             f"{100 * share:.0f}% of class {a}'s {row} samples are predicted as class {b} ({count} of "
-            f"{int(acc.sum())} {key} labels of {labels[0]} since the first {self.samples}; more than {100 * self.min_share:g}% and "
+            f"the last {int(acc.sum())} {key} labels of {labels[0]}; more than {100 * self.min_share:g}% and "
             f"{share / max(others, 1e-9):.1f}x the {100 * others:.1f}% error rate of a typical other class, in "
-            f"{run} judgements in a row): a systematic confusion of the pair {a} -> {b}",
+            f"{w.streak[(a, b)]} judgements in a row): a systematic confusion of the pair {a} -> {b}"
+            + (f" (also {', '.join(also)})" if also else ""),
             tensors=[labels[0], preds[0]],
         )  # fmt: skip
 
-    def _pair(self, c: np.ndarray) -> tuple[tuple[int, int], float, float, int, int] | None:
-        """The most confused pair (a, b) beyond the model's error, with its share of a's
-        samples, the other classes' error rate, its count and a's count; None if none."""
+    def _pairs(self, c: np.ndarray) -> dict[tuple[int, int], tuple[float, float, int, int]]:
+        """The pairs (a, b) confused beyond the model's error: each class a's most frequent
+        wrong prediction b, with its share of a's samples, the other classes' error rate, its
+        count and a's count."""
         rows = c.sum(axis=1)
         total, right = int(c.sum()), int(np.trace(c))
         if total == 0 or right < total / 2:
-            return None  # a model this poor errs everywhere: nothing to single out
+            return {}  # a model this poor errs everywhere: nothing to single out
         off = c.copy()
         np.fill_diagonal(off, 0)
-        best = None
+        out = {}
         big = np.flatnonzero(rows >= max(1, self.min_count)).tolist()
         err = {k: 1.0 - c[k, k] / rows[k] for k in big}
         for a in big:
@@ -201,6 +234,6 @@ class LabelConfusion(Rule):
             share = count / rows[a]
             rest = [err[k] for k in big if k != a]
             others = float(np.median(rest)) if rest else 0.0  # a typical class's error rate
-            if share > self.min_share and share > self.ratio * others and (best is None or share > best[1]):
-                best = ((a, b), float(share), float(others), count, int(rows[a]))
-        return best
+            if share > self.min_share and share > self.ratio * others:
+                out[(a, b)] = (float(share), others, count, int(rows[a]))
+        return out
