@@ -79,7 +79,7 @@ class GradientNotReset(Rule):
     """
 
     needs = ("gradients",)
-    reads = {"gradients": ("l2", "sample_change")}
+    reads = {"gradients": ("l2", "sample_change"), "inputs": ("sample_fingerprints",)}
     window: int = 8
     min_growth: float = 3.0
     max_change: float = 0.4
