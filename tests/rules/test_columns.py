@@ -47,6 +47,12 @@ FIRING: dict[str, dict | str] = {
     "logit_growth": {"maximize": True, "optimizer": "adam"},
     "gradient_not_reset": {"missing_zero_grad": True},
     "gradient_not_reset (CNN: sample_change)": {"missing_zero_grad": True, "model": "cnn"},
+    "gradient_not_reset (CNN, full batch: sample_change on repeated inputs)": {
+        "missing_zero_grad": True,
+        "model": "cnn",
+        "n_train": 64,
+        "batch_size": 64,
+    },
     "label_confusion": {
         "model": "cnn",
         "pair_noise": {(7, 1): 0.3, (3, 8): 0.3},

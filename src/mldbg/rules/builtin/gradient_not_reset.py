@@ -9,9 +9,11 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.columns import Over, aligned, quiet_prefix
+from mldbg.rules.select import adversarial
 from mldbg.rules.stats import rising_share, trend_z
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
 
 _RISING = 0.8  # share of consecutive steps whose norm rose
 _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
@@ -47,7 +49,17 @@ class GradientNotReset(Rule):
     also fires when, over `window` saved training steps, the median over weight gradients of
     `sample_change` stayed below `max_change` (its median over the window) while the global
     norm stood `min_sum_growth` times above its first saved values: a stale sum that grew.
-    Full-batch training changes its gradient little too, but its norm does not grow so.
+    Full-batch training changes its gradient little too (the same inputs every step), and
+    its norm may rise 1.5x as the fit sharpens (a GCN, 30-50% changes): a step whose model
+    input (`input_name`) holds the same samples as the previous training statistics step's
+    (their `sample_fingerprints`, which the two-line hook records) counts against
+    `max_full_batch_change` instead (its change x `max_change` / `max_full_batch_change`),
+    and not in the parity signal below. A missing `zero_grad()` in full-batch training sums
+    the same gradient every step: its norm grows linearly (the first signal), or, where
+    BatchNorm holds it back, its change falls as 1/t, below 20% within a few steps. Nor is a
+    GAN on one hook (`mldbg.rules.select.adversarial`): early on, its discriminator learns one
+    direction (real against fake) whatever the batch, and its generator follows it, so
+    fresh gradients change little while their norm rises as the game sharpens.
 
     `optimizer.zero_grad()` called only every other step leaves a sawtooth instead: every
     second gradient is the sum of two, so over `parity_window` consecutive statistics steps
@@ -67,16 +79,18 @@ class GradientNotReset(Rule):
     """
 
     needs = ("gradients",)
-    reads = {"gradients": ("l2", "sample_change")}
+    reads = {"gradients": ("l2", "sample_change"), "inputs": ("sample_fingerprints",)}
     window: int = 8
     min_growth: float = 3.0
     max_change: float = 0.4
+    max_full_batch_change: float = 0.2
     min_sum_growth: float = 1.5
     raw_window: int = 4
     parity_window: int = 12
     max_raw_change: float = 0.95
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
+    input_name: str = "model_input_0"
     suggestion = (
         "Call optimizer.zero_grad() (or model.zero_grad(set_to_none=True)) once per optimizer step, "
         "before loss.backward(); when accumulating on purpose, zero the gradients after each "
@@ -87,7 +101,9 @@ class GradientNotReset(Rule):
         super().reset()
         self._run: list[tuple[int, int, dict[str, float]]] = []  # (step, mode step, norms): consecutive
         self._first: list[float] = []  # the global norm at the first saved training steps
-        self._changes: list[tuple[int, float, float]] = []  # (step, global norm, median sample_change)
+        # (step, global norm, median sample_change as judged, as saved): judged x max_change /
+        # max_full_batch_change on a step whose inputs repeat the step before's
+        self._changes: list[tuple[int, float, float, float]] = []
         self._raw_prev: dict[
             str, np.ndarray
         ] = {}  # a fixed subsample of each weight gradient, last saved raw
@@ -98,6 +114,8 @@ class GradientNotReset(Rule):
         self._parity: list[
             tuple[int, float, float]
         ] = []  # (mode step, global norm, median sample_change): consecutive
+        self._game: bool | None = None  # a GAN (`adversarial`), asked once where _stale_sum would fire
+        self._inputs: np.ndarray | None = None  # the sorted input fingerprints of the last training step read
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -195,7 +213,20 @@ class GradientNotReset(Rule):
             return (prior + new)[-n:] if n > len(new) else new
 
         changes = np.array([o.stat("sample_change") for o in overs])
-        stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows], ms)
+        found = self._fingerprint_rows(trial, steps[rows])
+        if found is None:  # batches of several sizes: read one by one, up to 256 rows here
+            rows = rows[:256]
+            cut = min(cut, int(rows[-1]) + 1) if len(rows) == 256 else cut
+            mine, ms, total, length, maybe = (a[: len(rows)] for a in (mine, ms, total, length, maybe))
+            batches = [self._fingerprints(trial, int(steps[r])) for r in rows.tolist()]
+        else:
+            batches = found
+        repeated = np.zeros(len(rows), dtype=bool)
+        last = self._inputs
+        for i, b in enumerate(batches):
+            repeated[i] = b is not None and last is not None and np.array_equal(b, last)
+            last = b
+        stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows], ms, repeated)
         if stale is not None:
             cut = min(cut, int(rows[stale]))
         for p in np.flatnonzero(maybe).tolist():
@@ -207,8 +238,31 @@ class GradientNotReset(Rule):
         kept = np.flatnonzero(rows < cut)
         if len(kept):
             self._run = run_at(int(kept[-1]))
-            self._keep_stale_state(kept.tolist(), row, changes[:, rows[kept]], inc[:, rows[kept]], names)
+            self._keep_stale_state(
+                kept.tolist(), row, changes[:, rows[kept]], inc[:, rows[kept]], names, repeated[kept]
+            )
+            self._inputs = batches[int(kept[-1])]
         return cut
+
+    def _fingerprints(self, trial: TrialView, step: int) -> np.ndarray | None:
+        """The sorted sample fingerprints of the model input at `step` (None: not saved)."""
+        got = trial.statistic(self.input_name, step, "sample_fingerprints")
+        return np.sort(np.asarray(got).reshape(-1)) if isinstance(got, np.ndarray) and got.size else None
+
+    def _fingerprint_rows(self, trial: TrialView, steps: np.ndarray) -> list[np.ndarray | None] | None:
+        """`_fingerprints` at each of `steps`, from the columns (None: batches of several sizes,
+        to read one by one)."""
+        name = vector_name(self.input_name, "sample_fingerprints")
+        if trial.columns.tensor(name) is None and trial.columns.tensor(self.input_name) is None:
+            return [None] * len(steps)  # no input recorded
+        stacked = trial.columns.values(name)
+        if stacked is None:
+            return None
+        at = aligned(stacked[0], steps)
+        if (at < 0).any():
+            return None  # some step without a saved vector (raw inputs to fingerprint): one by one
+        values = np.sort(stacked[1].reshape(len(stacked[0]), -1), axis=1)
+        return [values[i] if values.shape[1] else None for i in at.tolist()]
 
     def _alternating(self, totals: np.ndarray, changes: np.ndarray) -> np.ndarray:
         """Per window (rows of `parity_window` consecutive steps: global norms, median
@@ -250,7 +304,13 @@ class GradientNotReset(Rule):
         return float(np.median(finite)) if 2 * len(finite) > len(weights) else None
 
     def _stale_candidate(
-        self, names: list[str], inc: np.ndarray, total: np.ndarray, changes: np.ndarray, ms: np.ndarray
+        self,
+        names: list[str],
+        inc: np.ndarray,
+        total: np.ndarray,
+        changes: np.ndarray,
+        ms: np.ndarray,
+        repeated: np.ndarray,
     ) -> int | None:
         """The first of the rows (steps check() judges) where `_stale_sum` may fire, screened
         with a margin for rounding (None: none)."""
@@ -267,18 +327,20 @@ class GradientNotReset(Rule):
             median = np.nanmedian(np.where(finite, changes, np.nan)[:, valid], axis=0)
         med = np.full(len(total), np.nan)
         med[valid] = median
-        seq = self._parity + [(int(m), float(t), float(c)) for m, t, c in zip(ms, total, med, strict=True)]
+        fresh = np.where(repeated, np.nan, med)  # the parity signal reads no repeated inputs
+        seq = self._parity + [(int(m), float(t), float(c)) for m, t, c in zip(ms, total, fresh, strict=True)]
         hits = np.flatnonzero(self._parity_windows(seq))
         ends = hits + self.parity_window - 1 - len(self._parity)
         alternating = int(ends[ends >= 0][0]) if (ends >= 0).any() else None
-        found = self._stale_window(total, med, valid)
+        judged = np.where(repeated, med * self._full_batch_factor(), med)
+        found = None if self._game else self._stale_window(total, judged, valid)
         return found if alternating is None else alternating if found is None else min(found, alternating)
 
     def _stale_window(self, total: np.ndarray, med: np.ndarray, valid: np.ndarray) -> int | None:
         """The first row where `_stale_sum`'s window may fire (see `_stale_candidate`)."""
         prior = self._changes
-        seq_change = np.concatenate([[c for _, _, c in prior], med])
-        seq_total = np.concatenate([[t for _, t, _ in prior], total])
+        seq_change = np.concatenate([[r[2] for r in prior], med])
+        seq_total = np.concatenate([[r[1] for r in prior], total])
         seq_valid = np.concatenate([np.ones(len(prior), dtype=bool), valid])
         firsts = (self._first + total[:3].tolist())[:3]
         w = self.window
@@ -308,6 +370,7 @@ class GradientNotReset(Rule):
         changes: np.ndarray,
         inc: np.ndarray,
         names: list[str],
+        repeated: np.ndarray,
     ) -> None:
         """`_first` and `_changes` as check() leaves them after the `kept` rows (`row(q)`: the
         step, mode step and norms of one); `changes`, `inc`: the sample_change of `names` at
@@ -333,12 +396,25 @@ class GradientNotReset(Rule):
                 self._changes = []
                 self._parity = []
             else:
-                self._changes.append((step, total, median))
-                del self._changes[: -self.window]
-                if self._parity and self._parity[-1][0] != ms - 1:
-                    self._parity = []
-                self._parity.append((ms, total, median))
-                del self._parity[: -self.parity_window]
+                self._keep_change(step, ms, total, median, bool(repeated[t]))
+
+    def _full_batch_factor(self) -> float:
+        return self.max_change / self.max_full_batch_change if self.max_full_batch_change > 0 else math.inf
+
+    def _keep_change(self, step: int, mode_step: int, total: float, median: float, repeated: bool) -> None:
+        """Append a step's median sample_change to the stale-sum window (judged against
+        `max_full_batch_change` where the inputs repeat the step before's: the same samples
+        give a gradient that changes little) and, on fresh inputs only, to the parity run."""
+        judged = median * self._full_batch_factor() if repeated else median
+        self._changes.append((step, total, judged, median))
+        del self._changes[: -self.window]
+        if repeated:
+            self._parity = []
+            return
+        if self._parity and self._parity[-1][0] != mode_step - 1:
+            self._parity = []
+        self._parity.append((mode_step, total, median))
+        del self._parity[: -self.parity_window]
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -378,18 +454,15 @@ class GradientNotReset(Rule):
             self._first.append(total)
         saved = {n: trial.saved_statistic(n, step, "sample_change") for n in norms}
         median = self._valid_changes(norms, {n: c for n, c in saved.items() if isinstance(c, float)})
+        inputs, last = self._fingerprints(trial, step), self._inputs
+        self._inputs = inputs
         if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
             self._parity = []
             return None
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
-        self._changes.append((step, total, median))
-        del self._changes[: -self.window]
-        mode_step = trial.mode_step(step)
-        if self._parity and self._parity[-1][0] != mode_step - 1:
-            self._parity = []
-        self._parity.append((mode_step, total, median))
-        del self._parity[: -self.parity_window]
+        repeated = inputs is not None and last is not None and np.array_equal(inputs, last)
+        self._keep_change(step, trial.mode_step(step), total, median, repeated)
         if self._parity_windows(self._parity).any() and self.first("accumulating"):
             seq = self._parity
             low = sorted(seq[0::2] if seq[0][2] < seq[1][2] else seq[1::2], key=lambda r: r[0])
@@ -405,18 +478,26 @@ class GradientNotReset(Rule):
             )  # fmt: skip
         if len(self._changes) < self.window or not self._first:
             return None
-        change = float(np.median([c for _, _, c in self._changes]))
+        change = float(np.median([r[2] for r in self._changes]))
         start = float(np.median(self._first))
-        level = float(np.median([t for _, t, _ in self._changes]))
+        level = float(np.median([r[1] for r in self._changes]))
         if change >= self.max_change or not level >= self.min_sum_growth * start > 0:
             return None
-        if not self.first("accumulating"):
+        if self._game is None:
+            self._game = adversarial(trial, [r[0] for r in self._changes])
+        if self._game or not self.first("accumulating"):
             return None
+        full = (
+            f"mini-batch gradients differ by 60-200%; {sum(r[2] != r[3] for r in self._changes)} of these steps "
+            f"read the same samples as the step before, judged against {100 * self.max_full_batch_change:g}%"
+            if any(r[2] != r[3] for r in self._changes)
+            else "mini-batch gradients differ by 60-200%"
+        )
         return self.finding(
             trial, step,
             f"over {self.window} training steps ({self._changes[0][0]}-{step}) the weight gradients "
-            f"changed by a median {100 * change:.0f}% of their norm from one saved step to the next "
-            f"(mini-batch gradients differ by 60-200%), while the global gradient norm stood at "
+            f"changed by a median {100 * float(np.median([r[3] for r in self._changes])):.0f}% of their norm "
+            f"from one saved step to the next ({full}), while the global gradient norm stood at "
             f"{level / start:.1f}x its first value ({start:.3g} -> {level:.3g}): each gradient is a growing "
             "sum that a fresh batch barely changes, as when optimizer.zero_grad() is missing",
             tensors=weights,

@@ -10,6 +10,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import LossTracker
+from mldbg.rules.select import adversarial
 from mldbg.rules.stats import median, p_lower, rel_change
 from mldbg.rules.view import TrialView
 
@@ -47,6 +48,9 @@ class LossNotDecreasing(Rule):
     `mode` picks TRAIN or EVAL series (default: the training loss; a loss saved only in EVAL,
     such as a validation metric, is judged per evaluation). Tensors of the `losses`
     collection (and scalars named like "loss") are read, plus `tensor_regex`.
+    A GAN on one hook (`mldbg.rules.select.adversarial`: two models trained, every batch of
+    targets one class) plays a game whose training loss is not meant to fall: it is not
+    judged (as in `underfitting`); the fast path's screen asks `check` there, which decides.
     """
 
     needs = ("losses", "scalars")
@@ -181,12 +185,23 @@ class LossNotDecreasing(Rule):
         if sum(v == v and abs(v) != float("inf") for v in last) < w / 2:
             return []  # NaN or inf: exploding_tensor's business
         what = f"{name} ({mode})"
-        out = []
+        out: list[Finding] = []
         first = values[:w]
         m_first, m_last = median(first), median(last)
         drop = -rel_change(m_last, m_first) * 100
-        if (drop < self.diff_percent or p_lower(last, first) > _P_PROGRESS) and self.first(
-            (name, mode, "flat")
+        game: bool | None = None  # a GAN's loss (asked once, only where a finding would follow)
+
+        def a_game() -> bool:
+            nonlocal game
+            if game is None:
+                game = mode == "TRAIN" and adversarial(trial, steps[-max(2, self.patience) * w :])
+            return game
+
+        if (
+            (drop < self.diff_percent or p_lower(last, first) > _P_PROGRESS)
+            and (name, mode, "flat") not in self._fired
+            and not a_game()
+            and self.first((name, mode, "flat"))
         ):
             out.append(self.finding(
                 trial, step,
@@ -208,6 +223,8 @@ class LossNotDecreasing(Rule):
             if (
                 rise > self.increase_threshold_percent
                 and p_lower(best, last) < _P_RISE
+                and (name, mode, "rise") not in self._fired
+                and not a_game()
                 and self.first((name, mode, "rise"))
             ):
                 out.append(self.finding(

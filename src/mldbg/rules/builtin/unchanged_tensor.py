@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -59,6 +60,12 @@ class UnchangedTensor(Rule):
     does not update keeps its exact value. Without raw tensors it reads the `delta_l2` statistic (the
     change since the hook's previous step): unchanged when delta_l2 <= atol + rtol * l2; and
     from saved reductions too (all of them unchanged).
+
+    A run that converged is not reported: when the parameters stand still and every loss
+    saved at the step is the same number, to the bit, as at the previous saved training
+    step, though not as at the first (the loss fell, then nothing moved: L-BFGS that met its
+    tolerance on a full batch). Mini-batch losses differ every step, so an optimizer whose
+    learning rate became 0, or a head it does not hold, is still reported.
     """
 
     needs = _DEFAULT
@@ -118,6 +125,9 @@ class UnchangedTensor(Rule):
                 if not all(self._same(hist[0][1], h[1], exact=True) for h in hist[1:]):
                     continue  # moved, though by less than rtol: updated
             stuck.append((name, hist[0][0]))
+        stuck = [s for s in stuck if s[0] not in self._fired]
+        if stuck and params and self._converged(trial, step):
+            return None  # nothing moved, the loss included, after it had: a converged run
         stuck = [s for s in stuck if self.first(s[0])]
         if not stuck:
             return None
@@ -185,6 +195,29 @@ class UnchangedTensor(Rule):
             )
             del hist[: max(0, len(hist) - w)]
         return n
+
+    def _converged(self, trial: TrialView, step: int) -> bool:
+        """Every loss saved at `step` is the same number, to the bit, as at its previous saved
+        training step, and not as at its first: the run's loss moved, then a step changed
+        nothing (an optimizer such as L-BFGS that met its tolerance on a full batch). An
+        optimizer that stopped updating on mini-batches sees losses that differ every step;
+        one that never updated, on a full batch, one loss from the start."""
+        names = trial.names("losses", step=step)
+        if not names:
+            return False
+        for name in names:
+            train = [s for s in trial.tensor(name).steps() if trial.mode(s) == Mode.TRAIN]
+            i = bisect.bisect_left(train, step) - 1
+            if i < 1:
+                return False
+            now = trial.statistic(name, step, "mean")
+            then = trial.statistic(name, train[i], "mean")
+            start = trial.statistic(name, train[0], "mean")
+            if not (isinstance(now, float) and isinstance(then, float) and isinstance(start, float)):
+                return False
+            if now != then or start == now:
+                return False
+        return True
 
     def _typical_gradient(self, trial: TrialView, grads: dict[str, str], step: int) -> float:
         """The median mean |g| of the net's gradients at `step` (0 when none is readable)."""
