@@ -59,6 +59,7 @@ def test_a_second_watcher_of_the_same_place_is_refused_while_the_first_runs(tmp_
     finally:
         holder.stdin.close()
         holder.wait(30)
+        holder.stdout.close()
     write_steps(rec, [40.0])
     rec.close()
     # the holder is gone (its lock with it): the next watcher runs, and does not report again
