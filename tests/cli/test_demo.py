@@ -1,5 +1,6 @@
 """`mldbg demo`, the embedded default job: trains on data shipped in scikit-learn, with rules live."""
 
+import re
 import subprocess
 import sys
 
@@ -22,8 +23,11 @@ def test_demo_trains_records_and_catches_the_broken_run(tmp_path):
     assert healthy.loaded_all_steps and len(healthy.steps(mldbg.Mode.TRAIN)) > 20
     broken = mldbg.create_trial(tmp_path / "broken")
     assert broken.loaded_all_steps
-    # stopped before the planned end (10 * 3 epochs of 43 steps). How long before depends on the
-    # machine: ~1 s from the bad step to the stop, 250-700 steps of this tiny model on an idle one
-    assert max(broken.steps()) < 10 * 3 * 43 * 0.9
+    # stopped before the planned end (10 * 3 epochs of 43 training steps). How long before depends
+    # on the machine: the watcher process starts, reads and asks for the stop in ~1 s on an idle
+    # one (~250 steps of this tiny model), several times that on a loaded CI machine
+    stopped, planned = map(int, re.search(r"stopped it after (\d+) of (\d+) planned", out).groups())
+    assert planned == 10 * 3 * 43 and stopped < planned
+    assert max(broken.steps(mldbg.Mode.TRAIN)) < planned
     assert mldbg.check(tmp_path / "healthy") == []
     assert {f.rule for f in mldbg.check(tmp_path / "broken")} >= {"dead_relu"}
