@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.tiny import train
 
 import mldbg
 from mldbg.record.recorder import Recorder
 from mldbg.report.training import render, scalar_by_step
+from tests.tiny import train
 
 LOSS = "CrossEntropyLoss_output_0"
 
@@ -66,7 +66,9 @@ def test_damaged_values_are_reported_around_and_named(intact, tmp_path):
     assert "Traceback" not in done.stderr
     page = (tmp_path / "r.html").read_text()
     section = damaged_section(page)
-    assert f"'{LOSS}' at step 5: checksum mismatch" in section and f"left out of the chart of {LOSS}" in section
+    assert (
+        f"'{LOSS}' at step 5: checksum mismatch" in section and f"left out of the chart of {LOSS}" in section
+    )
     assert "'fc1.weight' at step 10: checksum mismatch" in section and str(data) in section
     for kept in ("Loss", "Per-layer health", "Label distribution", "Rule findings"):
         assert f"<h2>{kept}</h2>" in page, kept
@@ -121,7 +123,9 @@ def test_a_damaged_index_or_a_missing_data_file_is_named(tmp_path, kind):
     page = (tmp_path / "r.html").read_text()
     section = damaged_section(page)
     assert str(second) in section
-    assert ("skipped when the run was read" if kind == "index" else "left out of the chart of loss") in section
+    assert (
+        "skipped when the run was read" if kind == "index" else "left out of the chart of loss"
+    ) in section
     assert "<h2>Loss</h2>" in page
     rendered = render(run)  # the Python API: the same, without a warning (the test runs warnings as errors)
     assert list(rendered.damaged) and str(second) in next(iter(rendered.damaged))
