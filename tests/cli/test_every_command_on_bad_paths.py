@@ -134,3 +134,24 @@ def test_more_first_run_mistakes_are_usage_errors(sweep, tmp_path):
     assert "takes no --step" in one_line(res, "plot") and not (tmp_path / "d.html").exists()
     res = runner.invoke(cli, ["ls", run, "--regex", "[bad"])
     assert "invalid regex '[bad'" in one_line(res, "ls") and res.stdout == ""
+
+
+def test_sweep_on_bad_paths_only_is_one_line(tmp_path):
+    """`mldbg sweep` where no input names a readable run: one line, exit 2, no table and no
+    summary after it (a missing path or a file refused before any Dask cluster starts)."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "empty").mkdir()
+    cases = [
+        ([str(tmp_path / "gone")], "the path does not exist"),
+        ([str(tmp_path / "gone"), str(tmp_path / "train.py")], "is a file, not a run"),
+        ([str(tmp_path / "lr_*")], "matched no folder"),
+        ([str(tmp_path / "empty"), "--workers", "1"], "no recorded run at"),
+    ]
+    for args, why in cases:
+        res = subprocess.run([sys.executable, "-m", "mldbg.cli.main", "sweep", *args],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert len(lines) == 1 and lines[0].startswith("mldbg sweep: error: "), res.stderr
+        assert why in lines[0] and args[0] in lines[0], lines[0]
+        assert res.stdout == "" and "Traceback" not in res.stderr

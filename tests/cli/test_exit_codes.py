@@ -143,6 +143,57 @@ def test_missing_steps_and_collections_are_named_with_the_nearest(real_run):
     assert res.exit_code == 2 and "did you mean weights?" in one_line_error(res.stderr, "ls")
 
 
+def test_every_choice_of_every_command_says_did_you_mean(real_run, tmp_path):
+    """Every fixed set of words the command line takes (modes, plot kinds, export formats...)
+    refuses a misspelling in the one-line form, exit 2, with the closest word; the rule is
+    checked over every command's parameters, so a new choice cannot miss it."""
+    import click
+
+    from mldbg.cli.choice import Choice
+
+    group = cli
+    ctx = click.Context(group)
+    seen = 0
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        for param in command.params:
+            if not isinstance(param.type, click.Choice):
+                continue
+            assert isinstance(param.type, Choice), f"mldbg {name} {param.name}: use mldbg.cli.choice.Choice"
+            seen += 1
+            word = str(param.type.choices[0])
+            typo = word[:-2] + word[-1] + word[-2]  # two letters swapped
+            args = [str(real_run)]
+            if isinstance(param, click.Argument):
+                # arguments in their place, the others given right
+                args = []
+                for p in command.params:
+                    if not isinstance(p, click.Argument) or p.nargs == -1:
+                        continue
+                    if p is param:
+                        args.append(typo)
+                    elif isinstance(p.type, click.Choice):
+                        args.append(str(p.type.choices[0]))
+                    else:
+                        args.append(str(real_run))
+            else:
+                args = [str(real_run), *(["fc1.weight"] if name == "show" else [])]
+                args += [param.opts[0], typo]
+            if name == "export":
+                args += ["-o", str(tmp_path / "out.csv")]
+            res = CliRunner().invoke(cli, [name, *args])
+            line = one_line_error(res.stderr, name)
+            assert res.exit_code == 2, (name, args, res.output)
+            assert f"{typo!r} is not one of" in line and f"did you mean {word!r}?" in line, line
+    assert seen >= 6
+    res = mldbg("show", str(real_run), "fc1.weight", "--mode", "trian")  # the real command
+    line = one_line_error(res.stderr, "show")
+    assert res.returncode == 2 and "did you mean 'train'?" in line and "--mode" in line
+    res = mldbg("show", str(real_run), "fc1.weight", "--mode", "xyz")  # nothing close: the choices
+    assert res.returncode == 2 and "'xyz' is not one of 'train', 'eval', 'predict'" in res.stderr
+
+
 @pytest.fixture(scope="module")
 def stalled_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real training with the profiler on whose steps 8, 12, ... stall: step_outlier fires."""

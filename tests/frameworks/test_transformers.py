@@ -233,12 +233,13 @@ def test_a_causal_lm_with_accumulation_clipping_smoothing_evaluation_and_checkpo
     assert eval_steps == [3, 7]  # each evaluation's loss, at its last step
     np.testing.assert_allclose([float(loss.value(s)) for s in eval_steps], evaluations, rtol=1e-5)
 
-    # evaluate() and predict() after train() continue the run (EVAL steps), closed at their end
+    # evaluate() and predict() after train() continue the run (EVAL, then PREDICT steps),
+    # closed at their end
     final = trainer.evaluate()["eval_loss"]
     predicted = trainer.predict(Shifted(8, 2)).metrics["test_loss"]
     trial = mldbg.create_trial(tmp_path / "run")
     assert trial.loaded_all_steps
-    assert [trial.mode(s).name for s in trial.steps()] == modes + ["EVAL"] * 3
+    assert [trial.mode(s).name for s in trial.steps()] == modes + ["EVAL"] * 2 + ["PREDICT"]
     assert float(trial.tensor("loss").value(9)) == pytest.approx(final, rel=1e-5)  # its last batch
     assert float(trial.tensor("loss").value(10)) == pytest.approx(predicted, rel=1e-5)
     for name in trial.tensor_names(collection="weights"):
@@ -282,3 +283,59 @@ def test_a_model_returning_tuples_a_copied_model_and_a_copied_callback(tmp_path)
     assert mldbg.create_trial(tmp_path / "run").steps() == steps
     twin = pickle.loads(pickle.dumps(cb))  # the settings travel, not the closed run
     assert twin.hook is None and twin.out_dir == cb.out_dir
+
+
+def test_predict_is_predict_and_forwards_outside_the_trainer_are_not_recorded(tmp_path):
+    """`predict()` batches are PREDICT steps (their own mode steps, the test loss at the last);
+    a `model.generate()` or a plain call of the model outside the Trainer's loops (before
+    `train()`, after it, between `evaluate()` and `predict()`) records nothing and does not
+    reopen the closed run; `evaluate()` and `predict()` still do."""
+    cb = DebuggerCallback(
+        tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["weights", "losses", "outputs"],
+    )  # fmt: skip
+    args = _args(tmp_path, per_device_train_batch_size=8, num_train_epochs=1, eval_strategy="epoch",
+                 per_device_eval_batch_size=8)  # fmt: skip
+    model = _gpt2()
+    trainer = Trainer(
+        model=model, args=args, train_dataset=Shifted(32), eval_dataset=Shifted(16, 1), callbacks=[cb]
+    )
+    prompt = Shifted(1, 3)[0]["input_ids"][None, :4]
+    model.eval()
+    with torch.no_grad():
+        model(input_ids=prompt, labels=prompt)  # before train(): the run is open, nothing recorded
+    model.train()
+    trainer.train()
+    trial = mldbg.create_trial(tmp_path / "run")
+    modes = [trial.mode(s).name for s in trial.steps()]
+    assert modes == ["TRAIN"] * 4 + ["EVAL"] * 2 and trial.loaded_all_steps
+
+    def generate() -> None:
+        model.eval()
+        with torch.no_grad():
+            out = model.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
+        assert out.shape == (1, 9)  # five forwards of the model
+
+    generate()  # after train(): not recorded, the run stays closed
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert [trial.mode(s).name for s in trial.steps()] == modes and trial.loaded_all_steps
+    final = trainer.evaluate()["eval_loss"]
+    generate()  # between evaluate() and predict()
+    predicted = trainer.predict(Shifted(16, 2))
+    generate()  # after predict()
+    trial = mldbg.create_trial(tmp_path / "run")
+    assert trial.loaded_all_steps
+    assert [trial.mode(s).name for s in trial.steps()] == modes + ["EVAL"] * 2 + ["PREDICT"] * 2
+    assert trial.steps(mode=Mode.PREDICT) == [0, 1]  # the predict batches count on their own
+    predict_steps = [s for s in trial.steps() if trial.mode(s) == Mode.PREDICT]
+    loss = trial.tensor("loss")
+    eval_steps = [s for s in trial.steps() if trial.mode(s) == Mode.EVAL][-2:]
+    # equal batches: each pass's loss is the mean of its batches' losses
+    assert np.mean([float(loss.value(s)) for s in predict_steps]) == pytest.approx(
+        predicted.metrics["test_loss"], rel=1e-5
+    )
+    assert np.mean([float(loss.value(s)) for s in eval_steps]) == pytest.approx(final, rel=1e-5)
+    # the recorded outputs of the predict batches are the logits predict() returned
+    logits = np.concatenate([trial.tensor("lm_head_output_0").value(s) for s in predict_steps])
+    returned = predicted.predictions[0] if isinstance(predicted.predictions, tuple) else predicted.predictions
+    np.testing.assert_allclose(logits, returned, rtol=1e-5, atol=1e-5)

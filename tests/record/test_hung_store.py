@@ -14,6 +14,7 @@ import pytest
 from tests.waiting import wait_until
 
 import mldbg
+from mldbg.errors import StoreError
 from mldbg.record.recorder import Recorder
 from mldbg.store import LocalStore
 
@@ -133,3 +134,71 @@ def test_block_seconds_is_a_hook_option_and_must_be_positive(tmp_path):
     rec = recorder(LocalStore(tmp_path / "b"), block_seconds=3.5)
     assert rec.writer.block_seconds == 3.5
     rec.close()
+
+
+class HungMetaStore(LocalStore):
+    """The real local store, but while `hang` is set a write of `meta.json` waits until `gate`
+    opens (a mount that hangs as the hook starts); `log` keeps the order of marker writes."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.hang = threading.Event()
+        self.gate = threading.Event()
+        self.log = []
+
+    def write(self, key, parts):
+        if self.hang.is_set() and key.endswith("meta.json"):
+            self.gate.wait()
+        super().write(key, parts)
+        self.log.append(("write", key))
+
+    def delete(self, key):
+        super().delete(key)
+        self.log.append(("delete", key))
+
+
+@pytest.mark.parametrize("answers", ["while training", "after close"])
+def test_a_meta_write_that_hangs_does_not_hold_the_hook(tmp_path, caplog, answers):
+    """The hook starts after `block_seconds` at most, with one line naming the store; training
+    records; meta.json is written when the store answers, and a late start never removes the
+    END that close() wrote (the run reads as finished, every step there)."""
+    store = HungMetaStore(tmp_path)
+    store.hang.set()
+    t0 = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="mldbg"):
+        rec = recorder(store, block_seconds=0.5)
+    took = time.perf_counter() - t0
+    assert 0.4 < took < 0.5 + 1.0, took
+    lines = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(lines) == 1 and str(tmp_path) in lines[0] and "block_seconds" in lines[0], lines
+    assert "meta.json" in lines[0] and "\n" not in lines[0]
+    meta = tmp_path / "workers" / "worker_0" / "meta.json"
+    assert not meta.exists()
+    times = [step(rec, i) for i in range(20)]
+    assert max(times) < 0.2, max(times)  # training is not held
+    rec.flush()
+    if answers == "while training":
+        store.gate.set()
+        wait_until(lambda: meta.exists() and not rec._markers_thread.is_alive(), timeout=10)
+        times = [step(rec, i) for i in range(20, 30)]
+        rec.close()
+    else:
+        rec.close()
+        assert (tmp_path / "workers" / "worker_0" / "END").exists()
+        store.gate.set()  # the start markers land now: meta.json, then END removed and rewritten
+        wait_until(lambda: not rec._markers_thread.is_alive(), timeout=10)
+        assert meta.exists()
+        keys = [(op, k.rsplit("/", 1)[-1]) for op, k in store.log if k.endswith(("END", "meta.json"))]
+        assert keys[-3:] == [("write", "meta.json"), ("delete", "END"), ("write", "END")], keys
+    trial = mldbg.create_trial(tmp_path)
+    assert trial.loaded_all_steps and trial.lost_records == 0
+    assert trial.steps() == list(range(30 if answers == "while training" else 20))
+    assert rec._holding is None  # the proof of the process is released with the run
+
+
+def test_a_meta_write_that_fails_at_once_still_raises(tmp_path):
+    """Within the bound, an error of the store is the hook's error, as before."""
+    (tmp_path / "workers" / "worker_0").mkdir(parents=True)
+    (tmp_path / "workers" / "worker_0" / "meta.json").mkdir()  # a folder where the file goes
+    with pytest.raises(StoreError, match="meta.json: Is a directory"):
+        recorder(LocalStore(tmp_path), block_seconds=5)

@@ -102,6 +102,26 @@ def test_a_missing_step_names_the_nearest_saved_ones(run):
         w.value(10_000)
 
 
+def test_tensor_names_at_a_step_never_saved_says_so(run):
+    """`tensor_names(step=...)` for a step the run never saved raises the missing-step error
+    with the nearest saved steps, as `value(step)` does, instead of an empty list; a saved
+    step with no match for the filters is still an empty list."""
+    trial = mldbg.create_trial(run)
+    steps = trial.steps()
+    assert "fc1.weight" in trial.tensor_names(step=steps[0])
+    assert trial.tensor_names(step=steps[0], regex="^no_such_name$") == []
+    with pytest.raises(NoMoreData, match=rf"nearest saved steps: {max(steps)} \(before\)$"):
+        trial.tensor_names(step=999)
+    gap = next(s for s in range(max(steps)) if s not in steps)
+    with pytest.raises(StepUnavailable, match=r"nearest saved steps: \d+ \(before\), \d+ \(after\)"):
+        trial.tensor_names(step=gap, collection="weights")
+    with pytest.raises(StepUnavailable, match="step 7 of mode TRAIN.*5 \\(before\\), 10 \\(after\\)"):
+        trial.tensor_names(step=7, mode="train")
+    assert "fc1.weight" in trial.tensor_names(step=5, mode=Mode.TRAIN)
+    with pytest.raises(mldbg.errors.InvalidConfig):
+        trial.tensor_names(step="5")
+
+
 def test_a_step_of_another_mode_is_named_with_the_mode_steps(run):
     """The README trap: global steps count eval forwards too; gradients exist only in TRAIN."""
     trial = mldbg.create_trial(run)

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from mldbg.cli.choice import Choice
 from mldbg.errors import InvalidConfig, MldbgError
 
 
 @click.command("export")
 @click.argument("path")
-@click.argument("format", type=click.Choice(["csv", "parquet"], case_sensitive=False))
+@click.argument("format", type=Choice(["csv", "parquet"], case_sensitive=False), metavar="FORMAT")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The file to write.")
 @click.option("--regex", multiple=True, help="Only tensors whose name matches (repeatable).")
 @click.option("--collection", default=None, help="Only the tensors of this collection.")
@@ -31,8 +32,9 @@ def export(
     mode: str | None,
     reductions: str | None,
 ) -> None:
-    """Write the run at PATH as a tidy table: one row per tensor, step, worker (and reduction),
-    columns step, mode, mode_step, worker, tensor[, reduction], value.
+    """Write the run at PATH as a tidy table in FORMAT (csv or parquet): one row per tensor,
+    step, worker (and reduction), columns step, mode, mode_step, worker, tensor[, reduction],
+    value.
 
     \b
     Examples:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import numpy as np
 
+from mldbg.cli.choice import Choice
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, StepNotYetAvailable
 
@@ -76,7 +77,7 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
 @click.option("--step", type=int, default=None, help="Global step (default: the last saved).")
 @click.option(
     "--mode",
-    type=click.Choice(["train", "eval", "predict"]),
+    type=Choice(["train", "eval", "predict"]),
     default=None,
     help="Read --step as this mode's own step.",
 )

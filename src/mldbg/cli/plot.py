@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from mldbg.cli.choice import Choice
 from mldbg.errors import MldbgError
 
 KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
@@ -18,12 +19,12 @@ KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
 
 @click.command()
 @click.argument("path")
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=Choice(KINDS), metavar="KIND")
 @click.argument("names", nargs=-1)
 @click.option("--step", "steps", type=int, multiple=True,
               help="Step (global, or of --mode). tsne, saliency, confusion: default the last saved; "
                    "histograms: repeat for several (default: up to 12 spread over the run).")  # fmt: skip
-@click.option("--mode", type=click.Choice(["train", "eval", "predict"]), default=None,
+@click.option("--mode", type=Choice(["train", "eval", "predict"]), default=None,
               help="Only this mode's steps; --step counts that mode's steps.")  # fmt: skip
 @click.option("--worker", default=None, help="The worker whose values to plot (default: the first).")
 @click.option(
@@ -33,14 +34,14 @@ KINDS = ("distribution", "histograms", "tsne", "saliency", "confusion")
     "--gradient", default=None, help="saliency: the input gradient's tensor (default: gradient/NAME)."
 )
 @click.option("--samples", type=int, default=4, show_default=True, help="saliency: how many samples.")
-@click.option("--style", type=click.Choice(["ridge", "slider"]), default="ridge", show_default=True,
+@click.option("--style", type=Choice(["ridge", "slider"]), default="ridge", show_default=True,
               help="histograms: stacked, or one at a time with a step slider.")  # fmt: skip
 @click.option("--slider", is_flag=True, help="confusion: add a step slider.")
 @click.option("--output", "-o", default=None,
               help="Where to write: .html (default KIND.html), or .png with kaleido; with several "
                    "NAMEs, or a folder (an existing one, or ending in /), one KIND-NAME.html per "
                    "NAME in that folder.")  # fmt: skip
-@click.option("--plotlyjs", type=click.Choice(["inline", "shared"]), default=None,
+@click.option("--plotlyjs", type=Choice(["inline", "shared"]), default=None,
               help="inline: plotly.js (4.8 MB) inside each page, which then works alone; shared: "
                    "one plotly.min.js beside the pages, referenced by each. Default: inline for "
                    "one file, shared when writing into a folder (several NAMEs, or -o DIR/).")  # fmt: skip

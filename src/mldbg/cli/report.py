@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mldbg.cli.main import fail
 from mldbg.errors import MldbgError
 
 
@@ -18,13 +19,31 @@ from mldbg.errors import MldbgError
 )  # fmt: skip
 @click.option("--no-rules", is_flag=True, help="Do not run the rules.")
 def report(path: str, output: str, rules: tuple[str, ...], no_rules: bool) -> None:
-    """Write a self-contained HTML report of a run (XGBoost runs get the XGBoost report)."""
-    from mldbg.cli.runs import open_run
-    from mldbg.report import write_report
+    """Write a self-contained HTML report of a run (XGBoost runs get the XGBoost report).
 
-    open_run(path)  # a wrong path, a file, a folder of runs: said as every command says it
+    A run with damaged files is reported around them: what can be read is shown, each damaged
+    file and record is named in the report's "Damaged data" section, and the command says so
+    once on stderr and exits 2 (the report is written, but it is not the whole run)."""
+    import warnings
+    from pathlib import Path
+
+    from mldbg.cli.runs import open_run
+    from mldbg.report.training import render
+
+    with warnings.catch_warnings():  # files skipped are named in the report, and said once below
+        warnings.filterwarnings("ignore", message="mldbg: skipping", category=RuntimeWarning)
+        trial = open_run(path, on_corrupt="skip")  # a wrong path, a file, a folder of runs: as every command
     try:
-        target = write_report(path, output, rules=list(rules) or None, check=not no_rules)
+        done = render(trial, rules=list(rules) or None, check=not no_rules)
     except MldbgError as e:
         raise click.ClickException(str(e)) from None
+    target = Path(output)
+    target.write_text(done.html, encoding="utf-8")
     click.echo(f"wrote {target}")
+    if done.damaged:
+        n = len(done.damaged)
+        fail(
+            "report",
+            f"{path}: {n} damaged file{'s' if n > 1 else ''} or record{'s' if n > 1 else ''}, left out of "
+            f"the report and named in its Damaged data section ({target}); the first: {next(iter(done.damaged))}",
+        )

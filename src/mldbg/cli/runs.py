@@ -38,13 +38,13 @@ def check_run_path(path: str) -> None:
         raise RunNotFound(f"no run at {path}: the path does not exist (check the path){_near(local, parent)}")
 
 
-def open_run(path: str) -> Trial:
+def open_run(path: str, on_corrupt: str = "raise") -> Trial:
     """The trial of the run at PATH; RunNotFound when there is none, naming the runs below
-    PATH when it is a folder of runs (a sweep)."""
+    PATH when it is a folder of runs (a sweep). `on_corrupt` as for `create_trial`."""
     from mldbg.trial import create_trial
 
     check_run_path(path)
-    trial = create_trial(path)
+    trial = create_trial(path, on_corrupt=on_corrupt)
     if trial.steps() or trial.workers():
         return trial
     refuse_folder_of_runs(path)

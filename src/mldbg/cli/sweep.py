@@ -5,16 +5,37 @@ from __future__ import annotations
 
 import shutil
 import sys
+from typing import NoReturn
 
 import click
 
 from mldbg.cli.check import STRICT_HELP, collect_rule_specs, echo_finding, failing
-from mldbg.errors import MldbgError
+from mldbg.errors import MldbgError, RunNotFound
 
 
-def _fail(message: str) -> None:
-    click.echo(f"mldbg sweep: error: {message}", err=True)
+def _fail(message: str) -> NoReturn:
+    click.echo(f"mldbg sweep: error: {' '.join(message.split())}", err=True)
     sys.exit(2)
+
+
+def _refuse_if_none_exists(runs: tuple[str, ...]) -> None:
+    """When every input is a local path that does not exist or is a file, refuse at once (no
+    Dask cluster started), as `mldbg check` does; one bad path among good ones is reported in
+    the table with the others."""
+    from mldbg.cli.runs import check_run_path
+
+    why = []
+    for run in runs:
+        if any(c in "*?[" for c in run):  # a pattern: matching nothing is said after the search
+            return
+        try:
+            check_run_path(run)
+        except RunNotFound as e:
+            why.append(str(e))
+        else:
+            return
+    if why:
+        raise RunNotFound("; ".join(why))
 
 
 def _count(n: int, noun: str) -> str:
@@ -77,6 +98,7 @@ def sweep(
 
     try:
         specs = collect_rule_specs(rules, config)
+        _refuse_if_none_exists(runs)
         result = check_runs(
             list(runs), specs or None, client=scheduler, start_step=start_step, end_step=end_step,
             n_workers=n_workers, progress=sys.stderr.isatty() if progress is None else progress,
@@ -88,6 +110,8 @@ def sweep(
     except OSError as e:  # the --config file
         _fail(str(e))
         return
+    if not result:  # not one run could be read: a usage error, said once, without a table
+        _fail("; ".join(f"{run}: {why}" for run, why in result.errors.items()) or "no run to check")
     if as_json:
         for run, found in result.items():
             for f in found:

@@ -7,7 +7,12 @@ gradients, the loss, and the statistics the default rules read.
 - Steps: the `Trainer` calls the model, so the torch hook's own steps hold. A TRAIN step
   ends at the optimizer step: the micro-batches of `gradient_accumulation_steps` are one
   step, as `on_step_end` counts them. Evaluation runs the model in eval mode: each batch of
-  `evaluate()` (and of the evaluations during training) is an EVAL step.
+  `evaluate()` (and of the evaluations during training) is an EVAL step, each batch of
+  `predict()` a PREDICT step (the mode is read from the `Trainer` method the forward runs in:
+  `predict`, else `evaluate` / `evaluation_loop`, else `train`).
+- Only the `Trainer`'s own loops are recorded: a forward of the model outside `train()`,
+  `evaluate()` and `predict()` (a `model.generate()` after training, a call of the model
+  before `train()`) records nothing and does not reopen a closed run.
 - The loss: the `loss` of the model's outputs (the `Trainer` passes `labels`; with
   `return_dict=False`, the first element of the outputs' tuple), one value per
   step: over accumulated micro-batches, the mean of their losses as the model returns them
@@ -20,7 +25,7 @@ gradients, the loss, and the statistics the default rules read.
   names the model (a callback added later), and closes at `on_train_end`: `mldbg check`
   works on it right after `train()`. Ranks of a distributed job are workers. An
   `evaluate()` / `predict()` outside `train()` continues the run (resumed at the model's
-  first forward in eval mode after it closed) and closes it at its end (`on_evaluate`,
+  first forward inside it after the run closed) and closes it at its end (`on_evaluate`,
   `on_predict`); after a stop it stays closed.
 - A stop action (`actions=[StopTraining()]`) sets `control.should_training_stop`: `train()`
   returns early, with no traceback, and the run's END says it was stopped.
@@ -28,17 +33,21 @@ gradients, the loss, and the statistics the default rules read.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import sys
 from collections.abc import Mapping
+from functools import cache
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
 from torch import nn
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
 
 from mldbg.config import Mode
-from mldbg.frameworks.torch_models import Detached
+from mldbg.frameworks.torch_models import Detached, RegisteredModel
 from mldbg.frameworks.trainer_hook import TrainerHook, scalar
 
 log = logging.getLogger("mldbg")
@@ -52,19 +61,19 @@ class DebuggerCallback(TrainerCallback):
     def __init__(self, out_dir: str | os.PathLike[str], **hook_options: Any):
         self.out_dir = out_dir
         self.hook_options = TrainerHook.check_options(hook_options)  # now, not when the fit starts
-        self.hook: TrainerHook | None = None
+        self.hook: _LoopHook | None = None
         self._handles: list[Any] = []  # the callback's own hooks on the model (the loss)
         self._training = False  # inside `train()`
         self._pending: list[torch.Tensor] = []  # micro-batch losses of the open TRAIN step
         self._seen = {Mode.TRAIN: False, Mode.EVAL: False}  # a loss came from the model's outputs
 
     # the run -------------------------------------------------------------------------------
-    def _open(self, model: nn.Module | None, resume: bool = False) -> TrainerHook | None:
+    def _open(self, model: nn.Module | None, resume: bool = False) -> _LoopHook | None:
         if model is not None and (self.hook is None or (resume and self._reopens)):
             options = (
                 {**self.hook_options, "overwrite": False, "resume": True} if self.hook else self.hook_options
             )
-            self.hook = TrainerHook(self.out_dir, **options)
+            self.hook = _LoopHook(self.out_dir, **options)
             self.hook.register_module(model)
             if not self._handles:  # kept for the callback's life: a closed run reopens at a forward
                 self._handles = [
@@ -120,7 +129,7 @@ class DebuggerCallback(TrainerCallback):
     def _on_model_input(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
         """An evaluation after the run closed (`trainer.evaluate()` after `train()`): its first
         forward reopens the run, and opens its step."""
-        if self._training or module.training or not self._reopens:
+        if self._training or module.training or not self._reopens or trainer_loop() is None:
             return
         hook = self._open(module, resume=True)
         if hook is not None:
@@ -129,7 +138,7 @@ class DebuggerCallback(TrainerCallback):
     # the loss ------------------------------------------------------------------------------
     def _on_model_output(self, module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         hook = self.hook
-        if hook is None or not hook.step_open:
+        if hook is None or not hook.step_open or hook.outside:
             return
         loss = scalar(_loss(output, kwargs.get("labels") is not None))
         if loss is None or not isinstance(loss, torch.Tensor):
@@ -184,6 +193,73 @@ class DebuggerCallback(TrainerCallback):
         self._evaluated(control, metrics)
         if not self._training:
             self.close()
+
+
+@cache
+def _loop_codes() -> dict[CodeType, Mode]:
+    """The code of the `Trainer` methods that run the model, with the mode of their forwards
+    (TRAIN: the model's own `training` flag decides, as in the torch hook)."""
+    methods = {
+        "train": Mode.TRAIN, "evaluate": Mode.EVAL, "evaluation_loop": Mode.EVAL,
+        "prediction_loop": Mode.EVAL, "predict": Mode.PREDICT,
+    }  # fmt: skip
+    codes = {}
+    for name, mode in methods.items():
+        method = getattr(Trainer, name, None)
+        code = getattr(inspect.unwrap(method), "__code__", None) if method is not None else None
+        if code is not None:
+            codes[code] = mode
+    return codes
+
+
+def trainer_loop() -> Mode | None:
+    """The `Trainer` loop the caller runs in: PREDICT inside `predict()`, EVAL inside
+    `evaluate()` (also during `train()`), TRAIN inside `train()` only, None outside them all
+    (a subclass's override that calls the `Trainer`'s method counts as that method)."""
+    codes = _loop_codes()
+    found: set[Mode] = set()
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        mode = codes.get(frame.f_code)
+        if mode is Mode.PREDICT:
+            return mode
+        if mode is not None:
+            found.add(mode)
+        frame = frame.f_back
+    return Mode.EVAL if Mode.EVAL in found else (Mode.TRAIN if found else None)
+
+
+class _LoopHook(TrainerHook):
+    """The torch hook as the `Trainer` drives it: a forward inside `predict()` is a PREDICT
+    step, one outside the `Trainer`'s loops is not recorded (`outside` while it runs)."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        self.outside = False  # the forward running now is outside the Trainer's loops
+        self._loop: Mode | None = None
+
+    def _on_forward_start(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self._loop = trainer_loop()
+        self.outside = self._loop is None
+        if self.outside:
+            m.running = False  # its layers' hooks stay inert
+            return
+        super()._on_forward_start(m, module, args, kwargs)
+
+    def _on_forward_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
+        if self.outside:
+            m.running = False
+            return
+        super()._on_forward_end(m, module, args, output)
+
+    def _current_mode(self, module: nn.Module) -> Mode:
+        if self._mode is None and self._loop == Mode.PREDICT:
+            return Mode.PREDICT
+        return super()._current_mode(module)
 
 
 class _Live:

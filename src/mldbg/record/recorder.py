@@ -128,6 +128,11 @@ class Recorder:
         self.stopped = False
         self.writer: Writer | None = None
         self._holding: int | None = None  # meta.json kept open: proves to a stopper which process we are
+        # the start markers (meta.json written, an old END removed), bounded by block_seconds
+        self._markers_lock = threading.Lock()
+        self._markers_thread: threading.Thread | None = None
+        self._markers_done = False
+        self._end: End | None = None  # the END close() wrote, rewritten if a late start removed it
         if self.enabled:
             where = claim(
                 self.store, self.worker, rank=rank, world_size=world_size,
@@ -156,13 +161,7 @@ class Recorder:
                 started=time.time(),
                 process=process.identity(os.getpid()) or "",
             )
-            try:
-                markers.save(self.store, layout.meta_key(self.worker), meta)
-                self._holding = process.hold(self.store, layout.meta_key(self.worker))
-                self.store.delete(layout.end_key(self.worker))
-            except StoreFull as e:  # a bucket away and no room to buffer: the store said so
-                log.error("mldbg: %s", e)
-            self._stops.clear_stale()
+            self._start_markers(meta, block_seconds)
 
     # steps ------------------------------------------------------------------------------
     def start_step(self, mode: Mode = Mode.TRAIN, mode_step: int | None = None) -> bool:
@@ -354,6 +353,66 @@ class Recorder:
         if self.writer is not None:
             self.writer.flush()
 
+    def _start_markers(self, meta: WorkerMeta, within: float) -> None:
+        """Write `meta.json`, keep it open (the proof of which process records), remove an END
+        left by the run this one resumes, and clear stale stop requests, in a thread bounded by
+        `within` (block_seconds): a store that does not answer (a hung mount) holds the hook's
+        construction that long at most, with one line; the markers are written when the store
+        answers. An error of the store within the bound is raised, as before."""
+        failed: list[Exception] = []
+        waiting = [True]  # the constructor still waits for the thread
+
+        def write() -> None:
+            holding = None
+            try:
+                markers.save(self.store, layout.meta_key(self.worker), meta)
+                holding = process.hold(self.store, layout.meta_key(self.worker))
+                self.store.delete(layout.end_key(self.worker))
+            except StoreFull as e:  # a bucket away and no room to buffer: the store said so
+                log.error("mldbg: %s", e)
+            except Exception as e:  # raised by the constructor if it still waits, else said
+                with self._markers_lock:
+                    if waiting[0]:
+                        failed.append(e)
+                    else:
+                        log.error(
+                            "mldbg: cannot write %s to %s: %s",
+                            layout.meta_key(self.worker),
+                            self.store.url,
+                            e,
+                        )
+            try:
+                self._stops.clear_stale()
+            except Exception as e:  # pragma: no cover - clear_stale catches the store's errors
+                log.debug("mldbg: stale stop requests not cleared: %s", e)
+            with self._markers_lock:
+                self._markers_done = True
+                late_end = self._end if self._closed else None
+                if self._closed:
+                    process.release(holding)
+                else:
+                    self._holding = holding
+            if late_end is not None and not failed:  # close() wrote END before the removal above
+                try:
+                    markers.save(self.store, layout.end_key(self.worker), late_end)
+                except Exception as e:
+                    log.error("mldbg: cannot write the end marker of %s: %s", self.store.url, e)
+
+        thread = threading.Thread(target=write, name="mldbg-start-markers", daemon=True)
+        self._markers_thread = thread
+        thread.start()
+        thread.join(within)
+        with self._markers_lock:
+            waiting[0] = False
+        if thread.is_alive():
+            log.warning(
+                "mldbg: the store %s did not answer within %gs (block_seconds) writing %s (a hung "
+                "network file system or bucket?): training goes on; it is written when the store answers",
+                self.store.url, within, layout.meta_key(self.worker),
+            )  # fmt: skip
+        elif failed:
+            raise failed[0]
+
     def _save_end(self, end: End, within: float) -> None:
         """Write the END marker; a store that does not answer in `within` seconds (a hung
         mount) is given up on with one line rather than holding the training's exit."""
@@ -398,7 +457,10 @@ class Recorder:
                 last_lost_step=lost.last_step,
                 last_segment=self.writer.last_segment,
             )
+            with self._markers_lock:  # a start still hanging rewrites END after its removal
+                self._end = end
             self._save_end(end, self.writer.block_seconds)
-            process.release(self._holding)
-            self._holding = None
+            with self._markers_lock:
+                process.release(self._holding)
+                self._holding = None
             self.store.close()  # a remote store uploads what it buffered (S3Store spill queue)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.errors import CorruptRecord
 from mldbg.report import html, svg
 from mldbg.report.svg import Series
 from mldbg.report.timeline import Timeline, finding_marks
@@ -63,11 +65,20 @@ def layer_name(tensor: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else name
 
 
-def layer_health(trial: Trial) -> list[LayerHealth]:
-    """Every layer's curves, parameters' layers first, in the order of their names."""
+def layer_health(trial: Trial, damaged: list[tuple[str, str]] | None = None) -> list[LayerHealth]:
+    """Every layer's curves, parameters' layers first, in the order of their names. A curve
+    that meets a damaged record (CorruptRecord) is left out and (its message, what was left
+    out) appended to `damaged`; without `damaged` it raises."""
     layers: dict[str, LayerHealth] = {}
 
-    def add(tensor: str, metric: str, curve: tuple[list[int], list[float]]) -> None:
+    def add(tensor: str, metric: str, read: Callable[[], tuple[list[int], list[float]]]) -> None:
+        try:
+            curve = read()
+        except CorruptRecord as e:
+            if damaged is None:
+                raise
+            damaged.append((str(e), f"per-layer health: {metric} of {layer_name(tensor)} not drawn"))
+            return
         if curve[0]:
             layer = layers.setdefault(layer_name(tensor), LayerHealth(layer_name(tensor)))
             layer.curves[metric] = curve
@@ -75,24 +86,27 @@ def layer_health(trial: Trial) -> list[LayerHealth]:
 
     collections = trial.collections()
     for weight in collections.get("weights", []):
-        add(weight, "weight l2", _scalar(trial, weight, "l2", _l2))
-        add(weight, "update ratio", _update_ratio(trial, weight))
+        add(weight, "weight l2", partial(_scalar, trial, weight, "l2", _l2))
+        add(weight, "update ratio", partial(_update_ratio, trial, weight))
         gradient = f"gradient/{weight}"
         if trial.has_tensor(gradient):
-            add(gradient, "gradient l2", _scalar(trial, gradient, "l2", _l2))
+            add(gradient, "gradient l2", partial(_scalar, trial, gradient, "l2", _l2))
     for collection, bounds in ACTIVATIONS.items():
         for tensor in collections.get(collection, []):
             if bounds is None:
-                add(tensor, "dead units", _dead(trial, tensor))
+                add(tensor, "dead units", partial(_dead, trial, tensor))
             else:
-                add(tensor, "saturated", _saturated(trial, tensor, bounds))
+                add(tensor, "saturated", partial(_saturated, trial, tensor, bounds))
     return sorted(layers.values(), key=lambda h: ("weight l2" not in h.curves, h.name))
 
 
-def section(trial: Trial, timeline: Timeline, found: Sequence[Any]) -> html.Section | None:
+def section(
+    trial: Trial, timeline: Timeline, found: Sequence[Any], damaged: list[tuple[str, str]] | None = None
+) -> html.Section | None:
     """The per-layer section: a chart per metric (one line per layer, findings marked) and a
-    table with one row per layer."""
-    health = layer_health(trial)
+    table with one row per layer; curves that meet damaged data are left out (see
+    `layer_health`)."""
+    health = layer_health(trial, damaged)
     if not health:
         return None
     charts = []

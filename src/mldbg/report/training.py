@@ -12,9 +12,12 @@ the charts they concern. Every section reads the trial; nothing here knows a fra
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,7 @@ class _Run:
 
     def __init__(self, trial: Trial):
         self.trial = trial
+        self.damaged: list[tuple[str, str]] = []  # (damaged record, what the report left out)
         self.info: RunInfo | None = read_run_info(trial)
         self.xgboost = self.info is not None
         self.x_label = "iteration" if self.xgboost else "global step"
@@ -61,7 +65,11 @@ class _Run:
         self.label_name = _first(trial, "labels", "labels")
         self.pred_name = _first(trial, "predictions", "predictions")
         self.score_name = "probabilities" if trial.has_tensor("probabilities") else None
-        self.task = self._task()
+        try:
+            self.task = self._task()
+        except CorruptRecord as e:
+            self.damaged.append((str(e), "the task (classification or regression) is unknown"))
+            self.task = "unknown"
 
     def _task(self) -> str:
         if self.info is not None and self.info.task != "unknown":
@@ -133,7 +141,7 @@ class _Run:
 
 
 # the sections -----------------------------------------------------------------------------
-def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
+def _summary(run: _Run, found: Sequence[Any], damaged: int = 0, predictions: bool = True) -> html.Section:
     t, info = run.trial, run.info
     rows: list[tuple[str, Any]] = [("run", t.path)]
     if run.meta is not None and run.meta.framework:
@@ -161,11 +169,13 @@ def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
         ]
         if info.best_iteration is not None:
             rows.append(("best iteration (early stopping)", info.best_iteration))
-    for mode in run.modes_with_predictions():
+    for mode in run.modes_with_predictions() if predictions else ():
         last = run.last_prediction(mode)
         if last is not None:
             rows.append((f"{run.names[mode]} rows", last.labels.shape[0]))
     rows.append(("rule findings", len(found)))
+    if damaged:
+        rows.append(("damaged data", f"{damaged} files or records, left out (see Damaged data)"))
     body = html.table(["", ""], rows)
     if info is not None and info.params:
         params = sorted((k, json.dumps(v) if not isinstance(v, str) else v) for k, v in info.params.items())
@@ -175,10 +185,13 @@ def _summary(run: _Run, found: Sequence[Any]) -> html.Section:
     return html.Section("summary", "Summary", body)
 
 
-def label_counts(trial: Trial, label_name: str | None) -> dict[Mode, tuple[np.ndarray, int]]:
+def label_counts(
+    trial: Trial, label_name: str | None, damaged: list[tuple[str, str]] | None = None
+) -> dict[Mode, tuple[np.ndarray, int]]:
     """Per mode, the labels of every recorded batch counted by class (the `class_counts`
     statistic summed over all its records, every worker), with the number of batches. The
-    last bucket counts labels outside the classes. Empty when the statistic was not recorded."""
+    last bucket counts labels outside the classes. Empty when the statistic was not recorded.
+    A damaged record is left out and named in `damaged` (without it, it raises)."""
     if label_name is None:
         return {}
     key = trial.vector_statistics(label_name).get("class_counts")
@@ -187,7 +200,13 @@ def label_counts(trial: Trial, label_name: str | None) -> dict[Mode, tuple[np.nd
     recs = trial.records(key)
     out: dict[Mode, tuple[np.ndarray, int]] = {}
     for i, mode in enumerate(recs.mode.tolist()):
-        counts = np.asarray(trial.read(recs[i]), dtype=np.int64).ravel()
+        try:
+            counts = np.asarray(trial.read(recs[i]), dtype=np.int64).ravel()
+        except CorruptRecord as e:
+            if damaged is None:
+                raise
+            damaged.append((str(e), "left out of the label distribution"))
+            continue
         total, batches = out.get(Mode(mode), (np.zeros(1, dtype=np.int64), 0))
         if total.size < counts.size:  # more classes seen later: the outside bucket moves
             grown = np.zeros(counts.size, dtype=np.int64)
@@ -201,7 +220,7 @@ def label_counts(trial: Trial, label_name: str | None) -> dict[Mode, tuple[np.nd
 
 
 def _labels(run: _Run) -> html.Section | None:
-    counted = {m: c for m, c in label_counts(run.trial, run.label_name).items() if m in MODES}
+    counted = {m: c for m, c in label_counts(run.trial, run.label_name, run.damaged).items() if m in MODES}
     if counted and all(c[:-1].sum() >= c[-1] for c, _ in counted.values()):  # class ids, mostly
         return _class_shares(
             run,
@@ -301,7 +320,7 @@ def _losses(run: _Run) -> html.Section | None:
     else:
         weights = _samples_by_step(t, run.label_name)
         for name in t.tensor_names(collection="losses"):
-            by_step = scalar_by_step(t, name)
+            by_step = scalar_by_step(t, name, run.damaged)
             train = [s for s in by_step if run.timeline.x(s) == s]
             lines = [Series("train", train, [by_step[s] for s in train])] if train else []
             for mode, label in ((Mode.EVAL, "eval"), (Mode.PREDICT, "predict")):
@@ -555,9 +574,11 @@ def _findings_section(found: Sequence[Any], skipped: dict[str, str], error: str 
     return html.Section("findings", "Rule findings", html.findings(found, skipped, error))
 
 
-def scalar_by_step(trial: Trial, name: str) -> dict[int, float]:
+def scalar_by_step(trial: Trial, name: str, damaged: list[tuple[str, str]] | None = None) -> dict[int, float]:
     """Global step -> the mean value of tensor `name` there (averaged over workers): its raw
-    value, or its saved `mean` reduction or statistic when only that was kept."""
+    value, or its saved `mean` reduction or statistic when only that was kept. With `damaged`,
+    a damaged record is left out (its saved mean used where there is one) and named there;
+    without it, it raises CorruptRecord."""
     recs = trial.records(name)
     if not len(recs):
         return {}
@@ -565,11 +586,22 @@ def scalar_by_step(trial: Trial, name: str) -> dict[int, float]:
     raw = np.flatnonzero(recs.has_raw)
     values = np.full(len(recs), np.nan)
     if raw.size:
-        stacked = trial.stacked(name, raw)
+        try:
+            stacked = trial.stacked(name, raw)
+        except CorruptRecord:
+            if damaged is None:
+                raise
+            stacked = None  # read one by one below, to keep all but the damaged
         if stacked is not None:
             values[raw] = stacked.reshape(raw.size, -1).mean(axis=1)
         else:
-            values[raw] = [float(np.mean(trial.read(recs[int(i)]))) for i in raw]
+            for i in raw.tolist():
+                try:
+                    values[i] = float(np.mean(trial.read(recs[i])))
+                except CorruptRecord as e:
+                    if damaged is None:
+                        raise
+                    damaged.append((str(e), f"left out of the chart of {name}"))
     if "mean" in cols:
         values = np.where(np.isnan(values), cols["mean"], values)
     sums: dict[int, list[float]] = {}
@@ -593,25 +625,115 @@ def _samples_by_step(trial: Trial, label_name: str | None) -> dict[int, float]:
 
 
 # entry points -----------------------------------------------------------------------------
+@dataclass
+class Rendered:
+    """A report's HTML and the damaged data it met: each CorruptRecord's message (naming the
+    file and the record) -> what the report and the rules left out; empty for an intact run."""
+
+    html: str
+    damaged: dict[str, list[str]]
+
+
+SECTION_TITLES = {
+    _labels: ("labels", "Label distribution"), _losses: ("loss", "Loss"),
+    _importance: ("feature-importance", "Feature importance"), _trees: ("trees", "Tree structure"),
+    _confusion: ("confusion", "Confusion matrix"), _per_class: ("per-class", "Per-class accuracy"),
+    _roc: ("roc", "ROC curve"), _residuals: ("residuals", "Residuals"),
+}  # fmt: skip
+
+
+def render(
+    run: str | os.PathLike[str] | Trial, rules: Sequence[Any] | None = None, check: bool = True
+) -> Rendered:
+    """The report of a run, written around damaged data: a damaged record (a checksum
+    mismatch, a truncated or missing data file) is left out of the chart it belongs to, a
+    section that cannot be drawn without it says so, damaged index or marker files are read
+    around (`on_corrupt="skip"`), and a "Damaged data" section names each file and record."""
+    quiet = _QuietDamageLog()
+    logging.getLogger("mldbg").addFilter(quiet)
+    try:
+        with warnings.catch_warnings():  # skipped files are listed in the report instead
+            warnings.filterwarnings("ignore", message="mldbg: skipping", category=RuntimeWarning)
+            trial = run if isinstance(run, Trial) else create_trial(run, on_corrupt="skip")
+            return _render(trial, rules, check)
+    finally:
+        logging.getLogger("mldbg").removeFilter(quiet)
+
+
+def _render(trial: Trial, rules: Sequence[Any] | None, check: bool) -> Rendered:
+    if not trial.workers():
+        raise MldbgError(f"no mldbg run at {trial.path} (no workers/ folder with records)")
+    found, skipped, error, met = (
+        run_rules(trial, rules) if check else ([], {}, "rules were not run (--no-rules)", [])
+    )
+    r = _Run(trial)
+    r.found = found
+    r.damaged += met
+    parts = []
+    for make, (key, title) in SECTION_TITLES.items():
+        try:
+            section = make(r)
+        except CorruptRecord as e:
+            r.damaged.append((str(e), f"section {title!r} not drawn"))
+            section = _not_drawn(key, title, e)
+        if section is not None:
+            parts.append(section)
+        if make is _losses and not r.xgboost:
+            try:
+                per_layer = layers.section(trial, r.timeline, found, r.damaged)
+            except CorruptRecord as e:
+                r.damaged.append((str(e), "section 'Per-layer health' not drawn"))
+                per_layer = _not_drawn("layers", "Per-layer health", e)
+            if per_layer is not None:
+                parts.append(per_layer)
+    r.damaged += [(text, "skipped when the run was read") for text in trial.corrupt_files]
+    try:
+        summary = _summary(r, found, len({text for text, _ in r.damaged}))
+    except CorruptRecord as e:  # the rows counting predictions read values
+        r.damaged.append((str(e), "rows of the summary left out"))
+        summary = _summary(r, found, len({text for text, _ in r.damaged}), predictions=False)
+    damaged: dict[str, list[str]] = {}
+    for text, what in r.damaged:
+        if what not in damaged.setdefault(text, []):
+            damaged[text].append(what)
+    head = [summary] + ([_damaged_section(damaged)] if damaged else [])
+    parts = [*head, _findings_section(found, skipped, error), *parts]
+    kind = "XGBoost training report" if r.xgboost else "Training report"
+    return Rendered(html.page(f"mldbg: {kind}", str(trial.path), parts), damaged)
+
+
+def _not_drawn(key: str, title: str, error: CorruptRecord) -> html.Section:
+    return html.Section(
+        key, title, html.paragraph(f"Not drawn: it needs data that is damaged: {error}"),
+        note="See the section Damaged data.",
+    )  # fmt: skip
+
+
+def _damaged_section(damaged: dict[str, list[str]]) -> html.Section:
+    items = "".join(
+        f"<li><code>{escape(text)}</code>: {escape('; '.join(what))}</li>" for text, what in damaged.items()
+    )
+    return html.Section(
+        "damaged", "Damaged data", f"<ul>{items}</ul>",
+        note=f"{len(damaged)} damaged files or records: the report shows everything else and "
+        "leaves these out; after each, what it left out.",
+    )  # fmt: skip
+
+
+class _QuietDamageLog(logging.Filter):
+    """Drops the rule runner's log lines about damaged records while a report is built: the
+    report lists them (and `mldbg report` says so once)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("mldbg: rule %s skipped step")
+
+
 def build_report(
     run: str | os.PathLike[str] | Trial, rules: Sequence[Any] | None = None, check: bool = True
 ) -> str:
-    """The report of a run as an HTML string; `rules` as for `mldbg.check` (None: default set)."""
-    trial = run if isinstance(run, Trial) else create_trial(run)
-    if not trial.workers():
-        raise MldbgError(f"no mldbg run at {trial.path} (no workers/ folder with records)")
-    found, skipped, error = run_rules(trial, rules) if check else ([], {}, "rules were not run (--no-rules)")
-    r = _Run(trial)
-    r.found = found
-    parts = [_summary(r, found), _findings_section(found, skipped, error)]
-    for make in (_labels, _losses, _importance, _trees, _confusion, _per_class, _roc, _residuals):
-        section = make(r)
-        if section is not None:
-            parts.append(section)
-        if make is _losses and not r.xgboost and (per_layer := layers.section(trial, r.timeline, found)):
-            parts.append(per_layer)
-    kind = "XGBoost training report" if r.xgboost else "Training report"
-    return html.page(f"mldbg: {kind}", str(trial.path), parts)
+    """The report of a run as an HTML string; `rules` as for `mldbg.check` (None: default set).
+    Damaged data is left out and named in the report (see `render`)."""
+    return render(run, rules, check).html
 
 
 def write_report(run: str | os.PathLike[str] | Trial, out: str | os.PathLike[str], **options: Any) -> Path:
@@ -621,18 +743,22 @@ def write_report(run: str | os.PathLike[str] | Trial, out: str | os.PathLike[str
     return target
 
 
-def run_rules(trial: Trial, rules: Sequence[Any] | None) -> tuple[list[Any], dict[str, str], str | None]:
-    """Findings, rules skipped (name -> why), and an error note if the rules could not run."""
+def run_rules(
+    trial: Trial, rules: Sequence[Any] | None
+) -> tuple[list[Any], dict[str, str], str | None, list[tuple[str, str]]]:
+    """Findings, rules skipped (name -> why), an error note if the rules could not run, and
+    the damaged records the rules met (and skipped)."""
     try:
         from mldbg.rules.runner import RuleRunner
         from mldbg.rules.specs import resolve_rules
     except ImportError as e:
-        return [], {}, f"the rule engine is not available in this installation ({e})"
+        return [], {}, f"the rule engine is not available in this installation ({e})", []
     runner = RuleRunner(trial, resolve_rules(rules))
     found = list(runner.run_available())
     if trial.loaded_all_steps:
         found += list(runner.finish())
-    return found, dict(getattr(runner, "skipped", {}) or {}), None
+    met = [(text, f"skipped by the rule {rule}") for text, rule in runner.corrupt.items()]
+    return found, dict(getattr(runner, "skipped", {}) or {}), None, met
 
 
 def roc_curve(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

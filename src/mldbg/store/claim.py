@@ -7,10 +7,13 @@ the folders no worker of this job will write (an earlier run with more workers, 
 `include_workers="all"` where this job writes one). Workers of the same job never look at
 each other's folders, so the order in which they start does not matter.
 
-A folder a live process of this host is recording (its `meta.json` proves it, as a stop
-proves the process it signals: `store.process`) is refused whatever the options: removing or
-continuing a run that is still being written would mix the two runs. A writer on another host
-cannot be proven alive and is not looked for.
+A folder a live process is recording is refused whatever the options: removing or continuing
+a run that is still being written would mix the two runs. A writer of this host is proven
+alive by its `meta.json`, as a stop proves the process it signals (`store.process`). A writer
+on another host (a shared disk, a bucket) cannot be proven so; it is taken for alive when its
+run has not ended (no END) and new index segments appear while the check watches the folder
+for `LIVE_SECONDS` (a few of the default `flush_seconds`: a recording job writes a segment at
+least that often while it saves anything). Only a folder with such a run pays that wait.
 
 Replacing removes only what belongs to the run layout (FORMAT.md): a worker's markers and
 segments, the profiler's files, the stop request and the watchers' places. Files of the
@@ -36,6 +39,8 @@ from mldbg.store.local import TMP_MARK, LocalStore
 from mldbg.store.markers import End, WorkerMeta
 
 log = logging.getLogger("mldbg")
+
+LIVE_SECONDS = 1.5  # how long a writer on another host is watched for new segments (3 x flush_seconds)
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,16 @@ def claim(
     )
 
 
-def live_writer(store: Store, worker: str) -> WorkerMeta | None:
-    """The live process of this host (not this one) still recording `worker`'s folder, or None.
+def live_writer(
+    store: Store, worker: str, *, here: str | None = None, window: float = LIVE_SECONDS
+) -> WorkerMeta | None:
+    """The live process (not this one) still recording `worker`'s folder, or None.
 
-    Proven as a stop action proves the process it signals: the pid in `meta.json` is alive with
-    the identity written beside it and, on a local disk, holds that very file open; a worker
-    that wrote its end marker records no more."""
+    On this host (`here`, by default this machine's name), proven as a stop action proves the
+    process it signals: the pid in `meta.json` is alive with the identity written beside it
+    and, on a local disk, holds that very file open. On another host: the worker has not ended
+    and writes new index segments within `window` seconds (`growing`). A worker that wrote its
+    end marker records no more."""
     if store.exists(layout.end_key(worker)):
         return None
     key = layout.meta_key(worker)
@@ -101,27 +110,52 @@ def live_writer(store: Store, worker: str) -> WorkerMeta | None:
         meta = markers.load(store, key, WorkerMeta)
     except CorruptRecord:
         return None
-    if meta is None or meta.pid is None or meta.pid == os.getpid() or meta.host != socket.gethostname():
+    if meta is None or meta.pid is None:
+        return None
+    if meta.host != (socket.gethostname() if here is None else here):
+        return meta if growing(store, worker, window) else None
+    if meta.pid == os.getpid():
         return None
     if not process.is_process(meta.pid, meta.process) or process.holds(meta.pid, store, key) is False:
         return None
     return meta
 
 
-def refuse_live(store: Store, workers: list[str], options: str) -> None:
+def growing(store: Store, worker: str, window: float) -> bool:
+    """Does a new index segment of `worker` appear within `window` seconds? Listed after the
+    newest one seen (segment keys sort by number), so a long run costs no more to watch."""
+    prefix = layout.index_prefix(worker)
+    seen = [k for k in store.list(prefix) if layout.parse_segment_key(k)]
+    newest = max(seen, default=None)
+    deadline = time.monotonic() + window
+    while True:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        if any(layout.parse_segment_key(k) for k in store.list(prefix, start_after=newest)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
+def refuse_live(
+    store: Store, workers: list[str], options: str, *, here: str | None = None, window: float = LIVE_SECONDS
+) -> None:
     """Raise `InvalidConfig` when a live process records one of `workers` (`live_writer`);
     `options` names the ways to replace or continue a run, which do not help here."""
+    host = socket.gethostname() if here is None else here
     for worker in workers:
-        meta = live_writer(store, worker)
+        meta = live_writer(store, worker, here=host, window=window)
         if meta is None:
             continue
         since = ""
         if meta.started is not None:
             since = f", recording since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(meta.started))}"
+        remote = meta.host != host
+        seen = f", writing new segments within the last {window:g}s" if remote else ""
+        where = f" on {meta.host}" if remote else ""
         raise InvalidConfig(
             f"{store.url} is being recorded right now by another process (pid {meta.pid} on {meta.host}, "
-            f"{worker}{since}): a second run cannot write there, not even with {options}; "
-            f"stop that process first (mldbg watch {store.url} --stop, or kill {meta.pid}) or record into a new directory"
+            f"{worker}{since}{seen}): a second run cannot write there, not even with {options}; "
+            f"stop that process first (mldbg watch {store.url} --stop, or kill {meta.pid}{where}) or record into a new directory"
         )
 
 

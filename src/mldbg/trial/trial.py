@@ -308,7 +308,10 @@ class Trial:
         step: int | None = None,
     ) -> list[str]:
         """Recorded tensor names; vector statistics (`stats/<tensor>/<key>`) are not listed
-        (`vector_statistics(tensor)` names them, `tensor(name)` reads them)."""
+        (`vector_statistics(tensor)` names them, `tensor(name)` reads them). With `step`, the
+        names saved at that step (the mode's step with `mode`); a step the run never saved
+        raises StepUnavailable (StepNotYetAvailable while training goes on) naming the
+        nearest saved steps, rather than answer with nothing."""
         names: Iterable[str] = [n for n in self._index.names if not n.startswith(STATS_PREFIX)]
         if collection is not None:
             if collection not in self._index.collections:
@@ -323,6 +326,9 @@ class Trial:
                 raise InvalidConfig(f"invalid regex {regex!r}: {e}") from None
             names = [n for n in names if any(p.search(n) for p in pats)]
         if step is not None:
+            step, mode = _step_and_mode(step, mode)
+            if step not in self._step_set(mode):
+                self._missing_step(step, mode)  # never saved: say so, with the nearest saved steps
             names = [n for n in names if self.tensor(n).has_step(step, mode)]
         elif mode is not None and mode != Mode.GLOBAL:
             names = [n for n in names if self.tensor(n).steps(mode)]
