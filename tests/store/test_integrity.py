@@ -372,6 +372,22 @@ def test_mldbg_check_on_a_damaged_run_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and "worker_0/meta.json" in lines[0] and "Traceback" not in proc.stderr
 
 
+def test_mldbg_check_over_a_damaged_value_says_so_and_exits_2(tmp_path):
+    record(tmp_path, steps=6, segments=False)
+    (data,) = files(tmp_path, "data")
+    flip(data, (data.stat().st_size - 10) * 8)  # the last tensor's bytes: the index still opens
+    proc = subprocess.run(
+        [sys.executable, "-m", "mldbg.cli.main", "check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr  # not 0: the findings leave a step out
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("mldbg check: error:")]
+    assert "data/0000000001.safetensors" in line and "checksum mismatch" in line
+    assert "Traceback" not in proc.stderr
+
+
 def test_corrupt_record_is_an_mldbg_error():
     assert issubclass(CorruptRecord, MldbgError)
 

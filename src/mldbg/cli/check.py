@@ -184,6 +184,15 @@ def check(
                if warnings else ""),
             err=True,
         )  # fmt: skip
-    if runner.errors:
+    damaged = runner.corrupt
+    if damaged:
+        first, rule = next(iter(damaged.items()))
+        more = f" ({len(damaged) - 1} more damaged files)" if len(damaged) > 1 else ""
+        click.echo(
+            f"mldbg check: error: the rules skipped damaged data: {first}{more}, met by {rule}; "
+            "the findings leave those steps out: restore the file from a copy of the run, or rerun",
+            err=True,
+        )
+    if runner.errors or damaged:
         sys.exit(2)
     sys.exit(1 if failing(findings, strict) else 0)
