@@ -24,6 +24,7 @@ import tempfile
 import time
 
 import overhead
+
 import report
 
 

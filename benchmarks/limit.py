@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 import report
 
 

@@ -28,6 +28,7 @@ import argparse
 import math
 
 import overhead
+
 import report
 
 SETS = ("norms", "rules")

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import overhead
+
 import report
 
 

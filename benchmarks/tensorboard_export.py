@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import dashboard_latency
+
 import report
 
 
