@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+from mxnet import nd
+from mxnet._ctypes.ndarray import CachedOp, NDArrayBase
+from mxnet._ctypes.symbol import SymbolBase
+
+import mldbg.mxnet
 
 CHILD = Path(__file__).with_name("stress_child.py")
 PROCESSES, ROUNDS, STEPS = 3, 3, 30
@@ -47,3 +54,30 @@ def test_hybridized_static_alloc_cnn_under_stress_exits_cleanly(tmp_path: Path) 
     # the writer thread's collections did meet MXNet garbage (the case is exercised), and the
     # hooks handed it to the training thread, which freed it
     assert sum(report["deferred"] for report in reports) > 0, reports
+
+
+def test_frees_on_an_mldbg_thread_wait_for_the_training_thread_and_close_restores(tmp_path: Path) -> None:
+    """An NDArray whose last reference goes on a thread named `mldbg-*` is queued, freed at the
+    hook's next callback or `close()`; other threads free at once; `close()` puts MXNet's own
+    finalizers back, also with two hooks open (the later one's wrapper passes through)."""
+    originals = {cls: vars(cls)["__del__"] for cls in (NDArrayBase, CachedOp, SymbolBase)}
+    first = mldbg.mxnet.Hook(tmp_path / "a")
+    second = mldbg.mxnet.Hook(tmp_path / "b")
+    assert all(vars(cls)["__del__"] is not original for cls, original in originals.items())
+
+    def drop(name: str) -> None:
+        held = [nd.ones((3,))]
+        thread = threading.Thread(target=held.clear, name=name)
+        thread.start()
+        thread.join()
+
+    drop("user-thread")
+    assert (first._frees.deferred, second._frees.deferred) == (0, 0)
+    drop("mldbg-probe")
+    assert second._frees.deferred == 1 and len(second._frees._queue) == 1  # the outer wrapper queued it
+    first.close()  # the inner wrapper stays (wrapped) and passes through
+    second.close()
+    assert len(second._frees._queue) == 0
+    assert all(vars(cls)["__del__"] is original for cls, original in originals.items())
+    drop("mldbg-probe")  # no hook open: freed at once
+    assert second._frees.deferred == 1

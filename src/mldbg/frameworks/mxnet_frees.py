@@ -70,6 +70,7 @@ class DeferredFrees:
             else:
                 original(obj)
 
+        __del__.mldbg_deferred = (self, original)  # type: ignore[attr-defined]
         return __del__
 
     def drain(self) -> None:
@@ -81,11 +82,13 @@ class DeferredFrees:
             check_call(free(handle))
 
     def uninstall(self) -> None:
-        """Put the finalizers back (one a later hook wrapped stays, passing through) and free
-        what is queued."""
+        """Put the finalizers back and free what is queued. One a later hook wrapped stays,
+        passing through, until that hook puts back ours: then both go."""
         self._active = False
         for cls, original, wrapper in self._patches:
             if vars(cls).get("__del__") is wrapper:
+                while hasattr(original, "mldbg_deferred") and not original.mldbg_deferred[0]._active:
+                    original = original.mldbg_deferred[1]  # an earlier hook's, closed already
                 cls.__del__ = original  # type: ignore[attr-defined]
         self._patches = []
         self.drain()
