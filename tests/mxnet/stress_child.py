@@ -3,8 +3,9 @@
 Trains ROUNDS hooked static_alloc hybridized CNNs (the two lines: statistics on, host copies
 at every forward), each a fresh net dropped afterwards as cyclic garbage, and builds and drops
 a small hybridized block at every step, with the garbage collector's threshold low so
-collections run often, on whichever thread allocates (the writer thread too), and a thread
-named as mldbg's threads collects every few milliseconds, so the case is met in every run. Counts, by thread, the MXNet frees (`MXNDArrayFree`, `MXFreeCachedOp`,
+collections run often, on whichever thread allocates (the writer thread too), and, while a
+hook is open, a thread named as mldbg's threads collects every few milliseconds, so the case
+is met in every run. Counts, by thread, the MXNet frees (`MXNDArrayFree`, `MXFreeCachedOp`,
 `NNSymbolFree`) and prints them as JSON with the handles the hooks deferred. A segmentation
 fault ends the process with -11 and faulthandler's tracebacks on stderr."""
 
@@ -56,19 +57,23 @@ def throwaway(x: Any) -> None:
     block(nd.array(x.reshape(len(x), -1))).wait_to_read()
 
 
-def collecting(done: threading.Event) -> None:
-    """Collections on a thread named as mldbg's are, every few milliseconds: what the writer
-    thread does now and then, when its allocations make a collection due."""
+def collecting(done: threading.Event, hooked: threading.Event, lock: threading.Lock) -> None:
+    """Collections on a thread named as mldbg's are, every few milliseconds while a hook is
+    open: what the writer thread does now and then, when its allocations make one due."""
     while not done.wait(0.002):
-        gc.collect(1)
+        with lock:
+            if hooked.is_set():
+                gc.collect(1)
 
 
 def main(out_dir: Path, rounds: int, steps: int) -> None:
     for name in FREES:
         counting(name)
     gc.set_threshold(50, 2, 2)
-    done = threading.Event()
-    collector = threading.Thread(target=collecting, args=(done,), name="mldbg-stress-collector", daemon=True)
+    done, hooked, lock = threading.Event(), threading.Event(), threading.Lock()
+    collector = threading.Thread(
+        target=collecting, args=(done, hooked, lock), name="mldbg-stress-collector", daemon=True
+    )
     collector.start()
     deferred = 0
     x, y = images(steps * 16)
@@ -78,6 +83,7 @@ def main(out_dir: Path, rounds: int, steps: int) -> None:
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
         with mldbg.mxnet.Hook(out_dir / str(r)) as hook:
+            hooked.set()
             hook.register_block(net)
             hook.register_loss(loss_fn)
             for step in range(steps):
@@ -87,6 +93,8 @@ def main(out_dir: Path, rounds: int, steps: int) -> None:
                 loss.backward()
                 trainer.step(16)
                 throwaway(x[batch])
+            with lock:  # the hook closes: the collector waits for the next one
+                hooked.clear()
         deferred += getattr(getattr(hook, "_frees", None), "deferred", 0)
         del net, loss_fn, trainer, loss  # cyclic garbage now: freed by a later collection
     done.set()
