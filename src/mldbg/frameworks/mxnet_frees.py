@@ -54,7 +54,7 @@ class DeferredFrees:
                 continue  # another MXNet build (Cython classes): nothing to wrap
             original = vars(cls)["__del__"]
             wrapper = self._finalizer(original, function)
-            cls.__del__ = wrapper  # type: ignore[attr-defined]
+            cls.__del__ = wrapper
             self._patches.append((cls, original, wrapper))
 
     def _finalizer(self, original: Callable[[Any], None], function: str) -> Callable[[Any], None]:
