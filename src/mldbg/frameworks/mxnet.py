@@ -42,6 +42,11 @@ The two lines (no `save_config`, no `include_collections`) also record the stati
 default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
 the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
 (20), then every `statistics_every`-th step (10).
+
+Threads: MXNet is called from the training thread only. The writer thread gets NumPy copies,
+and what a garbage collection on it (or on another mldbg thread) finalizes of MXNet (a dropped
+Gluon model's NDArrays, Symbols, CachedOps) is freed on the training thread, at the next
+forward or trainer step and at `close()` (`mxnet_frees`).
 """
 
 from __future__ import annotations
