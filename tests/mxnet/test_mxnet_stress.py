@@ -43,11 +43,17 @@ def test_hybridized_static_alloc_cnn_under_stress_exits_cleanly(tmp_path: Path) 
         for i in range(PROCESSES)
     ]
     reports = []
-    for child in children:
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == 0, f"exit {child.returncode} (-11: segmentation fault)\n{err[-4000:]}"
-        assert "Fatal Python error" not in err, err[-4000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for child in children:
+            out, err = child.communicate(timeout=120)
+            assert child.returncode == 0, f"exit {child.returncode} (-11: segmentation fault)\n{err[-4000:]}"
+            assert "Fatal Python error" not in err, err[-4000:]
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
     for report in reports:
         assert report["freed"].get("mldbg", 0) == 0, reports  # nothing of MXNet freed off the training thread
         assert report["freed"]["training"] > 0, reports
