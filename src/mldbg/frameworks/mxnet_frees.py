@@ -4,11 +4,13 @@ later, on the training thread: `DeferredFrees`.
 Why: a Gluon model is cyclic garbage once dropped (its blocks and parameters refer to each
 other), so CPython's cycle collector frees its NDArrays, Symbols and CachedOps (a hybridized
 block's compiled graph, with its `static_alloc` buffers) on whichever thread happens to
-allocate when a collection is due. With the hook open that is often the writer thread (it
+allocate when a collection is due. With the hook open that was at times the writer thread (it
 allocates the records and the statistics), and ctypes releases the GIL for the C call, so
-`MXNDArrayFree` / `MXFreeCachedOp` ran on the writer thread while the training thread was
-inside MXNet (`asnumpy()`, a forward): two Python threads in MXNet's frontend at once, which
-MXNet does not promise to support and which an MXNet program without mldbg never does. While
+`MXNDArrayFree` / `MXFreeCachedOp` could run on the writer thread while the training thread
+was inside MXNet (`asnumpy()`, a forward): two threads in MXNet's frontend at once, which an
+MXNet program without mldbg does not do and MXNet does not support (its CachedOp is not
+thread safe, says its multi-threaded inference guide; apache/mxnet#12756: call MXNet from one
+thread). While
 installed, these finalizers, called on a thread named `mldbg-*`, only queue the C handle; the
 hook frees the queue on the training thread at its next callback (a forward, a trainer step)
 and at `close()`. Other threads (the user's own) free as before.
