@@ -42,6 +42,11 @@ The two lines (no `save_config`, no `include_collections`) also record the stati
 default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy reference on
 the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
 (20), then every `statistics_every`-th step (10).
+
+Threads: MXNet is called from the training thread only. The writer thread gets NumPy copies,
+and what a garbage collection on it (or on another mldbg thread) finalizes of MXNet (a dropped
+Gluon model's NDArrays, Symbols, CachedOps) is freed on the training thread, at the next
+forward or trainer step and at `close()` (`mxnet_frees`).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
 from mldbg.frameworks.host_statistics import HostStatistics, fixed_cadence_settings
+from mldbg.frameworks.mxnet_frees import DeferredFrees
 from mldbg.frameworks.session import Worker
 from mldbg.profiler import timeline as marks
 from mldbg.store import statistics as st
@@ -105,11 +111,17 @@ class Hook(Adapter):
         self._loss_names: set[str] = set()
         self._modules: list[tuple[str, list[gluon.Parameter]]] = []  # (dropout|norm, parameters around it)
         self._params_saved_at = self._grads_saved_at = self._backward_ended_at = -1
+        self._frees = DeferredFrees()  # MXNet objects the writer thread's GC finalizes
 
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
         self._stats = HostStatistics(self.recorder, *self._cadence)
         self.recorder.before_step_end.append(self._on_step_end)
+        self._frees.install()  # the writer runs now: MXNet is called from the training thread only
+
+    def close(self) -> None:
+        super().close()  # the writer thread has finished: then the queued MXNet objects are freed
+        self._frees.uninstall()
 
     # registration -----------------------------------------------------------------------
     def register_block(self, block: nn.Block) -> None:
@@ -194,6 +206,7 @@ class Hook(Adapter):
     # lifecycle --------------------------------------------------------------------------
     def _on_forward_start(self, block: nn.Block, args: tuple[Any, ...]) -> None:
         rec = self.recorder
+        self._frees.drain()
         mode = self._mode or (Mode.TRAIN if autograd.is_training() else Mode.EVAL)
         if mode == Mode.TRAIN and not self._trainer_searched:
             self._trainer_searched = True  # once: a Trainer made before the first forward
@@ -272,6 +285,8 @@ class Hook(Adapter):
                 if ends_step:
                     self.timeline.mark(marks.OPTIMIZER_START)
             result = original(trainer, *args, **kwargs)
+            if ours:
+                self._frees.drain()
             if ends_step and ours and rec.in_step and rec.mode == Mode.TRAIN:
                 self.timeline.mark(marks.OPTIMIZER_END)
                 self.timeline.step_end()
