@@ -229,11 +229,11 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
         "train_in_eval_mode",
         "frozen_layer_updated",
         "rank_divergence",
+        "label_confusion",  # its windows (every 256 labels) judged in the fast path
     )
     assert all(calls[n] <= 2 for n in quiet), calls  # nothing to judge: no step is check()'s
     # logit_growth: the first labels; duplicate_batches: the first repeated batch
     assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls
-    assert 15 <= calls["label_confusion"] <= 30, calls  # its judgements (every 256 labels) run in check()
 
 
 @pytest.mark.parametrize("eval_every", [None, 10])

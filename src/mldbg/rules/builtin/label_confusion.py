@@ -13,8 +13,6 @@ from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
-_HORIZON = 512  # steps one call of the fast path looks at
-
 
 class _Table(NamedTuple):
     """Per saved step of the run: its mode and whether `check` counts its labels from the
@@ -45,6 +43,14 @@ class _Window:
         self.pushed = 0  # labels pushed since the matrices took this shape
         self.fresh = 0  # labels pushed since the last judgement
         self.streak = {}
+
+    def snapshot(self) -> _Window:
+        """A copy, to restore the window as it was (the fast path's judgement that reports)."""
+        out = _Window()
+        out.steps, out.sums = deque(self.steps), deque(self.sums)
+        out.matrix = None if self.matrix is None else self.matrix.copy()
+        out.total, out.pushed, out.fresh, out.streak = self.total, self.pushed, self.fresh, dict(self.streak)
+        return out
 
     def push(self, c: np.ndarray, size: int) -> None:
         if self.matrix is None or self.matrix.shape != c.shape:
@@ -114,34 +120,35 @@ class LabelConfusion(Rule):
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`), for one labels and one predictions tensor:
-        the leading steps before a judgement (the step whose labels bring a mode's window to a
-        judgement), their saved confusion matrices pushed onto the windows. Counts to compute
-        from raw labels, or matrices of several shapes, are left to `check`."""
+        the leading steps before one that reports, their saved confusion matrices pushed onto
+        the windows and the windows judged in place (`_judge`, the code `check` runs). Counts
+        to compute from raw labels, or matrices of several shapes, are left to `check`."""
         table = self._read(trial)
         if table is None or not len(steps):
             return 0
         i0 = int(np.searchsorted(table.steps, steps[0]))
-        steps = steps[:_HORIZON]  # a judgement comes every few dozen steps: look no further
         if not np.array_equal(table.steps[i0 : i0 + len(steps)], steps):
             return 0  # not a run of consecutive saved steps (the runner passes those)
         modes = table.modes[i0 : i0 + len(steps)]
         cut = quiet_prefix(table.raw[i0 : i0 + len(steps)])  # counted from the raw labels: check()
         lo, hi = np.searchsorted(table.rows, [i0, i0 + cut])
         rows, c, sums = table.rows[lo:hi] - i0, table.confusion[lo:hi], table.sums[lo:hi]
-        if not len(rows):
-            return cut
-        for m in np.unique(modes[rows]).tolist():
-            mine = modes[rows] == m
-            w = self._windows.get(Mode(m).name)
-            same = w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]
-            pushed = (w.pushed if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
-            fresh = (w.fresh if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
-            late = table.steps[i0 + rows[mine]] >= self.min_step
-            due = np.flatnonzero((pushed >= self.window) & (fresh >= self.every) & late)
-            if len(due):
-                cut = min(cut, int(rows[mine][due[0]]))
-        for i in np.flatnonzero(rows < cut).tolist():
-            self._windows.setdefault(Mode(int(modes[rows[i]])).name, _Window()).push(c[i], self.window)
+        for i in range(len(rows)):
+            r = int(rows[i])
+            mode = Mode(int(modes[r])).name
+            w = self._windows.get(mode)
+            if table.steps[i0 + r] >= self.min_step and self._due(w, int(sums[i]), c.shape[1:]):
+                before = None if w is None else w.snapshot()  # a judgement: undone where it reports
+                w = self._windows.setdefault(mode, _Window())
+                w.push(c[i], self.window)
+                if self._judge(w)[1]:
+                    if before is None:
+                        del self._windows[mode]
+                    else:
+                        self._windows[mode] = before
+                    return r  # the step that reports is check()'s
+            else:
+                self._windows.setdefault(mode, _Window()).push(c[i], self.window)
         return cut
 
     def _read(self, trial: TrialView) -> _Table | None:
@@ -190,14 +197,11 @@ class LabelConfusion(Rule):
         w.push(np.asarray(got.confusion, dtype=np.int64), self.window)
         if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
-        w.fresh = 0
-        acc = w.matrix
-        assert acc is not None
-        found = self._pairs(acc)
-        w.streak = {pair: w.streak.get(pair, 0) + 1 for pair in found}
-        due = [pair for pair, run in w.streak.items() if run >= self.patience and pair not in self._fired]
+        found, due = self._judge(w)
         if not due:
             return None
+        acc = w.matrix
+        assert acc is not None
         a, b = max(due, key=lambda pair: found[pair][0])
         self.first((a, b))
         share, others, count, row = found[(a, b)]
@@ -212,6 +216,18 @@ class LabelConfusion(Rule):
             tensors=[labels[0], preds[0]],
         )  # fmt: skip
 
+    def _judge(
+        self, w: _Window
+    ) -> tuple[dict[tuple[int, int], tuple[float, float, int, int]], list[tuple[int, int]]]:
+        """Judge a window that is due (both paths): its confused pairs, the streaks updated,
+        and the pairs due for a report."""
+        w.fresh = 0
+        assert w.matrix is not None
+        found = self._pairs(w.matrix)
+        w.streak = {pair: w.streak.get(pair, 0) + 1 for pair in found}
+        due = [pair for pair, run in w.streak.items() if run >= self.patience and pair not in self._fired]
+        return found, due
+
     def _pairs(self, c: np.ndarray) -> dict[tuple[int, int], tuple[float, float, int, int]]:
         """The pairs (a, b) confused beyond the model's error: each class a's most frequent
         wrong prediction b, with its share of a's samples, the other classes' error rate, its
@@ -222,6 +238,18 @@ class LabelConfusion(Rule):
             return {}  # a model this poor errs everywhere: nothing to single out
         off = c.copy()
         np.fill_diagonal(off, 0)
+        # the conditions below but the comparison with the other classes, for all rows at once:
+        # a healthy window has no candidate, and its judgement ends here
+        most = off.max(axis=1)
+        if not bool(
+            (
+                (rows >= max(1, self.min_count))
+                & (most >= self.min_count)
+                & (2 * most >= off.sum(axis=1))
+                & (most / np.maximum(rows, 1) > self.min_share)
+            ).any()
+        ):
+            return {}
         out = {}
         big = np.flatnonzero(rows >= max(1, self.min_count)).tolist()
         err = {k: 1.0 - c[k, k] / rows[k] for k in big}
