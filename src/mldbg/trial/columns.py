@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mldbg.errors import CorruptRecord
+from mldbg.store.format import checksum
 from mldbg.store.statistics import STATS_PREFIX
 
 if TYPE_CHECKING:
@@ -89,6 +90,19 @@ def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> np
     buf = np.frombuffer(blob, dtype=np.uint8)
     idx = (offsets - base)[:, None] + np.arange(nbytes, dtype=np.int64)[None, :]
     return buf[idx]
+
+
+def bad_checksums(rows: np.ndarray, nbytes: int, expected: np.ndarray) -> np.ndarray:
+    """The indices of the `rows` (records of `nbytes` bytes each, as `gather_fixed` gives
+    them) whose CRC-32 (`mldbg.store.format.checksum`) differs from `expected`: every record
+    verified, with one comprehension over slices of one buffer, no array view per record."""
+    flat = memoryview(np.ascontiguousarray(rows).reshape(-1))
+    found = np.fromiter(
+        (checksum(flat[i : i + nbytes]) for i in range(0, len(rows) * nbytes, nbytes)),
+        dtype=np.uint32,
+        count=len(rows),
+    )
+    return np.flatnonzero(found != expected)
 
 
 class TensorColumns:
@@ -310,4 +324,4 @@ class Columns:
         return found
 
 
-__all__ = ["Columns", "TensorColumns", "gather_fixed", "scatter_statistics"]
+__all__ = ["Columns", "TensorColumns", "bad_checksums", "gather_fixed", "scatter_statistics"]
