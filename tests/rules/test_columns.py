@@ -89,6 +89,17 @@ FIRING: dict[str, dict | str] = {
     # a few values that fall back under the bar (SGD at lr 10 oscillates before it stays up)
     "loss_divergence": {"optimizer": "adam", "lr": 10.0, "steps": 30},
     "loss_divergence (oscillating first)": {"lr": 10.0, "steps": 30},
+    # the fifth round: the per-series loss rules keep the evaluation passes in their fast path
+    # (loss_spike judges each pass as it closes); label_confusion judges its windows in place
+    "loss_spike (no evaluation)": {"spike_at": 30, "optimizer": "adam", "eval_every": None},
+    "loss_spike (an evaluation pass spikes, an evaluation every 2 steps)": {
+        "spike_at": 40,
+        "spike_scale": 1000,
+        "eval_every": 2,
+        "steps": 60,
+    },
+    "loss_change_point (no evaluation)": {"maximize": True, "optimizer": "adam", "eval_every": None},
+    "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
@@ -239,18 +250,22 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
 @pytest.mark.parametrize("eval_every", [None, 10])
 def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     """On a healthy run, with an evaluation every 10 steps or none, the loss rules never call
-    `check` (their windows are screened in the fast path, the evaluation passes kept there),
+    `check` (their windows and values are screened in the fast path, the evaluation passes
+    kept there), label_confusion neither (its windows judged there),
     class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
     evaluation steps among them), gradient_not_reset never."""
     train(tmp_path / "run", steps=200, eval_every=eval_every, **EVERY_STEP)
-    names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset"]
+    names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset", "loss_spike",
+             "loss_change_point", "loss_divergence", "label_confusion"]  # fmt: skip
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
     assert runner.run_available() + runner.finish() == []
     assert not runner.skipped, runner.skipped  # every rule judged: the windows were there
     calls = {n: c.calls for n, c in counters.items()}
-    assert calls["loss_not_decreasing"] == calls["underfitting"] == calls["gradient_not_reset"] == 0, calls
+    never = ("loss_not_decreasing", "underfitting", "gradient_not_reset", "loss_spike", "loss_change_point",
+             "loss_divergence", "label_confusion")  # fmt: skip
+    assert all(calls[n] == 0 for n in never), calls
     assert calls["class_imbalance"] <= (20 if eval_every is None else 40), calls
 
 

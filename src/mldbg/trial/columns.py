@@ -92,15 +92,16 @@ def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> np
     return buf[idx]
 
 
-def bad_checksums(rows: np.ndarray, nbytes: int, expected: np.ndarray) -> np.ndarray:
-    """The indices of the `rows` (records of `nbytes` bytes each, as `gather_fixed` gives
-    them) whose CRC-32 (`mldbg.store.format.checksum`) differs from `expected`: every record
-    verified, with one comprehension over slices of one buffer, no array view per record."""
-    flat = memoryview(np.ascontiguousarray(rows).reshape(-1))
+def bad_checksums(data: np.ndarray, nbytes: int, expected: np.ndarray) -> np.ndarray:
+    """The indices of the records in `data` (`len(expected)` records of `nbytes` bytes each,
+    back to back, as `gather_fixed` gives them) whose CRC-32 (`mldbg.store.format.checksum`)
+    differs from `expected`: every record verified, with one comprehension over slices of
+    one buffer, no array view per record."""
+    flat = memoryview(np.ascontiguousarray(data).reshape(-1))
     found = np.fromiter(
-        (checksum(flat[i : i + nbytes]) for i in range(0, len(rows) * nbytes, nbytes)),
+        (checksum(flat[i : i + nbytes]) for i in range(0, len(expected) * nbytes, nbytes)),
         dtype=np.uint32,
-        count=len(rows),
+        count=len(expected),
     )
     return np.flatnonzero(found != expected)
 
