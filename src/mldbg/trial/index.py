@@ -541,7 +541,9 @@ class RunIndex:
         self.loaded_records += len(seg)
         c = seg.columns
         rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
-        known = np.isin(codes, np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.uint8))
+        table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
+        table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
+        known = table[codes]
         if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
             rows, codes, values = rows[known], codes[known], values[known]
         if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
