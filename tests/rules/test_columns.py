@@ -385,3 +385,26 @@ def test_a_flipped_bit_in_a_stacked_value_is_caught_as_on_the_per_step_path(tmp_
         runs.append(([f.to_dict() for f in findings], runner.skipped, runner.errors, sorted(runner.corrupt)))
     assert runs[1] == runs[0]
     assert runs[0][3], "the flipped bit was not noticed"
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"window": 300, "every": 100, "patience": 3}, {"window": 1000, "every": 64, "min_step": 0}]
+)
+def test_label_confusion_windows_judged_in_place_end_as_check_leaves_them(tmp_path, params):
+    """label_confusion's fast path pushes and judges its windows with cumulative sums: the
+    same findings as `check` at every step, and the same windows after the run (matrices,
+    label counts, streaks), with other window sizes and judgement intervals too."""
+    train(tmp_path / "run", **{**EVERY_STEP, **FIRING["label_confusion"]})  # type: ignore[arg-type]
+    found, windows = [], []
+    for columns in (False, True):
+        rule = BUILTIN["label_confusion"](**params)
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), [rule], columns=columns)
+        found.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+        windows.append(
+            {
+                mode: (w.matrix.tolist(), list(w.sums), w.total, w.pushed, w.fresh, w.streak)
+                for mode, w in rule._windows.items()
+            }
+        )
+    assert found[0] == found[1] and windows[0] == windows[1]
+    assert windows[0]  # the windows were filled

@@ -68,6 +68,31 @@ class _Window:
             self.total -= self.sums.popleft()
 
 
+def _window_at(
+    old: list[np.ndarray],
+    c: np.ndarray,
+    sizes: np.ndarray,
+    cum: np.ndarray,
+    start: np.ndarray,
+    e: int,
+    pushed: np.ndarray,
+    fresh: np.ndarray,
+    streak: dict[tuple[int, int], int],
+) -> _Window:
+    """`LabelConfusion._advance`'s window after its first `e` (> 0) new entries (`old` the
+    window's entries before them, `c` the new ones, `sizes` and `cum` the label counts and
+    cumulative matrices of both, `start` each new entry's window start): as `push` leaves it."""
+    q, i = len(old), e - 1
+    j, g = int(start[i]), q + i
+    w = _Window()
+    w.steps = deque([*old[j:], *c[max(0, j - q) : i + 1]])
+    w.sums = deque(sizes[j : g + 1].tolist())
+    w.matrix = cum[g] - (cum[j - 1] if j else 0)
+    w.total = int(sizes[j : g + 1].sum())
+    w.pushed, w.fresh, w.streak = int(pushed[i]), int(fresh[i]), streak
+    return w
+
+
 @register
 class LabelConfusion(Rule):
     """Predictions systematically confuse particular class pairs: in the confusion matrix of
@@ -133,23 +158,66 @@ class LabelConfusion(Rule):
         cut = quiet_prefix(table.raw[i0 : i0 + len(steps)])  # counted from the raw labels: check()
         lo, hi = np.searchsorted(table.rows, [i0, i0 + cut])
         rows, c, sums = table.rows[lo:hi] - i0, table.confusion[lo:hi], table.sums[lo:hi]
-        for i in range(len(rows)):
-            r = int(rows[i])
-            mode = Mode(int(modes[r])).name
-            w = self._windows.get(mode)
-            if table.steps[i0 + r] >= self.min_step and self._due(w, int(sums[i]), c.shape[1:]):
-                before = None if w is None else w.snapshot()  # a judgement: undone where it reports
-                w = self._windows.setdefault(mode, _Window())
-                w.push(c[i], self.window)
-                if self._judge(w)[1]:
-                    if before is None:
-                        del self._windows[mode]
-                    else:
-                        self._windows[mode] = before
-                    return r  # the step that reports is check()'s
-            else:
-                self._windows.setdefault(mode, _Window()).push(c[i], self.window)
+        if self.window < 1 or not len(rows):
+            return cut
+        when = table.steps[i0 + rows]
+        plans = []
+        for m in np.unique(modes[rows]).tolist():
+            mine = np.flatnonzero(modes[rows] == m)
+            key, n = Mode(m).name, len(mine)
+            at, state = self._advance(self._windows.get(key), c[mine], sums[mine], when[mine], n)
+            if at is not None:
+                cut = min(cut, int(rows[mine[at]]))  # the step that reports is check()'s
+            plans.append((key, mine, n if at is None else at, state))
+        for key, mine, done, state in plans:
+            upto = int(np.searchsorted(rows[mine], cut))
+            if upto != done:
+                _, state = self._advance(self._windows.get(key), c[mine], sums[mine], when[mine], upto)
+            if state is not None:
+                self._windows[key] = state
         return cut
+
+    def _advance(
+        self, w: _Window | None, c: np.ndarray, n: np.ndarray, steps: np.ndarray, limit: int
+    ) -> tuple[int | None, _Window | None]:
+        """One mode's window after pushing `c[:limit]` (their label counts `n`, at `steps`) and
+        judging it where `check` would, as `check` does, computed with cumulative sums: (None,
+        the window) when none of them reports, else (the index of the first that reports, the
+        window before it). `w` is left as it was."""
+        if limit == 0:
+            return None, w
+        old: list[np.ndarray] = []
+        old_sizes: list[int] = []
+        streak: dict[tuple[int, int], int] = {}
+        pushed = fresh = 0
+        if w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]:
+            old, old_sizes, streak = list(w.steps), list(w.sums), dict(w.streak)
+            pushed, fresh = w.pushed, w.fresh
+        q = len(old)  # else push() starts over: another shape, or a new window
+        mats = np.concatenate([np.asarray(old, dtype=np.int64).reshape(q, *c.shape[1:]), c[:limit]])
+        sizes = np.concatenate([np.asarray(old_sizes, dtype=np.int64), n[:limit]])
+        total, cum = np.cumsum(sizes), np.cumsum(mats, axis=0)
+        # the window after pushing entry g: from the first j whose later entries hold < `window`
+        start = np.searchsorted(total, total[q:] - self.window, side="right")
+        new = np.cumsum(n[:limit])
+        pushed_at = pushed + new
+        i = max(
+            int(np.searchsorted(pushed_at, self.window)), int(np.searchsorted(steps[:limit], self.min_step))
+        )
+        base = fresh  # fresh after entry i: base + new[i], until a judgement resets it
+        state = (old, c, sizes, cum, start)
+        while i < limit:
+            i = max(i, int(np.searchsorted(new, self.every - base)))
+            if i >= limit:
+                break
+            j, g = int(start[i]), q + i
+            found = self._pairs(cum[g] - (cum[j - 1] if j else 0))
+            after = {pair: streak.get(pair, 0) + 1 for pair in found}
+            if any(run >= self.patience and pair not in self._fired for pair, run in after.items()):
+                return i, (w if i == 0 else _window_at(*state, i, pushed_at, base + new, streak))
+            streak, base = after, -int(new[i])
+            i += 1
+        return None, _window_at(*state, limit, pushed_at, base + new, streak)
 
     def _read(self, trial: TrialView) -> _Table | None:
         """The run's labels as the fast path reads them (once per load of the trial); None
