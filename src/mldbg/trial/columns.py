@@ -13,7 +13,7 @@ the decoding itself is here, in plain NumPy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -84,25 +84,17 @@ def scatter_statistics(
         col[where[hit]] = values[hit]
 
 
-def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> np.ndarray:
-    """The `nbytes` bytes at each of `offsets` (absolute; `blob` starts at `base`) as rows of
-    one uint8 array: records of one shape and dtype stacked without a read per record."""
-    buf = np.frombuffer(blob, dtype=np.uint8)
-    idx = (offsets - base)[:, None] + np.arange(nbytes, dtype=np.int64)[None, :]
-    return buf[idx]
+def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> list[bytes]:
+    """The `nbytes` bytes at each of `offsets` (absolute; `blob` starts at `base`), one piece
+    per record: records of one shape and dtype read with one read of their span, then cut
+    (a slice per record costs less than a fancy index over every byte)."""
+    return [blob[o : o + nbytes] for o in (offsets - base).tolist()]
 
 
-def bad_checksums(data: np.ndarray, nbytes: int, expected: np.ndarray) -> np.ndarray:
-    """The indices of the records in `data` (`len(expected)` records of `nbytes` bytes each,
-    back to back, as `gather_fixed` gives them) whose CRC-32 (`mldbg.store.format.checksum`)
-    differs from `expected`: every record verified, with one comprehension over slices of
-    one buffer, no array view per record."""
-    flat = memoryview(np.ascontiguousarray(data).reshape(-1))
-    found = np.fromiter(
-        (checksum(flat[i : i + nbytes]) for i in range(0, len(expected) * nbytes, nbytes)),
-        dtype=np.uint32,
-        count=len(expected),
-    )
+def bad_checksums(pieces: Sequence[bytes], expected: np.ndarray) -> np.ndarray:
+    """The indices of the `pieces` (one record's bytes each) whose CRC-32
+    (`mldbg.store.format.checksum`) differs from `expected`: every record verified."""
+    found = np.fromiter(map(checksum, pieces), dtype=np.uint32, count=len(pieces))
     return np.flatnonzero(found != expected)
 
 

@@ -346,20 +346,19 @@ class RunIndex:
                 if end - base <= max(8 * nbytes * len(rows), 1 << 20):  # one read of the span
                     blob = self.store.read(key, base, end - base)
                     short = len(blob) != end - base
-                    got = None if short else gather_fixed(blob, base, offsets, nbytes)
+                    pieces = [] if short else gather_fixed(blob, base, offsets, nbytes)
                 else:  # scattered among larger records: one read each, not the span
-                    blobs = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
-                    short = any(len(b) != nbytes for b in blobs)
-                    got = None if short else np.frombuffer(b"".join(blobs), dtype=np.uint8)
+                    pieces = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
+                    short = any(len(b) != nbytes for b in pieces)
             except FileNotFoundError:
                 raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
             except OSError as e:  # a folder, a FIFO or a device where the data file should be
                 raise CorruptRecord(f"{self.store.url}/{key}: cannot be read ({e.strerror or e})") from None
-            if got is None:
+            if short:
                 raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
             crc = c.get("crc")
             if crc is not None:  # format 3: every record's bytes verified, as read() does
-                bad = bad_checksums(got, nbytes, crc[rows])
+                bad = bad_checksums(pieces, crc[rows])
                 if len(bad):
                     r = int(rows[bad[0]])
                     raise CorruptRecord(
@@ -367,6 +366,7 @@ class RunIndex:
                         f"checksum mismatch, its bytes changed after they were written "
                         f"(index {self._segments[s].key})"
                     )
+            got = np.frombuffer(b"".join(pieces), dtype=np.uint8)
             raw = got.view(numpy_dtype(dt))
             out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
         stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
