@@ -316,5 +316,26 @@ class Columns:
         cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
 
+    def values_at(self, name: str, steps: np.ndarray, max_elements: int = 1024) -> np.ndarray | None:
+        """The saved values of a small tensor at `steps` (sorted global steps), one row per
+        step, read together (`Trial.stacked`): for a tensor whose shape changes over the run
+        (training and evaluation batches of other sizes) where `values` declines. None when
+        a step has no raw record of it, the shapes or dtypes differ among those steps, a value
+        has more than `max_elements` elements, or a data file is damaged (read those one by
+        one: each read says what is wrong)."""
+        cols = self.tensor(name)
+        if cols is None or not len(cols.steps) or not len(steps):
+            return None
+        at = cols.at(steps)
+        if (at < 0).any() or not bool(cols.has_raw[at].all()):
+            return None
+        positions = cols._pick[at]
+        if int(np.prod(self.trial.records(name)[int(positions[0])].shape)) > max_elements:
+            return None
+        try:
+            return self.trial.stacked(name, positions)
+        except CorruptRecord:
+            return None
+
 
 __all__ = ["Columns", "TensorColumns", "bad_checksums", "gather_fixed", "scatter_statistics"]

@@ -112,7 +112,11 @@ class DuplicateBatches(Rule):
             return cut
         stacked = trial.columns.values(name)
         if stacked is not None:  # batches of one size
-            values = stacked[1][aligned(stacked[0], steps[rows])].reshape(len(rows), -1)
+            values = stacked[1][aligned(stacked[0], steps[rows])]
+        else:  # batches of several sizes in the run (evaluation batches): maybe not in these steps
+            values = trial.columns.values_at(name, steps[rows])
+        if values is not None:
+            values = values.reshape(len(rows), -1)
             sizes = np.full(len(rows), values.shape[1], dtype=np.int64)
             flat = values.reshape(-1).astype(np.int64)
         else:  # batches of several sizes: one read per step, as check() reads them
