@@ -256,7 +256,7 @@ def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     evaluation steps among them), gradient_not_reset never."""
     train(tmp_path / "run", steps=200, eval_every=eval_every, **EVERY_STEP)
     names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset", "loss_spike",
-             "loss_change_point", "loss_divergence", "label_confusion"]  # fmt: skip
+             "loss_change_point", "loss_divergence", "label_confusion", "nondeterministic_eval"]  # fmt: skip
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
@@ -264,7 +264,7 @@ def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     assert not runner.skipped, runner.skipped  # every rule judged: the windows were there
     calls = {n: c.calls for n, c in counters.items()}
     never = ("loss_not_decreasing", "underfitting", "gradient_not_reset", "loss_spike", "loss_change_point",
-             "loss_divergence", "label_confusion")  # fmt: skip
+             "loss_divergence", "label_confusion", "nondeterministic_eval")  # fmt: skip
     assert all(calls[n] == 0 for n in never), calls
     assert calls["class_imbalance"] <= (20 if eval_every is None else 40), calls
 
