@@ -100,6 +100,8 @@ FIRING: dict[str, dict | str] = {
     },
     "loss_change_point (no evaluation)": {"maximize": True, "optimizer": "adam", "eval_every": None},
     "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
+    # overfit judges its evaluation passes in the fast path as they close
+    "overfit (16 training samples, Adam)": {"n_train": 16, "optimizer": "adam", "steps": 300},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
