@@ -253,12 +253,15 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
 def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     """On a healthy run, with an evaluation every 10 steps or none, the loss rules never call
     `check` (their windows and values are screened in the fast path, the evaluation passes
-    kept there), label_confusion neither (its windows judged there),
-    class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
-    evaluation steps among them), gradient_not_reset never."""
+    kept there), nor do label_confusion (its windows judged there), nondeterministic_eval,
+    overfit and train_eval_discrepancy (the evaluations judged there), gradient_not_reset
+    never; class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
+    evaluation steps among them)."""
     train(tmp_path / "run", steps=200, eval_every=eval_every, **EVERY_STEP)
     names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset", "loss_spike",
              "loss_change_point", "loss_divergence", "label_confusion", "nondeterministic_eval"]  # fmt: skip
+    if eval_every:  # the rules that judge evaluations
+        names += ["overfit", "train_eval_discrepancy"]
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
@@ -266,8 +269,8 @@ def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     assert not runner.skipped, runner.skipped  # every rule judged: the windows were there
     calls = {n: c.calls for n, c in counters.items()}
     never = ("loss_not_decreasing", "underfitting", "gradient_not_reset", "loss_spike", "loss_change_point",
-             "loss_divergence", "label_confusion", "nondeterministic_eval")  # fmt: skip
-    assert all(calls[n] == 0 for n in never), calls
+             "loss_divergence", "label_confusion", "nondeterministic_eval", "overfit", "train_eval_discrepancy")  # fmt: skip
+    assert all(calls.get(n, 0) == 0 for n in never), calls
     assert calls["class_imbalance"] <= (20 if eval_every is None else 40), calls
 
 
