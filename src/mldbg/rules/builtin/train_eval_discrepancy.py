@@ -110,7 +110,7 @@ class TrainEvalDiscrepancy(Rule):
         has = ~np.isnan(scale[:, :k])
         before, pending, streak = self._before, list(self._pending), self._streak
         cut = k
-        for i in np.flatnonzero(evals[:k] | (train[:k] & has.any(axis=0))).tolist():
+        for i in self._events(evals[:k], train[:k] & has.any(axis=0)).tolist():
             found = {names[t]: float(scale[t, i]) for t in np.flatnonzero(has[:, i]).tolist()}
             if evals[i]:
                 if before and found:
@@ -131,6 +131,19 @@ class TrainEvalDiscrepancy(Rule):
         self._before, self._pending, self._streak = before, pending, streak
         self._train_steps += int(train[:cut].sum())
         return cut
+
+    def _events(self, evals: np.ndarray, scaled: np.ndarray) -> np.ndarray:
+        """The steps (indices) that change what `check` keeps: the evaluation steps, and of the
+        TRAIN statistics steps the last before each (its scales are `before`), the first after
+        each (it judges them), the first (it judges what is pending) and the last; a TRAIN
+        statistics step between others only replaces `before` with its own, which the next
+        of them replaces again."""
+        e, t = np.flatnonzero(evals), np.flatnonzero(scaled)
+        if not len(t):
+            return e
+        at = np.searchsorted(t, e)
+        parts = [e, t[at[at > 0] - 1], t[at[at < len(t)]], t[-1:], t[:1] if self._pending else t[:0]]
+        return np.unique(np.concatenate(parts))
 
     def _offs(
         self, scales: dict[str, float], before: dict[str, float], after: dict[str, float]
