@@ -265,9 +265,9 @@ def _passes(
             if not quiet_close(name, before):
                 return i
         for name in ending:
-            ev = tracker._open.pop(name)
+            ended = tracker._open.pop(name)
             if closed is not None:
-                closed(name, ev)
+                closed(name, ended)
         if mode != int(Mode.EVAL):
             continue
         for name, valid, values in series:
