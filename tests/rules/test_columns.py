@@ -89,6 +89,19 @@ FIRING: dict[str, dict | str] = {
     # a few values that fall back under the bar (SGD at lr 10 oscillates before it stays up)
     "loss_divergence": {"optimizer": "adam", "lr": 10.0, "steps": 30},
     "loss_divergence (oscillating first)": {"lr": 10.0, "steps": 30},
+    # the fifth round: the per-series loss rules keep the evaluation passes in their fast path
+    # (loss_spike judges each pass as it closes); label_confusion judges its windows in place
+    "loss_spike (no evaluation)": {"spike_at": 30, "optimizer": "adam", "eval_every": None},
+    "loss_spike (an evaluation pass spikes, an evaluation every 2 steps)": {
+        "spike_at": 40,
+        "spike_scale": 1000,
+        "eval_every": 2,
+        "steps": 60,
+    },
+    "loss_change_point (no evaluation)": {"maximize": True, "optimizer": "adam", "eval_every": None},
+    "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
+    # overfit judges its evaluation passes in the fast path as they close
+    "overfit (16 training samples, Adam)": {"n_train": 16, "optimizer": "adam", "steps": 300},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
@@ -229,28 +242,35 @@ def test_the_fast_path_skips_the_quiet_steps(tmp_path):
         "train_in_eval_mode",
         "frozen_layer_updated",
         "rank_divergence",
+        "label_confusion",  # its windows (every 256 labels) judged in the fast path
     )
     assert all(calls[n] <= 2 for n in quiet), calls  # nothing to judge: no step is check()'s
     # logit_growth: the first labels; duplicate_batches: the first repeated batch
     assert calls["logit_growth"] <= 2 and calls["duplicate_batches"] <= 2, calls
-    assert 15 <= calls["label_confusion"] <= 30, calls  # its judgements (every 256 labels) run in check()
 
 
 @pytest.mark.parametrize("eval_every", [None, 10])
 def test_the_loss_and_label_windows_are_judged_in_place(tmp_path, eval_every):
     """On a healthy run, with an evaluation every 10 steps or none, the loss rules never call
-    `check` (their windows are screened in the fast path, the evaluation passes kept there),
-    class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
-    evaluation steps among them), gradient_not_reset never."""
+    `check` (their windows and values are screened in the fast path, the evaluation passes
+    kept there), nor do label_confusion (its windows judged there), nondeterministic_eval,
+    overfit and train_eval_discrepancy (the evaluations judged there), gradient_not_reset
+    never; class_imbalance only while it counts its first 500 labels (16 steps of 32, and the
+    evaluation steps among them)."""
     train(tmp_path / "run", steps=200, eval_every=eval_every, **EVERY_STEP)
-    names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset"]
+    names = ["loss_not_decreasing", "underfitting", "class_imbalance", "gradient_not_reset", "loss_spike",
+             "loss_change_point", "loss_divergence", "label_confusion", "nondeterministic_eval"]  # fmt: skip
+    if eval_every:  # the rules that judge evaluations
+        names += ["overfit", "train_eval_discrepancy"]
     rules = [BUILTIN[n]() for n in names]
     counters = {r.name: Counted(r) for r in rules}
     runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), rules)
     assert runner.run_available() + runner.finish() == []
     assert not runner.skipped, runner.skipped  # every rule judged: the windows were there
     calls = {n: c.calls for n, c in counters.items()}
-    assert calls["loss_not_decreasing"] == calls["underfitting"] == calls["gradient_not_reset"] == 0, calls
+    never = ("loss_not_decreasing", "underfitting", "gradient_not_reset", "loss_spike", "loss_change_point",
+             "loss_divergence", "label_confusion", "nondeterministic_eval", "overfit", "train_eval_discrepancy")  # fmt: skip
+    assert all(calls.get(n, 0) == 0 for n in never), calls
     assert calls["class_imbalance"] <= (20 if eval_every is None else 40), calls
 
 
@@ -370,3 +390,26 @@ def test_a_flipped_bit_in_a_stacked_value_is_caught_as_on_the_per_step_path(tmp_
         runs.append(([f.to_dict() for f in findings], runner.skipped, runner.errors, sorted(runner.corrupt)))
     assert runs[1] == runs[0]
     assert runs[0][3], "the flipped bit was not noticed"
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"window": 300, "every": 100, "patience": 3}, {"window": 1000, "every": 64, "min_step": 0}]
+)
+def test_label_confusion_windows_judged_in_place_end_as_check_leaves_them(tmp_path, params):
+    """label_confusion's fast path pushes and judges its windows with cumulative sums: the
+    same findings as `check` at every step, and the same windows after the run (matrices,
+    label counts, streaks), with other window sizes and judgement intervals too."""
+    train(tmp_path / "run", **{**EVERY_STEP, **FIRING["label_confusion"]})  # type: ignore[arg-type]
+    found, windows = [], []
+    for columns in (False, True):
+        rule = BUILTIN["label_confusion"](**params)
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), [rule], columns=columns)
+        found.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+        windows.append(
+            {
+                mode: (w.matrix.tolist(), list(w.sums), w.total, w.pushed, w.fresh, w.streak)
+                for mode, w in rule._windows.items()
+            }
+        )
+    assert found[0] == found[1] and windows[0] == windows[1]
+    assert windows[0]  # the windows were filled

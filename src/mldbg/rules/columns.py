@@ -127,6 +127,7 @@ def loss_prefix(
     need: int,
     screen: Callable[[str, np.ndarray, np.ndarray], np.ndarray] | None = None,
     quiet_close: Callable[[str, bool], bool] | None = None,
+    closed: Callable[[str, Evaluation], None] | None = None,
 ) -> int:
     """The fast path of the loss rules (`loss_not_decreasing`, `underfitting`): the leading
     training `steps` at which no loss series reaches a judged length (a multiple of `window`,
@@ -143,7 +144,9 @@ def loss_prefix(
     `quiet_close(name, has_train)`, where given, keeps evaluation steps in the prefix: their
     losses go to the tracker's evaluation passes as `update` puts them, and a pass closes in
     place where the rule says closing it (`name`, which has training losses or not) is quiet;
-    elsewhere the step that closes it is `check`'s."""
+    elsewhere the step that closes it is `check`'s. The training losses before that step are
+    in the tracker when `quiet_close` is asked (as `check` has them), and `closed(name, pass)`,
+    where given, is told of each pass closed in place (for a rule that keeps state on them)."""
     if tracker._open and quiet_close is None:  # check() closes the pass at the next step
         return 0
     if need < NEVER and screen is None:
@@ -205,16 +208,23 @@ def loss_prefix(
             hit = np.flatnonzero(screen(name, whole, lengths[at_k]))
             if len(hit):
                 k = min(k, int(at[hit[0]]))
+    done = 0  # the training losses of steps[:done] are in the tracker
+
+    def append(upto: int) -> None:
+        nonlocal done
+        for name, valid, values in series:
+            take = np.flatnonzero(valid[done:upto] & train[done:upto]) + done
+            if not len(take):
+                continue
+            tracker.seen_any = True
+            s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
+            s.steps.extend(steps[take].tolist())
+            s.values.extend(values[take].tolist())
+        done = max(done, upto)
+
     if evals[:k].any() or tracker._open:
-        k = _passes(tracker, steps, modes, evals, train, series, k, quiet_close)
-    for name, valid, values in series:
-        take = np.flatnonzero(valid[:k] & train[:k])
-        if not len(take):
-            continue
-        tracker.seen_any = True
-        s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
-        s.steps.extend(steps[take].tolist())
-        s.values.extend(values[take].tolist())
+        k = _passes(tracker, steps, modes, evals, train, series, k, quiet_close, closed, append)
+    append(k)
     return k
 
 
@@ -227,10 +237,13 @@ def _passes(
     series: list[tuple[str, np.ndarray, np.ndarray]],
     k: int,
     quiet_close: Callable[[str, bool], bool] | None,
+    closed: Callable[[str, Evaluation], None] | None,
+    append: Callable[[int], None],
 ) -> int:
     """`loss_prefix`'s evaluation steps among `steps[:k]`: their losses go to the tracker's
     passes as `LossTracker.update` puts them (a pass ends at a gap or another mode); returns
-    the first step where a pass closes that `quiet_close` leaves to `check` (else k)."""
+    the first step where a pass closes that `quiet_close` leaves to `check` (else k).
+    `append(i)` puts the training losses of `steps[:i]` in the tracker."""
     assert quiet_close is not None
     at = np.flatnonzero(evals[:k])
     idx = sorted({*at.tolist(), *(at + 1).tolist(), *([0] if tracker._open else [])})
@@ -241,6 +254,8 @@ def _passes(
         ending = [
             name for name, ev in tracker._open.items() if mode != int(Mode.EVAL) or step != ev.last_step + 1
         ]
+        if ending:
+            append(i)
         for name in ending:
             valid = next((v for nm, v, _ in series if nm == name), None)
             # check() asks after update() appended the step's own training losses
@@ -250,7 +265,9 @@ def _passes(
             if not quiet_close(name, before):
                 return i
         for name in ending:
-            del tracker._open[name]
+            ended = tracker._open.pop(name)
+            if closed is not None:
+                closed(name, ended)
         if mode != int(Mode.EVAL):
             continue
         for name, valid, values in series:

@@ -13,12 +13,13 @@ the decoding itself is here, in plain NumPy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mldbg.errors import CorruptRecord
+from mldbg.store.format import checksum
 from mldbg.store.statistics import STATS_PREFIX
 
 if TYPE_CHECKING:
@@ -83,12 +84,18 @@ def scatter_statistics(
         col[where[hit]] = values[hit]
 
 
-def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> np.ndarray:
-    """The `nbytes` bytes at each of `offsets` (absolute; `blob` starts at `base`) as rows of
-    one uint8 array: records of one shape and dtype stacked without a read per record."""
-    buf = np.frombuffer(blob, dtype=np.uint8)
-    idx = (offsets - base)[:, None] + np.arange(nbytes, dtype=np.int64)[None, :]
-    return buf[idx]
+def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> list[bytes]:
+    """The `nbytes` bytes at each of `offsets` (absolute; `blob` starts at `base`), one piece
+    per record: records of one shape and dtype read with one read of their span, then cut
+    (a slice per record costs less than a fancy index over every byte)."""
+    return [blob[o : o + nbytes] for o in (offsets - base).tolist()]
+
+
+def bad_checksums(pieces: Sequence[bytes], expected: np.ndarray) -> np.ndarray:
+    """The indices of the `pieces` (one record's bytes each) whose CRC-32
+    (`mldbg.store.format.checksum`) differs from `expected`: every record verified."""
+    found = np.fromiter(map(checksum, pieces), dtype=np.uint32, count=len(pieces))
+    return np.flatnonzero(found != expected)
 
 
 class TensorColumns:
@@ -309,5 +316,26 @@ class Columns:
         cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
 
+    def values_at(self, name: str, steps: np.ndarray, max_elements: int = 1024) -> np.ndarray | None:
+        """The saved values of a small tensor at `steps` (sorted global steps), one row per
+        step, read together (`Trial.stacked`): for a tensor whose shape changes over the run
+        (training and evaluation batches of other sizes) where `values` declines. None when
+        a step has no raw record of it, the shapes or dtypes differ among those steps, a value
+        has more than `max_elements` elements, or a data file is damaged (read those one by
+        one: each read says what is wrong)."""
+        cols = self.tensor(name)
+        if cols is None or not len(cols.steps) or not len(steps):
+            return None
+        at = cols.at(steps)
+        if (at < 0).any() or not bool(cols.has_raw[at].all()):
+            return None
+        positions = cols._pick[at]
+        if int(np.prod(self.trial.records(name)[int(positions[0])].shape)) > max_elements:
+            return None
+        try:
+            return self.trial.stacked(name, positions)
+        except CorruptRecord:
+            return None
 
-__all__ = ["Columns", "TensorColumns", "gather_fixed", "scatter_statistics"]
+
+__all__ = ["Columns", "TensorColumns", "bad_checksums", "gather_fixed", "scatter_statistics"]

@@ -24,7 +24,7 @@ from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, num
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
-from mldbg.trial.columns import gather_fixed, scatter_statistics
+from mldbg.trial.columns import bad_checksums, gather_fixed, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
@@ -56,6 +56,8 @@ class _TensorColumns:
         self._view: dict[str, np.ndarray] | None = None
         self._by_step: dict[int, list[int]] = {}
         self._by_step_upto = 0
+        self._ordered = True  # the step column is in load order (sorted)
+        self._ordered_upto = 0  # ... as checked over this many records
         self._by_mode_step: dict[tuple[int, int], list[int]] = {}
         self._by_mode_step_upto = 0
 
@@ -97,6 +99,23 @@ class _TensorColumns:
             self._buffers[key][n : n + m] = new[key]
         self._n = n + m
         self._view = None
+
+    def at_step(self, index: RunIndex, step: int) -> tuple[int, ...]:
+        """The positions of the records at a global step, in load order: two binary searches
+        while the steps are in load order (one worker, written in order: the usual run), the
+        `by_step` table otherwise (built once, grown as records load)."""
+        cols = self.columns(index)
+        if self._ordered_upto != self._n:
+            steps = cols["step"]
+            self._ordered = bool((steps[1:] >= steps[:-1]).all())
+            self._ordered_upto = self._n
+        if not self._ordered:
+            return tuple(self.by_step(index).get(step, ()))
+        steps = cols["step"]
+        lo = int(steps.searchsorted(step, "left"))
+        if lo == self._n or steps.item(lo) != step:
+            return ()
+        return tuple(range(lo, int(steps.searchsorted(step, "right"))))
 
     def by_step(self, index: RunIndex) -> dict[int, list[int]]:
         """Global step -> positions of its records."""
@@ -188,7 +207,7 @@ class RunIndex:
         `mode` is given): what `records()` selects, without building it (Trial.record's path)."""
         tensor = self._tensors[name]
         if mode is None or mode == Mode.GLOBAL:
-            return tuple(tensor.by_step(self).get(step, ()))
+            return tensor.at_step(self, step)
         return tuple(tensor.by_mode_step(self).get((int(mode), step), ()))
 
     def record(self, name: str, position: int) -> Record:
@@ -327,27 +346,27 @@ class RunIndex:
                 if end - base <= max(8 * nbytes * len(rows), 1 << 20):  # one read of the span
                     blob = self.store.read(key, base, end - base)
                     short = len(blob) != end - base
-                    got = None if short else gather_fixed(blob, base, offsets, nbytes)
+                    pieces = [] if short else gather_fixed(blob, base, offsets, nbytes)
                 else:  # scattered among larger records: one read each, not the span
-                    blobs = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
-                    short = any(len(b) != nbytes for b in blobs)
-                    got = None if short else np.frombuffer(b"".join(blobs), dtype=np.uint8)
+                    pieces = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
+                    short = any(len(b) != nbytes for b in pieces)
             except FileNotFoundError:
                 raise CorruptRecord(f"{self.store.url}/{key}: missing, but its index refers to it") from None
             except OSError as e:  # a folder, a FIFO or a device where the data file should be
                 raise CorruptRecord(f"{self.store.url}/{key}: cannot be read ({e.strerror or e})") from None
-            if got is None:
+            if short:
                 raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
             crc = c.get("crc")
             if crc is not None:  # format 3: every record's bytes verified, as read() does
-                each = np.ascontiguousarray(got).reshape(len(rows), nbytes)
-                for i, r in enumerate(rows.tolist()):
-                    if checksum(each[i]) != crc.item(r):
-                        raise CorruptRecord(
-                            f"{self.store.url}/{key}: {name} at step {int(c['step'][r])}: "
-                            f"checksum mismatch, its bytes changed after they were written "
-                            f"(index {self._segments[s].key})"
-                        )
+                bad = bad_checksums(pieces, crc[rows])
+                if len(bad):
+                    r = int(rows[bad[0]])
+                    raise CorruptRecord(
+                        f"{self.store.url}/{key}: {name} at step {int(c['step'][r])}: "
+                        f"checksum mismatch, its bytes changed after they were written "
+                        f"(index {self._segments[s].key})"
+                    )
+            got = np.frombuffer(b"".join(pieces), dtype=np.uint8)
             raw = got.view(numpy_dtype(dt))
             out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
         stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
@@ -522,7 +541,9 @@ class RunIndex:
         self.loaded_records += len(seg)
         c = seg.columns
         rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
-        known = np.isin(codes, np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.uint8))
+        table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
+        table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
+        known = table[codes]
         if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
             rows, codes, values = rows[known], codes[known], values[known]
         if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted

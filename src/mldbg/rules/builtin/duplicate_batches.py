@@ -112,7 +112,11 @@ class DuplicateBatches(Rule):
             return cut
         stacked = trial.columns.values(name)
         if stacked is not None:  # batches of one size
-            values = stacked[1][aligned(stacked[0], steps[rows])].reshape(len(rows), -1)
+            values = stacked[1][aligned(stacked[0], steps[rows])]
+        else:  # batches of several sizes in the run (evaluation batches): maybe not in these steps
+            values = trial.columns.values_at(name, steps[rows])
+        if values is not None:
+            values = values.reshape(len(rows), -1)
             sizes = np.full(len(rows), values.shape[1], dtype=np.int64)
             flat = values.reshape(-1).astype(np.int64)
         else:  # batches of several sizes: one read per step, as check() reads them
@@ -136,9 +140,15 @@ class DuplicateBatches(Rule):
         if not len(rows):
             return cut
         seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
+        # each distinct fingerprint's first position (no stable sort of all of them), and
+        # which were seen before, both per distinct value
+        distinct, which = np.unique(flat, return_inverse=True)
+        which = which.reshape(-1)
+        at = np.full(len(distinct), len(flat), dtype=np.int64)
+        np.minimum.at(at, which, np.arange(len(flat)))
         first = np.zeros(len(flat), dtype=bool)
-        first[np.unique(flat, return_index=True)[1]] = True
-        repeated = ~first | np.isin(flat, seen)
+        first[at] = True
+        repeated = ~first | np.isin(distinct, seen)[which]
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         repeats = np.add.reduceat(repeated.astype(np.int64), bounds[:-1])
         share = repeats / sizes
@@ -159,7 +169,7 @@ class DuplicateBatches(Rule):
         take = np.flatnonzero(rows < cut)
         if len(take):
             last = int(take[-1])
-            self._seen.update(flat[: bounds[last + 1]].tolist())
+            self._seen.update(distinct[at < bounds[last + 1]].tolist())  # those drawn before the cut
             self._drawn = int(drawn[last] + sizes[last])
         return cut
 

@@ -256,8 +256,12 @@ class GradientNotReset(Rule):
         if trial.columns.tensor(name) is None and trial.columns.tensor(self.input_name) is None:
             return [None] * len(steps)  # no input recorded
         stacked = trial.columns.values(name)
-        if stacked is None:
-            return None
+        if stacked is None:  # batches of several sizes (evaluation batches): these steps' only
+            found = trial.columns.values_at(name, steps)
+            if found is None:
+                return None
+            values = np.sort(found.reshape(len(steps), -1), axis=1)
+            return [values[i] if values.shape[1] else None for i in range(len(steps))]
         at = aligned(stacked[0], steps)
         if (at < 0).any():
             return None  # some step without a saved vector (raw inputs to fingerprint): one by one

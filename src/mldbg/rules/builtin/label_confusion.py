@@ -13,8 +13,6 @@ from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
-_HORIZON = 512  # steps one call of the fast path looks at
-
 
 class _Table(NamedTuple):
     """Per saved step of the run: its mode and whether `check` counts its labels from the
@@ -46,6 +44,14 @@ class _Window:
         self.fresh = 0  # labels pushed since the last judgement
         self.streak = {}
 
+    def snapshot(self) -> _Window:
+        """A copy, to restore the window as it was (the fast path's judgement that reports)."""
+        out = _Window()
+        out.steps, out.sums = deque(self.steps), deque(self.sums)
+        out.matrix = None if self.matrix is None else self.matrix.copy()
+        out.total, out.pushed, out.fresh, out.streak = self.total, self.pushed, self.fresh, dict(self.streak)
+        return out
+
     def push(self, c: np.ndarray, size: int) -> None:
         if self.matrix is None or self.matrix.shape != c.shape:
             self.clear()  # another class count: start over
@@ -60,6 +66,31 @@ class _Window:
         while self.total - self.sums[0] >= size:
             self.matrix -= self.steps.popleft()
             self.total -= self.sums.popleft()
+
+
+def _window_at(
+    old: list[np.ndarray],
+    c: np.ndarray,
+    sizes: np.ndarray,
+    cum: np.ndarray,
+    start: np.ndarray,
+    e: int,
+    pushed: np.ndarray,
+    fresh: np.ndarray,
+    streak: dict[tuple[int, int], int],
+) -> _Window:
+    """`LabelConfusion._advance`'s window after its first `e` (> 0) new entries (`old` the
+    window's entries before them, `c` the new ones, `sizes` and `cum` the label counts and
+    cumulative matrices of both, `start` each new entry's window start): as `push` leaves it."""
+    q, i = len(old), e - 1
+    j, g = int(start[i]), q + i
+    w = _Window()
+    w.steps = deque([*old[j:], *c[max(0, j - q) : i + 1]])
+    w.sums = deque(sizes[j : g + 1].tolist())
+    w.matrix = cum[g] - (cum[j - 1] if j else 0)
+    w.total = int(sizes[j : g + 1].sum())
+    w.pushed, w.fresh, w.streak = int(pushed[i]), int(fresh[i]), streak
+    return w
 
 
 @register
@@ -114,35 +145,79 @@ class LabelConfusion(Rule):
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`), for one labels and one predictions tensor:
-        the leading steps before a judgement (the step whose labels bring a mode's window to a
-        judgement), their saved confusion matrices pushed onto the windows. Counts to compute
-        from raw labels, or matrices of several shapes, are left to `check`."""
+        the leading steps before one that reports, their saved confusion matrices pushed onto
+        the windows and the windows judged in place (`_judge`, the code `check` runs). Counts
+        to compute from raw labels, or matrices of several shapes, are left to `check`."""
         table = self._read(trial)
         if table is None or not len(steps):
             return 0
         i0 = int(np.searchsorted(table.steps, steps[0]))
-        steps = steps[:_HORIZON]  # a judgement comes every few dozen steps: look no further
         if not np.array_equal(table.steps[i0 : i0 + len(steps)], steps):
             return 0  # not a run of consecutive saved steps (the runner passes those)
         modes = table.modes[i0 : i0 + len(steps)]
         cut = quiet_prefix(table.raw[i0 : i0 + len(steps)])  # counted from the raw labels: check()
         lo, hi = np.searchsorted(table.rows, [i0, i0 + cut])
         rows, c, sums = table.rows[lo:hi] - i0, table.confusion[lo:hi], table.sums[lo:hi]
-        if not len(rows):
+        if self.window < 1 or not len(rows):
             return cut
+        when = table.steps[i0 + rows]
+        plans = []
         for m in np.unique(modes[rows]).tolist():
-            mine = modes[rows] == m
-            w = self._windows.get(Mode(m).name)
-            same = w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]
-            pushed = (w.pushed if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
-            fresh = (w.fresh if same else 0) + np.cumsum(sums[mine])  # type: ignore[union-attr]
-            late = table.steps[i0 + rows[mine]] >= self.min_step
-            due = np.flatnonzero((pushed >= self.window) & (fresh >= self.every) & late)
-            if len(due):
-                cut = min(cut, int(rows[mine][due[0]]))
-        for i in np.flatnonzero(rows < cut).tolist():
-            self._windows.setdefault(Mode(int(modes[rows[i]])).name, _Window()).push(c[i], self.window)
+            mine = np.flatnonzero(modes[rows] == m)
+            key, n = Mode(m).name, len(mine)
+            at, state = self._advance(self._windows.get(key), c[mine], sums[mine], when[mine], n)
+            if at is not None:
+                cut = min(cut, int(rows[mine[at]]))  # the step that reports is check()'s
+            plans.append((key, mine, n if at is None else at, state))
+        for key, mine, done, state in plans:
+            upto = int(np.searchsorted(rows[mine], cut))
+            if upto != done:
+                _, state = self._advance(self._windows.get(key), c[mine], sums[mine], when[mine], upto)
+            if state is not None:
+                self._windows[key] = state
         return cut
+
+    def _advance(
+        self, w: _Window | None, c: np.ndarray, n: np.ndarray, steps: np.ndarray, limit: int
+    ) -> tuple[int | None, _Window | None]:
+        """One mode's window after pushing `c[:limit]` (their label counts `n`, at `steps`) and
+        judging it where `check` would, as `check` does, computed with cumulative sums: (None,
+        the window) when none of them reports, else (the index of the first that reports, the
+        window before it). `w` is left as it was."""
+        if limit == 0:
+            return None, w
+        old: list[np.ndarray] = []
+        old_sizes: list[int] = []
+        streak: dict[tuple[int, int], int] = {}
+        pushed = fresh = 0
+        if w is not None and w.matrix is not None and w.matrix.shape == c.shape[1:]:
+            old, old_sizes, streak = list(w.steps), list(w.sums), dict(w.streak)
+            pushed, fresh = w.pushed, w.fresh
+        q = len(old)  # else push() starts over: another shape, or a new window
+        mats = np.concatenate([np.asarray(old, dtype=np.int64).reshape(q, *c.shape[1:]), c[:limit]])
+        sizes = np.concatenate([np.asarray(old_sizes, dtype=np.int64), n[:limit]])
+        total, cum = np.cumsum(sizes), np.cumsum(mats, axis=0)
+        # the window after pushing entry g: from the first j whose later entries hold < `window`
+        start = np.searchsorted(total, total[q:] - self.window, side="right")
+        new = np.cumsum(n[:limit])
+        pushed_at = pushed + new
+        i = max(
+            int(np.searchsorted(pushed_at, self.window)), int(np.searchsorted(steps[:limit], self.min_step))
+        )
+        base = fresh  # fresh after entry i: base + new[i], until a judgement resets it
+        state = (old, c, sizes, cum, start)
+        while i < limit:
+            i = max(i, int(np.searchsorted(new, self.every - base)))
+            if i >= limit:
+                break
+            j, g = int(start[i]), q + i
+            found = self._pairs(cum[g] - (cum[j - 1] if j else 0))
+            after = {pair: streak.get(pair, 0) + 1 for pair in found}
+            if any(run >= self.patience and pair not in self._fired for pair, run in after.items()):
+                return i, (w if i == 0 else _window_at(*state, i, pushed_at, base + new, streak))
+            streak, base = after, -int(new[i])
+            i += 1
+        return None, _window_at(*state, limit, pushed_at, base + new, streak)
 
     def _read(self, trial: TrialView) -> _Table | None:
         """The run's labels as the fast path reads them (once per load of the trial); None
@@ -190,14 +265,11 @@ class LabelConfusion(Rule):
         w.push(np.asarray(got.confusion, dtype=np.int64), self.window)
         if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
-        w.fresh = 0
-        acc = w.matrix
-        assert acc is not None
-        found = self._pairs(acc)
-        w.streak = {pair: w.streak.get(pair, 0) + 1 for pair in found}
-        due = [pair for pair, run in w.streak.items() if run >= self.patience and pair not in self._fired]
+        found, due = self._judge(w)
         if not due:
             return None
+        acc = w.matrix
+        assert acc is not None
         a, b = max(due, key=lambda pair: found[pair][0])
         self.first((a, b))
         share, others, count, row = found[(a, b)]
@@ -212,6 +284,18 @@ class LabelConfusion(Rule):
             tensors=[labels[0], preds[0]],
         )  # fmt: skip
 
+    def _judge(
+        self, w: _Window
+    ) -> tuple[dict[tuple[int, int], tuple[float, float, int, int]], list[tuple[int, int]]]:
+        """Judge a window that is due (both paths): its confused pairs, the streaks updated,
+        and the pairs due for a report."""
+        w.fresh = 0
+        assert w.matrix is not None
+        found = self._pairs(w.matrix)
+        w.streak = {pair: w.streak.get(pair, 0) + 1 for pair in found}
+        due = [pair for pair, run in w.streak.items() if run >= self.patience and pair not in self._fired]
+        return found, due
+
     def _pairs(self, c: np.ndarray) -> dict[tuple[int, int], tuple[float, float, int, int]]:
         """The pairs (a, b) confused beyond the model's error: each class a's most frequent
         wrong prediction b, with its share of a's samples, the other classes' error rate, its
@@ -222,6 +306,18 @@ class LabelConfusion(Rule):
             return {}  # a model this poor errs everywhere: nothing to single out
         off = c.copy()
         np.fill_diagonal(off, 0)
+        # the conditions below but the comparison with the other classes, for all rows at once:
+        # a healthy window has no candidate, and its judgement ends here
+        most = off.max(axis=1)
+        if not bool(
+            (
+                (rows >= max(1, self.min_count))
+                & (most >= self.min_count)
+                & (2 * most >= off.sum(axis=1))
+                & (most / np.maximum(rows, 1) > self.min_share)
+            ).any()
+        ):
+            return {}
         out = {}
         big = np.flatnonzero(rows >= max(1, self.min_count)).tolist()
         err = {k: 1.0 - c[k, k] / rows[k] for k in big}

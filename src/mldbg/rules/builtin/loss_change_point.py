@@ -7,19 +7,16 @@ import math
 
 import numpy as np
 
-from mldbg.config import Mode
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import NEVER, give_back, loss_prefix
-from mldbg.rules.losses import LossTracker
+from mldbg.rules.base import Finding, register
+from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.stats import MAD_SCALE, median, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards the exact update
-_HORIZON = 512  # steps one call of the fast path looks at (evaluations end it every few steps)
 
 
 @register
-class LossChangePoint(Rule):
+class LossChangePoint(LossSeriesRule):
     """The training loss moved up to a new level and stays there: a one-sided robust CUSUM
     (Page's test) of the loss against its reference level crosses `threshold`, and the median
     of the last 5 values is more than `min_increase_percent` % above that level.
@@ -38,16 +35,12 @@ class LossChangePoint(Rule):
     rises toward 0 as the policy becomes sure), not a loss that diverges upward.
     """
 
-    needs = ("losses", "scalars")
-    needs_any = True
     window: int = 50
     drift: float = 1.0
     cap: float = 4.0
     threshold: float = 6.0
     min_increase_percent: float = 5.0
     warmup: int = 30
-    use_losses_collection: bool = True
-    tensor_regex: list[str] | None = None
     suggestion = (
         "The loss is drifting away from where it was: lower the learning rate (or lengthen the "
         "warmup), clip gradients (torch.nn.utils.clip_grad_norm_), and keep a checkpoint from "
@@ -56,66 +49,44 @@ class LossChangePoint(Rule):
 
     def reset(self) -> None:
         super().reset()
-        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._sum: dict[str, float] = {}  # name -> the CUSUM
         self._start: dict[str, int] = {}  # name -> index where the current excursion began
+        self._pending: dict[str, list[tuple[int, float, int]]] = {}  # the fast path's updates, to keep
 
-    def unchecked(self) -> str | None:
-        if not self._tracker.seen_any:
-            return "no loss values found (losses collection, or scalars named like 'loss')"
-        return None
+    def _screens(self) -> bool:
+        return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
 
-    def check(self, trial: TrialView, step: int) -> list[Finding]:
-        mode, names, _ = self._tracker.update(trial, step)
-        if mode != Mode.TRAIN:
-            return []
-        out: list[Finding] = []
-        for name in names:
-            s = self._tracker.train.get(name)
-            if s is not None and s.steps and s.steps[-1] == step:
-                out += self._judge(trial, name, s.steps, s.values)
+    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+        """The fast path's screen: the CUSUM over the new values, from the rule's state. While
+        the sum is 0 a value leaves it at 0 when it lies at most `drift` noise units above the
+        median of the `window` values before it: screened over all the new values at once
+        (rolling medians), the others (a sum above 0, a non-finite value in the window, the
+        first values) updated as `check` updates them. The updates wait in `_pending` for
+        `_kept`; True at the first value that fires."""
+        out = np.zeros(len(lengths), dtype=bool)
+        if not len(lengths):
+            return out
+        self._pending[name], at = self._run(name, values, int(lengths[0]) - 1)
+        if at is not None:
+            out[lengths == at + 1] = True
         return out
 
-    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """The fast path (`mldbg.rules.columns`): the leading training steps at which no loss
-        crosses, appended to the tracker's series (`loss_prefix`) with the CUSUM brought up to
-        date. While the sum is 0 a value leaves it at 0 when it lies at most `drift` noise
-        units above the median of the `window` values before it: screened over all the new
-        values at once (rolling medians), the others (a sum above 0, a non-finite value in the
-        window, the first values) updated as `check` updates them. The first value that
-        fires, and what follows, are handed back to `check`."""
-        if self.window < 4 or self.threshold < 0:  # no screening for these: check() only
-            return 0
-        steps = steps[:_HORIZON]
-        tracker = self._tracker
-        before = {name: len(s.values) for name, s in tracker.train.items()}
-        seen = tracker.seen_any
-        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
-        if not k:
-            return 0
-        cut = k
-        updates: dict[str, list[tuple[int, float, int]]] = {}  # name -> (step, sum, start) per update
-        for name, s in tracker.train.items():
-            start = before.get(name, 0)
-            if len(s.values) > start:
-                updates[name], at = self._run(name, s.values, s.steps, start)
-                if at is not None:
-                    cut = min(cut, int(np.searchsorted(steps, at)))
-        if cut < k:
-            give_back(tracker, steps, cut, before, seen)
-        last = int(steps[cut]) if cut < len(steps) else None
-        for name, done in updates.items():
-            for step, total, start in done:
-                if last is not None and step >= last:
+    def _kept(self) -> None:
+        """The CUSUM updates of the values the fast path took."""
+        for name, done in self._pending.items():
+            s = self._tracker.train.get(name)
+            taken = len(s.values) if s is not None else 0
+            for i, total, start in done:
+                if i >= taken:
                     break
                 self._sum[name], self._start[name] = total, start
-        return cut
+        self._pending = {}
 
     def _run(
-        self, name: str, values: list[float], steps: list[int], first: int
+        self, name: str, values: list[float], first: int
     ) -> tuple[list[tuple[int, float, int]], int | None]:
-        """The CUSUM over `values[first:]` from the rule's state: the (step, sum, start) of
-        each update, and the step of the first value that fires (None when none does)."""
+        """The CUSUM over `values[first:]` from the rule's state: the (index, sum, start) of
+        each update, and the index of the first value that fires (None when none does)."""
         w = self.window
         base = max(0, first - w)  # the windows of values[first:] lie in values[base:]
         x = np.asarray(values[base:], dtype=np.float64)
@@ -138,15 +109,15 @@ class LossChangePoint(Rule):
         for i in range(first, len(values)):
             if flat[i - base] and not total > 0:
                 total, start = 0.0, i
-                done.append((steps[i], total, start))
+                done.append((i, total, start))
                 continue
             found = self._advance(values, i + 1, total, start, cache)
             if found is None:
                 continue
             total, start, level_i, recent = found
             if not fired and self._fires(total, level_i, recent):
-                return done, steps[i]
-            done.append((steps[i], total, start))
+                return done, i
+            done.append((i, total, start))
         return done, None
 
     def _reference(self, values: list[float], start: int) -> tuple[float, float] | tuple[()]:

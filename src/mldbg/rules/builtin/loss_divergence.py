@@ -7,19 +7,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from mldbg.config import Mode
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import NEVER, give_back, loss_prefix
-from mldbg.rules.losses import LossTracker
+from mldbg.rules.base import Finding, register
+from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.params import Range
 from mldbg.rules.stats import median
 from mldbg.rules.view import TrialView
 
-_HORIZON = 512  # steps one call of the fast path looks at
-
 
 @register
-class LossDivergence(Rule):
+class LossDivergence(LossSeriesRule):
     """A young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
     lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
@@ -40,15 +36,11 @@ class LossDivergence(Rule):
     are `exploding_tensor`'s; each TRAIN series is judged on its own.
     """
 
-    needs = ("losses", "scalars")
-    needs_any = True
     factor: float = 10.0
     hold_factor: float = 5.0
     onset: int = 5
     persist: int = 3
     horizon: int = 20
-    use_losses_collection: bool = True
-    tensor_regex: list[str] | None = None
     bounds: ClassVar[dict[str, Range]] = {
         "factor": Range(1, None),
         "hold_factor": Range(1, None),
@@ -61,26 +53,6 @@ class LossDivergence(Rule):
         "learning-rate warmup, clip gradients (torch.nn.utils.clip_grad_norm_), and check that the "
         "loss's inputs and targets are on the scale the model expects."
     )
-
-    def reset(self) -> None:
-        super().reset()
-        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
-
-    def unchecked(self) -> str | None:
-        if not self._tracker.seen_any:
-            return "no loss values found (losses collection, or scalars named like 'loss')"
-        return None
-
-    def check(self, trial: TrialView, step: int) -> list[Finding]:
-        mode, names, _ = self._tracker.update(trial, step)
-        if mode != Mode.TRAIN:
-            return []
-        out: list[Finding] = []
-        for name in names:
-            s = self._tracker.train.get(name)
-            if s is not None and s.steps and s.steps[-1] == step and name not in self._fired:
-                out += self._judge(trial, name, s.steps, s.values)
-        return out
 
     def _diverged(self, values: list[float], n: int) -> int | None:
         """The index of the first value above `factor` x the first when the first `n` of
@@ -101,32 +73,17 @@ class LossDivergence(Rule):
         above = next((i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar), None)
         return above if above is not None and above <= self.onset else None
 
-    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """The fast path (`mldbg.rules.columns`): the leading training steps at which no loss
-        series diverges, appended to the tracker's series (`loss_prefix`). Only the first
-        `horizon` values of a series are judged: each new one among them is judged as `check`
-        judges it, and the first that fires, with what follows, is handed back to `check`;
-        everything `loss_prefix` leaves to `check` (evaluation steps, a per-sample loss) ends
-        the prefix."""
-        steps = steps[:_HORIZON]
-        tracker = self._tracker
-        before = {name: len(s.values) for name, s in tracker.train.items()}
-        seen = tracker.seen_any
-        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
-        if not k:
-            return 0
-        cut = k
-        for name, s in tracker.train.items():
-            start = before.get(name, 0)
-            if name in self._fired or start >= self.horizon:
-                continue
-            for i in range(start, min(len(s.values), self.horizon)):
-                if self._diverged(s.values, i + 1) is not None:
-                    cut = min(cut, int(np.searchsorted(steps, s.steps[i])))
-                    break
-        if cut < k:  # give back the values from the divergence on: check() appends and judges them
-            give_back(tracker, steps, cut, before, seen)
-        return cut
+    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+        """The fast path's screen: `_diverged` at each length (only the first `horizon`
+        values of a series are judged)."""
+        out = np.zeros(len(lengths), dtype=bool)
+        if name in self._fired:
+            return out
+        for i, n in enumerate(lengths.tolist()):
+            if n > self.horizon:
+                break
+            out[i] = self._diverged(values, n) is not None
+        return out
 
     def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
         n = len(values)

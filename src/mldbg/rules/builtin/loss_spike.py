@@ -7,18 +7,17 @@ import math
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import NEVER, give_back, loss_prefix
-from mldbg.rules.losses import LossTracker
+from mldbg.rules.base import Finding, register
+from mldbg.rules.loss_rule import LossSeriesRule
+from mldbg.rules.losses import Evaluation
 from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
-_HORIZON = 512  # steps one call of the fast path looks at
 
 
 @register
-class LossSpike(Rule):
+class LossSpike(LossSeriesRule):
     """A loss value lies far above its recent robust level: more than `threshold` robust
     standard deviations of the step-to-step noise (1.4826 x the median absolute difference of
     consecutive values over the last `window` saved values, / sqrt 2) above the recent level
@@ -36,46 +35,38 @@ class LossSpike(Rule):
     replay.
     """
 
-    needs = ("losses", "scalars")
-    needs_any = True
     window: int = 20
     threshold: float = 20.0
     min_increase_percent: float = 50.0
     warmup: int = 10
     mode: str | None = None
-    use_losses_collection: bool = True
-    tensor_regex: list[str] | None = None
     suggestion = (
         "Replay the batch of that step (look for corrupted or extreme samples and wrong labels), "
         "lower the learning rate or add a warmup, clip gradients (torch.nn.utils.clip_grad_norm_), "
         "and watch whether the loss recovers or diverges from there."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
-        self._evals: dict[str, list[tuple[int, float]]] = {}  # EVAL series: (last step, pass mean)
+    def _judges(self, mode: Mode) -> bool:
+        return self.mode is None or Mode.parse(self.mode) == mode
 
-    def unchecked(self) -> str | None:
-        if not self._tracker.seen_any:
-            return "no loss values found (losses collection, or scalars named like 'loss')"
-        return None
-
-    def check(self, trial: TrialView, step: int) -> list[Finding]:
-        mode, names, closed = self._tracker.update(trial, step)
-        wanted = Mode.parse(self.mode) if self.mode else None
+    def _closed(self, trial: TrialView, closed: list[tuple[str, Evaluation]]) -> list[Finding]:
+        """Each closed evaluation pass judged against the passes before it (its mean)."""
+        if not self._judges(Mode.EVAL):
+            return []
         out: list[Finding] = []
-        if mode == Mode.TRAIN and wanted in (None, Mode.TRAIN):
-            for name in names:
-                s = self._tracker.train.get(name)
-                if s is not None and s.steps and s.steps[-1] == step:
-                    out += self._judge(trial, name, "TRAIN", s.steps, s.values)
-        if wanted in (None, Mode.EVAL):
-            for name, ev in closed:
-                series = self._evals.setdefault(name, [])
-                series.append((ev.last_step, ev.value))
-                out += self._judge(trial, name, "EVAL", [s for s, _ in series], [v for _, v in series])
+        for name, _ in closed:
+            passes = self._tracker.closed_evals(name)
+            out += self._judge_mode(
+                trial, name, "EVAL", [e.last_step for e in passes], [e.value for e in passes]
+            )
         return out
+
+    def _quiet_close(self, name: str, has_train: bool) -> bool:
+        """Closing the open pass of `name` is quiet when its mean is no spike (or reported)."""
+        if not self._judges(Mode.EVAL) or (name, "EVAL") in self._fired:
+            return True
+        passes = self._tracker.evals.get(name, [])
+        return self._spike([e.value for e in passes], len(passes)) is None
 
     def _spike(self, values: list[float], n: int) -> tuple[float, float, float, float, int] | None:
         """(value, level, z, jump, window length) when the `n`-th value of `values` is a spike
@@ -96,32 +87,20 @@ class LossSpike(Rule):
             return None
         return value, level, z, jump, len(recent)
 
-    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """The fast path (`mldbg.rules.columns`): the leading training steps whose losses are
-        no spike, appended to the tracker's series (`loss_prefix`). A loss can spike only where
-        it lies `min_increase_percent` % above the median of its last 5 values (screened over
-        all steps at once, then judged as `check` judges); those steps, windows holding a
-        non-finite loss, and everything `loss_prefix` leaves to `check` (evaluation steps, a
-        per-sample loss) end the prefix."""
-        if min(self.window, self.warmup) < 5:  # windows shorter than the level's: check() only
-            return 0
-        steps = steps[:_HORIZON]  # evaluations end the prefix every few steps: look no further
-        tracker = self._tracker
-        before = {name: len(s.values) for name, s in tracker.train.items()}
-        seen = tracker.seen_any
-        k = loss_prefix(trial, tracker, steps, 1, NEVER)  # appends every training loss of steps[:k]
-        if not k or (self.mode and Mode.parse(self.mode) != Mode.TRAIN):
-            return k
-        cut = k
-        for name, s in tracker.train.items():
-            start = before.get(name, 0)
-            if len(s.values) > start and (name, "TRAIN") not in self._fired:
-                at = self._first_spike(s.values, start)
-                if at is not None:
-                    cut = min(cut, int(np.searchsorted(steps, s.steps[at])))
-        if cut < k:  # give back the values from the spike on: check() appends and judges them
-            give_back(tracker, steps, cut, before, seen)
-        return cut
+    def _screens(self) -> bool:
+        return min(self.window, self.warmup) >= 5  # windows shorter than the level's: check() only
+
+    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+        """The fast path's screen: a loss can spike only where it lies `min_increase_percent`
+        % above the median of its last 5 values (screened over all lengths at once, then
+        judged as `check` judges); a window holding a non-finite loss is judged too."""
+        out = np.zeros(len(lengths), dtype=bool)
+        if not len(lengths) or (name, "TRAIN") in self._fired:
+            return out
+        at = self._first_spike(values, int(lengths[0]) - 1)
+        if at is not None:
+            out[lengths == at + 1] = True
+        return out
 
     def _first_spike(self, values: list[float], start: int) -> int | None:
         """The index of the first of `values[start:]` that `_spike` finds a spike, or None."""
@@ -144,7 +123,10 @@ class LossSpike(Rule):
                 return start + i
         return None
 
-    def _judge(
+    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+        return self._judge_mode(trial, name, "TRAIN", steps, values)
+
+    def _judge_mode(
         self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]
     ) -> list[Finding]:
         found = self._spike(values, len(values))

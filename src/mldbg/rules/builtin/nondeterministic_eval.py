@@ -10,7 +10,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
-from mldbg.store.statistics import combined_fingerprint
+from mldbg.store.statistics import combined_fingerprint, vector_name
 
 NO_GRAD = "no_grad_training"  # forwards with gradients disabled in training mode (the PyTorch hook)
 
@@ -53,21 +53,52 @@ class NondeterministicEval(Rule):
         self._previous: int | None = None
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """The fast path (`mldbg.rules.columns`): the leading training steps, where `check`
-        only counts weight versions (one per training step and per gap in the steps); the
-        first EVAL or PREDICT step, and the first step with an evaluation in training mode
-        (`no_grad_training/forwards`), are `check`'s."""
+        """The fast path (`mldbg.rules.columns`): the leading steps where `check` finds
+        nothing, with the weight versions it counts (one per training step, per gap in the
+        steps, per evaluation step where an optimizer stepped) and the evaluation outputs it
+        remembers, from the saved statistics: the first step with an evaluation in training
+        mode (`no_grad_training/forwards`), Dropout in training mode during an evaluation,
+        an evaluation whose statistics are not all saved, or outputs that differ, is `check`'s."""
         if not len(steps):
             return 0
         modes, _ = trial.columns.modes(steps)
-        k = quiet_prefix((modes != int(Mode.TRAIN)) | Over(trial, f"{NO_GRAD}/forwards", steps).present)
-        if k:
-            taken = steps[:k]
-            gaps = int(np.count_nonzero(np.diff(taken) != 1))
-            if self._previous is not None and int(taken[0]) != self._previous + 1:
-                gaps += 1
-            self._version += gaps + k
-            self._previous = int(taken[-1])
+        train = modes == int(Mode.TRAIN)
+        interesting = Over(trial, f"{NO_GRAD}/forwards", steps).present
+        evals = ~train
+        if evals.any():
+            with np.errstate(invalid="ignore"):
+                drop = Over(trial, "module_training/dropout", steps)
+                interesting |= evals & drop.present & ~(drop.stat("sum") <= 0)
+                opt = Over(trial, "optimizer_step", steps)
+                interesting |= evals & opt.present & opt.raw
+                stepped = (evals & opt.present & (opt.stat("sum") > 0)).tolist()
+                out = Over(trial, self.output_name, steps)
+                fp, mean, var = out.stat("fingerprint"), out.stat("mean"), out.stat("variance")
+                inp = Over(trial, vector_name(self.input_name, "sample_fingerprints"), steps)
+                ok = inp.raw & out.present & ~out.raw & np.isfinite(fp) & np.isfinite(mean) & np.isfinite(var)
+            interesting |= evals & ~ok
+        k = quiet_prefix(interesting)
+        at = np.flatnonzero(evals[:k])
+        keys: dict[int, int] = {}
+        if len(at):
+            rows = trial.columns.values_at(vector_name(self.input_name, "sample_fingerprints"), steps[at])
+            if rows is None:  # inputs of several sizes: read one by one by check()
+                k = int(at[0])
+            else:
+                keys = {int(i): combined_fingerprint(r) for i, r in zip(at.tolist(), rows, strict=True)}
+                fps, means, vars_ = fp.tolist(), mean.tolist(), var.tolist()
+        for i, step in enumerate(steps[:k].tolist()):
+            version = self._version + (self._previous is not None and step != self._previous + 1)
+            if train[i]:
+                self._version, self._previous = version + 1, step
+                continue
+            key = keys[i]
+            now = (step, fps[i], means[i], vars_[i], version)
+            before = self._seen.get(key)
+            if "outputs" not in self._fired and self._differs(before, now):
+                return i  # outputs that differ: check()'s step
+            self._seen[key] = now
+            self._version, self._previous = version + stepped[i], step
         return k
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
@@ -96,6 +127,20 @@ class NondeterministicEval(Rule):
         if isinstance(stepped, float) and stepped > 0:
             self._version += 1  # trained in eval mode: the weights changed after this step's forward
         return found
+
+    def _differs(
+        self, before: tuple[int, float, float, float, int] | None, now: tuple[int, float, float, float, int]
+    ) -> bool:
+        """Whether an evaluation's outputs `now` differ from `before`, those of the same inputs
+        through the same weights ((step, output fingerprint, mean, variance, weights version))."""
+        if before is None or before[4] != now[4] or before[1] == now[1]:
+            return False
+        _, _, mean0, var0, _ = before
+        _, _, mean, var, _ = now
+        scale = math.sqrt(max(var0, 0.0)) + abs(mean0)
+        moved = abs(mean - mean0) / max(scale, 1e-12)
+        spread = abs(var - var0) / max(abs(var0), 1e-12)
+        return moved > self.rtol or spread > self.rtol or not math.isfinite(moved + spread)
 
     def _in_training(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
         """Forwards with gradients disabled ran as an evaluation at this step while Dropout or
@@ -143,16 +188,10 @@ class NondeterministicEval(Rule):
         key = combined_fingerprint(rows)
         before = self._seen.get(key)
         self._seen[key] = (step, out, mean, var, self._version)
-        if before is None or before[4] != self._version or before[1] == out:
+        if not self._differs(before, self._seen[key]) or not self.first("outputs"):
             return None
+        assert before is not None
         first, _, mean0, var0, _ = before
-        scale = math.sqrt(max(var0, 0.0)) + abs(mean0)
-        moved = abs(mean - mean0) / max(scale, 1e-12)
-        spread = abs(var - var0) / max(abs(var0), 1e-12)
-        if not (moved > self.rtol or spread > self.rtol) and math.isfinite(moved + spread):
-            return None
-        if not self.first("outputs"):
-            return None
         return self.finding(
             trial, step,
             f"{mode.name} steps {first} and {step} ran the same inputs ({self.input_name}, fingerprint {key}) "

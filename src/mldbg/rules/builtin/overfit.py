@@ -52,7 +52,20 @@ class Overfit(Rule):
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` (no evaluation pass to close): their losses join the
         training series from the columns; `check` takes the evaluation steps."""
-        return loss_prefix(trial, self._tracker, steps, 1, NEVER)
+        return loss_prefix(
+            trial, self._tracker, steps, 1, NEVER, quiet_close=self._quiet_close, closed=self._closed
+        )
+
+    def _quiet_close(self, name: str, has_train: bool) -> bool:
+        """Closing the open evaluation pass of `name` reports nothing (the fast path)."""
+        got = self._advance(name, self._tracker._open[name])
+        return got is None or got[2] is None or got[0]["streak"] < self.patience or name in self._fired
+
+    def _closed(self, name: str, ev: Evaluation) -> None:
+        """A pass the fast path closed: the state `check` keeps."""
+        got = self._advance(name, ev)
+        if got is not None:
+            self._state[name] = got[0]
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
         _, _, closed = self._tracker.update(trial, step)
@@ -71,13 +84,21 @@ class Overfit(Rule):
     def undecided(self) -> str | None:
         return self._tracker.shortfall(max(2, self.patience), evaluations=True)
 
-    def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
+    def _advance(self, name: str, ev: Evaluation) -> tuple[dict, float, float | None, float, float] | None:
+        """The state of `name` after judging the pass `ev` (the rule's own is left as it is), the
+        validation value, the training level (None: none to compare), the ratio and the gap's
+        share; None when the pass is not judged."""
         if ev.last_step < self.start_step or not math.isfinite(ev.value):
             return None
-        st = self._state.setdefault(
-            name, {"best": math.inf, "best_step": None, "first": None, "streak": 0, "recent": []}
-        )
-        st["recent"] = (st["recent"] + [ev.value])[-3:]
+        old = self._state.get(name) or {
+            "best": math.inf,
+            "best_step": None,
+            "first": None,
+            "streak": 0,
+            "recent": [],
+        }
+        st = dict(old)
+        st["recent"] = (old["recent"] + [ev.value])[-3:]
         v = sorted(st["recent"])[len(st["recent"]) // 2]  # median of the last 3: one spike is not a trend
         t = train_level(self._tracker.train_for(name), ev.first_step, self.window)
         if st["first"] is None:
@@ -86,14 +107,22 @@ class Overfit(Rule):
         if not worse:
             st["best"], st["best_step"] = v, ev.last_step
         if t is None:
-            return None
+            return st, v, None, math.nan, math.nan
         ratio = (v - t) / max(abs(t), 1e-12)
         gap_share = (v - t) / max(abs(st["first"]), 1e-12)
         if worse and ratio > self.ratio_threshold and gap_share > self.gap_threshold:
             st["streak"] += 1
         else:
             st["streak"] = 0
-        if st["streak"] < self.patience or not self.first(name):
+        return st, v, t, ratio, gap_share
+
+    def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
+        got = self._advance(name, ev)
+        if got is None:
+            return None
+        st, v, t, ratio, gap_share = got
+        self._state[name] = st
+        if t is None or st["streak"] < self.patience or not self.first(name):
             return None
         return self.finding(
             trial, ev.last_step,

@@ -86,36 +86,70 @@ class TrainEvalDiscrepancy(Rule):
         return None
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """The fast path (`mldbg.rules.columns`): the leading steps before the next EVAL step,
-        when no evaluation waits to be judged. Their TRAIN steps only count, and leave as
-        `before` the scales of the last of them that has some: found walking back over the
-        steps with a record of a tensor of the collections (`_scales`, as `check` reads)."""
-        if self._pending:  # the next TRAIN statistics step judges them: check()'s
+        """The fast path (`mldbg.rules.columns`): the leading steps where no evaluation is
+        judged to fire, walked as `check` walks them (evaluation scales kept while a TRAIN
+        scale is known, judged at the next TRAIN statistics step with `_offs`, the code `check`
+        runs), from the saved `mean` and `variance`. A record only its raw value (or an
+        unsaved statistic) can judge ends them; so does the TRAIN step that would report."""
+        if not len(steps):
             return 0
-        modes, _ = trial.columns.modes(steps)
-        k = quiet_prefix(modes == int(Mode.EVAL))
-        if not k:
-            return 0
-        steps, train = steps[:k], modes[:k] == int(Mode.TRAIN)
-        present = np.zeros(k, dtype=bool)
-        for name in trial.names(COLLECTIONS):
-            present |= Over(trial, name, steps).present
-        for i in np.flatnonzero(train & present)[::-1].tolist():
-            scales = self._scales(trial, int(steps[i]))
-            if scales:
-                self._before = scales
-                break
-        self._train_steps += int(train.sum())
-        return k
+        modes, mode_steps = trial.columns.modes(steps)
+        train, evals = modes == int(Mode.TRAIN), modes == int(Mode.EVAL)
+        names = trial.names(COLLECTIONS)
+        scale = np.full((len(names), len(steps)), np.nan)
+        interesting = np.zeros(len(steps), dtype=bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for t, name in enumerate(names):
+                over = Over(trial, name, steps)
+                var, mean = over.stat("variance"), over.stat("mean")
+                saved = over.present & ~over.raw
+                interesting |= (train | evals) & over.present & (over.raw | np.isnan(var) | np.isnan(mean))
+                rms = np.sqrt(np.maximum(var, 0.0) + mean * mean)
+                scale[t] = np.where(saved & np.isfinite(rms), rms, np.nan)
+        k = quiet_prefix(interesting)
+        has = ~np.isnan(scale[:, :k])
+        before, pending, streak = self._before, list(self._pending), self._streak
+        cut = k
+        for i in self._events(evals[:k], train[:k] & has.any(axis=0)).tolist():
+            found = {names[t]: float(scale[t, i]) for t in np.flatnonzero(has[:, i]).tolist()}
+            if evals[i]:
+                if before and found:
+                    pending.append((int(steps[i]), found))
+                continue
+            if mode_steps[i] >= self.min_train_steps:
+                run = streak
+                for _, scales in pending:
+                    off, worst = self._offs(scales, before, found)
+                    run = run + 1 if off else 0
+                    if worst is not None and run >= self.patience and "scale" not in self._fired:
+                        cut = i  # the TRAIN step that reports: check()'s
+                        break
+                if cut == i:
+                    break
+                streak = run
+            pending, before = [], found
+        self._before, self._pending, self._streak = before, pending, streak
+        self._train_steps += int(train[:cut].sum())
+        return cut
 
-    def _judge(
-        self,
-        trial: TrialView,
-        step: int,
-        scales: dict[str, float],
-        before: dict[str, float],
-        after: dict[str, float],
-    ) -> Finding | None:
+    def _events(self, evals: np.ndarray, scaled: np.ndarray) -> np.ndarray:
+        """The steps (indices) that change what `check` keeps: the evaluation steps, and of the
+        TRAIN statistics steps the last before each (its scales are `before`), the first after
+        each (it judges them), the first (it judges what is pending) and the last; a TRAIN
+        statistics step between others only replaces `before` with its own, which the next
+        of them replaces again."""
+        e, t = np.flatnonzero(evals), np.flatnonzero(scaled)
+        if not len(t):
+            return e
+        at = np.searchsorted(t, e)
+        parts = [e, t[at[at > 0] - 1], t[at[at < len(t)]], t[-1:], t[:1] if self._pending else t[:0]]
+        return np.unique(np.concatenate(parts))
+
+    def _offs(
+        self, scales: dict[str, float], before: dict[str, float], after: dict[str, float]
+    ) -> tuple[list[str], tuple[float, str, float, float, float] | None]:
+        """The tensors whose EVAL scale lies more than `threshold` times outside their TRAIN
+        range around it, and the worst (factor, name, scale, low, high)."""
         worst: tuple[float, str, float, float, float] | None = None
         off: list[str] = []
         for name, scale in scales.items():
@@ -129,6 +163,17 @@ class TrainEvalDiscrepancy(Rule):
                 off.append(name)
                 if worst is None or factor > worst[0]:
                     worst = (factor, name, scale, low, high)
+        return off, worst
+
+    def _judge(
+        self,
+        trial: TrialView,
+        step: int,
+        scales: dict[str, float],
+        before: dict[str, float],
+        after: dict[str, float],
+    ) -> Finding | None:
+        off, worst = self._offs(scales, before, after)
         self._streak = self._streak + 1 if off else 0
         if worst is None or self._streak < self.patience or not self.first("scale"):
             return None

@@ -183,8 +183,8 @@ class UnchangedTensor(Rule):
             adds.append((name, idx, delta[idx], l2[idx]))
         n = quiet_prefix(interesting)
         for name, idx, delta, l2 in adds:
-            take = idx < n
-            if not take.any():
+            take = np.flatnonzero(idx < n)[-w:]  # the history keeps the last `w` changes
+            if not len(take):
                 continue
             hist = self._history.setdefault(name, [])
             hist.extend(
