@@ -18,7 +18,7 @@ from torch import nn
 
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks import torch_statistics as ts
-from mldbg.frameworks.torch import attention_logits
+from mldbg.frameworks.torch_attention import mha_logits as attention_logits
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.store import statistics as st
 
