@@ -129,11 +129,16 @@ class Hook(StepEnds, Adapter):
         `discriminator.model_input_0`), by default their class name (`Discriminator.`, then
         `Discriminator_2.` ...). Registering a model again does nothing; a model another
         hook records is taken over: that hook is closed, with a warning."""
-        if take_over(self, model):
-            return
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
-        inner = getattr(inner, "module", inner) if _is_ddp(inner) else inner
+        ddp = _is_ddp(inner)
+        inner = getattr(inner, "module", inner) if ddp else inner
+        if ddp and not compiled:
+            # the hooks go on the module inside a DistributedDataParallel: the wrapper's forward
+            # calls it, and so does code that bypasses the wrapper (`model.module(x)`, an evaluation)
+            model = inner
+        if take_over(self, model):
+            return
         prefix = self._names.prefix(inner, name, first=not self._models)
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
         tables = {id(t.weight) for t in inner.modules() if isinstance(t, (nn.Embedding, nn.EmbeddingBag))}
