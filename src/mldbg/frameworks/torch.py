@@ -46,7 +46,7 @@ from mldbg.frameworks.torch_defaults import (
 )
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
-from mldbg.frameworks.torch_layers import watch_layers
+from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel, take_over
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
@@ -95,6 +95,7 @@ class Hook(StepEnds, Adapter):
     def _open_run(self, out_dir: Any) -> None:
         super()._open_run(out_dir)
         rec = self.recorder
+        rec.before_step_end.append(self._step_layers.detach)
         rank, world = _rank_and_world()
         self._stats: StepStatistics | None = None
         if rec.statistics and rec.enabled:
@@ -117,6 +118,7 @@ class Hook(StepEnds, Adapter):
         self._module_handles: list[Any] = []  # the models' and losses' module hooks (`Attached`)
         self._setup_step_ends()  # optimizer and backward hooks (torch_steps)
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
+        self._step_layers = StepLayers()  # layer hooks on at statistics steps only (torch_layers)
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
 
     # registration -----------------------------------------------------------------------
@@ -265,8 +267,10 @@ class Hook(StepEnds, Adapter):
         m.saved_at = rec.step
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, args, m.prefix)
-            if self._capture is not None and self._stats.due():
-                self._capture.start(m, rec.mode)
+            if self._stats.due():
+                self._step_layers.attach()  # taken off at the step's end
+                if self._capture is not None:
+                    self._capture.start(m, rec.mode)
         if not rec.saving:
             return
         if rec.saves_any(m.param_keys):
@@ -316,6 +320,7 @@ class Hook(StepEnds, Adapter):
             self._drop_module_hooks()
 
     def _drop_module_hooks(self) -> None:
+        self._step_layers.detach()
         for h in self._module_handles:
             h.remove()
         self._module_handles = []
