@@ -70,7 +70,7 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-BUDGET = 0.02  # of the training step's time, for the statistics
+BUDGET = 0.01  # of the training step's time, for the statistics
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
 PAUSE = 4.0  # a gap between two step ends this many times the usual step is a pause
