@@ -130,7 +130,9 @@ class Hook(StepEnds, Adapter):
         under `<name>.` (`discriminator.fc1.weight`, `gradient/discriminator.fc1.weight`,
         `discriminator.model_input_0`), by default their class name (`Discriminator.`, then
         `Discriminator_2.` ...). Registering a model again does nothing; a model another
-        hook records is taken over: that hook is closed, with a warning."""
+        hook records is taken over: that hook is closed, with a warning. Given a
+        `DistributedDataParallel` wrapper, the hook records the module it wraps: forwards that
+        bypass the wrapper (`model.module(x)`) are recorded too."""
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         ddp = _is_ddp(inner)
