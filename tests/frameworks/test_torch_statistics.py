@@ -18,7 +18,7 @@ from torch import nn
 
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks import torch_statistics as ts
-from mldbg.frameworks.torch import attention_logits
+from mldbg.frameworks.torch_attention import mha_logits as attention_logits
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.store import statistics as st
 
@@ -116,6 +116,31 @@ def test_large_tensors_go_through_chunks_and_the_subsample(dtype, sync_free):
     batch.add("big", x, kinds)
     # float32 accumulation over half a million elements: ~sqrt(n) * 6e-8 relative
     assert_same(batch.finish()()["big"], reference(x, kinds), 1e-4, str(dtype))
+
+
+@pytest.mark.parametrize("sync_free", PATHS)
+@pytest.mark.parametrize("case", ["nan", "inf", "ties", "small"])
+def test_quantiles_equal_numpy_s_with_nan_inf_and_ties(case, sync_free):
+    """The CPU selects the order statistics (`np.partition`), the GPU path sorts: both give
+    NumPy's percentiles of the subsample exactly, NaN when the sample holds a NaN."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(9000, generator=g)
+    if case == "nan":
+        x[int(st.subsample_index(9000)[2047])] = math.nan  # one NaN in the subsample
+    elif case == "inf":
+        x[::7] = math.inf
+    elif case == "ties":
+        x = torch.randint(0, 3, (9000,), generator=g).float()
+    else:
+        x = x[:17]
+    kinds = ["quantile(0)", "quantile(5)", "quantile(50)", "quantile(95)", "quantile(100)"]
+    batch = StatisticsBatch(sync_free=sync_free)
+    batch.add("x", x, kinds)
+    got, want = batch.finish()()["x"], reference(x, kinds)
+    assert set(got) == set(want) and len(want) == len(kinds)
+    assert math.isnan(want["quantile(50.0)"]) == (case == "nan")
+    for k in want:
+        assert got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])), (k, got[k], want[k])
 
 
 def test_fp16_values_beyond_its_range_accumulate_in_float32():

@@ -70,7 +70,7 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-BUDGET = 0.02  # of the training step's time, for the statistics
+BUDGET = 0.01  # of the training step's time, for the statistics
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
 PAUSE = 4.0  # a gap between two step ends this many times the usual step is a pause
@@ -208,6 +208,7 @@ class StepStatistics:
             set()
         )  # parameters that required a gradient at a TRAIN step since the last statistics step
         self._on_spent = on_spent
+        self._names: dict[int, frozenset[str]] = {}  # `_param_names`
         self.cadence = cadence
         self.batch = StatisticsBatch()
         self._clock = clock
@@ -255,7 +256,8 @@ class StepStatistics:
         (`prefix`: the model's name prefix, for the second and later models of a hook)."""
         full, fp = self.due(), self.fingerprints_due()
         train = self.recorder.mode == Mode.TRAIN
-        if train and not full:  # a few attribute reads: `requires_grad` says "frozen throughout"
+        if train and not full and not self._param_names(params) <= self._thawed:
+            # a few attribute reads: `requires_grad` says "frozen throughout" (none once all are in)
             for name, p, _ in params:
                 if p.requires_grad:
                     self._thawed.add(name)
@@ -278,6 +280,13 @@ class StepStatistics:
                 if flags:
                     tensor = torch.tensor(flags, dtype=torch.uint8)
                     self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
+
+    def _param_names(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> frozenset[str]:
+        """The names of a model's `params` (the hook's list of them, which lives as long as it)."""
+        names = self._names.get(id(params))
+        if names is None:
+            names = self._names[id(params)] = frozenset(name for name, _, _ in params)
+        return names
 
     def forward_end(self, output: object, prefix: str = "") -> None:
         """A registered model's forward ended: its outputs (and their fingerprint in EVAL)."""

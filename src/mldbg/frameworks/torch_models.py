@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,3 +120,23 @@ class Detached:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def take_over(hook: Any, model: nn.Module) -> bool:
+    """True when `hook` already records `model`. A model another hook records (open, or
+    closed when a newer hook opened its run) is taken from it by `hook`, with a warning: that hook is
+    closed and its hooks come off the model."""
+    for attached in list(model._forward_pre_hooks.values()):
+        if not isinstance(attached, Attached) or attached.module is not model:
+            continue  # not ours, or its original's (a shallow copy shares the hook dicts)
+        owner = attached.owner
+        if owner is hook:
+            return True
+        warnings.warn(
+            f"mldbg: {type(model).__name__} was recorded by another hook (into {owner.out_dir}); "
+            "that hook is closed and this one records it (one hook per model)",
+            stacklevel=3,
+        )
+        owner.close()
+        owner._drop_module_hooks()
+    return False

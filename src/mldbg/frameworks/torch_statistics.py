@@ -405,7 +405,8 @@ class _PerTensor:
         self.gpu = gpu
         self.todo = {s.key: s for s in r.stats if s.key not in r.done}
         self.channels: dict[str, torch.Tensor] | None = None
-        self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample
+        self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample (GPU)
+        self.selected: tuple[np.ndarray, bool] | None = None  # the CPU's partitioned one, no NaN in it
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -530,6 +531,9 @@ class _PerTensor:
         self.put(key, [change, torch.linalg.vector_norm(sample)], _ratio)
 
     def _quantile(self, key: str, q: float) -> None:
+        if not self.gpu and self.x.device.type == "cpu":
+            self._host_quantile(key, q)
+            return
         if self.sorted is None:  # one sort for every quantile of the tensor
             sample = self.batch.subsample(self.x.reshape(-1))
             self.sorted = torch.sort(sample).values.to(torch.float64)  # NaN sorts last
@@ -540,6 +544,26 @@ class _PerTensor:
             [s[lo], s[hi], s[-1]],
             lambda v: math.nan if math.isnan(v[2]) else st.interpolate(v[0], v[1], t),
         )
+
+    def _host_quantile(self, key: str, q: float) -> None:
+        """On the CPU: the order statistics every quantile of the tensor needs, by one partial
+        selection (`np.partition`, ~8x cheaper than a sort of the 4093-element subsample),
+        the same values as the sort's; NaN when the sample holds one (the sort puts NaN last)."""
+        if self.selected is None:
+            sample = self.batch.subsample(self.x.reshape(-1)).detach().to(torch.float64).numpy()
+            if np.isnan(sample).any():
+                self.selected = (sample, False)
+            else:
+                m = sample.size
+                kth = sorted({i for s in self.todo.values() if s.name == "quantile"
+                              for i in st.quantile_position(m, s.params[0])[:2]})  # fmt: skip
+                self.selected = (np.partition(sample, kth), True)
+        values, finite = self.selected
+        if not finite:
+            self.out.known(self.r.name, key, math.nan)
+            return
+        lo, hi, t = st.quantile_position(values.size, q)
+        self.out.known(self.r.name, key, st.interpolate(float(values[lo]), float(values[hi]), t))
 
     def _vector(self, key: str, s: Statistic) -> None:
         x, name = self.x, s.name

@@ -1,0 +1,177 @@
+"""Where a PyTorch TRAIN step ends: the `StepEnds` part of `mldbg.torch.Hook`.
+
+In TRAIN a step ends at the optimizer step (any `torch.optim` optimizer that updates a
+registered parameter), or at the end of backward where no optimizer is seen (found once, at
+the first backward: `optimizer_exists`). Gradients are saved as the optimizer sees them (so
+gradient accumulation over several backward passes is one step). An update that was skipped
+still ends its step: a model's TRAIN forward that finds its gradients reset
+(`zero_grad(set_to_none=True)`, the default) since a backward of the open step that no
+optimizer step consumed (AMP's GradScaler skips `optimizer.step()` when a gradient overflows)
+starts the next step (`_update_skipped`, asked by the hook's forward); the forwards of an
+optimizer's closure (L-BFGS) are inside its step and start none.
+
+Several models on one hook (a GAN's generator and discriminator): a TRAIN step is one update
+of every model an optimizer trains: it ends at the optimizer step that completes it (a GAN
+iteration, discriminator then generator, is one step, so a save interval never sees only one
+of them). Each optimizer step saves the gradients of the models it updates.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from mldbg.config import Mode
+from mldbg.frameworks.torch_models import RegisteredModel
+from mldbg.profiler import timeline as marks
+
+if TYPE_CHECKING:
+    from mldbg.frameworks.torch_defaults import StepStatistics
+    from mldbg.frameworks.torch_eval import EvalForwards
+    from mldbg.record.recorder import Recorder
+
+
+class StepEnds:
+    """The optimizer and backward hooks of `mldbg.torch.Hook` that end its TRAIN steps, and
+    the gradients saved there. Its state is made by `_setup_step_ends`."""
+
+    # the hook's, used here
+    recorder: Recorder
+    timeline: marks.Timeline
+    _stats: StepStatistics | None
+    _reductions: StepStatistics
+    _evals: EvalForwards
+    _models: list[RegisteredModel]
+    _param_ids: set[int]
+
+    def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
+        raise NotImplementedError
+
+    def _setup_step_ends(self) -> None:
+        self._grad_handles: list[Any] = []  # per-parameter hooks until an optimizer is seen
+        self._optimizer_hooks = False  # the global optimizer hooks are registered
+        self._optimizers: dict[int, tuple[RegisteredModel, ...]] = {}  # the models each optimizer updates
+        self._trained_searched = False  # several models: which of them an optimizer updates
+        self._updated: set[int] = set()  # the models an optimizer updated in the open step
+        self._optimizer_seen = False
+        self._optimizer_searched = False
+        self._backward_done = False
+        self._backward_queued = False
+        self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
+
+    def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
+        m.backward = True
+        self._evals.end_run()
+
+    def _update_skipped(self, m: RegisteredModel) -> bool:
+        """`m`'s gradients were reset since a backward of the open step that no optimizer
+        step consumed: its iteration ended without an update."""
+        return (
+            self._optimizer_seen
+            and not self._stepping
+            and m.backward
+            and m.sentinel is not None
+            and m.sentinel.grad is None
+            and id(m) not in self._updated
+        )
+
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+        if self._stats is not None:  # now: the optimizer is about to change the weights in place
+            self._stats.before_optimizer([param for m in models for param in m.params])
+        for m in models:
+            if self.recorder.saves_any(m.grad_keys):
+                for name, p, _ in m.params:
+                    if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
+                        self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
+        self._reductions.finish()  # the weights' reductions too, before the optimizer's step
+
+    def _on_grad(self, p: torch.Tensor) -> None:
+        if not self._backward_queued:
+            self._backward_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+
+    def _on_backward_end(self) -> None:
+        self._backward_queued = False
+        self._backward_done = True
+        if not self._optimizer_seen and not self._optimizer_searched:
+            self._optimizer_searched = True
+            self._optimizer_seen = optimizer_exists(self._param_ids)
+            if self._optimizer_seen:  # steps end at the optimizer: the per-grad hooks have no more use
+                for h in self._grad_handles:
+                    h.remove()
+                self._grad_handles = []
+        if not self._optimizer_seen and self.recorder.mode == Mode.TRAIN:
+            self._save_gradients(self._models)
+
+    def _ours(self, optimizer: torch.optim.Optimizer) -> tuple[RegisteredModel, ...]:
+        """The registered models whose parameters `optimizer` updates (none: not ours)."""
+        known = self._optimizers.get(id(optimizer))
+        if known is None:
+            ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            known = self._optimizers[id(optimizer)] = tuple(
+                m for m in self._models if any(id(p) in ids for _, p, _ in m.params)
+            )
+        return known
+
+    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        models = self._ours(optimizer)
+        self._evals.end_run()  # any optimizer: training goes on
+        self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
+        if not models or not self.recorder.in_step:
+            return
+        self.timeline.mark(marks.OPTIMIZER_START)
+        if not self._optimizer_seen:
+            self._optimizer_seen = True
+            for h in self._grad_handles:  # steps now end at the optimizer: no per-grad hooks
+                h.remove()
+            self._grad_handles = []
+        for m in models:
+            m.trained = True
+        if not self._trained_searched and len(self._models) > 1:
+            self._trained_searched = True  # which models some optimizer updates: a step updates them all
+            for m in self._models:
+                m.trained = m.trained or optimizer_exists({id(p) for _, p, _ in m.params})
+        if self.recorder.mode == Mode.TRAIN:
+            self._save_gradients(models)
+        elif self._stats is not None:  # training with the model left in eval mode
+            self._stats.optimizer_outside_train()
+
+    def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        models = self._ours(optimizer)
+        self._stepping = self._stepping and not models
+        if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
+            return
+        self._updated.update(id(m) for m in models)
+        if any(m.trained and id(m) not in self._updated for m in self._models):
+            return  # another model's update (a GAN's generator after its discriminator) ends the step
+        self._updated.clear()
+        self.timeline.mark(marks.OPTIMIZER_END)
+        self.timeline.step_end()
+        self.recorder.end_step()
+
+
+def optimizer_exists(param_ids: set[int]) -> bool:
+    """Once, at the first backward: does an optimizer hold our parameters? Then steps end
+    at its `step()`, even when several backward passes accumulate gradients before it."""
+    return any(
+        issubclass(type(o), torch.optim.Optimizer)  # type(): no __class__ properties run
+        and any(id(p) in param_ids for g in o.param_groups for p in g["params"])
+        for o in gc.get_objects()
+    )
+
+
+def time_backward(
+    params: list[tuple[str, nn.Parameter, tuple[str, ...]]], timeline: marks.Timeline
+) -> list[Any]:
+    """Profiler: backward ends with the autograd engine's final callback, queued when the
+    first trainable parameter's gradient is accumulated (one hook, registered once)."""
+    first = next((p for _, p, _ in params if p.requires_grad), None)
+    if first is None:
+        return []
+    engine = torch.autograd.Variable._execution_engine
+    end = functools.partial(timeline.mark, marks.BACKWARD_END)
+    return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
