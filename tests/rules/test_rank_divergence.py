@@ -8,8 +8,8 @@ tiny DistributedDataParallel model recorded with the two lines (include_workers=
 - `diverge_all`: `diverge` recorded with include_workers="all";
 - `diverge_bypass`: from step 5 on, every rank calls `model.module(x)` (the wrapped module, as a
   custom method of it would be called): no gradient is all-reduced, each rank follows its
-  shard. The hook is registered on the inner module: registered on the DDP wrapper, the hook
-  records nothing once the wrapper's forward stops running (no step, not even the loss).
+  shard. The hook is registered on the DDP wrapper, as the two lines say: it records the
+  wrapped module's forwards, so the bypassed steps are recorded too.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3)))
 hook = mldbg.torch.Hook(out, include_workers=workers)  # "one": the two lines' default
-hook.register_module(model.module if bug == "diverge_bypass" else model)  # (see `diverge_bypass` above)
+hook.register_module(model)  # the DDP wrapper (see `diverge_bypass` above)
 loss_fn = nn.CrossEntropyLoss()
 hook.register_loss(loss_fn)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
