@@ -187,7 +187,8 @@ def check(
     damaged = runner.corrupt
     if damaged:
         first, rule = next(iter(damaged.items()))
-        more = f" ({len(damaged) - 1} more damaged files)" if len(damaged) > 1 else ""
+        files = {what.split(": ", 1)[0] for what in damaged}  # each message starts with its file
+        more = f" ({len(files) - 1} more damaged files)" if len(files) > 1 else ""
         click.echo(
             f"mldbg check: error: the rules skipped damaged data: {first}{more}, met by {rule}; "
             "the findings leave those steps out: restore the file from a copy of the run, or rerun",
