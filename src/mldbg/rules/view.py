@@ -291,6 +291,12 @@ class TrialView:
                 if step == self._step:
                     self._records[key] = found
                 return found
+            # the columns hold every loaded record of every tensor the trial knows
+            # (`Trial.records`, every worker): none here, as indexing the whole run would
+            # find (`_sync`: tens of ms on a long run, for one step of one tensor)
+            if step == self._step:
+                self._records[key] = _NO_RAW
+            return None
         if found is None:
             where = self._where.get(key)
             if where is None:

@@ -24,13 +24,14 @@ from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, num
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
-from mldbg.trial.columns import bad_checksums, gather_fixed, scatter_statistics
+from mldbg.trial.columns import bad_checksums, gather_fixed, gather_statistics, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
 
 _NO_REDUCTIONS: Mapping[tuple[str, bool], float] = types.MappingProxyType({})
 _NO_STATISTICS: Mapping[str, float] = types.MappingProxyType({})
+_EMPTY = np.zeros(0, dtype=np.int64)
 _COLUMNS = ("seg", "row", "step", "mode", "mode_step", "worker", "raw")
 _MODES = {int(m): m for m in Mode}
 _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and fixed statistics
@@ -166,6 +167,11 @@ class RunIndex:
         # per segment: its saved reductions (row, code, value), sorted by row
         self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._reduction_tables: dict[int, _ReductionTable] = {}
+        # statistic keys met so far, run-wide (`statistic_columns_of`), and each segment's
+        # code -> key id table, built when its statistics are first gathered
+        self._stat_keys: list[str] = []
+        self._stat_key_ids: dict[str, int] = {}
+        self._segment_key_ids: dict[int, np.ndarray] = {}
         self._tensors: dict[str, _TensorColumns] = {}
         self._last_key: dict[str, str] = {}
         self._next_seq: dict[str, int] = {}  # per worker: the segment number expected next
@@ -289,6 +295,42 @@ class RunIndex:
                 out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
             )
         return out
+
+    def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
+        """`statistic_columns` of several known tensors (name -> start) at once: each segment's
+        saved statistics are located for all of them together (`gather_statistics`), so the
+        cost is a pass per segment, not per tensor and segment."""
+        picked = {name: self._tensors[name].columns(self) for name in starts}
+        seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
+        row = np.concatenate([picked[n]["row"][s:] for n, s in starts.items()] or [_EMPTY])
+        sizes = [max(0, len(picked[n]["seg"]) - s) for n, s in starts.items()]
+        luts = {s: self._key_ids(s) for s in np.unique(seg).tolist()}
+        return dict(
+            zip(
+                starts,
+                gather_statistics(sizes, seg, row, self._segment_reductions, luts, self._stat_keys),
+                strict=True,
+            )
+        )
+
+    def _key_ids(self, seg: int) -> np.ndarray:
+        """A segment's statistic code (0-255) -> a run-wide key id (`_stat_keys`), -1 for a
+        code it does not know (codes 64-255 through the segment's own table)."""
+        found = self._segment_key_ids.get(seg)
+        if found is None:
+            key_of = self._key_of(seg)
+            found = np.full(256, -1, dtype=np.int64)
+            for code in np.flatnonzero(np.bincount(self._segment_reductions[seg][1])).tolist():
+                key = key_of(int(code))
+                if key is None:
+                    continue
+                kid = self._stat_key_ids.get(key)
+                if kid is None:
+                    kid = self._stat_key_ids[key] = len(self._stat_keys)
+                    self._stat_keys.append(key)
+                found[code] = kid
+            self._segment_key_ids[seg] = found
+        return found
 
     def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The NumPy dtype kind ('f', 'i', 'u', 'b') and number of dimensions of a known
