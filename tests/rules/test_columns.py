@@ -413,3 +413,62 @@ def test_label_confusion_windows_judged_in_place_end_as_check_leaves_them(tmp_pa
         )
     assert found[0] == found[1] and windows[0] == windows[1]
     assert windows[0]  # the windows were filled
+
+
+def _weights_run(out: str, bad: dict[int, float], stats_at_raw: bool = True) -> None:
+    """A weight `fc.weight` (4x4) with its statistics (`nan_count`, `inf_count`, `max_abs`)
+    every step and its raw value at steps 0, 10 and 20 (as the two-line hook saves weights
+    now and then), 30 steps; `bad` puts a value (NaN, inf) into it at those steps."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(
+        out,
+        save_config=mldbg.SaveConfig(save_steps=[0, 10, 20]),
+        include_collections=["weights"],
+    )
+    for step in range(30):
+        rec.start_step(mldbg.Mode.TRAIN)
+        value = np.full((4, 4), 0.5 + step, dtype=np.float32)
+        if step in bad:
+            value[1, 2] = bad[step]
+        if step % 10 == 0:
+            rec.save("fc.weight", value, rec.plan("fc.weight", ("weights",)))
+        if step % 10 or stats_at_raw:
+            stats = {
+                "nan_count": float(np.isnan(value).sum()),
+                "inf_count": float(np.isinf(value).sum()),
+                "max_abs": float(np.max(np.abs(value))),
+            }
+            rec.save_statistics(
+                lambda s=stats: {"fc.weight": s}, {"fc.weight": ("F32", (4, 4), ("weights",))}, 64
+            )
+        rec.end_step()
+    rec.close()
+
+
+@pytest.mark.parametrize(
+    ("bad", "stats_at_raw", "fires"),
+    [
+        ({}, True, None),
+        ({20: float("nan")}, True, 20),  # its max_abs saved NaN: the record says which (check)
+        ({10: float("inf")}, True, 10),
+        ({20: float("nan")}, False, 20),  # no statistics at the raw step: from the raw value
+        ({10: float("-inf")}, False, 10),
+    ],
+)
+def test_exploding_tensor_judges_the_raw_steps_in_its_fast_path(tmp_path, bad, stats_at_raw, fires):
+    """The steps where a weight was saved raw are judged in the fast path from the raw values
+    (read together) as `check` judges them, so a healthy run calls `check` at none of them;
+    a NaN or inf there fires at the same step with the same message on both paths."""
+    _weights_run(str(tmp_path / "run"), bad, stats_at_raw)
+    found, calls = [], []
+    for columns in (False, True):
+        rule = BUILTIN["exploding_tensor"]()
+        counter = Counted(rule)
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), [rule], columns=columns)
+        found.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+        calls.append(counter.calls)
+    assert found[1] == found[0]
+    assert [f["step"] for f in found[0]] == ([] if fires is None else [fires])
+    assert calls[0] == 30
+    assert calls[1] == (0 if fires is None else 1), calls

@@ -39,6 +39,8 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+# records of a segment built one row at a time before its whole table is decoded
+_ROWS_BEFORE_TABLE = 64
 # a read this large first checks that the data file holds it (one `size` per segment)
 _CHECKED_READ_BYTES = 64 << 20
 # safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
@@ -167,6 +169,7 @@ class RunIndex:
         # per segment: its saved reductions (row, code, value), sorted by row
         self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._reduction_tables: dict[int, _ReductionTable] = {}
+        self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
         # statistic keys met so far, run-wide (`statistic_columns_of`), and each segment's
         # code -> key id table, built when its statistics are first gathered
         self._stat_keys: list[str] = []
@@ -439,6 +442,10 @@ class RunIndex:
         """(saved reductions by (reduction, abs), saved scalar statistics by key) of a row."""
         table = self._reduction_tables.get(seg)
         if table is None:
+            asked = self._rows_asked.get(seg, 0)
+            if asked < _ROWS_BEFORE_TABLE:  # a few records of this segment: decode their rows
+                self._rows_asked[seg] = asked + 1
+                return self._row_statistics(seg, row)
             table = self._reduction_tables[seg] = self._reduction_table(seg)
         if table is _NO_TABLE:
             return _NO_REDUCTIONS, _NO_STATISTICS
@@ -450,6 +457,24 @@ class RunIndex:
         # equal slices, no check: hot path
         stats = dict(zip(keys[lo:hi], vals, strict=False))
         reds = {r: v for r, v in zip(reductions[lo:hi], vals, strict=False) if r is not None}
+        return reds, stats
+
+    def _row_statistics(
+        self, seg: int, row: int
+    ) -> tuple[Mapping[tuple[str, bool], float], Mapping[str, float]]:
+        """`_statistics_at` of one row, from the segment's NumPy columns (two binary searches):
+        what a segment of which only a few records are built costs, instead of its whole
+        table (a reader of the columns builds a Record at a raw step now and then)."""
+        rows, codes, values = self._segment_reductions[seg]
+        lo = int(rows.searchsorted(row, "left"))
+        hi = int(rows.searchsorted(row, "right"))
+        if lo == hi:
+            return _NO_REDUCTIONS, _NO_STATISTICS
+        table = self._segments[seg].codes
+        code_list = codes[lo:hi].tolist()
+        vals = values[lo:hi].tolist()
+        stats = {_FIXED_KEYS.get(c) or table.key(c): v for c, v in zip(code_list, vals, strict=True)}
+        reds = {r: v for r, v in zip(map(CODES.get, code_list), vals, strict=True) if r is not None}
         return reds, stats
 
     def _reduction_table(self, seg: int) -> _ReductionTable:
