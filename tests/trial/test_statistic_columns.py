@@ -138,3 +138,17 @@ def test_gather_and_scatter_against_a_python_reference(uniform):
         assert set(one) == present
         for key in present:
             np.testing.assert_array_equal(one[key], got[i][key])
+
+
+def test_bad_checksums_is_the_format_s_checksum():
+    """`bad_checksums` calls zlib's CRC-32 directly (no frame per record): the very value of
+    `mldbg.store.format.checksum`, which the writer stores."""
+    from mldbg.store.format import checksum
+    from mldbg.trial.columns import bad_checksums
+
+    rng = np.random.default_rng(1)
+    pieces = [rng.bytes(int(n)) for n in rng.integers(0, 300, size=50)]
+    expected = np.asarray([checksum(p) for p in pieces], dtype=np.uint32)
+    assert len(bad_checksums(pieces, expected)) == 0
+    expected[[3, 17]] ^= 1
+    assert bad_checksums(pieces, expected).tolist() == [3, 17]

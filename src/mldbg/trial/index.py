@@ -380,7 +380,8 @@ class RunIndex:
         for s in np.unique(seg).tolist():
             rows = row[seg == s]
             c = self._segments[s].columns
-            if np.unique(c["dtype"][rows]).size != 1 or np.unique(c["nbytes"][rows]).size != 1:
+            dtypes, sizes = c["dtype"][rows], c["nbytes"][rows]
+            if bool((dtypes != dtypes[0]).any()) or bool((sizes != sizes[0]).any()):
                 return None
             if self._described(s, int(rows[0])) != (dt, shape):
                 return None
@@ -630,9 +631,11 @@ class RunIndex:
         for coll, lids in seg.collections.items():
             self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
         steps, first = np.unique(c["step"], return_index=True)
-        for s, i in zip(steps.tolist(), first.tolist(), strict=True):
-            if s not in self.step_info:
-                mode, mstep = int(c["mode"][i]), int(c["mode_step"][i])
-                self.step_info[s] = (mode, mstep)
+        info = self.step_info
+        for s, mode, mstep in zip(
+            steps.tolist(), c["mode"][first].tolist(), c["mode_step"][first].tolist(), strict=True
+        ):
+            if s not in info:
+                info[s] = (mode, mstep)
                 self.mode_step_to_step[(mode, mstep)] = s
         return len(seg)
