@@ -53,7 +53,9 @@ class Over:
                 column.flags.writeable = False
             found = view.window_cache[name] = (cols.steps, *full)
         start, end = span
-        self._idx, self.present, self.raw, self._safe = (x[start:end] for x in found[1:])
+        self._idx, self._safe = found[1][start:end], found[4][start:end]
+        # the public masks are the rule's own (a rule may update them in place)
+        self.present, self.raw = found[2][start:end].copy(), found[3][start:end].copy()
 
     def stat(self, key: str) -> np.ndarray:
         out = np.full(len(self.present), np.nan)

@@ -369,16 +369,16 @@ class Columns:
                 found._grow(self.trial, {})
                 self._seen[name] = loaded
             else:
-                self._grow_tensors(loaded)
+                self._grow_tensors(loaded, name)
         return found
 
-    def _grow_tensors(self, loaded: int) -> None:
+    def _grow_tensors(self, loaded: int, asked: str) -> None:
         """Grow every recorded tensor (vector statistics aside) with the records loaded since
         it was last grown, their statistics decoded together (`Trial.statistic_columns_of`):
         one pass over each segment's statistics for all tensors, a few ms for a run whose
         tensors one by one took tens (most rules, and the default set, read most tensors)."""
         todo = []
-        for name in self.trial.tensor_names():
+        for name in dict.fromkeys([asked, *self.trial.tensor_names()]):
             if self._seen.get(name) != loaded:
                 cols = self._tensors.get(name)
                 if cols is None:
