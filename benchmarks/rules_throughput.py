@@ -1,6 +1,6 @@
 """Rule-runner throughput: steps per second of the default rule set over a recorded run.
 
-    .venv/bin/python benchmarks/rules_throughput.py [--steps 2000] [--repeat 3]
+    .venv/bin/python benchmarks/rules_throughput.py [--steps 2000] [--repeat 3] [--runs DIR]
 
 Records a tiny MLP run five times: with the two-line hook and its statistics every step
 (`statistics_budget=0`: the statistics the default rules read, at every step; issue 14's
@@ -12,6 +12,9 @@ loss; target >= 2,000 steps/s) and once with raw tensors, then times
 `RuleRunner(trial).run_available() + finish()` with the default rule set on each (opening
 the trial included), with the rules' columnar fast path (`check_columns`) and, for
 comparison, without it (`columns=False`: every rule's `check` at every step).
+
+`--runs DIR` keeps the recorded runs in DIR and reuses them when they are there: an A/B of two
+versions of the code (`PYTHONPATH=<other checkout>/src`) then times both on the same runs.
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--runs", help="keep the recorded runs here, and reuse them when present")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.runs or scratch
         rows = []
         for label, kwargs in (
             (
@@ -75,8 +80,9 @@ def main() -> int:
             ),
             ("raw tensors (weights, biases, gradients, losses)", {"include_collections": None}),
         ):
-            path = f"{tmp}/{len(rows)}"
-            train(path, steps=args.steps, **{"eval_every": None, **kwargs})
+            path = f"{tmp}/{len(rows)}-{args.steps}"
+            if not (args.runs and Path(path).exists()):
+                train(path, steps=args.steps, **{"eval_every": None, **kwargs})
             secs, cpu, nsteps, nrules, findings = measure(path, args.repeat)
             _, ref_cpu, _, _, ref_findings = measure(path, args.repeat, columns=False)
             assert len(ref_findings) == len(findings), (label, ref_findings, findings)
@@ -95,7 +101,8 @@ def main() -> int:
             f"| {label} | {nsteps} | {nrules} | {secs:.3f} | {rate:,.0f} | {cpu_rate:,.0f} | {ref_rate:,.0f} | {nf} |"
         )
     reductions = next(r for r in rows if r[0].startswith("reductions"))
-    return 0 if rows[0][5] >= 10_000 and reductions[5] >= 2000 else 1
+    # issue 14's target over statistics every step, with and without evaluations; 2,000 over reductions
+    return 0 if min(rows[0][5], rows[1][5]) >= 10_000 and reductions[5] >= 2000 else 1
 
 
 if __name__ == "__main__":

@@ -102,6 +102,10 @@ FIRING: dict[str, dict | str] = {
     "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
     # overfit judges its evaluation passes in the fast path as they close
     "overfit (16 training samples, Adam)": {"n_train": 16, "optimizer": "adam", "steps": 300},
+    # the sixth round: not_normalized_data adds up its first samples' channel statistics and
+    # judges them in the fast path (the step that reports is check()'s)
+    "not_normalized_data (inputs x 100, an evaluation every 10 steps)": {"input_scale": 100.0},
+    "not_normalized_data (shifted inputs, no evaluation)": {"input_shift": 20.0, "eval_every": None},
 }
 # rule specs (their parameters changed) -> the silent-bug scenario where they fire
 WITH_PARAMETERS = {
@@ -413,3 +417,89 @@ def test_label_confusion_windows_judged_in_place_end_as_check_leaves_them(tmp_pa
         )
     assert found[0] == found[1] and windows[0] == windows[1]
     assert windows[0]  # the windows were filled
+
+
+def _weights_run(out: str, bad: dict[int, float], stats_at_raw: bool = True) -> None:
+    """A weight `fc.weight` (4x4) with its statistics (`nan_count`, `inf_count`, `max_abs`)
+    every step and its raw value at steps 0, 10 and 20 (as the two-line hook saves weights
+    now and then), 30 steps; `bad` puts a value (NaN, inf) into it at those steps."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(
+        out,
+        save_config=mldbg.SaveConfig(save_steps=[0, 10, 20]),
+        include_collections=["weights"],
+    )
+    for step in range(30):
+        rec.start_step(mldbg.Mode.TRAIN)
+        value = np.full((4, 4), 0.5 + step, dtype=np.float32)
+        if step in bad:
+            value[1, 2] = bad[step]
+        if step % 10 == 0:
+            rec.save("fc.weight", value, rec.plan("fc.weight", ("weights",)))
+        if step % 10 or stats_at_raw:
+            stats = {
+                "nan_count": float(np.isnan(value).sum()),
+                "inf_count": float(np.isinf(value).sum()),
+                "max_abs": float(np.max(np.abs(value))),
+            }
+            rec.save_statistics(
+                lambda s=stats: {"fc.weight": s}, {"fc.weight": ("F32", (4, 4), ("weights",))}, 64
+            )
+        rec.end_step()
+    rec.close()
+
+
+@pytest.mark.parametrize(
+    ("bad", "stats_at_raw", "fires"),
+    [
+        ({}, True, None),
+        ({20: float("nan")}, True, 20),  # its max_abs saved NaN: the record says which (check)
+        ({10: float("inf")}, True, 10),
+        ({20: float("nan")}, False, 20),  # no statistics at the raw step: from the raw value
+        ({10: float("-inf")}, False, 10),
+    ],
+)
+def test_exploding_tensor_judges_the_raw_steps_in_its_fast_path(tmp_path, bad, stats_at_raw, fires):
+    """The steps where a weight was saved raw are judged in the fast path from the raw values
+    (read together) as `check` judges them, so a healthy run calls `check` at none of them;
+    a NaN or inf there fires at the same step with the same message on both paths."""
+    _weights_run(str(tmp_path / "run"), bad, stats_at_raw)
+    found, calls = [], []
+    for columns in (False, True):
+        rule = BUILTIN["exploding_tensor"]()
+        counter = Counted(rule)
+        runner = RuleRunner(mldbg.create_trial(tmp_path / "run"), [rule], columns=columns)
+        found.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+        calls.append(counter.calls)
+    assert found[1] == found[0]
+    assert [f["step"] for f in found[0]] == ([] if fires is None else [fires])
+    assert calls[0] == 30
+    assert calls[1] == (0 if fires is None else 1), calls
+
+
+@pytest.mark.parametrize("eval_every", [None, 10])
+@pytest.mark.parametrize("samples", [100, 500, 5000])
+def test_not_normalized_data_judges_its_first_samples_in_its_fast_path(tmp_path, eval_every, samples):
+    """not_normalized_data adds up the channel statistics of its first `threshold_samples`
+    samples in its fast path and judges them there: on scaled inputs it fires at the same step
+    with the same message on both paths (`check` called only there), on healthy ones neither
+    path reports and the fast path never calls `check`; with more samples than the run has,
+    both leave the same moments to `finish`."""
+    found, calls = [], []
+    for scale in (1.0, 100.0):
+        path = tmp_path / f"run{scale}"
+        train(path, steps=60, input_scale=scale, eval_every=eval_every, **EVERY_STEP)
+        for columns in (False, True):
+            rule = BUILTIN["not_normalized_data"](threshold_samples=samples)
+            counter = Counted(rule)
+            runner = RuleRunner(mldbg.create_trial(path), [rule], columns=columns)
+            got = [f.to_dict() for f in runner.run_available() + runner.finish()]
+            found.append((scale, columns, got, runner.skipped, runner.unchecked))
+            calls.append((scale, columns, counter.calls))
+    assert found[1][2:] == found[0][2:] and found[3][2:] == found[2][2:]
+    assert not found[0][2]  # healthy inputs: quiet
+    assert [f["rule"] for f in found[2][2]] == ["not_normalized_data"]  # x 100: reported
+    fast = dict(((scale, c), n) for scale, c, n in calls)
+    assert fast[(1.0, True)] == 0, calls
+    assert fast[(100.0, True)] == (0 if samples == 5000 else 1), calls  # at 5000: finish() judges

@@ -23,6 +23,7 @@ from mldbg.rules.losses import Evaluation, LossTracker, Series, higher_is_better
 from mldbg.rules.select import as_list
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import reduction_key
+from mldbg.trial.columns import TensorColumns
 
 
 class Over:
@@ -40,11 +41,21 @@ class Over:
             self._idx = np.full(len(steps), -1, dtype=np.int64)
             return
         self._cols = cols
-        self._idx = cols.at(steps)
-        self.present = self._idx >= 0
-        safe = np.maximum(self._idx, 0)
-        self.raw = self.present & cols.has_raw[safe] if len(cols.steps) else self.present
-        self._safe = safe
+        span = view.window_span(steps)
+        if span is None:
+            self._idx, self.present, self.raw, self._safe = _aligned(cols, steps)
+            return
+        # a slice of the runner's steps: the tensor aligned with all of them once, then cut
+        found = view.window_cache.get(name)
+        if found is None or found[0] is not cols.steps:
+            full = _aligned(cols, view.window_steps)
+            for column in full:  # shared by every rule: read-only
+                column.flags.writeable = False
+            found = view.window_cache[name] = (cols.steps, *full)
+        start, end = span
+        self._idx, self._safe = found[1][start:end], found[4][start:end]
+        # the public masks are the rule's own (a rule may update them in place)
+        self.present, self.raw = found[2][start:end].copy(), found[3][start:end].copy()
 
     def stat(self, key: str) -> np.ndarray:
         out = np.full(len(self.present), np.nan)
@@ -64,6 +75,15 @@ class Over:
         if self._cols is not None and len(self._cols.steps):
             out[self.present] = self._cols.mode[self._idx[self.present]]
         return out
+
+
+def _aligned(cols: TensorColumns, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(index into the tensor's steps or -1, present, raw, index or 0) for each of `steps`."""
+    idx = cols.at(steps)
+    present = idx >= 0
+    safe = np.maximum(idx, 0)
+    raw = present & cols.has_raw[safe] if len(cols.steps) else present.copy()
+    return idx, present, raw, safe
 
 
 def selected_all(

@@ -129,7 +129,8 @@ class RuleRunner:
         if not complete and new:
             new = new[:-1]  # the newest step may still be written
         findings: list[Finding] = []
-        steps_arr = np.asarray(new, dtype=np.int64)
+        steps_arr = np.array(new, dtype=np.int64)
+        self.view.set_window(steps_arr)  # the fast paths read slices of it
         quiet: dict[int, int] = {}  # id(rule) -> the index of `new` its fast path covered up to
         retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, declines)
         fast_of = {id(r): getattr(r, "check_columns", None) if self.columns else None for r in self._active}

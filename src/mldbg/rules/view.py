@@ -80,6 +80,10 @@ class TrialView:
         self._columns: Columns | None = None
         self._column_cache: dict[str, Any] = {}  # name -> its TensorColumns (or None), while
         self._column_loaded = -1  # the trial's loaded_records is this
+        # the runner's steps of the current pass, and per tensor its records aligned with them
+        # (`mldbg.rules.columns.Over`: every rule's fast path reads slices of those steps)
+        self.window_steps: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.window_cache: dict[str, tuple[Any, ...]] = {}
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -94,6 +98,20 @@ class TrialView:
             self._stats.clear()
             self._classes.clear()
             self._records.clear()
+
+    def set_window(self, steps: np.ndarray) -> None:
+        """The steps the runner walks in this pass (sorted int64, owning its data)."""
+        self.window_steps = steps
+        self.window_cache.clear()
+
+    def window_span(self, steps: np.ndarray) -> tuple[int, int] | None:
+        """(start, end) when `steps` is a contiguous slice of `window_steps` (what the runner
+        hands the fast paths), else None."""
+        base = self.window_steps
+        if steps.base is not base or steps.dtype != base.dtype or steps.strides != base.strides:
+            return None
+        start = (steps.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+        return start, start + len(steps)
 
     def refreshed(self) -> None:
         """New data was loaded: collections and names may have grown."""
@@ -291,6 +309,12 @@ class TrialView:
                 if step == self._step:
                     self._records[key] = found
                 return found
+            # the columns hold every loaded record of every tensor the trial knows
+            # (`Trial.records`, every worker): none here, as indexing the whole run would
+            # find (`_sync`: tens of ms on a long run, for one step of one tensor)
+            if step == self._step:
+                self._records[key] = _NO_RAW
+            return None
         if found is None:
             where = self._where.get(key)
             if where is None:

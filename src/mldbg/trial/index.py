@@ -24,13 +24,14 @@ from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, num
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
-from mldbg.trial.columns import bad_checksums, gather_fixed, scatter_statistics
+from mldbg.trial.columns import bad_checksums, gather_fixed, gather_statistics, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
 
 _NO_REDUCTIONS: Mapping[tuple[str, bool], float] = types.MappingProxyType({})
 _NO_STATISTICS: Mapping[str, float] = types.MappingProxyType({})
+_EMPTY = np.zeros(0, dtype=np.int64)
 _COLUMNS = ("seg", "row", "step", "mode", "mode_step", "worker", "raw")
 _MODES = {int(m): m for m in Mode}
 _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and fixed statistics
@@ -38,6 +39,8 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+# records of a segment built one row at a time before its whole table is decoded
+_ROWS_BEFORE_TABLE = 64
 # a read this large first checks that the data file holds it (one `size` per segment)
 _CHECKED_READ_BYTES = 64 << 20
 # safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
@@ -166,6 +169,12 @@ class RunIndex:
         # per segment: its saved reductions (row, code, value), sorted by row
         self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._reduction_tables: dict[int, _ReductionTable] = {}
+        self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
+        # statistic keys met so far, run-wide (`statistic_columns_of`), and each segment's
+        # code -> key id table, built when its statistics are first gathered
+        self._stat_keys: list[str] = []
+        self._stat_key_ids: dict[str, int] = {}
+        self._segment_key_ids: dict[int, np.ndarray] = {}
         self._tensors: dict[str, _TensorColumns] = {}
         self._last_key: dict[str, str] = {}
         self._next_seq: dict[str, int] = {}  # per worker: the segment number expected next
@@ -290,6 +299,42 @@ class RunIndex:
             )
         return out
 
+    def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
+        """`statistic_columns` of several known tensors (name -> start) at once: each segment's
+        saved statistics are located for all of them together (`gather_statistics`), so the
+        cost is a pass per segment, not per tensor and segment."""
+        picked = {name: self._tensors[name].columns(self) for name in starts}
+        seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
+        row = np.concatenate([picked[n]["row"][s:] for n, s in starts.items()] or [_EMPTY])
+        sizes = [max(0, len(picked[n]["seg"]) - s) for n, s in starts.items()]
+        luts = {s: self._key_ids(s) for s in np.unique(seg).tolist()}
+        return dict(
+            zip(
+                starts,
+                gather_statistics(sizes, seg, row, self._segment_reductions, luts, self._stat_keys),
+                strict=True,
+            )
+        )
+
+    def _key_ids(self, seg: int) -> np.ndarray:
+        """A segment's statistic code (0-255) -> a run-wide key id (`_stat_keys`), -1 for a
+        code it does not know (codes 64-255 through the segment's own table)."""
+        found = self._segment_key_ids.get(seg)
+        if found is None:
+            key_of = self._key_of(seg)
+            found = np.full(256, -1, dtype=np.int64)
+            for code in np.flatnonzero(np.bincount(self._segment_reductions[seg][1])).tolist():
+                key = key_of(int(code))
+                if key is None:
+                    continue
+                kid = self._stat_key_ids.get(key)
+                if kid is None:
+                    kid = self._stat_key_ids[key] = len(self._stat_keys)
+                    self._stat_keys.append(key)
+                found[code] = kid
+            self._segment_key_ids[seg] = found
+        return found
+
     def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The NumPy dtype kind ('f', 'i', 'u', 'b') and number of dimensions of a known
         tensor's records from position `start` on (load order), from the index columns."""
@@ -335,7 +380,8 @@ class RunIndex:
         for s in np.unique(seg).tolist():
             rows = row[seg == s]
             c = self._segments[s].columns
-            if np.unique(c["dtype"][rows]).size != 1 or np.unique(c["nbytes"][rows]).size != 1:
+            dtypes, sizes = c["dtype"][rows], c["nbytes"][rows]
+            if bool((dtypes != dtypes[0]).any()) or bool((sizes != sizes[0]).any()):
                 return None
             if self._described(s, int(rows[0])) != (dt, shape):
                 return None
@@ -397,6 +443,10 @@ class RunIndex:
         """(saved reductions by (reduction, abs), saved scalar statistics by key) of a row."""
         table = self._reduction_tables.get(seg)
         if table is None:
+            asked = self._rows_asked.get(seg, 0)
+            if asked < _ROWS_BEFORE_TABLE:  # a few records of this segment: decode their rows
+                self._rows_asked[seg] = asked + 1
+                return self._row_statistics(seg, row)
             table = self._reduction_tables[seg] = self._reduction_table(seg)
         if table is _NO_TABLE:
             return _NO_REDUCTIONS, _NO_STATISTICS
@@ -408,6 +458,24 @@ class RunIndex:
         # equal slices, no check: hot path
         stats = dict(zip(keys[lo:hi], vals, strict=False))
         reds = {r: v for r, v in zip(reductions[lo:hi], vals, strict=False) if r is not None}
+        return reds, stats
+
+    def _row_statistics(
+        self, seg: int, row: int
+    ) -> tuple[Mapping[tuple[str, bool], float], Mapping[str, float]]:
+        """`_statistics_at` of one row, from the segment's NumPy columns (two binary searches):
+        what a segment of which only a few records are built costs, instead of its whole
+        table (a reader of the columns builds a Record at a raw step now and then)."""
+        rows, codes, values = self._segment_reductions[seg]
+        lo = int(rows.searchsorted(row, "left"))
+        hi = int(rows.searchsorted(row, "right"))
+        if lo == hi:
+            return _NO_REDUCTIONS, _NO_STATISTICS
+        table = self._segments[seg].codes
+        code_list = codes[lo:hi].tolist()
+        vals = values[lo:hi].tolist()
+        stats = {_FIXED_KEYS.get(c) or table.key(c): v for c, v in zip(code_list, vals, strict=True)}
+        reds = {r: v for r, v in zip(map(CODES.get, code_list), vals, strict=True) if r is not None}
         return reds, stats
 
     def _reduction_table(self, seg: int) -> _ReductionTable:
@@ -563,9 +631,11 @@ class RunIndex:
         for coll, lids in seg.collections.items():
             self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
         steps, first = np.unique(c["step"], return_index=True)
-        for s, i in zip(steps.tolist(), first.tolist(), strict=True):
-            if s not in self.step_info:
-                mode, mstep = int(c["mode"][i]), int(c["mode_step"][i])
-                self.step_info[s] = (mode, mstep)
+        info = self.step_info
+        for s, mode, mstep in zip(
+            steps.tolist(), c["mode"][first].tolist(), c["mode_step"][first].tolist(), strict=True
+        ):
+            if s not in info:
+                info[s] = (mode, mstep)
                 self.mode_step_to_step[(mode, mstep)] = s
         return len(seg)

@@ -9,7 +9,7 @@ import numbers
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -446,6 +446,14 @@ class Trial:
         if name not in self._index.names:
             self._unknown(name)
         return self._index.statistic_columns(name, start)
+
+    def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
+        """`statistic_columns(name, start)` of several tensors (name -> start), decoded together
+        in one pass over each segment: what `Columns` asks when it decodes a run's tensors."""
+        for name in starts:
+            if name not in self._index.names:
+                self._unknown(name)
+        return self._index.statistic_columns_of(starts)
 
     def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The dtype kind ('f', 'i', 'u', 'b') and number of dimensions of each of

@@ -104,20 +104,45 @@ class ExplodingTensor(Rule):
                 continue
             nans, infs = over.stat("nan_count"), over.stat("inf_count")
             counted = ~np.isnan(nans) & ~np.isnan(infs)
-            bad = counted & ((nans > 0) | (infs > 0))
-            probe = np.full(len(steps), np.nan)
-            for red, is_abs in _PROBES:
-                probe = np.where(np.isnan(probe), over.reduction(red, is_abs), probe)
-            # a record with neither counts nor a probe and no raw value: nothing to judge (None)
-            bad = np.where(over.raw, False, bad | (~counted & ~np.isnan(probe) & ~np.isfinite(probe)))
+            bad = counted & ((nans > 0) | (infs > 0)) & ~over.raw
+            probed = over.present & ~counted & ~over.raw
+            if probed.any():  # records without both counts: a saved reduction carries a NaN or inf
+                probe = np.full(len(steps), np.nan)
+                for red, is_abs in _PROBES:
+                    probe = np.where(np.isnan(probe), over.reduction(red, is_abs), probe)
+                # a record with neither counts nor a probe and no raw value: nothing to judge
+                bad |= probed & ~np.isnan(probe) & ~np.isfinite(probe)
             if over.raw.any():  # judged from the raw value, as check() does
-                values = raw_values(trial, name, steps)
-                if values is None:
-                    bad |= over.raw
-                else:
-                    bad |= over.raw & ~np.isfinite(values).all(axis=1)
+                bad |= self._raw_nonfinite(trial, name, steps, over.raw)
             interesting |= over.present & bad
         return quiet_prefix(interesting)
+
+    @staticmethod
+    def _raw_nonfinite(trial: TrialView, name: str, steps: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        """At the `raw` ones of `steps`, whether the saved value holds a NaN or an inf, as
+        `check` judges it (`nonfinite`: max |x| of a float value, the saved statistic where
+        the record has one); True where only `check` can say (a value too large to stack)."""
+        values = raw_values(trial, name, steps)
+        if values is not None:
+            return raw & ~np.isfinite(values).all(axis=1)
+        at = steps[raw]
+        stacked = trial.columns.values_at(name, at)
+        if stacked is None:
+            return raw.copy()
+        out = np.zeros(len(steps), dtype=bool)
+        if stacked.dtype.kind in "fc" and stacked[0].size:
+            flat = stacked.reshape(len(at), -1)
+            # the maximum |x| check() takes: the saved statistic where the record has one (a
+            # NaN in the column is a NaN saved or none saved: the record says which)
+            saved = Over(trial, name, at).stat("max_abs")
+            for i in np.flatnonzero(np.isnan(saved)).tolist():
+                found = trial.saved_statistic(name, int(at[i]), "max_abs")
+                if isinstance(found, float):  # saved (NaN: the value holds one, as check() says)
+                    saved[i] = np.inf if math.isnan(found) else found
+            with np.errstate(invalid="ignore"):
+                m = np.where(np.isnan(saved), np.max(np.abs(flat), axis=1), saved)
+            out[raw] = ~np.isfinite(m)
+        return out
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         nans, infs = [], []

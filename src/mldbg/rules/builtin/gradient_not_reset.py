@@ -213,7 +213,7 @@ class GradientNotReset(Rule):
             return (prior + new)[-n:] if n > len(new) else new
 
         changes = np.array([o.stat("sample_change") for o in overs])
-        found = self._fingerprint_rows(trial, steps[rows])
+        found, matrix = self._fingerprint_rows(trial, steps[rows])
         if found is None:  # batches of several sizes: read one by one, up to 256 rows here
             rows = rows[:256]
             cut = min(cut, int(rows[-1]) + 1) if len(rows) == 256 else cut
@@ -223,9 +223,14 @@ class GradientNotReset(Rule):
             batches = found
         repeated = np.zeros(len(rows), dtype=bool)
         last = self._inputs
-        for i, b in enumerate(batches):
-            repeated[i] = b is not None and last is not None and np.array_equal(b, last)
-            last = b
+        if matrix is not None and len(batches) and batches[0] is not None:
+            # one batch size throughout (the rows of `matrix`): each against the one before
+            repeated[1:] = (matrix[1:] == matrix[:-1]).all(axis=1)
+            repeated[0] = last is not None and np.array_equal(batches[0], last)
+        else:
+            for i, b in enumerate(batches):
+                repeated[i] = b is not None and last is not None and np.array_equal(b, last)
+                last = b
         stale = self._stale_candidate(names, inc[:, rows], total, changes[:, rows], ms, repeated)
         if stale is not None:
             cut = min(cut, int(rows[stale]))
@@ -249,24 +254,26 @@ class GradientNotReset(Rule):
         got = trial.statistic(self.input_name, step, "sample_fingerprints")
         return np.sort(np.asarray(got).reshape(-1)) if isinstance(got, np.ndarray) and got.size else None
 
-    def _fingerprint_rows(self, trial: TrialView, steps: np.ndarray) -> list[np.ndarray | None] | None:
+    def _fingerprint_rows(
+        self, trial: TrialView, steps: np.ndarray
+    ) -> tuple[list[np.ndarray | None] | None, np.ndarray | None]:
         """`_fingerprints` at each of `steps`, from the columns (None: batches of several sizes,
-        to read one by one)."""
+        to read one by one), and the same as one 2-D array (a row per step) where they are."""
         name = vector_name(self.input_name, "sample_fingerprints")
         if trial.columns.tensor(name) is None and trial.columns.tensor(self.input_name) is None:
-            return [None] * len(steps)  # no input recorded
+            return [None] * len(steps), None  # no input recorded
         stacked = trial.columns.values(name)
         if stacked is None:  # batches of several sizes (evaluation batches): these steps' only
             found = trial.columns.values_at(name, steps)
             if found is None:
-                return None
+                return None, None
             values = np.sort(found.reshape(len(steps), -1), axis=1)
-            return [values[i] if values.shape[1] else None for i in range(len(steps))]
+            return [values[i] if values.shape[1] else None for i in range(len(steps))], values
         at = aligned(stacked[0], steps)
         if (at < 0).any():
-            return None  # some step without a saved vector (raw inputs to fingerprint): one by one
-        values = np.sort(stacked[1].reshape(len(stacked[0]), -1), axis=1)
-        return [values[i] if values.shape[1] else None for i in at.tolist()]
+            return None, None  # some step without a saved vector (raw inputs to fingerprint): one by one
+        values = np.sort(stacked[1].reshape(len(stacked[0]), -1), axis=1)[at]
+        return [values[i] if values.shape[1] else None for i in range(len(at))], values
 
     def _alternating(self, totals: np.ndarray, changes: np.ndarray) -> np.ndarray:
         """Per window (rows of `parity_window` consecutive steps: global norms, median

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
+from mldbg.store.statistics import vector_name
 
 # below this root-mean-square L2 norm a whole sample carries next to no signal into the first
 # layer (MNIST divided by 255 twice: ~0.035); row-normalized bag-of-words features (L1 norm 1,
 # L2 norm 1/sqrt(words): 0.07 at 200 words) stay above it
 _TINY_SAMPLE = 0.05
+_CHANNEL_KEYS = ("channel_count", "channel_mean", "channel_std")
 
 
 class _Moments:
@@ -70,9 +75,71 @@ class NotNormalizedData(Rule):
         return () if self.regex else self.needs
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
-        """Every step once each input was judged (`check` skips judged inputs); none before."""
+        """Every step once each input was judged (`check` skips judged inputs). Before: the
+        leading steps whose inputs saved only their per-channel statistics, added up as
+        `check` adds them (the vectors of just those steps read together, `Columns.values_at`,
+        not the whole run's) and judged where an input reaches `threshold_samples`, up to a
+        step that reports there or that `check` must read (a raw input, a statistic missing)."""
         names = trial.names(None, regex=self.regex) if self.regex else trial.names("inputs")
-        return len(steps) if all(n in self._checked for n in names) else 0
+        todo = [n for n in names if n not in self._checked]
+        if not todo:
+            return len(steps)
+        if self.channel is not None or not len(steps) or not trial.steps(Mode.TRAIN):
+            return 0
+        modes, _ = trial.columns.modes(steps)
+        train = modes == int(Mode.TRAIN)  # check() passes over the other modes' steps
+        k = len(steps)
+        plans = []  # (name, the steps it adds, their vectors and samples, where it is judged)
+        for name in todo:
+            over = Over(trial, name, steps)
+            use = over.present & train
+            if not use.any():
+                continue
+            samples = over.stat("samples")
+            ok = ~over.raw & ~np.isnan(samples)
+            cols = trial.columns.tensor(name)
+            if cols is not None:  # a float tensor with a shape, as check() asks (`layout`)
+                kinds, ndim = cols.layouts(trial.trial)
+                at = np.maximum(cols.at(steps), 0)
+                ok &= (kinds[at] == "f") & (ndim[at] > 0)
+            for key in _CHANNEL_KEYS:
+                v = Over(trial, vector_name(name, key), steps)
+                ok &= v.present & v.raw
+            stop = quiet_prefix(use & ~ok)
+            before = self._moments[name].n if name in self._moments else 0
+            total = before + np.cumsum(np.where(use[:stop], samples[:stop], 0.0))
+            reached = np.flatnonzero(use[:stop] & (total >= self.threshold_samples))
+            upto = int(reached[0]) + 1 if len(reached) else stop
+            idx = np.flatnonzero(use[:upto])
+            got = [trial.columns.values_at(vector_name(name, key), steps[idx]) for key in _CHANNEL_KEYS]
+            if len(idx) and any(g is None for g in got):
+                return 0  # vectors of several shapes: check() reads them one by one
+            judged = None
+            if len(reached):  # judged at that step: check()'s if it reports, else quiet here
+                m = copy.deepcopy(self._moments.get(name, _Moments()))
+                for i in range(len(idx)):
+                    self._accumulate(m, *self._row(got, i), samples[idx[i]])
+                r = int(reached[0])
+                if self._judge(trial, int(steps[r]), name, m, dry=True) is not None:
+                    stop = r
+                else:
+                    judged = r
+            k = min(k, stop)
+            plans.append((name, idx, got, samples[idx], judged))
+        # the moments are made in the order check() makes them: by step, then by name
+        plans.sort(key=lambda p: (int(p[1][0]) if len(p[1]) else len(steps), names.index(p[0])))
+        for name, idx, got, samples, judged in plans:
+            for i in np.flatnonzero(idx < k).tolist():
+                self._accumulate(self._moments.setdefault(name, _Moments()), *self._row(got, i), samples[i])
+            if judged is not None and judged < k:
+                self._checked.add(name)
+        return k
+
+    @staticmethod
+    def _row(got: list, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row `i` of the stacked channel count, mean and std, as `check` reads them."""
+        count, mean, std = (np.asarray(g[i], dtype=np.float64).reshape(-1) for g in got)
+        return count, mean, std
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
@@ -129,20 +196,26 @@ class NotNormalizedData(Rule):
         layout = trial.layout(name, step)
         if self.channel is not None or layout is None or layout[0] != "f" or not layout[1]:
             return False
-        got = [trial.saved_statistic(name, step, k) for k in ("channel_count", "channel_mean", "channel_std")]
+        got = [trial.saved_statistic(name, step, k) for k in _CHANNEL_KEYS]
         samples = trial.saved_statistic(name, step, "samples")
         if not all(isinstance(v, np.ndarray) for v in got) or not isinstance(samples, float):
             return False
         count, mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in got)
+        self._accumulate(self._moments.setdefault(name, _Moments()), count, mean, std, samples)
+        return True
+
+    @staticmethod
+    def _accumulate(
+        m: _Moments, count: np.ndarray, mean: np.ndarray, std: np.ndarray, samples: float
+    ) -> None:
+        """Add one step's per-channel statistics (flat float64) to an input's moments."""
         mean, std = np.where(count > 0, mean, 0.0), np.where(count > 0, std, 0.0)
         total, total_sq = mean * count, count * (std * std + mean * mean)
-        m = self._moments.setdefault(name, _Moments())
         if m.total is None or m.count is None or m.total_sq is None or m.total.shape != total.shape:
             m.count, m.total, m.total_sq = count, total, total_sq
         else:
             m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq
         m.n += int(samples)
-        return True
 
     def _axis(self, x: np.ndarray) -> int | None:
         if x.ndim == 1:
@@ -165,7 +238,11 @@ class NotNormalizedData(Rule):
             m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq
         m.n += x.shape[0] if x.ndim > 1 else x.size
 
-    def _judge(self, trial: TrialView, step: int, name: str, m: _Moments) -> Finding | None:
+    def _judge(
+        self, trial: TrialView, step: int, name: str, m: _Moments, dry: bool = False
+    ) -> Finding | None:
+        """The finding on an input's moments, if any; `dry`: without marking it reported (the
+        fast path asks whether `check` would report)."""
         assert m.count is not None and m.total is not None and m.total_sq is not None
         n = np.maximum(m.count, 1)
         mean = m.total / n
@@ -200,7 +277,7 @@ class NotNormalizedData(Rule):
                 f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g} and a sample's "
                 f"L2 norm is {rms_norm:.2g} (RMS) < {_TINY_SAMPLE:g}"
             )
-        if not problems or not self.first(name):
+        if not problems or not (dry or self.first(name)):
             return None
         return self.finding(
             trial, step,
