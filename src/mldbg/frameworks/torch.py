@@ -65,7 +65,7 @@ class Hook(StepEnds, Adapter):
     records the statistics the default rules read (docs/statistics.md). The loss is saved
     every step; the other statistics at every step of each mode's first `statistics_warmup`
     steps (default 20), then every k-th, k chosen from measurement so they take at most
-    `statistics_budget` (default 0.01) of the training step's time, between 1 and 100.
+    `statistics_budget` (default 0.005) of the training step's time, between 1 and 100.
     `statistics_budget=0` (or None): every step; `statistics_every=k`: every k-th, whatever
     the cost."""
 

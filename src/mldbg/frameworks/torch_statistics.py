@@ -236,7 +236,7 @@ class StatisticsBatch:
         shipments = []
         with torch.no_grad():
             for device, (reqs, cls) in devices.items():
-                out = _Results(device)
+                out = _Results(device, read_now=not self.sync_free(device))
                 self._compute(reqs, cls, out)
                 shipments.append(out.ship(self._pool))
         return PendingStatistics(shipments)
@@ -407,6 +407,7 @@ class _PerTensor:
         self.channels: dict[str, torch.Tensor] | None = None
         self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample (GPU)
         self.selected: tuple[np.ndarray, bool] | None = None  # the CPU's partitioned one, no NaN in it
+        self.sample: torch.Tensor | None = None  # the fixed subsample in float64, a copy (`_sample`)
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -470,6 +471,8 @@ class _PerTensor:
             if norms:
                 l1.append(torch.linalg.vector_norm(chunk, 1))
                 l2.append(torch.linalg.vector_norm(chunk, 2))
+        if self.l1 is None and want_moments and len(sizes) == 1 and not self.gpu:
+            self.l1 = mom[1]  # the mean: finite when no element is NaN or inf (`_nonfinite`)
         for key, s in list(self.todo.items()):
             name = s.name
             if name in _MOMENTS:
@@ -520,9 +523,16 @@ class _PerTensor:
         else:
             self.put(key, [(x == exact).sum()], scale=1 / self.n)
 
+    def _sample(self) -> torch.Tensor:
+        """The fixed subsample as float64, a copy: gathered once for the quantiles and the
+        sample change of the tensor."""
+        if self.sample is None:
+            self.sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64, copy=True)
+        return self.sample
+
     def _sample_change(self, key: str) -> None:
         """|s - s_prev| / |s| over the fixed subsample: one gather, two norms, a 32 KB copy kept."""
-        sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64, copy=True)
+        sample = self._sample()
         previous = self.batch.keep_sample(self.r.name, self.n, sample)
         if previous is None or previous.device != sample.device:
             self.out.known(self.r.name, key, math.nan)
@@ -550,7 +560,7 @@ class _PerTensor:
         selection (`np.partition`, ~8x cheaper than a sort of the 4093-element subsample),
         the same values as the sort's; NaN when the sample holds one (the sort puts NaN last)."""
         if self.selected is None:
-            sample = self.batch.subsample(self.x.reshape(-1)).detach().to(torch.float64).numpy()
+            sample = self._sample().numpy()
             if np.isnan(sample).any():
                 self.selected = (sample, False)
             else:
@@ -833,8 +843,11 @@ class _Results:
     1-D tensor (a multi-tensor kernel's stacked outputs, a vector) or, keyed by dtype, the
     stack of the loose 0-d results of that dtype."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, read_now: bool = False):
+        """`read_now`: a scalar's parts are read at once (the CPU, where reading waits for
+        nothing: one `tolist()` of each part instead of stacking hundreds of 0-d tensors)."""
         self.device = device
+        self.read_now = read_now
         self.loose: dict[torch.dtype, list[torch.Tensor]] = {}
         self.blocks: list[torch.Tensor] = []
         self.scalars: list[tuple[str, str, list[tuple[Any, int]], Fn | None, float]] = []
@@ -849,6 +862,10 @@ class _Results:
     ) -> None:
         """A scalar the host computes from 0-d device tensors `parts`: `fn(values)`, or without
         `fn` the one value times `scale`."""
+        if self.read_now:
+            values = [t.item() for t in parts]
+            self.host.setdefault(name, {})[key] = float(fn(values) if fn is not None else values[0] * scale)
+            return
         where = []
         for t in parts:
             bucket = self.loose.setdefault(t.dtype, [])
