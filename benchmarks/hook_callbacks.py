@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import functools
 import json
 import shutil
@@ -97,7 +98,10 @@ def instrument(hook: Any, model: Any, loss_fn: Any, counter: Counter) -> None:
             hooks[key] = counter.wrap(f"grad hook: {_label(fn)}", fn)
     from torch.optim import optimizer as optim
 
-    for table, what in ((optim._global_optimizer_pre_hooks, "pre"), (optim._global_optimizer_post_hooks, "post")):
+    for table, what in (
+        (optim._global_optimizer_pre_hooks, "pre"),
+        (optim._global_optimizer_post_hooks, "post"),
+    ):
         for key, fn in list(table.items()):
             table[key] = counter.wrap(f"optimizer {what}: {_label(fn)}", fn)
     rec = hook.recorder
@@ -112,10 +116,8 @@ def thread_cpu_ns(prefix: str) -> dict[str, int]:
     out = {}
     for t in threading.enumerate():
         if t.name.startswith(prefix) and t.ident is not None:
-            try:
+            with contextlib.suppress(OSError):  # ended meanwhile
                 out[t.name] = time.clock_gettime_ns(time.pthread_getcpuclockid(t.ident))
-            except OSError:  # ended meanwhile
-                pass
     return out
 
 
@@ -195,7 +197,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--warmup", type=int, default=40, help="steps before counting (the statistics warmup is 20)")
+    ap.add_argument(
+        "--warmup", type=int, default=40, help="steps before counting (the statistics warmup is 20)"
+    )
     ap.add_argument("--plain", action="store_true", help="no statistics step after the warmup")
     ap.add_argument("--budget", type=float, default=None, help="statistics_budget (default: the hook's)")
     ap.add_argument("--batch", type=int, default=8)
