@@ -78,7 +78,7 @@ def _label(fn: Any) -> str:
     return getattr(inner, "__qualname__", type(inner).__name__).replace("<locals>.", "")
 
 
-def instrument(hook: Any, model: Any, loss_fn: Any, counter: Counter) -> None:
+def instrument(hook: Any, model: Any, loss_fn: Any, counter: Counter, detail: bool = False) -> None:
     """Wrap every callable `hook` put on `model`, `loss_fn`, the parameters and the optimizers."""
     import torch
 
@@ -108,6 +108,18 @@ def instrument(hook: Any, model: Any, loss_fn: Any, counter: Counter) -> None:
     if rec.writer is not None:
         rec.writer.submit = counter.wrap("- of it: writer.submit", rec.writer.submit, outer=False)
     rec._stops.check = counter.wrap("- of it: stop-request check", rec._stops.check, outer=False)
+    if detail:  # the parts of the step's start and end
+        rec.before_step_end[:] = [
+            counter.wrap(f"- of it: before_step_end {_label(fn)}", fn, outer=False)
+            for fn in rec.before_step_end
+        ]
+        rec.start_step = counter.wrap("- of it: recorder.start_step", rec.start_step, outer=False)
+        rec.end_step = counter.wrap("- of it: recorder.end_step", rec.end_step, outer=False)
+        if hook._stats is not None:
+            for name in ("forward_start", "forward_end", "loss", "before_models_step"):
+                if hasattr(hook._stats, name):
+                    fn = getattr(hook._stats, name)
+                    setattr(hook._stats, name, counter.wrap(f"- of it: statistics.{name}", fn, outer=False))
     del torch
 
 
@@ -151,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     for _ in range(args.warmup):  # the statistics warmup, name resolution, the optimizer search
         step()
-    instrument(hook, model, loss_fn, counter)
+    instrument(hook, model, loss_fn, counter, args.detail)
     stats = hook._stats
     counter.on = True
     writer0 = thread_cpu_ns("mldbg")
@@ -203,6 +215,7 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true", help="no statistics step after the warmup")
     ap.add_argument("--budget", type=float, default=None, help="statistics_budget (default: the hook's)")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--detail", action="store_true", help="also time the parts of the step's start and end")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -436,10 +436,8 @@ class _PerTensor:
                 parts = list(_fingerprint_parts(x, GPU_HASH_CHUNK if self.gpu else HASH_CHUNK))
                 self.put(key, parts, lambda v: float(sum(int(a) for a in v) % st.P))
             elif name in ("row_range", "col_range"):
-                rows = _rows(x)
-                d = 1 if name == "row_range" else 0
-                spread = rows.amax(dim=d).to(torch.float64) - rows.amin(dim=d).to(torch.float64)
-                self.put(key, [spread.amax()])
+                low, high = torch.aminmax(_rows(x), dim=1 if name == "row_range" else 0)  # one pass
+                self.put(key, [(high.to(torch.float64) - low.to(torch.float64)).amax()])
             elif s.is_vector:
                 self._vector(key, s)
 
@@ -561,13 +559,14 @@ class _PerTensor:
         the same values as the sort's; NaN when the sample holds one (the sort puts NaN last)."""
         if self.selected is None:
             sample = self._sample().numpy()
-            if np.isnan(sample).any():
+            # a finite sum of |x| (the norms' l1, or the mean) says there is no NaN in it
+            finite = self.l1 is not None and math.isfinite(float(self.l1))
+            if not finite and np.isnan(sample).any():
                 self.selected = (sample, False)
             else:
                 m = sample.size
-                kth = sorted({i for s in self.todo.values() if s.name == "quantile"
-                              for i in st.quantile_position(m, s.params[0])[:2]})  # fmt: skip
-                self.selected = (np.partition(sample, kth), True)
+                qs = tuple(s.params[0] for s in self.todo.values() if s.name == "quantile")
+                self.selected = (np.partition(sample, _kth(m, qs)), True)
         values, finite = self.selected
         if not finite:
             self.out.known(self.r.name, key, math.nan)
@@ -601,6 +600,12 @@ class _PerTensor:
 
 
 # the math --------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
+def _kth(m: int, qs: tuple[float, ...]) -> list[int]:
+    """The order statistics of a sample of `m` that the quantiles `qs` need."""
+    return sorted({i for q in qs for i in st.quantile_position(m, q)[:2]})
+
+
 def _ratio(v: list[float]) -> float:
     return v[0] / v[1] if v[1] > 0 else math.nan
 
