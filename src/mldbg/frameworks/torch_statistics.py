@@ -62,6 +62,8 @@ _NORM_ORDER: dict[str, float | str] = {
     "l2": 2.0, "l2_abs": 2.0, "max_abs": math.inf, "max": "max",
 }  # fmt: skip
 _MOMENTS = {"mean", "sum", "std", "variance"}
+SMALL_ELEMENTS = 4096  # CPU float tensors this small have their moments computed together (`_small_moments`)
+_SMALL_MOMENTS = {"mean", "sum", "variance", "std", "zero_fraction"}
 _ABS_MOMENTS = {"std_abs", "variance_abs"}
 
 
@@ -141,6 +143,7 @@ class StatisticsBatch:
         self._pool = _PinnedPool()
         self._index: dict[tuple[int, torch.device], torch.Tensor] = {}
         self._plans: dict[tuple[str | Statistic, ...], _Plan] = {}
+        self._segments: dict[tuple[int, ...], torch.Tensor] = {}  # `_small_moments`' segment ids
 
     def add(
         self,
@@ -270,11 +273,49 @@ class StatisticsBatch:
         l1 = self._norms(work, out, gpu)
         self._deltas(work, out)
         self._extremes(work, out)
+        if not gpu:
+            self._small_moments(work, out)
         for r in work:
             if len(r.done) < len(r.plan.stats):
                 _PerTensor(self, r, out, None if gpu else l1.get(id(r)), gpu).run()
         for c in classes:
             self._class_counts(c, out)
+
+    def _small_moments(self, work: list[_Request], out: _Results) -> None:
+        """On the CPU: the moments and zero fraction of every small float tensor (a BatchNorm's
+        weight, a bias, their gradients) in a few operations over all of them at once, in
+        float64, instead of five operations each (whose cost is their dispatch, not their
+        arithmetic). A tensor whose sum is not finite is left to `_PerTensor`, and so is NaN
+        and inf counting of the others: here their count is known to be 0."""
+        small = [
+            r for r in work
+            if r.numel <= SMALL_ELEMENTS and r.tensor.dtype in _NATIVE_FLOAT
+            and any(s.name in _SMALL_MOMENTS and s.key not in r.done for s in r.plan.stats)
+        ]  # fmt: skip
+        if len(small) < 2:
+            return
+        lengths = tuple(r.numel for r in small)
+        ids = self._segments.get(lengths)
+        if ids is None:
+            ids = self._segments[lengths] = torch.repeat_interleave(
+                torch.arange(len(small)), torch.tensor(lengths)
+            )
+        flat = torch.cat([r.tensor.reshape(-1) for r in small]).to(torch.float64)
+        sums = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, flat)
+        counts = torch.tensor(lengths, dtype=torch.float64)
+        centered = flat - (sums / counts).index_select(0, ids)
+        squares = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, centered * centered)
+        zeros = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, (flat == 0).to(torch.float64))
+        for r, total, m2, nz in zip(small, sums.tolist(), squares.tolist(), zeros.tolist(), strict=True):
+            if not math.isfinite(total):
+                continue
+            n = r.numel
+            values = {"mean": total / n, "sum": total, "variance": m2 / n, "std": math.sqrt(m2 / n),
+                      "zero_fraction": nz / n, "nan_count": 0.0, "inf_count": 0.0}  # fmt: skip
+            for s in r.plan.stats:
+                if s.name in values and s.key not in r.done:
+                    out.known(r.name, s.key, values[s.name])
+                    r.done.add(s.key)
 
     def sync_free(self, device: torch.device) -> bool:
         return device.type == "cuda" if self._sync_free is None else self._sync_free
