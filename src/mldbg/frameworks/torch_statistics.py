@@ -144,6 +144,9 @@ class StatisticsBatch:
         self._index: dict[tuple[int, torch.device], torch.Tensor] = {}
         self._plans: dict[tuple[str | Statistic, ...], _Plan] = {}
         self._segments: dict[tuple[int, ...], torch.Tensor] = {}  # `_small_moments`' segment ids
+        self._layouts: dict[
+            tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = {}  # `_small_samples`
 
     def add(
         self,
@@ -275,6 +278,7 @@ class StatisticsBatch:
         self._extremes(work, out)
         if not gpu:
             self._small_moments(work, out)
+            self._small_samples(work, out)
         for r in work:
             if len(r.done) < len(r.plan.stats):
                 _PerTensor(self, r, out, None if gpu else l1.get(id(r)), gpu).run()
@@ -316,6 +320,56 @@ class StatisticsBatch:
                 if s.name in values and s.key not in r.done:
                     out.known(r.name, s.key, values[s.name])
                     r.done.add(s.key)
+
+    def _small_samples(self, work: list[_Request], out: _Results) -> None:
+        """On the CPU: the quantiles and the sample change of every float tensor no larger than
+        the quantiles' subsample (so the sample is the whole tensor: a BatchNorm's or a bias's
+        gradient), all at once: one float64 copy of them all, one sort of their rows (padded
+        with NaN, which sorts last), then a few NumPy reads each."""
+        small = [
+            r for r in work
+            if r.numel <= st.QUANTILE_SAMPLE and r.tensor.dtype in _NATIVE_FLOAT
+            and any(s.name in ("quantile", "sample_change") and s.key not in r.done for s in r.plan.stats)
+        ]  # fmt: skip
+        if len(small) < 2:
+            return
+        lengths = tuple(r.numel for r in small)
+        layout = self._layouts.get(lengths)
+        if layout is None:
+            starts = np.cumsum((0, *lengths[:-1]))
+            rows = np.repeat(np.arange(len(lengths)), lengths)
+            layout = self._layouts[lengths] = (starts, rows, np.arange(sum(lengths)) - starts[rows])
+        starts, rows, cols = layout
+        flat = torch.cat([r.tensor.reshape(-1) for r in small]).to(torch.float64).numpy()
+        grid: np.ndarray | None = None
+        for i, r in enumerate(small):
+            n, start = r.numel, int(starts[i])
+            sample = flat[start : start + n]
+            for s in r.plan.stats:
+                if s.key in r.done:
+                    continue
+                if s.name == "quantile":
+                    if grid is None:  # each row sorted, NaN last: the sample sorted, as the reference
+                        grid = np.full((len(small), max(lengths)), np.nan)
+                        grid[rows, cols] = flat
+                        grid.sort(axis=1)
+                    if math.isnan(grid[i, n - 1]):
+                        value = math.nan
+                    else:
+                        lo, hi, t = st.quantile_position(n, s.params[0])
+                        value = st.interpolate(float(grid[i, lo]), float(grid[i, hi]), t)
+                    out.known(r.name, s.key, value)
+                elif s.name == "sample_change":
+                    previous = self.keep_sample(r.name, n, torch.from_numpy(sample.copy()))
+                    if previous is None or previous.device.type != "cpu":
+                        out.known(r.name, s.key, math.nan)
+                    else:
+                        norm = math.sqrt(float(np.dot(sample, sample)))
+                        diff = sample - previous.numpy()
+                        out.known(r.name, s.key, _ratio([math.sqrt(float(np.dot(diff, diff))), norm]))
+                else:
+                    continue
+                r.done.add(s.key)
 
     def sync_free(self, device: torch.device) -> bool:
         return device.type == "cuda" if self._sync_free is None else self._sync_free
