@@ -364,9 +364,11 @@ class StatisticsBatch:
                     if previous is None or previous.device.type != "cpu":
                         out.known(r.name, s.key, math.nan)
                     else:
-                        norm = math.sqrt(float(np.dot(sample, sample)))
-                        diff = sample - previous.numpy()
-                        out.known(r.name, s.key, _ratio([math.sqrt(float(np.dot(diff, diff))), norm]))
+                        with np.errstate(all="ignore"):  # NaN and inf give NaN, as the reference's
+                            norm = math.sqrt(float(np.dot(sample, sample)))
+                            diff = sample - previous.numpy()
+                            change = math.sqrt(float(np.dot(diff, diff)))
+                        out.known(r.name, s.key, _ratio([change, norm]))
                 else:
                     continue
                 r.done.add(s.key)
