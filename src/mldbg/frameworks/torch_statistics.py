@@ -276,7 +276,7 @@ class StatisticsBatch:
         l1 = self._norms(work, out, gpu)
         self._deltas(work, out)
         self._extremes(work, out)
-        if not gpu:
+        if not gpu and out.device.type == "cpu":
             self._small_moments(work, out)
             self._small_samples(work, out)
         for r in work:
