@@ -338,7 +338,8 @@ def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
 
     model = make_model()
     loss_fn = nn.CrossEntropyLoss()
-    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1))
+    # stop_check_seconds=0: looked for at every step end (the default: at most every 0.1 s)
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=1), stop_check_seconds=0)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -360,6 +361,39 @@ def test_stop_request_raises_training_stopped_at_the_next_step(tmp_path):
     trial = mldbg.create_trial(tmp_path)
     assert trial.loaded_all_steps  # flushed and closed before raising
     assert trial.steps() == list(range(6))
+
+
+def test_by_default_a_stop_request_is_seen_within_a_tenth_of_a_second(tmp_path):
+    """The default looks for a request at a step end at most every 0.1 s (one `stat()`, not
+    one per step): the training stops at the first step end 0.1 s after the request at most."""
+    import json
+    import time
+
+    from mldbg.store import open_store
+
+    model = make_model()
+    loss_fn = nn.CrossEntropyLoss()
+    hook = Hook(tmp_path)
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = next(iter(batches(1)))
+    for _ in range(30):  # past the first check
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    requested = time.monotonic()
+    open_store(tmp_path).write("control/stop", [json.dumps({"reason": "stop it"}).encode()])
+    steps = 0
+    with pytest.raises(mldbg.TrainingStopped, match="stop it"):
+        while time.monotonic() - requested < 5:
+            steps += 1
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+    took = time.monotonic() - requested
+    assert took < 0.1 + 0.5, took  # 0.1 s, and one step of a loaded machine at most
+    assert steps >= 1
 
 
 def test_an_old_stop_request_does_not_stop_a_new_run(tmp_path):

@@ -465,3 +465,32 @@ def test_attention_logits_are_those_torch_softmaxes(batch_first):
         logits = attention_logits(mha, q, k)
         assert logits is not None and logits.shape == (2, 5, 7)
         torch.testing.assert_close(torch.softmax(logits, dim=-1), weights[0])
+
+
+def test_small_tensors_computed_together_equal_the_reference():
+    """On the CPU the small float tensors' moments, zero fraction, quantiles and sample change
+    are computed together (`_small_moments`, `_small_samples`): each equals NumPy's, over steps,
+    with a NaN in one tensor, an inf in another (left to the per-tensor path), all-zero ones,
+    and the set of tensors changing between steps."""
+    kinds = ["mean", "variance", "std", "sum", "zero_fraction", "nan_count", "inf_count",
+             "quantile(5)", "quantile(95)", "sample_change"]  # fmt: skip
+    g = torch.Generator().manual_seed(5)
+    batch = StatisticsBatch()
+    before: dict[str, np.ndarray] = {}
+    for step in range(3):
+        tensors = {f"s{i}": torch.randn(n, generator=g, dtype=dt) for i, (n, dt) in
+                   enumerate([(16, torch.float32), (130, torch.float32), (7, torch.float64), (4093, torch.float32)])}  # fmt: skip
+        tensors["zeros"] = torch.zeros(12)
+        tensors["nan"] = torch.randn(20, generator=g)
+        tensors["nan"][3] = math.nan
+        tensors["inf"] = torch.randn(9, generator=g)
+        tensors["inf"][0] = math.inf
+        if step == 1:
+            del tensors["s0"]  # another layout of the small tensors
+        for name, x in tensors.items():
+            batch.add(name, x, kinds)
+        got = batch.finish()()
+        for name, x in tensors.items():
+            want = st.compute(x.numpy(), kinds, previous=before.get(name))
+            assert_same(got[name], want, tolerance(x.dtype), f"step {step} {name}")
+        before.update({n: x.numpy() for n, x in tensors.items()})  # the last time each was asked

@@ -112,7 +112,9 @@ def test_meta_of_a_newer_format_is_refused_with_what_to_do():
 
 
 def record_steps(out, steps=3):
-    rec = Recorder(out, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+    rec = Recorder(  # stop requests looked for at every step end (the default: every 0.1 s)
+        out, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"], stop_check_seconds=0
+    )
     for _ in range(steps):
         rec.start_step(mldbg.Mode.TRAIN)
         rec.save("a", np.ones(3, np.float32), rec.plan("a", ()))

@@ -65,7 +65,7 @@ class Hook(StepEnds, Adapter):
     records the statistics the default rules read (docs/statistics.md). The loss is saved
     every step; the other statistics at every step of each mode's first `statistics_warmup`
     steps (default 20), then every k-th, k chosen from measurement so they take at most
-    `statistics_budget` (default 0.01) of the training step's time, between 1 and 100.
+    `statistics_budget` (default 0.005) of the training step's time, between 1 and 100.
     `statistics_budget=0` (or None): every step; `statistics_every=k`: every k-th, whatever
     the cost."""
 
@@ -200,6 +200,7 @@ class Hook(StepEnds, Adapter):
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
         output_name = f"{prefix}_output_0"
+        input_names = [f"{prefix}_input_{i}" for i in range(4)]  # made once: the loss runs every step
         classes = isinstance(loss_fn, CLASSIFICATION_LOSSES)
 
         def on_loss(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
@@ -213,7 +214,9 @@ class Hook(StepEnds, Adapter):
                 return
             self._save(output_name, output, ("losses",))
             for i, a in enumerate(args):
-                self._save(f"{prefix}_input_{i}", a, kinds[i] if i < 2 else ())
+                if i == len(input_names):
+                    input_names.append(f"{prefix}_input_{i}")
+                self._save(input_names[i], a, kinds[i] if i < 2 else ())
 
         self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss, loss_fn)))
 
@@ -297,13 +300,13 @@ class Hook(StepEnds, Adapter):
     def _save_outputs(self, name: str, output: Any, natural: tuple[str, ...]) -> None:
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for i, o in enumerate(outs):
-            self._save(f"{name}_output_{i}", o, natural)
+            self._save(_output_name(name, i), o, natural)
 
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
-        if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
-            return
-        plan = self.recorder.plan(name, natural)
+        plan = self.recorder.plan(name, natural)  # first: at most steps it is None (a dict lookup)
         if plan is None or not (replace or not self.recorder.has(name)):
+            return
+        if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
         if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
@@ -326,6 +329,12 @@ class Hook(StepEnds, Adapter):
         for h in self._module_handles:
             h.remove()
         self._module_handles = []
+
+
+@functools.lru_cache(maxsize=4096)
+def _output_name(name: str, i: int) -> str:
+    """`<name>_output_<i>`, made once (layers' outputs are named at every step)."""
+    return f"{name}_output_{i}"
 
 
 @functools.lru_cache(maxsize=64)

@@ -51,7 +51,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +60,7 @@ from torch import nn
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
 from mldbg.frameworks.torch_host import dtype_of
+from mldbg.frameworks.torch_models import RegisteredModel
 from mldbg.frameworks.torch_statistics import StatisticsBatch
 from mldbg.record.recorder import Recorder
 from mldbg.store import Store
@@ -70,7 +71,7 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-BUDGET = 0.01  # of the training step's time, for the statistics
+BUDGET = 0.005  # of the training step's time, for the statistics
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
 PAUSE = 4.0  # a gap between two step ends this many times the usual step is a pause
@@ -317,6 +318,15 @@ class StepStatistics:
             for name, p, _ in params:
                 if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
                     self.add(f"gradient/{name}", p.grad, "gradients")
+        self.finish()
+
+    def before_models_step(self, models: Sequence[RegisteredModel]) -> None:
+        """`before_optimizer` for every parameter of `models` (no list made at plain steps)."""
+        if self.due():
+            for m in models:
+                for name, p, _ in m.params:
+                    if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
+                        self.add(m.grad_name(name), p.grad, "gradients")
         self.finish()
 
     def optimizer_outside_train(self) -> None:

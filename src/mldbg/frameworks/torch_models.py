@@ -41,10 +41,18 @@ class RegisteredModel:
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     _inputs: list[str] = field(init=False, default_factory=list)
+    _grad_names: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.param_keys = tuple((name, natural) for name, _, natural in self.params)
         self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
+
+    def grad_name(self, name: str) -> str:
+        """`gradient/<name>` of one of its parameters, made once."""
+        found = self._grad_names.get(name)
+        if found is None:
+            found = self._grad_names[name] = f"gradient/{name}"
+        return found
 
     def input_name(self, i: int) -> str:
         """`model_input_<i>` with the model's prefix, made once: forwards run every step."""

@@ -62,6 +62,8 @@ _NORM_ORDER: dict[str, float | str] = {
     "l2": 2.0, "l2_abs": 2.0, "max_abs": math.inf, "max": "max",
 }  # fmt: skip
 _MOMENTS = {"mean", "sum", "std", "variance"}
+SMALL_ELEMENTS = 4096  # CPU float tensors this small have their moments computed together (`_small_moments`)
+_SMALL_MOMENTS = {"mean", "sum", "variance", "std", "zero_fraction"}
 _ABS_MOMENTS = {"std_abs", "variance_abs"}
 
 
@@ -141,6 +143,10 @@ class StatisticsBatch:
         self._pool = _PinnedPool()
         self._index: dict[tuple[int, torch.device], torch.Tensor] = {}
         self._plans: dict[tuple[str | Statistic, ...], _Plan] = {}
+        self._segments: dict[tuple[int, ...], torch.Tensor] = {}  # `_small_moments`' segment ids
+        self._layouts: dict[
+            tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = {}  # `_small_samples`
 
     def add(
         self,
@@ -236,7 +242,7 @@ class StatisticsBatch:
         shipments = []
         with torch.no_grad():
             for device, (reqs, cls) in devices.items():
-                out = _Results(device)
+                out = _Results(device, read_now=not self.sync_free(device))
                 self._compute(reqs, cls, out)
                 shipments.append(out.ship(self._pool))
         return PendingStatistics(shipments)
@@ -270,11 +276,102 @@ class StatisticsBatch:
         l1 = self._norms(work, out, gpu)
         self._deltas(work, out)
         self._extremes(work, out)
+        if not gpu and out.device.type == "cpu":
+            self._small_moments(work, out)
+            self._small_samples(work, out)
         for r in work:
             if len(r.done) < len(r.plan.stats):
                 _PerTensor(self, r, out, None if gpu else l1.get(id(r)), gpu).run()
         for c in classes:
             self._class_counts(c, out)
+
+    def _small_moments(self, work: list[_Request], out: _Results) -> None:
+        """On the CPU: the moments and zero fraction of every small float tensor (a BatchNorm's
+        weight, a bias, their gradients) in a few operations over all of them at once, in
+        float64, instead of five operations each (whose cost is their dispatch, not their
+        arithmetic). A tensor whose sum is not finite is left to `_PerTensor`, and so is NaN
+        and inf counting of the others: here their count is known to be 0."""
+        small = [
+            r for r in work
+            if r.numel <= SMALL_ELEMENTS and r.tensor.dtype in _NATIVE_FLOAT
+            and any(s.name in _SMALL_MOMENTS and s.key not in r.done for s in r.plan.stats)
+        ]  # fmt: skip
+        if len(small) < 2:
+            return
+        lengths = tuple(r.numel for r in small)
+        ids = self._segments.get(lengths)
+        if ids is None:
+            ids = self._segments[lengths] = torch.repeat_interleave(
+                torch.arange(len(small)), torch.tensor(lengths)
+            )
+        flat = torch.cat([r.tensor.reshape(-1) for r in small]).to(torch.float64)
+        sums = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, flat)
+        counts = torch.tensor(lengths, dtype=torch.float64)
+        centered = flat - (sums / counts).index_select(0, ids)
+        squares = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, centered * centered)
+        zeros = torch.zeros(len(small), dtype=torch.float64).index_add_(0, ids, (flat == 0).to(torch.float64))
+        for r, total, m2, nz in zip(small, sums.tolist(), squares.tolist(), zeros.tolist(), strict=True):
+            if not math.isfinite(total):
+                continue
+            n = r.numel
+            values = {"mean": total / n, "sum": total, "variance": m2 / n, "std": math.sqrt(m2 / n),
+                      "zero_fraction": nz / n, "nan_count": 0.0, "inf_count": 0.0}  # fmt: skip
+            for s in r.plan.stats:
+                if s.name in values and s.key not in r.done:
+                    out.known(r.name, s.key, values[s.name])
+                    r.done.add(s.key)
+
+    def _small_samples(self, work: list[_Request], out: _Results) -> None:
+        """On the CPU: the quantiles and the sample change of every float tensor no larger than
+        the quantiles' subsample (so the sample is the whole tensor: a BatchNorm's or a bias's
+        gradient), all at once: one float64 copy of them all, one sort of their rows (padded
+        with NaN, which sorts last), then a few NumPy reads each."""
+        small = [
+            r for r in work
+            if r.numel <= st.QUANTILE_SAMPLE and r.tensor.dtype in _NATIVE_FLOAT
+            and any(s.name in ("quantile", "sample_change") and s.key not in r.done for s in r.plan.stats)
+        ]  # fmt: skip
+        if len(small) < 2:
+            return
+        lengths = tuple(r.numel for r in small)
+        layout = self._layouts.get(lengths)
+        if layout is None:
+            starts = np.cumsum((0, *lengths[:-1]))
+            rows = np.repeat(np.arange(len(lengths)), lengths)
+            layout = self._layouts[lengths] = (starts, rows, np.arange(sum(lengths)) - starts[rows])
+        starts, rows, cols = layout
+        flat = torch.cat([r.tensor.reshape(-1) for r in small]).to(torch.float64).numpy()
+        grid: np.ndarray | None = None
+        for i, r in enumerate(small):
+            n, start = r.numel, int(starts[i])
+            sample = flat[start : start + n]
+            for s in r.plan.stats:
+                if s.key in r.done:
+                    continue
+                if s.name == "quantile":
+                    if grid is None:  # each row sorted, NaN last: the sample sorted, as the reference
+                        grid = np.full((len(small), max(lengths)), np.nan)
+                        grid[rows, cols] = flat
+                        grid.sort(axis=1)
+                    if math.isnan(grid[i, n - 1]):
+                        value = math.nan
+                    else:
+                        lo, hi, t = st.quantile_position(n, s.params[0])
+                        value = st.interpolate(float(grid[i, lo]), float(grid[i, hi]), t)
+                    out.known(r.name, s.key, value)
+                elif s.name == "sample_change":
+                    previous = self.keep_sample(r.name, n, torch.from_numpy(sample.copy()))
+                    if previous is None or previous.device.type != "cpu":
+                        out.known(r.name, s.key, math.nan)
+                    else:
+                        with np.errstate(all="ignore"):  # NaN and inf give NaN, as the reference's
+                            norm = math.sqrt(float(np.dot(sample, sample)))
+                            diff = sample - previous.numpy()
+                            change = math.sqrt(float(np.dot(diff, diff)))
+                        out.known(r.name, s.key, _ratio([change, norm]))
+                else:
+                    continue
+                r.done.add(s.key)
 
     def sync_free(self, device: torch.device) -> bool:
         return device.type == "cuda" if self._sync_free is None else self._sync_free
@@ -407,6 +504,7 @@ class _PerTensor:
         self.channels: dict[str, torch.Tensor] | None = None
         self.sorted: torch.Tensor | None = None  # the quantiles' sorted subsample (GPU)
         self.selected: tuple[np.ndarray, bool] | None = None  # the CPU's partitioned one, no NaN in it
+        self.sample: torch.Tensor | None = None  # the fixed subsample in float64, a copy (`_sample`)
 
     def put(self, key: str, parts: Sequence[torch.Tensor], fn: Fn | None = None, scale: float = 1.0) -> None:
         self.out.scalar(self.r.name, key, parts, fn, scale)
@@ -435,10 +533,8 @@ class _PerTensor:
                 parts = list(_fingerprint_parts(x, GPU_HASH_CHUNK if self.gpu else HASH_CHUNK))
                 self.put(key, parts, lambda v: float(sum(int(a) for a in v) % st.P))
             elif name in ("row_range", "col_range"):
-                rows = _rows(x)
-                d = 1 if name == "row_range" else 0
-                spread = rows.amax(dim=d).to(torch.float64) - rows.amin(dim=d).to(torch.float64)
-                self.put(key, [spread.amax()])
+                low, high = torch.aminmax(_rows(x), dim=1 if name == "row_range" else 0)  # one pass
+                self.put(key, [(high.to(torch.float64) - low.to(torch.float64)).amax()])
             elif s.is_vector:
                 self._vector(key, s)
 
@@ -470,6 +566,8 @@ class _PerTensor:
             if norms:
                 l1.append(torch.linalg.vector_norm(chunk, 1))
                 l2.append(torch.linalg.vector_norm(chunk, 2))
+        if self.l1 is None and want_moments and len(sizes) == 1 and not self.gpu:
+            self.l1 = mom[1]  # the mean: finite when no element is NaN or inf (`_nonfinite`)
         for key, s in list(self.todo.items()):
             name = s.name
             if name in _MOMENTS:
@@ -520,9 +618,16 @@ class _PerTensor:
         else:
             self.put(key, [(x == exact).sum()], scale=1 / self.n)
 
+    def _sample(self) -> torch.Tensor:
+        """The fixed subsample as float64, a copy: gathered once for the quantiles and the
+        sample change of the tensor."""
+        if self.sample is None:
+            self.sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64, copy=True)
+        return self.sample
+
     def _sample_change(self, key: str) -> None:
         """|s - s_prev| / |s| over the fixed subsample: one gather, two norms, a 32 KB copy kept."""
-        sample = self.batch.subsample(self.x.reshape(-1)).to(torch.float64, copy=True)
+        sample = self._sample()
         previous = self.batch.keep_sample(self.r.name, self.n, sample)
         if previous is None or previous.device != sample.device:
             self.out.known(self.r.name, key, math.nan)
@@ -550,14 +655,15 @@ class _PerTensor:
         selection (`np.partition`, ~8x cheaper than a sort of the 4093-element subsample),
         the same values as the sort's; NaN when the sample holds one (the sort puts NaN last)."""
         if self.selected is None:
-            sample = self.batch.subsample(self.x.reshape(-1)).detach().to(torch.float64).numpy()
-            if np.isnan(sample).any():
+            sample = self._sample().numpy()
+            # a finite sum of |x| (the norms' l1, or the mean) says there is no NaN in it
+            finite = self.l1 is not None and math.isfinite(float(self.l1))
+            if not finite and np.isnan(sample).any():
                 self.selected = (sample, False)
             else:
                 m = sample.size
-                kth = sorted({i for s in self.todo.values() if s.name == "quantile"
-                              for i in st.quantile_position(m, s.params[0])[:2]})  # fmt: skip
-                self.selected = (np.partition(sample, kth), True)
+                qs = tuple(s.params[0] for s in self.todo.values() if s.name == "quantile")
+                self.selected = (np.partition(sample, _kth(m, qs)), True)
         values, finite = self.selected
         if not finite:
             self.out.known(self.r.name, key, math.nan)
@@ -591,6 +697,12 @@ class _PerTensor:
 
 
 # the math --------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
+def _kth(m: int, qs: tuple[float, ...]) -> list[int]:
+    """The order statistics of a sample of `m` that the quantiles `qs` need."""
+    return sorted({i for q in qs for i in st.quantile_position(m, q)[:2]})
+
+
 def _ratio(v: list[float]) -> float:
     return v[0] / v[1] if v[1] > 0 else math.nan
 
@@ -833,8 +945,11 @@ class _Results:
     1-D tensor (a multi-tensor kernel's stacked outputs, a vector) or, keyed by dtype, the
     stack of the loose 0-d results of that dtype."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, read_now: bool = False):
+        """`read_now`: a scalar's parts are read at once (the CPU, where reading waits for
+        nothing: one `tolist()` of each part instead of stacking hundreds of 0-d tensors)."""
         self.device = device
+        self.read_now = read_now
         self.loose: dict[torch.dtype, list[torch.Tensor]] = {}
         self.blocks: list[torch.Tensor] = []
         self.scalars: list[tuple[str, str, list[tuple[Any, int]], Fn | None, float]] = []
@@ -849,6 +964,10 @@ class _Results:
     ) -> None:
         """A scalar the host computes from 0-d device tensors `parts`: `fn(values)`, or without
         `fn` the one value times `scale`."""
+        if self.read_now:
+            values = [t.item() for t in parts]
+            self.host.setdefault(name, {})[key] = float(fn(values) if fn is not None else values[0] * scale)
+            return
         where = []
         for t in parts:
             bucket = self.loose.setdefault(t.dtype, [])

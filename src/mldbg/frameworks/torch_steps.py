@@ -81,7 +81,7 @@ class StepEnds:
 
     def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         if self._stats is not None:  # now: the optimizer is about to change the weights in place
-            self._stats.before_optimizer([param for m in models for param in m.params])
+            self._stats.before_models_step(models)
         for m in models:
             if self.recorder.saves_any(m.grad_keys):
                 for name, p, _ in m.params:

@@ -88,11 +88,13 @@ class Collections:
 
     def update_active(self, default: SaveConfig, mode: Mode, mode_step: int) -> bool:
         """Decide which included collections save at this step. True if any does."""
-        self.active = frozenset(
+        active = frozenset(
             n for n in self.included
             if (self.all[n].save_config or default).should_save(mode, mode_step)
         )  # fmt: skip
-        return bool(self.active)
+        if active != self.active:  # else the same object: the recorder's plans for it still hold
+            self.active = active
+        return bool(active)
 
     def warn_unmatched(self) -> None:
         """Once names have been seen: a regex that matched nothing is a mistake, say so."""

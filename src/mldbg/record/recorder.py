@@ -30,6 +30,8 @@ from mldbg.store.statistics import STATS_PREFIX
 
 log = logging.getLogger("mldbg")
 
+STOP_CHECK_SECONDS = 0.1  # on a local store: a stop lands at most this long (and a step) late
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -120,10 +122,11 @@ class Recorder:
         self._last: tuple[int, Mode, int] | None = None  # (step, mode, mode_step) last ended
         self._closed = False
         self._warned_unmatched = False
-        # a stop request is looked for at every step end on a local disk (one stat), at most
-        # every half second on a remote store
+        # a stop request is looked for at a step end at most every 0.1 s on a local disk (one
+        # `stat()`, ~30-50 us: ~0.15% of a 26 ms step if done at every step), every half second
+        # on a remote store; 0: at every step end
         if stop_check_seconds is None:
-            stop_check_seconds = 0.5 if self.store.remote else 0.0
+            stop_check_seconds = 0.5 if self.store.remote else STOP_CHECK_SECONDS
         self._stops = StopRequests(self.store, rank, world_size, stop_check_seconds, started=time.time())
         self.stopped = False
         self.writer: Writer | None = None

@@ -320,6 +320,7 @@ class CodeTable:
     def __init__(self, parametric: Mapping[int, str] | None = None):
         self._keys: dict[int, str] = {}
         self._codes: dict[str, int] = {}
+        self._by_text: dict[str, int] = {}  # `code()` of a key as given
         for code, key in sorted((parametric or {}).items()):
             stat = Statistic.parse(key)
             if stat.name not in PARAMETRIC_SCALARS or not FIRST_PARAMETRIC_CODE <= code <= LAST_CODE:
@@ -327,6 +328,15 @@ class CodeTable:
             self._keys[code], self._codes[stat.key] = stat.key, code
 
     def code(self, statistic: str | Statistic) -> int:
+        if type(statistic) is str:  # the same few keys, for every record of a segment
+            found = self._by_text.get(statistic)
+            if found is not None:
+                return found
+            found = self._by_text[statistic] = self._code(statistic)
+            return found
+        return self._code(statistic)
+
+    def _code(self, statistic: str | Statistic) -> int:
         stat = Statistic.parse(statistic)
         if stat.name in FIXED_CODES:
             return FIXED_CODES[stat.name]
