@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "tests" / "frameworks"
 sys.path.insert(0, str(JOBS))
 
-from adapter_defects_job import EXTRA, GROUPS, SCENARIOS, applies, run_dir  # noqa: E402
+from adapter_defects_job import EXTRA, GROUPS, SCENARIOS, applies, as_expected, run_dir  # noqa: E402
 
 import mldbg  # noqa: E402
 
@@ -68,11 +68,6 @@ def first_firings(path: Path) -> tuple[dict[str, int], list]:
     return first, findings
 
 
-def judge(first: dict[str, int], expected: tuple[str, ...]) -> bool:
-    default = [r for r in first if r not in EXTRA]
-    return not default if not expected else any(r in first for r in expected)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--adapters", nargs="*", help="adapters or groups (default: all)")
@@ -103,7 +98,7 @@ def main() -> int:
                         fired = "(training failed)"
                     else:
                         first, findings = first_firings(path)
-                        ok = judge(first, expected)
+                        ok = as_expected(set(first), expected)
                         fired = (
                             ", ".join(
                                 f"{r}{'*' if r in EXTRA else ''} @{s}"

@@ -104,6 +104,11 @@ def applies(adapter: str, scenario: str) -> bool:
     return adapter not in NOT_HERE.get(scenario, ((), ""))[0]
 
 
+def as_expected(fired: set[str], expected: tuple[str, ...]) -> bool:
+    """A defect: one of its rules fired; a healthy twin: no rule of the default set fired."""
+    return bool(fired & set(expected)) if expected else not (fired - set(EXTRA))
+
+
 # data -------------------------------------------------------------------------------------
 class Data:
     """Training and evaluation arrays (channels-last images for the CNN), and the batches."""

@@ -1,0 +1,71 @@
+"""The default rules over each adapter's two lines (issue 14, point 5): a representative part
+of `benchmarks/adapter_defects.py`'s table, trained for real in one subprocess per group of
+adapters (adapter_defects_job.py), each injected defect caught and each healthy twin quiet.
+
+The scenarios are those that needed a change to pass (a healthy Keras `fit` whose running-mean
+logs were read as a loss series; a corrupted batch whose loss really spikes; 8 sigmoid layers
+under PyTorch's init; the gradient sum a hand-written JAX loop never resets), two healthy
+twins and two classic defects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from adapter_defects_job import EXTRA, SCENARIOS, applies, as_expected, run_dir
+from framework_jobs import run_job
+
+import mldbg
+from mldbg import Mode
+
+HEALTHY = ("healthy MLP ReLU, Adam", "healthy CNN tanh, Adam")
+SPIKE = "one corrupted batch (inputs x30, wrong labels), Adam"
+NOT_RESET = "gradients accumulated by hand, never reset"
+# group -> (its adapters tested here, the scenarios); ~60 s on an idle 2-core machine
+GROUPS = {
+    "tensorflow": (("keras-tensorflow", "tape-graph"), (HEALTHY[0], SPIKE, "bias init -10 (kills ReLUs)")),
+    "keras-torch": (("keras-torch",), (HEALTHY[0], "sigmoid, 8 layers")),
+    "jax": (("jax-eager", "jax-jit"), (HEALTHY[1], NOT_RESET, "97% of labels one class")),
+}
+CASES = [
+    (group, adapter, name)
+    for group, (adapters, names) in GROUPS.items()
+    for adapter in adapters
+    for name in names
+    if applies(adapter, name)
+]
+
+
+@pytest.fixture(scope="module")
+def group_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    adapters, names = GROUPS[request.param]
+    out = tmp_path_factory.mktemp(f"adapter_defects_{request.param}")
+    run_job(
+        "adapter_defects_job.py", out, "--group", request.param, "--adapters", *adapters, "--only", *names
+    )
+    return request.param, out
+
+
+@pytest.mark.parametrize(("group_runs", "adapter", "name"), CASES, indirect=["group_runs"])
+def test_the_defect_is_caught_or_the_twin_stays_quiet(group_runs, adapter, name):
+    _, out = group_runs
+    expected = SCENARIOS[name][1]
+    findings = mldbg.check(str(run_dir(out, adapter, name)), rules=["default", *EXTRA])
+    fired = {f.rule for f in findings}
+    assert as_expected(fired, expected), (expected, [str(f) for f in findings])
+
+
+@pytest.mark.parametrize("group_runs", ["keras-torch"], indirect=True)
+def test_keras_logs_are_saved_once_an_epoch_and_a_pass(group_runs):
+    """Keras' running means (`metrics/loss`) land at the last step of each epoch (TRAIN) and
+    of each validation pass (EVAL), not at every step: a running mean that restarts every
+    epoch is no loss series."""
+    _, out = group_runs
+    trial = mldbg.create_trial(str(run_dir(out, "keras-torch", "healthy MLP ReLU, Adam")))
+    steps = trial.tensor("metrics/loss").steps()
+    train = [trial.mode_step(s) for s in steps if trial.mode(s) == Mode.TRAIN]
+    evals = [trial.mode_step(s) for s in steps if trial.mode(s) == Mode.EVAL]
+    assert train == [16 * e + 15 for e in range(7)]  # 7 epochs of 16 steps
+    assert evals == [2 * e + 1 for e in range(7)]  # 2 batches of 128 a validation pass
+    assert trial.tensor("loss").steps(Mode.TRAIN) == list(range(112))  # the per-batch loss: every step
