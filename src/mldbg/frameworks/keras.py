@@ -82,6 +82,7 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._traced_labels: dict[str, Any] = {}  # JAX: the step's traced labels (class statistics)
         self._kind = "train"
         self._raw: Any = None  # JAX: the traced "does this step save raw tensors"
+        self._logs: dict[str, dict[str, Any]] = {}  # kind -> Keras' logs of its last recorded step
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -99,12 +100,20 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._attach("train")
 
     def on_test_begin(self, logs: Any = None) -> None:
+        self._save_logs("train")  # fit's validation: the epoch's TRAIN steps are over
         self._attach("test")
+
+    def on_test_end(self, logs: Any = None) -> None:
+        self._save_logs("test")
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self._save_logs("train")
 
     def on_predict_begin(self, logs: Any = None) -> None:
         self._attach("predict")
 
     def on_train_end(self, logs: Any = None) -> None:
+        self._save_logs("train")
         self.recorder.flush()
 
     def _to_numpy(self, value: Any) -> np.ndarray:
@@ -183,7 +192,9 @@ class Hook(Adapter, keras.callbacks.Callback):
                 jax.effects_barrier()  # every debug callback of the step has run
         finally:
             self._seen = None
-        self._save_logs(kind, out)
+        logs = out[0] if self.backend == "jax" else out
+        if kind != "predict" and isinstance(logs, dict):
+            self._logs[kind] = logs
         return out
 
     def _step(self, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -366,16 +377,21 @@ class Hook(Adapter, keras.callbacks.Callback):
                 out[id(v)] = bool(v.trainable) and bool(layer.trainable)
         return out
 
-    def _save_logs(self, kind: str, out: Any) -> None:
-        """Keras' own logs (running means over the epoch) as `metrics/<name>` scalars."""
-        logs = out[0] if self.backend == "jax" else out
-        if kind == "predict" or not isinstance(logs, dict):
+    def _save_logs(self, kind: str) -> None:
+        """Keras' own logs as `metrics/<name>` scalars, once an epoch or an evaluation pass
+        is over, at its last step: the means over it, as the progress bar ends. Saved at each
+        step, these running means restart every epoch and the loss rules, which read scalars
+        named like "loss", would judge that sawtooth as a loss series (the per-batch loss is
+        `loss`)."""
+        logs = self._logs.pop(kind, None)
+        if not logs or self.recorder.in_step:
             return
         for key, value in logs.items():
-            plan = self.recorder.plan(f"metrics/{key}", ("scalars",))
-            if plan is not None and np.size(keras.ops.convert_to_numpy(value)) == 1:
-                scalar = np.asarray(keras.ops.convert_to_numpy(value), dtype=np.float64).reshape(())
-                self.recorder.save(f"metrics/{key}", scalar, plan)
+            array = keras.ops.convert_to_numpy(value)
+            if np.size(array) == 1:
+                self.recorder.save_scalar(
+                    f"metrics/{key}", float(np.asarray(array, dtype=np.float64).reshape(()))
+                )
 
 
 __all__ = ["Hook"]
