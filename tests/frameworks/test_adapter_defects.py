@@ -5,7 +5,8 @@ adapters (adapter_defects_job.py), each injected defect caught and each healthy 
 The scenarios are those that needed a change to pass (a healthy Keras `fit` whose running-mean
 logs were read as a loss series; a corrupted batch whose loss really spikes; 8 sigmoid layers
 under PyTorch's init; the gradient sum a hand-written JAX loop never resets), two healthy
-twins.
+twins, and the healthy ReLU MLP with SGD through JAX (a class learned last, whose errors went
+to both other classes alike, was taken by `label_confusion` for a confused pair).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ NOT_RESET = "gradients accumulated by hand, never reset"
 GROUPS = {
     "tensorflow": (("keras-tensorflow", "tape-graph"), (HEALTHY[0], SPIKE)),
     "keras-torch": (("keras-torch",), (HEALTHY[0], "sigmoid, 8 layers")),
-    "jax": (("jax-eager", "jax-jit"), (HEALTHY[1], NOT_RESET)),
+    "jax": (("jax-eager", "jax-jit"), (HEALTHY[1], NOT_RESET, "healthy MLP ReLU, SGD")),
 }
 CASES = [
     (group, adapter, name)

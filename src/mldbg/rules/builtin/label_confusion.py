@@ -98,8 +98,9 @@ class LabelConfusion(Rule):
     """Predictions systematically confuse particular class pairs: in the confusion matrix of
     the last `window` labels of a mode (judged every `every` labels once `window` were seen),
     a share of more than `min_share` of class a's samples is predicted as one class b (at
-    least `min_count` of them), that cell holds most of class a's errors (a pair, not a hard
-    class), and it is more than `ratio` times the error rate of a typical other class (the
+    least `min_count` of them), that cell holds most of class a's errors and `dominance` times
+    its next wrong class (a pair, not a hard class: a class the model has not learned yet errs
+    towards every other class alike), and it is more than `ratio` times the error rate of a typical other class (the
     median over classes: what the model's overall error explains); the same pair found at
     `patience` consecutive judgements, none before global step `min_step` (a model learns its
     classes one by one at first: a full-batch GCN takes its 4th community for the 1st until
@@ -124,6 +125,7 @@ class LabelConfusion(Rule):
     patience: int = 2
     min_count: int = 10
     min_step: int = 50
+    dominance: float = 1.5
     suggestion = (
         "Audit the labels of that pair: sample training examples labelled a and predicted b (and b "
         "predicted a) and look at them; fix or drop mislabelled ones (cleanlab finds them), check the "
@@ -308,12 +310,14 @@ class LabelConfusion(Rule):
         np.fill_diagonal(off, 0)
         # the conditions below but the comparison with the other classes, for all rows at once:
         # a healthy window has no candidate, and its judgement ends here
-        most = off.max(axis=1)
+        ranked = np.sort(off, axis=1)
+        most, runner_up = ranked[:, -1], ranked[:, -2] if off.shape[1] > 1 else np.zeros(len(off))
         if not bool(
             (
                 (rows >= max(1, self.min_count))
                 & (most >= self.min_count)
                 & (2 * most >= off.sum(axis=1))
+                & (most >= self.dominance * runner_up)
                 & (most / np.maximum(rows, 1) > self.min_share)
             ).any()
         ):
@@ -325,7 +329,7 @@ class LabelConfusion(Rule):
             b = int(np.argmax(off[a]))
             count = int(off[a, b])
             errors = int(off[a].sum())
-            if count < self.min_count or 2 * count < errors:
+            if count < self.min_count or 2 * count < errors or count < self.dominance * runner_up[a]:
                 continue
             share = count / rows[a]
             rest = [err[k] for k in big if k != a]
