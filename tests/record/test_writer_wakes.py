@@ -72,3 +72,45 @@ def test_a_large_step_wakes_the_writer_at_once(tmp_path):
     rec.close()
     trial = mldbg.create_trial(str(tmp_path))
     assert trial.tensor("big").steps() == [2]
+
+
+def test_the_writer_wakes_once_per_segment(tmp_path):
+    """After a segment is written, the writer waits for the next one's deadline counted from
+    then (no later than its records' own), so the first small step after it does not wake it
+    either: one wake per segment while steps keep coming, and records still in time."""
+    flush = 0.3
+    rec = Recorder(
+        str(tmp_path),
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["all"],
+        flush_seconds=flush,
+    )
+    writer = rec.writer
+    wakes = [0]
+    wait = writer._cond.wait
+
+    def counted(timeout=None):
+        try:
+            return wait(timeout)
+        finally:
+            wakes[0] += 1
+
+    submitted: list[float] = []
+    late: list[float] = []
+    for step in range(90):
+        if step == 10:  # the first segments are behind it: count from here
+            writer._cond.wait = counted
+            segments0 = writer.written_segments
+        rec.start_step()
+        rec.save("loss", np.float32(step), rec.plan("loss", ()))
+        rec.end_step()
+        submitted.append(time.monotonic())
+        time.sleep(0.02)
+        done = rec.writer.written_records
+        late += [time.monotonic() - t for t in submitted[done:] if time.monotonic() - t > flush + 0.5]
+    segments = writer.written_segments - segments0
+    rec.close()
+    assert not late, f"records older than flush_seconds + 0.5 s not written: {late[:3]}"
+    assert mldbg.create_trial(str(tmp_path)).tensor("loss").steps() == list(range(90))
+    assert segments >= 3
+    assert wakes[0] <= segments + 2, f"{wakes[0]} wakes for {segments} segments"

@@ -196,3 +196,66 @@ def test_large_files_leave_the_page_cache_small_ones_stay():
         kept = LocalStore(d, drop_cache=False)
         kept.write("data/kept", [memoryview(big)])
         assert _cached_fraction(Path(d) / "data/kept") == 1.0
+
+
+def test_local_store_makes_a_removed_folder_again(tmp_path):
+    """`write` makes a folder once, not at every write; one removed since (a user cleaning up
+    a run being written) is made again, and nothing is left behind when a folder cannot be."""
+    import shutil
+
+    store = LocalStore(tmp_path / "run")
+    store.write("worker_0/a/one", [b"1"])
+    store.write("worker_0/a/two", [b"2"])
+    assert store.read("worker_0/a/two") == b"2"
+    shutil.rmtree(tmp_path / "run" / "worker_0")
+    store.write("worker_0/a/three", [b"3"])
+    assert store.read("worker_0/a/three") == b"3"
+    assert sorted(store.list("worker_0")) == ["worker_0/a/three"]
+    (tmp_path / "run" / "blocked").write_bytes(b"a file where a folder should be")
+    with pytest.raises(StoreError, match="cannot write"):
+        store.write("blocked/x", [b"x"])
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["blocked", "worker_0"]
+
+
+def test_index_statistics_of_records_sharing_their_keys():
+    """The index finds the codes of a set of statistics keys once and reuses them for the
+    records that share it: each record keeps its own values, a key naming a statistic already
+    given (`quantile(5.0)` after `quantile(5)`) is stored once (the first), and a record with
+    reductions as well keeps its reduction's value for a statistic both name."""
+    from mldbg.store.format import Record, decode_index, encode_index
+
+    keys = {"mean": 0.0, "l2": 0.0, "quantile(5)": 0.0, "quantile(5.0)": 0.0, "quantile(95)": 0.0}
+    records = [
+        Record(
+            f"w{i}", 3, 1, 3, None, "F32", (2, 2), statistics={k: 10.0 * i + j for j, k in enumerate(keys)}
+        )
+        for i in range(4)
+    ]
+    records.append(
+        Record(
+            "r",
+            3,
+            1,
+            3,
+            None,
+            "F32",
+            (2,),
+            reductions={("mean", False): -1.0},
+            statistics={"mean": 5.0, "l2": 6.0},
+        )
+    )
+    blob = b"".join(bytes(p) for p in encode_index(records, [-1] * len(records), "worker_0", "d"))
+    index = decode_index(blob, "i")
+    rows, codes, values = (index.columns[k].tolist() for k in ("red_row", "red_code", "red_value"))
+    got: dict[int, dict[str, float]] = {}
+    for row, code, value in zip(rows, codes, values, strict=True):
+        got.setdefault(row, {})[index.codes.key(code)] = value
+    for i in range(4):
+        want = {
+            "mean": 10.0 * i,
+            "l2": 10.0 * i + 1,
+            "quantile(5.0)": 10.0 * i + 2,
+            "quantile(95.0)": 10.0 * i + 4,
+        }
+        assert got[i] == want  # keys as the code table spells them
+    assert got[4] == {"mean": -1.0, "l2": 6.0}

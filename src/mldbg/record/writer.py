@@ -586,6 +586,11 @@ class Writer:
         self._open = records
         charge = 0  # bytes of `records`, as counted by submit
         oldest: float | None = None  # submit time of the oldest record in `records`
+        # since when the writer has had no open segment, after it wrote one: the next segment
+        # is sealed by this time's deadline (earlier than its records' own), so the small steps
+        # submitted meanwhile need not wake the writer: one wake per segment, not two. None:
+        # idle for longer than that (the next submit wakes it, as the first one does)
+        idle: float | None = None
         retry_at = 0.0
         while True:
             with self._cond:
@@ -594,15 +599,25 @@ class Writer:
                     wake = []
                     if oldest is not None:
                         wake.append(self._flush_at(oldest))
+                    elif idle is not None:
+                        if self._flush_at(idle) <= now:
+                            idle = None  # nothing came: wait for a submit
+                        else:
+                            wake.append(self._flush_at(idle))
                     if self._sealed:
                         wake.append(retry_at)
                     if wake and min(wake) <= now:
                         break
                     # a segment's deadline: small submits need not wake the writer before it
-                    self._deadline = min(wake) if oldest is not None else None
+                    self._deadline = min(wake) if oldest is not None or idle is not None else None
                     self._cond.wait(min(wake) - now if wake else None)
                     self._deadline = None
                 item = self._queue.popleft() if self._queue else None
+                if item is not None and oldest is None and idle is not None and item[0] is not _FLUSH:
+                    # the segment opens at the idle time: its deadline comes no later than its records'
+                    # (one submitted after that deadline opens it at its own time)
+                    oldest = min(idle, item[0]) if item[0] <= self._flush_at(idle) else item[0]
+                    idle = None
                 # a small step submitted before the open segment's deadline joins it
                 joins = self._joins(item, oldest)
                 closing = item is None and self._closed
@@ -632,6 +647,7 @@ class Writer:
                 self._seal(records, charge, oldest or 0.0)
                 records, charge, oldest = [], 0, None
                 self._open = records
+                idle = None if flush else time.monotonic()
             due = self._sealed and (flush or time.monotonic() >= retry_at)
             if due and not self._write_sealed():
                 retry_at = time.monotonic() + self.retry_seconds

@@ -128,7 +128,7 @@ def encode_safetensors(
         n = array.nbytes
         dims = ",".join(map(str, shape))
         entries.append(
-            f'{json.dumps(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}'
+            f'{_json_text(key)}:{{"dtype":"{dt}","shape":[{dims}],"data_offsets":[{pos},{pos + n}]}}'
         )
         starts.append(pos)
         pos += n
@@ -137,6 +137,14 @@ def encode_safetensors(
     base = 8 + len(head)
     parts = [struct.pack("<Q", len(head)), head, *(t[3] for t in tensors)]
     return parts, [base + s for s in starts]
+
+
+def _json_text(key: str) -> str:
+    """`json.dumps(key)`, without its call for the usual key (printable ASCII, no quote or
+    backslash: the text as it is, quoted)."""
+    if key.isascii() and key.isprintable() and '"' not in key and "\\" not in key:
+        return f'"{key}"'
+    return json.dumps(key)
 
 
 def file_keys(keys: Sequence[str]) -> list[str]:
@@ -200,50 +208,76 @@ class SegmentIndex:
 
 
 def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str, data_key: str) -> list[Any]:
+    # the columns are built as lists and made arrays once (a NumPy item assignment per field
+    # and record cost more than the rest); the statistics' codes are found once per set of keys
+    # (a segment's records share a few: every weight has the same statistics)
     names: dict[str, int] = {}
     collections: dict[str, list[int]] = {}
-    n = len(records)
-    cols = {k: np.empty(n, dtype=INDEX_COLUMNS[k]) for k in (*_ROW_COLUMNS, "crc")}
+    rows: dict[str, list[int]] = {k: [] for k in (*_ROW_COLUMNS, "crc")}
+    name_id, step, mode, mode_step = rows["name_id"], rows["step"], rows["mode"], rows["mode_step"]
+    dtype, ndim, shape_start, offset = rows["dtype"], rows["ndim"], rows["shape_start"], rows["offset"]
+    nbytes, crc = rows["nbytes"], rows["crc"]
     shapes: list[int] = []
     red_row: list[int] = []
     red_code: list[int] = []
     red_value: list[float] = []
     codes = CodeTable()
+    known: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}  # keys -> (kept positions, codes)
     for i, (rec, off) in enumerate(zip(records, offsets, strict=True)):
         nid = names.get(rec.name)
         if nid is None:
             nid = names[rec.name] = len(names)
             for c in rec.collections:
                 collections.setdefault(c, []).append(nid)
-        cols["name_id"][i] = nid
-        cols["step"][i] = rec.step
-        cols["mode"][i] = rec.mode
-        cols["mode_step"][i] = rec.mode_step
-        cols["dtype"][i] = DTYPE_CODE[rec.dtype]
-        cols["ndim"][i] = len(rec.shape)
-        cols["shape_start"][i] = len(shapes)
+        name_id.append(nid)
+        step.append(rec.step)
+        mode.append(rec.mode)
+        mode_step.append(rec.mode_step)
+        dtype.append(DTYPE_CODE[rec.dtype])
+        ndim.append(len(rec.shape))
+        shape_start.append(len(shapes))
         shapes.extend(rec.shape)
-        cols["offset"][i] = off
+        offset.append(off)
         if rec.array is not None:
-            cols["nbytes"][i] = rec.array.nbytes
+            nbytes.append(rec.array.nbytes)
             # the bytes the data file holds
-            cols["crc"][i] = rec.crc if rec.crc is not None else checksum(np.ascontiguousarray(rec.array))
+            crc.append(rec.crc if rec.crc is not None else checksum(np.ascontiguousarray(rec.array)))
         else:
-            cols["nbytes"][i] = cols["crc"][i] = 0
-        written: set[int] = set()
-        for (rname, is_abs), value in rec.reductions.items():
-            code = reduction_code(rname, is_abs)
-            written.add(code)
-            red_row.append(i)
-            red_code.append(code)
-            red_value.append(value)
-        for key, value in rec.statistics.items():
-            code = codes.code(key)
-            if code not in written:
+            nbytes.append(0)
+            crc.append(0)
+        if rec.reductions:
+            written: set[int] = set()
+            for (rname, is_abs), value in rec.reductions.items():
+                code = reduction_code(rname, is_abs)
                 written.add(code)
                 red_row.append(i)
                 red_code.append(code)
                 red_value.append(value)
+            for key, value in rec.statistics.items():
+                code = codes.code(key)
+                if code not in written:
+                    written.add(code)
+                    red_row.append(i)
+                    red_code.append(code)
+                    red_value.append(value)
+        elif rec.statistics:
+            keys = tuple(rec.statistics)
+            found = known.get(keys)
+            if found is None:  # the first code of each, in order (two keys may name one statistic)
+                kept: list[int] = []
+                kept_codes: list[int] = []
+                for j, key in enumerate(keys):
+                    code = codes.code(key)
+                    if code not in kept_codes:
+                        kept.append(j)
+                        kept_codes.append(code)
+                found = known[keys] = (kept, kept_codes)
+            kept, kept_codes = found
+            values = list(rec.statistics.values())
+            red_row.extend([i] * len(kept))
+            red_code.extend(kept_codes)
+            red_value.extend([values[j] for j in kept] if len(kept) < len(values) else values)
+    cols = {k: np.asarray(v, dtype=INDEX_COLUMNS[k]) for k, v in rows.items()}
     cols["shapes"] = np.asarray(shapes, dtype=np.int64)
     cols["red_row"] = np.asarray(red_row, dtype=np.int32)
     cols["red_code"] = np.asarray(red_code, dtype=np.uint8)

@@ -19,7 +19,6 @@ import socket
 import stat
 import threading
 import time
-import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ STALE_TEMP_SECONDS = 3600.0
 # the most a whole-file read (an index, a marker) takes: a run's files are written in segments
 # of a few MiB; a larger one is damage (a 1 TiB sparse file must not become a MemoryError)
 MAX_WHOLE_READ = 1 << 30
+MAX_FOLDERS = 4096  # folders `write` remembers as made
 
 
 class LocalStore(Store):
@@ -55,16 +55,28 @@ class LocalStore(Store):
         self._max_open = max_open
         self._lock = threading.Lock()
         self._checked: dict[str, str] = {}
+        self._folders: set[str] = set()  # folders this store made or found (`write`)
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
     def write(self, key: str, parts: Sequence[Buffer]) -> None:
-        path = self._path(key)
-        tmp = path.with_name(f"{path.name}{TMP_MARK}{temp_owner()}-{uuid.uuid4().hex[:8]}")
+        path = str(self._path(key))
+        parent = os.path.dirname(path)
+        tmp = f"{path}{TMP_MARK}{temp_owner()}-{os.urandom(4).hex()}"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # a folder made once is not made again at every write (a writer writes two files a
+            # segment into the same few folders); one removed since is made again
+            if parent not in self._folders:
+                os.makedirs(parent, exist_ok=True)
+                if len(self._folders) >= MAX_FOLDERS:
+                    self._folders.clear()
+                self._folders.add(parent)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except FileNotFoundError:
+                os.makedirs(parent, exist_ok=True)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 size = _write_all(fd, parts)
                 if self.drop_cache and size >= DROP_CACHE_MIN:
@@ -77,7 +89,7 @@ class LocalStore(Store):
             os.replace(tmp, path)
         except OSError as e:
             with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+                os.unlink(tmp)
             raise StoreError(f"cannot write {path}: {e.strerror or e}") from e
         with self._lock:  # a rewritten key must not be read through a stale handle
             fd_old = self._handles.pop(key, None)

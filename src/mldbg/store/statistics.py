@@ -216,7 +216,7 @@ class Statistic:
     name: str
     params: tuple[float, ...] = ()
 
-    @property
+    @functools.cached_property  # asked thousands of times a statistics step: made once
     def key(self) -> str:
         """The canonical text: `mean_abs`, `outside(-9.4999,9.4999)`, `quantile(5.0)`."""
         if not self.params:
