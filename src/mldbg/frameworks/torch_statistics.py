@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,11 +291,7 @@ class StatisticsBatch:
         float64, instead of five operations each (whose cost is their dispatch, not their
         arithmetic). A tensor whose sum is not finite is left to `_PerTensor`, and so is NaN
         and inf counting of the others: here their count is known to be 0."""
-        small = [
-            r for r in work
-            if r.numel <= SMALL_ELEMENTS and r.tensor.dtype in _NATIVE_FLOAT
-            and any(s.name in _SMALL_MOMENTS and s.key not in r.done for s in r.plan.stats)
-        ]  # fmt: skip
+        small = _small_requests(work, SMALL_ELEMENTS, _SMALL_MOMENTS)
         if len(small) < 2:
             return
         lengths = tuple(r.numel for r in small)
@@ -326,11 +322,7 @@ class StatisticsBatch:
         the quantiles' subsample (so the sample is the whole tensor: a BatchNorm's or a bias's
         gradient), all at once: one float64 copy of them all, one sort of their rows (padded
         with NaN, which sorts last), then a few NumPy reads each."""
-        small = [
-            r for r in work
-            if r.numel <= st.QUANTILE_SAMPLE and r.tensor.dtype in _NATIVE_FLOAT
-            and any(s.name in ("quantile", "sample_change") and s.key not in r.done for s in r.plan.stats)
-        ]  # fmt: skip
+        small = _small_requests(work, st.QUANTILE_SAMPLE, ("quantile", "sample_change"))
         if len(small) < 2:
             return
         lengths = tuple(r.numel for r in small)
@@ -697,6 +689,16 @@ class _PerTensor:
 
 
 # the math --------------------------------------------------------------------------------------
+def _small_requests(work: list[_Request], limit: int, names: Collection[str]) -> list[_Request]:
+    """The requests of native float tensors of at most `limit` elements that still need one
+    of the statistics `names`: those computed together, all at once."""
+    return [
+        r for r in work
+        if r.numel <= limit and r.tensor.dtype in _NATIVE_FLOAT
+        and any(s.name in names and s.key not in r.done for s in r.plan.stats)
+    ]  # fmt: skip
+
+
 @functools.lru_cache(maxsize=1024)
 def _kth(m: int, qs: tuple[float, ...]) -> list[int]:
     """The order statistics of a sample of `m` that the quantiles `qs` need."""
