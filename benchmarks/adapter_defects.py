@@ -32,18 +32,11 @@ JOBS = ROOT / "tests" / "frameworks"
 sys.path.insert(0, str(JOBS))
 
 from adapter_defects_job import EXTRA, GROUPS, SCENARIOS, applies, as_expected, run_dir  # noqa: E402
+from framework_jobs import QUIET_ENV  # noqa: E402
 
 import mldbg  # noqa: E402
 
-QUIET = {
-    "TF_CPP_MIN_LOG_LEVEL": "3",
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
-    "CUDA_VISIBLE_DEVICES": "",
-    "PYTHONWARNINGS": "ignore",
-}
+QUIET = {**QUIET_ENV, "PYTHONWARNINGS": "ignore"}
 
 
 def train_group(out: Path, group: str, adapters: list[str], scenarios: list[str]) -> dict:
