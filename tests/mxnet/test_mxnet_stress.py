@@ -3,7 +3,7 @@ process with the statistics on and the garbage collector made eager, in parallel
 (`stress_child.py`). Each must exit cleanly, and no MXNet object may be freed on one of
 mldbg's threads: a Gluon model is cyclic garbage, and a collection that runs on the writer
 thread used to free its NDArrays, Symbols and CachedOps there, concurrently with the training
-thread's MXNet calls (the one segmentation fault seen in CI, inside `asnumpy()`); the hook
+thread's MXNet calls (the race the copies had, `test_mxnet_engine_reads`, is another); the hook
 defers those frees to the training thread (`mldbg.frameworks.mxnet_frees`)."""
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ default rules read (`mldbg.store.statistics.DEFAULTS`), computed with the NumPy 
 the writer thread from host copies (`host_statistics`): every step of each mode's first `statistics_warmup` steps
 (20), then every `statistics_every`-th step (10).
 
-Threads: MXNet is called from the training thread only. The writer thread gets NumPy copies,
+Threads: MXNet is called from the training thread only, and a host copy waits until no
+operation of MXNet's engine still reads or writes the array (`host_copy`). The writer thread gets NumPy copies,
 and what a garbage collection on it (or on another mldbg thread) finalizes of MXNet (a dropped
 Gluon model's NDArrays, Symbols, CachedOps) is freed on the training thread, at the next
 forward or trainer step and at `close()` (`mxnet_frees`).
@@ -60,6 +61,7 @@ from typing import Any
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
+from mxnet.base import _LIB, check_call
 from mxnet.gluon import nn
 
 from mldbg.config import Mode
@@ -181,7 +183,7 @@ class Hook(Adapter):
                 return
             self.timeline.mark(marks.BACKWARD_START)
             if self._stats.due() and len(args) >= 2 and _is_array(args[0]) and _is_array(args[1]):
-                preds, labels = args[0].asnumpy(), args[1].asnumpy()
+                preds, labels = host_copy(args[0]), host_copy(args[1])
                 if classes:
                     self._stats.add_classes(f"{prefix}_input_1", labels, f"{prefix}_input_0", preds)
                 self._stats.add(f"{prefix}_input_0", preds, ("samples",), kinds[0])
@@ -201,7 +203,7 @@ class Hook(Adapter):
         self._mode = mode
 
     def _to_numpy(self, value: Any) -> np.ndarray:
-        return value.asnumpy() if _is_array(value) else np.asarray(value)
+        return host_copy(value) if _is_array(value) else np.asarray(value)
 
     # lifecycle --------------------------------------------------------------------------
     def _on_forward_start(self, block: nn.Block, args: tuple[Any, ...]) -> None:
@@ -235,7 +237,7 @@ class Hook(Adapter):
                 self._save(name, value, natural)
                 if stats and train and natural:
                     self._stats.add(
-                        name, value.asnumpy(), st.DEFAULTS[natural[0]], natural, p.grad_req != "null"
+                        name, host_copy(value), st.DEFAULTS[natural[0]], natural, p.grad_req != "null"
                     )
         if stats and self._modules:
             self._module_training()
@@ -243,12 +245,12 @@ class Hook(Adapter):
         for i, a in enumerate(args):
             self._save(f"model_input_{i}", a, ("inputs",))
             if stats and _is_array(a):
-                self._stats.add(f"model_input_{i}", a.asnumpy(), st.DEFAULTS["inputs"], ("inputs",))
+                self._stats.add(f"model_input_{i}", host_copy(a), st.DEFAULTS["inputs"], ("inputs",))
         kinds = st.DEFAULTS["outputs"] + (() if train else st.EVAL_DEFAULTS["outputs"])
         for i, o in enumerate(outs):
             self._save(f"model_output_{i}", o, ("outputs",))
             if stats and _is_array(o):
-                self._stats.add(f"model_output_{i}", o.asnumpy(), kinds, ("outputs",))
+                self._stats.add(f"model_output_{i}", host_copy(o), kinds, ("outputs",))
 
     def _layer(self, name: str, act: str | None) -> Callable[..., None]:
         natural = ("outputs", act) if act else ("outputs",)
@@ -257,7 +259,7 @@ class Hook(Adapter):
             if not self.recorder.in_step or not _is_array(output):
                 return  # a Symbol: the graph being built for shape inference or hybridize
             if act is not None and args and self._stats.due():
-                self._stats.add(f"{name}_input_0", args[0].asnumpy(), st.DEFAULTS[act], (act,))
+                self._stats.add(f"{name}_input_0", host_copy(args[0]), st.DEFAULTS[act], (act,))
             if self.recorder.saving:
                 for i, o in enumerate(output if isinstance(output, (tuple, list)) else (output,)):
                     self._save(f"{name}_output_{i}", o, natural)
@@ -316,9 +318,9 @@ class Hook(Adapter):
             grads = p.list_grad()
             if len(grads) == 1:
                 self._save(f"gradient/{name}", grads[0], ("gradients",))
-                grad = grads[0].asnumpy() if stats else None
+                grad = host_copy(grads[0]) if stats else None
             else:  # several devices: their sum, as the kvstore reduces them
-                grad = functools.reduce(np.add, (g.asnumpy() for g in grads))
+                grad = functools.reduce(np.add, (host_copy(g) for g in grads))
                 self._save(f"gradient/{name}", grad, ("gradients",))
             if stats and grad is not None:
                 self._stats.add(f"gradient/{name}", grad, st.DEFAULTS["gradients"], ("gradients",))
@@ -339,7 +341,7 @@ class Hook(Adapter):
         if plan is None:
             return
         # a copy: the trainer updates in place
-        source = array_source(value.asnumpy() if _is_array(value) else value)
+        source = array_source(host_copy(value) if _is_array(value) else value)
         if source is not None:
             self.recorder.save(name, source[0], plan, source[1])
 
@@ -463,6 +465,21 @@ def _hybridized(block: nn.Block) -> bool:
 
 def _is_array(value: Any) -> bool:
     return isinstance(value, mx.nd.NDArray)
+
+
+def host_copy(array: mx.nd.NDArray) -> np.ndarray:
+    """A NumPy copy of `array` once no operation of MXNet's engine still reads or writes it.
+
+    `asnumpy()` alone waits only for pending writes, but the engine's workers may still be
+    running operations that read the array, such as the forward just issued. On CPU builds with
+    oneDNN those reads change the array's oneDNN memory descriptor in place (it is made on
+    first use and again after an in-place update), so a copy made alongside them can read freed
+    memory: the segmentation fault inside `asnumpy()` of issue 20, which several engine
+    workers (`MXNET_CPU_WORKER_NTHREADS=4`) make frequent. `MXNDArrayWaitToWrite` (the C side of
+    MXNet's `WaitToWrite`) queues an empty write behind those reads and waits for it.
+    """
+    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
+    return array.asnumpy()
 
 
 def _first(values: list[Any]) -> Any:
