@@ -25,10 +25,34 @@ _NOISE = 1e-10
 
 @dataclass(frozen=True)
 class _Change:
-    """A statistics-only step: |x - x_prev| (`delta_l2`) and |x| (`l2`) as the hook saved them."""
+    """A statistics-only step: |x - x_prev| (`delta_l2`) and |x| (`l2`) as the hook saved them;
+    `since`: the global step of the tensor's previous record, which the change is measured from
+    (-1: none), and `span`: the training steps between the two (1 unless both are TRAIN steps)."""
 
     delta: float
     l2: float
+    since: int = -1
+    span: int = 1
+
+
+def _measured_from(trial: TrialView, name: str, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For the records of `name` at global `steps`: the global step of each one's previous
+    record (-1: none), which its `delta_l2` is measured from, and the training steps between
+    the two (1 unless both are TRAIN steps)."""
+    since, span = np.full(len(steps), -1, dtype=np.int64), np.ones(len(steps), dtype=np.int64)
+    cols = trial.columns.tensor(name)
+    if cols is None or not len(cols.steps) or not len(steps):
+        return since, span
+    i = np.searchsorted(cols.steps, steps) - 1
+    has = i >= 0
+    since[has] = cols.steps[i[has]]
+    modes, now = trial.columns.modes(steps)
+    train = has & (modes == int(Mode.TRAIN))
+    train[train] = cols.mode[i[train]] == int(Mode.TRAIN)
+    if train.any():
+        _, then = trial.columns.modes(since[train])
+        span[train] = np.maximum(now[train] - then, 1)
+    return since, span
 
 
 def _mean_abs(trial: TrialView, name: str, step: int) -> float | None:
@@ -59,7 +83,11 @@ class UnchangedTensor(Rule):
     or one a schedule decays to 0, on a LayerNorm weight of 1), while a parameter the optimizer
     does not update keeps its exact value. Without raw tensors it reads the `delta_l2` statistic (the
     change since the hook's previous step): unchanged when delta_l2 <= atol + rtol * l2; and
-    from saved reductions too (all of them unchanged).
+    from saved reductions too (all of them unchanged). A change the hook measured over several
+    training steps (statistics every k-th step) counts for each of them: no change over the
+    last `num_steps` - 1 training steps is as many unchanged saved steps, so a tensor that stops
+    moving mid-run is seen at the first statistics step after it stopped, not `num_steps` - 1
+    statistics steps later.
 
     A run that converged is not reported: when the parameters stand still and every loss
     saved at the step is the same number, to the bit, as at the previous saved training
@@ -111,7 +139,11 @@ class UnchangedTensor(Rule):
             hist.append((step, snap))
             if len(hist) > self.num_steps:
                 hist.pop(0)
-            if len(hist) < max(2, self.num_steps) or not all(self._same(hist[0][1], h[1]) for h in hist[1:]):
+            window = len(hist) >= max(2, self.num_steps) and all(
+                self._same(hist[0][1], h[1]) for h in hist[1:]
+            )
+            run = None if window else self._still_run(hist)  # or changes of 0 over enough training steps
+            if not window and run is None:
                 continue
             if params and grads_here:
                 g = grads.get(name)
@@ -122,24 +154,55 @@ class UnchangedTensor(Rule):
                     continue
                 if gmean < _NOISE or gmean < _NEGLIGIBLE * self._typical_gradient(trial, grads, step):
                     continue  # float noise: no gradient
-                if not all(self._same(hist[0][1], h[1], exact=True) for h in hist[1:]):
+                if not (
+                    all(self._same(hist[0][1], h[1], exact=True) for h in hist[1:])
+                    if run is None
+                    else self._still_run(hist, exact=True) is not None
+                ):
                     continue  # moved, though by less than rtol: updated
-            stuck.append((name, hist[0][0]))
+            stuck.append((name, hist[0][0] if run is None else run, run is not None))
         stuck = [s for s in stuck if s[0] not in self._fired]
         if stuck and params and self._converged(trial, step):
             return None  # nothing moved, the loss included, after it had: a converged run
         stuck = [s for s in stuck if self.first(s[0])]
         if not stuck:
             return None
-        names_ = [n for n, _ in stuck]
-        since = min(s for _, s in stuck)
+        names_ = [n for n, _, _ in stuck]
+        since = min(s for _, s, _ in stuck)
         why = " although their gradients are not zero" if params and grads_here else ""
+        tol = f"allclose rtol={self.rtol:g}, atol={self.atol:g}"
+        over = (
+            f"from step {since} to step {step} (every change the hook measured since, {tol})"
+            if all(by_span for _, _, by_span in stuck)
+            else f"over the last {self.num_steps} saved steps (steps {since}-{step}, {tol})"
+        )
         return self.finding(
             trial, step,
-            f"{len(names_)} tensor{'s' if len(names_) > 1 else ''} unchanged over the last {self.num_steps} saved steps "
-            f"(steps {since}-{step}, allclose rtol={self.rtol:g}, atol={self.atol:g}){why}: {short_list(names_)}",
+            f"{len(names_)} tensor{'s' if len(names_) > 1 else ''} unchanged {over}{why}: {short_list(names_)}",
             tensors=names_,
         )  # fmt: skip
+
+    def _covered(self, hist: list[tuple[int, object]]) -> int:
+        """The training steps the history's trailing unchanged changes cover."""
+        total = 0
+        for _, change in reversed(hist):
+            if not isinstance(change, _Change) or not self._same(None, change):
+                break
+            total += change.span
+        return total
+
+    def _still_run(self, hist: list[tuple[int, object]], exact: bool = False) -> int | None:
+        """The step the value was last seen moving (where the trailing unchanged changes begin to
+        count) when those changes cover `num_steps` - 1 training steps or more; else None."""
+        need, total = max(1, self.num_steps - 1), 0
+        for i in range(len(hist) - 1, -1, -1):
+            change = hist[i][1]
+            if not isinstance(change, _Change) or not self._same(None, change, exact):
+                return None
+            total += change.span
+            if total >= need:
+                return change.since if change.since >= 0 else hist[i][0]
+        return None
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The parameters' leading training `steps` where no tensor has been unchanged for
@@ -150,7 +213,7 @@ class UnchangedTensor(Rule):
             return 0
         w = self.num_steps
         interesting = np.zeros(len(steps), dtype=bool)
-        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for name in selected_all(trial, None, None, _DEFAULT):
             over = Over(trial, name, steps)
             rows = over.present & (over.mode == int(Mode.TRAIN))
@@ -163,6 +226,7 @@ class UnchangedTensor(Rule):
             if not len(idx):
                 continue
             still = delta[idx] <= self.atol + self.rtol * np.abs(l2[idx])
+            since, span = _measured_from(trial, name, steps[idx])
             hist = self._history.get(name, [])
             e = len(hist)
             # the entry at position p of history + new is judged on the window ending there:
@@ -178,19 +242,30 @@ class UnchangedTensor(Rule):
                 old = [h[1] for h in hist[max(0, e + j + 1 - w) :]]
                 if stuck[j] and old:
                     stuck[j] = all(self._same(old[0], b) for b in old[1:])
+            # or the trailing unchanged changes cover num_steps - 1 training steps (_still_run);
+            # a run back to the first new change continues the history's own
+            last = np.maximum.accumulate(np.where(still, -1, k))
+            covered = np.concatenate([[0], np.cumsum(np.where(still, span, 0))])
+            run = covered[k + 1] - covered[last + 1] + np.where(last < 0, self._covered(hist), 0)
+            stuck |= still & (run >= max(1, w - 1))
             if name not in self._fired:
                 interesting[idx[stuck]] = True
-            adds.append((name, idx, delta[idx], l2[idx]))
+            adds.append((name, idx, delta[idx], l2[idx], since, span))
         n = quiet_prefix(interesting)
-        for name, idx, delta, l2 in adds:
+        for name, idx, delta, l2, since, span in adds:
             take = np.flatnonzero(idx < n)[-w:]  # the history keeps the last `w` changes
             if not len(take):
                 continue
             hist = self._history.setdefault(name, [])
             hist.extend(
-                (int(s), _Change(float(d), float(v)))
-                for s, d, v in zip(
-                    steps[idx[take]].tolist(), delta[take].tolist(), l2[take].tolist(), strict=True
+                (int(s), _Change(float(d), float(v), int(f), int(c)))
+                for s, d, v, f, c in zip(
+                    steps[idx[take]].tolist(),
+                    delta[take].tolist(),
+                    l2[take].tolist(),
+                    since[take].tolist(),
+                    span[take].tolist(),
+                    strict=True,
                 )
             )
             del hist[: max(0, len(hist) - w)]
@@ -240,7 +315,8 @@ class UnchangedTensor(Rule):
         delta = trial.saved_statistic(name, step, "delta_l2")
         l2 = trial.saved_statistic(name, step, "l2")
         if isinstance(delta, float) and isinstance(l2, float) and not math.isnan(delta):
-            return _Change(delta, l2)
+            since, span = _measured_from(trial, name, np.asarray([step], dtype=np.int64))
+            return _Change(delta, l2, int(since[0]), int(span[0]))
         saved = trial.saved_reductions(name, step)
         if saved:
             return tuple(v for _, v in sorted(saved.items()))
