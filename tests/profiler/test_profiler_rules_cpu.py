@@ -65,7 +65,11 @@ def test_injected_stalls_fire_step_outlier(stalled_steps_run):
     (f,) = fired(findings, "step_outlier")
     assert f.mode == "TRAIN" and "TRAIN steps of 60" in f.message
     n = int(f.message.split(" ")[0])
-    assert len(SLOW_STEPS) - 1 <= n <= len(SLOW_STEPS) + 3
+    # the injected stalls, and at most a few more, plus the steps the machine itself made slow
+    # (twice the median or more: a loaded CI machine): those are outliers too
+    durations = ProfilerData(stalled_steps_run).steps(mode="TRAIN").duration
+    slowed = max(0, int((durations >= 2 * np.median(durations)).sum()) - len(SLOW_STEPS))
+    assert len(SLOW_STEPS) - 1 <= n <= len(SLOW_STEPS) + 3 + slowed, (n, slowed)
     slowest = [int(s.split(" ")[0]) for s in f.message.split("slowest ")[1].split(";")[0].split("), ")]
     assert set(slowest) <= set(SLOW_STEPS)
     assert "compute, not data" in f.message
