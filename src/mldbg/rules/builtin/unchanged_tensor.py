@@ -182,27 +182,21 @@ class UnchangedTensor(Rule):
             tensors=names_,
         )  # fmt: skip
 
-    def _covered(self, hist: list[tuple[int, object]]) -> int:
-        """The training steps the history's trailing unchanged changes cover."""
-        total = 0
-        for _, change in reversed(hist):
-            if not isinstance(change, _Change) or not self._same(None, change):
+    def _trailing_still(self, hist: list[tuple[int, object]], exact: bool = False) -> tuple[int, int]:
+        """The training steps the history's trailing unchanged changes cover, and the step the
+        first of them is measured from (where the value was last seen moving)."""
+        covered, begun = 0, -1
+        for step, change in reversed(hist):
+            if not isinstance(change, _Change) or not self._same(None, change, exact):
                 break
-            total += change.span
-        return total
+            covered, begun = covered + change.span, change.since if change.since >= 0 else step
+        return covered, begun
 
     def _still_run(self, hist: list[tuple[int, object]], exact: bool = False) -> int | None:
-        """The step the value was last seen moving (where the trailing unchanged changes begin to
-        count) when those changes cover `num_steps` - 1 training steps or more; else None."""
-        need, total = max(1, self.num_steps - 1), 0
-        for i in range(len(hist) - 1, -1, -1):
-            change = hist[i][1]
-            if not isinstance(change, _Change) or not self._same(None, change, exact):
-                return None
-            total += change.span
-            if total >= need:
-                return change.since if change.since >= 0 else hist[i][0]
-        return None
+        """Where the trailing unchanged changes begin when they cover `num_steps` - 1 training
+        steps or more; else None."""
+        covered, begun = self._trailing_still(hist, exact)
+        return begun if covered >= max(1, self.num_steps - 1) else None
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The parameters' leading training `steps` where no tensor has been unchanged for
@@ -246,7 +240,7 @@ class UnchangedTensor(Rule):
             # a run back to the first new change continues the history's own
             last = np.maximum.accumulate(np.where(still, -1, k))
             covered = np.concatenate([[0], np.cumsum(np.where(still, span, 0))])
-            run = covered[k + 1] - covered[last + 1] + np.where(last < 0, self._covered(hist), 0)
+            run = covered[k + 1] - covered[last + 1] + np.where(last < 0, self._trailing_still(hist)[0], 0)
             stuck |= still & (run >= max(1, w - 1))
             if name not in self._fired:
                 interesting[idx[stuck]] = True
