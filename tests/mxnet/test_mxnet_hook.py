@@ -22,6 +22,7 @@ import mldbg
 import mldbg.mxnet
 from mldbg import Mode
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.mxnet import host_copy
 from mldbg.store import statistics as st
 
 EVERYTHING = ["weights", "biases", "gradients", "losses", "outputs", "inputs", "labels", "predictions",
@@ -49,9 +50,9 @@ def test_values_read_back_equal_the_models(tmp_path: Path) -> None:
                 out = net(xb)
                 loss = loss_fn(out, yb)
             loss.backward()
-            seen = {name: p.data().asnumpy() for name, p in params.items()}
-            seen.update({f"gradient/{name}": p.grad().asnumpy() for name, p in params.items()})
-            seen.update(output=out.asnumpy(), loss=loss.asnumpy(), x=x[step * 32 : (step + 1) * 32])
+            seen = {name: host_copy(p.data()) for name, p in params.items()}
+            seen.update({f"gradient/{name}": host_copy(p.grad()) for name, p in params.items()})
+            seen.update(output=host_copy(out), loss=host_copy(loss), x=x[step * 32 : (step + 1) * 32])
             seen.update(y=y[step * 32 : (step + 1) * 32])
             expected.append(seen)
             trainer.step(32)
@@ -105,12 +106,12 @@ def test_modes_accumulation_and_set_mode(tmp_path: Path) -> None:
         hook.register_loss(loss_fn)
         seen = {}
         for _ in range(2):  # each step: two forwards, two backward passes, one trainer step
-            seen["weight"] = net[0].weight.data().asnumpy()
+            seen["weight"] = host_copy(net[0].weight.data())
             with autograd.record():
                 loss_fn(net(xb), yb).backward()
             with autograd.record():
                 loss_fn(net(nd.array(x[32:])), nd.array(y[32:])).backward()
-            seen["grad"] = net[0].weight.grad().asnumpy()
+            seen["grad"] = host_copy(net[0].weight.grad())
             trainer.step(64)
             net.collect_params().zero_grad()
         with autograd.predict_mode():
@@ -153,7 +154,7 @@ def test_without_a_trainer_each_forward_is_a_step(tmp_path: Path) -> None:
                 loss_fn(
                     net(nd.array(x[step * 32 : (step + 1) * 32])), nd.array(y[step * 32 : (step + 1) * 32])
                 ).backward()
-            grads.append(net[3].weight.grad().asnumpy())
+            grads.append(host_copy(net[3].weight.grad()))
             for p in net.collect_params().values():
                 p.set_data(p.data() - 0.1 * p.grad())
     trial = mldbg.create_trial(tmp_path)
@@ -250,8 +251,8 @@ def test_two_lines_record_the_statistics_of_the_default_rules(tmp_path: Path) ->
             xb, yb = nd.array(x[step * 32 : (step + 1) * 32]), nd.array(y[step * 32 : (step + 1) * 32])
             with autograd.record():
                 loss_fn(net(xb), yb).backward()
-            weights.append(net[1].weight.data().asnumpy())
-            grads.append(net[1].weight.grad().asnumpy())
+            weights.append(host_copy(net[1].weight.data()))
+            grads.append(host_copy(net[1].weight.grad()))
             trainer.step(32)
     trial = mldbg.create_trial(tmp_path)
     assert trial.tensor("SoftmaxCrossEntropyLoss_output_0").steps() == list(range(8))

@@ -30,6 +30,7 @@ import mldbg
 import mldbg.mxnet
 from mldbg import Mode
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.mxnet import host_copy
 
 EVERYTHING = ["weights", "biases", "gradients", "losses", "outputs", "inputs", "labels", "predictions"]
 EVERY_STEP = mldbg.SaveConfig(save_interval=1)
@@ -46,12 +47,12 @@ def quiet_hybrid() -> Iterator[None]:
 
 
 def params_of(net: nn.Block) -> dict[str, np.ndarray]:
-    return {name: p.data().asnumpy() for name, p in net._collect_params_with_prefix().items()}
+    return {name: host_copy(p.data()) for name, p in net._collect_params_with_prefix().items()}
 
 
 def grads_of(net: nn.Block) -> dict[str, np.ndarray]:
     return {
-        f"gradient/{name}": p.grad().asnumpy()
+        f"gradient/{name}": host_copy(p.grad())
         for name, p in net._collect_params_with_prefix().items()
         if p.grad_req != "null"
     }
@@ -120,7 +121,7 @@ def test_hybridized_static_cnn_values_equal_the_models(tmp_path: Path) -> None:
                 seen = params_of(net)  # as the forward saw them
                 loss = loss_fn(out, yb)
             loss.backward()
-            seen.update(grads_of(net), out=out.asnumpy(), loss=loss.asnumpy())
+            seen.update(grads_of(net), out=host_copy(out), loss=host_copy(loss))
             expected.append(seen)
             trainer.step(16)
     trial = mldbg.create_trial(tmp_path)
@@ -222,7 +223,7 @@ def test_nested_blocks_with_a_layer_used_twice(tmp_path: Path) -> None:
                 out = net(nd.array(xb))
                 loss = loss_fn(out, nd.array(y[step * 32 : (step + 1) * 32]))
             loss.backward()
-            expected.append(params_of(net) | grads_of(net) | {"x": xb, "out": out.asnumpy()})
+            expected.append(params_of(net) | grads_of(net) | {"x": xb, "out": host_copy(out)})
             trainer.step(32)
     trial = mldbg.create_trial(tmp_path)
     assert trial.steps() == [0, 1, 2]
@@ -358,7 +359,7 @@ def test_ignore_stale_grad_records_only_the_fresh_gradients(tmp_path: Path) -> N
             with autograd.record():
                 loss = loss_fn(net(nd.array(x), step % 2 == 1), nd.array(y))
             loss.backward()
-            grads.append((net.b if step % 2 else net.a).weight.grad().asnumpy())
+            grads.append(host_copy((net.b if step % 2 else net.a).weight.grad()))
             trainer.step(32, ignore_stale_grad=True)
     trial = mldbg.create_trial(tmp_path)
     assert trial.steps() == [0, 1, 2, 3]
@@ -392,7 +393,7 @@ def test_several_losses(tmp_path: Path) -> None:
                 parts = (ce(out, yb), l2(out, nd.one_hot(yb, N_CLASSES)), ce_aux(out * 0.5, yb))
                 total = parts[0] + 0.1 * parts[1] + 0.5 * parts[2]
             total.backward()
-            expected.append([p.asnumpy() for p in parts])
+            expected.append([host_copy(p) for p in parts])
             trainer.step(32)
     trial = mldbg.create_trial(tmp_path)
     names = ["SoftmaxCrossEntropyLoss_output_0", "L2Loss_output_0", "SoftmaxCrossEntropyLoss_2_output_0"]
@@ -451,7 +452,7 @@ def test_export_save_and_load_with_the_hook_attached(tmp_path: Path) -> None:
         again = net(nd.array(x)).asnumpy()
     assert (tmp_path / "model-symbol.json").exists() and (tmp_path / "model-0000.params").exists()
     trial = mldbg.create_trial(tmp_path / "run")
-    np.testing.assert_array_equal(trial.tensor("0.weight").value(1), other[0].weight.data().asnumpy())
+    np.testing.assert_array_equal(trial.tensor("0.weight").value(1), host_copy(other[0].weight.data()))
     np.testing.assert_array_equal(trial.tensor("model_output_0").value(1), after)
     np.testing.assert_array_equal(trial.tensor("model_output_0").value(2), before)
     np.testing.assert_array_equal(again, before)
