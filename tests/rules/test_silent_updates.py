@@ -48,7 +48,11 @@ def test_an_optimizer_that_stops_between_statistics_steps_is_seen_at_the_next_on
     assert weight_steps.index(first_still) < len(weight_steps) - 1  # not the last: rule needed one fewer
     found = [f for f in mldbg.check(run.path) if f.rule == "unchanged_tensor"]
     assert found, "unchanged_tensor did not fire"
-    assert trial.mode_step(found[0].step) == first_still, (first_still, trial.mode_step(found[0].step), weight_steps)
+    assert trial.mode_step(found[0].step) == first_still, (
+        first_still,
+        trial.mode_step(found[0].step),
+        weight_steps,
+    )
     assert "fc1.weight" in found[0].tensors
     healthy = train(tmp_path / "twin", default_hook=True, steps=260, hook_kwargs=every)
     assert "unchanged_tensor" not in fired(mldbg.check(healthy.path))
