@@ -276,8 +276,8 @@ class Ending(Attached):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if args[0] is not self.module:
-            return None  # a shallow copy's forward: no capture of ours began there
+        if args[0] is not self.module or torch.compiler.is_compiling():
+            return None  # a shallow copy's forward, or a traced one: no capture of ours began there
         return self.fn(*args, **kwargs)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 
 from mldbg.errors import InvalidConfig
@@ -113,6 +114,17 @@ class Attached:
         self.within = within
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # a model compiled after it was registered calls these inside the traced region: a
+        # layer's hook vanishes from the graph (layer outputs of a compiled model are not
+        # recorded, as for a model compiled first), the model's own run eagerly in `_run`
+        if self.within is not None and torch.compiler.is_compiling():
+            return None
+        return self._run(*args, **kwargs)
+
+    # mldbg's code is never traced: dynamo cannot trace time.perf_counter, and the statistics
+    # must not join the user's graph (one graph break where the model's forward begins and ends)
+    @torch.compiler.disable
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
         if self.owner._closed:  # left on the model until a new hook takes it
             return None
         if args[0] is not self.module or (self.within is not None and not self.within.running):
