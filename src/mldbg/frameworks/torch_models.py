@@ -116,20 +116,21 @@ class Attached:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # a model compiled after it was registered calls these inside the traced region: a
         # layer's hook vanishes from the graph (layer outputs of a compiled model are not
-        # recorded, as for a model compiled first), the model's own run eagerly in `_run`
-        if self.within is not None and torch.compiler.is_compiling():
-            return None
+        # recorded, as for a model compiled first), the model's own runs eagerly (`_eager`)
+        if torch.compiler.is_compiling():
+            return None if self.within is not None else self._eager(*args, **kwargs)
         return self._run(*args, **kwargs)
 
-    # mldbg's code is never traced: dynamo cannot trace time.perf_counter, and the statistics
-    # must not join the user's graph (one graph break where the model's forward begins and ends)
-    @torch.compiler.disable
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         if self.owner._closed:  # left on the model until a new hook takes it
             return None
         if args[0] is not self.module or (self.within is not None and not self.within.running):
             return None  # a shallow copy's forward, or a layer called outside its model's forward
         return self.fn(*args, **kwargs)
+
+    # mldbg's code is never traced: dynamo cannot trace time.perf_counter, and the statistics
+    # must not join the user's graph (one graph break where the model's forward begins and ends)
+    _eager = torch.compiler.disable(_run)
 
     def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
         return (Detached, ())
