@@ -131,8 +131,14 @@ def main() -> None:
     if out is not None:
         keep = {k: v for k, v in hooked.items() if not k.endswith("_table")}
         (out / f"gpu_profile_{args.image}.json").write_text(
-            json.dumps({"plain": {k: v for k, v in plain.items() if not k.endswith("_table")},
-                        "hooked": keep, "bytes": size}, indent=1)  # fmt: skip
+            json.dumps(
+                {
+                    "plain": {k: v for k, v in plain.items() if not k.endswith("_table")},
+                    "hooked": keep,
+                    "bytes": size,
+                },
+                indent=1,
+            )  # fmt: skip
         )
 
 
