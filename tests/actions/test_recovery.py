@@ -204,13 +204,13 @@ def test_actions_by_name_and_settings():
 
 
 def test_early_warning_and_rollback_keep_the_diverging_lm_training(tmp_path, caplog):
-    """The tiny GPT of tests/rules/diverging_lm.py diverges on its own at step 158 (NaN by
-    165). With loss_change_point in the hook's watcher and Rollback(lr_factor=0.5), the guard
+    """The tiny GPT of tests/rules/diverging_lm.py diverges on its own (at step 158 on one
+    machine, NaN by 165). With loss_change_point in the hook's watcher and Rollback(lr_factor=0.5), the guard
     goes back to a state from before the warning and halves the learning rate: the run trains
     to the end with the loss of its stable twin. 12-25 s: 220 steps of a transformer, paced at
     0.1 s a step after the warmup until the rollback, so that the watcher keeps up as it
     would with a real model."""
-    from tests.rules.diverging_lm import DIVERGES_AT, train_lm
+    from tests.rules.diverging_lm import diverged_at, train_lm
 
     hook = {"rules": ["loss_change_point"], "actions": [Rollback(lr_factor=0.5)]}
     with caplog.at_level("WARNING", logger="mldbg"):
@@ -222,4 +222,6 @@ def test_early_warning_and_rollback_keep_the_diverging_lm_training(tmp_path, cap
     assert len(losses) == 220 and all(math.isfinite(v) for v in losses[-40:])
     assert max(losses[-40:]) < 3.2  # the stable twins end near 2.8
     found = mldbg.check(str(tmp_path / "run"), rules=["loss_change_point"])
-    assert found and found[0].step < DIVERGES_AT
+    # the warning came while this run was still sound (where it diverges moves a few steps
+    # with another CPU's kernels: no step of one machine is pinned here)
+    assert found and diverged_at(losses[: found[0].step + 1]) is None, (found[0].step, diverged_at(losses))
