@@ -290,9 +290,11 @@ def select(names: list[str], split: str, which: str, only: list[str] | None) -> 
 
 
 def run(names: list[str], jobs: int, progress: bool = True) -> list[dict[str, Any]]:
-    """Each pipeline in a fresh worker process (spawned: no state shared between runs)."""
+    """Each pipeline in a fresh worker process: no state is shared between runs. Workers fork
+    from a server that imported torch and mldbg once (and never ran anything)."""
     records = []
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "mldbg.torch", "corpus", "calibration"])
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
         futures = {pool.submit(run_one, n): n for n in names}
         for i, fut in enumerate(cf.as_completed(futures), 1):
