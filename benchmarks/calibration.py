@@ -132,14 +132,25 @@ def verdict(rec: dict[str, Any]) -> dict[str, bool]:
     }
 
 
+def beyond_twin(rec: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> set[str] | None:
+    """The rules that fired on a buggy run and not on its healthy twin (None: the twin's
+    record is not among these runs, or it crashed)."""
+    twin = by_name.get(rec["twin"] or "")
+    if twin is None or twin["error"] is not None:
+        return None
+    return set(fired(rec)) - set(fired(twin))
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split (and `all`): healthy runs alarmed and by which rules, buggy runs caught."""
     out: dict[str, Any] = {}
+    by_name = {r["name"]: r for r in records}
     for split in ("tune", "heldout", "all"):
         rs = [r for r in records if split in ("all", r["split"]) and r["error"] is None]
         healthy = [r for r in rs if r["healthy"]]
         bugs = [r for r in rs if not r["healthy"]]
         with_diag = [r for r in rs if r["diagnoses"] is not None]
+        twinned = [b for b in (beyond_twin(r, by_name) for r in bugs) if b is not None]
         out[split] = {
             "healthy_runs": len(healthy),
             "healthy_alarmed": sum(verdict(r)["alarmed"] for r in healthy),
@@ -150,6 +161,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "buggy_caught_expected": sum(verdict(r)["caught_expected"] for r in bugs),
             "buggy_rule_hits": dict(Counter(rule for r in bugs for rule in fired(r)).most_common()),
             "buggy_findings_median": _median([len(fired(r)) for r in bugs]),
+            "buggy_with_twin": len(twinned),
+            "buggy_caught_beyond_twin": sum(bool(b) for b in twinned),
             "crashed": sum(1 for r in records if split in ("all", r["split"]) and r["error"] is not None),
             "diagnosed_runs": len(with_diag),
             "healthy_diagnosed": sum(1 for r in with_diag if r["healthy"] and r["diagnoses"]),
@@ -183,6 +196,7 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "| healthy runs alarmed (an `error` finding) | " + " | ".join(_frac(s[c]["healthy_alarmed_error"], s[c]["healthy_runs"]) for c in cols) + " |",
         "| buggy runs caught (any finding) | " + " | ".join(_frac(s[c]["buggy_caught"], s[c]["buggy_runs"]) for c in cols) + " |",
         "| buggy runs caught by an expected rule | " + " | ".join(_frac(s[c]["buggy_caught_expected"], s[c]["buggy_runs"]) for c in cols) + " |",
+        "| buggy runs caught by a rule quiet on their healthy twin (twin in these runs) | " + " | ".join(_frac(s[c]["buggy_caught_beyond_twin"], s[c]["buggy_with_twin"]) for c in cols) + " |",
         "| rules firing per buggy run (median) | " + " | ".join(str(s[c]["buggy_findings_median"]) for c in cols) + " |",
         "| runs that crashed (training or mldbg) | " + " | ".join(str(s[c]["crashed"]) for c in cols) + " |",
     ]  # fmt: skip
@@ -339,12 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-json", nargs="+", type=Path, help="merge saved runs into calibration_all")
     args = ap.parse_args(argv)
     if args.from_json:
-        records, jobs = {}, set()
+        records, metas = {}, []
         for f in args.from_json:
             data = json.loads(f.read_text())
-            jobs.add(data["meta"]["jobs"])
+            metas.append(data["meta"])
             records.update({r["name"]: r for r in data["runs"]})
-        meta = _meta(max(jobs))
+        meta = _meta(max(m["jobs"] for m in metas))
+        meta["commit"] = ", ".join(sorted({m["commit"] for m in metas}))  # where the runs were judged
+        meta["date"] = ", ".join(sorted({m["date"] for m in metas}))
         recs = sorted(records.values(), key=lambda r: r["name"])
         print(markdown(recs, meta))
         if not args.no_save:
