@@ -1,0 +1,114 @@
+"""The calibration corpus of issue 26: small real PyTorch trainings of many kinds, healthy ones
+and buggy twins (one injected bug each), recorded with the README's two lines.
+
+Each module of this package trains one kind of model (language models, seq2seq, generative
+models, RL, contrastive, graphs, tabular, vision, fine-tuning, mixture of experts, mixed
+precision) and lists its pipelines in `PIPELINES`; `pipelines()` collects them from every module,
+so adding a kind is adding a module. A pipeline is `train(out_dir) -> losses`: a plain training
+script as a PyTorch user writes it, with `Hook(out_dir)` + `register_module` (+ `register_loss`
+where the script has a loss module), data generated in-process, fixed seeds, a few hundred
+steps on one CPU thread.
+
+`split(name)` assigns every pipeline to `tune` or `heldout` from the SHA-1 of its name alone,
+decided before any result is seen: rules are tuned on one half and judged on the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+SPLITS = ("tune", "heldout")
+
+# bug -> (rules any of which is expected to fire, the cause a diagnosis should name)
+BUGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "lr_x100": (
+        ("loss_divergence", "loss_spike", "loss_change_point", "loss_not_decreasing", "underfitting",
+         "exploding_tensor", "gradient_norm_spike", "dead_relu", "logit_growth"),
+        "learning_rate_too_high",
+    ),
+    "no_zero_grad": (("gradient_not_reset",), "gradients_accumulate"),
+    "shuffled_labels": (
+        ("loss_not_decreasing", "underfitting", "overfit", "label_confusion"),
+        "labels_misaligned",
+    ),
+    "inputs_x255": (("not_normalized_data", "check_input_images"), "data_not_normalized"),
+    "softmax_before_ce": (
+        ("loss_not_decreasing", "underfitting", "vanishing_gradient"),
+        "softmax_before_cross_entropy",
+    ),
+    "dead_relu_init": (("dead_relu", "all_zero", "poor_weight_initialization"), "dead_units"),
+    "deep_sigmoid": (
+        ("vanishing_gradient", "sigmoid_saturation", "poor_weight_initialization", "loss_not_decreasing",
+         "underfitting"),
+        "vanishing_gradients",
+    ),
+    "frozen_by_mistake": (("unchanged_tensor", "weight_update_ratio"), "weights_not_updated"),
+    "log_zero_nan": (("exploding_tensor",), "numerical_instability"),
+    "train_in_eval_mode": (("train_in_eval_mode",), "train_in_eval_mode"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One training of the corpus. `bug` is None for a healthy run, else a key of BUGS."""
+
+    name: str
+    kind: str
+    train: Callable[[str], Any] = field(compare=False)
+    bug: str | None = None
+    twin: str | None = None  # the healthy pipeline this one breaks
+
+    @property
+    def healthy(self) -> bool:
+        return self.bug is None
+
+    @property
+    def expected(self) -> tuple[str, ...]:
+        return BUGS[self.bug][0] if self.bug else ()
+
+    @property
+    def cause(self) -> str | None:
+        return BUGS[self.bug][1] if self.bug else None
+
+    @property
+    def split(self) -> str:
+        return split(self.name)
+
+
+def split(name: str) -> str:
+    """`tune` or `heldout`, from the parity of the first byte of SHA-1(name): stable across
+    machines and runs, and independent of anything a run produces."""
+    return SPLITS[hashlib.sha1(name.encode()).digest()[0] & 1]
+
+
+def healthy(name: str, kind: str, fn: Callable[..., Any], **kw: Any) -> Pipeline:
+    return Pipeline(name, kind, partial(fn, **kw))
+
+
+def buggy(base: Pipeline, bug: str) -> Pipeline:
+    """`base` with one injected bug: the pipeline function takes `bug=`."""
+    assert bug in BUGS, bug
+    fn = base.train
+    assert isinstance(fn, partial)
+    return Pipeline(
+        f"{base.name}+{bug}", base.kind, partial(fn.func, *fn.args, **fn.keywords, bug=bug), bug, base.name
+    )
+
+
+def pipelines() -> dict[str, Pipeline]:
+    """Every pipeline of every module of the package, by name."""
+    out: dict[str, Pipeline] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for p in module.PIPELINES:
+            assert p.name not in out, f"two pipelines named {p.name}"
+            out[p.name] = p
+    return out
