@@ -76,7 +76,7 @@ BUDGET = 0.005  # of the training step's time, for the statistics (k = 100 with 
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
 # what a statistics step costs beyond a plain one, in plain training steps, for planning k: on
-# a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), more on tiny models; on
+# a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), 3.3 on tests/tiny.py's MLP; on
 # a GPU the statistics are enqueued, so less (docs/statistics.md, "Statistics steps")
 STATISTICS_STEP = 1.0
 
