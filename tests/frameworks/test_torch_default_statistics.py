@@ -3,7 +3,7 @@
 Recorded with raw tensors at every step too (`statistics=True`), every saved statistic equals
 NumPy's reference (`mldbg.store.statistics.compute`) on the raw tensor of the same step; the
 two-line hook (`Hook(out_dir)`) records the loss every step and the statistics of `DEFAULTS` at
-statistics steps: every step of the warmup, then as often as the time budget allows."""
+statistics steps: every step of the warmup, then every k-th, k from the budget."""
 
 from __future__ import annotations
 
@@ -196,7 +196,8 @@ def test_warmup_steps_carry_statistics_then_a_budget_spaces_them(tmp_path) -> No
         hook_kwargs={"statistics_budget": 1e-9, "statistics_warmup": warmup},
     )  # fmt: skip
     trial = mldbg.create_trial(path)
-    want = [*range(warmup), warmup - 1 + MAX_EVERY]
+    want = [*range(warmup + 1), warmup + MAX_EVERY]
+    assert Cadence(budget=1e-9, warmup=warmup).steps(steps) == want
     for name in ("fc1.weight", "out.bias", "gradient/fc1.weight", "relu1_input_0", "model_input_0",
                  "model_output_0", "CrossEntropyLoss_input_1", "CrossEntropyLoss_input_0"):  # fmt: skip
         assert _statistics_steps(trial, name) == want, name
@@ -216,46 +217,45 @@ def test_spaced_statistics_equal_numpy_and_delta_l2_spans_the_gap(tmp_path) -> N
         hook_kwargs={"statistics": True, "statistics_budget": 1e-9, "statistics_warmup": warmup},
     )  # fmt: skip
     trial = mldbg.create_trial(path)
-    spaced = warmup - 1 + MAX_EVERY
-    assert _statistics_steps(trial, "fc1.weight") == [*range(warmup), spaced]
+    spaced = warmup + MAX_EVERY
+    assert _statistics_steps(trial, "fc1.weight") == [*range(warmup + 1), spaced]
     w = trial.tensor("fc1.weight")
-    want = np.linalg.norm(w.value(spaced).astype(np.float64) - w.value(warmup - 1))
+    want = np.linalg.norm(w.value(spaced).astype(np.float64) - w.value(warmup))
     assert trial.record("fc1.weight", spaced).statistics["delta_l2"] == pytest.approx(want, rel=1e-5)
     assert _check_against_numpy(path) > 50
 
 
-def test_cadence_from_measured_costs() -> None:
-    """k = ceil(cost / (budget * step time)) once the warmup is over, per mode."""
-    cadence = Cadence(budget=0.02, warmup=2)
-    assert cadence.due(Mode.TRAIN, 0)
-    cadence.observe(Mode.TRAIN, 0, cost=0.010, step=None)  # the first step: no step time yet
-    cadence.observe(Mode.TRAIN, 1, cost=0.010, step=0.050)
-    assert cadence.every(Mode.TRAIN) == 10  # 10 ms of statistics, 2% of 50 ms is 1 ms
-    assert [s for s in range(2, 12) if cadence.due(Mode.TRAIN, s)] == [11]
-    for s in range(2, 11):
-        cadence.observe(Mode.TRAIN, s, cost=None, step=0.050)
-    cadence.observe(Mode.TRAIN, 11, cost=0.001, step=0.050)  # cheaper now: every few steps
-    assert cadence.every(Mode.TRAIN) == 9  # the smoothed cost: 0.8 * 10 ms + 0.2 * 1 ms
-    assert cadence.due(Mode.EVAL, 0) and cadence.every(Mode.EVAL) == 1  # its own warmup
-    cadence.observe(Mode.TRAIN, 20, cost=100.0, step=0.050)
-    assert cadence.every(Mode.TRAIN) == MAX_EVERY
+def test_cadence_from_the_budget_and_the_step_numbers() -> None:
+    """k = ceil(1 / budget) between 1 and `MAX_EVERY`, set once; the warmup, then every k-th
+    step of each mode, from the step numbers alone."""
+    assert Cadence().every(Mode.TRAIN) == 1  # before its first step
+    for budget, k in ((0.005, MAX_EVERY), (0.01, MAX_EVERY), (0.02, 50), (0.05, 20), (0.3, 4), (1.0, 1)):
+        assert Cadence(budget=budget).k == k, budget
+    cadence = Cadence(budget=0.05, warmup=3)
+    assert [s for s in range(70) if cadence.due(Mode.TRAIN, s)] == [0, 1, 2, 3, 23, 43, 63]
+    assert cadence.every(Mode.TRAIN) == 20
+    assert cadence.steps(70) == [0, 1, 2, 3, 23, 43, 63]
+    # EVAL counts its own steps and has its own warmup
+    assert [s for s in range(30) if cadence.due(Mode.EVAL, s)] == [0, 1, 2, 3, 23]
+    # a resumed run (its first mode step is 50): a warmup of its own, then the same grid
+    resumed = Cadence(budget=0.05, warmup=3)
+    assert [s for s in range(50, 110) if resumed.due(Mode.TRAIN, s)] == [50, 51, 52, 63, 83, 103]
+    assert resumed.steps(110, first=50) == [50, 51, 52, 63, 83, 103]
     for budget in (0, None):
         free = Cadence(budget=budget, warmup=0)
-        free.observe(Mode.TRAIN, 0, cost=1.0, step=0.001)
-        assert free.due(Mode.TRAIN, 1) and free.every(Mode.TRAIN) == 1
+        assert all(free.due(Mode.TRAIN, s) for s in range(5)) and free.every(Mode.TRAIN) == 1
     with pytest.raises(InvalidConfig, match="statistics_budget"):
         Cadence(budget=-1)
     with pytest.raises(InvalidConfig, match="statistics_warmup"):
         Cadence(warmup=-3)
 
 
-def test_a_fixed_cadence_ignores_the_costs() -> None:
-    """`statistics_every=k`: the warmup, then every k-th step of each mode, whatever they cost."""
-    cadence = Cadence(warmup=3, every=4)
-    for s in range(12):
-        cadence.observe(Mode.TRAIN, s, cost=1.0 if cadence.due(Mode.TRAIN, s) else None, step=0.001)
+def test_a_fixed_cadence_ignores_the_budget() -> None:
+    """`statistics_every=k`: the warmup, then every k-th step of each mode, any k."""
+    cadence = Cadence(budget=0.5, warmup=3, every=4)
     assert [s for s in range(20) if cadence.due(Mode.TRAIN, s)] == [0, 1, 2, 3, 7, 11, 15, 19]
     assert cadence.every(Mode.TRAIN) == 4 and cadence.every(Mode.EVAL) == 1
+    assert Cadence(every=1000).steps(2100)[-3:] == [20, 1020, 2020]  # sparser than MAX_EVERY too
     for bad in (0, 2.5, "3"):
         with pytest.raises(InvalidConfig, match="statistics_every"):
             Cadence(every=bad)  # type: ignore[arg-type]

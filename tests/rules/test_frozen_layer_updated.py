@@ -75,7 +75,7 @@ def test_a_gan_that_freezes_its_discriminator_for_the_generator_step_is_healthy(
 
 
 def _sparse_run(path, steps: int, gan: bool) -> None:
-    """Statistics steps at train steps 0, 1, 101, 201, ... (no warmup, the sparsest cadence):
+    """Statistics steps at train steps 0, 100, 200, ... (no warmup, the sparsest cadence):
     `requires_grad` must say whether the parameter stayed frozen over the steps between."""
     import torch
     from torch import nn
@@ -89,7 +89,7 @@ def _sparse_run(path, steps: int, gan: bool) -> None:
     with mldbg.torch.Hook(str(path), statistics_warmup=0, statistics_budget=1e-9) as hook:
         hook.register_module(model)
         for step in range(steps):
-            frozen = step % 2 == 1 if gan else step >= 5  # GAN: one layer trained every other step
+            frozen = step % 2 == 0 if gan else step >= 5  # GAN: one layer trained every other step
             for p in model[0].parameters():
                 p.requires_grad_(not frozen)
             opt.zero_grad(set_to_none=gan)
@@ -98,11 +98,11 @@ def _sparse_run(path, steps: int, gan: bool) -> None:
 
 
 def test_frozen_throughout_the_steps_between_sparse_statistics_steps(tmp_path):
-    _sparse_run(tmp_path / "gan", 210, gan=True)  # frozen at steps 101 and 201, trained between
+    _sparse_run(tmp_path / "gan", 210, gan=True)  # frozen at steps 100 and 200, trained between
     assert not mldbg.check(str(tmp_path / "gan"), rules=["frozen_layer_updated"])
     _sparse_run(tmp_path / "momentum", 302, gan=False)  # frozen from step 5 on, moved by weight decay
     trial = mldbg.create_trial(str(tmp_path / "momentum"))
     flags = {r.step: r.statistics["requires_grad"] for r in trial.records("0.weight")}
-    assert flags == {0: 1.0, 1: 1.0, 101: 1.0, 201: 0.0, 301: 0.0}  # 101: trainable at steps 2-4
+    assert flags == {0: 1.0, 100: 1.0, 200: 0.0, 300: 0.0}  # 100: trainable at steps 1-4
     found = mldbg.check(str(tmp_path / "momentum"), rules=["frozen_layer_updated"])
-    assert [f.step for f in found] == [301], found  # frozen at 201 and throughout up to 301
+    assert [f.step for f in found] == [300], found  # frozen at 200 and throughout up to 300

@@ -64,10 +64,11 @@ class Hook(StepEnds, Adapter):
     `save_config` and no `include_collections`; True: added to any configuration; False: off)
     records the statistics the default rules read (docs/statistics.md). The loss is saved
     every step; the other statistics at every step of each mode's first `statistics_warmup`
-    steps (default 20), then every k-th, k chosen from measurement so they take at most
-    `statistics_budget` (default 0.005) of the training step's time, between 1 and 100.
-    `statistics_budget=0` (or None): every step; `statistics_every=k`: every k-th, whatever
-    the cost."""
+    steps (default 20), then every k-th: the steps follow from the step numbers alone, the
+    same on any machine. k = ceil(1 / `statistics_budget`) between 1 and 100 (default 0.005:
+    k = 100), the budget being the share of the step time the statistics may take when a
+    statistics step costs one training step more (a CPU's case). `statistics_budget=0` (or
+    None): every step; `statistics_every=k`: every k-th, any k."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
     own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")

@@ -9,10 +9,12 @@ device, and the values are read on the writer thread after one non-blocking copy
 When (`Cadence`): the loss is saved raw every step by the recorder (`losses`). Everything else
 is computed at *statistics steps*: every step for the first `warmup` steps of each mode (the
 defects of initialization show at once: dead ReLUs, saturation, poor init, raw inputs, class
-imbalance), then every k-th step of that mode, k chosen from measurement so that statistics
-take at most `budget` of the training step's time. On a CPU the statistics are real
-arithmetic (each ReLU input read about three times): every step they cost ~40% of a small
-ResNet's step; on a GPU they are a few cheap launches, so k stays near 1.
+imbalance), then every k-th step of that mode (k = 100 by default). The steps follow from the
+step numbers alone, never from timing, so the same script records the same steps on a busy
+machine and a quiet one. k is planned from `budget`, the share of the step time statistics
+may take, for the dear case: on a CPU the statistics are real arithmetic (each ReLU input
+read about three times), a statistics step costing ~0.7 of a small ResNet's step more; on a
+GPU they are launches enqueued, cheaper.
 
 Per tensor (names as in API.md), at statistics steps:
 - `<param>` (weights and biases) and `gradient/<param>`: in TRAIN steps only (weights do not
@@ -52,7 +54,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -71,11 +72,13 @@ log = logging.getLogger("mldbg")
 CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
     nn.CrossEntropyLoss, nn.NLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.MultiMarginLoss,
 )  # fmt: skip
-BUDGET = 0.005  # of the training step's time, for the statistics
+BUDGET = 0.005  # of the training step's time, for the statistics (k = 100 with the cap)
 WARMUP = 20  # steps of each mode with statistics at every step
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
-PAUSE = 4.0  # a gap between two step ends this many times the usual step is a pause
-SMOOTHING = 0.2  # weight of a new measurement in the running estimates
+# what a statistics step costs beyond a plain one, in plain training steps, for planning k: on
+# a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), 3.3 on tests/tiny.py's MLP; on
+# a GPU the statistics are enqueued, so less (docs/statistics.md, "Statistics steps")
+STATISTICS_STEP = 1.0
 
 
 def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Parameter]]]]:
@@ -99,26 +102,21 @@ def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Pa
     return groups
 
 
-@dataclass
-class _ModeCost:
-    """The running estimates of one mode: seconds of statistics, seconds of training."""
-
-    seen: int = 0  # steps of the mode ended under this hook
-    cost: float | None = None
-    step: float | None = None
-    plain: float | None = None  # the wall time of a step without statistics
-    every: int = 1
-    next_due: int = 0  # mode step of the next statistics step after the warmup
-
-
 class Cadence:
     """Which steps are statistics steps: each mode's first `warmup` steps, then every k-th.
 
-    k = ceil(cost / (budget * step time)), between 1 and `max_every`, from running estimates
-    of the seconds the statistics take on the host at a statistics step (on a GPU: enqueueing
-    them) and of the training step's wall time without them; re-evaluated at each statistics
-    step. `budget` None or 0: every step. `every`: a fixed k instead of the budget's (the
-    same steps on every run: reproducible, and what the tests of sparse cadences use)."""
+    A function of the step numbers only, set once when the hook is made: a rerun of a seeded
+    script records statistics at the same steps on any machine, busy or quiet (a cadence
+    measured as the run went made findings depend on the machine's load). Step s of a mode is
+    a statistics step when it is one of the first `warmup` steps of that mode the hook sees, or
+    when (s - warmup) is a multiple of k, counted from the mode's step 0 (a resumed run keeps
+    the grid of the run it continues, after a warmup of its own).
+
+    k: `every` when given; else from `budget`, the share of the training step's time the
+    statistics may take, planned with a statistics step costing `STATISTICS_STEP` training
+    steps more than a plain one (about a CPU's cost, the dearest case measured; on a GPU it is
+    enqueueing, cheaper): k = ceil(STATISTICS_STEP / budget), between 1 and `max_every`.
+    `budget` None or 0: every step."""
 
     def __init__(
         self,
@@ -127,7 +125,9 @@ class Cadence:
         max_every: int = MAX_EVERY,
         every: int | None = None,
     ):
-        if budget is not None and not (isinstance(budget, (int, float)) and budget >= 0):
+        if budget is not None and not (
+            isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 0
+        ):
             raise InvalidConfig(
                 f"statistics_budget must be a fraction >= 0 of the step time or None, got {budget!r}"
             )
@@ -135,61 +135,40 @@ class Cadence:
             raise InvalidConfig(f"statistics_warmup must be a number of steps >= 0, got {warmup!r}")
         if every is not None and not (isinstance(every, int) and every >= 1):
             raise InvalidConfig(f"statistics_every must be a number of steps >= 1 or None, got {every!r}")
-        self.fixed = every
-        self.budget = 0.0 if every is not None or not budget else float(budget)
         self.warmup = warmup
-        self.max_every = max(1, max_every)
-        self._modes: dict[Mode, _ModeCost] = {}
+        if every is not None:
+            self.k = every
+        elif not budget:
+            self.k = 1
+        else:
+            self.k = min(max(1, max_every), max(1, math.ceil(STATISTICS_STEP / budget)))
+        self._first: dict[Mode, int] = {}  # the first mode step of each mode the hook saw
 
     def due(self, mode: Mode, mode_step: int) -> bool:
         """Is this step of `mode` a statistics step?"""
-        if self.fixed is not None:
-            return mode_step < self.warmup or (mode_step - self.warmup) % self.fixed == 0
-        if not self.budget:
-            return True
-        m = self._modes.get(mode)
-        return m is None or m.seen < self.warmup or mode_step >= m.next_due
+        first = self._first.setdefault(mode, mode_step)
+        return mode_step - first < self.warmup or (mode_step - self.warmup) % self.k == 0
 
     def every(self, mode: Mode) -> int:
-        """The current k of `mode` (1 during the warmup and without a budget)."""
-        if self.fixed is not None:
-            m = self._modes.get(mode)
-            return 1 if m is None or m.seen < self.warmup else self.fixed
-        m = self._modes.get(mode)
-        return 1 if m is None or not self.budget else m.every
+        """The k of `mode` after its warmup (1 before it, and before its first step)."""
+        first = self._first.get(mode)
+        return 1 if first is None else self.k
 
-    def observe(self, mode: Mode, mode_step: int, cost: float | None, step: float | None) -> None:
-        """A step of `mode` ended: `cost` seconds of statistics (None: not a statistics step),
-        `step` seconds of training since the last step ended, statistics excluded (None: no
-        previous step)."""
-        m = self._modes.setdefault(mode, _ModeCost())
-        m.seen += 1
-        if step is not None and m.step is not None and step > PAUSE * m.step:
-            step = None  # a pause between steps (evaluation, a checkpoint), not a step's time
-        if step is not None and step > 0:
-            m.step = step if m.step is None else m.step + SMOOTHING * (step - m.step)
-            if cost is None:
-                m.plain = step if m.plain is None else m.plain + SMOOTHING * (step - m.plain)
-        if cost is None:
-            return
-        if m.plain is not None and step is not None:
-            # what the statistics step took beyond a plain one: the timed calls, and what they
-            # do to the rest of the step (the hooks that gather, caches the passes evicted)
-            cost = max(cost, step + cost - m.plain)
-        # a dearer step counts at once (the budget is a ceiling), a cheaper one is averaged in
-        m.cost = cost if m.cost is None or cost > m.cost else m.cost + SMOOTHING * (cost - m.cost)
-        base = m.plain if m.plain is not None else m.step
-        if self.budget and base is not None:
-            m.every = min(self.max_every, max(1, math.ceil(m.cost / (self.budget * base))))
-        m.next_due = mode_step + m.every
+    def steps(self, mode_steps: int, first: int = 0) -> list[int]:
+        """The statistics steps among mode steps `first` .. `mode_steps - 1` of a mode whose
+        first step under the hook is `first`: what a run records, known before it runs."""
+        return [
+            s for s in range(first, mode_steps)
+            if s - first < self.warmup or (s - self.warmup) % self.k == 0
+        ]  # fmt: skip
 
 
 class StepStatistics:
     """One step's statistics requests, handed to the recorder at `finish()`.
 
-    With a `cadence`, only statistics steps (`due()`) carry them, and the host time of the
-    `add` calls and of `finish()` is measured against the time between step ends to choose
-    the cadence. Without one (the `ReductionConfig` reductions), every step asked."""
+    With a `cadence`, only statistics steps (`due()`) carry them; without one (the
+    `ReductionConfig` reductions), every step asked. The host time of the `add` calls and of
+    `finish()` is told to `on_spent` (the profiler's timeline), never used to choose steps."""
 
     def __init__(
         self,
@@ -219,11 +198,7 @@ class StepStatistics:
         self._failed = False
         self._step = -1  # the step `_due` was decided for
         self._due = False
-        self._spent = 0.0  # seconds of statistics in the open step
-        self._last_end: float | None = None
         recorder.before_step_end.append(self.finish)
-        if cadence is not None:
-            recorder.before_step_end.append(self._step_end)
 
     def due(self) -> bool:
         """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
@@ -397,20 +372,8 @@ class StepStatistics:
         self._took(start)
 
     def _took(self, start: float) -> None:
-        seconds = self._clock() - start
-        self._spent += seconds
         if self._on_spent is not None:
-            self._on_spent(seconds)
-
-    def _step_end(self) -> None:
-        """Tell the cadence what this step cost: statistics, and training without them."""
-        assert self.cadence is not None
-        now = self._clock()
-        rec = self.recorder
-        spent, self._spent = self._spent, 0.0
-        step = None if self._last_end is None else now - self._last_end - spent
-        self._last_end = now
-        self.cadence.observe(rec.mode, rec.mode_step, spent if self.due() else None, step)
+            self._on_spent(self._clock() - start)
 
 
 class _ReplicaRecorder(Recorder):
