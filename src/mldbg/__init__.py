@@ -17,6 +17,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "check": ("mldbg.rules.runner", "check"),
+    "diagnose": ("mldbg.rules.diagnosis", "diagnose"),
+    "Diagnosis": ("mldbg.rules.diagnosis", "Diagnosis"),
     "Finding": ("mldbg.rules.base", "Finding"),
     "find_samples": ("mldbg.replay", "find_samples"),
     "ProfilerConfig": ("mldbg.profiler.config", "ProfilerConfig"),
@@ -35,6 +37,7 @@ def __getattr__(name: str) -> Any:  # rules and profiler load on first use
 
 __all__ = [
     "CollectionConfig",
+    "Diagnosis",
     "Finding",
     "Mode",
     "ProfilerConfig",
@@ -43,6 +46,7 @@ __all__ = [
     "TrainingStopped",
     "check",
     "create_trial",
+    "diagnose",
     "find_samples",
     "rule_status",
 ]
