@@ -314,6 +314,17 @@ CAUSES: tuple[Cause, ...] = (
         explains=("overfit", "overtraining", "confusion"),
     ),
     Cause(
+        "logits_grow",
+        "the logits grow without bound",
+        "Output or attention logits keep growing: a learned temperature or logit scale runs away, "
+        "or the loss is pushed the wrong way.",
+        "Clamp a learned temperature or logit scale (CLIP clamps it at 100), add weight decay or a "
+        "z-loss on the logits, normalize queries and keys (QK-norm) or check the 1/sqrt(d) scale of "
+        "attention, check that the loss is minimized, and lower the learning rate.",
+        evidence=("logit_growth",),
+        directions=frozenset({LOWER_LR}),
+    ),
+    Cause(
         "not_learning",
         "the model does not learn",
         "The training loss does not fall: the updates do not reach the weights, are too small, or "
@@ -343,17 +354,6 @@ CAUSES: tuple[Cause, ...] = (
         "clip gradients (torch.nn.utils.clip_grad_norm_), and watch whether the loss recovers.",
         evidence=("loss_spike", "gradient_norm_spike"),
         explains=("logit_growth",),
-    ),
-    Cause(
-        "logits_grow",
-        "the logits grow without bound",
-        "Output or attention logits keep growing: a learned temperature or logit scale runs away, "
-        "or the loss is pushed the wrong way.",
-        "Clamp a learned temperature or logit scale (CLIP clamps it at 100), add weight decay or a "
-        "z-loss on the logits, normalize queries and keys (QK-norm) or check the 1/sqrt(d) scale of "
-        "attention, check that the loss is minimized, and lower the learning rate.",
-        evidence=("logit_growth",),
-        directions=frozenset({LOWER_LR}),
     ),
 )
 

@@ -143,10 +143,15 @@ def _rise(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
     if len(values) < 20:
         return None
     w = max(5, min(len(values) // 10, 1000))
-    a, b = np.nanmedian(values[:w]), np.nanmedian(values[-w:])
-    if not (np.isfinite(a) and a > 0) or np.nanmin(values) < 0:
+    head, tail = values[:w], values[-w:]
+    head, finite_tail = head[np.isfinite(head)], tail[np.isfinite(tail)]
+    if len(head) < w // 2 + 1 or np.any(values[np.isfinite(values)] < 0):
         return None
-    ratio = float(b / a) if np.isfinite(b) else math.inf
+    a = float(np.median(head))
+    b = float(np.median(finite_tail)) if len(finite_tail) > w // 2 else math.inf
+    if a <= 0:
+        return None
+    ratio = b / a
     if ratio < 1.5:
         return None
     return Fact(
