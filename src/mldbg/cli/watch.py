@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 
 EXIT_FOUND = 1  # a rule fired (as `mldbg check`)
 EXIT_NO_RUN = 3  # --wait-timeout passed and the run never appeared
 EXIT_INTERRUPTED = 130
+STOP_ON = ("diagnosis", "finding")
 
 
 def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,8 +28,7 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                           "--stop-confidence (see --stop-on)."),
         click.option("--stop-rule", "stop_rules", multiple=True, metavar="NAME",
                      help="Only these rules' findings count towards a stop (repeatable; implies --stop)."),
-        click.option("--stop-on", type=click.Choice(["diagnosis", "finding"]), default="diagnosis",
-                     show_default=True,
+        click.option("--stop-on", default="diagnosis", show_default=True, metavar="diagnosis|finding",
                      help="diagnosis: stop on a confident error diagnosis (a warning never stops); "
                           "finding: stop on the first finding, whatever it is."),
         click.option("--stop-confidence", type=click.FloatRange(0.0, 1.0), default=None, metavar="P",
@@ -113,6 +113,10 @@ def build(
             else:
                 specs.append(str(item))
         actions += resolve_actions(data.get("actions") or [])
+    if stop_on not in STOP_ON:  # not a click.Choice: `mldbg run` passes its options on to the script
+        raise InvalidConfig(
+            f"--stop-on {stop_on!r} is not one of {', '.join(map(repr, STOP_ON))}{did_you_mean(stop_on, STOP_ON)}"
+        )
     if stop or stop_rules or stop_signal:
         actions.append(StopTraining(
             signal=stop_signal, rules=stop_rules or None, on=stop_on, min_confidence=stop_confidence
