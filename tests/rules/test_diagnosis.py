@@ -270,3 +270,13 @@ def test_the_catalogue_covers_every_built_in_model_rule():
     for name, cls in BUILTIN.items():
         if cls.severity == "error" and name not in own:
             assert name in named, name
+
+
+def test_facts_choose_the_cause_but_do_not_make_a_weak_finding_strong():
+    """A loss that rose 10x at its start (a GAN's generator may) beside one loss spike: the
+    spike is read as a symptom of too large steps, but not with the confidence that stops a job."""
+    facts = RunFacts(loss_jump=Fact("the loss jumped 10x", 0.9))
+    (d,) = group([finding("loss_spike", 40)], facts)
+    assert d.cause == "learning_rate_too_high" and d.confidence < STOP_CONFIDENCE
+    (d,) = group([finding("dead_relu", 15)], facts)  # the demo's first finding, live
+    assert d.cause == "learning_rate_too_high" and d.confidence >= STOP_CONFIDENCE

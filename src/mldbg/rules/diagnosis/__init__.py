@@ -18,7 +18,8 @@ the symptoms it explains, and its one advice replaces theirs. How:
 Confidence (0-1) combines the evidence: a direct finding weighs its rule's reliability
 (`causes.RELIABILITY`), a symptom a third of it, a fact its strength; the strongest counts
 whole and each further one half, so agreeing evidence raises it and no single weak rule makes
-it high. `why` says what it rests on. Severity is "error" when a finding of it is one.
+it high. Facts choose the cause but do not make weak findings strong: the confidence stays
+within `FACT_MARGIN` (0.1) of what the findings alone give. `why` says what it rests on. Severity is "error" when a finding of it is one.
 
 Nothing is lost: `mldbg.check` returns exactly the findings of the diagnoses, and a finding no
 cause claims is a diagnosis of its own.
@@ -45,6 +46,8 @@ from mldbg.rules.diagnosis.facts import Fact, RunFacts
 
 #: the confidence from which a stop action acts on an error diagnosis (`StopTraining`)
 STOP_CONFIDENCE = 0.75
+#: how far facts of the run may raise a diagnosis's confidence above its findings' own
+FACT_MARGIN = 0.1
 
 JSON_FINDING_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion", "severity")
 
@@ -242,13 +245,11 @@ def _diagnosis(
             symptoms[f.rule] = max(symptoms.get(f.rule, 0.0), SYMPTOM_WEIGHT * w)
     for rule in direct:
         symptoms.pop(rule, None)
-    weights = sorted([*direct.values(), *symptoms.values(), *(f.strength for f in facts)], reverse=True)
-    confidence = 0.0
-    if weights:
-        rest = 1.0 - weights[0]
-        for w in weights[1:]:
-            rest *= 1.0 - w / 2
-        confidence = round(min(0.99, 1.0 - rest), 2)
+    # facts tell which cause; they do not make weak findings strong: the confidence stays
+    # within FACT_MARGIN of what the findings alone would give, each counted as direct evidence
+    alone = _combined([reliability(r) for r in {**direct, **symptoms}])
+    weights = [*direct.values(), *symptoms.values(), *(f.strength for f in facts)]
+    confidence = round(min(0.99, _combined(weights), alone + FACT_MARGIN), 2)
     parts = []
     if direct:
         parts.append(f"{_names(direct)} {'is' if len(direct) == 1 else 'are'} direct evidence")
@@ -273,6 +274,17 @@ def _diagnosis(
         title=title,
         explanation=cause.explanation if cause is not None else "",
     )
+
+
+def _combined(weights: list[float]) -> float:
+    """The strongest piece of evidence counts whole, each further one half."""
+    if not weights:
+        return 0.0
+    ordered = sorted(weights, reverse=True)
+    rest = 1.0 - ordered[0]
+    for w in ordered[1:]:
+        rest *= 1.0 - w / 2
+    return 1.0 - rest
 
 
 def _names(weights: dict[str, float]) -> str:

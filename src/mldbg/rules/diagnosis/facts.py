@@ -88,7 +88,10 @@ class RunFacts:
                 continue
             key = (name, step)
             if key not in self._growth:
-                self._growth[key] = _norm_change(self._trial, name, step)
+                try:
+                    self._growth[key] = _norm_change(self._trial, name, step)
+                except Exception:  # unreadable (damaged, not saved): unknown, as without the run
+                    self._growth[key] = None
             g = self._growth[key]
             if g is not None:
                 best = g if best is None else max(best, g)
