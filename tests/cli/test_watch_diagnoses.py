@@ -18,6 +18,9 @@ def test_watch_ends_with_the_diagnoses(tmp_path):
     assert out.index("[exploding_tensor] step") < out.index("diagnos")
     assert "[learning_rate_too_high] the learning rate is too high" in out
     res = CliRunner().invoke(cli, ["watch", str(run), "--no-state", "--quiet", "--json"])
+    plain = [json.loads(line) for line in res.stdout.splitlines()]
+    assert plain and not [d for d in plain if "cause" in d]  # one object per finding (and unchecked rule)
+    res = CliRunner().invoke(cli, ["watch", str(run), "--no-state", "--quiet", "--json", "--diagnoses"])
     lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
     findings = [d for d in lines if "rule" in d]
     diagnoses = [d for d in lines if "cause" in d]

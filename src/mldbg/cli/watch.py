@@ -58,9 +58,13 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...]; a type is "
                           "a built-in action or an installed 'mldbg.actions' entry point)."),
         click.option("--json", "as_json", is_flag=True,
-                     help="Print one JSON object per finding as it comes, and one per diagnosis at the end."),
+                     help="Print one JSON object per finding as it comes (with --diagnoses, then one per "
+                          "diagnosis at the end)."),
         click.option("--findings", "flat", is_flag=True,
                      help="Print only the findings, not the diagnoses they add up to at the end."),
+        click.option("--diagnoses", "json_diagnoses", is_flag=True,
+                     help="With --json, also print one JSON object per diagnosis once the training ended "
+                          "(without --json the diagnoses are printed anyway, unless --findings)."),
         click.option("--strict", is_flag=True,
                      help="Count warnings (machine-dependent findings: the profiler rules) as failures "
                           "too; without it only errors make the exit status 1."),
@@ -203,7 +207,8 @@ def announce(watcher: Any) -> None:
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
-          per_worker: bool, as_json: bool, flat: bool, quiet: bool, poll_seconds: float, strict: bool,
+          per_worker: bool, as_json: bool, flat: bool, json_diagnoses: bool, quiet: bool, poll_seconds: float,
+          strict: bool,
           **options: Any) -> None:  # fmt: skip
     """Run rules on PATH while it is written (it may not exist yet), until training ends.
 
@@ -240,7 +245,7 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
         signal.signal(signal.SIGTERM, previous)
     if not watcher.ended:  # stopped by a signal: the place is saved, a restart resumes
         sys.exit(EXIT_INTERRUPTED)
-    if not flat:
+    if not flat and (json_diagnoses or not as_json):
         echo_diagnoses(watcher, as_json)
     if as_json:  # the text output said it as the watcher's notes ("rule X skipped: why")
         from mldbg.cli.check import echo_unchecked
