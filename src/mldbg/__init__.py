@@ -1,8 +1,9 @@
 """mldbg: a debugger for machine-learning training.
 
 Record tensors with a framework hook (`mldbg.torch.Hook`, ...), read them back with
-`create_trial`, and check them with rules (`check`). Frameworks are imported only by their
-own modules, so `import mldbg` needs none.
+`create_trial`, check them with rules (`check`), and judge the findings as root causes
+(`diagnose`: one `Diagnosis` per cause, with its confidence and one advice). Frameworks are
+imported only by their own modules, so `import mldbg` needs none.
 """
 
 from __future__ import annotations

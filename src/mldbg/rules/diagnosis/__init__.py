@@ -87,7 +87,9 @@ class Diagnosis:
     def __str__(self) -> str:
         tag = self.cause if self.severity == "error" else f"{self.cause}, {self.severity}"
         head = f"[{tag}] {self.title or self.cause} (from step {self.step}, confidence {self.confidence:.2f})"
-        lines = [head, f"    why: {self.why}", f"    advice: {self.advice}"] if self.advice else [head]
+        lines = [head]
+        lines += [f"    why: {self.why}"] if self.why else []
+        lines += [f"    advice: {self.advice}"] if self.advice else []
         lines.append(f"    evidence ({len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}):")
         for f in self.findings:
             where = f"step {f.step}" + (f" ({f.mode})" if f.mode else "")
