@@ -101,7 +101,12 @@ class StopTraining(Action):
         return super().__call__(self.diagnosis.findings, context, final)
 
     def key(self, finding: Finding) -> str:
-        return "stop"  # one stop per run, whatever fired
+        """One key, "stop", for what stops the run (one stop per run); a finding that does
+        not (not part of a diagnosis due to stop) has its own key, so that a restarted watcher,
+        which takes the keys of the findings handed before as done, can still stop the run."""
+        if self.on == "diagnosis" and (self.diagnosis is None or finding not in self.diagnosis.findings):
+            return f"judged|{finding.rule}|{finding.step}|{finding.worker or ''}"
+        return "stop"
 
     def describe(self) -> str:
         sig = "" if self.signal is None else f" {signals.Signals(self.signal).name}"
