@@ -59,3 +59,15 @@ def test_the_bar_is_an_option(tmp_path):
         StopTraining(on="everything")
     assert StopTraining().describe() == "StopTraining"  # the default keeps the name a saved place knows
     assert StopTraining(on="finding").describe() == "StopTraining on finding"
+
+
+def test_a_finding_that_did_not_stop_does_not_take_the_stop_s_place(tmp_path):
+    """The watcher journals each finding with the action's key before acting; a restarted
+    watcher takes those keys as done. A finding that did not stop the run must not take the
+    key of the stop, or a restart could never stop it."""
+    stop = StopTraining()
+    spike = finding("loss_spike", 30, "jump")
+    assert stop.key(spike) != "stop"
+    stop([spike], context(tmp_path))
+    nan = finding("exploding_tensor", 31)
+    assert stop([nan], context(tmp_path)) == 1 and stop.key(nan) == "stop"
