@@ -138,7 +138,7 @@ def diagnose(
         return group(findings, facts, causes_of=rule_causes(rules))
     from mldbg.rules.runner import check
 
-    opened = run if isinstance(run, Trial) else create_trial(run)
+    opened = run if isinstance(run, Trial) else create_trial(run)  # type: ignore[arg-type]
     findings = check(opened, rules, start_step=start_step, end_step=end_step, per_worker=per_worker)
     return group(findings, facts if facts is not None else RunFacts.of(opened), causes_of=rule_causes(rules))
 
@@ -150,13 +150,13 @@ def _findings(value: Any) -> bool:
 def rule_causes(rules: Any) -> dict[str, str]:
     """Rule name -> the cause it declares (`Rule.cause`), for the rule objects and classes of
     `rules` and every built-in rule that declares one."""
-    out = {name: cls.cause for name, cls in BUILTIN.items() if getattr(cls, "cause", "")}
+    out = {name: cls.cause for name, cls in BUILTIN.items() if cls.cause}
     if rules is None or isinstance(rules, (str, Rule, type)):
         rules = [] if rules is None else [rules]
     for r in rules:
-        is_rule = isinstance(r, Rule) or (isinstance(r, type) and issubclass(r, Rule))
-        if is_rule and getattr(r, "cause", ""):
-            out[r.name] = r.cause
+        cause = r.cause if isinstance(r, Rule) or (isinstance(r, type) and issubclass(r, Rule)) else ""
+        if cause:
+            out[r.name] = cause
     return out
 
 
@@ -203,13 +203,13 @@ def group(
     while left:
         homes = {causes_of.get(f.rule) or HOME.get(f.rule) or f.rule for f in left}
         name = min(homes, key=lambda n: (order.get(n, len(order)), n))
-        cause = by_name.get(name)
-        if cause is None:  # a cause the catalogue does not know: the rule's own
+        known = by_name.get(name)
+        if known is None:  # a cause the catalogue does not know: the rule's own
             mine = [f for f in left if (causes_of.get(f.rule) or HOME.get(f.rule) or f.rule) == name]
             taken.setdefault(name, []).extend((f, True) for f in mine)
             left = [f for f in left if f not in mine]
             continue
-        take(cause, extra=lambda f, n=name: (causes_of.get(f.rule) or HOME.get(f.rule) or f.rule) == n)
+        take(known, extra=lambda f, n=name: (causes_of.get(f.rule) or HOME.get(f.rule) or f.rule) == n)
     # 3. no two opposite advices: the later cause joins the earlier
     names = sorted(taken, key=lambda n: (order.get(n, len(order)), n))
     for i, later in enumerate(names):
