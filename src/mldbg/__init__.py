@@ -1,8 +1,9 @@
 """mldbg: a debugger for machine-learning training.
 
 Record tensors with a framework hook (`mldbg.torch.Hook`, ...), read them back with
-`create_trial`, and check them with rules (`check`). Frameworks are imported only by their
-own modules, so `import mldbg` needs none.
+`create_trial`, check them with rules (`check`), and judge the findings as root causes
+(`diagnose`: one `Diagnosis` per cause, with its confidence and one advice). Frameworks are
+imported only by their own modules, so `import mldbg` needs none.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "check": ("mldbg.rules.runner", "check"),
+    "diagnose": ("mldbg.rules.diagnosis", "diagnose"),
+    "Diagnosis": ("mldbg.rules.diagnosis", "Diagnosis"),
     "Finding": ("mldbg.rules.base", "Finding"),
     "find_samples": ("mldbg.replay", "find_samples"),
     "ProfilerConfig": ("mldbg.profiler.config", "ProfilerConfig"),
@@ -35,6 +38,7 @@ def __getattr__(name: str) -> Any:  # rules and profiler load on first use
 
 __all__ = [
     "CollectionConfig",
+    "Diagnosis",
     "Finding",
     "Mode",
     "ProfilerConfig",
@@ -43,6 +47,7 @@ __all__ = [
     "TrainingStopped",
     "check",
     "create_trial",
+    "diagnose",
     "find_samples",
     "rule_status",
 ]

@@ -19,6 +19,9 @@ def test_demo_trains_records_and_catches_the_broken_run(tmp_path):
     assert "rules on the healthy run: no finding" in out
     assert "mldbg stopped it after" in out
     assert "[dead_relu]" in out
+    # the findings of the broken run add up to one cause, said first (issue 26)
+    assert "[learning_rate_too_high] the learning rate is too high" in out
+    assert "(diagnosis: learning_rate_too_high" in out  # the live stop named it too
     healthy = mldbg.create_trial(tmp_path / "healthy")
     assert healthy.loaded_all_steps and len(healthy.steps(mldbg.Mode.TRAIN)) > 20
     broken = mldbg.create_trial(tmp_path / "broken")

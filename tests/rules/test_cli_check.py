@@ -10,12 +10,26 @@ from mldbg.cli.check import check
 
 
 def test_exit_1_and_json_findings(run):
-    res = CliRunner().invoke(check, [run("negative_bias"), "--json", "--rule", "dead_relu"])
+    res = CliRunner().invoke(check, [run("negative_bias"), "--json", "--findings", "--rule", "dead_relu"])
     assert res.exit_code == 1, res.output
     lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
     assert lines and set(lines[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion", "severity"}
     assert lines[0]["severity"] == "error"
     assert lines[0]["rule"] == "dead_relu" and lines[0]["mode"] == "TRAIN"
+
+
+def test_json_diagnoses_carry_their_findings(run):
+    """Without --findings, one JSON object per diagnosis, its findings (the fields above) inside."""
+    res = CliRunner().invoke(check, [run("negative_bias"), "--json", "--rule", "dead_relu"])
+    assert res.exit_code == 1, res.output
+    lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    keys = {"cause", "title", "step", "confidence", "why", "severity", "advice", "findings"}
+    diagnoses = [d for d in lines if "cause" in d]
+    assert diagnoses and all(set(d) == keys for d in diagnoses)
+    assert diagnoses[0]["cause"] == "dead_units" and 0 < diagnoses[0]["confidence"] <= 1
+    inner = diagnoses[0]["findings"]
+    assert inner and set(inner[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion", "severity"}
+    assert inner[0]["rule"] == "dead_relu"
 
 
 def test_exit_0_on_healthy_run(run):
@@ -58,3 +72,17 @@ def test_a_rule_short_of_data_says_so_with_counts(tmp_path):
     short = {d["unchecked"]: d["why"] for d in lines if "unchecked" in d}
     assert "needs 50 saved training losses, has 20" in short["loss_not_decreasing"]
     assert all(set(d) == {"unchecked", "why"} for d in lines)  # no finding on a healthy run
+
+
+def test_text_shows_diagnoses_first_their_findings_below(run):
+    res = CliRunner().invoke(check, [run("lr_huge")])
+    assert res.exit_code == 1, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("[learning_rate_too_high] the learning rate is too high"), res.stdout
+    assert lines[1].startswith("    why: ") and lines[2].startswith("    advice: Lower the learning rate")
+    assert any(line.startswith("      [exploding_tensor] step ") for line in lines)
+    assert "diagnos" in res.stderr.splitlines()[-1]
+    flat = CliRunner().invoke(check, [run("lr_huge"), "--findings"])
+    assert flat.exit_code == 1
+    assert not flat.stdout.startswith("[learning_rate_too_high]") and "    try: " in flat.stdout
+    assert "[exploding_tensor] step" in flat.stdout

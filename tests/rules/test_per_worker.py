@@ -130,12 +130,18 @@ def test_cli_check_per_worker(job):
     args = [job, "--json", "--rule", "exploding_tensor"]
     res = CliRunner().invoke(check_cli, args)
     assert res.exit_code == 0 and not res.stdout.strip(), res.output
-    res = CliRunner().invoke(check_cli, [*args, "--per-worker"])
+    res = CliRunner().invoke(check_cli, [*args, "--per-worker", "--findings"])
     assert res.exit_code == 1, res.output
     found = [json.loads(line) for line in res.stdout.splitlines()]
     assert found and {(f["worker"], f["rule"]) for f in found} == {("worker_1", "exploding_tensor")}
-    res = CliRunner().invoke(check_cli, [job, "--rule", "exploding_tensor", "--per-worker"])
+    # grouped into diagnoses (the default), each finding inside still names its worker
+    res = CliRunner().invoke(check_cli, [*args, "--per-worker"])
+    inner = [f for line in res.stdout.splitlines() for f in json.loads(line)["findings"]]
+    assert inner and {(f["worker"], f["rule"]) for f in inner} == {("worker_1", "exploding_tensor")}
+    res = CliRunner().invoke(check_cli, [job, "--rule", "exploding_tensor", "--per-worker", "--findings"])
     assert res.exit_code == 1 and res.stdout.startswith("worker_1: [exploding_tensor] step ")
+    res = CliRunner().invoke(check_cli, [job, "--rule", "exploding_tensor", "--per-worker"])
+    assert res.exit_code == 1 and "      worker_1: [exploding_tensor] step " in res.stdout
     assert "2 workers, each on its own" in res.stderr
 
 

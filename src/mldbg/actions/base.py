@@ -40,6 +40,9 @@ class Context:
     findings: int = 0  # findings so far in this run
     ended: bool = False  # training has ended and the final pass is done
     stop_requested: str | None = None  # the reason, once a StopTraining action fired
+    #: the run as the watcher reads it (a `Trial`), for actions that weigh findings against the
+    #: run's facts (`StopTraining` judges diagnoses); None where no watcher gives it
+    trial: Any = None
 
 
 class Action:

@@ -36,7 +36,14 @@ class StopTraining(Action):
     reused, or a `meta.json` edited to name another process, is refused with a warning; the
     stop request still stops the training at its next step. (An explicit `pid` is the
     caller's choice and is signalled as given.)
-    It fires once per run, on the first finding of any of its `rules`.
+    It fires once per run. What stops it (`on`):
+    - "diagnosis" (the default): the findings so far (of its `rules`, if given) are grouped into
+      diagnoses (`mldbg.diagnose`), and the training stops once one of them is an error with a
+      confidence of at least `min_confidence` (`mldbg.rules.diagnosis.STOP_CONFIDENCE`, 0.75):
+      a single NaN or a learning rate that made the loss jump stops it; a lone loss spike, an
+      overfit warning or a warning of the machine (a profiler rule) does not. With
+      `warnings=True` a warning diagnosis that confident stops it too.
+    - "finding": the first finding of any of its `rules`, whatever it is (smdebug's behaviour).
     """
 
     def __init__(
@@ -45,25 +52,81 @@ class StopTraining(Action):
         signal: str | int | None = None,
         pid: int | None = None,
         rules: Iterable[str] | None = None,
+        on: str = "diagnosis",
+        min_confidence: float | None = None,
+        warnings: bool = False,
         **gate: Any,
     ):
+        from mldbg.rules.diagnosis import STOP_CONFIDENCE
+
         gate.setdefault("once_per_rule", True)
         super().__init__(rules=rules, **gate)
+        if on not in ("diagnosis", "finding"):
+            raise InvalidConfig(f"StopTraining: on={on!r}; use 'diagnosis' (the default) or 'finding'")
+        self.on = on
+        self.min_confidence = STOP_CONFIDENCE if min_confidence is None else float(min_confidence)
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise InvalidConfig(f"StopTraining: min_confidence={min_confidence!r} is not between 0 and 1")
+        self.warnings = warnings
         self.signal = None if signal is None else _signal_number(signal)
         self.pid = pid
+        self._evidence: list[Finding] = []  # the findings so far (of `rules`), judged together
+        self._known: set[tuple[Any, ...]] = set()
+        self.diagnosis: Any = None  # the diagnosis it stopped on (on="diagnosis")
+
+    def due(self, diagnosis: Any) -> bool:
+        """Whether `diagnosis` stops the training: an error (or, with `warnings`, a warning)
+        with a confidence of at least `min_confidence`."""
+        return (
+            diagnosis.severity == "error" or self.warnings
+        ) and diagnosis.confidence >= self.min_confidence
+
+    def __call__(self, findings: Iterable[Finding], context: Context, final: bool = False) -> int:
+        if self.on == "finding":
+            return super().__call__(findings, context, final)
+        new = 0
+        for f in findings:
+            key = (f.rule, f.step, f.worker, f.message)
+            if (self.rules is None or f.rule in self.rules) and key not in self._known:
+                self._known.add(key)
+                self._evidence.append(f)
+                new += 1
+        if self.diagnosis is None and new:
+            from mldbg.rules.diagnosis import RunFacts, group
+
+            facts = RunFacts.of(context.trial) if context.trial is not None else None
+            self.diagnosis = next((d for d in group(self._evidence, facts) if self.due(d)), None)
+        if self.diagnosis is None:
+            return 0
+        return super().__call__(self.diagnosis.findings, context, final)
 
     def key(self, finding: Finding) -> str:
-        return "stop"  # one stop per run, whatever fired
+        """One key, "stop", for what stops the run (one stop per run); a finding that does
+        not (not part of a diagnosis due to stop) has its own key, so that a restarted watcher,
+        which takes the keys of the findings handed before as done, can still stop the run."""
+        if self.on == "diagnosis" and (self.diagnosis is None or finding not in self.diagnosis.findings):
+            return f"judged|{finding.rule}|{finding.step}|{finding.worker or ''}"
+        return "stop"
 
     def describe(self) -> str:
         sig = "" if self.signal is None else f" {signals.Signals(self.signal).name}"
-        return f"StopTraining{sig}"
+        from mldbg.rules.diagnosis import STOP_CONFIDENCE
+
+        on = ""  # the default policy keeps the plain name (a watcher's saved place is keyed by it)
+        if self.on != "diagnosis" or self.min_confidence != STOP_CONFIDENCE or self.warnings:
+            on = f" on {self.on}"
+            if self.on == "diagnosis":
+                on += f" >= {self.min_confidence:g}" + (" with warnings" if self.warnings else "")
+        return f"StopTraining{sig}{on}"
 
     def act(self, findings: list[Finding], context: Context) -> None:
         if context.ended:
             return  # found in the final pass: the training is over, nothing to stop
         first = findings[0]
         reason = f"{first.rule} at step {first.step}: {first.message}"
+        d = self.diagnosis
+        if d is not None:
+            reason += f" (diagnosis: {d.cause}, confidence {d.confidence:.2f}: {d.title})"
         request = StopRequest(
             reason=reason,
             rule=first.rule,

@@ -46,6 +46,22 @@ def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
         click.echo(f"{worker}: {finding}" if worker else str(finding))
 
 
+def diagnoses_of(findings: list[Any], trial: Any, specs: Any = None) -> list[Any]:
+    """The findings grouped into diagnoses, with the facts of `trial` (the run they came from)."""
+    from mldbg.rules.diagnosis import RunFacts, group, rule_causes
+
+    return group(findings, RunFacts.of(trial) if findings else None, causes_of=rule_causes(specs))
+
+
+def echo_diagnosis(diagnosis: Any, as_json: bool, **extra: Any) -> None:
+    """Print a diagnosis with its findings indented below it, or as one JSON object
+    (`Diagnosis.to_dict()`, with `extra` fields first)."""
+    if as_json:
+        click.echo(json.dumps({**extra, **diagnosis.to_dict()}))
+    else:
+        click.echo(str(diagnosis))
+
+
 def echo_unchecked(name: str, why: str, as_json: bool) -> None:
     """A rule that had too little data to judge: never silent. In JSON its own object,
     `{"unchecked": rule, "why": ...}`, that no reader can take for a finding."""
@@ -97,7 +113,10 @@ def _check_range(trial: Any, start_step: int | None, end_step: int | None) -> No
                    "Without --rule or --config, the default set runs.")  # fmt: skip
 @click.option("--config", "config", type=click.Path(dir_okay=False), metavar="RULES.yaml",
               help="Rules from a YAML or JSON file: a list of names / {name: ..., k: v}, or {name: {k: v}}.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per finding on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per diagnosis on stdout, its findings inside (with --findings: per finding).")  # fmt: skip
+@click.option("--findings", "flat", is_flag=True,
+              help="List the findings flat, as the rules made them, instead of grouped into diagnoses.")  # fmt: skip
 @click.option("--start-step", type=int, default=None, help="First global step to check.")
 @click.option("--end-step", type=int, default=None, help="Stop before this global step.")
 @click.option("--list", "list_rules", is_flag=True, help="List the built-in rules and their parameters.")
@@ -110,6 +129,7 @@ def check(
     rules: tuple[str, ...],
     config: str | None,
     as_json: bool,
+    flat: bool,
     start_step: int | None,
     end_step: int | None,
     list_rules: bool,
@@ -119,8 +139,10 @@ def check(
 ) -> None:
     """Run rules over the run recorded at PATH (a directory or s3://bucket/prefix).
 
-    Prints what each rule found (the tensors, the numbers that crossed the line, from which
-    step, and what to try). Exit status: 1 if a rule found an error (a defect of the model,
+    Prints the diagnoses: one per root cause (the learning rate is too high, the inputs are
+    not normalized...), with how sure it is and why, and one advice; below each, the findings it
+    explains (the tensors, the numbers that crossed the line, from which step). --findings
+    lists the findings flat instead, each with its rule's own advice. Exit status: 1 if a rule found an error (a defect of the model,
     data or training; with --strict also a warning: what depends on the machine, such as the
     profiler rules), 0 if not, 2 on a usage error (a bad path, config, rule or parameter).
 
@@ -130,6 +152,7 @@ def check(
       mldbg check ./run --rule dead_relu --rule loss_not_decreasing:num_steps=20
       mldbg check ./run --config rules.yaml --json
       mldbg check ./ddp_run --per-worker       # every rank of a distributed job on its own
+      mldbg check ./run --findings             # the findings flat, each with its own advice
     """
     if list_rules:
         _list_rules()
@@ -153,8 +176,20 @@ def check(
     except OSError as e:
         _fail(f"cannot read {path}: {e}")
         return
-    for f in findings:
-        echo_finding(f, as_json)
+    diagnoses: list[Any] = []
+    if flat:
+        for f in findings:
+            echo_finding(f, as_json)
+    else:
+        try:
+            diagnoses = diagnoses_of(findings, trial, specs)
+        except MldbgError as e:
+            _fail(str(e))
+            return
+        for i, d in enumerate(diagnoses):
+            if i and not as_json:
+                click.echo("")
+            echo_diagnosis(d, as_json)
     unchecked = runner.unchecked
     for name, why in unchecked.items():
         echo_unchecked(name, why, as_json)
@@ -175,8 +210,9 @@ def check(
         fired = len({f.rule for f in findings})
         split = getattr(runner, "runners", None)  # the workers checked on their own
         warnings = sum(f.severity != "error" for f in findings)
+        causes = f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'} of " if diagnoses else ""
         click.echo(
-            f"{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
+            f"{causes}{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
             f"over {_in_range(trial.steps(), start_step, end_step)} steps of {path}"
             + (f" ({len(split)} workers, each on its own)" if split else "")
             + (f"; {warnings} warning{'s' if warnings != 1 else ''} (machine-dependent"

@@ -99,11 +99,20 @@ def check_runs(runs: dict) -> None:
         click.echo("\n(rules are not installed in this build)")
         return
     for name, r in runs.items():
-        findings = mldbg.check(r.path)
+        diagnoses = mldbg.diagnose(r.path)
+        n = len(diagnoses.findings)
         click.secho(
-            f"\n== rules on the {name} run: {len(findings) or 'no'} finding(s)",
+            f"\n== rules on the {name} run: "
+            + (
+                f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'} of {n} finding(s)"
+                if n
+                else "no finding"
+            ),
             bold=True,
-            fg="green" if not findings else "red",
+            fg="green" if not n else "red",
         )
-        for f in findings[:12]:
-            click.echo(f"  {f}")
+        for d in diagnoses[:6]:
+            click.echo("  " + str(d).replace("\n", "\n  "))
+    click.echo(
+        "\n(mldbg check PATH shows the same; --findings lists the findings flat, each with its rule's advice)"
+    )

@@ -15,7 +15,15 @@ from typing import Any
 import click
 
 from mldbg.cli.runs import refuse_file
-from mldbg.cli.watch import EXIT_FOUND, announce, build, counted_findings, make_watcher, watch_options
+from mldbg.cli.watch import (
+    EXIT_FOUND,
+    announce,
+    build,
+    counted_findings,
+    echo_diagnoses,
+    make_watcher,
+    watch_options,
+)
 from mldbg.errors import CorruptRecord, InvalidConfig, RunNotFound
 from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
 
@@ -66,7 +74,8 @@ DEFAULT_SAVE_INTERVAL = 10
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save_interval: int | None,
-        no_watch: bool, fail_on_finding: bool, stop_grace: float, as_json: bool, quiet: bool,
+        no_watch: bool, fail_on_finding: bool, stop_grace: float, as_json: bool, flat: bool,
+        json_diagnoses: bool, quiet: bool,
         poll_seconds: float, strict: bool, overwrite: bool, resume: bool, **options: Any) -> None:  # fmt: skip
     """Run COMMAND (e.g. `-- python train.py --lr 0.1`) with a PyTorch hook attached and
     the rules watching beside it; no change to the script.
@@ -121,6 +130,8 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
                 announce(watcher)
                 watcher.run()
             code = supervisor.wait()
+            if watcher is not None and watcher.ended and not flat and (json_diagnoses or not as_json):
+                echo_diagnoses(watcher, as_json)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)

@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from mldbg.errors import InvalidConfig
+from mldbg.errors import InvalidConfig, did_you_mean
 
 EXIT_FOUND = 1  # a rule fired (as `mldbg check`)
 EXIT_NO_RUN = 3  # --wait-timeout passed and the run never appeared
 EXIT_INTERRUPTED = 130
+STOP_ON = ("diagnosis", "finding")
 
 
 def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -22,9 +23,17 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--rule", "-r", "rules", multiple=True, metavar="NAME[:k=v,...]",
                      help="A rule to run (repeatable). Default: the default set."),
-        click.option("--stop", is_flag=True, help="Stop the training when a rule fires."),
+        click.option("--stop", is_flag=True,
+                     help="Stop the training on a diagnosis of severity error whose confidence reaches "
+                          "--stop-confidence (see --stop-on)."),
         click.option("--stop-rule", "stop_rules", multiple=True, metavar="NAME",
-                     help="Only these rules stop the training (repeatable; implies --stop)."),
+                     help="Only these rules' findings count towards a stop (repeatable; implies --stop)."),
+        click.option("--stop-on", default="diagnosis", show_default=True, metavar="diagnosis|finding",
+                     help="diagnosis: stop on a confident error diagnosis (a warning never stops); "
+                          "finding: stop on the first finding, whatever it is."),
+        click.option("--stop-confidence", type=click.FloatRange(0.0, 1.0), default=None, metavar="P",
+                     help="The confidence (0-1) from which an error diagnosis stops the training "
+                          "(default 0.75)."),
         click.option("--signal", "stop_signal", default=None, metavar="SIG",
                      help="With --stop, also send SIG (e.g. SIGTERM) to the training processes on this host."),
         click.option("--email", "emails", multiple=True, metavar="ADDR",
@@ -48,7 +57,14 @@ def watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--config", "config_path", default=None, metavar="FILE",
                      help="YAML/JSON with 'rules' and 'actions' ([{type: email, to: ...}, ...]; a type is "
                           "a built-in action or an installed 'mldbg.actions' entry point)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print one JSON object per finding as it comes (with --diagnoses, then one per "
+                          "diagnosis at the end)."),
+        click.option("--findings", "flat", is_flag=True,
+                     help="Print only the findings, not the diagnoses they add up to at the end."),
+        click.option("--diagnoses", "json_diagnoses", is_flag=True,
+                     help="With --json, also print one JSON object per diagnosis once the training ended "
+                          "(without --json the diagnoses are printed anyway, unless --findings)."),
         click.option("--strict", is_flag=True,
                      help="Count warnings (machine-dependent findings: the profiler rules) as failures "
                           "too; without it only errors make the exit status 1."),
@@ -76,6 +92,8 @@ def build(
     log_file: str | None,
     every_finding: bool,
     config_path: str | None,
+    stop_on: str = "diagnosis",
+    stop_confidence: float | None = None,
 ) -> tuple[list[Any] | None, list[Any]]:
     """Rule specs and actions from the command line and an optional config file."""
     from mldbg.actions import Email, Log, Metrics, StopTraining, Webhook, resolve_actions
@@ -99,8 +117,14 @@ def build(
             else:
                 specs.append(str(item))
         actions += resolve_actions(data.get("actions") or [])
+    if stop_on not in STOP_ON:  # not a click.Choice: `mldbg run` passes its options on to the script
+        raise InvalidConfig(
+            f"--stop-on {stop_on!r} is not one of {', '.join(map(repr, STOP_ON))}{did_you_mean(stop_on, STOP_ON)}"
+        )
     if stop or stop_rules or stop_signal:
-        actions.append(StopTraining(signal=stop_signal, rules=stop_rules or None))
+        actions.append(StopTraining(
+            signal=stop_signal, rules=stop_rules or None, on=stop_on, min_confidence=stop_confidence
+        ))  # fmt: skip
     actions += [Email(list(emails), **gate)] if emails else []
     actions += [Webhook(url, slack=slack, **gate) for url in webhooks]
     if metrics_port is not None or metrics_file:
@@ -119,6 +143,22 @@ def printer(as_json: bool) -> Callable[[Any], None]:
         sys.stdout.flush()
 
     return show
+
+
+def echo_diagnoses(watcher: Any, as_json: bool) -> None:
+    """After the final pass: the watcher's findings grouped into diagnoses (the per-finding
+    lines came as they were found), one block or JSON object per diagnosis."""
+    from mldbg.cli.check import diagnoses_of, echo_diagnosis
+
+    if not watcher.findings:
+        return
+    diagnoses = diagnoses_of(list(watcher.findings), watcher.trial, watcher.rules)
+    if not as_json:
+        n = len(diagnoses)
+        click.echo(f"\n{n} diagnos{'es' if n != 1 else 'is'} of {len(watcher.findings)} finding(s):")
+    for d in diagnoses:
+        echo_diagnosis(d, as_json)
+    sys.stdout.flush()
 
 
 def make_watcher(path: str, specs: list[Any] | None, actions: list[Any], *, as_json: bool, quiet: bool,
@@ -167,7 +207,8 @@ def announce(watcher: Any) -> None:
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
 def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
-          per_worker: bool, as_json: bool, quiet: bool, poll_seconds: float, strict: bool,
+          per_worker: bool, as_json: bool, flat: bool, json_diagnoses: bool, quiet: bool, poll_seconds: float,
+          strict: bool,
           **options: Any) -> None:  # fmt: skip
     """Run rules on PATH while it is written (it may not exist yet), until training ends.
 
@@ -204,6 +245,8 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
         signal.signal(signal.SIGTERM, previous)
     if not watcher.ended:  # stopped by a signal: the place is saved, a restart resumes
         sys.exit(EXIT_INTERRUPTED)
+    if not flat and (json_diagnoses or not as_json):
+        echo_diagnoses(watcher, as_json)
     if as_json:  # the text output said it as the watcher's notes ("rule X skipped: why")
         from mldbg.cli.check import echo_unchecked
 

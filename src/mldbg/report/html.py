@@ -34,6 +34,11 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .finding{border-left:4px solid var(--bad);background:#fef2f2;padding:8px 12px;margin:8px 0;border-radius:4px}
 .finding b{color:var(--bad)}
 .finding .try{color:#374151;margin-top:4px}
+.diagnosis{border-left:4px solid var(--bad);background:#fff7f7;padding:8px 12px;margin:10px 0;border-radius:4px}
+.diagnosis.warning{border-left-color:#d97706;background:#fffbeb}
+.diagnosis .why{color:#374151;margin-top:4px}
+.diagnosis .advice{margin-top:4px}
+.diagnosis .finding{margin:6px 0 0 16px;background:transparent}
 .quiet{border-left:4px solid var(--ok);background:#f0fdf4;padding:8px 12px;border-radius:4px}
 .skipped{color:var(--muted);font-size:13px}
 details summary{cursor:pointer;color:#1d4ed8}
@@ -99,6 +104,31 @@ def paragraph(text: str) -> str:
     return f"<p>{escape(text)}</p>"
 
 
+def diagnoses(grouped: Sequence[Any], skipped: dict[str, str] | None = None, error: str | None = None) -> str:
+    """Diagnoses first (cause, confidence, why, the one advice), the findings each explains
+    one level down; then the rules not checked (as `findings`)."""
+    if error or not grouped:
+        return findings([], skipped, error)
+    parts = []
+    for d in grouped:
+        inner = "".join(
+            f'<div class="finding"><b>{escape(f.rule)}</b> at {escape(_where(f))}: {escape(f.message)}</div>'
+            for f in d.findings
+        )
+        parts.append(
+            f'<div class="diagnosis{" warning" if d.severity != "error" else ""}">'
+            f"<b>{escape(d.title or d.cause)}</b> (<code>{escape(d.cause)}</code>, from step {d.step}, "
+            f"confidence {d.confidence:.2f}{'' if d.severity == 'error' else ', warning'})"
+            f'<div class="why">Why: {escape(d.why)}</div><div class="advice">Try: {escape(d.advice)}</div>'
+            f"{inner}</div>"
+        )
+    return "".join(parts) + _skipped(skipped)
+
+
+def _where(f: Any) -> str:
+    return f"step {f.step}" + (f" ({f.mode})" if getattr(f, "mode", None) else "")
+
+
 def findings(found: Sequence[Any], skipped: dict[str, str] | None = None, error: str | None = None) -> str:
     """Rule findings (objects with rule, step, mode, message, suggestion), or a quiet note."""
     parts = []
@@ -112,10 +142,14 @@ def findings(found: Sequence[Any], skipped: dict[str, str] | None = None, error:
         parts.append(
             f'<div class="finding"><b>{escape(f.rule)}</b> at {escape(where)}: {escape(f.message)}{tip}</div>'
         )
-    if skipped:
-        rows = "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in sorted(skipped.items()))
-        parts.append(
-            f'<details class="skipped"><summary>{len(skipped)} rules not checked: their data was not '
-            f"recorded (or too little of it)</summary><ul>{rows}</ul></details>"
-        )
-    return "".join(parts)
+    return "".join(parts) + _skipped(skipped)
+
+
+def _skipped(skipped: dict[str, str] | None) -> str:
+    if not skipped:
+        return ""
+    rows = "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in sorted(skipped.items()))
+    return (
+        f'<details class="skipped"><summary>{len(skipped)} rules not checked: their data was not '
+        f"recorded (or too little of it)</summary><ul>{rows}</ul></details>"
+    )

@@ -570,8 +570,27 @@ def _residuals(run: _Run) -> html.Section | None:
     )
 
 
-def _findings_section(found: Sequence[Any], skipped: dict[str, str], error: str | None) -> html.Section:
-    return html.Section("findings", "Rule findings", html.findings(found, skipped, error))
+def _findings_section(
+    found: Sequence[Any], skipped: dict[str, str], error: str | None, trial: Trial | None = None
+) -> html.Section:
+    """The findings grouped into diagnoses (one per root cause, `mldbg.diagnose`), each with its
+    findings below it; the findings flat when the diagnoses cannot be made."""
+    grouped = None
+    if found and not error:
+        try:
+            from mldbg.rules.diagnosis import RunFacts, group
+
+            grouped = group(found, RunFacts.of(trial) if trial is not None else None)
+        except (ImportError, MldbgError):
+            grouped = None
+    if grouped is None:
+        return html.Section("findings", "Rule findings", html.findings(found, skipped, error))
+    n = len(grouped)
+    return html.Section(
+        "findings", "Rule findings", html.diagnoses(grouped, skipped, error),
+        note=f"{len(found)} findings, grouped into {n} diagnos{'es' if n != 1 else 'is'}: one per root "
+        "cause, with how sure it is and one advice; its findings below it.",
+    )  # fmt: skip
 
 
 def scalar_by_step(trial: Trial, name: str, damaged: list[tuple[str, str]] | None = None) -> dict[int, float]:
@@ -697,7 +716,7 @@ def _render(trial: Trial, rules: Sequence[Any] | None, check: bool) -> Rendered:
         if what not in damaged.setdefault(text, []):
             damaged[text].append(what)
     head = [summary] + ([_damaged_section(damaged)] if damaged else [])
-    parts = [*head, _findings_section(found, skipped, error), *parts]
+    parts = [*head, _findings_section(found, skipped, error, trial), *parts]
     kind = "XGBoost training report" if r.xgboost else "Training report"
     return Rendered(html.page(f"mldbg: {kind}", str(trial.path), parts), damaged)
 

@@ -111,6 +111,10 @@ class Rule:
     #: the severity of its findings: "error" (the model, data or training is at fault) or
     #: "warning" (it depends on the machine: the profiler rules)
     severity: ClassVar[str] = "error"
+    #: the root cause its findings are evidence for (a cause of `mldbg.rules.diagnosis`, such as
+    #: "learning_rate_too_high", or a new name): `mldbg.diagnose` groups them under it. Empty:
+    #: the diagnosis catalogue decides, and a rule it does not know is its own cause.
+    cause: ClassVar[str] = ""
     #: parameter -> `Range` of allowed values, where the tables of `mldbg.rules.params`
     #: (keyed by parameter name: `num_steps` >= 1, `*_percent` in 0..100) do not say it
     bounds: ClassVar[dict[str, Range]] = {}

@@ -116,7 +116,9 @@ class Watcher:
         self._resume_step = -1  # findings up to here were reported by an earlier watcher
         self._resume_finished = False
         self.findings: list[Finding] = []  # new findings reported by this watcher
-        self.context = Context(run=self.store.url, store=self.store, rules=[r.name for r in self.rules])
+        self.context = Context(
+            run=self.store.url, store=self.store, rules=[r.name for r in self.rules], trial=self.trial
+        )
         self._stop = threading.Event()
         self._started = False
         self.ended = False
