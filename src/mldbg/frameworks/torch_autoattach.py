@@ -117,18 +117,19 @@ def _give_callback(module: Any, attacher: _Attacher, framework: str) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if attacher.hook is not None or not attacher.active:  # a model found before, or a 2nd Trainer
             return original(self, *args, **kwargs)
+        callback: type
         if framework == "lightning":
-            from mldbg.frameworks.lightning import DebuggerCallback
+            from mldbg.frameworks.lightning import DebuggerCallback as callback
         else:
-            from mldbg.frameworks.transformers import DebuggerCallback
+            from mldbg.frameworks.transformers import DebuggerCallback as callback
         bound = signature.bind(self, *args, **kwargs)
         given = bound.arguments.get("callbacks")
         callbacks = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
         attacher.deactivate()  # the callback records: no model is looked for
-        if any(isinstance(c, DebuggerCallback) for c in callbacks):
+        if any(isinstance(c, callback) for c in callbacks):
             say(f"the script's {framework} DebuggerCallback records (nothing added)")
             return original(self, *args, **kwargs)
-        callbacks.append(_announcing(DebuggerCallback, framework)(**attacher.hook_kwargs))
+        callbacks.append(_announcing(callback, framework)(**attacher.hook_kwargs))
         bound.arguments["callbacks"] = callbacks
         original(*bound.args, **bound.kwargs)
         if framework == "transformers":
@@ -148,7 +149,7 @@ def _announcing(base: type, framework: str) -> type:
     if framework != "lightning":
         return base
 
-    class Announcing(base):  # type: ignore[misc,valid-type]
+    class Announcing(base):
         _said = False
 
         def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
