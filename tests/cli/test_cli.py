@@ -29,7 +29,7 @@ def test_ls_and_show(tmp_path):
     out = runner.invoke(cli, ["ls", str(tmp_path)])
     assert out.exit_code == 0, out.output
     assert "finished" in out.output and "3 saved (global steps 0..2" in out.output
-    assert "train    2 steps" in out.output and "eval     1 steps" in out.output
+    assert "train    2 of 2 steps saved" in out.output and "eval     1 of 1 steps saved" in out.output
     assert "fc.weight" in out.output and "weights" in out.output
     listed = out.output.split("tensors:\n", 1)[1]  # every tensor, not the last collection's
     assert "fc.weight" in listed and "loss " in listed

@@ -86,12 +86,19 @@ def test_watch_refuses_a_folder_of_runs_at_once(sweep):
 
 
 def test_export_says_its_own_options(sweep, tmp_path):
-    """A table of every tensor fails on the first that holds more than one number: said with
-    --reductions / --collection, not to_pandas' Python arguments; a wrong mode or reduction gets a
-    "did you mean"."""
+    """A table without a selection gives the one-number series and says in one line what it
+    left out (issue #29); a selection of a tensor that holds more than one number fails on it:
+    both said with --reductions / --collection, not to_pandas' Python arguments; a wrong mode or
+    reduction gets a "did you mean"."""
     run = str(sweep / "lr0.1")
     runner = CliRunner()
-    line = one_line(runner.invoke(cli, ["export", run, "csv", "-o", str(tmp_path / "t.csv")]), "export")
+    res = runner.invoke(cli, ["export", run, "csv", "-o", str(tmp_path / "t.csv")])
+    assert res.exit_code == 0, res.output
+    said = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "left out" in said[0] and "--reductions mean,l2" in said[0]
+    assert "to_pandas" not in said[0] and "reductions=" not in said[0]
+    res = runner.invoke(cli, ["export", run, "csv", "-o", str(tmp_path / "t.csv"), "--regex", "weight"])
+    line = one_line(res, "export")
     assert "--reductions mean,l2" in line and "--collection losses" in line and f"mldbg show {run}" in line
     assert "to_pandas" not in line and "reductions=" not in line and "value(step)" not in line
     res = runner.invoke(cli, ["export", run, "csv", "-o", str(tmp_path / "t.csv"), "--mode", "tran"])

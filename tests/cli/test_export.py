@@ -76,3 +76,32 @@ def test_errors_are_one_line_exit_2(run, tmp_path):
     assert not (tmp_path / "x.csv").exists()
     res = cli("export", run, "csv", "-o", str(tmp_path / "x.csv"), "--reductions", "median")
     assert res.returncode == 2 and "unknown reduction 'median'" in res.stderr
+
+
+def test_no_selection_exports_the_one_number_series_and_says_what_it_left_out(run, tmp_path):
+    """`mldbg export RUN csv` on a run that holds arrays (issue #29): the one-number series,
+    and one line on stderr naming what was left out and the options that get it."""
+    out = tmp_path / "all.csv"
+    res = cli("export", run, "csv", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "16 rows, 1 tensors" in res.stdout
+    line = res.stderr.strip()
+    assert len(line.splitlines()) == 1 and "left out 2 tensors" in line and "'r', 'w'" in line
+    assert "--reductions" in line and "to_pandas" not in line and "reductions=" not in line
+    assert set(pd.read_csv(out).tensor) == {"loss"}
+    res = cli("export", run, "csv", "-o", str(tmp_path / "x.csv"), "--regex", "^(w|r)$")
+    assert res.returncode == 2 and "holds 6 numbers" in res.stderr  # a selection of arrays: refused
+
+
+def test_a_torch_run_with_weights_without_arguments(tmp_path):
+    from tests.tiny import train
+
+    run = train(str(tmp_path / "run"), steps=4, eval_every=None)
+    out = tmp_path / "run.csv"
+    res = cli("export", run.path, "csv", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "left out" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    got = pd.read_csv(out)
+    trial = mldbg.create_trial(run.path)
+    assert set(trial.tensor_names(collection="losses")) <= set(got.tensor)
+    assert not set(trial.tensor_names(collection="weights")) & set(got.tensor)

@@ -138,6 +138,7 @@ def test_the_recorder_writes_both_worker_markers_through_the_codecs(tmp_path):
         "ended",
         "stopped",
         "last_segment",
+        "mode_steps",  # each mode's steps seen (mldbg ls), written by the recorder
     }
     assert json.loads(s.read(layout.meta_key("worker_0")))["format"] == FORMAT_VERSION
 

@@ -136,3 +136,33 @@ def test_frame_types(trial):
     assert df.step.dtype == np.int64 and df.mode_step.dtype == np.int64
     assert df.value.dtype == np.float64
     assert isinstance(df, pd.DataFrame)
+
+
+def test_no_arguments_gives_the_one_number_series_and_says_what_it_left_out(trial):
+    """The first call one types (issue #29): never refused on a run that holds arrays."""
+    with pytest.warns(
+        UserWarning, match=r"left out 2 tensors holding more than one number \('r', 'w'\)"
+    ) as seen:
+        df = trial.to_pandas()
+    assert len(seen) == 1 and len(str(seen[0].message).splitlines()) == 1
+    assert "reductions=" in str(seen[0].message)
+    assert set(df.tensor) == {"loss"} and len(df) == 8 * 2
+    pd.testing.assert_frame_equal(df, trial.to_pandas(regex="^loss$"))
+    with pytest.warns(UserWarning, match="left out 2 tensors"):
+        assert set(trial.to_pandas(mode="eval")["mode"]) == {"EVAL"}
+
+
+def test_a_torch_run_with_weights_without_arguments(tmp_path):
+    from tests.tiny import train
+
+    run = train(str(tmp_path / "run"), steps=6, eval_every=3)
+    trial = mldbg.create_trial(run.path)
+    with pytest.warns(UserWarning, match="left out .* holding more than one number") as seen:
+        df = trial.to_pandas()
+    assert len(seen) == 1
+    weights = trial.tensor_names(collection="weights")
+    assert weights and not set(weights) & set(df.tensor)
+    losses = trial.tensor_names(collection="losses")
+    assert losses and set(losses) <= set(df.tensor)  # the one-number series are all there
+    assert f"'{sorted(set(trial.tensor_names()) - set(df.tensor))[0]}'" in str(seen[0].message)
+    assert np.isfinite(df.value).all()

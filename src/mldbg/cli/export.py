@@ -21,7 +21,8 @@ from mldbg.errors import InvalidConfig, MldbgError
     "--reductions",
     default=None,
     help="Comma-separated reductions (mean,l2,abs_mean...): one row per reduction, for tensors of "
-    "any shape. Without it, every selected tensor must hold one number (losses, scalars).",
+    "any shape. Without it, every selected tensor must hold one number (losses, scalars); "
+    "with no --regex and no --collection either, the one-number series, and one line on what was left out.",
 )
 def export(
     path: str,
@@ -42,15 +43,18 @@ def export(
       mldbg export runs/exp1 parquet -o grads.parquet --collection gradients --reductions l2,abs_mean
     """
     from mldbg.cli.runs import open_run
-    from mldbg.trial.frame import NotOneNumber
+    from mldbg.trial.frame import NotOneNumber, left_out_line, to_pandas
 
     trial = open_run(path)
+    left_out: list[str] = []
     try:
-        frame = trial.to_pandas(
+        frame = to_pandas(
+            trial,
             regex=list(regex) or None,
             collection=collection,
             mode=mode,
             reductions=None if reductions is None else [r for r in reductions.split(",") if r.strip()],
+            left_out=left_out,
         )
     except NotOneNumber as e:  # said in the options of the command line, not the Python API
         raise InvalidConfig(
@@ -58,6 +62,11 @@ def export(
             "reduction, or export only one-number tensors with --collection losses (or --regex); "
             f"see its values with: mldbg show {path} {e.name}"
         ) from None
+    if frame.empty and left_out:
+        raise InvalidConfig(
+            f"nothing to export without --reductions: every tensor of {path} holds more than one number "
+            f"({len(left_out)} tensors); give --reductions mean,l2 (with --regex NAME or --collection NAME)"
+        )
     if frame.empty:
         raise InvalidConfig(
             f"nothing to export: no saved tensor of {path} matches the selection "
@@ -76,3 +85,6 @@ def export(
     else:
         frame.to_csv(out, index=False)
     click.echo(f"{out}: {len(frame)} rows, {frame['tensor'].nunique()} tensors")
+    if left_out:  # no selection: the one-number series; what was left out, in one line
+        how = f"--regex NAME --reductions mean,l2 (or --collection weights --reductions l2); list them with: mldbg ls {path}"
+        click.echo(left_out_line(left_out, how), err=True)

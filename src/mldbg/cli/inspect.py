@@ -10,7 +10,7 @@ import numpy as np
 
 from mldbg.cli.choice import Choice
 from mldbg.config import Mode
-from mldbg.errors import InvalidConfig, StepNotYetAvailable
+from mldbg.errors import InvalidConfig, MldbgError, StepNotYetAvailable
 
 if TYPE_CHECKING:
     from mldbg.trial import Trial
@@ -54,12 +54,15 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
     click.echo(f"workers: {', '.join(trial.workers())}")
     span = f"{steps[0]}..{steps[-1]}" if steps else "none"
     click.echo(f"steps: {len(steps)} saved (global steps {span}, every mode; --step takes these)")
+    seen = _seen(trial)
     for mode in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT):
-        ms = trial.steps(mode)
+        ms, word = trial.steps(mode), mode.name.lower()
+        of = seen.get(word) if seen is not None else None
         if ms:
-            click.echo(
-                f"  {mode.name.lower():<8} {len(ms)} steps ({ms[0]}..{ms[-1]}; --mode {mode.name.lower()} --step N)"
-            )
+            count = f"{len(ms)} of {of} steps saved" if of is not None else f"{len(ms)} steps saved"
+            click.echo(f"  {word:<8} {count} ({ms[0]}..{ms[-1]}; --mode {word} --step N)")
+        elif of:
+            click.echo(f"  {word:<8} 0 of {of} steps saved")
     click.echo("collections:")
     for c, members in trial.collections().items():
         if c != "all":
@@ -69,6 +72,28 @@ def ls(path: str, collection: str | None, regex: str | None) -> None:
         t = trial.tensor(name)
         ts = t.steps()
         click.echo(f"  {name:<40} {len(ts)} steps")
+
+
+def _seen(trial: Trial) -> dict[str, int] | None:
+    """Each mode's steps the training went through, saved or not, from the workers' END
+    markers (`record.end.StepsEnd`); None while the run is written, or for a run recorded
+    before the markers said it."""
+    import json
+
+    from mldbg.store import layout
+
+    seen: dict[str, int] = {}
+    for worker in trial.workers():
+        try:
+            counts = json.loads(trial.store.read(layout.end_key(worker))).get("mode_steps")
+        except (OSError, ValueError, MldbgError):  # no END yet (the run is written), or unreadable
+            return None
+        if not isinstance(counts, dict):
+            return None
+        for mode, n in counts.items():
+            if isinstance(n, int):
+                seen[mode] = max(seen.get(mode, 0), n)
+    return seen or None
 
 
 @click.command()

@@ -14,8 +14,10 @@ names, each further one records under a prefix (`discriminator.fc1.weight`); a m
 weights are saved as they were at its first forward of the step.
 
 The callables the hook puts on a model are `torch_models.Attached`: a copy of the model
-(`deepcopy`, `pickle`, `torch.save`) holds an inert stand-in in their place, so it does not
-drag the hook along and records nothing unless it is registered itself.
+(`deepcopy`, `copy.copy`, `pickle`, `torch.save`) is what the model without mldbg would give
+(`torch_models.Omitting`: no mldbg class in the pickle, `torch.load(..., weights_only=True)`
+loads it), so it does not drag the hook along and records nothing unless it is registered
+itself.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -47,7 +50,7 @@ from mldbg.frameworks.torch_defaults import (
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_layers import StepLayers, watch_layers
-from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel, take_over
+from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -117,6 +120,7 @@ class Hook(StepEnds, Adapter):
         self._param_ids: set[int] = set()
         self._handles: list[Any] = []  # global and parameter hooks
         self._module_handles: list[Any] = []  # the models' and losses' module hooks (`Attached`)
+        self._omitting: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # modules with an `Omitting`
         self._setup_step_ends()  # optimizer and backward hooks (torch_steps)
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
         self._step_layers = StepLayers()  # layer hooks on at statistics steps only (torch_layers)
@@ -189,6 +193,8 @@ class Hook(StepEnds, Adapter):
     ) -> Attached:
         """`fn` as a hook on `on` (a module or parameter), given `model` first when set;
         `within`: a layer of that model, acting only inside its forward."""
+        if isinstance(on, nn.Module):
+            self._omitting.add(on)  # its `Omitting` comes off with the hooks
         return Attached(fn if model is None else functools.partial(fn, model), self, on, within)
 
     def register_loss(self, loss_fn: nn.Module) -> None:
@@ -330,6 +336,8 @@ class Hook(StepEnds, Adapter):
         for h in self._module_handles:
             h.remove()
         self._module_handles = []
+        for module in list(self._omitting):
+            Omitting.remove(module)  # where no hook of mldbg is left
 
 
 @functools.lru_cache(maxsize=4096)

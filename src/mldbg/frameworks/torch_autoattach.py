@@ -13,6 +13,13 @@ imported `torch`:
 - Steps end at the optimizer step: the hook's own global optimizer hooks.
 - A loss computed functionally (`F.cross_entropy`) is recorded as `loss` in `losses` from
   `loss.backward()`, when no loss module was seen.
+- A Lightning or Hugging Face `Trainer` gets the recording of its callback: once the module
+  that defines the `Trainer` is imported (an import hook, as `mldbg run`'s sitecustomize has
+  for torch), its `__init__` adds `mldbg.lightning.DebuggerCallback` (or
+  `mldbg.transformers.DebuggerCallback`) to the callbacks, unless one is there already, and the
+  wrapper above stands down: the whole LightningModule is recorded (a `training_step` that calls
+  `self.encoder(x)` would otherwise give the encoder alone), with steps from the loops.
+- What is taken as the model is said in one line on stderr (`mldbg run: the model is ...`).
 
 Every process that imports torch under `mldbg run` imports this module (DataLoader workers
 too, which `attach()` leaves alone): the hook itself loads only once a model is found.
@@ -20,6 +27,10 @@ too, which `attach()` leaves alone): the hook itself loads only once a model is 
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,8 +47,121 @@ def attach() -> Any:
         return None
     attacher = _Attacher(settings)
     attacher.install()
+    _after_import(
+        {
+            "lightning.pytorch.trainer.trainer": lambda m: _give_callback(m, attacher, "lightning"),
+            "pytorch_lightning.trainer.trainer": lambda m: _give_callback(m, attacher, "lightning"),
+            "transformers.trainer": lambda m: _give_callback(m, attacher, "transformers"),
+        }
+    )
     exit_with_code_when_stopped()
     return attacher
+
+
+def say(line: str) -> None:
+    """One line of `mldbg run` on the script's stderr."""
+    sys.stderr.write(f"mldbg run: {line}\n")
+    sys.stderr.flush()
+
+
+class _AfterImport:
+    """A meta path finder: `then(module)` once a module of `hooks` is imported (its loader's
+    `exec_module` wrapped); it leaves `sys.meta_path` once every one was."""
+
+    def __init__(self, hooks: dict[str, Callable[[Any], None]]):
+        self.hooks = hooks
+        self.busy = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        then = self.hooks.get(fullname)
+        if then is None or self.busy:
+            return None
+        self.busy = True  # the other finders find it
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        del self.hooks[fullname]
+        if not self.hooks and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        run = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            try:
+                then(module)
+            except Exception as e:  # never break the script's import
+                say(f"cannot add mldbg's callback to {fullname}.Trainer: {e}")
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _after_import(hooks: dict[str, Callable[[Any], None]]) -> None:
+    for name in [n for n in hooks if n in sys.modules]:  # imported already (before torch?)
+        hooks.pop(name)(sys.modules[name])
+    if hooks:
+        sys.meta_path.insert(0, _AfterImport(hooks))
+
+
+def _give_callback(module: Any, attacher: _Attacher, framework: str) -> None:
+    """Wrap `module.Trainer.__init__`: the Trainer gets mldbg's callback of `framework`."""
+    trainer_class = getattr(module, "Trainer", None)
+    if trainer_class is None or getattr(trainer_class.__init__, "_mldbg", False):
+        return
+    original = trainer_class.__init__
+    signature = inspect.signature(original)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if attacher.hook is not None or not attacher.active:  # a model found before, or a 2nd Trainer
+            return original(self, *args, **kwargs)
+        callback: type
+        if framework == "lightning":
+            from mldbg.frameworks.lightning import DebuggerCallback as callback
+        else:
+            from mldbg.frameworks.transformers import DebuggerCallback as callback
+        bound = signature.bind(self, *args, **kwargs)
+        given = bound.arguments.get("callbacks")
+        callbacks = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+        attacher.deactivate()  # the callback records: no model is looked for
+        if any(isinstance(c, callback) for c in callbacks):
+            say(f"the script's {framework} DebuggerCallback records (nothing added)")
+            return original(self, *args, **kwargs)
+        callbacks.append(_announcing(callback, framework)(**attacher.hook_kwargs))
+        bound.arguments["callbacks"] = callbacks
+        original(*bound.args, **bound.kwargs)
+        if framework == "transformers":
+            model = getattr(self, "model", None)
+            say(
+                f"the model is {type(model).__name__} (the Trainer's model), recorded through "
+                "mldbg.transformers.DebuggerCallback"
+            )
+
+    __init__._mldbg = True  # type: ignore[attr-defined]
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    trainer_class.__init__ = __init__
+
+
+def _announcing(base: type, framework: str) -> type:
+    """`base` (Lightning's callback) saying which LightningModule it records, once."""
+    if framework != "lightning":
+        return base
+
+    class Announcing(base):
+        _said = False
+
+        def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+            if not Announcing._said:
+                Announcing._said = True
+                say(
+                    f"the model is {type(pl_module).__name__} (the LightningModule given to the "
+                    "Trainer), recorded whole through mldbg.lightning.DebuggerCallback"
+                )
+            super().setup(trainer, pl_module, stage)
+
+    return Announcing
 
 
 class _Attacher:
@@ -111,6 +235,10 @@ class _Attacher:
 
         self.hook = Hook(**self.hook_kwargs)
         self.hook.register_module(model)
+        say(
+            f"the model is {type(model).__name__} (the first module the script called in training "
+            "mode with trainable parameters; its submodules are recorded with it)"
+        )
         self.model = model
         self.model_calls = 1
         for loss in self._early_losses:

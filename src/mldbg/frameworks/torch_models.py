@@ -3,15 +3,22 @@
 - `RegisteredModel`: one model's parameters under their recorded names;
 - `Names`: the prefixes that keep several models' names apart (none for the first model
   without a `name`; `<name>.` or `<ClassName>.` for the others; never a collision);
-- `Attached`: each callable the hook puts on a module. A copy of the module (`deepcopy`,
-  `pickle`, `torch.save`) holds a `Detached` stand-in instead: the copy carries no reference to
-  the hook (its locks and threads) and records nothing unless it is registered itself. The
-  hook also finds, through them, which hook records a model (one hook per model).
+- `Attached`: each callable the hook puts on a module. The hook also finds, through them,
+  which hook records a model (one hook per model);
+- `Omitting`: what a module with an `Attached` holds as its own `__reduce_ex__` (in its
+  `__dict__`, nothing on its class). A copy of the module (`copy.deepcopy`, `copy.copy`,
+  `pickle`, `torch.save`) is what the module without mldbg would give: its hook dicts
+  without mldbg's entries, no mldbg class anywhere in the pickle (so `torch.load(...,
+  weights_only=True)` loads it where it loads the unhooked model). The copy carries no
+  reference to the hook and records nothing unless it is registered itself; the user's own
+  hooks are copied, and their `RemovableHandle`s keep working on the original (its hook dicts
+  are the same objects: nothing is replaced).
 """
 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,8 +103,30 @@ class Names:
         return root + "."
 
 
-class Attached:
-    """A hook's callable on `module`; `owner` is the hook. Copied or pickled: a `Detached`.
+class Omitted:
+    """What mldbg puts in a module's hook dicts (`Attached`, the Hugging Face callback's): left
+    out of the module's copies and pickles (`Omitting`)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
+        # reached only where `Omitting` could not act (a module whose class reduces it to a
+        # state that is not a dict, or the hook dicts copied on their own): an inert stand-in,
+        # never the hook
+        return (Detached, ())
+
+
+class Detached:
+    """An inert stand-in (`Omitted.__reduce__`, and what checkpoints written by earlier
+    versions of mldbg hold): nothing happens."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Attached(Omitted):
+    """A hook's callable on `module`; `owner` is the hook. A module it is put on copies and
+    pickles without it (`Omitting`, installed here).
 
     It acts only when called for `module` itself (a shallow copy shares its original's hook
     dicts, so its forwards call these too) and, for a layer of a registered model (`within`),
@@ -112,6 +141,8 @@ class Attached:
         self.owner = owner
         self.module = module
         self.within = within
+        if isinstance(module, nn.Module):
+            Omitting.install(module)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # a model compiled after it was registered calls these inside the traced region: a
@@ -132,15 +163,62 @@ class Attached:
     # must not join the user's graph (one graph break where the model's forward begins and ends)
     _eager = torch.compiler.disable(_run)
 
-    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
-        return (Detached, ())
+
+# the hook dicts of an nn.Module, and the dicts of flags keyed by the same hook ids
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_FLAGS = ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+_KEY = "__reduce_ex__"
 
 
-class Detached:
-    """What a copied or unpickled module holds where its original had a hook: nothing happens."""
+class Omitting:
+    """A module's `__reduce_ex__` while mldbg has hooks on it: what the module's class would
+    reduce it to (its own `__reduce_ex__`, `__getstate__`), its state without mldbg's hooks.
+    `copy`, `pickle` and `torch.save` look `__reduce_ex__` up on the instance first."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    __slots__ = ("module",)
+
+    def __init__(self, module: nn.Module):
+        self.module = weakref.ref(module)
+
+    @classmethod
+    def install(cls, module: nn.Module) -> None:
+        if not isinstance(module.__dict__.get(_KEY), cls):
+            module.__dict__[_KEY] = cls(module)
+
+    @staticmethod
+    def remove(module: nn.Module) -> None:
+        """Taken off once no `Attached` is left on `module`."""
+        if isinstance(module.__dict__.get(_KEY), Omitting) and not _ours(module.__dict__):
+            del module.__dict__[_KEY]
+
+    def __call__(self, protocol: int) -> Any:
+        module = self.module()
+        assert module is not None  # reached through the module
+        reduced = type(module).__reduce_ex__(module, protocol)
+        if not isinstance(reduced, tuple) or len(reduced) < 3 or not isinstance(reduced[2], dict):
+            return reduced
+        return (*reduced[:2], without_hooks(reduced[2]), *reduced[3:])
+
+
+def _ours(state: dict[str, Any]) -> set[int]:
+    """The ids of mldbg's entries in a module's hook dicts."""
+    return {k for name in _HOOKS for k, v in (state.get(name) or {}).items() if isinstance(v, Omitted)}
+
+
+def without_hooks(state: dict[str, Any]) -> dict[str, Any]:
+    """A module's state (its `__dict__`) as it would be without mldbg: a new dict, the
+    module's own left as it is."""
+    ours = _ours(state)
+    out: dict[str, Any] = {}
+    for name, value in state.items():
+        if name == _KEY and isinstance(value, Omitting):
+            continue
+        if ours and (name in _HOOKS or name in _FLAGS) and isinstance(value, dict):
+            kept = type(value)()
+            kept.update((k, v) for k, v in value.items() if k not in ours)
+            value = kept
+        out[name] = value
+    return out
 
 
 def take_over(hook: Any, model: nn.Module) -> bool:

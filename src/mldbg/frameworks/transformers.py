@@ -47,7 +47,7 @@ from torch import nn
 from transformers import Trainer, TrainerCallback
 
 from mldbg.config import Mode
-from mldbg.frameworks.torch_models import Detached, RegisteredModel
+from mldbg.frameworks.torch_models import Omitted, Omitting, RegisteredModel
 from mldbg.frameworks.trainer_hook import TrainerHook, scalar
 
 log = logging.getLogger("mldbg")
@@ -77,8 +77,8 @@ class DebuggerCallback(TrainerCallback):
             self.hook.register_module(model)
             if not self._handles:  # kept for the callback's life: a closed run reopens at a forward
                 self._handles = [
-                    model.register_forward_pre_hook(_Live(self._on_model_input), with_kwargs=True),
-                    model.register_forward_hook(_Live(self._on_model_output), with_kwargs=True),
+                    model.register_forward_pre_hook(_Live(self._on_model_input, model), with_kwargs=True),
+                    model.register_forward_hook(_Live(self._on_model_output, model), with_kwargs=True),
                 ]
         return self.hook
 
@@ -262,20 +262,19 @@ class _LoopHook(TrainerHook):
         return super()._current_mode(module)
 
 
-class _Live:
+class _Live(Omitted):
     """The callback's callable on the model: live for the callback's life (a closed run
-    reopens through it); copied with the model (`deepcopy`, `pickle`), an inert stand-in."""
+    reopens through it); left out of the model's copies (`deepcopy`, `pickle`,
+    `torch.save`: torch_models.Omitting)."""
 
     __slots__ = ("fn",)
 
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, model: nn.Module):
         self.fn = fn
+        Omitting.install(model)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
-
-    def __reduce__(self) -> tuple[type[Detached], tuple[()]]:
-        return (Detached, ())
 
 
 def _loss(output: Any, labelled: bool) -> Any:

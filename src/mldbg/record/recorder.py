@@ -20,6 +20,7 @@ import numpy as np
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
 from mldbg.record.collections import Collections
+from mldbg.record.end import StepsEnd
 from mldbg.record.stop import StopRequests
 from mldbg.record.validation import check_name, check_out_dir
 from mldbg.record.writer import Pending, PendingStatistics, StatisticsValues, TensorInfo, Writer
@@ -440,6 +441,7 @@ class Recorder:
         if self._closed:
             return
         last = self.step if self.in_step else self.step - 1  # an open step was recorded too
+        begun = {m: n + (self.in_step and m == self.mode) for m, n in self.mode_steps.items()}
         if self.in_step:
             for callback in self.before_step_end:
                 callback()
@@ -450,7 +452,8 @@ class Recorder:
         if self.writer is not None:
             self.writer.close()
             lost = self.writer.lost
-            end = End(
+            end = StepsEnd(
+                mode_steps={m.name.lower(): n for m, n in begun.items() if n and m != Mode.GLOBAL},
                 last_step=last,
                 ended=time.time(),
                 stopped=self.stopped,

@@ -8,9 +8,12 @@ bare package works without it.
 
 Values:
 - `reductions=None`: a `value` column, for tensors that hold one number (losses, scalars,
-  metrics). A tensor with more than one element is refused, naming it and what to ask
-  instead (`reductions=["mean", "l2"]`, or a `regex` that leaves it out): a frame of arrays
-  is neither tidy nor fast; read those with `trial.tensor(name).value(step)`.
+  metrics). With no selection either (no `regex`, no `collection`: the first call one types),
+  every one-number series, and one warning naming what was left out (weights, gradients...)
+  and how to get it; a tensor with more than one element that a `regex` or `collection`
+  selects is refused, naming it and what to ask instead (`reductions=["mean", "l2"]`, or a
+  `regex` that leaves it out): a frame of arrays is neither tidy nor fast; read those with
+  `trial.tensor(name).value(step)`.
 - `reductions=["mean", "l2", "abs_mean", ...]`: a `reduction` column and a `value` column,
   one row per reduction; a saved reduction is taken as saved, another is computed from the
   saved raw tensor (as `Tensor.reduction_value`). `abs_<name>` (or `<name>_abs`) is the
@@ -20,6 +23,7 @@ Values:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +78,11 @@ def to_pandas(
     collection: str | None = None,
     mode: Mode | str | None = None,
     reductions: Iterable[str] | None = None,
+    left_out: list[str] | None = None,
 ) -> pandas.DataFrame:
-    """See `Trial.to_pandas` and the module's docstring."""
+    """See `Trial.to_pandas` and the module's docstring. `left_out`: given a list, the names
+    of the tensors left out without a selection are put in it instead of a warning (the CLI
+    says it in its own options)."""
     pd = import_pandas()
     of_mode = None if mode is None else Mode.parse(mode)
     if of_mode == Mode.GLOBAL:
@@ -84,6 +91,8 @@ def to_pandas(
     if wanted is not None and not wanted:
         raise InvalidConfig("to_pandas: reductions=[] asks for nothing; give reduction names or None")
     names = trial.tensor_names(regex=regex, collection=collection)
+    everything = wanted is None and regex is None and collection is None
+    skipped: list[str] = []
     mode_names = {int(m): m.name for m in Mode}
     k = 1 if wanted is None else len(wanted)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (*COLUMNS, "reduction")}
@@ -92,6 +101,9 @@ def to_pandas(
         recs = trial.records(name, mode=of_mode)
         n = len(recs)
         if n == 0:
+            continue
+        if everything and not all(_one_number(rec) for rec in recs):
+            skipped.append(name)
             continue
         # rows in (step, worker name) order: the index keeps load order, which interleaves
         # workers, and numbers them in the order they were seen
@@ -111,6 +123,12 @@ def to_pandas(
         parts["mode_step"].append(np.repeat(msteps, k))
         parts["worker"].append(np.repeat(worker_names, k))
         parts["tensor"].append(np.full(n * k, name, dtype=object))
+    if skipped and left_out is not None:
+        left_out.extend(skipped)
+    elif skipped:
+        warnings.warn(
+            left_out_line(skipped, "regex=... with reductions=['mean', 'l2']"), UserWarning, stacklevel=3
+        )
     values = _values(trial, selected, wanted)
     columns = list(COLUMNS) + (["reduction"] if wanted is not None else []) + ["value"]
     data: dict[str, Any] = {"value": values}
@@ -170,6 +188,20 @@ def _values(
             value = rec.reductions.get(key)
             out[row + j] = value if value is not None else reduce(raw, key[0], key[1])
     return out
+
+
+def left_out_line(names: list[str], how: str) -> str:
+    """One line: which tensors a frame without a selection left out, and how to get them."""
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"mldbg: left out {len(names)} tensor{'s' if len(names) != 1 else ''} holding more than one "
+        f"number ({shown}); get them with {how}"
+    )
+
+
+def _one_number(rec: Record) -> bool:
+    """A record a frame without reductions can put in its `value` column."""
+    return math.prod(rec.shape) == 1 and (rec.has_raw or ("mean", False) in rec.reductions)
 
 
 class NotOneNumber(InvalidConfig):

@@ -486,6 +486,8 @@ class Trial:
         """A tidy DataFrame: one row per tensor, step, worker (and reduction, when asked),
         columns `step`, `mode`, `mode_step`, `worker`, `tensor`[, `reduction`], `value`.
         Without `reductions` every selected tensor must hold one number (losses, scalars);
+        with no argument at all, the one-number series, and one warning naming the tensors
+        left out (weights, gradients) and how to get them;
         `reductions=["mean", "l2", "abs_mean"]` gives those of any tensor, saved or computed
         from the raw tensor. Needs pandas (see `mldbg.trial.frame`)."""
         from mldbg.trial.frame import to_pandas
