@@ -47,6 +47,7 @@ from mldbg.frameworks.torch_defaults import (
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_layers import StepLayers, watch_layers
+from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel, take_over
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
@@ -71,6 +72,9 @@ class Hook(StepEnds, Adapter):
     None): every step; `statistics_every=k`: every k-th, any k."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
+    # the loss where the script computes it, without register_loss (`torch_loss`); off for the
+    # trainers' callbacks, which record the loss their loop sees
+    finds_loss: ClassVar[bool] = True
     own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")
 
     def _worker(self) -> Worker:
@@ -108,6 +112,8 @@ class Hook(StepEnds, Adapter):
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
+        if self.finds_loss:
+            self._loss.open()
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -121,6 +127,8 @@ class Hook(StepEnds, Adapter):
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
         self._step_layers = StepLayers()  # layer hooks on at statistics steps only (torch_layers)
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
+        self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
+        self._loss.off = not self.finds_loss
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -192,12 +200,15 @@ class Hook(StepEnds, Adapter):
         return Attached(fn if model is None else functools.partial(fn, model), self, on, within)
 
     def register_loss(self, loss_fn: nn.Module) -> None:
-        """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
+        """Record the loss value (`losses`) and its inputs (`predictions`, `labels`). Without it
+        the hook records the loss the models return or the script gives to backward (`loss`,
+        `torch_loss`); with it, only this one."""
         if not isinstance(loss_fn, nn.Module):
             raise InvalidConfig(
                 f"register_loss needs an nn.Module such as nn.CrossEntropyLoss(), got {type(loss_fn).__name__}; "
                 "for a loss function, call hook.save_scalar('loss', loss.item()) instead"
             )
+        self._loss.off = True  # the registered loss is the loss
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
         output_name = f"{prefix}_output_0"
@@ -295,6 +306,7 @@ class Hook(StepEnds, Adapter):
             return
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
+        self._loss.forward_output(output)
         if self.recorder.saving:
             self._save_outputs(f"{m.prefix}model", output, ("outputs",))
 
@@ -319,6 +331,7 @@ class Hook(StepEnds, Adapter):
             self._capture.close()
         if self._stats is not None:
             self._stats.close()
+        self._loss.close()
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []

@@ -1,0 +1,206 @@
+"""The loss where the script computes it (`torch_loss`): with only `register_module`, the
+hook records `loss` (in `losses`) for a functional loss given to backward, a model that
+returns `(logits, loss)`, a dict or an object with `.loss`; `register_loss` still wins. Real
+tiny trainings: the recorded values are the script's, step by step, and the training is the
+same as without the hook (bit for bit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from mldbg.config import Mode
+
+torch.set_num_threads(1)
+
+N_IN, N_CLASSES, BATCH, STEPS = 16, 4, 32, 30
+
+
+def _data(steps: int = STEPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Learnable batches: labels from a fixed random teacher."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(steps, BATCH, N_IN, generator=g)
+    teacher = torch.randn(N_IN, N_CLASSES, generator=g)
+    return x, (x @ teacher).argmax(-1)
+
+
+class MnistNet(nn.Module):
+    """pytorch/examples mnist's shape: functional ReLU, log_softmax out, F.nll_loss outside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(N_IN, 32)
+        self.fc2 = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.fc2(F.relu(self.fc1(x))), dim=1)
+
+
+class GPTLike(nn.Module):
+    """nanoGPT's shape: `logits, loss = model(idx, targets)`, F.cross_entropy inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(N_IN, 32)
+        self.head = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None):
+        logits = self.head(torch.tanh(self.fc1(x)))
+        loss = None if targets is None else F.cross_entropy(logits, targets, ignore_index=-1)
+        return logits, loss
+
+
+@dataclass
+class Output:  # a Hugging Face ModelOutput's shape: attributes, `.loss`
+    loss: torch.Tensor | None
+    logits: torch.Tensor
+
+
+class DictModel(GPTLike):
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):  # type: ignore[override]
+        logits, loss = super().forward(x, labels)
+        return {"logits": logits, "loss": loss}
+
+
+class ObjectModel(GPTLike):
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):  # type: ignore[override]
+        logits, loss = super().forward(x, labels)
+        return Output(loss=loss, logits=logits)
+
+
+def _train(model: nn.Module, kind: str, out: Path | None, lr: float = 0.1, steps: int = STEPS, **kw):
+    """Train `model`; `kind` says where the loss comes from. Returns the script's losses."""
+    x, y = _data(steps)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0) if kw.get("scaler") else None
+    accumulate = kw.get("accumulate", 1)
+    hook = mldbg.torch.Hook(str(out)) if out is not None else None
+    if hook is not None:
+        hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    if hook is not None and kind == "register_loss":
+        hook.register_loss(loss_fn)
+    losses = []
+    for i in range(steps):
+        model.train()
+        opt.zero_grad()
+        step_losses = []
+        for xb, yb in zip(x[i].chunk(accumulate), y[i].chunk(accumulate), strict=True):
+            if kind == "functional":
+                loss = F.nll_loss(model(xb), yb)
+            elif kind == "register_loss":
+                loss = loss_fn(model(xb), yb)
+            elif kind == "tuple":
+                _, loss = model(xb, yb)
+            elif kind == "dict":
+                loss = model(xb, labels=yb)["loss"]
+            else:
+                loss = model(xb, labels=yb).loss
+            step_losses.append(loss.item())
+            scaled = loss / accumulate
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        losses.append(float(np.mean(step_losses)))
+    if hook is not None:
+        hook.close()
+    return losses
+
+
+def _recorded(path: Path, name: str = "loss", mode: Mode = Mode.TRAIN) -> list[float]:
+    values = mldbg.create_trial(str(path)).tensor(name).values(mode)
+    return [float(values[k]) for k in sorted(values)]
+
+
+def _same_training(make, kind: str, tmp_path: Path, **kw) -> list[float]:
+    """Trains `make()` with and without the hook: the same losses, the same final weights
+    (the hook changes nothing of the training). Returns the recorded losses."""
+    torch.manual_seed(0)
+    plain = make()
+    plain_losses = _train(plain, kind, None, **kw)
+    torch.manual_seed(0)
+    hooked = make()
+    hooked_losses = _train(hooked, kind, tmp_path, **kw)
+    assert hooked_losses == plain_losses
+    for (name, a), (_, b) in zip(plain.named_parameters(), hooked.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+    recorded = _recorded(tmp_path)
+    assert len(recorded) == len(plain_losses)
+    np.testing.assert_allclose(recorded, plain_losses, rtol=1e-5)
+    return recorded
+
+
+def test_a_functional_loss_given_to_backward_is_the_loss(tmp_path):
+    _same_training(MnistNet, "functional", tmp_path)
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="losses") == ["loss"]
+    # F.nll_loss saved its log-probabilities and targets: the class statistics of the labels
+    assert {"loss_input_0", "loss_input_1"} <= set(trial.tensor_names())
+    assert torch.autograd.backward.__name__ == "backward"  # the wrapper is gone with the hook
+
+
+def test_a_gradscaler_scaled_loss_is_recorded_unscaled(tmp_path):
+    _same_training(MnistNet, "functional", tmp_path, scaler=True)
+
+
+def test_a_model_returning_logits_and_loss(tmp_path):
+    """nanoGPT's loop, with gradient accumulation: the step's loss is the mean of its
+    micro-batches' losses as the model returned them (not the divided ones given to backward)."""
+    _same_training(GPTLike, "tuple", tmp_path, accumulate=4)
+
+
+@pytest.mark.parametrize("model", [DictModel, ObjectModel])
+def test_a_model_returning_a_dict_or_an_object_with_loss(tmp_path, model):
+    _same_training(model, "dict" if model is DictModel else "object", tmp_path)
+
+
+def test_register_loss_wins(tmp_path):
+    """With `register_loss`, its loss alone is recorded (no second `loss`)."""
+    torch.manual_seed(0)
+    losses = _train(
+        nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES)), "register_loss", tmp_path
+    )
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="losses") == ["CrossEntropyLoss_output_0"]
+    np.testing.assert_allclose(_recorded(tmp_path, "CrossEntropyLoss_output_0"), losses, rtol=1e-5)
+
+
+def test_an_evaluation_records_the_returned_loss(tmp_path):
+    torch.manual_seed(0)
+    model = GPTLike()
+    x, y = _data(3)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        model.eval()
+        with torch.no_grad():
+            expected = [model(x[i], y[i])[1].item() for i in range(3)]
+    np.testing.assert_allclose(_recorded(tmp_path, mode=Mode.EVAL), expected, rtol=1e-5)
+
+
+def test_a_backward_outside_the_models_is_not_the_loss(tmp_path):
+    """A backward through no registered model (here, before any forward) records nothing."""
+    model = MnistNet()
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        w = torch.ones(3, requires_grad=True)
+        (w * 2).sum().backward()
+    assert "loss" not in mldbg.create_trial(str(tmp_path)).tensor_names()
+
+
+def test_a_diverging_functional_loss_run_is_found(tmp_path):
+    """The mnist-style loop at lr x100: with the two lines only, a loss rule speaks."""
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path, lr=10.0, steps=40)
+    findings = mldbg.check(str(tmp_path))
+    assert any("loss" in f.tensors for f in findings), findings
