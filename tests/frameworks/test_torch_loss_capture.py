@@ -204,3 +204,25 @@ def test_a_diverging_functional_loss_run_is_found(tmp_path):
     _train(MnistNet(), "functional", tmp_path, lr=10.0, steps=40)
     findings = mldbg.check(str(tmp_path))
     assert any("loss" in f.tensors for f in findings), findings
+
+
+def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path):
+    """`register_loss(F.nll_loss)` (a function, which no hook can see) does nothing: the loss
+    given to backward is recorded. A script that saves its own `loss` is recorded from then on."""
+    torch.manual_seed(0)
+    model = MnistNet()
+    x, y = _data(6)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        hook.register_loss(F.nll_loss)
+        for i in range(6):
+            opt.zero_grad()
+            loss = F.nll_loss(model(x[i]), y[i])
+            if i >= 3:
+                hook.save_tensor("loss", loss.detach() + 100.0, ("losses",))  # before the step ends
+            loss.backward()
+            opt.step()
+            expected.append(loss.item() + (100.0 if i >= 3 else 0.0))
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)

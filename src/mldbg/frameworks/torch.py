@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,6 +47,7 @@ from mldbg.frameworks.torch_defaults import (
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_layers import StepLayers, watch_layers
+from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, RegisteredModel, take_over
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
@@ -202,11 +203,14 @@ class Hook(StepEnds, Adapter):
     def register_loss(self, loss_fn: nn.Module) -> None:
         """Record the loss value (`losses`) and its inputs (`predictions`, `labels`). Without it
         the hook records the loss the models return or the script gives to backward (`loss`,
-        `torch_loss`); with it, only this one."""
+        `torch_loss`); with it, only this one. A loss function (`F.nll_loss`) needs no
+        registration: given one, this does nothing (its value is the one given to backward)."""
         if not isinstance(loss_fn, nn.Module):
+            if callable(loss_fn):  # F.nll_loss: its value is the one given to backward, recorded as `loss`
+                return
             raise InvalidConfig(
                 f"register_loss needs an nn.Module such as nn.CrossEntropyLoss(), got {type(loss_fn).__name__}; "
-                "for a loss function, call hook.save_scalar('loss', loss.item()) instead"
+                "a loss computed otherwise is recorded as 'loss' from the tensor given to backward"
             )
         self._loss.off = True  # the registered loss is the loss
         prefix = type(loss_fn).__name__
@@ -231,6 +235,16 @@ class Hook(StepEnds, Adapter):
                 self._save(input_names[i], a, kinds[i] if i < 2 else ())
 
         self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss, loss_fn)))
+
+    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ()) -> None:
+        if name == LOSS_NAME:  # the script records its loss itself: that one is the loss from now on
+            self._loss.off = True
+        super().save_tensor(name, value, collections)
+
+    def save_scalar(self, name: str, value: Any) -> None:
+        if name == LOSS_NAME:
+            self._loss.off = True
+        super().save_scalar(name, value)
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""

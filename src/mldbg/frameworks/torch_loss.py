@@ -57,6 +57,7 @@ CLASS_NODES = frozenset(
     }
 )
 SAMPLE_NODES = frozenset({"MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0"})
+MAX_SCANS = 4  # searches for GradScalers per hook (a scaler keeps its scale tensor for the run)
 SCALES = frozenset({"MulBackward0", "DivBackward0", "MulBackward1", "DivBackward1"})  # loss * w, loss / n
 
 
@@ -120,6 +121,8 @@ class LossCapture:
         """Is `scale` a `GradScaler`'s scale (kept in place for a whole run: searched once)?"""
         key = scale.data_ptr()
         found = self._scalers.get(key)
+        if found is None and len(self._scalers) >= MAX_SCANS:
+            return False  # a factor made anew at each step (`loss * torch.tensor(w)`): not a scaler's
         if found is None:
             scalers = (o for o in gc.get_objects() if isinstance(o, torch.amp.GradScaler))
             found = self._scalers[key] = any(
@@ -163,7 +166,7 @@ def returned_loss(output: Any) -> torch.Tensor | None:
     one scalar floating tensor of a tuple or list (`(logits, loss)`, `(loss, logits)`)."""
     if isinstance(output, torch.Tensor):
         return None
-    if isinstance(output, dict) or hasattr(output, "keys") and hasattr(output, "get"):
+    if isinstance(output, dict) or (hasattr(output, "keys") and hasattr(output, "get")):
         found = output.get("loss")
     elif isinstance(output, (tuple, list)) and not hasattr(output, "_fields"):
         scalars = [o for o in output if _is_loss(o)]
