@@ -125,10 +125,7 @@ class LossCapture:
             return False  # a factor made anew at each step (`loss * torch.tensor(w)`): not a scaler's
         if found is None:
             scalers = (o for o in gc.get_objects() if isinstance(o, torch.amp.GradScaler))
-            found = self._scalers[key] = any(
-                isinstance(getattr(s, "_scale", None), torch.Tensor) and s._scale.data_ptr() == key
-                for s in scalers
-            )
+            found = self._scalers[key] = any(_scale_ptr(s) == key for s in scalers)
         return found
 
     def _inputs(self, loss: torch.Tensor) -> None:
@@ -176,6 +173,11 @@ def returned_loss(output: Any) -> torch.Tensor | None:
     return found if _is_loss(found) else None
 
 
+def _scale_ptr(scaler: Any) -> int | None:
+    scale = getattr(scaler, "_scale", None)
+    return scale.data_ptr() if isinstance(scale, torch.Tensor) else None
+
+
 def _is_loss(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point()
 
@@ -190,7 +192,7 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
         name = node.name()
         if name in CLASS_NODES or name in SAMPLE_NODES:
             try:
-                predictions, labels = node._saved_self, node._saved_target
+                predictions, labels = getattr(node, "_saved_self"), getattr(node, "_saved_target")  # noqa: B009
             except RuntimeError:  # freed by a backward pass already run
                 return None
             if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
