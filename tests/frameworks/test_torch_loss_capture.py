@@ -226,3 +226,29 @@ def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path)
             opt.step()
             expected.append(loss.item() + (100.0 if i >= 3 else 0.0))
     np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+
+
+def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
+    """The two lines on a model that calls F.relu record no `relu_activations`: dead_relu's
+    skip says so, rather than advising include_collections; with nn.ReLU it runs."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path / "functional", steps=5)
+    runner = RuleRunner(str(tmp_path / "functional"), ["dead_relu"])
+    runner.run_available()
+    runner.finish()
+    why = runner.skipped["dead_relu"]
+    assert "F.relu" in why and "include_collections" not in why, why
+
+    torch.manual_seed(0)
+    _train(
+        nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES)),
+        "register_loss",
+        tmp_path / "module",
+        steps=5,
+    )
+    runner = RuleRunner(str(tmp_path / "module"), ["dead_relu"])
+    runner.run_available()
+    runner.finish()
+    assert "dead_relu" not in runner.skipped
