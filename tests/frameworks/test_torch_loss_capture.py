@@ -201,9 +201,13 @@ def test_a_backward_outside_the_models_is_not_the_loss(tmp_path):
 def test_a_diverging_functional_loss_run_is_found(tmp_path):
     """The mnist-style loop at lr x100: with the two lines only, a loss rule speaks."""
     torch.manual_seed(0)
-    _train(MnistNet(), "functional", tmp_path, lr=10.0, steps=40)
-    findings = mldbg.check(str(tmp_path))
+    _train(MnistNet(), "functional", tmp_path / "diverging", lr=10.0, steps=40)
+    findings = mldbg.check(str(tmp_path / "diverging"))
     assert any("loss" in f.tensors for f in findings), findings
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path / "healthy", lr=0.1, steps=40)  # its twin: no loss finding
+    healthy = mldbg.check(str(tmp_path / "healthy"))
+    assert not any("loss" in f.tensors for f in healthy), healthy
 
 
 def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path):
@@ -252,3 +256,53 @@ def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
     runner.run_available()
     runner.finish()
     assert "dead_relu" not in runner.skipped
+
+
+class TinyGPT(nn.Module):
+    """nanoGPT's forward: token and position embeddings, a head, `F.cross_entropy` over the
+    flattened (batch x time) logits with `ignore_index=-1`, `(logits, loss)` returned."""
+
+    def __init__(self, vocab: int = 12, block: int = 8, width: int = 16) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(block, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        h = self.wte(idx) + self.wpe(pos)
+        logits = self.lm_head(h + self.mlp(h))
+        if targets is None:
+            return logits[:, [-1], :], None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+
+def test_a_nanogpt_style_loop_records_its_loss(tmp_path):
+    """nanoGPT's train.py loop: AdamW, gradient accumulation (loss / steps before backward),
+    clipping; the recorded loss is the model's, the labels are the targets."""
+    g = torch.Generator().manual_seed(0)
+    data = torch.arange(4000) % 12  # next token = token + 1: learnable
+    torch.manual_seed(0)
+    model = TinyGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for _ in range(25):
+            micro = []
+            for _ in range(2):
+                ix = torch.randint(len(data) - 9, (6,), generator=g)
+                x = torch.stack([data[i : i + 8] for i in ix])
+                y = torch.stack([data[i + 1 : i + 9] for i in ix])
+                _, loss = model(x, y)
+                micro.append(loss.item())
+                (loss / 2).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            expected.append(float(np.mean(micro)))
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+    assert expected[-1] < expected[0] / 2  # it learned
+    assert {"loss_input_0", "loss_input_1"} <= set(mldbg.create_trial(str(tmp_path)).tensor_names())
