@@ -306,3 +306,15 @@ def test_a_nanogpt_style_loop_records_its_loss(tmp_path):
     np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
     assert expected[-1] < expected[0] / 2  # it learned
     assert {"loss_input_0", "loss_input_1"} <= set(mldbg.create_trial(str(tmp_path)).tensor_names())
+
+
+def test_a_hugging_face_model_output_holds_the_loss():
+    """`ModelOutput` (an ordered dict with attributes): its `loss`; none without labels."""
+    from mldbg.frameworks.torch_loss import returned_loss
+
+    outputs = pytest.importorskip("transformers.modeling_outputs")
+    loss, logits = torch.tensor(2.5), torch.randn(2, 3)
+    assert returned_loss(outputs.CausalLMOutput(loss=loss, logits=logits)) is loss
+    assert returned_loss(outputs.CausalLMOutput(logits=logits)) is None
+    assert returned_loss((loss, logits)) is loss  # return_dict=False
+    assert returned_loss((logits, torch.tensor(1.0), torch.tensor(2.0))) is None  # which one? none
