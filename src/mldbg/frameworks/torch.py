@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -50,6 +50,8 @@ from mldbg.frameworks.torch_defaults import (
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_layers import StepLayers, watch_layers
+from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
+from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
@@ -74,6 +76,9 @@ class Hook(StepEnds, Adapter):
     None): every step; `statistics_every=k`: every k-th, any k."""
 
     captures = {"torch": TorchCapture}  # ProfilerConfig(torch_profiler=...) windows
+    # the loss where the script computes it, without register_loss (`torch_loss`); off for the
+    # trainers' callbacks, which record the loss their loop sees
+    finds_loss: ClassVar[bool] = True
     own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")
 
     def _worker(self) -> Worker:
@@ -111,6 +116,8 @@ class Hook(StepEnds, Adapter):
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
+        if self.finds_loss:
+            self._loss.open()
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -125,6 +132,8 @@ class Hook(StepEnds, Adapter):
         self._capture: AttentionCapture | None = None  # attention logits at statistics steps
         self._step_layers = StepLayers()  # layer hooks on at statistics steps only (torch_layers)
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
+        self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
+        self._loss.off = not self.finds_loss
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -198,12 +207,18 @@ class Hook(StepEnds, Adapter):
         return Attached(fn if model is None else functools.partial(fn, model), self, on, within)
 
     def register_loss(self, loss_fn: nn.Module) -> None:
-        """Record the loss value (`losses`) and its inputs (`predictions`, `labels`)."""
+        """Record the loss value (`losses`) and its inputs (`predictions`, `labels`). Without it
+        the hook records the loss the models return or the script gives to backward (`loss`,
+        `torch_loss`); with it, only this one. A loss function (`F.nll_loss`) needs no
+        registration: given one, this does nothing (its value is the one given to backward)."""
         if not isinstance(loss_fn, nn.Module):
+            if callable(loss_fn):  # F.nll_loss: its value is the one given to backward, recorded as `loss`
+                return
             raise InvalidConfig(
                 f"register_loss needs an nn.Module such as nn.CrossEntropyLoss(), got {type(loss_fn).__name__}; "
-                "for a loss function, call hook.save_scalar('loss', loss.item()) instead"
+                "a loss computed otherwise is recorded as 'loss' from the tensor given to backward"
             )
+        self._loss.off = True  # the registered loss is the loss
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
         output_name = f"{prefix}_output_0"
@@ -226,6 +241,16 @@ class Hook(StepEnds, Adapter):
                 self._save(input_names[i], a, kinds[i] if i < 2 else ())
 
         self._module_handles.append(loss_fn.register_forward_hook(self._attach(on_loss, loss_fn)))
+
+    def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ()) -> None:
+        if name == LOSS_NAME:  # the script records its loss itself: that one is the loss from now on
+            self._loss.off = True
+        super().save_tensor(name, value, collections)
+
+    def save_scalar(self, name: str, value: Any) -> None:
+        if name == LOSS_NAME:
+            self._loss.off = True
+        super().save_scalar(name, value)
 
     def set_mode(self, mode: Mode) -> None:
         """Fix the mode (TRAIN, EVAL, PREDICT) instead of following `model.training`."""
@@ -301,6 +326,7 @@ class Hook(StepEnds, Adapter):
             return
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
+        self._loss.forward_output(output)
         if self.recorder.saving:
             self._save_outputs(f"{m.prefix}model", output, ("outputs",))
 
@@ -325,6 +351,7 @@ class Hook(StepEnds, Adapter):
             self._capture.close()
         if self._stats is not None:
             self._stats.close()
+        self._loss.close()
         for h in self._handles + self._grad_handles:
             h.remove()
         self._handles, self._grad_handles = [], []

@@ -11,8 +11,8 @@ imported `torch`:
   call the wrapper turns itself off and `nn.Module.__call__` is restored, so no global
   module hook is ever installed (they would make `torch.compile` warn and fire twice).
 - Steps end at the optimizer step: the hook's own global optimizer hooks.
-- A loss computed functionally (`F.cross_entropy`) is recorded as `loss` in `losses` from
-  `loss.backward()`, when no loss module was seen.
+- A loss computed functionally (`F.cross_entropy`) is recorded as `loss` in `losses` by the
+  hook itself (`torch_loss`: the tensor given to backward), when no loss module was seen.
 - A Lightning or Hugging Face `Trainer` gets the recording of its callback: once the module
   that defines the `Trainer` is imported (an import hook, as `mldbg run`'s sitecustomize has
   for torch), its `__init__` adds `mldbg.lightning.DebuggerCallback` (or
@@ -197,17 +197,6 @@ class _Attacher:
 
         self._wrapper = __call__
         nn.Module.__call__ = __call__  # type: ignore[method-assign]
-        original_backward = torch.Tensor.backward
-
-        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            hook = attacher.hook
-            if is_compiling():
-                return original_backward(tensor, *args, **kwargs)
-            if hook is not None and not attacher.losses and hook.recorder.saving and tensor.numel() == 1:
-                hook.save_tensor("loss", tensor, collections=("losses",))
-            return original_backward(tensor, *args, **kwargs)
-
-        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]
 
     def see(self, module: Any) -> None:
         is_loss = isinstance(module, _Loss)

@@ -36,6 +36,8 @@ from mldbg.profiler import timeline as marks
 class TrainerHook(Hook):
     """A torch `Hook` whose stop ends quietly (`stop_reason`), optionally driven by a loop."""
 
+    finds_loss = False  # the callback records the loss its trainer's loop sees
+
     def _setup(self) -> None:
         super()._setup()
         self.stop_reason: str | None = None

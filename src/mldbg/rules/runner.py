@@ -228,12 +228,27 @@ class RuleRunner:
             have = self.view.collections()
             missing = [c for c in needs if not have.get(c)]
             which = " or ".join(missing) if rule.needs_any else ", ".join(missing)
+            absent = getattr(rule, "absent", "")  # why a run with the two lines' statistics lacks them
             why = (
                 f"needs the {which} collection{'s' if len(missing) > 1 and not rule.needs_any else ''}, "
-                "which this run did not save (add it to the hook's include_collections)"
+                + (
+                    f"which this run did not record: {absent}"
+                    if absent and self._has_statistics(have)
+                    else "which this run did not save (add it to the hook's include_collections)"
+                )
             )
         self.skipped[rule.name] = why
         log.info("mldbg: rule %s skipped: %s", rule.name, why)
+
+    def _has_statistics(self, have: dict[str, frozenset[str]]) -> bool:
+        """Were the two lines' statistics recorded (a weight's)? Then they hold every
+        collection their models allow, and adding to include_collections is no help."""
+        columns = self.view.columns
+        for name in sorted(have.get("weights", ()))[:3]:
+            found = columns.tensor(name)
+            if found is not None and found.has_statistics:
+                return True
+        return False
 
     def _call(self, rule: Rule, method: Any, *args: Any) -> list[Finding]:
         try:

@@ -51,6 +51,10 @@ class DeadRelu(Rule):
     """
 
     needs = ("relu_activations",)
+    absent = (  # the skip message of a run with the two lines' statistics (runner)
+        "the model has no ReLU layer the hook sees (in PyTorch an nn.ReLU module: a ReLU applied as a "
+        "function, F.relu or torch.relu, is not seen; use nn.ReLU modules to have it checked)"
+    )
     reads = {"relu_activations": ("unit_active", "samples")}
     threshold_inactivity: float = 1.0
     threshold_layer: float = 50.0

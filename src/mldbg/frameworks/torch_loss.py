@@ -1,0 +1,240 @@
+"""The loss where a PyTorch script computes it: the `LossCapture` of `mldbg.torch.Hook`.
+
+Without `register_loss` (which wins: with it, none of this records), the hook records each
+step's loss as `loss` in `losses`, where every loss rule and the report's loss chart read it:
+
+- the loss a registered model returns from its forward: a tuple holding one scalar floating
+  tensor (nanoGPT's `logits, loss = model(x, y)`), a mapping's `"loss"`, an object's `.loss`
+  (Hugging Face's `ModelOutput`), in TRAIN and in EVAL steps;
+- else, in a TRAIN step, the tensor given to backward (`loss.backward()`,
+  `torch.autograd.backward(loss)`): whatever computed it (`F.nll_loss`, `F.cross_entropy`, a
+  sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
+  back by its scale. Only while a TRAIN step of a registered model is open, after one of its
+  models ran its forward in that step, and only a one-element floating tensor.
+Several in one step (gradient accumulation): their mean. Each value stays on its device:
+no wait for it, no change to the graph or the gradients (the tensor is only read, detached).
+
+Seeing backward's tensor needs one process-wide wrapper around `torch.autograd.backward`
+(which `Tensor.backward` calls): no hook on the model can see the root of a backward pass, its
+graph links only towards the inputs. The wrapper is put in place at the first
+`register_module` and hands the tensor to the open hooks only; it costs one Python call per
+backward pass (about a microsecond) and changes nothing else. It takes itself out when no hook
+listens and nothing has wrapped it since.
+
+Predictions and labels: a loss whose autograd node saved them (`F.cross_entropy`,
+`F.nll_loss`, `nn.CrossEntropyLoss` inside the model: the log-probabilities and targets; the
+binary cross-entropies; MSE, L1-smooth, Huber) gives them at statistics steps as
+`loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
+classification losses, their `samples` for the others, as a registered loss's inputs.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from mldbg.config import Mode
+from mldbg.profiler import timeline as marks
+
+if TYPE_CHECKING:
+    from mldbg.frameworks.torch import Hook
+
+log = logging.getLogger("mldbg")
+
+NAME = "loss"  # in `losses`, as the Lightning and Hugging Face callbacks record theirs
+PREFIX = "loss"  # its predictions and labels: `loss_input_0`, `loss_input_1`
+CLASS_NODES = frozenset(
+    {
+        "NllLossBackward0",
+        "NllLoss2DBackward0",
+        "BinaryCrossEntropyBackward0",
+        "BinaryCrossEntropyWithLogitsBackward0",
+    }
+)
+SAMPLE_NODES = frozenset({"MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0"})
+MAX_SCANS = 4  # searches for GradScalers per hook (a scaler keeps its scale tensor for the run)
+SCALES = frozenset({"MulBackward0", "DivBackward0", "MulBackward1", "DivBackward1"})  # loss * w, loss / n
+
+
+class LossCapture:
+    """One hook's loss where the script computes it; `off` once `register_loss` is used."""
+
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+        self.off = False
+        self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
+        self._backward: list[torch.Tensor] = []  # the tensors given to backward, this step
+        self._classes_at = -1  # the step whose predictions and labels are recorded
+        self._scalers: dict[int, bool] = {}  # data_ptr of a scale factor: a GradScaler's scale?
+
+    def open(self) -> None:
+        """The run is open: the step's loss is saved as the step ends; listen to backward."""
+        self.hook.recorder.before_step_end.append(self._step_end)
+        _listen(self)
+
+    def close(self) -> None:
+        """Stop listening (the open step's loss is still saved as the run closes it)."""
+        _unlisten(self)
+
+    # where the loss shows ---------------------------------------------------------------
+    def forward_output(self, output: Any) -> None:
+        """A registered model's recorded forward ended with `output`."""
+        if self.off:
+            return
+        loss = returned_loss(output)
+        if loss is None:
+            return
+        self._returned.append(loss.detach())
+        self._inputs(loss)
+
+    def backward(self, tensor: Any) -> None:
+        """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
+        hook = self.hook
+        rec = hook.recorder
+        if self.off or hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
+            return
+        if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
+            return
+        if tensor.grad_fn is None or not any(m.saved_at == rec.step for m in hook._models):
+            return  # not a pass through a model this hook records in the open step
+        hook.timeline.mark(marks.BACKWARD_START)
+        if not self._returned:
+            self._backward.append(self._unscaled(tensor))
+            self._inputs(tensor)
+
+    def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` detached; a GradScaler's `loss * scale` divided back by its scale."""
+        node = tensor.grad_fn
+        loss = tensor.detach()
+        if node is not None and node.name() == "MulBackward0" and node.next_functions[1][0] is None:
+            scale = getattr(node, "_saved_other", None)
+            if isinstance(scale, torch.Tensor) and scale.numel() == 1 and self._is_scaler_scale(scale):
+                loss = loss / scale
+        return loss
+
+    def _is_scaler_scale(self, scale: torch.Tensor) -> bool:
+        """Is `scale` a `GradScaler`'s scale (kept in place for a whole run: searched once)?"""
+        key = scale.data_ptr()
+        found = self._scalers.get(key)
+        if found is None and len(self._scalers) >= MAX_SCANS:
+            return False  # a factor made anew at each step (`loss * torch.tensor(w)`): not a scaler's
+        if found is None:
+            scalers = (o for o in gc.get_objects() if isinstance(o, torch.amp.GradScaler))
+            found = self._scalers[key] = any(_scale_ptr(s) == key for s in scalers)
+        return found
+
+    def _inputs(self, loss: torch.Tensor) -> None:
+        """At a statistics step, the predictions and labels the loss's autograd node saved."""
+        stats = self.hook._stats
+        rec = self.hook.recorder
+        if stats is None or self._classes_at == rec.step or not stats.due():
+            return
+        found = saved_inputs(loss)
+        if found is None:
+            return
+        self._classes_at = rec.step
+        kind, predictions, labels = found
+        if kind == "classes":
+            stats.add_classes(PREFIX, predictions, labels)
+        else:
+            stats.add_kinds(f"{PREFIX}_input_0", predictions, ("samples",), ("predictions",))
+            stats.add_kinds(f"{PREFIX}_input_1", labels, ("samples",), ("labels",))
+
+    def _step_end(self) -> None:
+        values = self._returned or self._backward
+        self._returned, self._backward = [], []
+        if self.off or not values:
+            return
+        if len(values) == 1:
+            loss = values[0]
+        else:
+            device = values[0].device
+            loss = torch.stack([v.reshape(()).float().to(device) for v in values]).mean()
+        self.hook._save(NAME, loss.reshape(()), ("losses",))
+
+
+def returned_loss(output: Any) -> torch.Tensor | None:
+    """The loss in a model's forward output: a mapping's `loss`, an object's `.loss`, or the
+    one scalar floating tensor of a tuple or list (`(logits, loss)`, `(loss, logits)`)."""
+    if isinstance(output, torch.Tensor):
+        return None
+    if isinstance(output, dict) or (hasattr(output, "keys") and hasattr(output, "get")):
+        found = output.get("loss")
+    elif isinstance(output, (tuple, list)) and not hasattr(output, "_fields"):
+        scalars = [o for o in output if _is_loss(o)]
+        found = scalars[0] if len(scalars) == 1 else None
+    else:
+        found = getattr(output, "loss", None)
+    return found if _is_loss(found) else None
+
+
+def _scale_ptr(scaler: Any) -> int | None:
+    scale = getattr(scaler, "_scale", None)
+    return scale.data_ptr() if isinstance(scale, torch.Tensor) else None
+
+
+def _is_loss(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point()
+
+
+def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] | None:
+    """("classes" or "samples", predictions, labels) that the loss's node saved, through at
+    most a few scalings (`loss / accumulation`, a GradScaler's `loss * scale`); else None."""
+    node = loss.grad_fn
+    for _ in range(4):
+        if node is None:
+            return None
+        name = node.name()
+        if name in CLASS_NODES or name in SAMPLE_NODES:
+            try:
+                predictions, labels = getattr(node, "_saved_self"), getattr(node, "_saved_target")  # noqa: B009
+            except RuntimeError:  # freed by a backward pass already run
+                return None
+            if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
+                return None
+            return ("classes" if name in CLASS_NODES else "samples"), predictions, labels
+        if name not in SCALES:
+            return None
+        nexts = [f for f, _ in node.next_functions if f is not None]
+        if len(nexts) != 1:
+            return None
+        node = nexts[0]
+    return None
+
+
+# the one wrapper around torch.autograd.backward ------------------------------------------
+_lock = threading.Lock()
+_listeners: weakref.WeakSet[LossCapture] = weakref.WeakSet()
+_original: Any = torch.autograd.backward  # what the wrapper calls (the one found when it went in)
+
+
+def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+    if _listeners:
+        one = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        for capture in list(_listeners):
+            try:
+                capture.backward(one)
+            except Exception:  # never in the way of the user's backward
+                log.exception("mldbg: the loss given to backward was not recorded")
+    return _original(tensors, *args, **kwargs)
+
+
+def _listen(capture: LossCapture) -> None:
+    global _original
+    with _lock:
+        _listeners.add(capture)
+        if torch.autograd.backward is not _backward:
+            _original = torch.autograd.backward
+            torch.autograd.backward = _backward
+
+
+def _unlisten(capture: LossCapture) -> None:
+    with _lock:
+        _listeners.discard(capture)
+        if not _listeners and torch.autograd.backward is _backward:  # else another wrapper is on top
+            torch.autograd.backward = _original

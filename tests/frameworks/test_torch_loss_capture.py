@@ -1,0 +1,320 @@
+"""The loss where the script computes it (`torch_loss`): with only `register_module`, the
+hook records `loss` (in `losses`) for a functional loss given to backward, a model that
+returns `(logits, loss)`, a dict or an object with `.loss`; `register_loss` still wins. Real
+tiny trainings: the recorded values are the script's, step by step, and the training is the
+same as without the hook (bit for bit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from mldbg.config import Mode
+
+torch.set_num_threads(1)
+
+N_IN, N_CLASSES, BATCH, STEPS = 16, 4, 32, 30
+
+
+def _data(steps: int = STEPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Learnable batches: labels from a fixed random teacher."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(steps, BATCH, N_IN, generator=g)
+    teacher = torch.randn(N_IN, N_CLASSES, generator=g)
+    return x, (x @ teacher).argmax(-1)
+
+
+class MnistNet(nn.Module):
+    """pytorch/examples mnist's shape: functional ReLU, log_softmax out, F.nll_loss outside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(N_IN, 32)
+        self.fc2 = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.fc2(F.relu(self.fc1(x))), dim=1)
+
+
+class GPTLike(nn.Module):
+    """nanoGPT's shape: `logits, loss = model(idx, targets)`, F.cross_entropy inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(N_IN, 32)
+        self.head = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None):
+        logits = self.head(torch.tanh(self.fc1(x)))
+        loss = None if targets is None else F.cross_entropy(logits, targets, ignore_index=-1)
+        return logits, loss
+
+
+@dataclass
+class Output:  # a Hugging Face ModelOutput's shape: attributes, `.loss`
+    loss: torch.Tensor | None
+    logits: torch.Tensor
+
+
+class DictModel(GPTLike):
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):  # type: ignore[override]
+        logits, loss = super().forward(x, labels)
+        return {"logits": logits, "loss": loss}
+
+
+class ObjectModel(GPTLike):
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):  # type: ignore[override]
+        logits, loss = super().forward(x, labels)
+        return Output(loss=loss, logits=logits)
+
+
+def _train(model: nn.Module, kind: str, out: Path | None, lr: float = 0.1, steps: int = STEPS, **kw):
+    """Train `model`; `kind` says where the loss comes from. Returns the script's losses."""
+    x, y = _data(steps)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0) if kw.get("scaler") else None
+    accumulate = kw.get("accumulate", 1)
+    hook = mldbg.torch.Hook(str(out)) if out is not None else None
+    if hook is not None:
+        hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    if hook is not None and kind == "register_loss":
+        hook.register_loss(loss_fn)
+    losses = []
+    for i in range(steps):
+        model.train()
+        opt.zero_grad()
+        step_losses = []
+        for xb, yb in zip(x[i].chunk(accumulate), y[i].chunk(accumulate), strict=True):
+            if kind == "functional":
+                loss = F.nll_loss(model(xb), yb)
+            elif kind == "register_loss":
+                loss = loss_fn(model(xb), yb)
+            elif kind == "tuple":
+                _, loss = model(xb, yb)
+            elif kind == "dict":
+                loss = model(xb, labels=yb)["loss"]
+            else:
+                loss = model(xb, labels=yb).loss
+            step_losses.append(loss.item())
+            scaled = loss / accumulate
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        losses.append(float(np.mean(step_losses)))
+    if hook is not None:
+        hook.close()
+    return losses
+
+
+def _recorded(path: Path, name: str = "loss", mode: Mode = Mode.TRAIN) -> list[float]:
+    values = mldbg.create_trial(str(path)).tensor(name).values(mode)
+    return [float(values[k]) for k in sorted(values)]
+
+
+def _same_training(make, kind: str, tmp_path: Path, **kw) -> list[float]:
+    """Trains `make()` with and without the hook: the same losses, the same final weights
+    (the hook changes nothing of the training). Returns the recorded losses."""
+    torch.manual_seed(0)
+    plain = make()
+    plain_losses = _train(plain, kind, None, **kw)
+    torch.manual_seed(0)
+    hooked = make()
+    hooked_losses = _train(hooked, kind, tmp_path, **kw)
+    assert hooked_losses == plain_losses
+    for (name, a), (_, b) in zip(plain.named_parameters(), hooked.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+    recorded = _recorded(tmp_path)
+    assert len(recorded) == len(plain_losses)
+    np.testing.assert_allclose(recorded, plain_losses, rtol=1e-5)
+    return recorded
+
+
+def test_a_functional_loss_given_to_backward_is_the_loss(tmp_path):
+    _same_training(MnistNet, "functional", tmp_path)
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="losses") == ["loss"]
+    # F.nll_loss saved its log-probabilities and targets: the class statistics of the labels
+    assert {"loss_input_0", "loss_input_1"} <= set(trial.tensor_names())
+    assert torch.autograd.backward.__name__ == "backward"  # the wrapper is gone with the hook
+
+
+def test_a_gradscaler_scaled_loss_is_recorded_unscaled(tmp_path):
+    _same_training(MnistNet, "functional", tmp_path, scaler=True)
+
+
+def test_a_model_returning_logits_and_loss(tmp_path):
+    """nanoGPT's loop, with gradient accumulation: the step's loss is the mean of its
+    micro-batches' losses as the model returned them (not the divided ones given to backward)."""
+    _same_training(GPTLike, "tuple", tmp_path, accumulate=4)
+
+
+@pytest.mark.parametrize("model", [DictModel, ObjectModel])
+def test_a_model_returning_a_dict_or_an_object_with_loss(tmp_path, model):
+    _same_training(model, "dict" if model is DictModel else "object", tmp_path)
+
+
+def test_register_loss_wins(tmp_path):
+    """With `register_loss`, its loss alone is recorded (no second `loss`)."""
+    torch.manual_seed(0)
+    losses = _train(
+        nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES)), "register_loss", tmp_path
+    )
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="losses") == ["CrossEntropyLoss_output_0"]
+    np.testing.assert_allclose(_recorded(tmp_path, "CrossEntropyLoss_output_0"), losses, rtol=1e-5)
+
+
+def test_an_evaluation_records_the_returned_loss(tmp_path):
+    torch.manual_seed(0)
+    model = GPTLike()
+    x, y = _data(3)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        model.eval()
+        with torch.no_grad():
+            expected = [model(x[i], y[i])[1].item() for i in range(3)]
+    np.testing.assert_allclose(_recorded(tmp_path, mode=Mode.EVAL), expected, rtol=1e-5)
+
+
+def test_a_backward_outside_the_models_is_not_the_loss(tmp_path):
+    """A backward through no registered model (here, before any forward) records nothing."""
+    model = MnistNet()
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        w = torch.ones(3, requires_grad=True)
+        (w * 2).sum().backward()
+    assert "loss" not in mldbg.create_trial(str(tmp_path)).tensor_names()
+
+
+def test_a_diverging_functional_loss_run_is_found(tmp_path):
+    """The mnist-style loop at lr x100: with the two lines only, a loss rule speaks."""
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path / "diverging", lr=10.0, steps=40)
+    findings = mldbg.check(str(tmp_path / "diverging"))
+    assert any("loss" in f.tensors for f in findings), findings
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path / "healthy", lr=0.1, steps=40)  # its twin: no loss finding
+    healthy = mldbg.check(str(tmp_path / "healthy"))
+    assert not any("loss" in f.tensors for f in healthy), healthy
+
+
+def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path):
+    """`register_loss(F.nll_loss)` (a function, which no hook can see) does nothing: the loss
+    given to backward is recorded. A script that saves its own `loss` is recorded from then on."""
+    torch.manual_seed(0)
+    model = MnistNet()
+    x, y = _data(6)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        hook.register_loss(F.nll_loss)
+        for i in range(6):
+            opt.zero_grad()
+            loss = F.nll_loss(model(x[i]), y[i])
+            if i >= 3:
+                hook.save_tensor("loss", loss.detach() + 100.0, ("losses",))  # before the step ends
+            loss.backward()
+            opt.step()
+            expected.append(loss.item() + (100.0 if i >= 3 else 0.0))
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+
+
+def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
+    """The two lines on a model that calls F.relu record no `relu_activations`: dead_relu's
+    skip says so, rather than advising include_collections; with nn.ReLU it runs."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    _train(MnistNet(), "functional", tmp_path / "functional", steps=5)
+    runner = RuleRunner(str(tmp_path / "functional"), ["dead_relu"])
+    runner.run_available()
+    runner.finish()
+    why = runner.skipped["dead_relu"]
+    assert "F.relu" in why and "include_collections" not in why, why
+
+    torch.manual_seed(0)
+    _train(
+        nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES)),
+        "register_loss",
+        tmp_path / "module",
+        steps=5,
+    )
+    runner = RuleRunner(str(tmp_path / "module"), ["dead_relu"])
+    runner.run_available()
+    runner.finish()
+    assert "dead_relu" not in runner.skipped
+
+
+class TinyGPT(nn.Module):
+    """nanoGPT's forward: token and position embeddings, a head, `F.cross_entropy` over the
+    flattened (batch x time) logits with `ignore_index=-1`, `(logits, loss)` returned."""
+
+    def __init__(self, vocab: int = 12, block: int = 8, width: int = 16) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(block, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        h = self.wte(idx) + self.wpe(pos)
+        logits = self.lm_head(h + self.mlp(h))
+        if targets is None:
+            return logits[:, [-1], :], None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+
+def test_a_nanogpt_style_loop_records_its_loss(tmp_path):
+    """nanoGPT's train.py loop: AdamW, gradient accumulation (loss / steps before backward),
+    clipping; the recorded loss is the model's, the labels are the targets."""
+    g = torch.Generator().manual_seed(0)
+    data = torch.arange(4000) % 12  # next token = token + 1: learnable
+    torch.manual_seed(0)
+    model = TinyGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for _ in range(25):
+            micro = []
+            for _ in range(2):
+                ix = torch.randint(len(data) - 9, (6,), generator=g)
+                x = torch.stack([data[i : i + 8] for i in ix])
+                y = torch.stack([data[i + 1 : i + 9] for i in ix])
+                _, loss = model(x, y)
+                micro.append(loss.item())
+                (loss / 2).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            expected.append(float(np.mean(micro)))
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+    assert expected[-1] < expected[0] / 2  # it learned
+    assert {"loss_input_0", "loss_input_1"} <= set(mldbg.create_trial(str(tmp_path)).tensor_names())
+
+
+def test_a_hugging_face_model_output_holds_the_loss():
+    """`ModelOutput` (an ordered dict with attributes): its `loss`; none without labels."""
+    from mldbg.frameworks.torch_loss import returned_loss
+
+    outputs = pytest.importorskip("transformers.modeling_outputs")
+    loss, logits = torch.tensor(2.5), torch.randn(2, 3)
+    assert returned_loss(outputs.CausalLMOutput(loss=loss, logits=logits)) is loss
+    assert returned_loss(outputs.CausalLMOutput(logits=logits)) is None
+    assert returned_loss((loss, logits)) is loss  # return_dict=False
+    assert returned_loss((logits, torch.tensor(1.0), torch.tensor(2.0))) is None  # which one? none
