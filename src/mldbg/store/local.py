@@ -102,7 +102,7 @@ class LocalStore(Store):
             if fd is not None:
                 self._handles.move_to_end(key)
                 return fd
-        fd = _open_regular(self._path(key))
+        fd = _open_below(self.root, check_key(key))
         with self._lock:
             self._handles[key] = fd
             while len(self._handles) > self._max_open:
@@ -112,7 +112,7 @@ class LocalStore(Store):
 
     def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
         if length is None:
-            fd = _open_regular(self._path(key))
+            fd = _open_below(self.root, check_key(key))
             try:
                 size = os.fstat(fd).st_size
                 if size - start > MAX_WHOLE_READ:
@@ -127,7 +127,11 @@ class LocalStore(Store):
         return os.pread(self._fd(key), length, start)
 
     def size(self, key: str) -> int:
-        return self._path(key).stat().st_size
+        fd = _open_below(self.root, check_key(key))
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
@@ -229,11 +233,57 @@ def _owner_dead(tag: str) -> bool:
     return False
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_below(root: Path, key: str) -> int:
+    """A read handle on the regular file `key` below `root`, never through a symbolic link: each
+    folder below `root` and the file itself are opened relative to the folder above with
+    O_NOFOLLOW, so a link anywhere in the run (to a file outside it, to a folder outside it)
+    is refused instead of read. A run's files are never links; a link in a run is damage or an
+    attack (a sweep folder another user can write: the dashboard would serve the file the link
+    names). `root` itself may be a link (the user's choice of path)."""
+    parts = key.split("/")
+    if not hasattr(os, "O_NOFOLLOW") or os.open not in os.supports_dir_fd:  # pragma: no cover
+        path = root.joinpath(*parts)
+        if path.resolve() != root.resolve().joinpath(*parts) or path.is_symlink():
+            raise OSError(errno.ELOOP, _LINK, str(path))
+        return _open_regular(path)
+    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, name in enumerate(parts[:-1]):
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(root.joinpath(*parts[: i + 1])):
+                    raise OSError(errno.ELOOP, _LINK, str(root.joinpath(*parts[: i + 1]))) from None
+                raise type(e)(e.errno, e.strerror, str(root.joinpath(*parts[: i + 1]))) from None
+            os.close(dfd)
+            dfd = nfd
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dfd)
+        except OSError as e:
+            path = str(root.joinpath(*parts))
+            if e.errno == errno.ELOOP:
+                raise OSError(errno.ELOOP, _LINK, path) from None
+            raise type(e)(e.errno, e.strerror, path) from None
+    finally:
+        os.close(dfd)
+    return _check_regular(fd, root.joinpath(*parts))
+
+
+_LINK = "not a regular file: a symbolic link (mldbg never reads through a link, it could lead out of the run)"
+
+
 def _open_regular(path: Path) -> int:
     """A read handle on `path`, a regular file. A FIFO, a device (a link to /dev/zero) or a
     socket in a run's place is damage: it raises OSError instead of blocking in `open` or
     reading without end (O_NONBLOCK changes nothing for a regular file)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    return _check_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path)
+
+
+def _check_regular(fd: int, path: Path) -> int:
+    """`fd` when it is a regular file's handle; closed and an OSError otherwise."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
