@@ -28,6 +28,7 @@ from mldbg.errors import StoreError
 from mldbg.store.base import Buffer, Store, check_key
 
 TMP_MARK = ".tmp-"
+LOCK_MARK = ".mldbg-lock."  # `.mldbg-lock.<worker>` in the run's root: a writer's lock (`lock_writer`)
 DROP_CACHE_MIN = 1 << 20  # smaller files (indexes, markers) stay cached: readers want them
 # a temp file no live writer of this host owns is removed at once; one of another host (a
 # shared file system) or of an unknown writer only once it was not touched for this long
@@ -56,6 +57,7 @@ class LocalStore(Store):
         self._lock = threading.Lock()
         self._checked: dict[str, str] = {}
         self._folders: set[str] = set()  # folders this store made or found (`write`)
+        self._writer_locks: builtins.list[str] = []  # `lock_writer`: released by `close`
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
@@ -143,7 +145,7 @@ class LocalStore(Store):
         for dirpath, _dirnames, filenames in os.walk(base):
             sub = Path(dirpath).relative_to(base).as_posix()
             sub = "" if sub == "." else sub + "/"
-            keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f)
+            keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f and not f.startswith(LOCK_MARK))
         keys.sort()
         if start_after is not None:
             keys = [k for k in keys if k > start_after]
@@ -193,17 +195,87 @@ class LocalStore(Store):
                     continue
         return removed
 
+    def lock_writer(self, worker: str) -> bool:
+        """Take the writer's lock of `worker`'s folder (`.mldbg-lock.<worker>` in the root, a POSIX
+        lock the kernel drops with the process, so a killed writer never leaves it taken) and
+        hold it until `close`. False when another process holds it: a writer is starting or
+        recording there. Taken before any look at the folder, so two writers starting at once
+        cannot both find it free. A process's own second writer gets it again (POSIX locks are
+        per process; a process is one writer of a folder, as `claim` sees it)."""
+        path = str(self._path(f"{LOCK_MARK}{check_key(worker)}"))
+        if not _lock_file(path):
+            return False
+        with self._lock:
+            self._writer_locks.append(path)
+        return True
+
+    def unlock_writer(self, worker: str) -> None:
+        """Give back a lock `lock_writer` took (a writer that was refused after all)."""
+        path = str(self._path(f"{LOCK_MARK}{check_key(worker)}"))
+        with self._lock:
+            if path not in self._writer_locks:
+                return
+            self._writer_locks.remove(path)
+        _unlock_file(path)
+
     def close(self) -> None:
         with self._lock:
             handles, self._handles = list(self._handles.values()), OrderedDict()
+            locks, self._writer_locks = self._writer_locks, []
         for fd in handles:
             os.close(fd)
+        for path in locks:
+            _unlock_file(path)
 
     def __del__(self) -> None:
         try:  # noqa: SIM105 - at interpreter exit module globals (contextlib) may be gone
             self.close()
         except Exception:
             pass
+
+
+# lock file -> [descriptor, holders in this process]: a POSIX lock is the process's, and closing
+# any descriptor of the file drops it, so each file is opened once and closed with its last holder
+_LOCKS: dict[str, builtins.list[int]] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_file(path: str) -> bool:
+    import fcntl
+
+    with _LOCKS_LOCK:
+        held = _LOCKS.get(path)
+        if held is not None:
+            held[1] += 1
+            return True
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return False
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # no locks on this file system
+                return True
+            raise
+        with contextlib.suppress(OSError):  # who holds it, for the message of the one refused
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _LOCKS[path] = [fd, 1]
+        return True
+
+
+def _unlock_file(path: str) -> None:
+    with _LOCKS_LOCK:
+        held = _LOCKS.get(path)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _LOCKS[path]
+            with contextlib.suppress(OSError):
+                os.close(held[0])
 
 
 @functools.cache
