@@ -670,7 +670,7 @@ class RunIndex:
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
-        bounds = [*starts[1:], len(order)]
+        bounds = [*starts[1:], len(order)] if len(order) else []  # an empty segment: zero rows
         for lid, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True):
             name = seg.names[lid]
             tensor = self._tensors.get(name)
