@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import io
 import os
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -113,7 +115,68 @@ def _command_name(ctx: click.Context | None) -> str | None:
     return ctx.info_name if ctx is not None and ctx.parent is not None else None
 
 
+# what a terminal acts on rather than prints: C0 controls but tab and newline, DEL, C1 controls
+# (ESC ] 52 writes the clipboard in xterm, kitty, iTerm2, tmux), and the bidirectional overrides
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SGR = "\x1b\\[[0-9;]*m"  # colours, kept on a terminal (click.style; demo)
+_ESCAPE_OR_COLOUR = re.compile(f"{_SGR}|{_CONTROLS.pattern}")
+
+
+def escape_controls(text: str, colours: bool = False) -> str:
+    """`text` with each control character written as an escape (`\\x1b`, `\\u202e`): names from a
+    run (a crafted index can hold any) print as text, never as terminal commands. With
+    `colours`, SGR colour sequences stay (mldbg's own styling on a terminal)."""
+    if not _CONTROLS.search(text):
+        return text
+
+    def escaped(m: re.Match[str]) -> str:
+        found = m.group(0)
+        if colours and len(found) > 1:
+            return found
+        return found.encode("unicode_escape").decode("ascii")
+
+    return _ESCAPE_OR_COLOUR.sub(escaped, text)
+
+
+class _Escaping(io.TextIOWrapper):
+    """A text stream over the same buffer as `sys.stdout`/`sys.stderr` that escapes control
+    characters in everything written (names, paths, messages from a run)."""
+
+    def write(self, s: str) -> int:
+        super().write(escape_controls(s, self._colours))
+        return len(s)
+
+    @classmethod
+    def over(cls, stream: io.TextIOWrapper) -> _Escaping:
+        stream.flush()
+        wrapper = cls(
+            stream.buffer,
+            encoding=stream.encoding,
+            errors=stream.errors,
+            line_buffering=stream.line_buffering or stream.isatty(),
+            write_through=getattr(stream, "write_through", False),
+        )
+        wrapper._colours = stream.isatty()
+        return wrapper
+
+
+_ESCAPING: list[_Escaping] = []  # kept until exit: closing one would close the real stream
+
+
+def _escape_output() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, io.TextIOWrapper) and not isinstance(stream, _Escaping):
+            try:
+                wrapper = _Escaping.over(stream)
+            except (AttributeError, OSError, ValueError):
+                continue
+            _ESCAPING.append(wrapper)
+            setattr(sys, name, wrapper)
+
+
 def main() -> None:
+    _escape_output()
     try:
         cli(prog_name="mldbg", standalone_mode=True)
     except MldbgError as e:  # raised before a sub-command ran
