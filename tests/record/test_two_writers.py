@@ -22,6 +22,8 @@ SCRIPT = textwrap.dedent(
     from mldbg.record.recorder import Recorder
 
     out, at, value = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    from mldbg.store import open_store
+    open_store(out)  # the store's modules imported (boto3 for a bucket) before the start
     while time.time() < at:  # both start at the same moment
         pass
     try:

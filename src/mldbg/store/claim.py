@@ -23,6 +23,7 @@ user's own in the same folder are left alone.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -108,7 +109,8 @@ def _claim(
 
 def take_writer_lock(store: Store, worker: str) -> None:
     """Take `worker`'s folder for this process before anything looks at it (a local disk: a
-    lock held until the store closes, `LocalStore.lock_writer`): two writers starting within a
+    lock held until the store closes, `LocalStore.lock_writer`; a bucket: a conditional put,
+    `S3Store.lock_writer`): two writers starting within a
     few milliseconds (two jobs given one `out_dir`, every rank of a job without
     `torch.distributed`) otherwise both find the folder free and mix or lose each other's
     steps. The second one is refused."""
@@ -123,11 +125,11 @@ def take_writer_lock(store: Store, worker: str) -> None:
     if not taken:
         # the process recording there, named with its pid and start when it is proven so
         refuse_live(store, [worker], "overwrite=True or resume=True")
-        pid = "another process of this host"
-        with contextlib.suppress(OSError, ValueError):
-            pid = (
-                f"pid {int(store.read(f'.mldbg-lock.{worker}', 0, 32).split()[0])} on {socket.gethostname()}"
-            )
+        pid = "another process"
+        with contextlib.suppress(Exception):  # the holder as its lock names it, when readable
+            text = store.read(f".mldbg-lock.{worker}")[:4096].decode()
+            holder = json.loads(text) if text.startswith("{") else {"pid": int(text.split()[0])}
+            pid = f"pid {int(holder['pid'])} on {holder.get('host') or socket.gethostname()}"
         raise InvalidConfig(
             f"{store.url} is being recorded right now by another process ({pid}, {worker}: it holds the "
             f"lock .mldbg-lock.{worker}): a second run cannot write there, not even with overwrite=True or "
