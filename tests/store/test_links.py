@@ -88,3 +88,22 @@ def test_a_run_reached_through_a_linked_root_still_reads(tmp_path):
     os.symlink(run, tmp_path / "alias")
     trial = mldbg.create_trial(str(tmp_path / "alias"))
     assert np.all(np.isfinite(trial.read(_raw_record(trial)).astype(np.float64)))
+
+
+def test_the_dashboard_api_does_not_serve_a_file_linked_out_of_the_run(tmp_path, secret):
+    """A loopback dashboard has no token: whoever can put a folder in the sweep folder it
+    serves must not read the dashboard user's files through its JSON API."""
+    from tests.dashboard.helpers import Server, run_url
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FORMAT2, sweep / "run")
+    trial = mldbg.create_trial(str(sweep / "run"))
+    record = _raw_record(trial)
+    (sweep / "run" / DATA).unlink()
+    (sweep / "run" / DATA).symlink_to(secret)
+    server = Server(str(sweep), "--no-rules")
+    try:
+        status, body = server.get(run_url("run") + "/histogram", tensor=record.name, step=record.step)
+    finally:
+        server.stop()
+    assert status != 200 and "symbolic link" in str(body), (status, body)
