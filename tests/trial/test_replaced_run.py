@@ -26,7 +26,7 @@ FIRST = textwrap.dedent("""
     rec = Recorder(sys.argv[1], save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
     for step in range(1000):
         rec.start_step()
-        rec.save_tensor("x", np.full(3, float(step), np.float32), ("weights",))
+        rec.save_tensor("x", np.full(3, step + 1.0, np.float32), ("weights",))
         rec.end_step()
         rec.flush()
         print(step, flush=True)
@@ -62,6 +62,9 @@ def test_a_live_trial_starts_over_on_a_run_that_replaced_it(tmp_path):
     trial = mldbg.create_trial(str(run))
     old_steps = trial.steps()
     assert len(old_steps) >= 5 and not trial.loaded_all_steps
+    assert [float(trial.tensor("x").value(s)[0]) for s in old_steps] == [
+        s + 1.0 for s in old_steps
+    ]  # files opened
     _write(run, len(old_steps) + 8, 1000.0, overwrite=True)  # the restart, more segments than before
     with pytest.warns(RuntimeWarning, match="replaced by a new run"):
         trial.refresh()
@@ -81,4 +84,30 @@ def test_a_resumed_run_is_not_taken_for_a_replacement(tmp_path):
         warnings.simplefilter("error")
         trial.refresh()
     assert trial.steps() == list(range(n + 6)) and trial.loaded_all_steps
-    assert [float(trial.tensor("x").value(s)[0]) for s in range(n)] == [float(s) for s in range(n)]
+    assert [float(trial.tensor("x").value(s)[0]) for s in range(n)] == [s + 1.0 for s in range(n)]
+
+
+def test_a_watcher_checks_the_run_that_replaced_the_one_it_watched(tmp_path):
+    """The watcher's rules start afresh on the new run: a tensor all zeros from its first step
+    is found at that step, not lost behind the old run's checked steps."""
+    from mldbg.watch.watcher import Watcher
+
+    run = tmp_path / "run"
+    _killed_run(run, 6)
+    watcher = Watcher(run, rules=["all_zero:patience=1"], state=False)
+    watcher.cycle()
+    assert not watcher.findings
+    rec = Recorder(
+        run, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"], overwrite=True
+    )
+    for step in range(3):
+        rec.start_step()
+        rec.save_tensor("x", np.full(3, 1.0 + step, np.float32), ("weights",))
+        rec.save_tensor("dead.weight", np.zeros((2, 2), np.float32), ("weights",))
+        rec.end_step()
+        rec.flush()
+    rec.close()
+    for _ in range(3):
+        watcher.cycle()
+    found = [(f.rule, f.step) for f in watcher.findings]
+    assert ("all_zero", 0) in found, found

@@ -209,6 +209,14 @@ class LocalStore(Store):
             self._writer_locks.append(path)
         return True
 
+    def forget_reads(self) -> None:
+        """Close the cached read handles: a reader that starts over on a run replaced since
+        (`Trial.refresh`) must not read the old files through them."""
+        with self._lock:
+            handles, self._handles = list(self._handles.values()), OrderedDict()
+        for fd in handles:
+            os.close(fd)
+
     def unlock_writer(self, worker: str) -> None:
         """Give back a lock `lock_writer` took (a writer that was refused after all)."""
         path = str(self._path(f"{LOCK_MARK}{check_key(worker)}"))

@@ -110,6 +110,7 @@ class Trial:
         self._index = RunIndex(store, on_corrupt, single_worker=self.worker is not None)
         self._tensors: dict[str, Tensor] = {}
         self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
+        self.restarts = 0  # times the run was replaced and the trial started over (`refresh`)
         self.refresh()
 
     def __repr__(self) -> str:
@@ -137,6 +138,11 @@ class Trial:
                 self._index.loaded_records = loaded
                 self._tensors.clear()
                 self._steps_cache.clear()
+                self.restarts += 1
+                for store in (self.store, getattr(self.store, "inner", None)):  # no read of the old files
+                    forget = getattr(store, "forget_reads", None)
+                    if forget is not None:
+                        forget()
         return self._index.refresh()
 
     @property

@@ -176,6 +176,10 @@ class S3Store(Store):
         progress. Also picks up what earlier, crashed processes left spilled."""
         return self.uploader.drain(timeout) if self.uploader is not None else True
 
+    def forget_reads(self) -> None:
+        """Drop the cached blocks (see `LocalStore.forget_reads`)."""
+        self.cache = BlockCache(self.options.cache_bytes)
+
     def lock_writer(self, worker: str) -> bool:
         """Claim `worker`'s folder for this process with a conditional put (`If-None-Match: *`)
         of `.mldbg-lock.<worker>` (host, pid, identity, time), removed by `close`: two writers
