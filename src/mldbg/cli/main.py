@@ -118,24 +118,27 @@ def _command_name(ctx: click.Context | None) -> str | None:
 # what a terminal acts on rather than prints: C0 controls but tab and newline, DEL, C1 controls
 # (ESC ] 52 writes the clipboard in xterm, kitty, iTerm2, tmux), and the bidirectional overrides
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_SGR = "\x1b\\[[0-9;]*m"  # colours, kept on a terminal (click.style; demo)
-_ESCAPE_OR_COLOUR = re.compile(f"{_SGR}|{_CONTROLS.pattern}")
+# kept on a terminal only: SGR colours (click.style), cursor up and erase line, and carriage
+# returns (the progress bar redraws itself with them); never OSC (clipboard, title) or queries
+_TERMINAL_KEPT = "\x1b\\[[0-9;]*[mAK]|\r"
+_ESCAPE_OR_KEEP = re.compile(f"{_TERMINAL_KEPT}|{_CONTROLS.pattern}")
 
 
 def escape_controls(text: str, colours: bool = False) -> str:
     """`text` with each control character written as an escape (`\\x1b`, `\\u202e`): names from a
     run (a crafted index can hold any) print as text, never as terminal commands. With
-    `colours`, SGR colour sequences stay (mldbg's own styling on a terminal)."""
+    `colours` (a terminal), colour, cursor-up and erase-line sequences and carriage returns stay
+    (mldbg's own styling and progress bar)."""
     if not _CONTROLS.search(text):
         return text
 
     def escaped(m: re.Match[str]) -> str:
         found = m.group(0)
-        if colours and len(found) > 1:
+        if colours and (len(found) > 1 or found == "\r"):
             return found
         return found.encode("unicode_escape").decode("ascii")
 
-    return _ESCAPE_OR_COLOUR.sub(escaped, text)
+    return _ESCAPE_OR_KEEP.sub(escaped, text)
 
 
 class _Escaping(io.TextIOWrapper):
