@@ -18,6 +18,48 @@ HOOK_KEYS = {
 }  # fmt: skip
 
 
+MAX_YAML_NODES = 100_000  # values a config file may hold once its aliases are expanded
+_LOOP = -1  # `_expanded_size` of a node inside itself
+
+
+def _expanded_size(root: Any) -> int:
+    """How many values the composed YAML `root` holds with every alias expanded, counted without
+    expanding (each node's size once, by identity); more than MAX_YAML_NODES stops the count
+    (an alias bomb: a 1 KB file of nested aliases expands to billions); a node inside itself
+    (a recursive alias) is `_LOOP`."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        if done:
+            on_path.discard(key)
+            sizes[key] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(c)] for c in children))
+            if sizes[key] > MAX_YAML_NODES:
+                return sizes[key]
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            return _LOOP
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in on_path:
+                return _LOOP
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
 def load_file(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON or YAML file; errors name the file and the place."""
     p = Path(path)
@@ -28,10 +70,28 @@ def load_file(path: str | os.PathLike[str]) -> Any:
     if p.suffix in (".yaml", ".yml"):
         import yaml
 
+        loader = yaml.SafeLoader(text)
         try:
-            return yaml.safe_load(text)
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            size = _expanded_size(node)
+            if size == _LOOP or size > MAX_YAML_NODES:
+                what = (
+                    "refer to themselves (a loop)"
+                    if size == _LOOP
+                    else f"expand to more than {MAX_YAML_NODES:,} values"
+                )
+                raise InvalidConfig(
+                    f"{p}: its aliases {what}, a YAML alias bomb; write the settings out without them"
+                )
+            return loader.construct_document(node)
         except yaml.YAMLError as e:
-            raise InvalidConfig(f"{p}: invalid YAML: {e}") from None
+            raise InvalidConfig(f"{p}: invalid YAML: {' '.join(str(e).split())}") from None
+        except RecursionError:
+            raise InvalidConfig(f"{p}: nested too deep") from None
+        finally:
+            loader.dispose()
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -22,6 +22,7 @@ figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -43,8 +44,8 @@ import mldbg
 from mldbg.config import Mode, ReductionConfig, SaveConfig
 from mldbg.errors import CorruptRecord, MldbgError
 from mldbg.record.recorder import Recorder
-from mldbg.store import LocalStore
-from mldbg.store.format import reseal_index
+from mldbg.store import LocalStore, layout
+from mldbg.store.format import encode_index, reseal_index
 from mldbg.store.statistics import compute
 
 CASES = int(os.environ.get("MLDBG_FUZZ_CASES", "300"))
@@ -472,3 +473,31 @@ def test_hostile_index_files_with_a_valid_checksum_raise_only_corrupt_record(int
     outcomes = fuzz(intact, tmp_path, mutate, cases, SEED + 1, check_values=False)
     print(f"\nfuzz: {cases} hostile index headers, seed {SEED + 1}: {dict(sorted(outcomes.items()))}")
     assert outcomes["raise: open: CorruptRecord"] > cases // 3
+
+
+def resealed_damage(rng: random.Random, run: Path, files: list[Path]) -> str:
+    """`damage` to an index file, then its checksum computed anew (issue 28): the bytes are
+    hostile but the file's own checksum fits, so every value check behind it is exercised."""
+    path = rng.choice([f for f in files if f.parent.name == "index" and f.is_file()] or files)
+    if path.parent.name == "index" and rng.random() < 0.1:  # zero rows, as the encoder writes them
+        worker, seq = path.parent.parent.name, int(path.stem)
+        path.write_bytes(
+            b"".join(bytes(p) for p in encode_index([], [], worker, layout.data_key(worker, seq)))
+        )
+        return f"{path.relative_to(run)}: an index of zero rows"
+    what = damage(rng, run, [path])
+    if path.is_file():
+        with contextlib.suppress(CorruptRecord, IndexError):  # no checksum left to reseal
+            path.write_bytes(reseal_index(path.read_bytes()))
+            what += ", resealed"
+    return what
+
+
+def test_damaged_index_files_resealed_raise_only_corrupt_record(intact, tmp_path):
+    """Before issue 28, 5 of 1,500 such cases escaped as ValueError (an empty segment)."""
+    cases = max(CASES // 2, 50)
+    outcomes = fuzz(intact, tmp_path, resealed_damage, cases, SEED + 2800, check_values=False)
+    print(
+        f"\nfuzz: {cases} damaged index files resealed, seed {SEED + 2800}: {dict(sorted(outcomes.items()))}"
+    )
+    assert outcomes["raise: open: CorruptRecord"] > cases // 10

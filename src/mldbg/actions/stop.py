@@ -154,7 +154,7 @@ class StopTraining(Action):
         assert meta.pid is not None and self.signal is not None
         pid, where = meta.pid, f"{store.url}/{key}"
         if meta.process and process.signal_process(
-            pid, meta.process, self.signal, proof=lambda: process.holds(pid, store, key) is not False
+            pid, meta.process, self.signal, proof=lambda: process.proves_training(pid, store, key)
         ):
             log.info("mldbg: sent %s to the training process %d", signals.Signals(self.signal).name, pid)
             return
@@ -168,7 +168,7 @@ class StopTraining(Action):
                 "its start time is not the training's: the pid was reused, or the file names another process"
             )
         else:
-            why = "it does not hold the run's meta.json open as the training does: the file names another process"
+            why = process.why_not_proven(store, key)
         log.warning(
             "mldbg: did not signal pid %d named in %s: %s; the stop request still stops the training at its next step",
             pid, where, why,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import urllib.parse
@@ -40,9 +41,13 @@ class Webhook(Action):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise InvalidConfig(f"Webhook: url must be an http(s) URL, got {url!r}")
-        self.url = url
+        self.url, auth = _split_userinfo(url)
         self.slack = slack
         self.headers = dict(headers or {})
+        if auth is not None and not any(k.lower() == "authorization" for k in self.headers):
+            self.headers["Authorization"] = auth  # urllib would take the userinfo for the host
+        # never printed, stored or sent elsewhere: the password of the URL, the header values
+        self._secrets = [v for v in (_password(url), *self.headers.values()) if v and len(v) >= 4]
         self.timeout = timeout
 
     def describe(self) -> str:
@@ -70,8 +75,43 @@ class Webhook(Action):
             method="POST",
             headers={"Content-Type": "application/json", "User-Agent": "mldbg", **self.headers},
         )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (scheme checked)
-            response.read()  # non-2xx answers raise HTTPError
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (scheme checked)
+                response.read()  # non-2xx answers raise HTTPError
+        except Exception as e:  # the error is printed by the retries: no secret in it
+            text = str(e)
+            if any(secret in text for secret in self._secrets):
+                raise OSError(redact(text, self._secrets)) from None
+            raise
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None]:
+    """`url` without its `user:password@` part, and that part as a basic-auth header value."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    auth = "Basic " + base64.b64encode(token.encode()).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), auth
+
+
+def _password(url: str) -> str | None:
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return None
+    userinfo = parts.netloc.rsplit("@", 1)[0]
+    return userinfo.partition(":")[2] or userinfo
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret (and its URL-quoted form) replaced by `***`."""
+    for secret in secrets:
+        for form in {secret, urllib.parse.unquote(secret), urllib.parse.quote(secret, safe="")}:
+            if form:
+                text = text.replace(form, "***")
+    return text
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

@@ -141,5 +141,8 @@ def dashboard(
     sys.stdout.flush()
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-    config_ = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    from mldbg.dashboard.server import HeadTimeoutProtocol  # a bounded time to send a request head
+
+    config_ = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                             http=HeadTimeoutProtocol)  # fmt: skip
     uvicorn.Server(config_).run(sockets=[sock])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import io
 import os
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -113,7 +115,71 @@ def _command_name(ctx: click.Context | None) -> str | None:
     return ctx.info_name if ctx is not None and ctx.parent is not None else None
 
 
+# what a terminal acts on rather than prints: C0 controls but tab and newline, DEL, C1 controls
+# (ESC ] 52 writes the clipboard in xterm, kitty, iTerm2, tmux), and the bidirectional overrides
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# kept on a terminal only: SGR colours (click.style), cursor up and erase line, and carriage
+# returns (the progress bar redraws itself with them); never OSC (clipboard, title) or queries
+_TERMINAL_KEPT = "\x1b\\[[0-9;]*[mAK]|\r"
+_ESCAPE_OR_KEEP = re.compile(f"{_TERMINAL_KEPT}|{_CONTROLS.pattern}")
+
+
+def escape_controls(text: str, colours: bool = False) -> str:
+    """`text` with each control character written as an escape (`\\x1b`, `\\u202e`): names from a
+    run (a crafted index can hold any) print as text, never as terminal commands. With
+    `colours` (a terminal), colour, cursor-up and erase-line sequences and carriage returns stay
+    (mldbg's own styling and progress bar)."""
+    if not _CONTROLS.search(text):
+        return text
+
+    def escaped(m: re.Match[str]) -> str:
+        found = m.group(0)
+        if colours and (len(found) > 1 or found == "\r"):
+            return found
+        return found.encode("unicode_escape").decode("ascii")
+
+    return _ESCAPE_OR_KEEP.sub(escaped, text)
+
+
+class _Escaping(io.TextIOWrapper):
+    """A text stream over the same buffer as `sys.stdout`/`sys.stderr` that escapes control
+    characters in everything written (names, paths, messages from a run)."""
+
+    def write(self, s: str) -> int:
+        super().write(escape_controls(s, self._colours))
+        return len(s)
+
+    @classmethod
+    def over(cls, stream: io.TextIOWrapper) -> _Escaping:
+        stream.flush()
+        wrapper = cls(
+            stream.buffer,
+            encoding=stream.encoding,
+            errors=stream.errors,
+            line_buffering=stream.line_buffering or stream.isatty(),
+            write_through=getattr(stream, "write_through", False),
+        )
+        wrapper._colours = stream.isatty()
+        return wrapper
+
+
+_ESCAPING: list[_Escaping] = []  # kept until exit: closing one would close the real stream
+
+
+def _escape_output() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, io.TextIOWrapper) and not isinstance(stream, _Escaping):
+            try:
+                wrapper = _Escaping.over(stream)
+            except (AttributeError, OSError, ValueError):
+                continue
+            _ESCAPING.append(wrapper)
+            setattr(sys, name, wrapper)
+
+
 def main() -> None:
+    _escape_output()
     try:
         cli(prog_name="mldbg", standalone_mode=True)
     except MldbgError as e:  # raised before a sub-command ran

@@ -243,6 +243,8 @@ class Recorder:
     def _make_plan(self, name: str, natural: tuple[str, ...], active: frozenset[str]) -> Plan | None:
         check_name(name)  # once per name and schedule: plans are kept
         members = self.collections.members(name, natural)
+        for c in members:  # collection names are printed and stored like tensor names
+            check_name(c.name, "collection")
         reduction: ReductionConfig | None = None
         saved = False
         for c in members:
@@ -309,6 +311,8 @@ class Recorder:
         if not self.enabled or self._closed:
             return
         check_name(name)
+        for c in collections:
+            check_name(c, "collection")
         if name.startswith(STATS_PREFIX):
             raise InvalidConfig(
                 f"tensor name {name!r}: names beginning with {STATS_PREFIX!r} hold statistics; rename it"

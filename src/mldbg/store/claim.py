@@ -23,6 +23,7 @@ user's own in the same folder are left alone.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -69,6 +70,19 @@ def claim(
         raise InvalidConfig(
             "overwrite=True replaces the earlier run, resume=True continues it: pass one of them, not both"
         )
+    take_writer_lock(store, worker)
+    try:
+        return _claim(store, worker, rank, world_size, include_workers, overwrite, resume)
+    except BaseException:
+        unlock = getattr(store, "unlock_writer", None)
+        if unlock is not None:
+            unlock(worker)
+        raise
+
+
+def _claim(
+    store: Store, worker: str, rank: int, world_size: int, include_workers: str, overwrite: bool, resume: bool
+) -> ResumePoint | None:
     try:
         refuse_live(store, [worker], "overwrite=True or resume=True")
         earlier = earlier_workers(
@@ -91,6 +105,37 @@ def claim(
         f"{store.url} already holds a run ({describe(store, earlier)}): record into a new directory, "
         "or pass overwrite=True to replace that run, or resume=True to continue its steps (a restarted job)"
     )
+
+
+def take_writer_lock(store: Store, worker: str) -> None:
+    """Take `worker`'s folder for this process before anything looks at it (a local disk: a
+    lock held until the store closes, `LocalStore.lock_writer`; a bucket: a conditional put,
+    `S3Store.lock_writer`): two writers starting within a
+    few milliseconds (two jobs given one `out_dir`, every rank of a job without
+    `torch.distributed`) otherwise both find the folder free and mix or lose each other's
+    steps. The second one is refused."""
+    lock = getattr(store, "lock_writer", None)
+    if lock is None:
+        return
+    try:
+        taken = lock(worker)
+    except OSError as e:
+        log.info("mldbg: cannot lock %s's folder in %s, recording anyway: %s", worker, store.url, e)
+        return
+    if not taken:
+        # the process recording there, named with its pid and start when it is proven so
+        refuse_live(store, [worker], "overwrite=True or resume=True")
+        pid = "another process"
+        with contextlib.suppress(Exception):  # the holder as its lock names it, when readable
+            text = store.read(f".mldbg-lock.{worker}")[:4096].decode()
+            holder = json.loads(text) if text.startswith("{") else {"pid": int(text.split()[0])}
+            pid = f"pid {int(holder['pid'])} on {holder.get('host') or socket.gethostname()}"
+        raise InvalidConfig(
+            f"{store.url} is being recorded right now by another process ({pid}, {worker}: it holds the "
+            f"lock .mldbg-lock.{worker}): a second run cannot write there, not even with overwrite=True or "
+            f"resume=True; stop that process first (mldbg watch {store.url} --stop, or kill the process) or "
+            "record into a new directory (each job, and each rank of a job without torch.distributed, its own)"
+        )
 
 
 def live_writer(

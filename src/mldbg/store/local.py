@@ -28,6 +28,7 @@ from mldbg.errors import StoreError
 from mldbg.store.base import Buffer, Store, check_key
 
 TMP_MARK = ".tmp-"
+LOCK_MARK = ".mldbg-lock."  # `.mldbg-lock.<worker>` in the run's root: a writer's lock (`lock_writer`)
 DROP_CACHE_MIN = 1 << 20  # smaller files (indexes, markers) stay cached: readers want them
 # a temp file no live writer of this host owns is removed at once; one of another host (a
 # shared file system) or of an unknown writer only once it was not touched for this long
@@ -56,6 +57,7 @@ class LocalStore(Store):
         self._lock = threading.Lock()
         self._checked: dict[str, str] = {}
         self._folders: set[str] = set()  # folders this store made or found (`write`)
+        self._writer_locks: builtins.list[str] = []  # `lock_writer`: released by `close`
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
@@ -102,7 +104,7 @@ class LocalStore(Store):
             if fd is not None:
                 self._handles.move_to_end(key)
                 return fd
-        fd = _open_regular(self._path(key))
+        fd = _open_below(self.root, check_key(key))
         with self._lock:
             self._handles[key] = fd
             while len(self._handles) > self._max_open:
@@ -112,7 +114,7 @@ class LocalStore(Store):
 
     def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
         if length is None:
-            fd = _open_regular(self._path(key))
+            fd = _open_below(self.root, check_key(key))
             try:
                 size = os.fstat(fd).st_size
                 if size - start > MAX_WHOLE_READ:
@@ -127,7 +129,11 @@ class LocalStore(Store):
         return os.pread(self._fd(key), length, start)
 
     def size(self, key: str) -> int:
-        return self._path(key).stat().st_size
+        fd = _open_below(self.root, check_key(key))
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         base = self.root / check_key(prefix.rstrip("/")) if prefix.strip("/") else self.root
@@ -139,7 +145,7 @@ class LocalStore(Store):
         for dirpath, _dirnames, filenames in os.walk(base):
             sub = Path(dirpath).relative_to(base).as_posix()
             sub = "" if sub == "." else sub + "/"
-            keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f)
+            keys.extend(rel + sub + f for f in filenames if TMP_MARK not in f and not f.startswith(LOCK_MARK))
         keys.sort()
         if start_after is not None:
             keys = [k for k in keys if k > start_after]
@@ -189,17 +195,95 @@ class LocalStore(Store):
                     continue
         return removed
 
-    def close(self) -> None:
+    def lock_writer(self, worker: str) -> bool:
+        """Take the writer's lock of `worker`'s folder (`.mldbg-lock.<worker>` in the root, a POSIX
+        lock the kernel drops with the process, so a killed writer never leaves it taken) and
+        hold it until `close`. False when another process holds it: a writer is starting or
+        recording there. Taken before any look at the folder, so two writers starting at once
+        cannot both find it free. A process's own second writer gets it again (POSIX locks are
+        per process; a process is one writer of a folder, as `claim` sees it)."""
+        path = str(self._path(f"{LOCK_MARK}{check_key(worker)}"))
+        if not _lock_file(path):
+            return False
+        with self._lock:
+            self._writer_locks.append(path)
+        return True
+
+    def forget_reads(self) -> None:
+        """Close the cached read handles: a reader that starts over on a run replaced since
+        (`Trial.refresh`) must not read the old files through them."""
         with self._lock:
             handles, self._handles = list(self._handles.values()), OrderedDict()
         for fd in handles:
             os.close(fd)
+
+    def unlock_writer(self, worker: str) -> None:
+        """Give back a lock `lock_writer` took (a writer that was refused after all)."""
+        path = str(self._path(f"{LOCK_MARK}{check_key(worker)}"))
+        with self._lock:
+            if path not in self._writer_locks:
+                return
+            self._writer_locks.remove(path)
+        _unlock_file(path)
+
+    def close(self) -> None:
+        with self._lock:
+            handles, self._handles = list(self._handles.values()), OrderedDict()
+            locks, self._writer_locks = self._writer_locks, []
+        for fd in handles:
+            os.close(fd)
+        for path in locks:
+            _unlock_file(path)
 
     def __del__(self) -> None:
         try:  # noqa: SIM105 - at interpreter exit module globals (contextlib) may be gone
             self.close()
         except Exception:
             pass
+
+
+# lock file -> [descriptor, holders in this process]: a POSIX lock is the process's, and closing
+# any descriptor of the file drops it, so each file is opened once and closed with its last holder
+_LOCKS: dict[str, builtins.list[int]] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_file(path: str) -> bool:
+    import fcntl
+
+    with _LOCKS_LOCK:
+        held = _LOCKS.get(path)
+        if held is not None:
+            held[1] += 1
+            return True
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return False
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # no locks on this file system
+                return True
+            raise
+        with contextlib.suppress(OSError):  # who holds it, for the message of the one refused
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _LOCKS[path] = [fd, 1]
+        return True
+
+
+def _unlock_file(path: str) -> None:
+    with _LOCKS_LOCK:
+        held = _LOCKS.get(path)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _LOCKS[path]
+            with contextlib.suppress(OSError):
+                os.close(held[0])
 
 
 @functools.cache
@@ -229,11 +313,57 @@ def _owner_dead(tag: str) -> bool:
     return False
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_below(root: Path, key: str) -> int:
+    """A read handle on the regular file `key` below `root`, never through a symbolic link: each
+    folder below `root` and the file itself are opened relative to the folder above with
+    O_NOFOLLOW, so a link anywhere in the run (to a file outside it, to a folder outside it)
+    is refused instead of read. A run's files are never links; a link in a run is damage or an
+    attack (a sweep folder another user can write: the dashboard would serve the file the link
+    names). `root` itself may be a link (the user's choice of path)."""
+    parts = key.split("/")
+    if not hasattr(os, "O_NOFOLLOW") or os.open not in os.supports_dir_fd:  # pragma: no cover
+        path = root.joinpath(*parts)
+        if path.resolve() != root.resolve().joinpath(*parts) or path.is_symlink():
+            raise OSError(errno.ELOOP, _LINK, str(path))
+        return _open_regular(path)
+    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, name in enumerate(parts[:-1]):
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(root.joinpath(*parts[: i + 1])):
+                    raise OSError(errno.ELOOP, _LINK, str(root.joinpath(*parts[: i + 1]))) from None
+                raise type(e)(e.errno, e.strerror, str(root.joinpath(*parts[: i + 1]))) from None
+            os.close(dfd)
+            dfd = nfd
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dfd)
+        except OSError as e:
+            path = str(root.joinpath(*parts))
+            if e.errno == errno.ELOOP:
+                raise OSError(errno.ELOOP, _LINK, path) from None
+            raise type(e)(e.errno, e.strerror, path) from None
+    finally:
+        os.close(dfd)
+    return _check_regular(fd, root.joinpath(*parts))
+
+
+_LINK = "not a regular file: a symbolic link (mldbg never reads through a link, it could lead out of the run)"
+
+
 def _open_regular(path: Path) -> int:
     """A read handle on `path`, a regular file. A FIFO, a device (a link to /dev/zero) or a
     socket in a run's place is damage: it raises OSError instead of blocking in `open` or
     reading without end (O_NONBLOCK changes nothing for a regular file)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    return _check_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path)
+
+
+def _check_regular(fd: int, path: Path) -> int:
+    """`fd` when it is a regular file's handle; closed and an OSError otherwise."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:

@@ -107,13 +107,45 @@ def release(fd: int | None) -> None:
             os.close(fd)
 
 
+def own_file(st: os.stat_result) -> bool:
+    """Is `st` (an `lstat`) a run's own file: a regular file with one name? A symbolic link or a
+    hard link to another run's `meta.json` would lend that run's training as the proof."""
+    import stat as stats
+
+    return stats.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
+def proves_training(pid: int, store: Store, key: str) -> bool:
+    """The proof a stop needs besides the identity: `pid` holds the run's own local `meta.json`
+    open (`holds`). A remote store proves nothing (a file in a bucket names any process of this
+    host: never signalled on its word). Where /proc cannot tell on a local disk (no /proc, another
+    user's process), the identity alone decides, as before."""
+    if not isinstance(store, LocalStore):
+        return False
+    return holds(pid, store, key) is not False
+
+
+def why_not_proven(store: Store, key: str) -> str:
+    """Why `proves_training` refused, in words for a warning."""
+    if not isinstance(store, LocalStore):
+        return "it is named only by a file in a remote store, which proves no local process is the training"
+    try:
+        if not own_file(os.lstat(store.root / key)):
+            return "the run's meta.json is a link (symbolic, or a hard link shared with another file): it may be another run's"
+    except OSError:
+        pass
+    return "it does not hold the run's meta.json open as the training does: the file names another process"
+
+
 def holds(pid: int, store: Store, key: str) -> bool | None:
     """True when process `pid` has the local file at `key` open, False when it has not, None
     when it cannot be told (a remote store, no /proc, no permission to look)."""
     if not isinstance(store, LocalStore) or not (PROC / "self" / "fd").is_dir():
         return None
     try:
-        wanted = os.stat(store.root / key)
+        wanted = os.lstat(store.root / key)
+        if not own_file(wanted):
+            return False
         fds = os.listdir(PROC / str(pid) / "fd")
     except PermissionError:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import types
 import warnings
+import zlib
 from collections.abc import Callable, KeysView, Mapping
 from functools import partial
 
@@ -142,6 +143,18 @@ class _TensorColumns:
         return self._by_mode_step
 
 
+class RunReplaced(Exception):
+    """The run being read was replaced by a new one (a restart with `overwrite=True`): its
+    worker's `meta.json` names another process and its first segment changed. The Trial
+    starts over on the new run (`Trial.refresh`)."""
+
+
+def _identity(meta: WorkerMeta | None) -> tuple[object, ...] | None:
+    if meta is None:
+        return None
+    return (meta.host, meta.pid, meta.started, meta.process)
+
+
 class RunIndex:
     """A run's index, as loaded so far. The Trial answers from its run-wide tables
     (`workers`, `step_info`, `mode_step_to_step`, `collections`, `expected_workers`, `ended`,
@@ -179,6 +192,10 @@ class RunIndex:
         self._last_key: dict[str, str] = {}
         self._next_seq: dict[str, int] = {}  # per worker: the segment number expected next
         self._data_size: dict[int, int] = {}  # segment -> its data file's size, once asked
+        # per worker: who wrote it (`_identity` of its meta.json) and the CRC of its first
+        # index segment, to tell a resumed run (same first segment) from a replaced one
+        self._writer: dict[str, tuple[object, ...] | None] = {}
+        self._first_crc: dict[str, int] = {}
 
     @property
     def complete(self) -> bool:
@@ -505,14 +522,18 @@ class RunIndex:
         for worker in self._listed(layout.WORKERS, partial(self.store.children, layout.WORKERS)):
             if worker in self.ended:
                 continue
-            if worker not in self.workers:
+            known = worker in self.workers
+            if not known:
                 self._add_worker(worker)
             # before listing: nothing comes after it. A damaged END, when skipped, leaves the
             # worker not known to have ended (warned about once)
             ended = self._marker(layout.end_key(worker), End)
             wid = self.workers.index(worker)
             prefix = layout.index_prefix(worker)
-            for key in self._listed(prefix, partial(self.store.list, prefix, self._last_key.get(worker))):
+            listed = self._listed(prefix, partial(self.store.list, prefix, self._last_key.get(worker)))
+            if known and (ended is not None or listed):  # written to since: by the same run?
+                self._check_same_run(worker)
+            for key in listed:
                 parsed = layout.parse_segment_key(key)
                 if parsed is None or parsed[1] != "index" or parsed[0] != worker:
                     continue  # not a segment: no file of ours
@@ -562,8 +583,33 @@ class RunIndex:
     def _add_worker(self, worker: str) -> None:
         meta = self._marker(layout.meta_key(worker), WorkerMeta)  # raises before it is added
         self.workers.append(worker)
+        self._writer[worker] = _identity(meta)
         if meta is not None and not self.single_worker:
             self.expected_workers = max(self.expected_workers, meta.expected_workers)
+
+    def _check_same_run(self, worker: str) -> None:
+        """Raise `RunReplaced` when `worker`'s folder now holds another run than the one read
+        so far: its meta.json names another writer and its first segment is not the one read
+        (a resumed run keeps its first segment and goes on: not a replacement)."""
+        try:
+            meta = markers.load(self.store, layout.meta_key(worker), WorkerMeta)
+        except CorruptRecord:
+            return  # reported where the run is opened; a damaged marker proves nothing here
+        now = _identity(meta)
+        if now == self._writer.get(worker):
+            return
+        if worker in self._first_crc:
+            try:
+                first = zlib.crc32(self.store.read(layout.index_key(worker, 1)))
+            except OSError:  # removed: the earlier run is gone
+                first = None
+            if first == self._first_crc[worker]:
+                self._writer[worker] = now  # resumed: the same run goes on
+                return
+        raise RunReplaced(
+            f"{self.store.url}: {worker} was replaced by a new run while it was read "
+            f"(its meta.json now names pid {getattr(meta, 'pid', None)}, started {getattr(meta, 'started', None)})"
+        )
 
     def _marker(self, key: str, kind: type[M]) -> M | None:
         """A worker's marker; None when absent, or damaged and `on_corrupt="skip"`."""
@@ -589,7 +635,10 @@ class RunIndex:
     def _load_segment(self, key: str, worker_id: int, seq: int) -> int:
         where = f"{self.store.url}/{key}"
         try:
-            seg = decode_index(self.store.read(key), where)
+            blob = self.store.read(key)
+            seg = decode_index(blob, where)
+            if seq == 1:
+                self._first_crc[self.workers[worker_id]] = zlib.crc32(blob)
             expected = layout.data_key(self.workers[worker_id], seq)
             if seg.data_key != expected:
                 raise CorruptRecord(
@@ -621,7 +670,7 @@ class RunIndex:
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
-        bounds = [*starts[1:], len(order)]
+        bounds = [*starts[1:], len(order)] if len(order) else []  # an empty segment: zero rows
         for lid, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True):
             name = seg.names[lid]
             tensor = self._tensors.get(name)

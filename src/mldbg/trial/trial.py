@@ -9,6 +9,7 @@ import numbers
 import os
 import re
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from mldbg.errors import (
 )
 from mldbg.store import Store, open_store
 from mldbg.store.statistics import STATS_PREFIX, parse_vector_name
-from mldbg.trial.index import RunIndex
+from mldbg.trial.index import RunIndex, RunReplaced
 from mldbg.trial.records import Record, Records
 from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run
 from mldbg.trial.tensor import Tensor
@@ -109,6 +110,7 @@ class Trial:
         self._index = RunIndex(store, on_corrupt, single_worker=self.worker is not None)
         self._tensors: dict[str, Tensor] = {}
         self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
+        self.restarts = 0  # times the run was replaced and the trial started over (`refresh`)
         self.refresh()
 
     def __repr__(self) -> str:
@@ -121,7 +123,26 @@ class Trial:
 
     # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
-        """Read what was written since the last refresh. Returns the number of new records."""
+        """Read what was written since the last refresh. Returns the number of new records.
+
+        A run replaced while it is read (the job restarted with `overwrite=True` into the same
+        folder) is never mixed with its replacement: the trial warns once and starts over on
+        the new run (`loaded_records` still only grows)."""
+        for _ in range(3):
+            try:
+                return self._index.refresh()
+            except RunReplaced as e:
+                warnings.warn(f"mldbg: {e}; reading the new run from its start", RuntimeWarning, stacklevel=2)
+                loaded = self._index.loaded_records
+                self._index = RunIndex(self.store, self.on_corrupt, single_worker=self.worker is not None)
+                self._index.loaded_records = loaded
+                self._tensors.clear()
+                self._steps_cache.clear()
+                self.restarts += 1
+                for store in (self.store, getattr(self.store, "inner", None)):  # no read of the old files
+                    forget = getattr(store, "forget_reads", None)
+                    if forget is not None:
+                        forget()
         return self._index.refresh()
 
     @property

@@ -97,6 +97,7 @@ class Watcher:
         self._report_warnings(caught)
         self.store = self.trial.store
         self.runner: Any = None
+        self._trial_restarts = 0  # the trial's `restarts` this runner was made for
         self.ident = watcher_id(
             [repr(r) for r in self.rules]
             + [a.ident() for a in self.actions]
@@ -174,6 +175,7 @@ class Watcher:
             warnings.simplefilter("always")
             try:
                 new_records = self.trial.refresh()
+                self._after_replacement()
                 ended = self.trial.loaded_all_steps or final
                 # a worker's meta is there: start, so that rules on the profiler's series
                 # (max_initialization_time) run before the first tensor step
@@ -200,6 +202,18 @@ class Watcher:
         self._report_warnings(caught)
         self._handle(found)
         return new_records
+
+    def _after_replacement(self) -> None:
+        """The run was replaced by a new one (a restart with `overwrite=True`) and the trial
+        started over on it: the rules start afresh on the new run, with its own saved place and
+        journal (`_begin`), so nothing of the old run's steps is mixed into its checks."""
+        restarts = getattr(self.trial, "restarts", 0)
+        if restarts == self._trial_restarts:
+            return
+        self._trial_restarts = restarts
+        if self.runner is not None:
+            self.runner = None
+            self.ended = False
 
     def start(self) -> None:
         if self._started:

@@ -14,6 +14,11 @@ reads its own writes while they wait in the spill queue.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import json
+import logging
+import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -25,7 +30,7 @@ from mldbg.errors import StoreError
 from mldbg.store import layout
 from mldbg.store.base import Buffer, Store, check_key
 from mldbg.store.cache import BlockCache
-from mldbg.store.local import LocalStore
+from mldbg.store.local import LOCK_MARK, LocalStore
 from mldbg.store.s3.client import S3Client
 from mldbg.store.s3.numbering import SegmentNumbering
 from mldbg.store.s3.options import S3Options
@@ -48,6 +53,7 @@ class S3Store(Store):
     """
 
     numbers_segments_itself = True
+    _lock_lock = threading.Lock()  # the writer's claims (`lock_writer`)
 
     remote = True  # every request is a round trip: the recorder polls for a stop every 0.5 s
 
@@ -65,6 +71,7 @@ class S3Store(Store):
         self.numbering = SegmentNumbering(
             self.client, queue, self._local, self.options.block_seconds, self._may_try, self._forget
         )
+        self._writer_locks: builtins.list[str] = []  # `lock_writer`: removed by `close`
         self.uploader: Uploader | None = None  # None without a spill folder (spill=False)
         if queue is not None:
             self.uploader = Uploader(
@@ -169,11 +176,70 @@ class S3Store(Store):
         progress. Also picks up what earlier, crashed processes left spilled."""
         return self.uploader.drain(timeout) if self.uploader is not None else True
 
+    def forget_reads(self) -> None:
+        """Drop the cached blocks (see `LocalStore.forget_reads`)."""
+        self.cache = BlockCache(self.options.cache_bytes)
+
+    def lock_writer(self, worker: str) -> bool:
+        """Claim `worker`'s folder for this process with a conditional put (`If-None-Match: *`)
+        of `.mldbg-lock.<worker>` (host, pid, identity, time), removed by `close`: two writers
+        starting at once cannot both get it. False when another writer holds it. A claim whose
+        holder is proven dead (this host: its pid no longer has the identity written) or that
+        is older than `LOCK_STALE_SECONDS` (another host: the live-writer check then decides)
+        is taken over. A bucket that is away, or that does not know conditional puts, claims
+        nothing: recording goes on as before."""
+        from botocore.exceptions import ClientError
+
+        from mldbg.store import process
+
+        k = f"{LOCK_MARK}{check_key(worker)}"
+        me = {"host": socket.gethostname(), "pid": os.getpid(), "process": process.identity(os.getpid()) or "",
+              "at": time.time()}  # fmt: skip
+        body = json.dumps(me).encode()
+        if not self._may_try():
+            return True
+        full = self.client.key(k)
+        try:
+            self.client.fast.put_object(Bucket=self.bucket, Key=full, Body=body, IfNoneMatch="*")
+        except ClientError as e:
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status not in (409, 412) and e.response.get("Error", {}).get("Code") != "PreconditionFailed":
+                log.info("mldbg: no writer's claim in %s (%s): recording anyway", self.url, e)
+                return True
+            try:
+                holder = json.loads(self.client.get(k, 0, None))
+            except Exception:  # gone meanwhile, or not ours: unreadable proves nothing
+                holder = {}
+            if not _stale_claim(holder, me):
+                return False
+            self.client.fast.put_object(Bucket=self.bucket, Key=full, Body=body)  # taken over
+        except Exception as e:  # the bucket away: recording goes on, as before
+            log.info("mldbg: no writer's claim in %s (%s): recording anyway", self.url, e)
+            return True
+        with self._lock_lock:
+            self._writer_locks.append(k)
+        return True
+
+    def unlock_writer(self, worker: str) -> None:
+        """Remove the claim `lock_writer` put (a writer that was refused after all)."""
+        k = f"{LOCK_MARK}{check_key(worker)}"
+        with self._lock_lock:
+            if k not in self._writer_locks:
+                return
+            self._writer_locks.remove(k)
+        with contextlib.suppress(Exception):
+            self.client.delete(k, fast=True)
+
     def close(self) -> None:
         """Upload what is spilled (see `drain`), then stop the uploader. What cannot be uploaded
         within `close_timeout` stays in the spill folder for a later process."""
         if self.uploader is not None:
             self.uploader.close()
+        with self._lock_lock:
+            claims, self._writer_locks = self._writer_locks, []
+        for k in claims:
+            with contextlib.suppress(Exception):
+                self.client.delete(k, fast=True)
 
     # reading -------------------------------------------------------------------------------
     def read(self, key: str, start: int = 0, length: int | None = None) -> bytes:
@@ -223,6 +289,7 @@ class S3Store(Store):
     def list(self, prefix: str, start_after: str | None = None) -> builtins.list[str]:
         folder = self.client.folder(prefix)
         keys = set(self._reading("list", prefix, lambda: self.client.list_keys(folder, start_after)))
+        keys = {k for k in keys if not k.rsplit("/", 1)[-1].startswith(LOCK_MARK)}  # writers' claims
         for e in self._pending(self.client.relative(folder) if folder else ""):
             if e.op == "delete":
                 keys.discard(e.key)
@@ -342,6 +409,28 @@ class Misses:
             self._absent[k] = time.monotonic()  # unreachable: ask again in `ttl`
         finally:
             self._checking.discard(k)
+
+
+LOCK_STALE_SECONDS = 60.0  # a claim of another host older than this: the live-writer check decides
+log = logging.getLogger("mldbg")
+
+
+def _stale_claim(holder: object, me: dict[str, object]) -> bool:
+    """May `me` take over the claim `holder` (its JSON) left? See `S3Store.lock_writer`."""
+    from mldbg.store import process
+
+    if not isinstance(holder, dict):
+        return True
+    pid, at = holder.get("pid"), holder.get("at")
+    if holder.get("host") == me["host"] and isinstance(pid, int) and not isinstance(pid, bool):
+        if pid == me["pid"]:
+            return True  # this process's own claim
+        return not process.is_process(
+            pid, holder.get("process") if isinstance(holder.get("process"), str) else None
+        )
+    if not isinstance(at, (int, float)) or isinstance(at, bool):
+        return True
+    return time.time() - at > LOCK_STALE_SECONDS
 
 
 def immutable(key: str) -> bool:

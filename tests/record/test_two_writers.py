@@ -1,0 +1,81 @@
+"""Two writers starting on one folder within a few milliseconds (two jobs given one `out_dir`;
+every rank of a job without `torch.distributed`, all rank 0): exactly one is accepted (issue 28,
+item 2). Before the fix both found the folder free (no meta.json yet) and were accepted, 13 of 13
+in the adversarial run: one writer's steps vanished or the two were mixed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import mldbg
+from mldbg.record.recorder import Recorder
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import mldbg
+    from mldbg.errors import InvalidConfig
+    from mldbg.record.recorder import Recorder
+
+    out, at, value = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    from mldbg.store import open_store
+    open_store(out)  # the store's modules imported (boto3 for a bucket) before the start
+    while time.time() < at:  # both start at the same moment
+        pass
+    try:
+        rec = Recorder(out, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+    except InvalidConfig as e:
+        print("refused", e, flush=True)
+        sys.exit(3)
+    for step in range(20):
+        rec.start_step()
+        rec.save("x", np.full(4, value, np.float32), rec.plan("x", ()))
+        rec.end_step()
+        time.sleep(0.01)
+    rec.close()
+    print("accepted", flush=True)
+    """
+)
+
+
+def test_two_writers_starting_together_one_is_refused(tmp_path):
+    for attempt in range(3):
+        out = tmp_path / f"run{attempt}"
+        at = time.time() + 4.0  # after both interpreters imported mldbg, even on a loaded machine
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", SCRIPT, str(out), repr(at), str(v)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for v in (1.0, 2.0)
+        ]
+        results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        codes = sorted(rc for rc, _, _ in results)
+        assert codes == [0, 3], results
+        refused = next(out_ for rc, out_, _ in results if rc == 3)
+        assert "being recorded right now by another process" in refused
+        trial = mldbg.create_trial(str(out))
+        values = {float(trial.tensor("x").value(s)[0]) for s in trial.steps()}
+        assert len(values) == 1 and trial.steps() == list(range(20)), (values, trial.steps())
+
+
+def test_the_lock_is_given_back_at_close_and_by_a_refused_writer(tmp_path):
+    first = Recorder(tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1))
+    first.close()
+    child = [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), "0", "5"]
+    done = subprocess.run(child, capture_output=True, text=True, timeout=120)
+    # the first recorded nothing: the folder is free once it closed
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(child, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "already holds a run" in done.stdout  # refused, lock given back
+    again = Recorder(tmp_path / "run", save_config=mldbg.SaveConfig(save_interval=1), overwrite=True)
+    again.close()
