@@ -18,6 +18,7 @@ from mldbg.store.statistics import vector_name
 _RISING = 0.8  # share of consecutive steps whose norm rose
 _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
 _RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
+DECAY = 64  # statistics steps whose changes give the decay of a sum (`GradientNotReset.decay`)
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
 
 
@@ -91,6 +92,8 @@ class GradientNotReset(Rule):
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     input_name: str = "model_input_0"
+    min_fresh_change: float = 0.3
+    sum_decay: float = -0.25
     suggestion = (
         "Call optimizer.zero_grad() (or model.zero_grad(set_to_none=True)) once per optimizer step, "
         "before loss.backward(); when accumulating on purpose, zero the gradients after each "
@@ -116,6 +119,14 @@ class GradientNotReset(Rule):
         ] = []  # (mode step, global norm, median sample_change): consecutive
         self._game: bool | None = None  # a GAN (`adversarial`), asked once where _stale_sum would fire
         self._inputs: np.ndarray | None = None  # the sorted input fingerprints of the last training step read
+        # the fresh-gradient reference (`_learn_fresh`): the weight gradients' norms at train step 0,
+        # the last train step read after it, the median change / first norm at each of steps 1-3
+        self._fresh_first: dict[str, float] | None = None
+        self._fresh_last = 0
+        self._fresh: list[float] = []
+        self._fresh_done = False
+        self._decay: list[tuple[int, float]] = []  # (mode step, median sample_change): the first DECAY
+        self._decay_open = True  # still collecting them
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -148,10 +159,13 @@ class GradientNotReset(Rule):
         """The fast path (`mldbg.rules.columns`): the leading `steps` at which the global
         norm did not grow `min_growth` times over a full window (screened over all steps at
         once, then judged as `check` judges), their norms kept as `check` keeps them. A
-        gradient saved raw whose `l2` must be computed ends the prefix."""
+        gradient saved raw whose `l2` must be computed ends the prefix. The first training
+        steps (the fresh-gradient reference of `_learn_fresh`) are check()'s."""
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
             return len(steps)
+        if not self._fresh_done or self._decay_open:
+            return 0
         modes, mode_steps = trial.columns.modes(steps)
         overs = [Over(trial, n, steps) for n in names]
         have = np.array([o.present for o in overs]) & (modes == int(Mode.TRAIN))
@@ -436,6 +450,7 @@ class GradientNotReset(Rule):
         }
         if not norms:
             return None
+        self._learn_fresh(trial, step, norms)
         stale = self._stale_sum(trial, step, norms) or self._raw_sum(trial, step, norms)
         if stale is not None:
             return stale
@@ -446,7 +461,7 @@ class GradientNotReset(Rule):
         w = self._width()
         del self._run[:-w]
         found = self._accumulating(self._run)
-        if found is None or not self.first("accumulating"):
+        if found is None or not self._sum_possible() or not self.first("accumulating"):
             return None
         total, growth, grown, weights = found
         return self.finding(
@@ -457,6 +472,65 @@ class GradientNotReset(Rule):
             "grew with it: gradients accumulate across optimizer steps, as when optimizer.zero_grad() is missing",
             tensors=grown,
         )  # fmt: skip
+
+    def _learn_fresh(self, trial: TrialView, step: int, norms: dict[str, float]) -> None:
+        """The fresh-gradient reference, from the first training steps: at train step 0 every
+        gradient is fresh (a sum or not); at steps 1-3, if gradients accumulate, the change
+        since the step before is one fresh gradient again, so `sample_change` x norm over
+        the norm at step 0 is about 1 (0.5-1.8 measured: two batches' gradients at nearly the
+        same weights). Kept per weight gradient, the median over them and over the steps."""
+        if self._fresh_done:
+            return
+        mode_step = trial.mode_step(step)
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        if self._fresh_first is None:
+            if mode_step != 0:
+                self._fresh_done = True  # the run's first gradient was not recorded: no reference
+            else:
+                self._fresh_first = {n: norms[n] for n in weights}
+            return
+        if mode_step != self._fresh_last + 1:
+            self._fresh_done = True  # not consecutive: the change spans several steps
+            return
+        self._fresh_last = mode_step
+        first = self._fresh_first
+        ratios = [
+            c * norms[n] / first[n] for n in weights
+            if first.get(n, 0.0) > 0
+            and isinstance(c := trial.saved_statistic(n, step, "sample_change"), float) and math.isfinite(c)
+        ]  # fmt: skip
+        if 2 * len(ratios) <= len(weights):
+            self._fresh_done = True
+            return
+        self._fresh.append(float(np.median(ratios)))
+        self._fresh_done = len(self._fresh) >= 3
+
+    def _sum_possible(self) -> bool:
+        """False when the first changes refute a sum: if gradients accumulate, each change is
+        a fresh gradient, and at train steps 1-3 a fresh gradient weighs about what the first
+        did; a median change below `min_fresh_change` of it (healthy full-batch training and
+        regressions: 5-10%) means the gradient itself barely moves, so a small
+        `sample_change` and a rising norm are the fit's, not a stale sum's."""
+        if self._fresh and float(np.median(self._fresh)) < self.min_fresh_change:
+            return False
+        return self.decay() is None or self.decay() <= self.sum_decay  # type: ignore[operator]
+
+    def decay(self) -> float | None:
+        """The slope of log(median sample_change) against log(train step + 1) over the first
+        DECAY statistics steps (None: fewer than 4). If gradients accumulate, the gradient at
+        train step t sums t + 1 fresh ones and its change is one fresh gradient: the change
+        falls as (t + 1)^-1/2 (fresh gradients in random directions) to (t + 1)^-1 (aligned),
+        a slope of -0.5 to -1. A fresh gradient changes by what the batch noise and the fit
+        say, at any step: a slope near 0 (-0.3 to +0.4 on healthy CNNs, MLPs and regressions,
+        at any batch size). `sum_decay` = -0.25 splits the two at the middle; a regression at
+        batch 128 whose gradient changes by a steady 39% while its norm rises 1.5x fails it."""
+        if len(self._decay) < 4:
+            return None
+        x = np.log(np.array([m for m, _ in self._decay], dtype=np.float64) + 1)
+        y = np.log(np.array([c for _, c in self._decay], dtype=np.float64))
+        if np.ptp(x) <= 0 or not np.isfinite(y).all():
+            return None
+        return float(np.polyfit(x, y, 1)[0])
 
     def _stale_sum(self, trial: TrialView, step: int, norms: dict[str, float]) -> Finding | None:
         """The sample_change signal (see the class doc); None until it holds."""
@@ -470,11 +544,16 @@ class GradientNotReset(Rule):
         if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
             self._parity = []
+            # no change at a step after the first (the first has none): the decay is not followed
+            self._decay_open = self._decay_open and trial.mode_step(step) == 0
             return None
+        if self._decay_open and trial.mode_step(step) > 0 and median > 0:
+            self._decay.append((trial.mode_step(step), median))
+            self._decay_open = len(self._decay) < DECAY
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         repeated = inputs is not None and last is not None and np.array_equal(inputs, last)
         self._keep_change(step, trial.mode_step(step), total, median, repeated)
-        if self._parity_windows(self._parity).any() and self.first("accumulating"):
+        if self._parity_windows(self._parity).any() and self._sum_possible() and self.first("accumulating"):
             seq = self._parity
             low = sorted(seq[0::2] if seq[0][2] < seq[1][2] else seq[1::2], key=lambda r: r[0])
             return self.finding(
@@ -496,7 +575,7 @@ class GradientNotReset(Rule):
             return None
         if self._game is None:
             self._game = adversarial(trial, [r[0] for r in self._changes])
-        if self._game or not self.first("accumulating"):
+        if self._game or not self._sum_possible() or not self.first("accumulating"):
             return None
         full = (
             f"mini-batch gradients differ by 60-200%; {sum(r[2] != r[3] for r in self._changes)} of these steps "
