@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned
-from mldbg.rules.labels import ClassStats
+from mldbg.rules.labels import ClassStats, per_position
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -231,18 +231,7 @@ class ClassImbalance(Rule):
             and len(p[1]) == 3 and y[1][0] == p[1][0] and y[1][1] in (p[1][1], p[1][2])
         ):  # fmt: skip
             return True
-        return y is not None and self._per_position(trial, step, y)
-
-    def _per_position(self, trial: TrialView, step: int, y: tuple[str, tuple[int, ...]]) -> bool:
-        """Labels of one id per position of an integer model input: as many labels as the
-        input's (batch, length) positions, length > 1 (a text classifier has one per row)."""
-        size = math.prod(y[1])
-        for name in trial.names("inputs", step=step):
-            x = trial.layout(name, step)
-            shaped = x is not None and x[0] in "iu" and len(x[1]) >= 2 and x[1][1] > 1
-            if shaped and size in (math.prod(x[1][:2]), math.prod(x[1])):  # type: ignore[index]
-                return True
-        return False
+        return per_position(trial, step, y)
 
     def undecided(self) -> str | None:
         if 0 < self._total < self.samples:
