@@ -13,6 +13,28 @@ from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import gradient_names, short_list
 from mldbg.rules.view import TrialView
 
+#: an update at least this share of the weight's size after it (|w_t - w_t-1| / |w_t|) blew the
+#: weight up: a healthy step moves a weight by 1e-4 to 1e-2 of its size, a few such steps between
+#: saved steps by less than 0.1; a learning rate 100x too high moves it by several times itself
+BLOWN = 0.5
+
+
+def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
+    """(name, |update| / |weight|) of a weight (not a bias) that an update blew up at `step`
+    (`BLOWN`), from its `delta_l2` and `l2` (saved, or from the raw weights); else None. After
+    such a step, units that died, gradients that vanished and updates that became tiny are its
+    effects, not the initialization's or a freeze's: the rules that judge them ask this."""
+    if trial.mode(step) != Mode.TRAIN:
+        return None
+    for name in trial.names("weights", step=step):
+        if "bias" in name.lower():
+            continue
+        delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
+        finite = isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta + size)
+        if finite and size > 0 and delta >= BLOWN * size:  # type: ignore[operator]
+            return name, delta / size  # type: ignore[operator]
+    return None
+
 
 @register
 class WeightUpdateRatio(Rule):
@@ -30,6 +52,11 @@ class WeightUpdateRatio(Rule):
     weight moved, and every loss of the step is the same number as at the previous saved
     training step: full-batch L-BFGS that met its tolerance, an optimizer at its minimum) is
     not a tiny update: nothing was left to update.
+
+    Nor are the tiny updates of a run whose weights an update blew up before (a weight moved
+    by at least half its size after the update, `BLOWN`: a learning rate far too high): its
+    units died and their gradients are 0, and "raise the learning rate" would be the opposite
+    of the cure. The "too large" side judges that run.
     """
 
     needs = ("weights",)
@@ -46,6 +73,7 @@ class WeightUpdateRatio(Rule):
         self._streak: dict[tuple[str, str], int] = {}  # (weight, "small"/"large") -> checks in a row
         self._ratios: dict[str, float] = {}  # per weight, its last ratio
         self._count = 0  # training steps seen (for `num_steps`)
+        self._blown: tuple[int, str, float] | None = None  # (step, weight, ratio) of the first blow-up
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` where no weight's ratio streak reaches `patience`, from
@@ -66,6 +94,8 @@ class WeightUpdateRatio(Rule):
                 any_grad |= grad_at[g]
         train = np.zeros(len(steps), dtype=bool)
         interesting = np.zeros(len(steps), dtype=bool)
+        blown = np.zeros(len(steps), dtype=bool)  # a weight blew up at that step (`BLOWN`)
+        small_reach = np.zeros(len(steps), dtype=bool)  # a "small" streak reaches `patience` there
         updates = []
         for name in names:
             over = Over(trial, name, steps)
@@ -99,6 +129,9 @@ class WeightUpdateRatio(Rule):
                 none = np.zeros(len(steps), dtype=bool)
                 g_here = none if grad is None else grad_at.get(grad, none)
                 judged &= ~(any_grad[idx] & ~g_here[idx])
+            if "bias" not in name.lower():
+                with np.errstate(invalid="ignore"):
+                    blown[idx[judged & exact & (cur > 0) & (d >= BLOWN * cur)]] = True
             streaks = {}
             for kind, hit in (
                 ("small", exact & (ratio < self.small_threshold)),
@@ -112,10 +145,16 @@ class WeightUpdateRatio(Rule):
                     last_miss >= 0, pos - last_miss, self._streak.get((name, kind), 0) + pos + 1
                 )
                 if (name, kind) not in self._fired:
-                    interesting[idx[j[streak >= self.patience]]] = True
+                    (small_reach if kind == "small" else interesting)[idx[j[streak >= self.patience]]] = True
                 streaks[kind] = (j, streak)
             updates.append((name, idx, cur, ratio, streaks))
+        # no tiny update is reported from the first blow-up on (check() holds them back)
+        first = -1 if self._blown is not None else quiet_prefix(blown)
+        interesting |= small_reach & (np.arange(len(steps)) < first)
         n = quiet_prefix(interesting)
+        at = np.flatnonzero(blown[:n])
+        if self._blown is None and len(at):
+            self._blown = (int(steps[at[0]]), "", math.nan)  # check() names it when it reports
         self._count += int(train[:n].sum())
         for name, idx, cur, ratio, streaks in updates:
             take = np.flatnonzero(idx < n)
@@ -180,6 +219,11 @@ class WeightUpdateRatio(Rule):
                 exact = False
             if not math.isfinite(ratio):
                 continue
+            if self._blown is None and exact and "bias" not in name.lower():
+                now = float(np.linalg.norm(cur)) if isinstance(cur, np.ndarray) else float(cur)
+                moved = ratio * (old if not isinstance(old, np.ndarray) else wnorm)  # |w_t - w_t-1|
+                if now > 0 and moved >= BLOWN * now:
+                    self._blown = (step, name, moved / now)
             self._ratios[name] = ratio
             if exact and ratio == 0 and still is None:
                 still = self._loss_unchanged(trial, step)
@@ -191,6 +235,8 @@ class WeightUpdateRatio(Rule):
                 self._streak[key] = self._streak.get(key, 0) + 1 if hit else 0
                 if self._streak[key] >= self.patience:
                     (small if kind == "small" else large).append(name)
+        if self._blown is not None:
+            small = []  # the effects of the blow-up (see the class doc), not a learning rate too small
         small = [n for n in small if self.first((n, "small"))]
         large = [n for n in large if self.first((n, "large"))]
         if not small and not large:
