@@ -8,6 +8,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import Blowup
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
@@ -29,6 +30,11 @@ class AllZero(Rule):
     layer initialized at zero on purpose (a common trick for the last layer) move first.
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
+
+    Zeros that began after an update blew a weight up (a weight moved by half its size or
+    more, `weight_update_ratio.BLOWN`: a learning rate far too high) are not reported: the
+    ReLUs that update killed output zeros and pass zero gradients, and "initialize weights
+    randomly" would blame an init that was fine (`dead_relu` and the loss rules report it).
     """
 
     needs = _DEFAULT
@@ -49,6 +55,7 @@ class AllZero(Rule):
         self._streak: dict[tuple[str, Mode], int] = {}  # consecutive saved steps at the threshold
         self._since: dict[tuple[str, Mode], int] = {}  # where that streak began
         self._share: dict[str, float] = {}
+        self._blowup = Blowup()
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
@@ -97,6 +104,8 @@ class AllZero(Rule):
             else:
                 self._streak[key] = 0
                 self._since.pop(key, None)
+        if zero and (blown := self._blowup.upto(trial, step)) is not None:
+            zero = [n for n in zero if self._since[(n, mode)] < blown[0]]  # zeros the blow-up made
         zero = [n for n in zero if self.first(n)]
         if not zero:
             return None

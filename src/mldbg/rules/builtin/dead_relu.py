@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import model_of, model_prefixes
 from mldbg.rules.stats import UnitWindow, layer_of, pick_per_layer, unit_fraction
@@ -48,6 +49,10 @@ class DeadRelu(Rule):
     those are 32 different inputs of its model (by the inputs' per-sample fingerprints, or
     the raw inputs; unchecked when neither was recorded): a policy net fed one state per
     forward, the same start state at each step, would look dead after 3 samples.
+
+    When an update blew a weight up before (a weight moved by half its size or more,
+    `weight_update_ratio.BLOWN`), the finding names that update and advises the learning
+    rate alone: the init was not at fault.
     """
 
     needs = ("relu_activations",)
@@ -91,6 +96,7 @@ class DeadRelu(Rule):
         super().reset()
         self._windows: dict[str, UnitWindow] = {}  # per layer, the last `patience` saved steps
         self._since: dict[str, int] = {}
+        self._blowup = Blowup()  # an update that blew a weight up: the cause to name
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
@@ -200,9 +206,17 @@ class DeadRelu(Rule):
             f"{layer}: {k} of its {n} units ({share:.0f}%) active in < {self.threshold_inactivity:g}% of {samples} samples"
             for layer, _, share, k, n, samples in dead_layers
         ]
+        blown = self._blowup.upto(trial, step)
+        cause = (
+            f"; they died after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it: "
+            "the learning rate is far too high"
+            if blown is not None
+            else ""
+        )
         return self.finding(
             trial, step,
             f"dead ReLUs over the last {self.patience} saved steps: {'; '.join(parts)} "
-            f"(more than {self.threshold_layer:g}% dead): these units output 0 and get no gradient",
+            f"(more than {self.threshold_layer:g}% dead): these units output 0 and get no gradient{cause}",
             tensors=[d[1] for d in dead_layers],
+            suggestion=None if blown is None else LR_TOO_HIGH,
         )  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
@@ -87,6 +88,7 @@ class VanishingGradient(Rule):
         self._streak: dict[str, int] = {}  # consecutive saved steps below the threshold
         self._first: dict[str, int] = {}  # where that streak began
         self._scale: float | None = None  # `loss_scale`, once read
+        self._blowup = Blowup()
 
     def _limit(self, trial: TrialView) -> float:
         if self._scale is None:
@@ -145,7 +147,14 @@ class VanishingGradient(Rule):
             else " (all of them)"
         )
         dead = self._dead_relus(trial, step)
-        if dead:
+        blown = self._blowup.upto(trial, step)
+        if blown is not None and blown[0] <= since:
+            suggestion = LR_TOO_HIGH
+            contrast += (
+                f"; after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it "
+                "(the learning rate is far too high)"
+            )
+        elif dead:
             suggestion = self.dead_relu_suggestion
             contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active)"
         elif trial.has_collection("sigmoid_activations") or trial.has_collection("tanh_activations"):

@@ -36,6 +36,42 @@ def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
     return None
 
 
+class Blowup:
+    """The first training step, in the whole run up to a step, where an update blew a weight
+    up (`blown_weight`), scanned once from where the last call stopped: the same answer
+    whichever steps a rule's paths looked at. A rule holds one in its state."""
+
+    def __init__(self) -> None:
+        self.scanned = -1  # the last step looked at
+        # (step, weight, |update| / |weight before it|: where the weight's previous record is
+        # readable, else / |weight after it|)
+        self.found: tuple[int, str, float] | None = None
+
+    def upto(self, trial: TrialView, step: int) -> tuple[int, str, float] | None:
+        if self.found is None and step > self.scanned:
+            train = trial.steps(Mode.TRAIN)
+            for at in train:
+                if self.scanned < at <= step and (hit := blown_weight(trial, at)) is not None:
+                    name, ratio = hit
+                    saved = trial.tensor(name).steps(Mode.TRAIN)
+                    before = [s for s in saved if s < at]
+                    size = trial.statistic(name, before[-1], "l2") if before else None
+                    delta = trial.statistic(name, at, "delta_l2")
+                    if isinstance(size, float) and isinstance(delta, float) and size > 0:
+                        ratio = delta / size
+                    self.found = (at, name, ratio)
+                    break
+            self.scanned = step
+        return self.found if self.found is not None and self.found[0] <= step else None
+
+
+LR_TOO_HIGH = (
+    "Lower the learning rate (by 10x or more), add a warm-up, or clip gradients "
+    "(torch.nn.utils.clip_grad_norm_): an update far too large threw the weights off, and what "
+    "followed is its doing, not the initialization's."
+)
+
+
 @register
 class WeightUpdateRatio(Rule):
     """|update| / |weight| (L2 norms) between consecutive saved training steps is below
