@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
@@ -52,7 +54,9 @@ class DeadRelu(Rule):
 
     When an update blew a weight up before (a weight moved by half its size or more,
     `weight_update_ratio.BLOWN`), the finding names that update and advises the learning
-    rate alone: the init was not at fault.
+    rate alone: the init was not at fault; so does a layer whose window was alive at an
+    earlier saved step (the units died during training: updates too large), while a layer
+    dead from its first window keeps the init advice (biases initialized negative).
     """
 
     needs = ("relu_activations",)
@@ -65,6 +69,12 @@ class DeadRelu(Rule):
         "Initialize biases at 0 or slightly positive (not negative), lower the learning rate, "
         "use LeakyReLU/GELU instead of ReLU, add BatchNorm before the ReLU, and check that "
         "inputs are normalized."
+    )
+
+    died_suggestion: ClassVar[str] = (
+        "These units were alive at first, so the init is not at fault: updates too large pushed "
+        "their pre-activations below 0 for good. Lower the learning rate (or add a warm-up, clip "
+        "gradients), or use LeakyReLU/GELU so that a unit still passes a gradient."
     )
 
     def _min_samples(self) -> int:
@@ -97,6 +107,7 @@ class DeadRelu(Rule):
         self._windows: dict[str, UnitWindow] = {}  # per layer, the last `patience` saved steps
         self._since: dict[str, int] = {}
         self._blowup = Blowup()  # an update that blew a weight up: the cause to name
+        self._alive: set[str] = set()  # layers whose window was full and not dead at some step
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
@@ -162,12 +173,14 @@ class DeadRelu(Rule):
             share = 100.0 * dead.sum(axis=1) / dead.shape[1]
             if layer not in self._fired:
                 interesting[rows[full & (share > self.threshold_layer)]] = True
-            adds.append((layer, rows, counts, samples[rows]))
+            adds.append((layer, rows, counts, samples[rows], full & (share <= self.threshold_layer)))
         n = quiet_prefix(interesting)
-        for layer, rows, counts, samples in adds:
+        for layer, rows, counts, samples, alive in adds:
             take = rows < n
             if not take.any():
                 continue
+            if (alive & take).any():
+                self._alive.add(layer)
             win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
             self._since.setdefault(layer, int(steps[rows[take][0]]))
             for c, smp, at in zip(
@@ -199,6 +212,8 @@ class DeadRelu(Rule):
             share = 100.0 * dead.sum() / dead.size
             if share > self.threshold_layer and not self._few_inputs(trial, name, win.steps):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
+            elif share <= self.threshold_layer:
+                self._alive.add(layer)
         dead_layers = [d for d in dead_layers if self.first(d[0])]
         if not dead_layers:
             return None
@@ -207,10 +222,13 @@ class DeadRelu(Rule):
             for layer, _, share, k, n, samples in dead_layers
         ]
         blown = self._blowup.upto(trial, step)
+        died = all(d[0] in self._alive for d in dead_layers)  # alive at first: training killed them
         cause = (
             f"; they died after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it: "
             "the learning rate is far too high"
             if blown is not None
+            else "; they were alive at first: training killed them"
+            if died
             else ""
         )
         return self.finding(
@@ -218,5 +236,5 @@ class DeadRelu(Rule):
             f"dead ReLUs over the last {self.patience} saved steps: {'; '.join(parts)} "
             f"(more than {self.threshold_layer:g}% dead): these units output 0 and get no gradient{cause}",
             tensors=[d[1] for d in dead_layers],
-            suggestion=None if blown is None else LR_TOO_HIGH,
+            suggestion=LR_TOO_HIGH if blown is not None else self.died_suggestion if died else None,
         )  # fmt: skip

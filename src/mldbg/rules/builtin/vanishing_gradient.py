@@ -77,6 +77,11 @@ class VanishingGradient(Rule):
         "torch.nn.init.kaiming_normal_ weights), normalize the inputs, or use LeakyReLU/GELU so "
         "dead units still pass a gradient."
     )
+    died_suggestion: ClassVar[str] = (
+        "The ReLUs died during training (they were alive at the first saved step), so the init is "
+        "not at fault: updates too large pushed their pre-activations below 0 for good. Lower the "
+        "learning rate (or add a warm-up, clip gradients), or use LeakyReLU/GELU."
+    )
     generic_suggestion: ClassVar[str] = (
         "Add BatchNorm/LayerNorm or residual connections, use a variance-preserving init "
         "(kaiming_normal_ for ReLU, xavier_uniform_ for tanh/sigmoid), and check the learning rate "
@@ -154,6 +159,9 @@ class VanishingGradient(Rule):
                 f"; after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it "
                 "(the learning rate is far too high)"
             )
+        elif dead and self._alive_at_first(trial, [n for n, _ in dead]):
+            suggestion = self.died_suggestion
+            contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active, alive at first)"
         elif dead:
             suggestion = self.dead_relu_suggestion
             contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active)"
@@ -170,6 +178,17 @@ class VanishingGradient(Rule):
             tensors=low,
             suggestion=suggestion,
         )  # fmt: skip
+
+    @staticmethod
+    def _alive_at_first(trial: TrialView, names: list[str]) -> bool:
+        """Whether these ReLU tensors had most units active (no more than half dead) at their
+        first saved training step: then training, not the init, killed them."""
+        for name in names:
+            first = trial.tensor(name).steps(Mode.TRAIN)
+            active = trial.statistic(name, first[0], "unit_active") if first else None
+            if not isinstance(active, np.ndarray) or not active.size or float(np.mean(active == 0)) > 0.5:
+                return False
+        return True
 
     @staticmethod
     def _dead_relus(trial: TrialView, step: int) -> list[tuple[str, float]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,13 @@ from mldbg.rules.view import TrialView
 BLOWN = 0.5
 
 
+def blows(delta: Any, size: Any) -> Any:
+    """Whether an update of norm `delta` left a weight of norm `size` blown up (`BLOWN`):
+    the one test of both paths (floats, or arrays of them)."""
+    with np.errstate(invalid="ignore"):
+        return (np.asarray(size) > 0) & (np.asarray(delta) >= BLOWN * np.asarray(size))
+
+
 def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
     """(name, |update| / |weight|) of a weight (not a bias) that an update blew up at `step`
     (`BLOWN`), from its `delta_l2` and `l2` (saved, or from the raw weights); else None. After
@@ -31,7 +39,7 @@ def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
             continue
         delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
         finite = isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta + size)
-        if finite and size > 0 and delta >= BLOWN * size:  # type: ignore[operator]
+        if finite and blows(delta, size):
             return name, delta / size  # type: ignore[operator]
     return None
 
@@ -167,7 +175,7 @@ class WeightUpdateRatio(Rule):
                 judged &= ~(any_grad[idx] & ~g_here[idx])
             if "bias" not in name.lower():
                 with np.errstate(invalid="ignore"):
-                    blown[idx[judged & exact & (cur > 0) & (d >= BLOWN * cur)]] = True
+                    blown[idx[judged & exact & blows(d, cur)]] = True
             streaks = {}
             for kind, hit in (
                 ("small", exact & (ratio < self.small_threshold)),
@@ -258,7 +266,7 @@ class WeightUpdateRatio(Rule):
             if self._blown is None and exact and "bias" not in name.lower():
                 now = float(np.linalg.norm(cur)) if isinstance(cur, np.ndarray) else float(cur)
                 moved = ratio * (old if not isinstance(old, np.ndarray) else wnorm)  # |w_t - w_t-1|
-                if now > 0 and moved >= BLOWN * now:
+                if blows(moved, now):
                     self._blown = (step, name, moved / now)
             self._ratios[name] = ratio
             if exact and ratio == 0 and still is None:
