@@ -159,13 +159,11 @@ class GradientNotReset(Rule):
         """The fast path (`mldbg.rules.columns`): the leading `steps` at which the global
         norm did not grow `min_growth` times over a full window (screened over all steps at
         once, then judged as `check` judges), their norms kept as `check` keeps them. A
-        gradient saved raw whose `l2` must be computed ends the prefix. The first training
-        steps (the fresh-gradient reference of `_learn_fresh`) are check()'s."""
+        gradient saved raw whose `l2` must be computed ends the prefix. The kept steps feed
+        the fresh-gradient reference and the decay of the changes as in `check`."""
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
             return len(steps)
-        if not self._fresh_done or self._decay_open:
-            return 0
         modes, mode_steps = trial.columns.modes(steps)
         overs = [Over(trial, n, steps) for n in names]
         have = np.array([o.present for o in overs]) & (modes == int(Mode.TRAIN))
@@ -255,6 +253,14 @@ class GradientNotReset(Rule):
                 cut = int(rows[p])
                 break
         kept = np.flatnonzero(rows < cut)
+        for q in kept.tolist():  # the first steps only: until both references are settled
+            if self._fresh_done and not self._decay_open:
+                break
+            _, ms_q, norms_q = row(q)
+            at = int(rows[q])
+            got = {n: float(changes[t, at]) for t, n in enumerate(names) if inc[t, at]}
+            self._fresh_from(ms_q, norms_q, got)
+            self._decay_from(ms_q, self._valid_changes(norms_q, got))
         if len(kept):
             self._run = run_at(int(kept[-1]))
             self._keep_stale_state(
@@ -474,14 +480,25 @@ class GradientNotReset(Rule):
         )  # fmt: skip
 
     def _learn_fresh(self, trial: TrialView, step: int, norms: dict[str, float]) -> None:
-        """The fresh-gradient reference, from the first training steps: at train step 0 every
-        gradient is fresh (a sum or not); at steps 1-3, if gradients accumulate, the change
-        since the step before is one fresh gradient again, so `sample_change` x norm over
-        the norm at step 0 is about 1 (0.5-1.8 measured: two batches' gradients at nearly the
-        same weights). Kept per weight gradient, the median over them and over the steps."""
+        """`_fresh_from` at a step read by `check`."""
         if self._fresh_done:
             return
-        mode_step = trial.mode_step(step)
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        got = {
+            n: c for n in weights if isinstance(c := trial.saved_statistic(n, step, "sample_change"), float)
+        }
+        self._fresh_from(trial.mode_step(step), norms, got)
+
+    def _fresh_from(self, mode_step: int, norms: dict[str, float], changes: dict[str, float]) -> None:
+        """The fresh-gradient reference, from the first training steps (`norms`: the l2 of
+        the gradients at train step `mode_step`, `changes`: their `sample_change`): at train
+        step 0 every gradient is fresh (a sum or not); at steps 1-3, if gradients accumulate,
+        the change since the step before is one fresh gradient again, so `sample_change` x
+        norm over the norm at step 0 is about 1 (0.5-1.8 measured: two batches' gradients at
+        nearly the same weights). Kept per weight gradient, the median over them and over
+        the steps. The one bookkeeping of both paths."""
+        if self._fresh_done:
+            return
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         if self._fresh_first is None:
             if mode_step != 0:
@@ -496,14 +513,24 @@ class GradientNotReset(Rule):
         first = self._fresh_first
         ratios = [
             c * norms[n] / first[n] for n in weights
-            if first.get(n, 0.0) > 0
-            and isinstance(c := trial.saved_statistic(n, step, "sample_change"), float) and math.isfinite(c)
+            if first.get(n, 0.0) > 0 and math.isfinite(c := changes.get(n, math.nan))
         ]  # fmt: skip
         if 2 * len(ratios) <= len(weights):
             self._fresh_done = True
             return
         self._fresh.append(float(np.median(ratios)))
         self._fresh_done = len(self._fresh) >= 3
+
+    def _decay_from(self, mode_step: int, median: float | None) -> None:
+        """Follow the first DECAY medians of `sample_change` (`decay`); a step after the first
+        without one ends them (the first step has none)."""
+        if not self._decay_open:
+            return
+        if median is None:
+            self._decay_open = mode_step == 0
+        elif mode_step > 0 and median > 0:
+            self._decay.append((mode_step, median))
+            self._decay_open = len(self._decay) < DECAY
 
     def _sum_possible(self) -> bool:
         """False when the first changes refute a sum: if gradients accumulate, each change is
@@ -544,12 +571,9 @@ class GradientNotReset(Rule):
         if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
             self._parity = []
-            # no change at a step after the first (the first has none): the decay is not followed
-            self._decay_open = self._decay_open and trial.mode_step(step) == 0
+            self._decay_from(trial.mode_step(step), None)
             return None
-        if self._decay_open and trial.mode_step(step) > 0 and median > 0:
-            self._decay.append((trial.mode_step(step), median))
-            self._decay_open = len(self._decay) < DECAY
+        self._decay_from(trial.mode_step(step), median)
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         repeated = inputs is not None and last is not None and np.array_equal(inputs, last)
         self._keep_change(step, trial.mode_step(step), total, median, repeated)
