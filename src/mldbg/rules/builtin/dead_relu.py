@@ -125,7 +125,7 @@ class DeadRelu(Rule):
         for name in names:
             layers.setdefault(layer_of(name), []).append(name)
         interesting = np.zeros(len(steps), dtype=bool)
-        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for layer, tensors in sorted(layers.items()):
             if len(tensors) > 1:
                 return 0  # check() picks one of them per step

@@ -257,8 +257,8 @@ class GradientNotReset(Rule):
             if self._fresh_done and not self._decay_open:
                 break
             _, ms_q, norms_q = row(q)
-            at = int(rows[q])
-            got = {n: float(changes[t, at]) for t, n in enumerate(names) if inc[t, at]}
+            col = int(rows[q])
+            got = {n: float(changes[t, col]) for t, n in enumerate(names) if inc[t, col]}
             self._fresh_from(ms_q, norms_q, got)
             self._decay_from(ms_q, self._valid_changes(norms_q, got))
         if len(kept):

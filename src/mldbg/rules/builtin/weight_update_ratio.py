@@ -38,9 +38,10 @@ def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
         if "bias" in name.lower():
             continue
         delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
-        finite = isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta + size)
-        if finite and blows(delta, size):
-            return name, delta / size  # type: ignore[operator]
+        if not isinstance(delta, float) or not isinstance(size, float) or not math.isfinite(delta + size):
+            continue
+        if blows(delta, size):
+            return name, delta / size
     return None
 
 
