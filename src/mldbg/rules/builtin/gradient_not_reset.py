@@ -532,15 +532,21 @@ class GradientNotReset(Rule):
             self._decay.append((mode_step, median))
             self._decay_open = len(self._decay) < DECAY
 
+    def _fresh_sized(self) -> bool:
+        """False when the first changes refute a sum: if gradients accumulate (all of them, or
+        every second one), each change is a fresh gradient, and at train steps 1-3 a fresh
+        gradient weighs about what the first did; a median change below `min_fresh_change`
+        of it (healthy full-batch training and regressions: 5-10%) means the gradient itself
+        barely moves, so a small `sample_change` and a rising norm are the fit's, not a
+        stale sum's."""
+        return not self._fresh or float(np.median(self._fresh)) >= self.min_fresh_change
+
     def _sum_possible(self) -> bool:
-        """False when the first changes refute a sum: if gradients accumulate, each change is
-        a fresh gradient, and at train steps 1-3 a fresh gradient weighs about what the first
-        did; a median change below `min_fresh_change` of it (healthy full-batch training and
-        regressions: 5-10%) means the gradient itself barely moves, so a small
-        `sample_change` and a rising norm are the fit's, not a stale sum's."""
-        if self._fresh and float(np.median(self._fresh)) < self.min_fresh_change:
-            return False
-        return self.decay() is None or self.decay() <= self.sum_decay  # type: ignore[operator]
+        """`_fresh_sized`, and the changes fall as a growing sum's do (`decay`, where known):
+        the test of the two signals of a sum that is never reset (the parity signal's
+        changes alternate instead)."""
+        slope = self.decay()
+        return self._fresh_sized() and (slope is None or slope <= self.sum_decay)
 
     def decay(self) -> float | None:
         """The slope of log(median sample_change) against log(train step + 1) over the first
@@ -577,7 +583,7 @@ class GradientNotReset(Rule):
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         repeated = inputs is not None and last is not None and np.array_equal(inputs, last)
         self._keep_change(step, trial.mode_step(step), total, median, repeated)
-        if self._parity_windows(self._parity).any() and self._sum_possible() and self.first("accumulating"):
+        if self._parity_windows(self._parity).any() and self._fresh_sized() and self.first("accumulating"):
             seq = self._parity
             low = sorted(seq[0::2] if seq[0][2] < seq[1][2] else seq[1::2], key=lambda r: r[0])
             return self.finding(
