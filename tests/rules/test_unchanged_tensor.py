@@ -37,9 +37,13 @@ def test_quiet_on_an_expert_that_got_no_tokens(tmp_path):
     had nothing to apply. The old rule read the gradient at the window's last step only."""
     from tests.rules.moe import train_moe
 
-    losses = train_moe(tmp_path / "run", steps=60, starve=2.5, hook_kwargs={"statistics_budget": 0})
-    assert losses[-1] < losses[0]
-    assert not mldbg.check(str(tmp_path / "run"), rules=["unchanged_tensor"])
+    for i, (starve, steps, seed) in enumerate([(2.5, 60, 0), (3.0, 120, 11)]):
+        path = tmp_path / f"run{i}"
+        losses = train_moe(path, steps=steps, starve=starve, seed=seed, hook_kwargs={"statistics_budget": 0})
+        assert losses[-1] < losses[0]
+        # weight_update_ratio: the same expert's |update| of 0 is no tiny update either
+        found = mldbg.check(str(path), rules=["unchanged_tensor", "weight_update_ratio"])
+        assert not found, [str(f) for f in found]
 
 
 def test_fires_on_an_expert_the_optimizer_does_not_hold(tmp_path):

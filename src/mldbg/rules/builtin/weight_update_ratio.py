@@ -90,7 +90,9 @@ class WeightUpdateRatio(Rule):
     training crawls (the learning rate is orders of magnitude too small, or the optimizer
     holds other parameters); far above, it is unstable. `num_steps` checks every n-th saved
     step only. Weights that get no gradient (frozen on purpose, `requires_grad=False`) are
-    skipped, and weights near 0 (|w| < `epsilon` per element) have no meaningful ratio. Reads
+    skipped (no gradient at the saved step before, whose update the ratio measures: an expert
+    of a mixture that got no token there too), and weights near 0 (|w| < `epsilon` per
+    element) have no meaningful ratio. Reads
     raw weights, else the `delta_l2` (|update|) and `l2` statistics a two-line hook records
     every step (exact too); with only reductions saved, only "too large" is checked (from the
     change of the L2 norm, a lower bound of |update|). A step that changed nothing at all (no
@@ -169,11 +171,13 @@ class WeightUpdateRatio(Rule):
             judged = np.isfinite(old) & (old >= self.epsilon) & np.isfinite(ratio)
             if prev is None:
                 judged[0] = False
-            if grads:  # a weight with no gradient at a step that has gradients: frozen
+            if grads:  # no gradient at the record before, a step that has gradients: nothing to apply
                 grad = grads.get(name)
                 none = np.zeros(len(steps), dtype=bool)
                 g_here = none if grad is None else grad_at.get(grad, none)
-                judged &= ~(any_grad[idx] & ~g_here[idx])
+                had = ~(any_grad[idx] & ~g_here[idx])  # at each record: a gradient, or none saved at all
+                first = prev is None or self._applied(trial, grads, name, prev[0])
+                judged &= np.concatenate([[first], had[:-1]])
             if "bias" not in name.lower():
                 with np.errstate(invalid="ignore"):
                     blown[idx[judged & exact & blows(d, cur)]] = True
@@ -224,7 +228,6 @@ class WeightUpdateRatio(Rule):
         if self.num_steps and (self._count - 1) % self.num_steps:
             return None
         grads = gradient_names(trial) if trial.has_collection("gradients") else {}
-        has_grads = bool(grads) and bool(trial.names("gradients", step=step))
         small: list[str] = []
         large: list[str] = []
         still: bool | None = None  # the step changed nothing (looked up at the first update of 0)
@@ -241,8 +244,8 @@ class WeightUpdateRatio(Rule):
             self._prev[name] = (step, cur)
             if prev is None:
                 continue
-            if has_grads and (name not in grads or not trial.tensor(grads[name]).has_step(step)):
-                continue  # frozen on purpose: no gradient
+            if grads and not self._applied(trial, grads, name, prev[0]):
+                continue  # no gradient at the record before: frozen on purpose, an expert without tokens
             old = prev[1]
             if isinstance(delta, float) and math.isfinite(delta) and not isinstance(old, np.ndarray):
                 if not math.isfinite(old) or old < self.epsilon:
@@ -308,6 +311,17 @@ class WeightUpdateRatio(Rule):
             tensors=small + large,
             suggestion="; ".join(tips).capitalize() + ".",
         )  # fmt: skip
+
+    @staticmethod
+    def _applied(trial: TrialView, grads: dict[str, str], name: str, step: int) -> bool:
+        """Whether weight `name` had a gradient for the optimizer to apply at `step` (its
+        gradient saved there), or nothing says (no gradient saved at that step at all). The
+        update that a record's |update| measures applied the gradient of the record before:
+        a weight frozen on purpose, or an expert of a mixture that got no token at that step,
+        had none and stood still, which is not a tiny update."""
+        if not trial.names("gradients", step=step):
+            return True
+        return name in grads and trial.tensor(grads[name]).has_step(step)
 
     def _loss_unchanged(self, trial: TrialView, step: int) -> bool:
         """Every loss saved at `step` is the same number as at its previous saved training
