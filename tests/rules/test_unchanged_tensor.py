@@ -37,7 +37,7 @@ def test_quiet_on_an_expert_that_got_no_tokens(tmp_path):
     had nothing to apply. The old rule read the gradient at the window's last step only."""
     from tests.rules.moe import train_moe
 
-    for i, (starve, steps, seed) in enumerate([(2.5, 60, 0), (3.0, 120, 11)]):
+    for i, (starve, steps, seed) in enumerate([(2.5, 60, 0), (3.0, 80, 11)]):
         path = tmp_path / f"run{i}"
         losses = train_moe(path, steps=steps, starve=starve, seed=seed, hook_kwargs={"statistics_budget": 0})
         assert losses[-1] < losses[0]
