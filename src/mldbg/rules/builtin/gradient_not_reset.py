@@ -70,6 +70,22 @@ class GradientNotReset(Rule):
     have no such parity; a siamese net fed alternating kinds of pairs has one in its changes
     (1.0 against 3.1), but not below 0.9.
 
+    Each of these signals is then tested against what accumulation itself predicts, where the
+    hook's `sample_change` of the first steps tells it (the null is a healthy run, whose
+    gradient is one fresh mini-batch gradient at every step): if `.grad` is a sum, its change
+    from one step to the next is one fresh gradient, so (1) at train steps 1-3 that change
+    weighs about what the first gradient did (0.5-1.8x in every missing-`zero_grad()` run
+    measured; healthy full-batch training and regressions change by 5-10%): a median below
+    `min_fresh_change` refutes every signal; and (2) for the two signals of a sum that is
+    never reset, the change falls as the sum grows, as (t + 1)^-1/2 (fresh gradients in
+    random directions) to (t + 1)^-1 (aligned): the slope of log(change) over log(t + 1) on the
+    first 64 statistics steps (`decay`) must be at most `sum_decay` = -0.25, the middle
+    between that and a healthy gradient's slope of 0 (-0.3 to +0.4 measured). A regression at
+    batch 128 whose gradient changes by a steady 39% while its norm rises 1.5x fails (2); a
+    full-batch MLP regression, 8% of its first gradient, fails (1). The parity signal needs
+    (1) only (every second gradient a sum of two does not decay). Where neither is known (no
+    `sample_change`, statistics that skip the first steps), the signals decide alone.
+
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
     training steps 2 to 50 steps apart: over `raw_window` saved steps the global norm grew
