@@ -18,13 +18,31 @@ from mldbg.rules.view import TrialView
 #: weight up: a healthy step moves a weight by 1e-4 to 1e-2 of its size, a few such steps between
 #: saved steps by less than 0.1; a learning rate 100x too high moves it by several times itself
 BLOWN = 0.5
+#: and the weight's gain after it, mean(w^2) x fan-in (the smaller of the two fan-in
+#: candidates), above this: it multiplies its input's variance 10x or more, the signal
+#: explodes (a variance-preserving init has gain 1/3 to 2). An update that moves a weight by
+#: its size but leaves it small (an init of std 1e-5: any update dwarfs it) blew nothing up:
+#: the init was at fault there, not the learning rate
+GAIN = 10.0
 
 
-def blows(delta: Any, size: Any) -> Any:
-    """Whether an update of norm `delta` left a weight of norm `size` blown up (`BLOWN`):
-    the one test of both paths (floats, or arrays of them)."""
-    with np.errstate(invalid="ignore"):
-        return (np.asarray(size) > 0) & (np.asarray(delta) >= BLOWN * np.asarray(size))
+def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:
+    """Whether an update of norm `delta` left a weight of norm `size` and `shape` blown up
+    (`BLOWN`, `GAIN`): the one test of both paths (floats, or arrays of them). A weight of
+    fewer than two axes, or of an unknown shape, is not judged."""
+    size = np.asarray(size, dtype=np.float64)
+    if shape is None or len(shape) < 2 or min(shape[0], shape[-1]) < 1:
+        return np.zeros(size.shape, dtype=bool)
+    count = math.prod(shape)
+    fan = min(count / shape[0], count / shape[-1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (size > 0) & (np.asarray(delta) >= BLOWN * size) & (size * size / count * fan >= GAIN)
+
+
+def weight_shape(trial: TrialView, name: str, step: int) -> tuple[int, ...] | None:
+    """The shape of weight `name` at `step` (its raw value or its record), None if unknown."""
+    layout = trial.layout(name, step)
+    return None if layout is None else tuple(int(n) for n in layout[1])
 
 
 def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
@@ -40,7 +58,7 @@ def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
         delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
         if not isinstance(delta, float) or not isinstance(size, float) or not math.isfinite(delta + size):
             continue
-        if blows(delta, size):
+        if blows(delta, size, weight_shape(trial, name, step)):
             return name, delta / size
     return None
 
@@ -101,7 +119,8 @@ class WeightUpdateRatio(Rule):
     not a tiny update: nothing was left to update.
 
     Nor are the tiny updates of a run whose weights an update blew up before (a weight moved
-    by at least half its size after the update, `BLOWN`: a learning rate far too high): its
+    by at least half its size after the update, `BLOWN`, leaving it a gain above `GAIN`: a
+    learning rate far too high): its
     units died and their gradients are 0, and "raise the learning rate" would be the opposite
     of the cure. The "too large" side judges that run.
     """
@@ -176,11 +195,11 @@ class WeightUpdateRatio(Rule):
                 none = np.zeros(len(steps), dtype=bool)
                 g_here = none if grad is None else grad_at.get(grad, none)
                 had = ~(any_grad[idx] & ~g_here[idx])  # at each record: a gradient, or none saved at all
-                first = prev is None or self._applied(trial, grads, name, prev[0])
-                judged &= np.concatenate([[first], had[:-1]])
+                before_first = prev is None or self._applied(trial, grads, name, prev[0])
+                judged &= np.concatenate([[before_first], had[:-1]])
             if "bias" not in name.lower():
-                with np.errstate(invalid="ignore"):
-                    blown[idx[judged & exact & blows(d, cur)]] = True
+                shape = weight_shape(trial, name, int(steps[idx[0]]))
+                blown[idx[judged & exact & blows(d, cur, shape)]] = True
             streaks = {}
             for kind, hit in (
                 ("small", exact & (ratio < self.small_threshold)),
@@ -270,7 +289,7 @@ class WeightUpdateRatio(Rule):
             if self._blown is None and exact and "bias" not in name.lower():
                 now = float(np.linalg.norm(cur)) if isinstance(cur, np.ndarray) else float(cur)
                 moved = ratio * (old if not isinstance(old, np.ndarray) else wnorm)  # |w_t - w_t-1|
-                if blows(moved, now):
+                if blows(moved, now, weight_shape(trial, name, step)):
                     self._blown = (step, name, moved / now)
             self._ratios[name] = ratio
             if exact and ratio == 0 and still is None:
