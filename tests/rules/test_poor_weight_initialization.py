@@ -10,6 +10,7 @@ import mldbg
 import mldbg.torch
 from mldbg.rules import BUILTIN
 from tests.rules.conftest import HEALTHY, assert_explains
+from tests.tiny import SmallCNN, make_data, mlp
 
 
 def test_fires_on_defect(run):
@@ -68,3 +69,52 @@ def test_embedding_tables_are_left_out_whatever_their_name(tmp_path):
             assert mldbg.create_trial(str(path)).tensor_names(collection="embeddings") == ["encoder.weight"]
     assert not found["embedding"], [str(f) for f in found["embedding"]]
     assert found["linear"] and "encoder.weight" in found["linear"][0].tensors
+
+
+class _ScaledCrossEntropy(torch.nn.CrossEntropyLoss):
+    """Cross-entropy times a constant: gradients scale with it, Adam's updates do not."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return super().forward(logits, target) * self.scale
+
+
+def _train_scaled(path, scale: float, model: str, depth: int = 2, steps: int = 40) -> list[float]:
+    torch.manual_seed(0)
+    x, y = make_data(512, model=model, n_features=10, n_classes=3, channels=1, seed=1, teacher_seed=1234,
+                     imbalance=None, task="classification")  # fmt: skip
+    net = mlp(10, 3, 32, depth) if model == "mlp" else SmallCNN(1, 3)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    loss_fn = _ScaledCrossEntropy(scale)
+    hook = mldbg.torch.Hook(str(path), statistics_budget=0)
+    hook.register_module(net)
+    hook.register_loss(loss_fn)
+    g = torch.Generator().manual_seed(2)
+    losses = []
+    for _ in range(steps):
+        idx = torch.randint(len(x), (32,), generator=g)
+        opt.zero_grad()
+        loss = loss_fn(net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()) / scale)
+    hook.close()
+    return losses
+
+
+@pytest.mark.parametrize(
+    ("scale", "model", "depth"),
+    [(1e-4, "mlp", 2), (1e-4, "mlp", 4), (1e-6, "cnn", 2), (1e4, "cnn", 2), (1e4, "mlp", 4)],
+)  # fmt: skip
+def test_quiet_on_a_scaled_loss_under_adam(tmp_path, scale, model, depth):
+    """Adam ignores a constant factor on the loss; the gradients carry it (spreads of 1e-6
+    at 1e-4, variances of 1e6 at 1e4). Judged against the model's own gradients and the
+    run's first loss, nothing is wrong with the init, the gradients or their variance."""
+    losses = _train_scaled(tmp_path / "run", scale, model, depth)
+    assert losses[-1] < 0.7 * losses[0]  # it learns as well as unscaled
+    rules = ["poor_weight_initialization", "vanishing_gradient", "tensor_variance"]
+    found = mldbg.check(str(tmp_path / "run"), rules=rules)
+    assert not found, [str(f) for f in found]

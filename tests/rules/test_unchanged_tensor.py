@@ -28,3 +28,28 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["unchanged_tensor"].__name__ == "UnchangedTensor"
+
+
+def test_quiet_on_an_expert_that_got_no_tokens(tmp_path):
+    """Top-1 routing with the router biased against one expert: an expert that gets no
+    token at a step has no gradient, so Adam skips it and its weights stand still until
+    tokens come back; at the step they do, the gradient is there but the window's updates
+    had nothing to apply. The old rule read the gradient at the window's last step only."""
+    from tests.rules.moe import train_moe
+
+    for i, (starve, steps, seed) in enumerate([(2.5, 60, 0), (3.0, 80, 11)]):
+        path = tmp_path / f"run{i}"
+        losses = train_moe(path, steps=steps, starve=starve, seed=seed, hook_kwargs={"statistics_budget": 0})
+        assert losses[-1] < losses[0]
+        # weight_update_ratio: the same expert's |update| of 0 is no tiny update either
+        found = mldbg.check(str(path), rules=["unchanged_tensor", "weight_update_ratio"])
+        assert not found, [str(f) for f in found]
+
+
+def test_fires_on_an_expert_the_optimizer_does_not_hold(tmp_path):
+    from tests.rules.moe import train_moe
+
+    train_moe(tmp_path / "run", steps=40, starve=0.0, forget_expert=1, hook_kwargs={"statistics_budget": 0})
+    found = mldbg.check(str(tmp_path / "run"), rules=["unchanged_tensor"])
+    assert [f.rule for f in found] == ["unchanged_tensor"], [str(f) for f in found]
+    assert "experts.1.weight" in found[0].tensors

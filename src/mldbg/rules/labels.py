@@ -13,6 +13,7 @@ exactly across steps, so a rule's windows are sums.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -173,3 +174,20 @@ def _regression(y: np.ndarray, p: np.ndarray) -> bool:
         return False
     finite = p[np.isfinite(p)]
     return bool(finite.size) and (finite.min() < 0 or finite.max() > 1)
+
+
+def per_position(view: TrialView, step: int, labels: tuple[str, tuple[int, ...]] | None) -> bool:
+    """Whether labels of layout `labels` ((dtype kind, shape), `TrialView.layout`) hold one id
+    per position of an integer model input of (batch, length > 1) at `step`: as many labels as
+    its batch x length positions, flattened or not. A language model's next-token targets
+    (`logits.view(-1, vocabulary)`): tokens of a corpus, not one class per sample."""
+    if labels is None or labels[0] not in "iu":
+        return False
+    size = math.prod(labels[1])
+    for name in view.names("inputs", step=step):
+        x = view.layout(name, step)
+        if x is None or x[0] not in "iu" or len(x[1]) < 2 or x[1][1] <= 1:
+            continue
+        if size in (math.prod(x[1][:2]), math.prod(x[1])):
+            return True
+    return False

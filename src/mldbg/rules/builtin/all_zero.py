@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import Blowup
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
@@ -29,6 +31,13 @@ class AllZero(Rule):
     layer initialized at zero on purpose (a common trick for the last layer) move first.
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
+
+    Zeros that began after an update blew a weight up (a weight moved by half its size or
+    more, `weight_update_ratio.BLOWN`: a learning rate far too high) are not reported: the
+    ReLUs that update killed output zeros and pass zero gradients, and "initialize weights
+    randomly" would blame an init that was fine (`dead_relu` and the loss rules report it).
+    A tensor that was not all zeros at an earlier saved step and became so is reported with
+    advice on what zeroes it during training, not on the init.
     """
 
     needs = _DEFAULT
@@ -44,11 +53,20 @@ class AllZero(Rule):
         "(no .detach() or torch.no_grad() in the training forward)."
     )
 
+    became_suggestion: ClassVar[str] = (
+        "The tensor was not zero at first, so the init is not at fault: look at what zeroed it "
+        "during training: ReLUs killed by updates too large (see dead_relu: lower the learning rate, "
+        "add a warm-up, clip gradients), or a part of the graph detached since (.detach(), "
+        "torch.no_grad() in the training forward)."
+    )
+
     def reset(self) -> None:
         super().reset()
         self._streak: dict[tuple[str, Mode], int] = {}  # consecutive saved steps at the threshold
         self._since: dict[tuple[str, Mode], int] = {}  # where that streak began
         self._share: dict[str, float] = {}
+        self._blowup = Blowup()
+        self._alive: set[str] = set()  # tensors seen below the threshold at some saved step
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
@@ -71,6 +89,8 @@ class AllZero(Rule):
             cold.append((name, over.present & (share < self.threshold), over.mode))
         n = quiet_prefix(interesting)
         for name, low, modes in cold:
+            if low[:n].any():
+                self._alive.add(name)
             for m in np.unique(modes[:n][low[:n]]).tolist():
                 key = (name, Mode(m))
                 self._streak[key] = 0
@@ -97,16 +117,23 @@ class AllZero(Rule):
             else:
                 self._streak[key] = 0
                 self._since.pop(key, None)
+                self._alive.add(name)
+        if zero and (blown := self._blowup.upto(trial, step)) is not None:
+            zero = [n for n in zero if self._since[(n, mode)] < blown[0]]  # zeros the blow-up made
         zero = [n for n in zero if self.first(n)]
         if not zero:
             return None
         since = min(self._since[(n, mode)] for n in zero)
         what = "all zeros" if self.threshold >= 100 else f"at least {self.threshold:g}% zeros"
+        became = [n for n in zero if n in self._alive]
         return self.finding(
             trial, step,
             f"{len(zero)} tensor{'s are' if len(zero) > 1 else ' is'} {what} at {self.patience} consecutive saved "
-            f"steps since step {since}: {short_list(zero)}",
+            f"steps since step {since}: {short_list(zero)}"
+            + (f"; {short_list(became)} {'were' if len(became) > 1 else 'was'} not at first: training zeroed "
+               f"{'them' if len(became) > 1 else 'it'}" if became else ""),
             tensors=zero,
+            suggestion=self.became_suggestion if len(became) == len(zero) else None,
         )  # fmt: skip
 
     def _inspected(self, names: list[str]) -> list[str]:

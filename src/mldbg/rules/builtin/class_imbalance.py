@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
+from statistics import NormalDist
 
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned
-from mldbg.rules.labels import ClassStats
+from mldbg.rules.labels import ClassStats, per_position
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -39,10 +41,22 @@ class ClassImbalance(Rule):
     `BCEWithLogitsLoss`, `MultiLabelSoftMarginLoss`, `MultiLabelMarginLoss`: one yes/no
     decision per tag, not a class per sample) have tag frequencies that fall off by nature.
 
+    The imbalance is a test, not a ratio of two raw counts: the smallest count of a set of
+    many classes is small by chance (a class of 1 in 500 labels may be 1 in 100), so the
+    rule fires when the ratio of a lower confidence bound of the largest count to an upper
+    bound of the smallest exceeds `threshold_imbalance`: Poisson bounds (on the square-root
+    scale, where a count's noise is 1/2) at the level `budget` / (2 x classes), a false alarm
+    at most `budget` per run whatever the number of classes. 97% of 500 labels in class 0
+    (485 against 7 and 8) gives a bound of 19; a language model's 64 characters counted in
+    512 tokens (56 against 1) gives 3.
+
     Token targets are left out: with more than `max_classes` classes (the predictions' class
     axis, or the ids seen) or labels that are sequences ((batch, length) ids scored by
     (batch, length, vocabulary) or (batch, vocabulary, length) logits), the labels are words
-    of a language, whose Zipf distribution is the data, not a defect. So are targets made per
+    of a language, whose Zipf distribution is the data, not a defect; so are labels flattened
+    from such sequences, one per position of an integer model input ((batch x length,) ids for
+    a (batch, length) input of token ids: a language model's `logits.view(-1, vocabulary)`).
+    So are targets made per
     batch: when every batch of two or more labels holds one class only (a GAN's "real" and
     "fake" targets, the positive and negative passes of a contrastive loss), the labels are
     not a data set's classes and their counts are not judged.
@@ -62,6 +76,7 @@ class ClassImbalance(Rule):
     labels_regex: list[str] | None = None
     predictions_regex: list[str] | None = None
     max_classes: int = 100
+    budget: float = 1e-3
     suggestion = (
         "Re-sample the classes (oversample the rare ones, e.g. torch.utils.data.WeightedRandomSampler), "
         "weight the loss by inverse class frequency (CrossEntropyLoss(weight=...)), or collect more "
@@ -211,10 +226,12 @@ class ClassImbalance(Rule):
         ):
             return True
         p = trial.layout(preds, step) if preds is not None else None
-        return (
+        if (
             y is not None and p is not None and y[0] in "iu" and len(y[1]) == 2
             and len(p[1]) == 3 and y[1][0] == p[1][0] and y[1][1] in (p[1][1], p[1][2])
-        )  # fmt: skip
+        ):  # fmt: skip
+            return True
+        return per_position(trial, step, y)
 
     def undecided(self) -> str | None:
         if 0 < self._total < self.samples:
@@ -230,15 +247,26 @@ class ClassImbalance(Rule):
         big = max(counts, key=counts.get)  # type: ignore[arg-type]
         small = min(counts, key=counts.get)  # type: ignore[arg-type]
         ratio = counts[big] / counts[small] if counts[small] else float("inf")
-        if ratio <= self.threshold_imbalance or not self.first("imbalance"):
+        bound = self.ratio_bound(counts[big], counts[small], max(len(counts), self._classes or 0))
+        if bound <= self.threshold_imbalance or not self.first("imbalance"):
             return None
         share = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())[:12])
         return self.finding(
             trial, step,
             f"class {big} outnumbers class {small} {ratio:.3g} to 1 in the first {self._total} training labels "
-            f"of {name} (more than {self.threshold_imbalance:g}); counts per class: {share}",
+            f"of {name} (at least {bound:.3g} to 1 at a false-alarm rate of {self.budget:g}: more than "
+            f"{self.threshold_imbalance:g}); counts per class: {share}",
             tensors=[name],
         )  # fmt: skip
+
+    def ratio_bound(self, big: int, small: int, classes: int) -> float:
+        """A lower confidence bound of the ratio of two Poisson counts' rates: (sqrt(big) -
+        z/2)^2 over (sqrt(small + 1) + z/2)^2, z the normal quantile of `budget` / (2 x
+        `classes`) (the square root of a count has noise 1/2; Bonferroni over the classes
+        and the two bounds)."""
+        z = NormalDist().inv_cdf(1 - self.budget / (2 * max(2, classes)))
+        low = max(0.0, math.sqrt(big) - z / 2) ** 2
+        return low / (math.sqrt(small + 1) + z / 2) ** 2
 
     def _mispredictions(
         self, trial: TrialView, step: int, labels: np.ndarray, correct: np.ndarray, tensors: list[str]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import model_of, model_prefixes
 from mldbg.rules.stats import UnitWindow, layer_of, pick_per_layer, unit_fraction
@@ -48,6 +51,12 @@ class DeadRelu(Rule):
     those are 32 different inputs of its model (by the inputs' per-sample fingerprints, or
     the raw inputs; unchecked when neither was recorded): a policy net fed one state per
     forward, the same start state at each step, would look dead after 3 samples.
+
+    When an update blew a weight up before (a weight moved by half its size or more,
+    `weight_update_ratio.BLOWN`), the finding names that update and advises the learning
+    rate alone: the init was not at fault; so does a layer whose window was alive at an
+    earlier saved step (the units died during training: updates too large), while a layer
+    dead from its first window keeps the init advice (biases initialized negative).
     """
 
     needs = ("relu_activations",)
@@ -64,6 +73,12 @@ class DeadRelu(Rule):
         "Initialize biases at 0 or slightly positive (not negative), lower the learning rate, "
         "use LeakyReLU/GELU instead of ReLU, add BatchNorm before the ReLU, and check that "
         "inputs are normalized."
+    )
+
+    died_suggestion: ClassVar[str] = (
+        "These units were alive at first, so the init is not at fault: updates too large pushed "
+        "their pre-activations below 0 for good. Lower the learning rate (or add a warm-up, clip "
+        "gradients), or use LeakyReLU/GELU so that a unit still passes a gradient."
     )
 
     def _min_samples(self) -> int:
@@ -95,6 +110,8 @@ class DeadRelu(Rule):
         super().reset()
         self._windows: dict[str, UnitWindow] = {}  # per layer, the last `patience` saved steps
         self._since: dict[str, int] = {}
+        self._blowup = Blowup()  # an update that blew a weight up: the cause to name
+        self._alive: set[str] = set()  # layers whose window was full and not dead at some step
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
@@ -112,7 +129,7 @@ class DeadRelu(Rule):
         for name in names:
             layers.setdefault(layer_of(name), []).append(name)
         interesting = np.zeros(len(steps), dtype=bool)
-        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for layer, tensors in sorted(layers.items()):
             if len(tensors) > 1:
                 return 0  # check() picks one of them per step
@@ -160,12 +177,14 @@ class DeadRelu(Rule):
             share = 100.0 * dead.sum(axis=1) / dead.shape[1]
             if layer not in self._fired:
                 interesting[rows[full & (share > self.threshold_layer)]] = True
-            adds.append((layer, rows, counts, samples[rows]))
+            adds.append((layer, rows, counts, samples[rows], full & (share <= self.threshold_layer)))
         n = quiet_prefix(interesting)
-        for layer, rows, counts, samples in adds:
+        for layer, rows, counts, samples, alive in adds:
             take = rows < n
             if not take.any():
                 continue
+            if (alive & take).any():
+                self._alive.add(layer)
             win = self._windows.setdefault(layer, UnitWindow(self.patience, self._min_samples()))
             self._since.setdefault(layer, int(steps[rows[take][0]]))
             for c, smp, at in zip(
@@ -197,6 +216,8 @@ class DeadRelu(Rule):
             share = 100.0 * dead.sum() / dead.size
             if share > self.threshold_layer and not self._few_inputs(trial, name, win.steps):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
+            elif share <= self.threshold_layer:
+                self._alive.add(layer)
         dead_layers = [d for d in dead_layers if self.first(d[0])]
         if not dead_layers:
             return None
@@ -204,9 +225,20 @@ class DeadRelu(Rule):
             f"{layer}: {k} of its {n} units ({share:.0f}%) active in < {self.threshold_inactivity:g}% of {samples} samples"
             for layer, _, share, k, n, samples in dead_layers
         ]
+        blown = self._blowup.upto(trial, step)
+        died = all(d[0] in self._alive for d in dead_layers)  # alive at first: training killed them
+        cause = (
+            f"; they died after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it: "
+            "the learning rate is far too high"
+            if blown is not None
+            else "; they were alive at first: training killed them"
+            if died
+            else ""
+        )
         return self.finding(
             trial, step,
             f"dead ReLUs over the last {self.patience} saved steps: {'; '.join(parts)} "
-            f"(more than {self.threshold_layer:g}% dead): these units output 0 and get no gradient",
+            f"(more than {self.threshold_layer:g}% dead): these units output 0 and get no gradient{cause}",
             tensors=[d[1] for d in dead_layers],
+            suggestion=LR_TOO_HIGH if blown is not None else self.died_suggestion if died else None,
         )  # fmt: skip

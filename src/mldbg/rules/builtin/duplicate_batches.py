@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -24,7 +26,19 @@ class DuplicateBatches(Rule):
       followed by a batch mostly of samples never seen: the data did not run out, so the
       samples came back before the epoch ended (a loader whose workers each read the whole
       dataset, a sampler that repeats indices). Full-batch training, multi-epoch training and
-      augmented data (nothing ever repeats) are quiet. With `dataset_size` given, a batch
+      augmented data (nothing ever repeats) are quiet. Two conditions make it a test: the
+      mostly-new batch is evidence only while every training step since the first carried
+      fingerprints (a batch of a second epoch whose first-epoch twin was at a step without
+      statistics looks new: a run recorded at sparse steps would fire or not with the
+      machine's load); and the repeats must be too many for chance: a data set that
+      yields a new batch after the repeated one holds at least the `d` distinct samples seen
+      by then, so a sample drawn at random (with replacement: random windows of a token
+      stream, nanoGPT's `get_batch`) repeats one of the `d0` seen before the repeated batch
+      with chance at most p = d0 / d; the repeats of that batch must be a binomial tail
+      P(Bin(n, p) >= repeats) below `budget` / (j (j + 1)) at the j-th such test (alpha
+      spending: at most `budget` per run). A batch served twice in a row repeats 32 of 32 at
+      p = 1/2 (2e-10); a language model's random windows of a short corpus repeat 4 of 4
+      rows at p = 0.35-0.9 (0.01-0.7). With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
     - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
@@ -45,12 +59,17 @@ class DuplicateBatches(Rule):
     dataset_size: int | None = None
     patience: int = 2
     eval_ratio: float = 2.0
+    budget: float = 1e-3
 
     def reset(self) -> None:
         super().reset()
         self._seen: set[int] = set()
         self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
-        self._repeated: tuple[int, float] | None = None  # (step, share) of the first mostly-repeated batch
+        # (step, share, repeats, samples, distinct seen before it) of the first mostly-repeated batch
+        self._repeated: tuple[int, float, int, int, int] | None = None
+        self._complete = True  # every training step read so far carried fingerprints (mode steps 0, 1, ...)
+        self._next = 0  # the mode step the next training fingerprints should have, while complete
+        self._tests = 0  # the within-epoch tests made (alpha spending)
         self._shared = 0  # steps in a row with workers sharing samples
         self._fixed: tuple[frozenset[int], int] | None = (
             None  # (the batch, saved TRAIN steps) while every batch was it
@@ -168,6 +187,7 @@ class DuplicateBatches(Rule):
             cut = self._fixed_columns(flat, bounds, rows, cut)
         take = np.flatnonzero(rows < cut)
         if len(take):
+            self._follow(mode_steps[rows[take]])
             last = int(take[-1])
             self._seen.update(distinct[at < bounds[last + 1]].tolist())  # those drawn before the cut
             self._drawn = int(drawn[last] + sizes[last])
@@ -193,12 +213,34 @@ class DuplicateBatches(Rule):
             self._fixed = (ref, count)
         return cut
 
+    def _follow(self, mode_steps: np.ndarray) -> None:
+        """Whether the training steps with fingerprints, read in order, are still every one."""
+        if self._complete and len(mode_steps):
+            expected = np.arange(self._next, self._next + len(mode_steps))
+            self._complete = bool((mode_steps == expected).all())
+            self._next = int(mode_steps[-1]) + 1
+
+    def _chance(self, repeats: int, n: int, before: int, distinct: int) -> float:
+        """P(Bin(n, before / distinct) >= repeats): the chance that random draws from a data
+        set of at least `distinct` samples repeat `repeats` of `n` from `before` seen."""
+        p = min(1.0, before / max(1, distinct))
+        if p >= 1.0:
+            return 1.0
+        terms = [
+            math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1))
+            * p**k * (1 - p) ** (n - k)
+            for k in range(repeats, n + 1)
+        ]  # fmt: skip
+        return min(1.0, sum(terms))
+
     def _within(self, trial: TrialView, step: int) -> Finding | None:
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")
         if rows is None or isinstance(rows, float) or not len(rows):
             return None
         batch = [int(v) for v in np.asarray(rows).reshape(-1)]
         n = len(batch)
+        self._follow(np.array([trial.mode_step(step)]))
+        before = len(self._seen)
         if not self._fixed_broken:
             now = frozenset(batch)
             if self._fixed is None or self._fixed[0] == now:
@@ -222,16 +264,26 @@ class DuplicateBatches(Rule):
                 suggestion=self._suggestion(),
             )  # fmt: skip
         if share >= self.threshold and self._repeated is None:
-            self._repeated = (step, share)
+            self._repeated = (step, share, repeats, n, before)
             return None
-        if self._repeated is None or 1 - share < self.threshold or not self.first("epoch"):
+        if (
+            self._repeated is None
+            or 1 - share < self.threshold
+            or not self._complete
+            or "epoch" in self._fired
+        ):
             return None
-        first, was = self._repeated
+        first, was, k, m, seen = self._repeated
+        self._tests += 1
+        chance = self._chance(k, m, seen, len(self._seen))
+        if chance >= self.budget / (self._tests * (self._tests + 1)) or not self.first("epoch"):
+            return None
         return self.finding(
             trial, step,
             f"samples recur within an epoch: {was:.0%} of the batch at step {first} had been seen "
             f"before, yet {1 - share:.0%} of the batch at step {step} are new ({len(self._seen)} "
-            "distinct samples so far): the data had not run out when samples came back",
+            f"distinct samples so far; drawn at random from them, {k} of {m} would repeat the {seen} seen "
+            f"before with chance {chance:.2g}): the data had not run out when samples came back",
             tensors=[self.input_name],
             suggestion=self._suggestion(),
         )  # fmt: skip

@@ -10,6 +10,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import blown_weight
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import as_list, short_list
 from mldbg.rules.view import TrialView
@@ -41,7 +42,12 @@ class FrozenLayerUpdated(Rule):
     gradients are (the hook saves none for a frozen parameter), at `zero_gradient_steps`
     consecutive saved training steps counts as frozen (`requires_grad_(False)` after a
     backward, with `zero_grad(set_to_none=False)`, leaves a zero gradient the optimizer still
-    reads); the change between its last two saved training steps is judged as above.
+    reads); the change between its last two saved training steps is judged as above. A zero
+    gradient is evidence of a freeze only while no update has blown the weights up (a weight
+    moved by half its size or more, `weight_update_ratio.BLOWN`) and no ReLU layer is silent
+    on the whole batch (`unit_active` all 0): after a learning rate too high, whole layers of
+    dead ReLUs pass exactly zero gradients to the weights around them, which nobody froze and
+    which momentum or Adam's moments still move. A freeze leaves the layers alive.
     """
 
     needs = ("weights",)
@@ -59,6 +65,9 @@ class FrozenLayerUpdated(Rule):
         self._zero: dict[
             str, int
         ] = {}  # per parameter: saved training steps in a row with a zero raw gradient
+        self._blown: int | None = None  # the first step where an update blew a weight up
+        self._blown_looked = -1  # the last step looked at for it
+        self._silent_at: tuple[int, bool] = (-1, False)  # (step, a ReLU layer silent there)
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): per parameter, its `requires_grad` flag at
@@ -157,6 +166,28 @@ class FrozenLayerUpdated(Rule):
             "freeze with p.requires_grad_(False) on each parameter, not an attribute on the module.",
         )  # fmt: skip
 
+    def _silent_layer(self, trial: TrialView, step: int) -> bool:
+        """Whether a ReLU layer had no unit active on any sample of the batch at `step`
+        (`unit_active`, saved or from the raw tensor): no gradient flows through it, so the
+        weights before it and after it get exactly zero gradients that nobody froze."""
+        if self._silent_at[0] != step:
+            silent = False
+            for name in trial.names("relu_activations", step=step):
+                active = trial.statistic(name, step, "unit_active")
+                if isinstance(active, np.ndarray) and active.size and not np.any(active):
+                    silent = True
+                    break
+            self._silent_at = (step, silent)
+        return self._silent_at[1]
+
+    def _blown_by(self, trial: TrialView, step: int) -> bool:
+        """Whether an update blew the weights up at a step up to `step` that had raw gradients."""
+        if self._blown is None and self._blown_looked != step:
+            self._blown_looked = step
+            if blown_weight(trial, step) is not None:
+                self._blown = step
+        return self._blown is not None
+
     def _zero_gradient(self, trial: TrialView, name: str, step: int) -> float | None:
         """0.0 (frozen) when the parameter's raw gradient was exactly zero, or no longer saved
         while other gradients were (the hook saves none for `requires_grad=False`), at the last
@@ -179,6 +210,7 @@ class FrozenLayerUpdated(Rule):
             if grad is None:
                 self._zero.pop(name, None)
                 return None
-            zero = grad.size > 0 and not np.any(grad)
+            blown = self._blown_by(trial, step)  # looked at every step with raw gradients
+            zero = grad.size > 0 and not np.any(grad) and not blown and not self._silent_layer(trial, step)
         self._zero[name] = self._zero.get(name, 0) + 1 if zero else 0
         return 0.0 if self._zero[name] >= self.zero_gradient_steps else 1.0

@@ -10,39 +10,60 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
-from mldbg.rules.stats import robust_z, trailing_median, trailing_nonfinite
+from mldbg.rules.stats import median, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
 GLOBAL = "global gradient norm"
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
+LEVEL = 5  # saved values whose median is the recent level
+_MIN_SCALE = 1e-3  # the Laplace scale of log residuals, at least (a flat series: 0.1% noise)
+
+
+def _logs(values: list[float]) -> list[float]:
+    return [math.log(v) for v in values if math.isfinite(v) and v > 0]
 
 
 @register
 class GradientNormSpike(Rule):
     """The global gradient norm (over every gradient saved at the step) or a weight's gradient
-    norm lies far above its recent level: more than `threshold` robust standard deviations
-    of its step-to-step noise over the last `window` saved training steps above the recent
-    level (the median of the last 5), more than `min_ratio` times that level, and more than
-    `min_jump` times the previous saved value: under the two-line hook's sparse cadence the
-    last 5 saved steps may span a hundred steps, and a norm that rises steadily (a layer's
-    gradient grows 7x over 80 steps of healthy sigmoid training) is not a spike, and a healthy
-    CNN without BatchNorm has transients of 8.5x its level (a 3-step ramp, seen at once).
+    norm jumps far above its recent level, further than the run's own history of jumps makes
+    plausible: a calibrated test on the logarithm of the norm, with a false-alarm budget per
+    run.
+
+    The test. A gradient norm is a positive, multiplicative quantity whose batch-to-batch
+    noise is heavy-tailed: a healthy classifier near convergence gets most of its gradient
+    from the few samples it still gets wrong, so a batch holding one such sample has 20-60x
+    the norm of a batch without (seen on small healthy CNNs). So each series is judged on
+    log(norm): its residual r = log(norm) - the median of log(norm) over the previous 5 saved
+    steps (the recent level: a steady rise or fall is not counted as noise), against the
+    residuals of its last `window` saved steps, modelled as Laplace (double-exponential, the
+    log of a power-law tail): centre m = their median, scale b = their mean absolute
+    deviation from m (its maximum-likelihood estimate; the run's own past jumps widen it).
+    The n-th judged value of a series fires when z = (r - m) / b exceeds
+    ln(n (n + 1) k / (2 `budget`)), k the number of series judged: under the Laplace null the
+    chance of that is `budget` / (n (n + 1) k), which sums over every step of every series
+    of a run of any length to at most `budget` (alpha spending), and never below `threshold`.
+    It must also be an effect worth a finding: more than `min_ratio` times the recent level
+    and `min_jump` times the previous saved value (a norm rising steadily through a sparse
+    cadence is not a spike). A corrupted batch (inputs x30) gives z = 15-40 against a bound of
+    9-13 in the first 50 steps; healthy CNNs, regressions and MLPs stay below 0.65 of it.
 
     A gradient spike is what a loss spike does to the weights: one bad batch, a learning
     rate too high for the curvature, an attention or output logit that blew up. The step
     after it carries an update `min_ratio` times too large, which may throw the model off
     for good. Reads the `l2` statistic of the gradients (saved by the two-line hook, or from
     raw gradients); a series is judged after `warmup` saved steps (a layer's gradient
-    norm swings 3-4x in the first steps of healthy training).
+    norm swings 3-4x in the first steps of healthy training), and biases are not judged.
     """
 
     needs = ("gradients",)
     reads = {"gradients": ("l2",)}
-    window: int = 20
-    threshold: float = 10.0
+    window: int = 50
+    threshold: float = 8.0
     min_ratio: float = 10.0
     min_jump: float = 2.0
     warmup: int = 10
+    budget: float = 1e-3
     tensor_regex: list[str] | None = None
     suggestion = (
         "Replay the batch of that step (corrupted or extreme samples, wrong labels), clip gradients "
@@ -52,25 +73,59 @@ class GradientNormSpike(Rule):
 
     def reset(self) -> None:
         super().reset()
-        self._series: dict[str, list[float]] = {}
+        self._series: dict[str, list[float]] = {}  # the last LEVEL values of each series
+        self._resid: dict[str, list[float]] = {}  # the last `window` log residuals of each
+        self._count: dict[str, int] = {}  # values seen of each series
 
-    def _spike(self, name: str, value: float, series: list[float]) -> tuple[float, float] | None:
-        """(level, z) when `value`, after the saved `series` of `name`, is a spike; else None."""
-        judge = len(series) >= max(1, self.warmup) and math.isfinite(value)
-        if not judge or (name != GLOBAL and "bias" in name.lower()):
+    def _judged(self, name: str) -> bool:
+        return name == GLOBAL or "bias" not in name.lower()
+
+    def _spike(self, name: str, value: float) -> tuple[float, float] | None:
+        """(level, z) when `value`, the next saved norm of series `name`, is a spike; else
+        None. The one decision of both paths (`check_columns` only screens for it)."""
+        count = self._count.get(name, 0)
+        if count < max(1, self.warmup) or not self._judged(name) or not (math.isfinite(value) and value > 0):
             return None
-        z, level, _ = robust_z(value, series[-self.window :], floor=0.01 * abs(series[-1]))
-        jumped = value > self.min_ratio * level and value > self.min_jump * abs(series[-1])
-        return (level, z) if z > self.threshold and jumped and level > 0 else None
+        prev = self._series.get(name, [])
+        logs = _logs(prev[-LEVEL:])
+        hist = [r for r in self._resid.get(name, [])[-self.window :] if math.isfinite(r)]
+        if not logs or len(hist) < 5 or not prev or not math.isfinite(prev[-1]):
+            return None
+        level = math.exp(median(logs))
+        if not (value > self.min_ratio * level and value > self.min_jump * abs(prev[-1])):
+            return None
+        m = median(hist)
+        b = max(sum(abs(r - m) for r in hist) / len(hist), _MIN_SCALE)
+        z = (math.log(value / level) - m) / b
+        return (level, z) if z > self.bound(count - max(1, self.warmup) + 1) else None
+
+    def bound(self, n: int) -> float:
+        """The z the n-th judged value of a series must exceed: the Laplace tail that spends
+        `budget` / (n (n + 1) k) on it, k the series judged so far."""
+        k = max(1, sum(1 for name in self._count if self._judged(name)))
+        return max(self.threshold, math.log(n * (n + 1) * k / (2 * self.budget)))
+
+    def _push(self, name: str, value: float) -> None:
+        """Append a saved norm to its series (and its log residual to the history)."""
+        prev = self._series.setdefault(name, [])
+        logs = _logs(prev[-LEVEL:])
+        if logs and math.isfinite(value) and value > 0:
+            resid = self._resid.setdefault(name, [])
+            resid.append(math.log(value) - median(logs))
+            del resid[: -self.window]
+        prev.append(value)
+        del prev[:-LEVEL]
+        self._count[name] = self._count.get(name, 0) + 1
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The fast path (`mldbg.rules.columns`): the leading `steps` at which no norm can
         spike, their norms appended to the series. A norm can spike only where it is more
         than `min_ratio` times the median of its last 5 saved values and `min_jump` times the
-        previous one (screened over all steps at once); those steps, steps with a norm NaN in
-        the columns (not saved there, saved NaN, or to compute from a raw gradient), and
-        windows holding a non-finite norm are left to `check`."""
-        if self.window < 5 or self.warmup < 5:  # windows shorter than the level's: check() only
+        previous one (a necessary condition of `_spike`, screened over all steps at once);
+        those steps, steps with a norm NaN in the columns (not saved there, saved NaN, or to
+        compute from a raw gradient), and windows holding a non-finite or zero norm are left
+        to `check`, which judges them with `_spike`."""
+        if self.warmup < LEVEL:  # a level from fewer values than LEVEL: check() only
             return 0
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
@@ -87,42 +142,52 @@ class GradientNormSpike(Rule):
         cut = k
         for t, name in enumerate([*names, GLOBAL]):
             pos = np.flatnonzero(whole if name == GLOBAL else have[t])
-            if len(pos) and (name == GLOBAL or "bias" not in name.lower()):
+            if len(pos) and self._judged(name):
                 new = total[pos] if name == GLOBAL else vals[t, pos]
-                hit = self._candidates(self._series.get(name, []), new)
+                hit = self._candidates(name, new)
                 if len(hit):
                     cut = min(cut, int(pos[hit[0]]))
         for t, name in enumerate(names):
             add = vals[t, :cut][have[t, :cut]]
             if len(add):
                 self._extend(name, add.tolist())
-        rows = np.flatnonzero(whole[:cut])[-self.window - 1 :]
+        rows = np.flatnonzero(whole[:cut])
         if len(rows):
-            exact = [math.sqrt(sum(v * v for v in vals[have[:, p], p].tolist())) for p in rows.tolist()]
-            self._extend(GLOBAL, exact)
+            tail = rows[-(self.window + LEVEL) :]
+            exact = [math.sqrt(sum(v * v for v in vals[have[:, p], p].tolist())) for p in tail.tolist()]
+            self._extend(GLOBAL, exact, skipped=len(rows) - len(tail))
         return cut
 
-    def _candidates(self, prior: list[float], new: np.ndarray) -> np.ndarray:
-        """Indices of `new` (values appended after `prior`, the series as kept) where `_spike`
-        may hold: judged, and either a window holds a non-finite value or the value is above
-        both `min_ratio` x the median of the last 5 and `min_jump` x the previous one."""
+    def _candidates(self, name: str, new: np.ndarray) -> np.ndarray:
+        """Indices of `new` (values appended after the series as kept) where `_spike` may
+        hold: judged, and either a level window holds a non-finite or zero value or the value
+        is above both `min_ratio` x the median of the last 5 and `min_jump` x the previous one."""
+        prior = self._series.get(name, [])
         p = len(prior)
         x = np.concatenate([np.asarray(prior, dtype=np.float64), new])
-        before = np.minimum(p + np.arange(len(new)), self.window + 1)
-        judged = (before >= max(1, self.warmup)) & np.isfinite(new)
-        level = trailing_median(x, 5)[p:]
+        count = self._count.get(name, 0) + np.arange(len(new))
+        judged = (count >= max(1, self.warmup)) & np.isfinite(new)
+        level = trailing_median(x, LEVEL)[p:]
         previous = np.abs(x[p - 1 : -1]) if p else np.concatenate([[np.nan], np.abs(x[:-1])])
-        bad = trailing_nonfinite(x, self.window + 1)[p:] > 0
         with np.errstate(invalid="ignore"):
+            bad = trailing_nonfinite(np.where(x > 0, x, np.nan), LEVEL + 1)[p:] > 0
             high = (new >= (1 - _TOL) * self.min_ratio * level) & (
                 new >= (1 - _TOL) * self.min_jump * previous
             )
         return np.flatnonzero(judged & (bad | np.isnan(level) | high))
 
-    def _extend(self, name: str, values: list[float]) -> None:
-        series = self._series.setdefault(name, [])
-        series.extend(values)
-        del series[: -self.window - 1]
+    def _extend(self, name: str, values: list[float], skipped: int = 0) -> None:
+        """`_push` each of `values`, after `skipped` earlier ones that only count: only the
+        last `window` + LEVEL values of a series shape its state."""
+        keep = self.window + LEVEL
+        if len(values) > keep:
+            skipped, values = skipped + len(values) - keep, values[-keep:]
+        if skipped:
+            self._count[name] = self._count.get(name, 0) + skipped
+            self._series[name] = []  # the level restarts from the values kept
+            self._resid[name] = []
+        for v in values:
+            self._push(name, v)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -136,12 +201,11 @@ class GradientNormSpike(Rule):
             values[GLOBAL] = math.sqrt(sum(v * v for v in norms.values()))
         spiked: list[tuple[str, float, float, float]] = []
         for name, value in values.items():
-            series = self._series.setdefault(name, [])
-            found = self._spike(name, value, series)
+            found = self._spike(name, value)
             if found is not None:
                 spiked.append((name, value, *found))
-            series.append(value)
-            del series[: -self.window - 1]
+        for name, value in values.items():
+            self._push(name, value)
         spiked = [s for s in spiked if self.first((s[0], step))]  # (name, value, level, z)
         if not spiked:
             return None
@@ -152,7 +216,8 @@ class GradientNormSpike(Rule):
         return self.finding(
             trial, step,
             f"{name} jumped to {value:.4g} at {where}, {value / level:.1f}x its recent level {level:.4g} "
-            f"(robust z = {z:.1f}, more than {self.threshold:g}; more than {self.min_ratio:g}x)"
+            f"(z = {z:.1f} Laplace scales of its log-norm's own step-to-step noise, beyond the "
+            f"run's false-alarm budget {self.budget:g}; more than {self.min_ratio:g}x)"
             + (f"; {len(layers)} layer(s) spiked: {short_list(layers)}" if layers else "")
             + ": replay that batch",
             tensors=layers or list(norms),

@@ -18,6 +18,7 @@ from mldbg.store.statistics import vector_name
 _RISING = 0.8  # share of consecutive steps whose norm rose
 _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
 _RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
+DECAY = 64  # statistics steps whose changes give the decay of a sum (`GradientNotReset.decay`)
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
 
 
@@ -69,6 +70,22 @@ class GradientNotReset(Rule):
     have no such parity; a siamese net fed alternating kinds of pairs has one in its changes
     (1.0 against 3.1), but not below 0.9.
 
+    Each of these signals is then tested against what accumulation itself predicts, where the
+    hook's `sample_change` of the first steps tells it (the null is a healthy run, whose
+    gradient is one fresh mini-batch gradient at every step): if `.grad` is a sum, its change
+    from one step to the next is one fresh gradient, so (1) at train steps 1-3 that change
+    weighs about what the first gradient did (0.5-1.8x in every missing-`zero_grad()` run
+    measured; healthy full-batch training and regressions change by 5-10%): a median below
+    `min_fresh_change` refutes every signal; and (2) for the two signals of a sum that is
+    never reset, the change falls as the sum grows, as (t + 1)^-1/2 (fresh gradients in
+    random directions) to (t + 1)^-1 (aligned): the slope of log(change) over log(t + 1) on the
+    first 64 statistics steps (`decay`) must be at most `sum_decay` = -0.25, the middle
+    between that and a healthy gradient's slope of 0 (-0.3 to +0.4 measured). A regression at
+    batch 128 whose gradient changes by a steady 39% while its norm rises 1.5x fails (2); a
+    full-batch MLP regression, 8% of its first gradient, fails (1). The parity signal needs
+    (1) only (every second gradient a sum of two does not decay). Where neither is known (no
+    `sample_change`, statistics that skip the first steps), the signals decide alone.
+
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
     training steps 2 to 50 steps apart: over `raw_window` saved steps the global norm grew
@@ -91,6 +108,8 @@ class GradientNotReset(Rule):
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     input_name: str = "model_input_0"
+    min_fresh_change: float = 0.3
+    sum_decay: float = -0.25
     suggestion = (
         "Call optimizer.zero_grad() (or model.zero_grad(set_to_none=True)) once per optimizer step, "
         "before loss.backward(); when accumulating on purpose, zero the gradients after each "
@@ -116,6 +135,14 @@ class GradientNotReset(Rule):
         ] = []  # (mode step, global norm, median sample_change): consecutive
         self._game: bool | None = None  # a GAN (`adversarial`), asked once where _stale_sum would fire
         self._inputs: np.ndarray | None = None  # the sorted input fingerprints of the last training step read
+        # the fresh-gradient reference (`_learn_fresh`): the weight gradients' norms at train step 0,
+        # the last train step read after it, the median change / first norm at each of steps 1-3
+        self._fresh_first: dict[str, float] | None = None
+        self._fresh_last = 0
+        self._fresh: list[float] = []
+        self._fresh_done = False
+        self._decay: list[tuple[int, float]] = []  # (mode step, median sample_change): the first DECAY
+        self._decay_open = True  # still collecting them
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -148,7 +175,8 @@ class GradientNotReset(Rule):
         """The fast path (`mldbg.rules.columns`): the leading `steps` at which the global
         norm did not grow `min_growth` times over a full window (screened over all steps at
         once, then judged as `check` judges), their norms kept as `check` keeps them. A
-        gradient saved raw whose `l2` must be computed ends the prefix."""
+        gradient saved raw whose `l2` must be computed ends the prefix. The kept steps feed
+        the fresh-gradient reference and the decay of the changes as in `check`."""
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
             return len(steps)
@@ -241,6 +269,14 @@ class GradientNotReset(Rule):
                 cut = int(rows[p])
                 break
         kept = np.flatnonzero(rows < cut)
+        for q in kept.tolist():  # the first steps only: until both references are settled
+            if self._fresh_done and not self._decay_open:
+                break
+            _, ms_q, norms_q = row(q)
+            col = int(rows[q])
+            got = {n: float(changes[t, col]) for t, n in enumerate(names) if inc[t, col]}
+            self._fresh_from(ms_q, norms_q, got)
+            self._decay_from(ms_q, self._valid_changes(norms_q, got))
         if len(kept):
             self._run = run_at(int(kept[-1]))
             self._keep_stale_state(
@@ -436,6 +472,7 @@ class GradientNotReset(Rule):
         }
         if not norms:
             return None
+        self._learn_fresh(trial, step, norms)
         stale = self._stale_sum(trial, step, norms) or self._raw_sum(trial, step, norms)
         if stale is not None:
             return stale
@@ -446,7 +483,7 @@ class GradientNotReset(Rule):
         w = self._width()
         del self._run[:-w]
         found = self._accumulating(self._run)
-        if found is None or not self.first("accumulating"):
+        if found is None or not self._sum_possible() or not self.first("accumulating"):
             return None
         total, growth, grown, weights = found
         return self.finding(
@@ -457,6 +494,92 @@ class GradientNotReset(Rule):
             "grew with it: gradients accumulate across optimizer steps, as when optimizer.zero_grad() is missing",
             tensors=grown,
         )  # fmt: skip
+
+    def _learn_fresh(self, trial: TrialView, step: int, norms: dict[str, float]) -> None:
+        """`_fresh_from` at a step read by `check`."""
+        if self._fresh_done:
+            return
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        got = {
+            n: c for n in weights if isinstance(c := trial.saved_statistic(n, step, "sample_change"), float)
+        }
+        self._fresh_from(trial.mode_step(step), norms, got)
+
+    def _fresh_from(self, mode_step: int, norms: dict[str, float], changes: dict[str, float]) -> None:
+        """The fresh-gradient reference, from the first training steps (`norms`: the l2 of
+        the gradients at train step `mode_step`, `changes`: their `sample_change`): at train
+        step 0 every gradient is fresh (a sum or not); at steps 1-3, if gradients accumulate,
+        the change since the step before is one fresh gradient again, so `sample_change` x
+        norm over the norm at step 0 is about 1 (0.5-1.8 measured: two batches' gradients at
+        nearly the same weights). Kept per weight gradient, the median over them and over
+        the steps. The one bookkeeping of both paths."""
+        if self._fresh_done:
+            return
+        weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
+        if self._fresh_first is None:
+            if mode_step != 0:
+                self._fresh_done = True  # the run's first gradient was not recorded: no reference
+            else:
+                self._fresh_first = {n: norms[n] for n in weights}
+            return
+        if mode_step != self._fresh_last + 1:
+            self._fresh_done = True  # not consecutive: the change spans several steps
+            return
+        self._fresh_last = mode_step
+        first = self._fresh_first
+        ratios = [
+            c * norms[n] / first[n] for n in weights
+            if first.get(n, 0.0) > 0 and math.isfinite(c := changes.get(n, math.nan))
+        ]  # fmt: skip
+        if 2 * len(ratios) <= len(weights):
+            self._fresh_done = True
+            return
+        self._fresh.append(float(np.median(ratios)))
+        self._fresh_done = len(self._fresh) >= 3
+
+    def _decay_from(self, mode_step: int, median: float | None) -> None:
+        """Follow the first DECAY medians of `sample_change` (`decay`); a step after the first
+        without one ends them (the first step has none)."""
+        if not self._decay_open:
+            return
+        if median is None:
+            self._decay_open = mode_step == 0
+        elif mode_step > 0 and median > 0:
+            self._decay.append((mode_step, median))
+            self._decay_open = len(self._decay) < DECAY
+
+    def _fresh_sized(self) -> bool:
+        """False when the first changes refute a sum: if gradients accumulate (all of them, or
+        every second one), each change is a fresh gradient, and at train steps 1-3 a fresh
+        gradient weighs about what the first did; a median change below `min_fresh_change`
+        of it (healthy full-batch training and regressions: 5-10%) means the gradient itself
+        barely moves, so a small `sample_change` and a rising norm are the fit's, not a
+        stale sum's."""
+        return not self._fresh or float(np.median(self._fresh)) >= self.min_fresh_change
+
+    def _sum_possible(self) -> bool:
+        """`_fresh_sized`, and the changes fall as a growing sum's do (`decay`, where known):
+        the test of the two signals of a sum that is never reset (the parity signal's
+        changes alternate instead)."""
+        slope = self.decay()
+        return self._fresh_sized() and (slope is None or slope <= self.sum_decay)
+
+    def decay(self) -> float | None:
+        """The slope of log(median sample_change) against log(train step + 1) over the first
+        DECAY statistics steps (None: fewer than 4). If gradients accumulate, the gradient at
+        train step t sums t + 1 fresh ones and its change is one fresh gradient: the change
+        falls as (t + 1)^-1/2 (fresh gradients in random directions) to (t + 1)^-1 (aligned),
+        a slope of -0.5 to -1. A fresh gradient changes by what the batch noise and the fit
+        say, at any step: a slope near 0 (-0.3 to +0.4 on healthy CNNs, MLPs and regressions,
+        at any batch size). `sum_decay` = -0.25 splits the two at the middle; a regression at
+        batch 128 whose gradient changes by a steady 39% while its norm rises 1.5x fails it."""
+        if len(self._decay) < 4:
+            return None
+        x = np.log(np.array([m for m, _ in self._decay], dtype=np.float64) + 1)
+        y = np.log(np.array([c for _, c in self._decay], dtype=np.float64))
+        if np.ptp(x) <= 0 or not np.isfinite(y).all():
+            return None
+        return float(np.polyfit(x, y, 1)[0])
 
     def _stale_sum(self, trial: TrialView, step: int, norms: dict[str, float]) -> Finding | None:
         """The sample_change signal (see the class doc); None until it holds."""
@@ -470,11 +593,13 @@ class GradientNotReset(Rule):
         if median is None:
             self._changes = []  # no statistic (a raw or older run), or not since the last step
             self._parity = []
+            self._decay_from(trial.mode_step(step), None)
             return None
+        self._decay_from(trial.mode_step(step), median)
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
         repeated = inputs is not None and last is not None and np.array_equal(inputs, last)
         self._keep_change(step, trial.mode_step(step), total, median, repeated)
-        if self._parity_windows(self._parity).any() and self.first("accumulating"):
+        if self._parity_windows(self._parity).any() and self._fresh_sized() and self.first("accumulating"):
             seq = self._parity
             low = sorted(seq[0::2] if seq[0][2] < seq[1][2] else seq[1::2], key=lambda r: r[0])
             return self.finding(
@@ -496,7 +621,7 @@ class GradientNotReset(Rule):
             return None
         if self._game is None:
             self._game = adversarial(trial, [r[0] for r in self._changes])
-        if self._game or not self.first("accumulating"):
+        if self._game or not self._sum_possible() or not self.first("accumulating"):
             return None
         full = (
             f"mini-batch gradients differ by 60-200%; {sum(r[2] != r[3] for r in self._changes)} of these steps "

@@ -9,6 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import blown_weight
 from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
 from mldbg.rules.view import TrialView
@@ -83,9 +84,10 @@ class PoorWeightInitialization(Rule):
       of each other and the layer learns like a single unit), or
     - a weight gradient's distribution is degenerate (5th to 95th percentile spread below
       `distribution_range`, and below a tenth of the median spread of the model's weight
-      gradients; when all of them are below `distribution_range`, below a hundredth of it:
-      with nothing to compare with, small in absolute terms is not degenerate, a GAN's
-      generator at DCGAN's init has spreads ~1e-4), or
+      gradients, or exactly 0: small in absolute terms is not degenerate, the gradients'
+      scale is the loss's, which a scale-free optimizer ignores: a loss multiplied by 1e-4
+      under Adam gives spreads of 1e-6 and trains as well; a GAN's generator at DCGAN's init
+      has spreads ~1e-4), or
     - the variance of activation inputs changes across the `L` layers by more than
       `threshold` per layer (max/min > `threshold` ** (L-1)), or a layer's weights scale
       their input's variance by more than `threshold` or less than 1/`threshold`
@@ -111,6 +113,10 @@ class PoorWeightInitialization(Rule):
     +-0.1) and of normalization scales. Several models on one hook (a GAN's generator and
     discriminator, told apart by their name prefix) are judged each on its own: their
     activations are not one chain of layers, their gradients have scales of their own.
+
+    Only the steps before the first update that blew a weight up are judged (a weight moved by
+    half its size or more, `weight_update_ratio.BLOWN`: a learning rate far too high): what
+    the layers look like after it is that update's doing, not the initialization's.
 
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
@@ -154,7 +160,7 @@ class PoorWeightInitialization(Rule):
             return None
         if self._last_step < 0:
             self._last_step = step
-        if trial.mode_step(step) >= self.steps:
+        if trial.mode_step(step) >= self.steps or blown_weight(trial, step) is not None:
             return self._verdict(trial, end=True)
         self._last_step = step
         hits, judged = self._conditions(trial, step)
@@ -276,14 +282,13 @@ class PoorWeightInitialization(Rule):
         # when all of that model's are flat (a GAN's two models have gradients of their own scale)
         kept = []
         for model, values in spreads.items():
-            mine = [(g, r) for g, r in flat if model_of(g, prefixes) == model]
-            if len(mine) < len(values):
-                typical = float(np.median(values))
-                mine = [(g, r) for g, r in mine if r < typical / 10]
-            else:  # all flat, nothing to compare with: a GAN's generator behind a discriminator
-                # at DCGAN's N(0, 0.02) has spreads ~1e-4; a degenerate init's are far below
-                mine = [(g, r) for g, r in mine if r < self.distribution_range / 100]
-            kept += mine
+            # scale-free: judged against the model's own gradients (a loss scaled by 1e-4 under
+            # Adam scales every gradient alike, and trains as well); a spread of exactly 0 (90%
+            # of the gradient one value: zero init) is degenerate at any scale
+            typical = float(np.median(values))
+            kept += [
+                (g, r) for g, r in flat if model_of(g, prefixes) == model and (r < typical / 10 or r == 0)
+            ]
         flat = kept
         if flat:
             hits["gradients"] = (

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.vanishing_gradient import loss_scale
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
@@ -25,6 +26,10 @@ class TensorVariance(Rule):
     `min_threshold` is off by default: small variances are normal for gradients and for
     biases (zero variance is `all_zero`'s or `poor_weight_initialization`'s business).
     Reads the `variance` statistic (saved, or from the raw tensor; a saved std does too).
+
+    A gradient's variance is judged in the run's own unit, the square of its first training
+    loss (`vanishing_gradient.loss_scale`): a loss multiplied by 1e4 multiplies every gradient
+    by 1e4 and its variance by 1e8, and Adam trains exactly as before.
     """
 
     needs = _DEFAULT
@@ -35,8 +40,20 @@ class TensorVariance(Rule):
     max_threshold: float | None = 1e6
     min_threshold: float | None = None
 
+    def reset(self) -> None:
+        super().reset()
+        self._scale: float | None = None  # `loss_scale`, once read
+
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def _unit(self, trial: TrialView, name: str) -> float:
+        """The variance unit of a tensor: the first loss squared for a gradient, else 1."""
+        if name not in trial.names("gradients"):
+            return 1.0
+        if self._scale is None:
+            self._scale = loss_scale(trial)
+        return (self._scale or 1.0) ** 2
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` where every inspected tensor's saved variance is in range (a
@@ -46,7 +63,7 @@ class TensorVariance(Rule):
         interesting = np.zeros(len(steps), dtype=bool)
         for name in selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT):
             over = Over(trial, name, steps)
-            v = over.stat("variance")
+            v = over.stat("variance") / self._unit(trial, name)
             hit = over.raw & np.isnan(v)
             if self.max_threshold is not None and (name, "high") not in self._fired:
                 hit |= v > self.max_threshold
@@ -64,6 +81,7 @@ class TensorVariance(Rule):
             v = self._variance(trial, name, step)
             if v is None or math.isnan(v):
                 continue
+            v /= self._unit(trial, name)
             if self.max_threshold is not None and v > self.max_threshold and self.first((name, "high")):
                 high.append((name, v))
             elif self.min_threshold is not None and v < self.min_threshold and self.first((name, "low")):
@@ -74,7 +92,7 @@ class TensorVariance(Rule):
         if high:
             parts.append(
                 f"variance above {self.max_threshold:g} in {short_list([n for n, _ in high])} "
-                f"(up to {max(v for _, v in high):.3g})"
+                f"(up to {max(v for _, v in high):.3g}; a gradient's in units of the first loss squared)"
             )
             tips.append("lower the learning rate, clip gradients, normalize the inputs")
         if low:

@@ -147,13 +147,10 @@ class UnchangedTensor(Rule):
                 continue
             if params and grads_here:
                 g = grads.get(name)
-                if g is None or not trial.tensor(g).has_step(step):
-                    continue  # no gradient: frozen on purpose
-                gmean, wmean = _mean_abs(trial, g, step), _mean_abs(trial, name, step)
-                if gmean is None or wmean is None or not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
-                    continue
-                if gmean < _NOISE or gmean < _NEGLIGIBLE * self._typical_gradient(trial, grads, step):
-                    continue  # float noise: no gradient
+                if g is None or not all(
+                    self._pushed(trial, grads, g, name, at) for at in self._covered(hist, run, step)
+                ):
+                    continue  # no gradient at a step whose update the window covers: nothing to apply
                 if not (
                     all(self._same(hist[0][1], h[1], exact=True) for h in hist[1:])
                     if run is None
@@ -181,6 +178,36 @@ class UnchangedTensor(Rule):
             f"{len(names_)} tensor{'s' if len(names_) > 1 else ''} unchanged {over}{why}: {short_list(names_)}",
             tensors=names_,
         )  # fmt: skip
+
+    def _covered(self, hist: list[tuple[int, object]], run: int | None, step: int) -> list[int]:
+        """The saved steps whose gradients the optimizer applied in the updates the unchanged
+        window spans: the weight saved at a step is the one its forward read, so the update
+        after step t shows at the next save. The window's steps but its last; for a run of
+        changes measured over several steps, the step each change is measured from. Where
+        none is known, the step itself (the gradient that is there now)."""
+        if run is None:
+            steps = [at for at, _ in hist[:-1]]
+        else:
+            steps = []
+            for at, change in reversed(hist):
+                if not isinstance(change, _Change) or not self._same(None, change):
+                    break
+                steps.append(change.since if change.since >= 0 else at)
+        return steps or [step]
+
+    def _pushed(self, trial: TrialView, grads: dict[str, str], g: str, name: str, at: int) -> bool:
+        """Whether the parameter `name` had a gradient to apply at step `at`: its gradient `g`
+        saved there, not negligible next to the weight (1e-6 of mean |w|: a bias before
+        BatchNorm) nor float noise (1e-10, or 1e-6 of the net's median gradient: an
+        attention's key bias). A step where no gradient was saved at all says nothing: True.
+        An expert of a mixture that got no token at that step has no gradient (PyTorch leaves
+        it None, Adam skips it): its weights standing still are not stuck."""
+        if not trial.tensor(g).has_step(at):
+            return not trial.names("gradients", step=at)
+        gmean, wmean = _mean_abs(trial, g, at), _mean_abs(trial, name, at)
+        if gmean is None or wmean is None or not gmean > _NEGLIGIBLE * max(wmean, 1e-12):
+            return False
+        return not (gmean < _NOISE or gmean < _NEGLIGIBLE * self._typical_gradient(trial, grads, at))
 
     def _trailing_still(self, hist: list[tuple[int, object]], exact: bool = False) -> tuple[int, int]:
         """The training steps the history's trailing unchanged changes cover, and the step the

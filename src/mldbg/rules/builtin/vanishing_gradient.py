@@ -7,15 +7,45 @@ from typing import ClassVar
 
 import numpy as np
 
+from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
 
 
+def loss_scale(trial: TrialView) -> float | None:
+    """The run's own gradient unit: |the first saved training loss| (the median over the
+    losses saved at the first training step that has one), 1.0 when there is none. Gradients
+    scale with the loss: a loss multiplied by c multiplies every gradient by c, and Adam or
+    LAMB train exactly as before, so a rule that judges a gradient's size judges it in this
+    unit. The first loss, not the current one: a converged loss near 0 does not shrink the
+    gradients with it. None while no training loss is saved (the unit is then 1)."""
+    firsts = []
+    for name in trial.names("losses"):
+        train = trial.tensor(name).steps(Mode.TRAIN)
+        if train:
+            firsts.append((train[0], name))
+    if not firsts:
+        return None
+    first = min(at for at, _ in firsts)
+    values = [
+        abs(v) for at, name in firsts if at == first
+        for v in (trial.statistic(name, at, "mean"),) if isinstance(v, float) and math.isfinite(v) and v != 0
+    ]  # fmt: skip
+    return float(np.median(values)) if values else None
+
+
 @register
 class VanishingGradient(Rule):
-    """The mean absolute value of a weight's gradient stays below `threshold`.
+    """The mean absolute value of a weight's gradient stays below `threshold` x the run's
+    first training loss (`loss_scale`: 1 when no loss was saved).
+
+    Scale-free: a loss multiplied by 1e-4 (or 1e-6) multiplies every gradient by it, and a
+    model trained with Adam learns as well; in units of the run's own first loss its gradients
+    are what they were. A cross-entropy starts near ln(classes), so the threshold is the old
+    absolute 1e-7 there.
 
     Such a layer barely moves: with sigmoid or tanh stacked deep, or a bad init, the signal
     shrinks at every layer on its way back, and the first layers stop learning. To see
@@ -47,6 +77,11 @@ class VanishingGradient(Rule):
         "torch.nn.init.kaiming_normal_ weights), normalize the inputs, or use LeakyReLU/GELU so "
         "dead units still pass a gradient."
     )
+    died_suggestion: ClassVar[str] = (
+        "The ReLUs died during training (they were alive at the first saved step), so the init is "
+        "not at fault: updates too large pushed their pre-activations below 0 for good. Lower the "
+        "learning rate (or add a warm-up, clip gradients), or use LeakyReLU/GELU."
+    )
     generic_suggestion: ClassVar[str] = (
         "Add BatchNorm/LayerNorm or residual connections, use a variance-preserving init "
         "(kaiming_normal_ for ReLU, xavier_uniform_ for tanh/sigmoid), and check the learning rate "
@@ -57,6 +92,13 @@ class VanishingGradient(Rule):
         super().reset()
         self._streak: dict[str, int] = {}  # consecutive saved steps below the threshold
         self._first: dict[str, int] = {}  # where that streak began
+        self._scale: float | None = None  # `loss_scale`, once read
+        self._blowup = Blowup()
+
+    def _limit(self, trial: TrialView) -> float:
+        if self._scale is None:
+            self._scale = loss_scale(trial)
+        return self.threshold * (self._scale or 1.0)
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` where every inspected gradient's saved mean |g| is at or above
@@ -68,7 +110,7 @@ class VanishingGradient(Rule):
             over = Over(trial, name, steps)
             m = over.stat("mean_abs")
             nan = np.isnan(m)  # not saved (no verdict), or a NaN gradient (resets a streak)
-            hot = (m < self.threshold) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
+            hot = (m < self._limit(trial)) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
             interesting |= over.present & hot
             known.append((name, over.present & ~nan))
         n = quiet_prefix(interesting)
@@ -87,8 +129,9 @@ class VanishingGradient(Rule):
         if not means:
             return None
         low = []
+        limit = self._limit(trial)
         for n, m in means.items():
-            if not math.isnan(m) and m < self.threshold:
+            if not math.isnan(m) and m < limit:
                 self._streak[n] = self._streak.get(n, 0) + 1
                 self._first.setdefault(n, step)
                 if self._streak[n] >= self.patience:
@@ -105,11 +148,21 @@ class VanishingGradient(Rule):
         since = min(self._first[n] for n in low)
         contrast = (
             f", while the largest ({top}) is {max(finite):.2g}"
-            if finite and max(finite) >= self.threshold
+            if finite and max(finite) >= limit
             else " (all of them)"
         )
         dead = self._dead_relus(trial, step)
-        if dead:
+        blown = self._blowup.upto(trial, step)
+        if blown is not None and blown[0] <= since:
+            suggestion = LR_TOO_HIGH
+            contrast += (
+                f"; after the update at step {blown[0]} moved {blown[1]} by {blown[2]:.3g}x its size before it "
+                "(the learning rate is far too high)"
+            )
+        elif dead and self._alive_at_first(trial, [n for n, _ in dead]):
+            suggestion = self.died_suggestion
+            contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active, alive at first)"
+        elif dead:
             suggestion = self.dead_relu_suggestion
             contrast += f"; the ReLUs are dead ({', '.join(f'{n}: {100 * d:.0f}% of units' for n, d in dead[:4])} never active)"
         elif trial.has_collection("sigmoid_activations") or trial.has_collection("tanh_activations"):
@@ -118,12 +171,24 @@ class VanishingGradient(Rule):
             suggestion = self.generic_suggestion
         return self.finding(
             trial, step,
-            f"mean |gradient| below {self.threshold:g} in {len(low)} of {len(names)} weight gradients "
+            f"mean |gradient| below {limit:.3g} ({self.threshold:g} x the first loss {self._scale or 1.0:.3g}) in "
+            f"{len(low)} of {len(names)} weight gradients "
             f"({short_list(low)}; smallest {means[low[0]]:.2g}) for {self.patience} saved steps since step {since}"
             f"{contrast}: these layers are not learning",
             tensors=low,
             suggestion=suggestion,
         )  # fmt: skip
+
+    @staticmethod
+    def _alive_at_first(trial: TrialView, names: list[str]) -> bool:
+        """Whether these ReLU tensors had most units active (no more than half dead) at their
+        first saved training step: then training, not the init, killed them."""
+        for name in names:
+            first = trial.tensor(name).steps(Mode.TRAIN)
+            active = trial.statistic(name, first[0], "unit_active") if first else None
+            if not isinstance(active, np.ndarray) or not active.size or float(np.mean(active == 0)) > 0.5:
+                return False
+        return True
 
     @staticmethod
     def _dead_relus(trial: TrialView, step: int) -> list[tuple[str, float]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +13,90 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import gradient_names, short_list
 from mldbg.rules.view import TrialView
+
+#: an update at least this share of the weight's size after it (|w_t - w_t-1| / |w_t|) blew the
+#: weight up: a healthy step moves a weight by 1e-4 to 1e-2 of its size, a few such steps between
+#: saved steps by less than 0.1; a learning rate 100x too high moves it by several times itself
+BLOWN = 0.5
+#: and the weight's gain after it, mean(w^2) x fan-in (the smaller of the two fan-in
+#: candidates), above this: it multiplies its input's variance 10x or more, the signal
+#: explodes (a variance-preserving init has gain 1/3 to 2). An update that moves a weight by
+#: its size but leaves it small (an init of std 1e-5: any update dwarfs it) blew nothing up:
+#: the init was at fault there, not the learning rate
+GAIN = 10.0
+
+
+def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:
+    """Whether an update of norm `delta` left a weight of norm `size` and `shape` blown up
+    (`BLOWN`, `GAIN`): the one test of both paths (floats, or arrays of them). A weight of
+    fewer than two axes, or of an unknown shape, is not judged."""
+    size = np.asarray(size, dtype=np.float64)
+    if shape is None or len(shape) < 2 or min(shape[0], shape[-1]) < 1:
+        return np.zeros(size.shape, dtype=bool)
+    count = math.prod(shape)
+    fan = min(count / shape[0], count / shape[-1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (size > 0) & (np.asarray(delta) >= BLOWN * size) & (size * size / count * fan >= GAIN)
+
+
+def weight_shape(trial: TrialView, name: str, step: int) -> tuple[int, ...] | None:
+    """The shape of weight `name` at `step` (its raw value or its record), None if unknown."""
+    layout = trial.layout(name, step)
+    return None if layout is None else tuple(int(n) for n in layout[1])
+
+
+def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
+    """(name, |update| / |weight|) of a weight (not a bias) that an update blew up at `step`
+    (`BLOWN`), from its `delta_l2` and `l2` (saved, or from the raw weights); else None. After
+    such a step, units that died, gradients that vanished and updates that became tiny are its
+    effects, not the initialization's or a freeze's: the rules that judge them ask this."""
+    if trial.mode(step) != Mode.TRAIN:
+        return None
+    for name in trial.names("weights", step=step):
+        if "bias" in name.lower():
+            continue
+        delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
+        if not isinstance(delta, float) or not isinstance(size, float) or not math.isfinite(delta + size):
+            continue
+        if blows(delta, size, weight_shape(trial, name, step)):
+            return name, delta / size
+    return None
+
+
+class Blowup:
+    """The first training step, in the whole run up to a step, where an update blew a weight
+    up (`blown_weight`), scanned once from where the last call stopped: the same answer
+    whichever steps a rule's paths looked at. A rule holds one in its state."""
+
+    def __init__(self) -> None:
+        self.scanned = -1  # the last step looked at
+        # (step, weight, |update| / |weight before it|: where the weight's previous record is
+        # readable, else / |weight after it|)
+        self.found: tuple[int, str, float] | None = None
+
+    def upto(self, trial: TrialView, step: int) -> tuple[int, str, float] | None:
+        if self.found is None and step > self.scanned:
+            train = trial.steps(Mode.TRAIN)
+            for at in train:
+                if self.scanned < at <= step and (hit := blown_weight(trial, at)) is not None:
+                    name, ratio = hit
+                    saved = trial.tensor(name).steps(Mode.TRAIN)
+                    before = [s for s in saved if s < at]
+                    size = trial.statistic(name, before[-1], "l2") if before else None
+                    delta = trial.statistic(name, at, "delta_l2")
+                    if isinstance(size, float) and isinstance(delta, float) and size > 0:
+                        ratio = delta / size
+                    self.found = (at, name, ratio)
+                    break
+            self.scanned = step
+        return self.found if self.found is not None and self.found[0] <= step else None
+
+
+LR_TOO_HIGH = (
+    "Lower the learning rate (by 10x or more), add a warm-up, or clip gradients "
+    "(torch.nn.utils.clip_grad_norm_): an update far too large threw the weights off, and what "
+    "followed is its doing, not the initialization's."
+)
 
 
 @register
@@ -23,13 +108,21 @@ class WeightUpdateRatio(Rule):
     training crawls (the learning rate is orders of magnitude too small, or the optimizer
     holds other parameters); far above, it is unstable. `num_steps` checks every n-th saved
     step only. Weights that get no gradient (frozen on purpose, `requires_grad=False`) are
-    skipped, and weights near 0 (|w| < `epsilon` per element) have no meaningful ratio. Reads
+    skipped (no gradient at the saved step before, whose update the ratio measures: an expert
+    of a mixture that got no token there too), and weights near 0 (|w| < `epsilon` per
+    element) have no meaningful ratio. Reads
     raw weights, else the `delta_l2` (|update|) and `l2` statistics a two-line hook records
     every step (exact too); with only reductions saved, only "too large" is checked (from the
     change of the L2 norm, a lower bound of |update|). A step that changed nothing at all (no
     weight moved, and every loss of the step is the same number as at the previous saved
     training step: full-batch L-BFGS that met its tolerance, an optimizer at its minimum) is
     not a tiny update: nothing was left to update.
+
+    Nor are the tiny updates of a run whose weights an update blew up before (a weight moved
+    by at least half its size after the update, `BLOWN`, leaving it a gain above `GAIN`: a
+    learning rate far too high): its
+    units died and their gradients are 0, and "raise the learning rate" would be the opposite
+    of the cure. The "too large" side judges that run.
     """
 
     needs = ("weights",)
@@ -46,6 +139,7 @@ class WeightUpdateRatio(Rule):
         self._streak: dict[tuple[str, str], int] = {}  # (weight, "small"/"large") -> checks in a row
         self._ratios: dict[str, float] = {}  # per weight, its last ratio
         self._count = 0  # training steps seen (for `num_steps`)
+        self._blown: tuple[int, str, float] | None = None  # (step, weight, ratio) of the first blow-up
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` where no weight's ratio streak reaches `patience`, from
@@ -66,6 +160,8 @@ class WeightUpdateRatio(Rule):
                 any_grad |= grad_at[g]
         train = np.zeros(len(steps), dtype=bool)
         interesting = np.zeros(len(steps), dtype=bool)
+        blown = np.zeros(len(steps), dtype=bool)  # a weight blew up at that step (`BLOWN`)
+        small_reach = np.zeros(len(steps), dtype=bool)  # a "small" streak reaches `patience` there
         updates = []
         for name in names:
             over = Over(trial, name, steps)
@@ -94,11 +190,16 @@ class WeightUpdateRatio(Rule):
             judged = np.isfinite(old) & (old >= self.epsilon) & np.isfinite(ratio)
             if prev is None:
                 judged[0] = False
-            if grads:  # a weight with no gradient at a step that has gradients: frozen
+            if grads:  # no gradient at the record before, a step that has gradients: nothing to apply
                 grad = grads.get(name)
                 none = np.zeros(len(steps), dtype=bool)
                 g_here = none if grad is None else grad_at.get(grad, none)
-                judged &= ~(any_grad[idx] & ~g_here[idx])
+                had = ~(any_grad[idx] & ~g_here[idx])  # at each record: a gradient, or none saved at all
+                before_first = prev is None or self._applied(trial, grads, name, prev[0])
+                judged &= np.concatenate([[before_first], had[:-1]])
+            if "bias" not in name.lower():
+                shape = weight_shape(trial, name, int(steps[idx[0]]))
+                blown[idx[judged & exact & blows(d, cur, shape)]] = True
             streaks = {}
             for kind, hit in (
                 ("small", exact & (ratio < self.small_threshold)),
@@ -112,10 +213,16 @@ class WeightUpdateRatio(Rule):
                     last_miss >= 0, pos - last_miss, self._streak.get((name, kind), 0) + pos + 1
                 )
                 if (name, kind) not in self._fired:
-                    interesting[idx[j[streak >= self.patience]]] = True
+                    (small_reach if kind == "small" else interesting)[idx[j[streak >= self.patience]]] = True
                 streaks[kind] = (j, streak)
             updates.append((name, idx, cur, ratio, streaks))
+        # no tiny update is reported from the first blow-up on (check() holds them back)
+        first = -1 if self._blown is not None else quiet_prefix(blown)
+        interesting |= small_reach & (np.arange(len(steps)) < first)
         n = quiet_prefix(interesting)
+        at = np.flatnonzero(blown[:n])
+        if self._blown is None and len(at):
+            self._blown = (int(steps[at[0]]), "", math.nan)  # check() names it when it reports
         self._count += int(train[:n].sum())
         for name, idx, cur, ratio, streaks in updates:
             take = np.flatnonzero(idx < n)
@@ -140,7 +247,6 @@ class WeightUpdateRatio(Rule):
         if self.num_steps and (self._count - 1) % self.num_steps:
             return None
         grads = gradient_names(trial) if trial.has_collection("gradients") else {}
-        has_grads = bool(grads) and bool(trial.names("gradients", step=step))
         small: list[str] = []
         large: list[str] = []
         still: bool | None = None  # the step changed nothing (looked up at the first update of 0)
@@ -157,8 +263,8 @@ class WeightUpdateRatio(Rule):
             self._prev[name] = (step, cur)
             if prev is None:
                 continue
-            if has_grads and (name not in grads or not trial.tensor(grads[name]).has_step(step)):
-                continue  # frozen on purpose: no gradient
+            if grads and not self._applied(trial, grads, name, prev[0]):
+                continue  # no gradient at the record before: frozen on purpose, an expert without tokens
             old = prev[1]
             if isinstance(delta, float) and math.isfinite(delta) and not isinstance(old, np.ndarray):
                 if not math.isfinite(old) or old < self.epsilon:
@@ -180,6 +286,11 @@ class WeightUpdateRatio(Rule):
                 exact = False
             if not math.isfinite(ratio):
                 continue
+            if self._blown is None and exact and "bias" not in name.lower():
+                now = float(np.linalg.norm(cur)) if isinstance(cur, np.ndarray) else float(cur)
+                moved = ratio * (old if not isinstance(old, np.ndarray) else wnorm)  # |w_t - w_t-1|
+                if blows(moved, now, weight_shape(trial, name, step)):
+                    self._blown = (step, name, moved / now)
             self._ratios[name] = ratio
             if exact and ratio == 0 and still is None:
                 still = self._loss_unchanged(trial, step)
@@ -191,6 +302,8 @@ class WeightUpdateRatio(Rule):
                 self._streak[key] = self._streak.get(key, 0) + 1 if hit else 0
                 if self._streak[key] >= self.patience:
                     (small if kind == "small" else large).append(name)
+        if self._blown is not None:
+            small = []  # the effects of the blow-up (see the class doc), not a learning rate too small
         small = [n for n in small if self.first((n, "small"))]
         large = [n for n in large if self.first((n, "large"))]
         if not small and not large:
@@ -217,6 +330,17 @@ class WeightUpdateRatio(Rule):
             tensors=small + large,
             suggestion="; ".join(tips).capitalize() + ".",
         )  # fmt: skip
+
+    @staticmethod
+    def _applied(trial: TrialView, grads: dict[str, str], name: str, step: int) -> bool:
+        """Whether weight `name` had a gradient for the optimizer to apply at `step` (its
+        gradient saved there), or nothing says (no gradient saved at that step at all). The
+        update that a record's |update| measures applied the gradient of the record before:
+        a weight frozen on purpose, or an expert of a mixture that got no token at that step,
+        had none and stood still, which is not a tiny update."""
+        if not trial.names("gradients", step=step):
+            return True
+        return name in grads and trial.tensor(grads[name]).has_step(step)
 
     def _loss_unchanged(self, trial: TrialView, step: int) -> bool:
         """Every loss saved at `step` is the same number as at its previous saved training
