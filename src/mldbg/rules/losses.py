@@ -10,9 +10,12 @@ into "lower is better" as 1 - value, so every rule reads a series that should fa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
@@ -190,11 +193,146 @@ def train_level(series: Series | None, before: int, window: int) -> float | None
         return None
     import bisect
 
-    import numpy as np
-
     end = bisect.bisect_left(series.steps, before)
     vals = np.asarray(series.values[max(0, end - window) : end], dtype=np.float64)
     vals = vals[np.isfinite(vals)]
     if len(vals) == 0:
         return None
     return float(np.median(vals))
+
+
+# whether a loss makes progress: the one decision of loss_not_decreasing and underfitting ------
+GROWTH = 1.25  # the judged series lengths grow by this factor (alpha is spent per judgement)
+_TREND_Z = -2.0  # Mann-Kendall z of the block medians below this: the loss falls, it is learning
+
+
+def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
+    """(whether a series of length `n` is judged, the number of judgements up to and including
+    `n`): the lengths window x c_j, c_0 = max(2, patience), c_(j+1) = max(c_j + 1,
+    ceil(GROWTH c_j)). Geometric, so a run of 10^6 values is judged about 40 times, not
+    10^5: the per-run budget is spent on few tests, and each reads a longer stretch."""
+    w = max(2, window)
+    c = max(2, patience)
+    k = 0
+    while w * c <= n:
+        k += 1
+        if w * c == n:
+            return True, k
+        c = max(c + 1, math.ceil(GROWTH * c))
+    return False, k
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How a loss series moved, with the noise it moved through (`progress`)."""
+
+    n: int  # values judged
+    block: int  # values per block (the first block, the last block)
+    first: float  # median of the first values (the starting level)
+    last: float  # median of the last block
+    drop: float  # (first - last) / |first|: the share of the loss it shed
+    drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
+    rise_z: float  # the last block above the first, in standard errors
+    trend_z: float  # Mann-Kendall z of the block medians (clearly negative: falling)
+    best: float  # the lowest block median before the last block
+    best_at: int  # index of the first value of that block
+    rise: float  # (last - best) / |best|
+    rise_best_z: float  # the last block above the best, in standard errors (selection allowed for)
+    z: float  # the bar a z must pass at this judgement (from the per-run budget)
+
+
+def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Progress | None:
+    """The progress of `values` at its `k`-th judgement, or None when its last block holds a
+    NaN or inf (`exploding_tensor`'s) or fewer than 4 values are finite.
+
+    The series is cut into blocks of m = max(2, n // 10) values; its starting level is the
+    median of its first min(m, 10..50) values (a tenth of a long run would hide its fall). The
+    noise model of each end (`mldbg.rules.detect.noise`: robust scale, autocorrelation) gives
+    the standard error of its median; the bar z is the normal quantile of the k-th test's
+    share of the run's false-alarm budget (`detect.spend`). Between-block variation (an epoch
+    sawtooth, a GAN's oscillation, correlated noise) that the within-block model misses is
+    added from the block medians themselves (their robust step-to-step spread, beyond what
+    the model gives a median), so structure that comes and goes is not taken for a change."""
+    from mldbg.rules import detect
+
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    m = max(2, n // 10)
+    k_blocks = n // m
+    if k_blocks < 2:
+        return None
+    blocks = x[n - k_blocks * m :].reshape(k_blocks, m)
+    if not np.isfinite(blocks[-1]).all():
+        return None
+    start = min(m, max(10, min(50, n // 10)))  # the starting level: the first values, not a tenth of the run
+    head = x[:start][np.isfinite(x[:start])]
+    if len(head) < 4:
+        return None
+    meds = np.array([np.median(b[np.isfinite(b)]) if np.isfinite(b).any() else np.nan for b in blocks])
+    first, last = float(np.median(head)), float(meds[-1])
+    scale = max(abs(first), 1e-12)
+    floor = 1e-3 * scale  # a loss held exactly (no batch noise) still moves in the 4th digit
+    span = max(m, 100)  # the noise of each end, from at least 100 values
+    a, b = detect.noise(x[: max(start, 100)], floor), detect.noise(x[n - span :], floor)
+    if a is None or b is None:
+        return None
+    fine = meds[np.isfinite(meds)]
+    between = (
+        detect.MAD_SCALE * float(np.median(np.abs(np.diff(fine)))) / math.sqrt(2) if len(fine) >= 4 else 0.0
+    )
+    within = max(a.se_median(m), b.se_median(m))
+    excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
+    se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(m) ** 2 + 2 * excess)
+    z = detect.z_normal(detect.spend(k, **({} if alpha is None else {"alpha": alpha})))
+    drop = (first - last) / scale
+    earlier = meds[:-1]
+    ok = np.isfinite(earlier)
+    if ok.any():
+        i = int(np.argmin(np.where(ok, earlier, np.inf)))
+        best = float(earlier[i])
+        # the lowest of K medians lies ~sqrt(2 ln K) standard errors below their level
+        bias = math.sqrt(2 * math.log(max(2, int(ok.sum()))))
+        rise_best_z = (last - best) / max(se, 1e-300) - bias
+        best_at = n - k_blocks * m + i * m
+    else:
+        best, best_at, rise_best_z = last, n - m, 0.0
+    return Progress(
+        n=n,
+        block=m,
+        first=first,
+        last=last,
+        drop=drop,
+        drop_high=drop + z * se / scale,
+        rise_z=(last - first) / max(se, 1e-300),
+        trend_z=_mann_kendall(fine),
+        best=best,
+        best_at=best_at,
+        rise=(last - best) / max(abs(best), 1e-12),
+        rise_best_z=rise_best_z,
+        z=z,
+    )
+
+
+def _mann_kendall(x: np.ndarray) -> float:
+    n = len(x)
+    if n < 4:
+        return 0.0
+    s = float(np.triu(np.sign(x[None, :] - x[:, None]), 1).sum())
+    var = n * (n - 1) * (2 * n + 5) / 18
+    return (s - np.sign(s)) / math.sqrt(var)
+
+
+def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
+    """Whether two loss series move against each other (a GAN's two players: when one gains,
+    the other loses): the changes of their block medians over the stretch they share
+    correlate below -0.5. Such a loss is one side of a game, not meant to fall."""
+    n = min(len(a), len(b))
+    m = n // blocks
+    if m < 1:
+        return False
+    xa = np.asarray(a[len(a) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
+    xb = np.asarray(b[len(b) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
+    da, db = np.diff(np.median(xa, axis=1)), np.diff(np.median(xb, axis=1))
+    if not (np.isfinite(da).all() and np.isfinite(db).all()) or da.std() == 0 or db.std() == 0:
+        return False
+    return float(np.corrcoef(da, db)[0, 1]) < -0.5
