@@ -8,7 +8,8 @@ the run's length, against a noise model estimated from the run itself.
 
 The noise model (`noise`)
     Over a stretch of the series (at most the last `HISTORY` values), with `d1`, `d2` the
-    differences at lag 1 and 2 (a slow trend, such as a falling loss, barely moves them):
+    differences at lag 1 and 2, less their running median over 21 values (the local slope:
+    a falling loss, fast at first and then slowly, is not noise):
     - level: the median;
     - lag-1 autocorrelation rho: for AR(1) noise, var(d2) / var(d1) = 1 + rho, so
       rho = (MAD(d2) / MAD(d1))^2 - 1, clipped to [0, 0.98];
@@ -20,7 +21,8 @@ The noise model (`noise`)
       median of 11 (less their median), give the
       ratio q90(|e|) / q50(|e|): 2.73 for normal noise, 3.31 for Student-t with 3 degrees of
       freedom, 6.4 for Cauchy (as measured by this estimator on simulated series). Its Student-t degrees of freedom nu (interpolated on that
-      ratio, computed from fewer than `MIN_TAIL` values: normal) give the quantiles
+      ratio plus its spread, 0.15 x sqrt(1000 / n), so that a tail is not taken for lighter
+      than it is; from fewer than `MIN_TAIL` values: normal) give the quantiles
       (`quantile`), in units of the robust sigma, from a table computed once with
       scipy.stats.t.isf (scipy is not a dependency).
 
@@ -31,11 +33,18 @@ The budget (`spend`)
     Early tests get more of the budget than late ones: a bug in the first steps is still
     caught fast, and a long run does not pile up false alarms.
 
+Slow structure (`long_run`)
+    An oscillation (a GAN's players taking turns), a sawtooth or noise correlated beyond one
+    lag moves the means of L consecutive innovations more than 1 / sqrt(L): the factor phi
+    (the long-run variance over the innovations' variance, from the changes of consecutive
+    block means, for L = 5 ... 50) scales the noise of a sequential test, as a CUSUM for
+    dependent data uses the long-run variance.
+
 Sequential change (`cusum_threshold`)
     Page's one-sided CUSUM S_t = max(0, S_(t-1) + min(z_t, cap) - drift) over standardized
     values z_t fires at S_t > h. With theta > 0 the root of E exp(theta (min(z, cap) - drift))
-    = 1 (the Lundberg exponent, from the run's own standardized values and never above the
-    normal's), exp(theta S) is a martingale while S > 0, so an excursion starting at a given
+    = 1 (the Lundberg exponent, computed for the run's own tail: Student-t with the noise
+    model's nu), exp(theta S) is a martingale while S > 0, so an excursion starting at a given
     step reaches h with probability at most exp(-theta h) (Wald). At most one excursion
     starts per step: over a run of N <= HORIZON steps the false-alarm probability is at most
     N exp(-theta h) <= alpha for h = ln(HORIZON / alpha) / theta. Heavy tails lower theta
@@ -47,6 +56,7 @@ fast columnar path call the same function and cannot disagree. NumPy only.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -56,7 +66,9 @@ ALPHA = 1e-3  # false alarms per rule per healthy run
 HORIZON = 1_000_000  # the longest run (tests) the budget covers
 HISTORY = 1000  # the most values a noise model is estimated from
 MIN_TAIL = 100  # fewer values than this: tails taken as normal
+TAIL_MARGIN = 0.15  # the spread of the tail ratio measured on HISTORY values (simulated)
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normal noise
+_SLOPE = 21  # values over which the local slope of a series is taken as constant
 
 # Student-t upper quantiles in units of the distribution's robust sigma (1.4826 MAD), for
 # p = 1e-2 ... 1e-12 (rows: degrees of freedom), from scipy.stats.t.isf(p, nu) / (1.4826 t.isf(0.25, nu)),
@@ -184,6 +196,8 @@ def noise(values: np.ndarray | list[float], floor: float = 0.0) -> Noise | None:
         return None
     d1 = np.diff(x)
     d2 = x[2:] - x[:-2]
+    if len(x) > 2 * _SLOPE:  # the local slope taken out: a loss that falls fast, then slowly, is not noise
+        d1, d2 = d1 - _local_level(d1, _SLOPE), d2 - _local_level(d2, _SLOPE)
     m1, m2 = _mad(d1), _mad(d2)
     rho = min(max((m2 / m1) ** 2 - 1, 0.0), 0.98) if m1 > 0 else 0.0
     sigma = MAD_SCALE * m1 / math.sqrt(2 * (1 - rho))
@@ -194,39 +208,58 @@ def noise(values: np.ndarray | list[float], floor: float = 0.0) -> Noise | None:
         a = np.abs(e - np.median(e))
         q50 = float(np.quantile(a, 0.5))
         if q50 > 0:
-            nu = nu_of(float(np.quantile(a, 0.9)) / q50)
+            # one spread of the estimate heavier than measured: the tail is what a bar rests on
+            nu = nu_of(float(np.quantile(a, 0.9)) / q50 + TAIL_MARGIN * math.sqrt(HISTORY / len(x)))
     return Noise(float(np.median(x)), max(sigma, floor, 1e-12), rho, nu, len(x))
 
 
+def long_run(
+    values: np.ndarray | list[float], model: Noise, spans: tuple[int, ...] = (5, 10, 25, 50)
+) -> float:
+    """The long-run variance factor phi >= 1 of a stretch of a series under `model`: how much
+    more the means of L consecutive innovations (x_t - level) - rho (x_(t-1) - level), in
+    units of the innovations' scale, vary than 1 / sqrt(L) says, for the spans L given (the
+    largest; a span counts when the stretch holds 8 blocks of it). Measured on the changes
+    of consecutive block means (1.4826 MAD / sqrt 2), so a trend does not count. Slow
+    structure that the lag-1 model misses (an oscillation, a sawtooth, correlated noise
+    beyond one lag) gives phi > 1; a sequential test scales its noise by sqrt(phi), as a
+    CUSUM for dependent data uses the long-run variance (the spectral density at zero)."""
+    x = np.asarray(values, dtype=np.float64)[-HISTORY:]
+    x = x[np.isfinite(x)]
+    scale = model.sigma * math.sqrt(1 - model.rho**2)
+    if len(x) < 16 or scale <= 0:
+        return 1.0
+    r = x - model.level
+    z = (r[1:] - model.rho * r[:-1]) / scale
+    phi = 1.0
+    for span in spans:
+        nb = len(z) // span
+        if nb < 8:
+            continue
+        means = z[len(z) - nb * span :].reshape(nb, span).mean(axis=1)
+        spread = MAD_SCALE * _mad(np.diff(means)) / math.sqrt(2)
+        phi = max(phi, spread**2 * span)
+    return phi
+
+
 # sequential change: Page's CUSUM ------------------------------------------------------------------
-def _theta(y: np.ndarray) -> float:
-    """The root theta > 0 of mean(exp(theta y)) = 1 (inf when no y is above 0)."""
-    if not len(y) or y.max() <= 0:
-        return math.inf
-    if y.mean() >= 0:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while np.mean(np.exp(hi * y)) < 1 and hi < 1e3:
-        lo, hi = hi, 2 * hi
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if np.mean(np.exp(mid * y)) < 1:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+_GRID = np.linspace(-60, 60, 24001)
 
 
-_GRID = np.linspace(-12, 12, 4801)
-_PDF = np.exp(-(_GRID**2) / 2) / math.sqrt(2 * math.pi) * (_GRID[1] - _GRID[0])
-
-
-def _theta_normal(drift: float, cap: float) -> float:
-    y = np.minimum(_GRID, cap) - drift
+@functools.lru_cache(maxsize=64)
+def _theta_of(drift: float, cap: float, nu: float) -> float:
+    """The Lundberg exponent of min(z, cap) - drift for Student-t(`nu`) noise in units of its
+    robust sigma (normal for nu = inf), by quadrature on a grid."""
+    g = _GRID
+    dens = np.exp(-(g**2) / 2) if math.isinf(nu) else (1 + g**2 / nu) ** (-(nu + 1) / 2)
+    dens = dens / dens.sum()
+    cdf = np.cumsum(dens)
+    robust = MAD_SCALE * float(np.interp(0.75, cdf, g))  # 1.4826 x MAD: the unit of z
+    y = np.minimum(g / robust, cap) - drift
     lo, hi = 0.0, 64.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        if float(np.sum(_PDF * np.exp(np.minimum(mid * y, 700)))) < 1:
+        if float(np.sum(dens * np.exp(np.minimum(mid * y, 700)))) < 1:
             lo = mid
         else:
             hi = mid
@@ -236,20 +269,16 @@ def _theta_normal(drift: float, cap: float) -> float:
 def cusum_threshold(
     drift: float,
     cap: float,
-    z: np.ndarray | None = None,
+    nu: float = math.inf,
     alpha: float = ALPHA,
     horizon: int = HORIZON,
 ) -> float:
     """The CUSUM threshold h whose false-alarm probability over a run of up to `horizon`
     steps is at most `alpha`: ln(horizon / alpha) / theta, theta the Lundberg exponent of
-    min(z, cap) - drift under normal noise, or under the standardized values `z` of the run
-    when they give a smaller one (heavier tails)."""
-    theta = _theta_normal(drift, cap)
-    if z is not None:
-        zz = np.asarray(z, dtype=np.float64)
-        zz = zz[np.isfinite(zz)]
-        if len(zz) >= MIN_TAIL // 2:
-            theta = min(theta, _theta(np.minimum(zz, cap) - drift))
+    min(z, cap) - drift for z Student-t noise with `nu` degrees of freedom in robust sigmas
+    (the normal's for nu = inf; nu is rounded down to a table row, the heavier side)."""
+    rows = [v for v in _NU if v <= nu] or [_NU[0]]
+    theta = _theta_of(float(drift), float(cap), rows[-1])
     if theta <= 0:
         return math.inf
     return math.log(horizon / alpha) / theta
@@ -274,6 +303,7 @@ __all__ = [
     "HORIZON",
     "Noise",
     "cusum_threshold",
+    "long_run",
     "noise",
     "nu_of",
     "quantile",
