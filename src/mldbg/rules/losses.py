@@ -203,7 +203,7 @@ def train_level(series: Series | None, before: int, window: int) -> float | None
 
 # whether a loss makes progress: the one decision of loss_not_decreasing and underfitting ------
 GROWTH = 1.25  # the judged series lengths grow by this factor (alpha is spent per judgement)
-_TREND_Z = -2.0  # Mann-Kendall z of the block medians below this: the loss falls, it is learning
+_TREND_Z = -2.0  # Mann-Kendall z of the later block medians below this: the loss falls, it is learning
 
 
 def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
@@ -233,7 +233,7 @@ class Progress:
     drop: float  # (first - last) / |first|: the share of the loss it shed
     drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
     rise_z: float  # the last block above the first, in standard errors
-    trend_z: float  # Mann-Kendall z of the block medians (clearly negative: falling)
+    trend_z: float  # Mann-Kendall z of 10 block medians of the later half (clearly negative: falling now)
     best: float  # the lowest block median before the last block
     best_at: int  # index of the first value of that block
     rise: float  # (last - best) / |best|
@@ -304,13 +304,24 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
         drop=drop,
         drop_high=drop + z * se / scale,
         rise_z=(last - first) / max(se, 1e-300),
-        trend_z=_mann_kendall(fine),
+        trend_z=_recent_trend(x),
         best=best,
         best_at=best_at,
         rise=(last - best) / max(abs(best), 1e-12),
         rise_best_z=rise_best_z,
         z=z,
     )
+
+
+def _recent_trend(x: np.ndarray) -> float:
+    """Mann-Kendall z of the medians of 10 blocks over the later half of `x`: whether the
+    loss is falling now (a loss that fell and then stopped is not)."""
+    half = x[len(x) // 2 :]
+    m = max(1, len(half) // 10)
+    nb = len(half) // m
+    blocks = half[len(half) - nb * m :].reshape(nb, m)
+    meds = np.array([np.median(b[np.isfinite(b)]) for b in blocks if np.isfinite(b).any()])
+    return _mann_kendall(meds)
 
 
 def _mann_kendall(x: np.ndarray) -> float:

@@ -26,7 +26,7 @@ class Underfitting(Rule):
     """The model does not fit even the training data: the training loss is still above
     `threshold_percent` % of where it started (the median of its first values), confidently
     (the upper confidence bound of the share it shed is below 100 - `threshold_percent` %),
-    its block medians show no downward trend (Mann-Kendall z > -2), and the validation loss,
+    it is not falling now (Mann-Kendall z > -2 over 10 blocks of its later half), and the validation loss,
     when there is one, has not improved by more than 100 - `threshold_percent` % either.
 
     The decision is `loss_not_decreasing`'s (`mldbg.rules.losses.progress`): the whole series
@@ -149,7 +149,7 @@ class Underfitting(Rule):
             f"{name}: after {p.n} saved training steps the loss is still {level:.0f}% of where it started "
             f"({p.first:.4g} -> {p.last:.4g}; it shed at most {max(0.0, 100 * p.drop_high):.2g}% at the "
             f"1e-3-per-run bar, where {100 - self.threshold_percent:g}% is progress) with no downward trend "
-            f"(Mann-Kendall z = {p.trend_z:.1f} over 10 blocks of {p.block}){val}: {what}",
+            f"(Mann-Kendall z = {p.trend_z:.1f} over its later half){val}: {what}",
             tensors=[f[0] for f in found],
             suggestion=self.diverging_suggestion if rising else self.suggestion,
         )  # fmt: skip
