@@ -229,7 +229,7 @@ class Progress:
     n: int  # values judged
     block: int  # values per block (the first block, the last block)
     first: float  # median of the first values (the starting level)
-    last: float  # median of the last block
+    last: float  # median of the last block (at least as many values as `first`)
     drop: float  # (first - last) / |first|: the share of the loss it shed
     drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
     rise_z: float  # the last block above the first, in standard errors
@@ -246,7 +246,8 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
     NaN or inf (`exploding_tensor`'s) or fewer than 4 values are finite.
 
     The series is cut into blocks of m = max(2, n // 10) values; its starting level is the
-    median of its first min(m, 10..50) values (a tenth of a long run would hide its fall). The
+    median of its first 10..50 values (a tenth of a long run would hide its fall), its level
+    now the median of its last block (at least as many values). The
     noise model of each end (`mldbg.rules.detect.noise`: robust scale, autocorrelation) gives
     the standard error of its median; the bar z is the normal quantile of the k-th test's
     share of the run's false-alarm budget (`detect.spend`). Between-block variation (an epoch
@@ -264,12 +265,16 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
     blocks = x[n - k_blocks * m :].reshape(k_blocks, m)
     if not np.isfinite(blocks[-1]).all():
         return None
-    start = min(m, max(10, min(50, n // 10)))  # the starting level: the first values, not a tenth of the run
+    start = min(n // 2, max(10, min(50, n // 10)))  # the starting level: the first values, not a tenth of the run
+    end = min(n // 2, max(m, start))  # the level now: the last block, or as many values as the start
     head = x[:start][np.isfinite(x[:start])]
     if len(head) < 4:
         return None
     meds = np.array([np.median(b[np.isfinite(b)]) if np.isfinite(b).any() else np.nan for b in blocks])
-    first, last = float(np.median(head)), float(meds[-1])
+    tail = x[n - end :]
+    if not np.isfinite(tail).all():
+        return None
+    first, last = float(np.median(head)), float(np.median(tail))
     scale = max(abs(first), 1e-12)
     floor = 1e-3 * scale  # a loss held exactly (no batch noise) still moves in the 4th digit
     span = max(m, 100)  # the noise of each end, from at least 100 values
@@ -282,7 +287,7 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
     )
     within = max(a.se_median(m), b.se_median(m))
     excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
-    se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(m) ** 2 + 2 * excess)
+    se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
     z = detect.z_normal(detect.spend(k, **({} if alpha is None else {"alpha": alpha})))
     drop = (first - last) / scale
     earlier = meds[:-1]
