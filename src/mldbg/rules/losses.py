@@ -265,7 +265,9 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
     blocks = x[n - k_blocks * m :].reshape(k_blocks, m)
     if not np.isfinite(blocks[-1]).all():
         return None
-    start = min(n // 2, max(10, min(50, n // 10)))  # the starting level: the first values, not a tenth of the run
+    start = min(
+        n // 2, max(10, min(50, n // 10))
+    )  # the starting level: the first values, not a tenth of the run
     end = min(n // 2, max(m, start))  # the level now: the last block, or as many values as the start
     head = x[:start][np.isfinite(x[:start])]
     if len(head) < 4:
@@ -340,15 +342,20 @@ def _mann_kendall(x: np.ndarray) -> float:
 
 def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
     """Whether two loss series move against each other (a GAN's two players: when one gains,
-    the other loses): the changes of their block medians over the stretch they share
-    correlate below -0.5. Such a loss is one side of a game, not meant to fall."""
+    the other loses): the medians of 20 blocks (of at least 5 values) over the stretch they share, or their changes
+    from block to block, correlate below -0.4. Such a loss is one side of a game (or a term
+    that rises by design against another, as an annealed KL term): not meant to fall."""
     n = min(len(a), len(b))
+    blocks = max(5, min(blocks, n // 5))  # at least 5 values a block: a median of 2 is noise
     m = n // blocks
     if m < 1:
         return False
     xa = np.asarray(a[len(a) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
     xb = np.asarray(b[len(b) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
-    da, db = np.diff(np.median(xa, axis=1)), np.diff(np.median(xb, axis=1))
-    if not (np.isfinite(da).all() and np.isfinite(db).all()) or da.std() == 0 or db.std() == 0:
+    ma, mb = np.median(xa, axis=1), np.median(xb, axis=1)
+    if not (np.isfinite(ma).all() and np.isfinite(mb).all()):
         return False
-    return float(np.corrcoef(da, db)[0, 1]) < -0.5
+    for ua, ub in ((ma, mb), (np.diff(ma), np.diff(mb))):  # their levels, or their changes
+        if ua.std() > 0 and ub.std() > 0 and float(np.corrcoef(ua, ub)[0, 1]) < -0.4:
+            return True
+    return False
