@@ -18,7 +18,7 @@ import pytest
 import mldbg
 from mldbg.record.recorder import Recorder
 from mldbg.rules import detect
-from mldbg.rules.losses import checkpoints, progress
+from mldbg.rules.losses import checkpoints, judgement, progress
 
 T3_ROBUST = 1.4826 * 0.764892  # the robust sigma of Student-t with 3 degrees of freedom (q75 = 0.7649)
 
@@ -60,6 +60,10 @@ def test_the_spending_sums_to_the_budget():
 def test_checkpoints_are_few_on_long_runs():
     judged = [n for n in range(10, 10**5 + 1, 10) if checkpoints(10, 5, n)[0]]
     assert judged[:4] == [50, 70, 90, 120]
+    flat, moving = [1.0] * 200, [1.0, 2.0] * 100
+    assert judgement(10, 5, flat, 50, False) == 1  # no noise at all: judged from the first
+    assert judgement(10, 5, moving, 50, False) is None  # noise: not before 1,000 values
+    assert judgement(10, 5, moving, 60, True) == 1  # the end of a finished run: its first
     assert 30 < len(judged) < 60  # about log(10^4 / 5) / log(1.25)
     assert checkpoints(10, 5, judged[-1])[1] == len(judged)
 
@@ -227,12 +231,13 @@ def _buggy(bug: str) -> tuple[dict[str, np.ndarray], int, tuple[str, ...], int]:
     if bug == "one bad batch":
         x[6000] *= 30
         return {"loss": x}, 6000, ("loss_spike",), 0
-    # stalled from the start at chance level (a learning rate of 0, shuffled labels)
+    # stalled from the start at chance level (a learning rate of 0, shuffled labels): judged
+    # live from 1,000 values on (a stable baseline), so at the first judgement after it
     return (
         {"loss": math.log(10) * (1 + 0.05 * rng.standard_normal(N))},
         0,
         ("loss_not_decreasing", "underfitting"),
-        500,
+        1300,
     )
 
 

@@ -12,8 +12,10 @@ The noise model (`noise`)
     a falling loss, fast at first and then slowly, is not noise):
     - level: the median;
     - lag-1 autocorrelation rho: for AR(1) noise, var(d2) / var(d1) = 1 + rho, so
-      rho = (MAD(d2) / MAD(d1))^2 - 1, clipped to [0, 0.98];
-    - scale: the marginal standard deviation, robustly, sigma = 1.4826 MAD(d1) / sqrt(2 (1 - rho))
+      rho = (s(d2) / s(d1))^2 - 1, clipped to [0, 0.98], s a robust standard deviation (the
+      mean absolute deviation of the 90% closest values, which ties do not collapse as they
+      do the MAD: a loss rounded to bf16);
+    - scale: the marginal standard deviation, robustly, sigma = s(d1) / sqrt(2 (1 - rho))
       (var(d1) = 2 sigma^2 (1 - rho)); correlated noise wanders further than its
       step-to-step differences say, and this is what it wanders;
     - effective sample size of m consecutive values: m (1 - rho) / (1 + rho);
@@ -173,6 +175,16 @@ class Noise:
         return quantile(p, self.nu)
 
 
+def _spread(x: np.ndarray) -> float:
+    """A robust standard deviation: the mean absolute deviation from the median of the 90%
+    closest values, / 0.6573 (its value for normal noise). Unlike the MAD it does not fall to
+    0 when most values tie (a loss rounded to bf16, a batch that repeats)."""
+    if not len(x):
+        return 0.0
+    a = np.sort(np.abs(x - np.median(x)))
+    return float(a[: max(1, int(math.ceil(0.9 * len(a))))].mean()) / 0.6573
+
+
 def _mad(x: np.ndarray) -> float:
     return float(np.median(np.abs(x - np.median(x)))) if len(x) else 0.0
 
@@ -186,10 +198,14 @@ def _local_level(x: np.ndarray, width: int = 11) -> np.ndarray:
     return np.concatenate([np.full(half, med[0]), med, np.full(len(x) - len(med) - half, med[-1])])
 
 
-def noise(values: np.ndarray | list[float], floor: float = 0.0) -> Noise | None:
+def noise(
+    values: np.ndarray | list[float], floor: float = 0.0, tail_margin: float = TAIL_MARGIN
+) -> Noise | None:
     """The noise model of the finite values of `values` (at most the last `HISTORY`); None
     when fewer than 4. `floor`: the least sigma (a flat series has none, and any change would
-    be infinitely many sigmas: a rule floors it at a share of the level)."""
+    be infinitely many sigmas: a rule floors it at a share of the level). `tail_margin`: how
+    many spreads heavier than measured the tail is taken (0 for a test whose bound has slack
+    of its own: the CUSUM's)."""
     x = np.asarray(values, dtype=np.float64)[-HISTORY:]
     x = x[np.isfinite(x)]
     if len(x) < 4:
@@ -198,9 +214,9 @@ def noise(values: np.ndarray | list[float], floor: float = 0.0) -> Noise | None:
     d2 = x[2:] - x[:-2]
     if len(x) > 2 * _SLOPE:  # the local slope taken out: a loss that falls fast, then slowly, is not noise
         d1, d2 = d1 - _local_level(d1, _SLOPE), d2 - _local_level(d2, _SLOPE)
-    m1, m2 = _mad(d1), _mad(d2)
+    m1, m2 = _spread(d1), _spread(d2)
     rho = min(max((m2 / m1) ** 2 - 1, 0.0), 0.98) if m1 > 0 else 0.0
-    sigma = MAD_SCALE * m1 / math.sqrt(2 * (1 - rho))
+    sigma = m1 / math.sqrt(2 * (1 - rho))
     nu = math.inf
     if len(x) >= MIN_TAIL and sigma > 0:
         r = x - _local_level(x)
@@ -209,7 +225,7 @@ def noise(values: np.ndarray | list[float], floor: float = 0.0) -> Noise | None:
         q50 = float(np.quantile(a, 0.5))
         if q50 > 0:
             # one spread of the estimate heavier than measured: the tail is what a bar rests on
-            nu = nu_of(float(np.quantile(a, 0.9)) / q50 + TAIL_MARGIN * math.sqrt(HISTORY / len(x)))
+            nu = nu_of(float(np.quantile(a, 0.9)) / q50 + tail_margin * math.sqrt(HISTORY / len(x)))
     return Noise(float(np.median(x)), max(sigma, floor, 1e-12), rho, nu, len(x))
 
 

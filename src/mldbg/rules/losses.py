@@ -222,6 +222,39 @@ def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
     return False, k
 
 
+def judgement(
+    window: int, patience: int, values: Sequence[float] | np.ndarray, n: int, final: bool
+) -> int | None:
+    """The index k (1, 2, ...) of the judgement of the first `n` of `values`, or None when
+    they are not judged there. Live, at the `checkpoints` from a stable baseline on: the
+    noise model's full history (`detect.HISTORY`, 1,000 values), so that the long flat
+    start of a long run in its warm-up is not taken for a stall; a series with no noise at
+    all (every value the same, to float32 rounding: a learning rate of 0 on one batch) needs
+    no noise model and is judged from `patience` windows on. With `final` (the end of a
+    finished run), at its last length whatever it is, from `patience` windows on, unless
+    judged there already."""
+    from mldbg.rules import detect
+
+    judged, k = checkpoints(window, patience, n)
+    flat = _constant(values, n)
+    if not flat:  # the judgements made: those from the stable baseline on
+        _, before = checkpoints(window, patience, detect.HISTORY - 1)
+        k = max(0, k - before)
+    live = judged and (n >= detect.HISTORY or flat)
+    if final:
+        if live or n < max(2, patience) * max(2, window):
+            return None
+        return k + 1
+    return k if live else None
+
+
+def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:
+    x = np.asarray(values[:n], dtype=np.float64)
+    if not len(x) or not np.isfinite(x).all():
+        return False
+    return float(x.max() - x.min()) <= 1e-6 * max(abs(float(x[0])), 1e-12)
+
+
 @dataclass(frozen=True)
 class Progress:
     """How a loss series moved, with the noise it moved through (`progress`)."""

@@ -98,7 +98,9 @@ class LossChangePoint(LossSeriesRule):
             got = None
             if len(x) >= 3:
                 level = float(np.median(x))
-                model = detect.noise(x, floor=0.01 * abs(level))
+                # the tail as measured: the Lundberg bound's own slack (the realized rate is a
+                # fraction of the budget, tests/rules/test_detect.py) covers its uncertainty
+                model = detect.noise(x, floor=0.01 * abs(level), tail_margin=0.0)
                 if model is None:  # 3 values: no differences to speak of
                     model = detect.Noise(level, max(0.01 * abs(level), 1e-12), 0.0, math.inf, len(x))
                 h = max(self.threshold, detect.cusum_threshold(self.drift, self.cap, model.nu))

@@ -7,7 +7,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
-from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, checkpoints, opposed, progress
+from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, judgement, opposed, progress
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -31,8 +31,9 @@ _RISING_ADVICE = (
 class LossNotDecreasing(Rule):
     """The loss has made no progress, or rose after it had fallen: a calibrated test of the
     whole series, judged at geometrically spaced lengths (`num_steps` x 5, 6, 8, 10, 13, ...
-    saved values: `mldbg.rules.losses.checkpoints`) and once more at the end of a finished
-    run. Each judgement spends its share of a false-alarm budget of 1e-3 per run
+    saved values: `mldbg.rules.losses.checkpoints`) from 1,000 saved values on (a stable
+    baseline: the noise model's full history; the long flat start of a long run in its
+    warm-up is not a stall; a loss without any noise, from the first judgement), and at the end of a finished run whatever its length. Each judgement spends its share of a false-alarm budget of 1e-3 per run
     (`mldbg.rules.detect`), against a noise model of the run itself (robust scale,
     autocorrelation, and the spread of block medians: a sawtooth or an oscillation that comes
     and goes is not progress lost). The series is cut into 10 blocks (`progress`):
@@ -99,13 +100,8 @@ class LossNotDecreasing(Rule):
         """The decision: ("flat" | "rise", the progress) for each condition the first `n` of
         `values` meet (judged only at `checkpoints`, or at the end with `final`), not yet
         reported. The GAN screens are left to the caller (they read the trial)."""
-        w = max(2, self.num_steps)
-        judged, k = checkpoints(w, self.patience, n)
-        if final:
-            if judged or n < max(2, self.patience) * w:
-                return []  # judged already at this length, or too short
-            k += 1
-        elif not judged:
+        k = judgement(self.num_steps, self.patience, values, n, final)
+        if k is None:
             return []
         p = progress(values[:n], k)
         if p is None:

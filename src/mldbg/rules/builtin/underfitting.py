@@ -10,7 +10,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import loss_prefix
-from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, checkpoints, opposed, progress
+from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, judgement, opposed, progress
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -30,8 +30,8 @@ class Underfitting(Rule):
     when there is one, has not improved by more than 100 - `threshold_percent` % either.
 
     The decision is `loss_not_decreasing`'s (`mldbg.rules.losses.progress`): the whole series
-    judged at geometrically spaced lengths (`window` x `patience`, then x1.25 each time) and
-    at the end of a finished run, each judgement spending its share of a false-alarm budget
+    judged at geometrically spaced lengths (`window` x `patience`, then x1.25 each time) from
+    1,000 saved values on (a stable baseline; a loss without any noise from the first), and at the end of a finished run, each judgement spending its share of a false-alarm budget
     of 1e-3 per run against a noise model of the run itself. A loss that fell a lot and then
     levelled off has learned, a slow but steady fall is learning too, and a loss too noisy
     to tell (a warm-up's first steps) is not reported. Too small a model, a learning rate far
@@ -90,13 +90,8 @@ class Underfitting(Rule):
         tracker and the trial)."""
         if name in self._fired:
             return None
-        w = max(2, self.window)
-        judged, k = checkpoints(w, self.patience, n)
-        if final:
-            if judged or n < self.patience * w:
-                return None
-            k += 1
-        elif not judged:
+        k = judgement(self.window, self.patience, values, n, final)
+        if k is None:
             return None
         p = progress(values[:n], k)
         if p is None or not math.isfinite(p.first) or p.first == 0:
