@@ -3,6 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
+        [--seeds 5]
 
 Nine kinds of realistic healthy training-loss series (`KINDS`), each generated from a seed,
 written step by step through the real recorder (`mldbg.record.Recorder`, the loss in the
@@ -263,9 +264,14 @@ def main() -> int:
     ap.add_argument("--kinds", nargs="*", default=list(KINDS))
     ap.add_argument("--bugs", nargs="*", default=list(BUGS))
     ap.add_argument("--rules", nargs="*", default=list(RULES))
+    ap.add_argument(
+        "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
+    )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
     seeds = {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
+    if args.seeds:
+        seeds = tuple(s for s in seeds if s in args.seeds)
     rules = tuple(args.rules)
     fired = {r: 0 for r in rules}
     steps_total = 0

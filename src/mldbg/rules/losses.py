@@ -236,6 +236,8 @@ def judgement(
     from mldbg.rules import detect
 
     judged, k = checkpoints(window, patience, n)
+    if not (judged or final):
+        return None
     flat = _constant(values, n)
     if not flat:  # the judgements made: those from the stable baseline on
         _, before = checkpoints(window, patience, detect.HISTORY - 1)
