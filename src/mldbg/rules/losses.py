@@ -276,7 +276,7 @@ class Progress:
     z: float  # the bar a z must pass at this judgement (from the per-run budget)
 
 
-def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Progress | None:
+def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None = None) -> Progress | None:
     """The progress of `values` at its `k`-th judgement, or None when its last block holds a
     NaN or inf (`exploding_tensor`'s) or fewer than 4 values are finite.
 
@@ -325,7 +325,7 @@ def progress(values: Sequence[float], k: int, alpha: float | None = None) -> Pro
     within = max(a.se_median(m), b.se_median(m))
     excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
     se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
-    z = detect.z_normal(detect.spend(k, **({} if alpha is None else {"alpha": alpha})))
+    z = detect.z_normal(detect.spend(k) if alpha is None else detect.spend(k, alpha))
     drop = (first - last) / scale
     earlier = meds[:-1]
     ok = np.isfinite(earlier)
