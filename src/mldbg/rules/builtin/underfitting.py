@@ -36,7 +36,7 @@ class Underfitting(Rule):
     levelled off has learned, a slow but steady fall is learning too, and a loss too noisy
     to tell (a warm-up's first steps) is not reported. Too small a model, a learning rate far
     too low, over-regularization, or labels unrelated to the inputs cause it. A loss that
-    rose (its last block clearly above its start, or a clear upward trend, z > 2) is
+    rose (its last block above its start, one-sided at 5%, or an upward trend, z > 2) is
     diverging: the finding says so and suggests lowering the learning rate, never raising
     it. A GAN (two models trained on one-class targets, or two losses that move against each
     other) plays a game whose loss is not meant to fall: it is not judged.
