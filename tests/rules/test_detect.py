@@ -60,8 +60,9 @@ def test_the_spending_sums_to_the_budget():
 def test_checkpoints_are_few_on_long_runs():
     judged = [n for n in range(10, 10**5 + 1, 10) if checkpoints(10, 5, n)[0]]
     assert judged[:4] == [50, 70, 90, 120]
-    flat, moving = [1.0] * 200, [1.0, 2.0] * 100
+    flat, moving = [1.0] * 200, list(1 + 0.1 * np.random.default_rng(0).standard_normal(200))
     assert judgement(10, 5, flat, 50, False) == 1  # no noise at all: judged from the first
+    assert judgement(10, 5, [1.0, 2.0, 3.0] * 40, 50, False) == 1  # nor a cycle of fixed batches
     assert judgement(10, 5, moving, 50, False) is None  # noise: not before 1,000 values
     assert judgement(10, 5, moving, 60, True) == 1  # the end of a finished run: its first
     assert 30 < len(judged) < 60  # about log(10^4 / 5) / log(1.25)

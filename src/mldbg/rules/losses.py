@@ -203,6 +203,7 @@ def train_level(series: Series | None, before: int, window: int) -> float | None
 
 # whether a loss makes progress: the one decision of loss_not_decreasing and underfitting ------
 GROWTH = 1.25  # the judged series lengths grow by this factor (alpha is spent per judgement)
+_TREND_MIN = 0.002  # the least fall over the later half that counts as one (a share of the level)
 _TREND_Z = -2.0  # Mann-Kendall z of the later block medians below this: the loss falls, it is learning
 
 
@@ -251,10 +252,21 @@ def judgement(
 
 
 def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:
-    x = np.asarray(values[:n], dtype=np.float64)
-    if not len(x) or not np.isfinite(x).all():
-        return False
-    return float(x.max() - x.min()) <= 1e-6 * max(abs(float(x[0])), 1e-12)
+    """Whether the first `n` values have no noise at all: the same value, or the same cycle
+    of values (a loader over a few fixed batches) repeated, to 1e-5 of the level."""
+    return _cycle(np.asarray(values[:n], dtype=np.float64)) is not None
+
+
+def _cycle(x: np.ndarray) -> int | None:
+    """The shortest period P (up to 64, and a quarter of the values) with which `x` repeats
+    itself to 1e-5 of its level; None when it does not (any minibatch noise)."""
+    if len(x) < 8 or not np.isfinite(x).all():
+        return None
+    tol = 1e-5 * max(float(np.max(np.abs(x))), 1e-12)
+    for period in range(1, min(64, len(x) // 4) + 1):
+        if float(np.max(np.abs(x[period:] - x[:-period]))) <= tol:
+            return period
+    return None
 
 
 @dataclass(frozen=True)
@@ -312,6 +324,9 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     if not np.isfinite(tail).all():
         return None
     first, last = float(np.median(head)), float(np.median(tail))
+    period = _cycle(x)
+    if period is not None:  # no noise: the same cycle of batches, compared cycle for cycle
+        first, last = float(np.mean(x[:period])), float(np.mean(x[n - period :]))
     scale = max(abs(first), 1e-12)
     floor = 1e-3 * scale  # a loss held exactly (no batch noise) still moves in the 4th digit
     span = max(m, 100)  # the noise of each end, from at least 100 values
@@ -325,6 +340,8 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     within = max(a.se_median(m), b.se_median(m))
     excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
     se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
+    if period is not None:
+        se = floor  # what float32 rounding leaves
     z = detect.z_normal(detect.spend(k) if alpha is None else detect.spend(k, alpha))
     drop = (first - last) / scale
     earlier = meds[:-1]
@@ -338,6 +355,8 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
         best_at = n - k_blocks * m + i * m
     else:
         best, best_at, rise_best_z = last, n - m, 0.0
+    if period is not None:  # the same cycle throughout: nothing rose (blocks cut it unevenly)
+        best, best_at, rise_best_z = last, n - m, -math.inf
     return Progress(
         n=n,
         block=m,
@@ -357,12 +376,16 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
 
 def _recent_trend(x: np.ndarray) -> float:
     """Mann-Kendall z of the medians of 10 blocks over the later half of `x`: whether the
-    loss is falling now (a loss that fell and then stopped is not)."""
+    loss is falling now (a loss that fell and then stopped is not). A fall of less than
+    `_TREND_MIN` of the level over that half is no fall, however steady (a learning rate of
+    1e-10 moves a full-batch loss in its 6th digit, every step the same way): z = 0."""
     half = x[len(x) // 2 :]
     m = max(1, len(half) // 10)
     nb = len(half) // m
     blocks = half[len(half) - nb * m :].reshape(nb, m)
     meds = np.array([np.median(b[np.isfinite(b)]) for b in blocks if np.isfinite(b).any()])
+    if len(meds) < 2 or meds[0] - meds[-1] < _TREND_MIN * max(abs(float(meds[0])), 1e-12):
+        return max(0.0, _mann_kendall(meds))  # no material fall: a rise may still show
     return _mann_kendall(meds)
 
 
