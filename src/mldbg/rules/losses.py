@@ -330,7 +330,7 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     scale = max(abs(first), 1e-12)
     floor = 1e-3 * scale  # a loss held exactly (no batch noise) still moves in the 4th digit
     span = max(m, 100)  # the noise of each end, from at least 100 values
-    a, b = detect.noise(x[: max(start, 100)], floor), detect.noise(x[n - span :], floor)
+    a, b = detect.noise(x[: max(start, 100)], floor), detect.noise(x[max(0, n - span) :], floor)
     if a is None or b is None:
         return None
     fine = meds[np.isfinite(meds)]
