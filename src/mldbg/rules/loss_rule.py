@@ -15,7 +15,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule
 from mldbg.rules.columns import loss_prefix
-from mldbg.rules.losses import Evaluation, LossTracker
+from mldbg.rules.losses import Evaluation, LossTracker, opposed
 from mldbg.rules.view import TrialView
 
 _HORIZON = 512  # steps one call of the fast path looks at
@@ -71,6 +71,14 @@ class LossSeriesRule(Rule):
         if not self._judges(Mode.TRAIN):
             return np.zeros(len(lengths), dtype=bool)
         return self._may_fire(name, values.tolist(), lengths)
+
+    def _game(self, name: str) -> bool:
+        """Whether the training loss `name` moves against another training loss of the run
+        (`mldbg.rules.losses.opposed`): a GAN's player, whose loss is not meant to fall."""
+        s = self._tracker.train.get(name)
+        return s is not None and any(
+            other != name and opposed(s.values, o.values) for other, o in self._tracker.train.items()
+        )
 
     # what a rule defines ----------------------------------------------------------------
     def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:

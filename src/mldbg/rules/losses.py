@@ -10,9 +10,12 @@ into "lower is better" as 1 - value, so every rule reads a series that should fa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
@@ -190,11 +193,227 @@ def train_level(series: Series | None, before: int, window: int) -> float | None
         return None
     import bisect
 
-    import numpy as np
-
     end = bisect.bisect_left(series.steps, before)
     vals = np.asarray(series.values[max(0, end - window) : end], dtype=np.float64)
     vals = vals[np.isfinite(vals)]
     if len(vals) == 0:
         return None
     return float(np.median(vals))
+
+
+# whether a loss makes progress: the one decision of loss_not_decreasing and underfitting ------
+GROWTH = 1.25  # the judged series lengths grow by this factor (alpha is spent per judgement)
+_TREND_MIN = 0.002  # the least fall over the later half that counts as one (a share of the level)
+_TREND_Z = -2.0  # Mann-Kendall z of the later block medians below this: the loss falls, it is learning
+
+
+def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
+    """(whether a series of length `n` is judged, the number of judgements up to and including
+    `n`): the lengths window x c_j, c_0 = max(2, patience), c_(j+1) = max(c_j + 1,
+    ceil(GROWTH c_j)). Geometric, so a run of 10^6 values is judged about 40 times, not
+    10^5: the per-run budget is spent on few tests, and each reads a longer stretch."""
+    w = max(2, window)
+    c = max(2, patience)
+    k = 0
+    while w * c <= n:
+        k += 1
+        if w * c == n:
+            return True, k
+        c = max(c + 1, math.ceil(GROWTH * c))
+    return False, k
+
+
+def judgement(
+    window: int, patience: int, values: Sequence[float] | np.ndarray, n: int, final: bool
+) -> int | None:
+    """The index k (1, 2, ...) of the judgement of the first `n` of `values`, or None when
+    they are not judged there. Live, at the `checkpoints` from a stable baseline on: the
+    noise model's full history (`detect.HISTORY`, 1,000 values), so that the long flat
+    start of a long run in its warm-up is not taken for a stall; a series with no noise at
+    all (every value the same, to float32 rounding: a learning rate of 0 on one batch) needs
+    no noise model and is judged from `patience` windows on. With `final` (the end of a
+    finished run), at its last length whatever it is, from `patience` windows on, unless
+    judged there already."""
+    from mldbg.rules import detect
+
+    judged, k = checkpoints(window, patience, n)
+    if not (judged or final):
+        return None
+    flat = _constant(values, n)
+    if not flat:  # the judgements made: those from the stable baseline on
+        _, before = checkpoints(window, patience, detect.HISTORY - 1)
+        k = max(0, k - before)
+    live = judged and (n >= detect.HISTORY or flat)
+    if final:
+        if live or n < max(2, patience) * max(2, window):
+            return None
+        return k + 1
+    return k if live else None
+
+
+def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:
+    """Whether the first `n` values have no noise at all: the same value, or the same cycle
+    of values (a loader over a few fixed batches) repeated, to 1e-5 of the level."""
+    return _cycle(np.asarray(values[:n], dtype=np.float64)) is not None
+
+
+def _cycle(x: np.ndarray) -> int | None:
+    """The shortest period P (up to 64, and a quarter of the values) with which `x` repeats
+    itself to 1e-5 of its level; None when it does not (any minibatch noise)."""
+    if len(x) < 8 or not np.isfinite(x).all():
+        return None
+    tol = 1e-5 * max(float(np.max(np.abs(x))), 1e-12)
+    for period in range(1, min(64, len(x) // 4) + 1):
+        if float(np.max(np.abs(x[period:] - x[:-period]))) <= tol:
+            return period
+    return None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How a loss series moved, with the noise it moved through (`progress`)."""
+
+    n: int  # values judged
+    block: int  # values per block (the first block, the last block)
+    first: float  # median of the first values (the starting level)
+    last: float  # median of the last block (at least as many values as `first`)
+    drop: float  # (first - last) / |first|: the share of the loss it shed
+    drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
+    rise_z: float  # the last block above the first, in standard errors
+    trend_z: float  # Mann-Kendall z of 10 block medians of the later half (clearly negative: falling now)
+    best: float  # the lowest block median before the last block
+    best_at: int  # index of the first value of that block
+    rise: float  # (last - best) / |best|
+    rise_best_z: float  # the last block above the best, in standard errors (selection allowed for)
+    z: float  # the bar a z must pass at this judgement (from the per-run budget)
+
+
+def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None = None) -> Progress | None:
+    """The progress of `values` at its `k`-th judgement, or None when its last block holds a
+    NaN or inf (`exploding_tensor`'s) or fewer than 4 values are finite.
+
+    The series is cut into blocks of m = max(2, n // 10) values; its starting level is the
+    median of its first 10..50 values (a tenth of a long run would hide its fall), its level
+    now the median of its last block (at least as many values). The
+    noise model of each end (`mldbg.rules.detect.noise`: robust scale, autocorrelation) gives
+    the standard error of its median; the bar z is the normal quantile of the k-th test's
+    share of the run's false-alarm budget (`detect.spend`). Between-block variation (an epoch
+    sawtooth, a GAN's oscillation, correlated noise) that the within-block model misses is
+    added from the block medians themselves (their robust step-to-step spread, beyond what
+    the model gives a median), so structure that comes and goes is not taken for a change."""
+    from mldbg.rules import detect
+
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    m = max(2, n // 10)
+    k_blocks = n // m
+    if k_blocks < 2:
+        return None
+    blocks = x[n - k_blocks * m :].reshape(k_blocks, m)
+    if not np.isfinite(blocks[-1]).all():
+        return None
+    start = min(
+        n // 2, max(10, min(50, n // 10))
+    )  # the starting level: the first values, not a tenth of the run
+    end = min(n // 2, max(m, start))  # the level now: the last block, or as many values as the start
+    head = x[:start][np.isfinite(x[:start])]
+    if len(head) < 4:
+        return None
+    meds = np.array([np.median(b[np.isfinite(b)]) if np.isfinite(b).any() else np.nan for b in blocks])
+    tail = x[n - end :]
+    if not np.isfinite(tail).all():
+        return None
+    first, last = float(np.median(head)), float(np.median(tail))
+    period = _cycle(x)
+    if period is not None:  # no noise: the same cycle of batches, compared cycle for cycle
+        first, last = float(np.mean(x[:period])), float(np.mean(x[n - period :]))
+    scale = max(abs(first), 1e-12)
+    floor = 1e-3 * scale  # a loss held exactly (no batch noise) still moves in the 4th digit
+    span = max(m, 100)  # the noise of each end, from at least 100 values
+    a, b = detect.noise(x[: max(start, 100)], floor), detect.noise(x[max(0, n - span) :], floor)
+    if a is None or b is None:
+        return None
+    fine = meds[np.isfinite(meds)]
+    between = (
+        detect.MAD_SCALE * float(np.median(np.abs(np.diff(fine)))) / math.sqrt(2) if len(fine) >= 4 else 0.0
+    )
+    within = max(a.se_median(m), b.se_median(m))
+    excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
+    se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
+    if period is not None:
+        se = floor  # what float32 rounding leaves
+    z = detect.z_normal(detect.spend(k) if alpha is None else detect.spend(k, alpha))
+    drop = (first - last) / scale
+    earlier = meds[:-1]
+    ok = np.isfinite(earlier)
+    if ok.any():
+        i = int(np.argmin(np.where(ok, earlier, np.inf)))
+        best = float(earlier[i])
+        # the lowest of K medians lies ~sqrt(2 ln K) standard errors below their level
+        bias = math.sqrt(2 * math.log(max(2, int(ok.sum()))))
+        rise_best_z = (last - best) / max(se, 1e-300) - bias
+        best_at = n - k_blocks * m + i * m
+    else:
+        best, best_at, rise_best_z = last, n - m, 0.0
+    if period is not None:  # the same cycle throughout: nothing rose (blocks cut it unevenly)
+        best, best_at, rise_best_z = last, n - m, -math.inf
+    return Progress(
+        n=n,
+        block=m,
+        first=first,
+        last=last,
+        drop=drop,
+        drop_high=drop + z * se / scale,
+        rise_z=(last - first) / max(se, 1e-300),
+        trend_z=_recent_trend(x),
+        best=best,
+        best_at=best_at,
+        rise=(last - best) / max(abs(best), 1e-12),
+        rise_best_z=rise_best_z,
+        z=z,
+    )
+
+
+def _recent_trend(x: np.ndarray) -> float:
+    """Mann-Kendall z of the medians of 10 blocks over the later half of `x`: whether the
+    loss is falling now (a loss that fell and then stopped is not). A fall of less than
+    `_TREND_MIN` of the level over that half is no fall, however steady (a learning rate of
+    1e-10 moves a full-batch loss in its 6th digit, every step the same way): z = 0."""
+    half = x[len(x) // 2 :]
+    m = max(1, len(half) // 10)
+    nb = len(half) // m
+    blocks = half[len(half) - nb * m :].reshape(nb, m)
+    meds = np.array([np.median(b[np.isfinite(b)]) for b in blocks if np.isfinite(b).any()])
+    if len(meds) < 2 or meds[0] - meds[-1] < _TREND_MIN * max(abs(float(meds[0])), 1e-12):
+        return max(0.0, _mann_kendall(meds))  # no material fall: a rise may still show
+    return _mann_kendall(meds)
+
+
+def _mann_kendall(x: np.ndarray) -> float:
+    n = len(x)
+    if n < 4:
+        return 0.0
+    s = float(np.triu(np.sign(x[None, :] - x[:, None]), 1).sum())
+    var = n * (n - 1) * (2 * n + 5) / 18
+    return (s - np.sign(s)) / math.sqrt(var)
+
+
+def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
+    """Whether two loss series move against each other (a GAN's two players: when one gains,
+    the other loses): the medians of 20 blocks (of at least 5 values) over the stretch they share, or their changes
+    from block to block, correlate below -0.4. Such a loss is one side of a game (or a term
+    that rises by design against another, as an annealed KL term): not meant to fall."""
+    n = min(len(a), len(b))
+    blocks = max(5, min(blocks, n // 5))  # at least 5 values a block: a median of 2 is noise
+    m = n // blocks
+    if m < 1:
+        return False
+    xa = np.asarray(a[len(a) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
+    xb = np.asarray(b[len(b) - n :], dtype=np.float64)[n - blocks * m :].reshape(blocks, m)
+    ma, mb = np.median(xa, axis=1), np.median(xb, axis=1)
+    if not (np.isfinite(ma).all() and np.isfinite(mb).all()):
+        return False
+    for ua, ub in ((ma, mb), (np.diff(ma), np.diff(mb))):  # their levels, or their changes
+        if ua.std() > 0 and ub.std() > 0 and float(np.corrcoef(ua, ub)[0, 1]) < -0.4:
+            return True
+    return False

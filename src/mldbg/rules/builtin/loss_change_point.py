@@ -2,42 +2,50 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.stats import MAD_SCALE, median, trailing_median, trailing_nonfinite
+from mldbg.rules.stats import median, trailing_median
 from mldbg.rules.view import TrialView
 
-_TOL = 1e-9  # relative: the screening of the fast path errs towards the exact update
+_BLOCK = 50  # the noise model is estimated again every this many values
+_HISTORY = 500  # ... from at most this many values before
 
 
 @register
 class LossChangePoint(LossSeriesRule):
     """The training loss moved up to a new level and stays there: a one-sided robust CUSUM
-    (Page's test) of the loss against its reference level crosses `threshold`, and the median
-    of the last 5 values is more than `min_increase_percent` % above that level.
+    (Page's test) of the loss against its reference level crosses its threshold, and the
+    median of the last 5 values is more than `min_increase_percent` % above that level.
 
-    The reference is the `window` saved values before the current excursion began (the median
-    and the robust noise of its step-to-step differences, 1.4826 x median |diff| / sqrt 2);
-    each new value adds its excess over the reference in noise units, less the allowance
-    `drift`, capped at `cap` (one bad batch is loss_spike's, not a change of level), and the
-    sum resets to 0 when the loss comes back. A loss creeping upward at the edge of stability
-    (a learning rate slightly too high) crosses it several steps before the loss doubles
-    (docs/rules.md, "Early warning": 6 steps before the divergence of a tiny GPT, where
-    loss_spike fires one step after it). A falling or noisy healthy loss gives negative or
-    scattered excesses that the allowance absorbs. TRAIN losses only, each series on its own,
-    after `warmup` saved values. A reference level at or below 0 is not judged: such a series
-    is a signed surrogate objective (a policy gradient's -log pi x normalized return, which
-    rises toward 0 as the policy becomes sure), not a loss that diverges upward.
+    The reference level is the median of the `window` saved values before the current
+    excursion began; the noise is the run's own (`mldbg.rules.detect.noise`, over up to 500
+    values before, re-estimated every 50): its robust scale, its lag-1 autocorrelation rho
+    (each value is judged by its innovation, (x_t - level) - rho (x_(t-1) - level), in units
+    of the innovations' scale, so that correlated noise that wanders is not a shift), the
+    slow structure beyond it (`detect.long_run`: an oscillation, a sawtooth, which widen the
+    scale by the square root of the long-run variance factor) and its tails. Each new value adds its standardized innovation, less the allowance `drift`,
+    capped at `cap` (one bad batch is loss_spike's, not a change of level); the sum resets
+    to 0 when the loss comes back. The threshold is set from a false-alarm budget of 1e-3 per
+    run of up to 10^6 steps (`detect.cusum_threshold`: ln(10^9) / theta, theta the Lundberg
+    exponent of the capped increments under the run's tails: 10.4 for normal noise, 19.7
+    for Student-t with 3 degrees of freedom), and never below `threshold`. A loss creeping
+    upward at the edge of stability (a learning rate slightly too high) crosses it several
+    steps before the loss doubles (docs/rules.md, "Early warning"). TRAIN losses only, each
+    series on its own, after `warmup` saved values. A reference level at or below 0 is not
+    judged: such a series is a signed surrogate objective (a policy gradient's -log pi x
+    normalized return, which rises toward 0 as the policy becomes sure), not a loss that
+    diverges upward; nor is a loss that moves against another loss of the run (a GAN's
+    players, `mldbg.rules.losses.opposed`).
     """
 
     window: int = 50
     drift: float = 1.0
-    cap: float = 4.0
+    cap: float = 6.0
     threshold: float = 6.0
     min_increase_percent: float = 5.0
     warmup: int = 30
@@ -51,22 +59,20 @@ class LossChangePoint(LossSeriesRule):
         super().reset()
         self._sum: dict[str, float] = {}  # name -> the CUSUM
         self._start: dict[str, int] = {}  # name -> index where the current excursion began
-        self._pending: dict[str, list[tuple[int, float, int]]] = {}  # the fast path's updates, to keep
+        self._ref: dict[str, tuple[float, float, float, float]] = {}  # name -> the excursion's reference
+        self._models: dict[tuple[str, int], tuple[float, float, float] | None] = {}  # (name, j) -> noise
+        self._pending: dict[str, list[tuple[int, float, int, tuple]]] = {}  # the fast path's updates, to keep
 
     def _screens(self) -> bool:
         return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
 
     def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
-        """The fast path's screen: the CUSUM over the new values, from the rule's state. While
-        the sum is 0 a value leaves it at 0 when it lies at most `drift` noise units above the
-        median of the `window` values before it: screened over all the new values at once
-        (rolling medians), the others (a sum above 0, a non-finite value in the window, the
-        first values) updated as `check` updates them. The updates wait in `_pending` for
-        `_kept`; True at the first value that fires."""
+        """The fast path: `_scan`, the decision `check` takes, over the new values at once;
+        its updates wait in `_pending` for `_kept`; True at the first value that fires."""
         out = np.zeros(len(lengths), dtype=bool)
         if not len(lengths):
             return out
-        self._pending[name], at = self._run(name, values, int(lengths[0]) - 1)
+        self._pending[name], at = self._scan(name, values, int(lengths[0]) - 1)
         if at is not None:
             out[lengths == at + 1] = True
         return out
@@ -76,120 +82,114 @@ class LossChangePoint(LossSeriesRule):
         for name, done in self._pending.items():
             s = self._tracker.train.get(name)
             taken = len(s.values) if s is not None else 0
-            for i, total, start in done:
+            for i, total, start, ref in done:
                 if i >= taken:
                     break
-                self._sum[name], self._start[name] = total, start
+                self._sum[name], self._start[name], self._ref[name] = total, start, ref
         self._pending = {}
 
-    def _run(
+    def _model(self, name: str, values: list[float], j: int) -> tuple[float, float, float] | None:
+        """(rho, scale of the innovations, CUSUM threshold) of the noise before index `j` (a
+        multiple of `_BLOCK`); None when fewer than 3 values are finite there."""
+        key = (name, j)
+        if key not in self._models:
+            x = np.asarray(values[max(0, j - _HISTORY) : j], dtype=np.float64)
+            x = x[np.isfinite(x)]
+            got = None
+            if len(x) >= 3:
+                level = float(np.median(x))
+                # the tail as measured: the Lundberg bound's own slack (the realized rate is a
+                # fraction of the budget, tests/rules/test_detect.py) covers its uncertainty
+                model = detect.noise(x, floor=0.01 * abs(level), tail_margin=0.0)
+                if model is None:  # 3 values: no differences to speak of
+                    model = detect.Noise(level, max(0.01 * abs(level), 1e-12), 0.0, math.inf, len(x))
+                h = max(self.threshold, detect.cusum_threshold(self.drift, self.cap, model.nu))
+                floor = 0.01 * abs(level)  # the innovations' scale, floored as the level's
+                phi = detect.long_run(x, model)  # slow structure the lag-1 model misses
+                scale = model.sigma * math.sqrt((1 - model.rho**2) * phi)
+                got = (model.rho, max(scale, floor, 1e-12), h)
+            self._models[key] = got
+        return self._models[key]
+
+    def _reference(
+        self, name: str, values: list[float], start: int, level: float | None = None
+    ) -> tuple[float, float, float, float] | None:
+        """(level, rho, innovation scale, threshold) of an excursion beginning at `start`."""
+        if level is None:
+            ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
+            if len(ref) < 3:
+                return None
+            level = median(ref)
+        model = self._model(name, values, max(_BLOCK, start // _BLOCK * _BLOCK) if start >= _BLOCK else start)
+        if model is None or not math.isfinite(level):
+            return None
+        return (level, *model)
+
+    def _scan(
         self, name: str, values: list[float], first: int
-    ) -> tuple[list[tuple[int, float, int]], int | None]:
-        """The CUSUM over `values[first:]` from the rule's state: the (index, sum, start) of
-        each update, and the index of the first value that fires (None when none does)."""
+    ) -> tuple[list[tuple[int, float, int, tuple]], int | None]:
+        """The decision: the CUSUM over `values[first:]` from the rule's state, one value at a
+        time; the (index, sum, start, reference) after each value that updates it, and the
+        index of the first value that fires (None when none does). `check` scans its one new
+        value; the fast path scans many, with the reference levels of the values that begin
+        an excursion taken at once (rolling medians)."""
         w = self.window
-        base = max(0, first - w)  # the windows of values[first:] lie in values[base:]
-        x = np.asarray(values[base:], dtype=np.float64)
-        level = trailing_median(x, w)
-        diffs = np.abs(np.diff(x))
-        noise = np.full(len(x), np.nan)
-        noise[1:] = trailing_median(diffs, w - 1)  # the diffs within x[i-w:i]
-        bad = trailing_nonfinite(x, w) > 0
-        with np.errstate(invalid="ignore"):
-            scale = np.maximum(np.maximum(MAD_SCALE * noise / math.sqrt(2), 0.01 * np.abs(level)), 1e-12)
-            slack = _TOL * (np.abs(x) + np.abs(level) + scale)
-            flat = ~bad & np.isfinite(level) & np.isfinite(x) & (x - level <= self.drift * scale - slack)
-        n = np.arange(base, len(values)) + 1  # values up to and including each
-        flat &= n > max(2, self.warmup)
+        base = max(0, first - w)
+        levels = (
+            trailing_median(np.asarray(values[base:], dtype=np.float64), w)
+            if len(values) - first > 8
+            else None
+        )
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
-        done: list[tuple[int, float, int]] = []
+        ref = self._ref.get(name)
+        done: list[tuple[int, float, int, tuple]] = []
         fired = name in self._fired
-        cache: dict[int, tuple[float, float] | tuple[()]] = {}  # the values before `first` do not change
+        warm = max(2, self.warmup)
         for i in range(first, len(values)):
-            if flat[i - base] and not total > 0:
-                total, start = 0.0, i
-                done.append((i, total, start))
+            value = values[i]
+            if i + 1 <= warm or not math.isfinite(value):
                 continue
-            found = self._advance(values, i + 1, total, start, cache)
-            if found is None:
+            if not total > 0:
+                lv = None
+                if levels is not None:
+                    lv = float(levels[i - base])
+                    lv = None if not math.isfinite(lv) else lv  # a NaN in the window: the exact median
+                start, ref = i, self._reference(name, values, i, lv)
+            if ref is None:
                 continue
-            total, start, level_i, recent = found
-            if not fired and self._fires(total, level_i, recent):
-                return done, i
-            done.append((i, total, start))
+            level, rho, scale, h = ref
+            prev = values[i - 1] if i > 0 and math.isfinite(values[i - 1]) else level
+            z = ((value - level) - rho * (prev - level)) / scale
+            total = max(0.0, total + min(z, self.cap) - self.drift)
+            done.append((i, total, start, ref))
+            if not fired and total > h and level > 0:
+                recent = median([v for v in values[max(0, i - 4) : i + 1] if math.isfinite(v)] or [value])
+                if recent - level > self.min_increase_percent / 100 * abs(level):
+                    return done, i
         return done, None
 
-    def _reference(self, values: list[float], start: int) -> tuple[float, float] | tuple[()]:
-        """(level, noise scale) of the `window` values before index `start`; () when fewer
-        than 3 of them are finite."""
-        ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
-        if len(ref) < 3:
-            return ()
-        level = median(ref)
-        noise = MAD_SCALE * median([abs(b - a) for a, b in itertools.pairwise(ref)]) / math.sqrt(2)
-        return level, max(noise, 0.01 * abs(level), 1e-12)
-
-    def _advance(
-        self,
-        values: list[float],
-        n: int,
-        total: float,
-        start: int,
-        cache: dict[int, tuple[float, float] | tuple[()]] | None = None,
-    ) -> tuple[float, int, float, float] | None:
-        """The CUSUM after the `n`-th value of `values` (those after it are ignored), from the
-        sum `total` and the excursion's `start` before it: (sum, start, reference level,
-        median of the last 5); None when that value leaves the state as it is (warmup, not
-        finite, too short a reference). `cache`: start -> its reference, over one pass."""
-        value = values[n - 1]
-        if n <= max(2, self.warmup) or not math.isfinite(value):
-            return None
-        if not total > 0:
-            start = n - 1
-        reference = None if cache is None else cache.get(start)
-        if reference is None:
-            reference = self._reference(values, start)
-            if cache is not None:
-                cache[start] = reference
-        if not reference:
-            return None
-        level, scale = reference
-        total = max(0.0, total + min((value - level) / scale, self.cap) - self.drift)
-        recent = median([v for v in values[max(0, n - 5) : n] if math.isfinite(v)] or [value])
-        return total, start, level, recent
-
-    def _fires(self, total: float, level: float, recent: float) -> bool:
-        # a level at or below 0 is a signed surrogate (REINFORCE's -log pi x advantage rises to 0
-        # from below as the policy grows sure), not a loss whose rise is a divergence
-        return (
-            level > 0
-            and total > self.threshold
-            and recent - level > self.min_increase_percent / 100 * abs(level)
-        )
-
     def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
-        n = len(values)
-        total = self._sum.get(name, 0.0)
-        found = self._advance(values, n, total, self._start.get(name, n - 1))
-        if found is None:
+        done, at = self._scan(name, values, len(values) - 1)
+        for _, total, start, ref in done:
+            self._sum[name], self._start[name], self._ref[name] = total, start, ref
+        if at is None:
             return []
-        total, start, level, recent = found
-        self._sum[name] = total
-        self._start[name] = start
-        rise = recent - level
-        if not self._fires(total, level, recent):
+        if self._game(name):  # a GAN's player: its loss goes up and down by design
+            self._fired.add(name)
             return []
         if not self.first(name):
             return []
-        since = steps[start]
+        total, start, (level, _, _, h) = self._sum[name], self._start[name], self._ref[name]
+        recent = median([v for v in values[-5:] if math.isfinite(v)])
+        rise = recent - level
         return [
             self.finding(
                 trial, steps[-1],
-                f"{name} (TRAIN) shifted up since step {since}: median {recent:.4g} over the last 5 saved "
+                f"{name} (TRAIN) shifted up since step {steps[start]}: median {recent:.4g} over the last 5 saved "
                 f"values, {100 * rise / max(abs(level), 1e-12):.0f}% above its level {level:.4g} before "
-                f"(CUSUM {total:.1f} noise units, more than {self.threshold:g}): the loss is drifting away, "
-                "a divergence often follows",
+                f"(CUSUM {total:.1f} noise units, more than {h:.1f}: at most 1 false alarm in 1,000 healthy "
+                "runs of 10^6 steps): the loss is drifting away, a divergence often follows",
                 tensors=[name],
             )
         ]  # fmt: skip

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.losses import Evaluation
@@ -14,14 +15,25 @@ from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfin
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
+_BLOCK = 50  # the run's noise model is estimated again every this many values
+_HISTORY = 1000  # ... from at most this many values before
 
 
 @register
 class LossSpike(LossSeriesRule):
-    """A loss value lies far above its recent robust level: more than `threshold` robust
-    standard deviations of the step-to-step noise (1.4826 x the median absolute difference of
-    consecutive values over the last `window` saved values, / sqrt 2) above the recent level
-    (the median of the last 5), and more than `min_increase_percent` % above it.
+    """A loss value lies far above its recent robust level: more than `min_increase_percent` %
+    above the recent level (the median of the last 5), and more robust standard deviations
+    above it than a false-alarm budget of 1e-3 per run of up to 10^6 steps allows, and never
+    fewer than `threshold`.
+
+    The noise is the larger of the step-to-step noise of the last `window` saved values
+    (1.4826 x the median absolute difference of consecutive values, / sqrt 2) and the run's
+    own (`mldbg.rules.detect.noise` over up to 1,000 values, re-estimated every 50: correlated
+    noise wanders further than its differences say). The bar is the quantile of the run's
+    noise at the n-th value's share of the budget (`detect.spend`: 1e-3 / (n (ln 10^6 + 1))),
+    under the tails the run shows (Student-t, `detect.quantile`): about 6 for normal noise,
+    so `threshold` (20) decides there, and hundreds for Student-t batch noise with 3 degrees
+    of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise.
 
     One bad batch (corrupted samples, wrong labels, extreme inputs), a learning rate too
     high for the current curvature, or the first step of a divergence: a spike is where a
@@ -46,6 +58,11 @@ class LossSpike(LossSeriesRule):
         "and watch whether the loss recovers or diverges from there."
     )
 
+    def reset(self) -> None:
+        super().reset()
+        # (name, mode), j -> the noise model of the values before index j (they do not change)
+        self._models: dict[tuple[tuple[str, str], int], detect.Noise | None] = {}
+
     def _judges(self, mode: Mode) -> bool:
         return self.mode is None or Mode.parse(self.mode) == mode
 
@@ -66,26 +83,40 @@ class LossSpike(LossSeriesRule):
         if not self._judges(Mode.EVAL) or (name, "EVAL") in self._fired:
             return True
         passes = self._tracker.evals.get(name, [])
-        return self._spike([e.value for e in passes], len(passes)) is None
+        return self._spike((name, "EVAL"), [e.value for e in passes], len(passes)) is None
 
-    def _spike(self, values: list[float], n: int) -> tuple[float, float, float, float, int] | None:
-        """(value, level, z, jump, window length) when the `n`-th value of `values` is a spike
-        after the ones before it; else None."""
+    def _spike(
+        self, key: tuple[str, str], values: list[float], n: int
+    ) -> tuple[float, float, float, float, int, float] | None:
+        """The decision: (value, level, z, jump, values the noise came from, the bar z passed)
+        when the `n`-th value of the series `key` (name, mode) is a spike after the ones
+        before it; else None."""
         value = values[n - 1]
         if n <= max(1, self.warmup) or not math.isfinite(value):
             return None
         recent = values[max(0, n - 1 - self.window) : n - 1]
-        z, level, _ = robust_z(value, recent, floor=0.01 * abs(median(recent)))
+        _, level, near = robust_z(value, recent, floor=0.01 * abs(median(recent)))
         start = median(values[: max(1, self.warmup)])
         jump = value - level
         if not (
             math.isfinite(level)
-            and z > self.threshold
             and jump > self.min_increase_percent / 100 * abs(level)
             and jump > 0.1 * abs(start)
         ):
             return None
-        return value, level, z, jump, len(recent)
+        scale, nu, count = near, math.inf, len(recent)
+        j = (n - 1) // _BLOCK * _BLOCK
+        if j >= _BLOCK:
+            far = self._models.get((key, j))
+            if far is None:
+                far = self._models[(key, j)] = detect.noise(values[max(0, j - _HISTORY) : j])
+            if far is not None:  # the run's noise: its tails, and how far correlated noise wanders
+                scale, nu, count = max(near, far.sigma), far.nu, far.n
+        z = jump / scale
+        bar = max(self.threshold, detect.quantile(detect.spend(n), nu))
+        if not z > bar:
+            return None
+        return value, level, z, jump, count, bar
 
     def _screens(self) -> bool:
         return min(self.window, self.warmup) >= 5  # windows shorter than the level's: check() only
@@ -97,12 +128,12 @@ class LossSpike(LossSeriesRule):
         out = np.zeros(len(lengths), dtype=bool)
         if not len(lengths) or (name, "TRAIN") in self._fired:
             return out
-        at = self._first_spike(values, int(lengths[0]) - 1)
+        at = self._first_spike(name, values, int(lengths[0]) - 1)
         if at is not None:
             out[lengths == at + 1] = True
         return out
 
-    def _first_spike(self, values: list[float], start: int) -> int | None:
+    def _first_spike(self, name: str, values: list[float], start: int) -> int | None:
         """The index of the first of `values[start:]` that `_spike` finds a spike, or None."""
         x = np.asarray(values, dtype=np.float64)
         new = x[start:]
@@ -119,7 +150,7 @@ class LossSpike(LossSeriesRule):
             )
         maybe = (n > max(1, self.warmup)) & np.isfinite(new) & (recent >= 5) & (bad | np.isnan(level) | high)
         for i in np.flatnonzero(maybe).tolist():
-            if self._spike(values, start + i + 1) is not None:
+            if self._spike((name, "TRAIN"), values, start + i + 1) is not None:
                 return start + i
         return None
 
@@ -129,18 +160,18 @@ class LossSpike(LossSeriesRule):
     def _judge_mode(
         self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]
     ) -> list[Finding]:
-        found = self._spike(values, len(values))
+        found = self._spike((name, mode), values, len(values))
         if found is None or not self.first((name, mode)):
             return []
-        value, level, z, jump, recent = found
+        value, level, z, jump, recent, bar = found
         step = steps[-1]
         where = f"step {step} (mode step {trial.mode_step(step)})"
         return [
             self.finding(
                 trial, step,
                 f"{name} ({mode}) jumped to {value:.4g} at {where}, {100 * jump / max(abs(level), 1e-12):.0f}% above "
-                f"its recent level {level:.4g} (robust z = {z:.1f} over the last {recent} saved values, "
-                f"more than {self.threshold:g}): replay that batch",
+                f"its recent level {level:.4g} (robust z = {z:.1f} against the noise of {recent} saved values, "
+                f"more than {bar:.3g}: at most 1 false alarm in 1,000 healthy runs of 10^6 steps): replay that batch",
                 tensors=[name],
                 samples=trial.batch_fingerprints(step) if mode == Mode.TRAIN.name else (),
             )

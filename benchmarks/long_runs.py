@@ -1,0 +1,336 @@
+"""Long runs: do the loss rules stay quiet on healthy loss series of 10^5-10^6 steps, and how
+fast do they fire on their buggy twins?
+
+    .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
+        [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
+        [--seeds 5]
+
+Nine kinds of realistic healthy training-loss series (`KINDS`), each generated from a seed,
+written step by step through the real recorder (`mldbg.record.Recorder`, the loss in the
+`losses` collection, saved every step) and checked with `mldbg.check` (the loss rules by
+name, `RULES`). The seeds are split once, before any tuning, into a tuning half (`TUNE`,
+0-4) and a held-out half (`HELDOUT`, 5-9): the rules were tuned on the first only, and the
+figures reported are the second's. Buggy twins (`BUGS`) inject a defect at a known step
+into the `noisy` kind; the detection delay is the first finding of any loss rule (or
+`exploding_tensor`, whose the NaN is) minus that step. Prints two markdown tables (BENCHMARKS.md, "Long runs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mldbg  # noqa: E402
+from mldbg.record.recorder import Recorder  # noqa: E402
+
+RULES = (
+    "loss_not_decreasing",
+    "loss_change_point",
+    "loss_spike",
+    "loss_divergence",
+    "underfitting",
+    "overfit",
+)
+TUNE = (0, 1, 2, 3, 4)  # the seeds the rules were tuned on
+HELDOUT = (5, 6, 7, 8, 9)  # never looked at while tuning: the reported figures
+
+
+def _decay(n: int, rng: np.random.Generator, progress: np.ndarray | None = None) -> np.ndarray:
+    """A loss that falls from about ln(10) towards a floor, fast at first: a power law in the
+    progress (steps, or the learning rate's cumulative sum)."""
+    t = np.arange(n, dtype=np.float64) if progress is None else progress
+    scale = n / rng.uniform(50, 500)  # steps to fall most of the way
+    start, floor = rng.uniform(2.0, 2.5), rng.uniform(0.05, 0.6)
+    return floor + (start - floor) / (1 + t / scale) ** rng.uniform(0.7, 1.5)
+
+
+def noisy(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Minibatch noise, 5% of the loss (multiplicative normal)."""
+    return _decay(n, rng) * (1 + rng.uniform(0.03, 0.08) * rng.standard_normal(n))
+
+
+def heavy(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Heavy-tailed batch noise: Student-t with 3 degrees of freedom, 3% of the loss."""
+    return _decay(n, rng) * np.maximum(1 + 0.03 * rng.standard_t(3, n), 0.05)
+
+
+def _lr_loss(lr: np.ndarray, rng: np.random.Generator, noise: float = 0.05) -> np.ndarray:
+    """A loss driven by a learning-rate schedule: it falls with the cumulative learning rate,
+    and sits higher while the learning rate is high (the noise floor of SGD)."""
+    n = len(lr)
+    cum = np.cumsum(lr) / lr.mean()
+    base = _decay(n, rng, cum)
+    floor_term = rng.uniform(0.1, 0.3) * lr / lr.max()
+    return (base + floor_term) * (1 + noise * rng.standard_normal(n))
+
+
+def warmup_cosine(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Linear warm-up over 1-5% of the run, then a cosine decay to 0."""
+    w = int(n * rng.uniform(0.01, 0.05))
+    t = np.arange(n)
+    lr = np.where(t < w, (t + 1) / w, 0.5 * (1 + np.cos(np.pi * (t - w) / max(1, n - w))))
+    return _lr_loss(lr, rng)
+
+
+def step_schedule(n: int, rng: np.random.Generator) -> np.ndarray:
+    """The learning rate divided by 10 at 50% and 75% of the run (the loss drops at each)."""
+    t = np.arange(n)
+    lr = np.where(t < n // 2, 1.0, np.where(t < 3 * n // 4, 0.1, 0.01))
+    return _lr_loss(lr, rng)
+
+
+def sawtooth(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Epochs of 1-5% of the run over the same data: within an epoch the loss creeps up (by
+    5-15%, the model forgets what it saw long ago), and it drops when an epoch starts over
+    samples it has seen."""
+    epoch = int(n * rng.uniform(0.01, 0.05))
+    phase = (np.arange(n) % epoch) / epoch
+    amp = rng.uniform(0.05, 0.15)
+    return _decay(n, rng) * (1 + amp * phase) * (1 + 0.05 * rng.standard_normal(n))
+
+
+def plateau_drop(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Falls, sits on a plateau for 10-30% of the run, then drops again (a second phase of
+    learning, as when a network finds a new feature)."""
+    x = _decay(n, rng)
+    a, b = int(n * rng.uniform(0.1, 0.3)), int(n * rng.uniform(0.4, 0.6))
+    x[a:b] = x[a]
+    drop = rng.uniform(0.3, 0.6)
+    tail = x[b:] - x[b] + x[a]
+    x[b:] = tail * (1 - drop * (1 - np.exp(-np.arange(n - b) / (0.02 * n))))
+    return x * (1 + 0.05 * rng.standard_normal(n))
+
+
+def gan(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A GAN generator's loss: no downward trend, an oscillation (the two players take turns)
+    of period 0.2-2% of the run, a slow drift up as the discriminator learns, 10% noise."""
+    t = np.arange(n)
+    period = n * rng.uniform(0.002, 0.02)
+    level = rng.uniform(0.7, 1.0) * (1 + rng.uniform(0.2, 0.8) * t / n)
+    osc = 1 + rng.uniform(0.1, 0.3) * np.sin(2 * np.pi * t / period + rng.uniform(0, 6.3))
+    return level * osc * (1 + 0.1 * rng.standard_normal(n))
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (8 significant bits), as a bf16 loss is."""
+    m, e = np.frexp(x)
+    return np.ldexp(np.round(m * 256) / 256, e)
+
+
+def bf16_accumulation(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A bf16 loss with gradient accumulation: the mean of 4 micro-batch losses, each rounded
+    to bf16, rounded again."""
+    base = _decay(n, rng)
+    micro = base[:, None] * (1 + 0.05 * rng.standard_normal((n, 4)))
+    return _bf16(_bf16(micro).mean(axis=1))
+
+
+def ar1(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Correlated batch noise (data order, a curriculum): AR(1) with rho 0.8-0.95, 5%."""
+    rho = rng.uniform(0.8, 0.95)
+    e = rng.standard_normal(n) * math.sqrt(1 - rho**2)
+    z = np.empty(n)
+    z[0] = e[0] / math.sqrt(1 - rho**2)
+    for i in range(1, n):  # a loop: 10^5 steps take 0.05 s
+        z[i] = rho * z[i - 1] + e[i]
+    return _decay(n, rng) * (1 + 0.05 * z)
+
+
+KINDS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
+    "noisy": noisy,
+    "heavy": heavy,
+    "warmup_cosine": warmup_cosine,
+    "step_schedule": step_schedule,
+    "sawtooth": sawtooth,
+    "plateau_drop": plateau_drop,
+    "gan": gan,
+    "bf16_accumulation": bf16_accumulation,
+    "ar1": ar1,
+}
+
+
+# buggy twins of `noisy`: (series, the step the defect begins) ------------------------------------
+def _onset(n: int, rng: np.random.Generator) -> int:
+    return int(n * rng.uniform(0.3, 0.6))
+
+
+def divergence(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """From the onset the loss grows 10x every 100 steps, to 40,000 (a learning rate far too
+    high after a schedule change)."""
+    x, t0 = noisy(n, rng), _onset(n, rng)
+    x[t0:] = np.minimum(x[t0:] * 10 ** (np.arange(n - t0) / 100), 4e4)
+    return x, t0
+
+
+def diverge_at_once(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """A learning rate 100x too high: 2.3 at step 0, then thousands (the demo's broken twin)."""
+    x = noisy(n, rng)
+    x[1:] = rng.uniform(1e3, 4e4) * (1 + 0.3 * rng.standard_normal(n - 1)) ** 2
+    return x, 1
+
+
+def nan(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """The loss becomes NaN and stays NaN."""
+    x, t0 = noisy(n, rng), _onset(n, rng)
+    x[t0:] = np.nan
+    return x, t0
+
+
+def stall(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """No learning from the start (learning rate 0, or labels unrelated to the inputs): the
+    loss stays at chance level, ln(10), with minibatch noise."""
+    return math.log(10) * (1 + 0.05 * rng.standard_normal(n)), 0
+
+
+def rise(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """After learning, the loss climbs back up over 5% of the run to 80% of its start (a
+    learning rate warm restart far too high, data corrupted from then on)."""
+    x, t0 = noisy(n, rng), _onset(n, rng)
+    start = float(np.median(x[:10]))
+    span = max(1, n // 20)
+    ramp = np.minimum(np.arange(n - t0) / span, 1.0)
+    level = x[t0:] + ramp * (0.8 * start - x[t0:])
+    x[t0:] = level * (1 + 0.05 * rng.standard_normal(n - t0))
+    return x, t0
+
+
+def jump(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """At the onset the loss jumps to 2x its level and stays there (a data pipeline change)."""
+    x, t0 = noisy(n, rng), _onset(n, rng)
+    x[t0:] *= 2.0
+    return x, t0
+
+
+BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = {
+    "divergence": divergence,
+    "diverge_at_once": diverge_at_once,
+    "nan": nan,
+    "stall": stall,
+    "rise": rise,
+    "jump": jump,
+}
+
+
+def write(path: Path, series: dict[str, np.ndarray]) -> None:
+    """Each series as a scalar of the `losses` collection, one TRAIN step per value, through
+    the recorder as a framework adapter drives it."""
+    rec = Recorder(
+        str(path),
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["losses"],
+        overwrite=True,
+    )
+    n = len(next(iter(series.values())))
+    try:
+        for i in range(n):
+            rec.start_step(mldbg.Mode.TRAIN)
+            for name, x in series.items():
+                rec.save_scalar(name, float(x[i]), ("losses",))
+            rec.end_step()
+    finally:
+        rec.close()
+
+
+def check(path: Path, rules: tuple[str, ...]) -> dict[str, int]:
+    """The first step at which each rule fired."""
+    first: dict[str, int] = {}
+    for f in mldbg.check(str(path), rules=list(rules)):
+        first[f.rule] = min(first.get(f.rule, f.step), f.step)
+    return first
+
+
+def healthy_series(kind: str, n: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng([seed, list(KINDS).index(kind)])
+    out = {"loss": KINDS[kind](n, rng)}
+    if kind == "gan":  # the discriminator's loss too: near ln 4 / 2, oscillating against it
+        out["d_loss"] = 0.6 * (1 - 0.5 * (out["loss"] / np.median(out["loss"]) - 1)).clip(0.05)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--bug-steps", type=int, default=20_000)
+    ap.add_argument("--half", choices=("heldout", "tune", "both"), default="heldout")
+    ap.add_argument("--kinds", nargs="*", default=list(KINDS))
+    ap.add_argument("--bugs", nargs="*", default=list(BUGS))
+    ap.add_argument("--rules", nargs="*", default=list(RULES))
+    ap.add_argument(
+        "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
+    )
+    ap.add_argument("--verbose", "-v", action="store_true")
+    args = ap.parse_args()
+    seeds = {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
+    if args.seeds:
+        seeds = tuple(s for s in seeds if s in args.seeds)
+    rules = tuple(args.rules)
+    fired = {r: 0 for r in rules}
+    steps_total = 0
+    per_kind: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.kinds:
+            for seed in seeds:
+                path = Path(tmp) / f"{kind}-{seed}"
+                series = healthy_series(kind, args.steps, seed)
+                write(path, series)
+                t = time.perf_counter()
+                first = check(path, rules)
+                secs = time.perf_counter() - t
+                steps_total += args.steps
+                for r in first:
+                    fired[r] += 1
+                per_kind.setdefault(kind, []).append(
+                    ", ".join(f"{r}@{s}" for r, s in sorted(first.items())) or "quiet"
+                )
+                if args.verbose:
+                    print(f"{kind} seed {seed}: {first or 'quiet'} ({secs:.1f} s)", file=sys.stderr)
+        print(f"Healthy: {len(args.kinds)} kinds x {len(seeds)} seeds ({args.half}) x {args.steps:,} steps\n")
+        print("| kind | runs alarmed | findings (rule@first step) |")
+        print("| --- | --- | --- |")
+        for kind, cells in per_kind.items():
+            alarmed = sum(c != "quiet" for c in cells)
+            shown = "; ".join(c for c in cells if c != "quiet") or "-"
+            print(f"| {kind} | {alarmed} of {len(cells)} | {shown} |")
+        print("\n| rule | healthy runs alarmed | false alarms per 10^6 healthy steps |")
+        print("| --- | --- | --- |")
+        runs = len(args.kinds) * len(seeds)
+        for r in rules:
+            print(f"| `{r}` | {fired[r]} of {runs} | {fired[r] / max(1, steps_total) * 1e6:.2g} |")
+        if args.bugs:
+            print(f"\nBuggy twins: {len(seeds)} seeds x {args.bug_steps:,} steps\n")
+            print(
+                "| defect | runs caught | delay (steps after onset): median, max | rules (first step - onset) |"
+            )
+            print("| --- | --- | --- | --- |")
+            for bug in args.bugs:
+                delays: list[int] = []
+                cells = []
+                for seed in seeds:
+                    rng = np.random.default_rng([seed, 100 + list(BUGS).index(bug)])
+                    x, t0 = BUGS[bug](args.bug_steps, rng)
+                    path = Path(tmp) / f"bug-{bug}-{seed}".replace(" ", "_")
+                    write(path, {"loss": x})
+                    first = check(path, (*rules, "exploding_tensor"))
+                    late = {r: s - t0 for r, s in first.items()}
+                    hits = [d for d in late.values() if d >= 0]
+                    if hits:
+                        delays.append(min(hits))
+                    cells.append(", ".join(f"{r} {d:+d}" for r, d in sorted(late.items())) or "none")
+                    if args.verbose:
+                        print(f"{bug} seed {seed}: onset {t0}, {first or 'none'}", file=sys.stderr)
+                med = f"{int(np.median(delays))}, {max(delays)}" if delays else "-"
+                print(f"| {bug} | {len(delays)} of {len(seeds)} | {med} | {'; '.join(cells)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
