@@ -33,7 +33,9 @@ BOUND: dict[str, dict[str, int]] = {
     "eval not normalized mlp": {"two": 11, "dense": 35},
     "broadcast pred [N] target [N,1] cnn": {"two": 0, "dense": 0},
     "same batch every step": {"two": 10, "dense": 12},
-    "shuffled labels mlp": {"two": 57},
+    # a noisy flat loss is judged live from 1,000 saved values on (issue 26: warm-ups looked flat);
+    # a finished run is judged at its end: this one's last global step (60 steps + evaluations)
+    "shuffled labels mlp": {"two": 70},
     "clip max_norm 1e-8": {"two": 8, "dense": 17},
     "loss times zero encoder": {"two": 2, "dense": 12},
     "detached loss cnn": {"two": 2, "dense": 12},
