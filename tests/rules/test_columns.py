@@ -73,12 +73,14 @@ FIRING: dict[str, dict | str] = {
     "frozen_layer_updated": "freeze_with_momentum",
     # the fourth round: rules whose fast path judges its windows in place (issue 14's throughput)
     "class_imbalance (a class ignored: its windows judged in place)": {"imbalance": 0.9, "steps": 120},
-    # a late rise after six quiet windows screened in place, with an evaluation every 10 steps
-    # (the passes kept in the fast path) and without
-    "loss_not_decreasing (a late rise)": {"spike_at": 100, "spike_scale": 1000, "steps": 200},
-    "loss_not_decreasing (a late rise, no evaluation)": {
-        "spike_at": 100,
-        "spike_scale": 1000,
+    # a loss that rises through the run (gradient ascent), judged at the rule's checkpoints
+    # with the quiet values between them screened in place, with an evaluation every 10 steps
+    # (the passes kept in the fast path) and without (a single spike at step 100 is no longer
+    # a rise for it: loss_spike's and loss_change_point's)
+    "loss_not_decreasing (a rise)": {"maximize": True, "optimizer": "adam", "steps": 200},
+    "loss_not_decreasing (a rise, no evaluation)": {
+        "maximize": True,
+        "optimizer": "adam",
         "steps": 200,
         "eval_every": None,
     },

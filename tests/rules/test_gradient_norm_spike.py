@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import mldbg
 from tests.rules.conftest import assert_explains, fired
 from tests.tiny import train
@@ -74,3 +76,50 @@ def test_the_bound_spends_the_budget_over_the_run():
     total = sum(math.exp(-rule.bound(n)) / 2 for n in range(1, 10**5))
     assert total <= 1e-3 and total > 0.99e-3
     assert rule.bound(10**6) > rule.bound(10) > rule.bound(1)
+
+
+def _two_line_cadence(path, norms: dict[int, float]) -> str:
+    """A run written through the recorder as the two-line hook writes it: the loss every step,
+    a gradient's l2 at the statistics steps given (`norms`: training step -> l2)."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
+    try:
+        for step in range(max(norms) + 1):
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save_scalar("loss", 1.0 / (1 + step / 100), ("losses",))
+            if step in norms:
+                value = {"gradient/fc.weight": {"l2": norms[step]}}
+                rec.save_statistics(
+                    lambda v=value: v, {"gradient/fc.weight": ("F32", (8, 8), ("gradients",))}, 64
+                )
+            rec.end_step()
+    finally:
+        rec.close()
+    return str(path)
+
+
+def _both_paths(path: str) -> list:
+    from mldbg.rules.runner import RuleRunner
+
+    out = []
+    for columns in (False, True):
+        runner = RuleRunner(mldbg.create_trial(path), ["gradient_norm_spike"], columns=columns)
+        out.append([f.to_dict() for f in runner.run_available() + runner.finish()])
+    assert out[0] == out[1]  # the fast path decides as the per-step path does
+    return out[0]
+
+
+def test_a_drift_across_the_hooks_change_of_spacing_is_no_spike(tmp_path):
+    """The two-line hook saves statistics every step of the first 20, then every 100th: a
+    norm that grew 30x between step 19 and step 120 (a sharpening loss surface, a GAN) is a
+    drift over 100 steps, not a one-batch jump; the series starts over at the new spacing
+    (6 of the 10 healthy alarms of the calibration corpus were this, at steps 120-122). A
+    spike at the new spacing is still found."""
+    rng = np.random.default_rng(0)
+    steps = [*range(20), *range(120, 1000, 100)]
+    norms = {s: float((1.0 if s < 20 else 30.0) * math.exp(rng.normal(0, 0.1))) for s in steps}
+    assert not _both_paths(_two_line_cadence(tmp_path / "drift", norms))
+    norms[820] *= 100
+    found = _both_paths(_two_line_cadence(tmp_path / "spike", norms))
+    assert [f["step"] for f in found] == [820], found

@@ -48,6 +48,12 @@ class GradientNormSpike(Rule):
     cadence is not a spike). A corrupted batch (inputs x30) gives z = 15-40 against a bound of
     9-13 in the first 50 steps; healthy CNNs, regressions and MLPs stay below 0.65 of it.
 
+    Norms are compared only with norms saved at the same spacing of training steps: a
+    one-batch jump and a drift over 100 steps are different quantities, so where the spacing
+    changes (the two-line hook's every step for the first 20 steps, then every 100th) a series
+    starts over, its level and jumps measured again at the new spacing (the spending of the
+    budget goes on).
+
     A gradient spike is what a loss spike does to the weights: one bad batch, a learning
     rate too high for the curvature, an attention or output logit that blew up. The step
     after it carries an update `min_ratio` times too large, which may throw the model off
@@ -76,6 +82,8 @@ class GradientNormSpike(Rule):
         self._series: dict[str, list[float]] = {}  # the last LEVEL values of each series
         self._resid: dict[str, list[float]] = {}  # the last `window` log residuals of each
         self._count: dict[str, int] = {}  # values seen of each series
+        self._last: dict[str, int] = {}  # the training step of each series' last value
+        self._gap: dict[str, int] = {}  # the spacing (training steps) of its values since it started over
 
     def _judged(self, name: str) -> bool:
         return name == GLOBAL or "bias" not in name.lower()
@@ -105,6 +113,18 @@ class GradientNormSpike(Rule):
         k = max(1, sum(1 for name in self._count if self._judged(name)))
         return max(self.threshold, math.log(n * (n + 1) * k / (2 * self.budget)))
 
+    def _space(self, name: str, mode_step: int) -> None:
+        """Note that series `name`'s next value is at training step `mode_step`; where the
+        spacing of its values changes, the series starts over (its count goes on)."""
+        last = self._last.get(name)
+        if last is not None:
+            gap = mode_step - last
+            if self._gap.get(name, gap) != gap:
+                self._series[name] = []
+                self._resid[name] = []
+            self._gap[name] = gap
+        self._last[name] = mode_step
+
     def _push(self, name: str, value: float) -> None:
         """Append a saved norm to its series (and its log residual to the history)."""
         prev = self._series.setdefault(name, [])
@@ -130,7 +150,7 @@ class GradientNormSpike(Rule):
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
             return len(steps)
-        modes, _ = trial.columns.modes(steps)
+        modes, mode_steps = trial.columns.modes(steps)
         overs = [Over(trial, n, steps) for n in names]
         have = np.array([o.present for o in overs]) & (modes == int(Mode.TRAIN))
         vals = np.array([o.stat("l2") for o in overs])
@@ -148,14 +168,14 @@ class GradientNormSpike(Rule):
                 if len(hit):
                     cut = min(cut, int(pos[hit[0]]))
         for t, name in enumerate(names):
-            add = vals[t, :cut][have[t, :cut]]
-            if len(add):
-                self._extend(name, add.tolist())
+            at = have[t, :cut]
+            if at.any():
+                self._extend(name, vals[t, :cut][at].tolist(), mode_steps[:cut][at].tolist())
         rows = np.flatnonzero(whole[:cut])
         if len(rows):
             tail = rows[-(self.window + LEVEL) :]
             exact = [math.sqrt(sum(v * v for v in vals[have[:, p], p].tolist())) for p in tail.tolist()]
-            self._extend(GLOBAL, exact, skipped=len(rows) - len(tail))
+            self._extend(GLOBAL, exact, mode_steps[rows].tolist(), skipped=len(rows) - len(tail))
         return cut
 
     def _candidates(self, name: str, new: np.ndarray) -> np.ndarray:
@@ -176,17 +196,25 @@ class GradientNormSpike(Rule):
             )
         return np.flatnonzero(judged & (bad | np.isnan(level) | high))
 
-    def _extend(self, name: str, values: list[float], skipped: int = 0) -> None:
-        """`_push` each of `values`, after `skipped` earlier ones that only count: only the
-        last `window` + LEVEL values of a series shape its state."""
+    def _extend(self, name: str, values: list[float], at: list[int], skipped: int = 0) -> None:
+        """`_push` each of `values` (at training steps `at`: the steps of the `skipped`
+        earlier ones, that only count, then theirs), as `check` would: only the last
+        `window` + LEVEL values of a series and the spacing of the steps before them shape
+        its state."""
         keep = self.window + LEVEL
         if len(values) > keep:
             skipped, values = skipped + len(values) - keep, values[-keep:]
         if skipped:
+            for step in at[: skipped + 1]:  # the spacing as check() saw it up to the first kept value
+                self._space(name, step)
             self._count[name] = self._count.get(name, 0) + skipped
             self._series[name] = []  # the level restarts from the values kept
             self._resid[name] = []
-        for v in values:
+            at = at[skipped + 1 :]
+            self._push(name, values[0])
+            values = values[1:]
+        for v, step in zip(values, at, strict=True):
+            self._space(name, step)
             self._push(name, v)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
@@ -200,7 +228,9 @@ class GradientNormSpike(Rule):
         if all(math.isfinite(v) for v in norms.values()):
             values[GLOBAL] = math.sqrt(sum(v * v for v in norms.values()))
         spiked: list[tuple[str, float, float, float]] = []
+        mode_step = trial.mode_step(step)
         for name, value in values.items():
+            self._space(name, mode_step)
             found = self._spike(name, value)
             if found is not None:
                 spiked.append((name, value, *found))
