@@ -45,8 +45,9 @@ def test_connections_that_never_finish_their_head_are_closed(tmp_path, monkeypat
                 sock.sendall(b"GET /api/runs HTTP/1.1\r\nHost: " + parts.netloc.encode() + b"\r\n\r\nGET /")
             slow.append(sock)  # i % 4 == 0: nothing at all
         started = time.monotonic()
-        closed = [_closed_by_server(s, within=max(0.1, 8 - (time.monotonic() - started))) for s in slow]
-        assert all(closed), f"{closed.count(False)} of {len(slow)} connections still open after 8 s"
+        # the bound is 1 s; 30 s leave room for a loaded machine (without the bound none closes)
+        closed = [_closed_by_server(s, within=max(0.1, 30 - (time.monotonic() - started))) for s in slow]
+        assert all(closed), f"{closed.count(False)} of {len(slow)} connections still open after 30 s"
         assert server.json("api/runs") is not None  # the server still answers
     finally:
         for sock in slow:
