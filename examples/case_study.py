@@ -69,7 +69,9 @@ def train(
         include_collections=["losses", "weights", "gradients", "inputs", "labels", "predictions"],
         save_config=mldbg.SaveConfig(save_interval=1),
         rules=RULES,
-        actions=[StopTraining()],
+        # as in the paper, a finding of these rules stops its run (the default stops only on a
+        # confident error diagnosis: a class imbalance alone is not one)
+        actions=[StopTraining(on="finding")],
     )
     hook.register_module(model)
     hook.register_loss(loss_fn)

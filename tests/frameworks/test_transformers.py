@@ -129,7 +129,7 @@ def test_a_stop_action_ends_train_early_and_cleanly(tmp_path, caplog):
     from mldbg.actions import StopTraining
 
     cb = DebuggerCallback(
-        tmp_path / "run", flush_seconds=0.05, rules=["tensor_variance"], actions=[StopTraining()],
+        tmp_path / "run", flush_seconds=0.05, rules=["tensor_variance"], actions=[StopTraining(on="finding")],
     )  # fmt: skip
     args = _args(tmp_path, learning_rate=1e3, max_steps=300)
     trainer = Trainer(model=_bert(), args=args, train_dataset=Tokens(N_TRAIN), callbacks=[cb, Pace()])

@@ -369,5 +369,15 @@ HOME: dict[str, str] = {
 BY_NAME: dict[str, Cause] = {c.name: c for c in CAUSES}
 
 
+#: a rule of the user's own (not built in): its finding is the user's own decision, taken as
+#: sure as the surest built-in evidence (a custom rule with a stop action stops)
+OWN_RULE_RELIABILITY = 0.95
+
+
 def reliability(rule: str) -> float:
-    return RELIABILITY.get(rule, DEFAULT_RELIABILITY)
+    if rule in RELIABILITY:
+        return RELIABILITY[rule]
+    from mldbg.rules.registry import BUILTIN, load_builtin
+
+    load_builtin()  # imported once; then a dictionary lookup
+    return DEFAULT_RELIABILITY if rule in BUILTIN else OWN_RULE_RELIABILITY
