@@ -80,9 +80,10 @@ def test_a_torch_run_in_s3_reads_back_equal_to_the_same_run_written_locally(s3_u
     assert_same_run(s3, local)
     loss = s3.tensor("CrossEntropyLoss_output_0")
     assert loss.reduction_value(steps - 1, "mean") == pytest.approx(float(loss.value(steps - 1)))
-    # few large PUTs: one data and one index object per flushed segment, plus meta and END
+    # few large PUTs: one data and one index object per flushed segment, plus meta, END and the
+    # writer's claim of the worker folder (a conditional put: issue 28)
     segments = hook.recorder.writer.written_segments
-    assert store.requests["PutObject"] == 2 * segments + 2 < 2 * steps
+    assert store.requests["PutObject"] == 2 * segments + 3 < 2 * steps
 
 
 def test_create_trial_reads_new_steps_while_training_writes(s3_url):
