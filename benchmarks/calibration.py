@@ -29,6 +29,8 @@ import concurrent.futures as cf
 import fnmatch
 import json
 import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import platform
 import statistics
 import subprocess
@@ -334,6 +336,16 @@ def run(names: list[str], jobs: int, progress: bool = True) -> list[dict[str, An
                     file=sys.stderr,
                     flush=True,
                 )
+    # the fork server and its resource tracker stay up for the caller's whole life otherwise:
+    # processes of ours beside whatever the caller does next (the profiler counts them as data
+    # loaders); both start again on demand
+    for module, name in (
+        (multiprocessing.forkserver, "_forkserver"),
+        (multiprocessing.resource_tracker, "_resource_tracker"),
+    ):
+        stop = getattr(getattr(module, name, None), "_stop", None)
+        if stop is not None:
+            stop()
     return sorted(records, key=lambda r: r["name"])
 
 

@@ -199,6 +199,9 @@ class ProcessSampler:
         self._t = time.time()
         self._prev[self.proc.pid] = _cpu_seconds(self.proc)
         self._exe = _exe(self.proc)
+        self._started = (
+            time.time() - 1.0
+        )  # create times are rounded: a child started with the profiler counts
 
     def _refresh_children(self, now: float) -> None:
         if now < self._next_list:
@@ -208,7 +211,22 @@ class ProcessSampler:
             children = self.proc.children(recursive=True)
         except self.psutil.Error:
             children = []
-        self._children = [c for c in children if self._exe is None or _exe(c) == self._exe]
+        self._children = [c for c in children if self._ours(c)]
+
+    def _ours(self, child: Any) -> bool:
+        """A child that works for the training: the same Python, started after the profiler
+        (a server or pool the process ran before, a test runner's leftovers, are not its data
+        loaders), and not one of multiprocessing's own helpers (the resource tracker and fork
+        server that any spawn-started pool leaves behind)."""
+        try:
+            if self._exe is not None and _exe(child) != self._exe:
+                return False
+            if child.create_time() < self._started:
+                return False
+            line = " ".join(child.cmdline())
+        except self.psutil.Error:
+            return False
+        return not any(helper in line for helper in _HELPERS)
 
     def sample(self) -> list[Any] | None:
         now = time.time()
@@ -237,6 +255,14 @@ class ProcessSampler:
                 live += 1
         self._prev, self._t = seen, now
         return [now, max(0.0, 100.0 * busy / dt), rss, children_rss, live]
+
+
+#: the command lines of multiprocessing's helper processes (not data loaders)
+_HELPERS = (
+    "multiprocessing.resource_tracker",
+    "multiprocessing.forkserver",
+    "multiprocessing.semaphore_tracker",
+)
 
 
 def _exe(p: Any) -> str | None:
