@@ -111,3 +111,29 @@ def test_a_watcher_checks_the_run_that_replaced_the_one_it_watched(tmp_path):
         watcher.cycle()
     found = [(f.rule, f.step) for f in watcher.findings]
     assert ("all_zero", 0) in found, found
+
+
+def test_a_meta_json_that_appears_after_the_worker_was_found_is_no_replacement(tmp_path):
+    """A reader that found a worker's folder before its meta.json was written (a writer
+    starting, read by a live trial) sees the meta appear later: the same run, read on, never
+    `RunReplaced` (the full suite once raised it in a reader thread racing the writer)."""
+    run = tmp_path / "run"
+    rec = Recorder(str(run), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+    try:
+        meta = next(run.glob("workers/*/meta.json"))
+        saved = meta.read_bytes()
+        meta.unlink()  # as a reader listing the folder between its creation and the meta's write
+        trial = mldbg.create_trial(str(run))
+        meta.write_bytes(saved)
+        for step in range(3):
+            rec.start_step()
+            rec.save_tensor("x", np.full(3, step + 1.0, np.float32), ("weights",))
+            rec.end_step()
+        rec.flush()
+    finally:
+        rec.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a "replaced by a new run" warning fails the test
+        trial.refresh()
+        assert trial.steps() == [0, 1, 2]
+        assert trial.tensor("x").value(2).tolist() == [3.0, 3.0, 3.0]

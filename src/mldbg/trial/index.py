@@ -598,6 +598,11 @@ class RunIndex:
         now = _identity(meta)
         if now == self._writer.get(worker):
             return
+        if self._writer.get(worker) is None or worker not in self._first_crc:
+            # its meta.json was not there yet when the worker was found (a writer starting), or
+            # nothing of it was read yet: no run of another writer can be mixed in
+            self._writer[worker] = now
+            return
         if worker in self._first_crc:
             try:
                 first = zlib.crc32(self.store.read(layout.index_key(worker, 1)))
