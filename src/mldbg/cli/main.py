@@ -145,6 +145,8 @@ class _Escaping(io.TextIOWrapper):
     """A text stream over the same buffer as `sys.stdout`/`sys.stderr` that escapes control
     characters in everything written (names, paths, messages from a run)."""
 
+    _colours = False  # the stream is a terminal: mldbg's own styling passes (set by `over`)
+
     def write(self, s: str) -> int:
         super().write(escape_controls(s, self._colours))
         return len(s)

@@ -343,10 +343,10 @@ def _open_below(root: Path, key: str) -> int:
         try:
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dfd)
         except OSError as e:
-            path = str(root.joinpath(*parts))
+            where = str(root.joinpath(*parts))
             if e.errno == errno.ELOOP:
-                raise OSError(errno.ELOOP, _LINK, path) from None
-            raise type(e)(e.errno, e.strerror, path) from None
+                raise OSError(errno.ELOOP, _LINK, where) from None
+            raise type(e)(e.errno, e.strerror, where) from None
     finally:
         os.close(dfd)
     return _check_regular(fd, root.joinpath(*parts))
