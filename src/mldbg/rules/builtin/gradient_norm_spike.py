@@ -205,14 +205,12 @@ class GradientNormSpike(Rule):
         if len(values) > keep:
             skipped, values = skipped + len(values) - keep, values[-keep:]
         if skipped:
-            for step in at[: skipped + 1]:  # the spacing as check() saw it up to the first kept value
+            for step in at[:skipped]:  # the spacing as check() saw it before the values kept
                 self._space(name, step)
             self._count[name] = self._count.get(name, 0) + skipped
             self._series[name] = []  # the level restarts from the values kept
             self._resid[name] = []
-            at = at[skipped + 1 :]
-            self._push(name, values[0])
-            values = values[1:]
+            at = at[skipped:]
         for v, step in zip(values, at, strict=True):
             self._space(name, step)
             self._push(name, v)
