@@ -71,6 +71,17 @@ def echo_unchecked(name: str, why: str, as_json: bool) -> None:
         click.echo(f"mldbg check: {name} could not judge: {why}", err=True)
 
 
+def explained_skips(runner: Any, trial: Any, specs: Any = None, how: str | None = None) -> list[Any]:
+    """The runner's skipped rules with their true reasons (`mldbg.cli.skips`)."""
+    from mldbg.cli.skips import explain
+
+    return explain(runner.skipped, runner.rules, trial, how=how, unchecked=runner.unchecked)
+
+
+def _default_named(specs: Any) -> bool:
+    return any(s == "default" for s in specs or ())
+
+
 def _list_rules() -> None:
     from mldbg.rules import BUILTIN
 
@@ -191,33 +202,40 @@ def check(
                 click.echo("")
             echo_diagnosis(d, as_json)
     unchecked = runner.unchecked
-    for name, why in unchecked.items():
-        echo_unchecked(name, why, as_json)
-    skipped = {k: v for k, v in runner.skipped.items() if k not in unchecked}
-    if specs or verbose:
-        for name, why in skipped.items():
-            click.echo(f"mldbg check: {name} skipped: {why}", err=True)
-    elif skipped and not as_json:
-        click.echo(
-            f"mldbg check: {len(skipped)} rules skipped for lack of data "
-            f"({', '.join(sorted(skipped))}); --verbose says why",
-            err=True,
+    if as_json:
+        for name, why in unchecked.items():
+            echo_unchecked(name, why, as_json)
+    skips = explained_skips(runner, trial, specs)
+    if verbose or specs:
+        from mldbg.cli.skips import reasons
+
+        asked = (
+            {s.rule for s in skips if s.kind == "framework"} if specs and not _default_named(specs) else set()
         )
+        for line in reasons(skips) + [f"{s.rule} skipped: {s.why}" for s in skips if s.rule in asked]:
+            click.echo(f"mldbg check: {line}", err=True)
     for name, err in runner.errors.items():
         click.echo(f"mldbg check: error: rule {name} failed: {err}", err=True)
     if not as_json:
+        from mldbg.cli.skips import summary
+
         ran = len(runner.rules) - len(runner.skipped)
         fired = len({f.rule for f in findings})
         split = getattr(runner, "runners", None)  # the workers checked on their own
         warnings = sum(f.severity != "error" for f in findings)
-        causes = f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'} of " if diagnoses else ""
+        causes = f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'}; " if diagnoses else ""
+        steps = _in_range(trial.steps(), start_step, end_step)
+        shown = [s for s in skips if s.kind != "framework"] if not (verbose or specs) else []
+        where = f"over {steps} step{'s' if steps != 1 else ''} of {path}"
+        if split:
+            where += f" ({len(split)} workers, each on its own)"
+        head, _, tail = summary(shown, ran, fired, len(findings), where).partition("; ")
         click.echo(
-            f"{causes}{len(findings)} finding{'s' if len(findings) != 1 else ''} from {fired} of {ran} rules "
-            f"over {_in_range(trial.steps(), start_step, end_step)} steps of {path}"
-            + (f" ({len(split)} workers, each on its own)" if split else "")
+            f"mldbg check: {causes}{head}"
             + (f"; {warnings} warning{'s' if warnings != 1 else ''} (machine-dependent"
                f"{', counted: --strict' if strict else ', not counted without --strict'})"
-               if warnings else ""),
+               if warnings else "")
+            + (f"; {tail}" if tail else ""),
             err=True,
         )  # fmt: skip
     damaged = runner.corrupt

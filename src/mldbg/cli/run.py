@@ -72,9 +72,12 @@ DEFAULT_SAVE_INTERVAL = 10
     metavar="SECONDS",
     help="After a stop request, end the script with SIGTERM if it is still running after SECONDS.",
 )
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Say why each rule that could not judge the run was skipped."
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save_interval: int | None,
-        no_watch: bool, fail_on_finding: bool, stop_grace: float, as_json: bool, flat: bool,
+        no_watch: bool, fail_on_finding: bool, stop_grace: float, verbose: bool, as_json: bool, flat: bool,
         json_diagnoses: bool, quiet: bool,
         poll_seconds: float, strict: bool, overwrite: bool, resume: bool, **options: Any) -> None:  # fmt: skip
     """Run COMMAND (e.g. `-- python train.py --lr 0.1`) with a PyTorch hook attached and
@@ -123,13 +126,15 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
             if not no_watch:
                 watcher = make_watcher(
                     store.url, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds,
-                    label="mldbg run", alive=supervisor.alive,
+                    label="mldbg run", alive=supervisor.alive, on_problem=_problems(lambda: watcher),
                 )  # fmt: skip
                 supervisor.watcher = watcher
                 watcher.start()
                 announce(watcher)
                 watcher.run()
             code = supervisor.wait()
+            if watcher is not None and watcher.ended:
+                _echo_skips(watcher, verbose, chose="include_collections" in _user_config(hook_config))
             if watcher is not None and watcher.ended and not flat and (json_diagnoses or not as_json):
                 echo_diagnoses(watcher, as_json)
         finally:
@@ -151,6 +156,53 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
         )
         sys.exit(EXIT_FOUND)
     sys.exit(code)
+
+
+def _problems(watcher: Any) -> Any:
+    """The watcher's notes, less one line per skipped rule: those come as one summary at the
+    end (`_echo_skips`), most being about what the script does not use."""
+
+    def note(text: str) -> None:
+        if text.startswith("rule ") and " skipped: " in text:
+            return
+        progress = watcher().progress
+        progress.note(f"{progress.label}: {text}")
+
+    return note
+
+
+def _user_config(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    from mldbg.config_file import load_file
+
+    try:
+        return dict(load_file(path) or {})
+    except Exception:  # read and checked before the script started
+        return {}
+
+
+def _echo_skips(watcher: Any, verbose: bool, chose: bool) -> None:
+    """One line: the rules that ran, what fired, the rules that could not judge and why
+    in a word; with --verbose each skipped rule with its reason, for a run of `mldbg run`."""
+    from mldbg.cli.skips import explain, reasons, summary
+
+    runner = watcher.runner
+    if runner is None:
+        return
+    skips = explain(runner.skipped, runner.rules, watcher.trial, how="run",
+                    unchecked=runner.unchecked, complete=None if chose else True)  # fmt: skip
+    label = watcher.progress.label
+    if verbose:
+        for line in reasons(skips):
+            click.echo(f"{label}: {line}", err=True)
+    ran = len(runner.rules) - len(runner.skipped) - len(runner.errors)
+    findings = list(watcher.findings)
+    steps = watcher.context.steps_checked
+    where = f"over {steps} step{'s' if steps != 1 else ''}"
+    shown = [] if verbose else skips
+    line = summary(shown, ran, len({f.rule for f in findings}), len(findings), where, "mldbg run --verbose")
+    click.echo(f"{label}: {line}", err=True)
 
 
 class _Supervisor:
