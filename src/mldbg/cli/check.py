@@ -202,10 +202,9 @@ def check(
                 click.echo("")
             echo_diagnosis(d, as_json)
     unchecked = runner.unchecked
-    if as_json:
-        for name, why in unchecked.items():
-            echo_unchecked(name, why, as_json)
-    skips = explained_skips(runner, trial, specs)
+    for name, why in unchecked.items():  # each said, with its counts: never silent
+        echo_unchecked(name, why, as_json)
+    skips = [s for s in explained_skips(runner, trial, specs) if s.kind != "short"]
     if verbose or specs:
         from mldbg.cli.skips import reasons
 

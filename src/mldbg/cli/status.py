@@ -81,8 +81,8 @@ def status(path: str, as_json: bool, strict: bool, state_files: tuple[str, ...],
                 from mldbg.cli.skips import summary
 
                 ran = sum(1 for s in mine if s.status in ("no_issues_found", "issues_found"))
-                fired = [s for s in mine if s.first_finding is not None]
-                text = summary(skips, ran, len(fired), sum(s.findings for s in fired), hint="--verbose")
+                hit = [s for s in mine if s.first_finding is not None]
+                text = summary(skips, ran, len(hit), sum(s.findings for s in hit), hint="--verbose")
                 click.echo(f"  {text}")
     fired = any(
         s.first_finding is not None and (strict or s.first_finding.get("severity", "error") == "error")
