@@ -23,6 +23,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord
 from mldbg.report import html, svg
+from mldbg.report.cadence import cadence, with_gaps
 from mldbg.report.svg import Series
 from mldbg.report.timeline import Timeline, finding_marks
 from mldbg.store import statistics as stats
@@ -110,6 +111,9 @@ def section(
     if not health:
         return None
     charts = []
+    run_steps = _run_train_steps(trial)
+    span = (float(run_steps[0]), float(run_steps[-1])) if run_steps else None
+    said: dict[str, int] = {}  # each curve's cadence in words -> how many curves
     titles = {
         "weight l2": ("Weight norm per layer", "|w|_2", False, None),
         "gradient l2": ("Gradient norm per layer", "|g|_2", True, None),
@@ -118,16 +122,22 @@ def section(
         "saturated": ("Saturated activations per layer", "share of elements", False, (0.0, 1.0)),
     }
     for metric, (title, y_label, log_y, y_range) in titles.items():
-        lines = [
-            Series(h.name, h.curves[metric][0], h.curves[metric][1]) for h in health if metric in h.curves
-        ]
+        lines = []
+        for h in health:
+            if metric not in h.curves:
+                continue
+            xs, ys = h.curves[metric]
+            pace = cadence(xs, run_steps)
+            said[pace.text] = said.get(pace.text, 0) + 1
+            gx, gy = with_gaps(xs, ys, xs, pace.breaks)
+            lines.append(Series(h.name, gx, gy, points=True if pace.sparse else None))
         if not lines:
             continue
         drawn = {h.tensors[metric] for h in health if metric in h.tensors}
         charts.append(
             svg.line_chart(
                 lines, title=title, x_label="global step", y_label=y_label, log_y=log_y,
-                y_range=y_range, marks=finding_marks(found, drawn, timeline),
+                y_range=y_range, marks=finding_marks(found, drawn, timeline), x_range=span,
             )
         )  # fmt: skip
     rows = [
@@ -151,8 +161,30 @@ def section(
         "made positive; saturated: tanh/sigmoid inputs outside the saturation rules' bounds. "
         "Dashed red lines: where a rule fired on that layer's tensors."
     )
+    if said:
+        note = _cadence_note(said, run_steps) + " " + note
     body = html.grid(charts) + html.table(header, rows, numeric=range(1, len(header)))
     return html.Section("layers", "Per-layer health", body, note=note)
+
+
+def _cadence_note(said: dict[str, int], run_steps: list[int]) -> str:
+    """How often the curves were saved, against the run's train steps: "Saved every step to
+    19, then every 100th, of 150 train steps (0-149): the line breaks where steps were not
+    saved." A chart that stops before the run does is said to."""
+    common = max(said, key=lambda t: said[t])
+    others = "" if len(said) == 1 else f" (some layers: {'; '.join(t for t in said if t != common)})"
+    of = f", of {len(run_steps)} train steps ({run_steps[0]}-{run_steps[-1]})" if run_steps else ""
+    return (
+        f"Saved {common}{others}{of}: each line breaks where steps were not saved, and a lone "
+        "point stands for one saved step between gaps."
+    )
+
+
+def _run_train_steps(trial: Trial) -> list[int]:
+    """The run's saved TRAIN steps (all its steps when it records no modes): what a per-layer
+    curve's saved steps are counted against."""
+    steps = trial.steps(Mode.TRAIN) or trial.steps(Mode.GLOBAL)
+    return list(steps) if steps else list(trial.steps())
 
 
 # reading ------------------------------------------------------------------------------------

@@ -192,9 +192,12 @@ def line_chart(
     y_range: tuple[float, float] | None = None,
     diagonal: bool = False,
     marks: Sequence[Mark] = (),
+    x_range: tuple[float, float] | None = None,
 ) -> str:
     """Lines over a shared x axis; a legend when there are several; `marks` as vertical lines
-    (findings where they fired)."""
+    (findings where they fired). A NaN value is a gap: the line stops there and starts again
+    after it (`mldbg.report.cadence.with_gaps`). `x_range` widens the x axis to it (the run's
+    steps, where a series stops before the run does)."""
     series = [s for s in series if len(s.x)]
     if not series:
         return empty(f"{title}: no data", width)
@@ -208,7 +211,8 @@ def line_chart(
     f = _Frame(width, height, right=_legend_width([s.name for s in series]))
     ylo, yhi = (float(ys[ok].min()), float(ys[ok].max())) if y_range is None else y_range
     mark_x = [float(m.x) for m in marks]
-    f.scale(min([float(xs.min()), *mark_x]), max([float(xs.max()), *mark_x]), ylo, yhi, log_y)
+    wide = list(x_range) if x_range is not None else []
+    f.scale(min([float(xs.min()), *mark_x, *wide]), max([float(xs.max()), *mark_x, *wide]), ylo, yhi, log_y)
     body = f.axes(x_label, y_label)
     body += _marks(f, marks)
     if diagonal:
@@ -220,25 +224,37 @@ def line_chart(
     legend = []
     for i, s in enumerate(series):
         col = s.color or color(i)
-        pts = [
-            (f.px(float(x)), f.py(float(y))) for x, y in zip(s.x, s.y, strict=True) if math.isfinite(float(y))
-        ]
-        if not pts:
+        kept = [(float(x), float(y)) for x, y in zip(s.x, s.y, strict=True) if math.isfinite(float(y))]
+        if not kept:
             continue
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-        body.append(f'<polyline points="{path}" fill="none" stroke="{col}" stroke-width="2"{dash}/>')
+        for piece in _pieces(s.x, s.y):  # a NaN value breaks the line: a gap, not a measurement
+            if len(piece) > 1:
+                path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in piece)
+                body.append(f'<polyline points="{path}" fill="none" stroke="{col}" stroke-width="2"{dash}/>')
         dots = s.points if s.points is not None else points
-        if dots or (dots is None and len(pts) <= 60):
-            for (px, py), x, y in zip(pts, s.x, s.y, strict=False):
+        lone = {p[0] for p in _pieces(s.x, s.y) if len(p) == 1}  # a point between two gaps
+        for x, y in kept:
+            if dots or (dots is None and len(kept) <= 60) or (x, y) in lone:
                 body.append(
-                    f'<circle cx="{px:.1f}" cy="{py:.1f}" r="2.5" fill="{col}">'
-                    f"<title>{escape(s.name)}: {fmt(float(x))} → {fmt(float(y))}</title></circle>"
+                    f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="2.5" fill="{col}">'
+                    f"<title>{escape(s.name)}: {fmt(x)} → {fmt(y)}</title></circle>"
                 )
         legend.append((s.name, col))
     if len(series) > 1:
         body += _legend(legend, f.x1 + 12, f.y1 + 8)
     return _svg(width, height, body, title)
+
+
+def _pieces(xs: Sequence[float], ys: Sequence[float]) -> list[list[tuple[float, float]]]:
+    """The finite points of a line, cut at each non-finite value."""
+    out: list[list[tuple[float, float]]] = [[]]
+    for x, y in zip(xs, ys, strict=True):
+        if math.isfinite(float(y)):
+            out[-1].append((float(x), float(y)))
+        elif out[-1]:
+            out.append([])
+    return [p for p in out if p]
 
 
 def _marks(f: _Frame, marks: Sequence[Mark]) -> list[str]:
