@@ -78,6 +78,7 @@ class _Series:
         self.values: dict[int, Any] = {}
         self.skipped: dict[int, str] = {}  # step -> why no value (only reductions saved, corrupt)
         self.damaged = damaged  # the run's damaged files, reported in its summary
+        self.pace: tuple[int, dict[str, Any]] | None = None  # (steps counted, RunData._pace)
 
     def extend(self, steps: Iterable[int], compute: Callable[[int], Any]) -> None:
         for step in steps:
@@ -342,6 +343,33 @@ class RunData:
         trial = self._trial()
         return [trial.mode(s).name for s in steps]
 
+    def _pace(self, series: _Series) -> dict[str, Any]:
+        """How often `series` was saved, per mode (`mldbg.report.cadence`): `breaks`, the steps
+        whose point a line must not join to the previous one of its mode (a gap before them);
+        `cadence`, mode -> the cadence in words ("every step to 19, then every 100th");
+        `sparse`, whether a mode's points are apart (then draw them). Over every saved step,
+        so a client that asks `since` a step still learns the gaps before it."""
+        from mldbg.report.cadence import cadence
+
+        steps = sorted(series.values)
+        if series.pace is not None and series.pace[0] == len(steps):
+            return series.pace[1]
+        trial = self._trial()
+        by_mode: dict[str, list[int]] = {}
+        for s in steps:
+            by_mode.setdefault(trial.mode(s).name, []).append(s)
+        breaks: list[int] = []
+        words: dict[str, str] = {}
+        sparse = False
+        for mode, mine in by_mode.items():
+            pace = cadence(mine, trial.steps(Mode[mode]) or None)
+            breaks += pace.breaks
+            words[mode] = pace.text
+            sparse = sparse or pace.sparse
+        out = {"breaks": sorted(breaks), "cadence": words, "sparse": sparse}
+        series.pace = (len(steps), out)
+        return out
+
     def scalars(self, since: int | None = None) -> dict[str, Any]:
         """Every tensor of the `losses` and `scalars` collections, over global steps, each
         step labelled with its mode (TRAIN, EVAL...) and its wall-clock time; the epoch at each
@@ -478,6 +506,7 @@ class RunData:
                 "modes": self._modes(steps),
                 "values": [num(series.values[s]) for s in steps],
                 "wall_time": _times_of(self._wall_times()[0], steps),
+                **self._pace(series),
             }
 
     def distribution(self, name: str, since: int | None = None) -> dict[str, Any]:
@@ -503,6 +532,9 @@ class RunData:
                 "values": [[num(v) for v in series.values[s][0]] for s in steps],
                 "nonfinite": [series.values[s][1] for s in steps],
                 "size": [series.values[s][2] for s in steps],
+                **self._pace(series),
+                # steps saved without raw values (statistics or reductions only): not drawn here
+                "without_raw": sum(1 for why in series.skipped.values() if why not in self.damaged),
             }
 
     def histogram(self, name: str, step: int | None = None, bins: int = 30) -> dict[str, Any]:
@@ -634,7 +666,8 @@ class RunData:
         for name in names:
             try:
                 got = self.reduction(name, reduction, abs, since)
-                out.append({k: got[k] for k in ("tensor", "steps", "modes", "values", "wall_time")})
+                keys = ("tensor", "steps", "modes", "values", "wall_time", "breaks", "cadence", "sparse")
+                out.append({k: got[k] for k in keys})
             except NotFound as e:
                 out.append({"tensor": name, "detail": str(e)})
         return {"run": self.name, "reduction": reduction, "abs": abs, "series": out}

@@ -92,7 +92,10 @@
 
   // rows: step -> [mode, value, wall, epoch], kept in step order on demand -------------------------
   class Rows {
-    constructor() { this.map = new Map(); this.max = null; this._sorted = null; }
+    constructor() { this.map = new Map(); this.max = null; this._sorted = null; this.pace = null; }
+    // how often the series was saved (the server's cadence): steps with a gap before them,
+    // the cadence in words per mode, whether its points are apart
+    setPace(d) { if (d && d.breaks) this.pace = { breaks: new Set(d.breaks), cadence: d.cadence || {}, sparse: !!d.sparse }; }
     merge(steps, modes, values, wall, epochs) {
       steps.forEach((s, i) => {
         this.map.set(s, [modes[i], values[i], wall ? wall[i] : null, epochs ? epochs[i] : null]);
@@ -140,7 +143,10 @@
     if (!soon) soon = setTimeout(() => { soon = null; tick(); }, Math.max(100, lastTick + 500 - Date.now()));
   }
   function listen() {
-    if (!window.EventSource) return;
+    // ?events=off: polling only. A headless screenshot with a virtual-time budget
+    // (chromium --headless --virtual-time-budget=...) waits for open connections; the event
+    // stream never closes, so the budget would never run out (docs/dashboard.md)
+    if (!window.EventSource || new URLSearchParams(location.search).get("events") === "off") return;
     const es = new EventSource("api/events");
     es.onopen = () => { state.sse = true; state.sseSeen = true; };
     es.onerror = () => { state.sse = false; if (es.readyState === EventSource.CLOSED) setTimeout(listen, 5000); };
@@ -191,6 +197,8 @@
       draw();
       writeHash();
       setLive(true, errors.join("\n"));
+      // drawn from the server's data at least once: what a screenshot or a test waits for
+      if (state.runs.length) document.body.dataset.filled = state.runs.some((r) => r.steps > 0) ? "data" : "empty";
     } finally {
       state.ticking = false;
       state.timer = setTimeout(tick, state.sse ? SLOW_POLL_MS : POLL_MS);
@@ -266,6 +274,7 @@
               `&reduction=${state.reduction}&abs=${state.abs}${rows.since()}`);
             if (state.redKey !== key) return; // the choice changed meanwhile
             rows.merge(d.steps, d.modes, d.values, d.wall_time);
+            rows.setPace(d);
             delete state.redErr[k];
           } catch (e) { state.redErr[k] = e.message; }
         })());
@@ -296,7 +305,7 @@
     if (!run || !tensor) { state.dist = null; return; }
     const key = `${run}|${tensor}`;
     if (!state.dist || state.dist.key !== key) {
-      state.dist = { key, rows: new Map(), max: null, err: null };
+      state.dist = { key, rows: new Map(), max: null, err: null, pace: null, withoutRaw: 0 };
       state.hist = null; state.histKey = ""; state.followLatest = true; state.distMode = null;
     }
     const dist = state.dist;
@@ -310,6 +319,8 @@
         dist.rows.set(s, { mode: d.modes[i], values: d.values[i].map(finite), nonfinite: d.nonfinite[i], size: d.size[i] });
         if (dist.max === null || s > dist.max) dist.max = s;
       });
+      if (d.breaks) dist.pace = { breaks: new Set(d.breaks), cadence: d.cadence || {} };
+      dist.withoutRaw = d.without_raw || 0;
       dist.err = null;
     } catch (e) { dist.err = e.message; return; }
     const steps = distSteps();
@@ -899,12 +910,14 @@
     const sorted = rows.sorted();
     const modes = new Set(sorted.map(([, r]) => r[0]));
     const perPass = modes.has("TRAIN");
+    const gaps = rows.pace ? rows.pace.breaks : null; // a gap before these steps: the line breaks
     let i = 0;
     while (i < sorted.length) {
       const [step, [mode, v, wall]] = sorted[i];
       const m = (out[mode] ||= { x: [], y: [], steps: [], batches: [] });
       if (!perPass || mode === "TRAIN") {
         const x = xAt(run, step, wall);
+        if (x !== null && gaps && gaps.has(step) && m.x.length) { m.x.push(x); m.y.push(null); m.steps.push(step); m.batches.push(0); }
         if (x !== null) { m.x.push(x); m.y.push(finite(v)); m.steps.push(step); m.batches.push(1); }
         i += 1;
         continue;
@@ -943,7 +956,7 @@
       const base = { type: "scatter", x: d.x, name, legendgroup: run, meta: Object.assign({ run, mode }, meta),
         line: { color, width: 2, dash: dash || DASH[mode] || "solid" }, marker: { size: 6, color },
         customdata: d.steps.map((s, k) => [s, d.batches[k]]),
-        mode: mode === "TRAIN" && d.x.length > 1 ? "lines" : "lines+markers",
+        mode: mode === "TRAIN" && d.x.length > 1 && !(rows.pace && rows.pace.sparse) ? "lines" : "lines+markers",
         hovertemplate: pass ? "%{y:.5g} (step %{customdata[0]}, mean of %{customdata[1]} batches)" : "%{y:.5g} (step %{customdata[0]})" };
       if (smoothing > 0 && mode === "TRAIN") {
         traces.push(Object.assign({}, base, { y: d.y, opacity: 0.25, showlegend: false, hoverinfo: "skip", hovertemplate: null,
@@ -1118,6 +1131,19 @@
         if (rows && rows.map.size) traces.push(...lineTraces(r.name, label, rows, 0, { tensor }, tensors.length > 1 ? TENSOR_DASH[i % TENSOR_DASH.length] : null));
       });
     }
+    const paced = [];
+    for (const r of shownRuns()) {
+      tensors.forEach((tensor) => {
+        const rows = state.red[`${r.name}\n${tensor}`];
+        if (!rows || !rows.pace || !rows.map.size) return;
+        for (const [mode, words] of Object.entries(rows.pace.cadence)) {
+          if (words !== "every step") paced.push(`${tensors.length > 1 ? `${tensor} · ` : ""}${r.name}${Object.keys(rows.pace.cadence).length > 1 ? ` (${mode.toLowerCase()})` : ""}: saved ${words}`);
+        }
+      });
+    }
+    const cad = $("tensor-cadence");
+    cad.hidden = !paced.length;
+    cad.textContent = paced.length ? `${paced.join("\n")}\nLines break where steps were not saved; each dot is a saved step.` : "";
     const note = $("tensor-note");
     note.hidden = !notes.length && !missing.size;
     note.textContent = [...[...missing].map(([run, ts]) => `run ${run} has no tensor ${ts.join(", ")}`), ...notes].join("\n");
@@ -1145,8 +1171,12 @@
     const dist = state.dist;
     const steps = distSteps();
     const err = dist ? dist.err : null;
-    note.hidden = !err;
-    note.textContent = err || "";
+    const raw = dist && !err && dist.pace ? dist.pace.cadence[state.distMode] : null;
+    const partial = raw && (dist.withoutRaw > 0 || raw !== "every step")
+      ? `raw values saved ${raw}` + (dist.withoutRaw ? `; ${dist.withoutRaw} other saved step${dist.withoutRaw === 1 ? "" : "s"} hold statistics only (no raw values to draw a distribution; their reductions are on the Tensors chart)` : "")
+      : "";
+    note.hidden = !err && !partial;
+    note.textContent = err || partial;
     const run = state.distRun;
     const tensor = primaryTensor();
     const color = state.color[run] || "#3b5bdb";
@@ -1156,9 +1186,16 @@
       Plotly.react("plot-histogram", [], emptyLayout(""), PLOT_CONFIG);
       return;
     }
-    const rows = steps.map((s) => dist.rows.get(s));
-    const xs = steps.map((s) => xAt(run, s, null));
-    const p = (k) => rows.map((r) => r.values[k]);
+    // a null row before each step after a gap: the bands stop there instead of spanning it
+    const cut = dist.pace ? dist.pace.breaks : new Set();
+    const rows = [], xs = [];
+    steps.forEach((s, i) => {
+      const x = xAt(run, s, null);
+      if (i && cut.has(s)) { rows.push(null); xs.push(x); }
+      rows.push(dist.rows.get(s)); xs.push(x);
+    });
+    const p = (k) => rows.map((r) => (r ? r.values[k] : null));
+    const lone = steps.length < 2 || (dist.pace && dist.pace.breaks.size) ? "lines+markers" : "lines";
     const traces = [];
     const alpha = [0.12, 0.2, 0.3, 0.42];
     for (let i = 0; i < 4; i++) {
@@ -1166,8 +1203,8 @@
       traces.push({ type: "scatter", x: xs, y: p(8 - i), mode: "lines", line: { width: 0, color }, fill: "tonexty",
         fillcolor: rgba(color, alpha[i]), showlegend: false, hoverinfo: "skip" });
     }
-    traces.push({ type: "scatter", x: xs, y: p(4), mode: "lines", name: "median", line: { color, width: 2 }, showlegend: false,
-      customdata: rows.map((r) => [...r.values.map(fmt), r.nonfinite]),
+    traces.push({ type: "scatter", x: xs, y: p(4), mode: lone, name: "median", line: { color, width: 2 }, marker: { size: 5, color }, showlegend: false,
+      customdata: rows.map((r) => (r ? [...r.values.map(fmt), r.nonfinite] : [])),
       hovertemplate: "max %{customdata[8]}<br>+1σ %{customdata[6]}<br>median %{customdata[4]}<br>-1σ %{customdata[2]}<br>min %{customdata[0]}<br>non-finite %{customdata[9]}<extra></extra>" });
     const mark = state.histStep === null ? null : xAt(run, state.histStep, null);
     Plotly.react("plot-distribution", traces, layout(tensor, false, {
