@@ -12,7 +12,7 @@ import pytest
 import mldbg
 from mldbg.config import Mode
 from mldbg.report import build_report, svg
-from mldbg.report.cadence import cadence, describe, with_gaps
+from mldbg.report.cadence import cadence, describe, of_series, with_gaps
 from tests.tiny import train
 
 
@@ -60,11 +60,11 @@ def sparse(tmp_path_factory):
 
 def test_per_layer_charts_break_at_gaps_span_the_run_and_say_the_cadence(sparse):
     trial = mldbg.create_trial(sparse)
-    run_steps = trial.steps(Mode.TRAIN)
+    run_steps = [s for s in trial.steps() if trial.mode(s) == Mode.TRAIN]
     saved = trial.tensor(
         next(n for n in trial.tensor_names(collection="weights") if n.endswith("weight"))
     ).steps()
-    pace = cadence(saved, run_steps)
+    pace = of_series(trial, saved)
     assert pace.breaks, f"the two lines saved statistics without a gap: {saved}"  # what this test is about
     section = _section(build_report(trial, check=False), "layers")
     # the cadence in words, against the run's steps
@@ -79,3 +79,17 @@ def test_per_layer_charts_break_at_gaps_span_the_run_and_say_the_cadence(sparse)
     assert layers and all(len(line) <= sum(1 for s in saved if s < pace.breaks[0]) for line in xs)
     # the step after the gap is drawn as a dot (a lone point, or a sparse stretch's points)
     assert f": {pace.breaks[0]} → " in chart
+
+
+def test_evaluation_passes_between_training_steps_are_no_gap(tmp_path):
+    """Statistics every training step, an evaluation pass every 5: one unbroken line."""
+    path = tmp_path / "with_eval"
+    train(path, steps=20, eval_every=5, default_hook=True)
+    trial = mldbg.create_trial(path)
+    name = next(n for n in trial.tensor_names(collection="weights") if n.endswith("weight"))
+    saved = [s for s in trial.tensor(name).steps() if trial.mode(s) == Mode.TRAIN]
+    assert len(saved) == 20 and saved[-1] - saved[0] > 19  # evaluation steps lie between them
+    pace = of_series(trial, saved)
+    assert pace.breaks == [] and pace.text == "every step" and not pace.sparse
+    section = _section(build_report(trial, check=False), "layers")
+    assert "Saved every step, of 20 train steps" in section

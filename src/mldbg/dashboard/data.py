@@ -349,7 +349,7 @@ class RunData:
         `cadence`, mode -> the cadence in words ("every step to 19, then every 100th");
         `sparse`, whether a mode's points are apart (then draw them). Over every saved step,
         so a client that asks `since` a step still learns the gaps before it."""
-        from mldbg.report.cadence import cadence
+        from mldbg.report.cadence import of_series
 
         steps = sorted(series.values)
         if series.pace is not None and series.pace[0] == len(steps):
@@ -362,7 +362,7 @@ class RunData:
         words: dict[str, str] = {}
         sparse = False
         for mode, mine in by_mode.items():
-            pace = cadence(mine, trial.steps(Mode[mode]) or None)
+            pace = of_series(trial, mine)
             breaks += pace.breaks
             words[mode] = pace.text
             sparse = sparse or pace.sparse

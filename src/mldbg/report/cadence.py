@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -61,9 +62,30 @@ class Cadence:
         return any(s.every != 1 for s in self.stretches)
 
 
-def cadence(steps: Sequence[int], run_steps: Sequence[int] | None = None) -> Cadence:
-    """The cadence of a series saved at global `steps` (sorted), in a run whose saved steps
-    of the same mode are `run_steps` (sorted; default: every global step is one of the run's)."""
+def of_series(trial: Any, steps: Sequence[int]) -> Cadence:
+    """The cadence of a series of `trial` saved at global `steps` (sorted, of one mode):
+    counted in the steps of that mode the run saved (`trial.steps(mode)`, mode steps), so
+    the steps of other modes between them are no gap; breaks and words in global steps."""
+    if not len(steps):
+        return Cadence()
+    mode = trial.mode(steps[0])
+    mode_steps = [trial.mode_step(s) for s in steps]
+    run_steps = trial.steps(mode)
+    everything = trial.steps()
+    last = next((s for s in reversed(everything) if trial.mode(s) == mode), None)
+    return cadence(mode_steps, run_steps, names=steps, run_last=last)
+
+
+def cadence(
+    steps: Sequence[int],
+    run_steps: Sequence[int] | None = None,
+    names: Sequence[int] | None = None,
+    run_last: int | None = None,
+) -> Cadence:
+    """The cadence of a series saved at `steps` (sorted), in a run whose saved steps in the
+    same count are `run_steps` (sorted; default: every step is one of the run's). `names`: the
+    global step of each of `steps`, used in the breaks and the words (default: `steps`);
+    `run_last`: the run's last step (a global step; default: the last of `run_steps`)."""
     steps_a = np.asarray(steps, dtype=np.int64)
     if steps_a.size == 0:
         return Cadence()
@@ -71,8 +93,11 @@ def cadence(steps: Sequence[int], run_steps: Sequence[int] | None = None) -> Cad
         pos = steps_a
     else:
         pos = np.searchsorted(np.asarray(run_steps, dtype=np.int64), steps_a)  # index among the run's steps
+    if run_last is None and run_steps is not None and len(run_steps):
+        run_last = int(run_steps[-1])
+    steps_a = steps_a if names is None else np.asarray(names, dtype=np.int64)
     gaps = np.diff(pos)
-    out = Cadence(run_last=int(run_steps[-1]) if run_steps is not None and len(run_steps) else None)
+    out = Cadence(run_last=run_last)
     start = 0  # index of the stretch's first point
     every = 0.0  # its spacing (0: not known yet: one point)
     for i, gap in enumerate(gaps.tolist()):

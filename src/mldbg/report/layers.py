@@ -23,7 +23,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import CorruptRecord
 from mldbg.report import html, svg
-from mldbg.report.cadence import cadence, with_gaps
+from mldbg.report.cadence import of_series, with_gaps
 from mldbg.report.svg import Series
 from mldbg.report.timeline import Timeline, finding_marks
 from mldbg.store import statistics as stats
@@ -111,7 +111,7 @@ def section(
     if not health:
         return None
     charts = []
-    run_steps = _run_train_steps(trial)
+    run_steps = _run_train_steps(trial)  # global steps
     span = (float(run_steps[0]), float(run_steps[-1])) if run_steps else None
     said: dict[str, int] = {}  # each curve's cadence in words -> how many curves
     titles = {
@@ -127,7 +127,7 @@ def section(
             if metric not in h.curves:
                 continue
             xs, ys = h.curves[metric]
-            pace = cadence(xs, run_steps)
+            pace = of_series(trial, xs)
             said[pace.text] = said.get(pace.text, 0) + 1
             gx, gy = with_gaps(xs, ys, xs, pace.breaks)
             lines.append(Series(h.name, gx, gy, points=True if pace.sparse else None))
@@ -181,10 +181,11 @@ def _cadence_note(said: dict[str, int], run_steps: list[int]) -> str:
 
 
 def _run_train_steps(trial: Trial) -> list[int]:
-    """The run's saved TRAIN steps (all its steps when it records no modes): what a per-layer
-    curve's saved steps are counted against."""
-    steps = trial.steps(Mode.TRAIN) or trial.steps(Mode.GLOBAL)
-    return list(steps) if steps else list(trial.steps())
+    """The run's saved TRAIN global steps (all its steps when it records no TRAIN step): the
+    x span of the per-layer charts."""
+    steps = trial.steps()
+    train = [s for s in steps if trial.mode(s) in (Mode.TRAIN, Mode.GLOBAL)]
+    return train or list(steps)
 
 
 # reading ------------------------------------------------------------------------------------
