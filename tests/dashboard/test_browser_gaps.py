@@ -101,3 +101,32 @@ def test_the_documented_screenshot_command_captures_the_filled_page(sparse, tmp_
         assert 'data-filled="data"' in dom.stdout, dom.stdout[-3000:]
         live = re.search(r'<span id="live-text">([^<]*)<', dom.stdout)
         assert live and "connecting" not in live.group(1)
+
+
+def test_layer_heatmap_leaves_gaps_blank(browser, sparse):
+    path, saved, pace = sparse
+    with Server(str(path)) as server:
+        body = server.json(run_url("sparse") + "/layers")
+        assert body["breaks"] == pace.breaks and body["cadence"] == pace.text
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{server.url}#view=layers")
+            page.wait_for_function(
+                "() => (document.getElementById('plot-layers').data || []).some(t => t.meta && t.meta.layers && t.z.length)",
+                timeout=30_000,
+            )
+            heat = page.evaluate(
+                "() => { const t = document.getElementById('plot-layers').data.find(t => t.meta && t.meta.layers && !t.meta.nonfinite);"
+                " return {x: Array.from(t.x), z: t.z.map(r => Array.from(r)), gaps: t.meta.gaps}; }"
+            )
+            assert heat["gaps"] == len(pace.breaks)
+            # the columns at the gap's edges are empty, and no saved step's cell reaches across it
+            first = pace.breaks[0]
+            before = max(s for s in saved if s < first)
+            inside = [i for i, x in enumerate(heat["x"]) if before < x < first]
+            assert len(inside) == 2 and all(row[i] is None for row in heat["z"] for i in inside)
+            assert "left blank" in page.inner_text("#layers-note") and pace.text in page.inner_text(
+                "#layers-note"
+            )
+        finally:
+            page.close()

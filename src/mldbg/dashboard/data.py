@@ -120,6 +120,7 @@ class RunData:
         self.last_change = time.time()
         self._series: OrderedDict[tuple, _Series] = OrderedDict()
         self.damaged: set[str] = set()  # data files found damaged while reading values
+        self._layer_paces: dict[tuple, dict[str, Any]] = {}  # (kind, steps) -> RunData._layer_pace
         # rules: their own trial, used by the refresher thread only
         self._runner: Any = None
         self._rules_finished = False
@@ -741,11 +742,30 @@ class RunData:
 
         with self.lock:
             trial = self._trial()
-            return {
+            out = {
                 "run": self.name,
                 "parameters": layers.parameters(trial, self._layers, since),
                 "activations": layers.activations(trial, self._layers, since),
             }
+            return {**out, **self._layer_pace(trial, out)}
+
+    def _layer_pace(self, trial: Trial, got: dict[str, Any]) -> dict[str, Any]:
+        """The layers' TRAIN steps' cadence (`_pace`): `breaks`, the steps with a gap before
+        them (the heatmap leaves the gap blank instead of stretching a cell over it), and
+        `cadence` in words. Over every step the parameters were saved at, not only `since`."""
+        from mldbg.report.cadence import of_series
+
+        names = [p["name"] for p in got["parameters"]] + [a["name"] for a in got["activations"]]
+        union: set[int] = set()
+        for name in names:
+            union.update(trial.tensor(name).steps())
+        train = sorted(s for s in union if trial.mode(s) == Mode.TRAIN)
+        key = ("layers", len(train))
+        cached = self._layer_paces.get(key)
+        if cached is None:
+            pace = of_series(trial, train)
+            cached = self._layer_paces[key] = {"breaks": pace.breaks, "cadence": pace.text if train else ""}
+        return cached
 
     def profiler(self) -> dict[str, Any]:
         """The profiler panel (mldbg.dashboard.profile); the rules' verdicts are re-evaluated

@@ -382,10 +382,30 @@
           if (L.max === null || s > L.max) L.max = s;
         });
       };
+      if (d.breaks) { L.breaks = new Set(d.breaks); L.cadence = d.cadence || ""; }
       d.parameters.forEach((p) => add("parameter", p, ["grad_l2", "update_ratio", "weight_l2"]));
       d.activations.forEach((a) => add("activation", a, ["dead_fraction", "saturated_fraction"]));
       L.err = null;
     } catch (e) { L.err = e.status === 404 && /no endpoint/.test(e.message) ? "this server has no per-layer view (/api/runs/RUN/layers)" : e.message; }
+  }
+
+  function blankGaps(x, steps, z, raw, breaks) {
+    // a heatmap stretches each cell half way to its neighbours: across a gap in the saved steps
+    // (the server's `breaks`) one value would fill it. Two empty columns at the gap's edges,
+    // one spacing from the values either side, keep each cell as wide as its cadence.
+    if (!breaks || !breaks.size) return { x, z, raw, gaps: 0 };
+    const ox = [], oz = z.map(() => []), oraw = raw ? raw.map(() => []) : null;
+    let gaps = 0;
+    const push = (col, xv, k) => { ox.push(xv); z.forEach((row, r) => oz[r].push(k === null ? null : row[k])); if (raw) raw.forEach((row, r) => oraw[r].push(k === null ? "not saved" : row[k])); };
+    steps.forEach((s, k) => {
+      if (k && breaks.has(s) && x[k] !== null && x[k - 1] !== null) {
+        const before = k > 1 && x[k - 2] !== null ? x[k - 1] - x[k - 2] : 1;
+        const after = k + 1 < steps.length && x[k + 1] !== null ? x[k + 1] - x[k] : before;
+        if (x[k] - x[k - 1] > before + after) { push(null, x[k - 1] + before, null); push(null, x[k] - after, null); gaps += 1; }
+      }
+      push(null, x[k], k);
+    });
+    return { x: ox, z: oz, raw: oraw, gaps };
   }
 
   function drawLayers() {
@@ -399,8 +419,10 @@
     const stepSet = new Set();
     items.forEach((it) => it.rows.forEach((r, s) => { if (r.mode === "TRAIN" && r[metric] !== undefined) stepSet.add(s); }));
     const steps = [...stepSet].sort((a, b) => a - b);
-    note.hidden = !(L && L.err) && !(L && !items.length);
-    note.textContent = L && L.err ? L.err : L ? `run ${L.run} has no ${label} recorded (see docs/dashboard.md: what the layer view reads)` : "";
+    const paced = L && !L.err && items.length && L.cadence && L.cadence !== "every step"
+      ? `${L.run}: layers saved ${L.cadence}; steps that were not saved are left blank` : "";
+    note.hidden = !(L && L.err) && !(L && !items.length) && !paced;
+    note.textContent = L && L.err ? L.err : L && !items.length ? `run ${L.run} has no ${label} recorded (see docs/dashboard.md: what the layer view reads)` : paced;
     $("layers-title").textContent = L ? `${label} in ${L.run}` : "";
     if (!items.length || !steps.length) {
       Plotly.react("plot-layers", [], emptyLayout(L ? "no per-layer data yet" : "no runs yet"), PLOT_CONFIG);
@@ -414,16 +436,18 @@
       return logScale ? (v > 0 ? Math.log10(v) : null) : v;
     })).reverse();
     const raw = items.map((it) => steps.map((s) => fmt((it.rows.get(s) || {})[metric] ?? null))).reverse();
-    const x = steps.map((s) => xAt(L.run, s, null));
+    let x = steps.map((s) => xAt(L.run, s, null));
+    const gapped = blankGaps(x, steps, z, raw, L.breaks);
+    x = gapped.x;
     const traces = [{
-      type: "heatmap", x, y: names, z, customdata: raw, meta: { layers: true, metric },
+      type: "heatmap", x, y: names, z: gapped.z, customdata: gapped.raw, meta: { layers: true, metric, gaps: gapped.gaps },
       colorscale: metric === "dead_fraction" || metric === "saturated_fraction" ? "YlOrRd" : "Viridis",
       zmin: logScale ? undefined : 0, zmax: logScale ? undefined : 1,
       colorbar: { title: { text: logScale ? "log10" : "share" }, thickness: 12 },
       hovertemplate: `%{y}<br>step %{x}: %{customdata}<extra></extra>`, xgap: steps.length < 80 ? 1 : 0, ygap: 1,
     }];
     // NaN or infinite values: their own colour, so a blow-up does not look like missing data
-    const bad = items.map((it) => steps.map((s) => { const v = (it.rows.get(s) || {})[metric]; return typeof v === "number" && !Number.isFinite(v) ? 1 : null; })).reverse();
+    const bad = blankGaps(steps.map((s) => xAt(L.run, s, null)), steps, items.map((it) => steps.map((s) => { const v = (it.rows.get(s) || {})[metric]; return typeof v === "number" && !Number.isFinite(v) ? 1 : null; })).reverse(), null, L.breaks).z;
     if (bad.some((row) => row.some((v) => v !== null))) {
       traces.push({ type: "heatmap", x, y: names, z: bad, meta: { layers: true, nonfinite: true }, showscale: false, xgap: traces[0].xgap, ygap: 1,
         colorscale: [[0, "#c92a2a"], [1, "#c92a2a"]], hovertemplate: "%{y}<br>step %{x}: NaN or infinite<extra></extra>" });
