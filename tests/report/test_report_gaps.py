@@ -93,3 +93,12 @@ def test_evaluation_passes_between_training_steps_are_no_gap(tmp_path):
     assert pace.breaks == [] and pace.text == "every step" and not pace.sparse
     section = _section(build_report(trial, check=False), "layers")
     assert "Saved every step, of 20 train steps" in section
+
+
+def test_the_report_says_why_rules_were_not_checked_for_this_run(sparse):
+    """The report's list of rules not checked: XGBoost's left out of a PyTorch run, the reasons
+    true for a model with nn.ReLU modules recorded with the two lines (no include_collections advice)."""
+    section = _section(build_report(mldbg.create_trial(sparse)), "findings")
+    assert "tree_depth" not in section and "feature_importance" not in section
+    assert "include_collections" not in section
+    assert "no mixture-of-experts router" in section

@@ -72,8 +72,8 @@ def echo_unchecked(name: str, why: str, as_json: bool) -> None:
 
 
 def explained_skips(runner: Any, trial: Any, specs: Any = None, how: str | None = None) -> list[Any]:
-    """The runner's skipped rules with their true reasons (`mldbg.cli.skips`)."""
-    from mldbg.cli.skips import explain
+    """The runner's skipped rules with their true reasons (`mldbg.report.skips`)."""
+    from mldbg.report.skips import explain
 
     return explain(runner.skipped, runner.rules, trial, how=how, unchecked=runner.unchecked)
 
@@ -206,7 +206,7 @@ def check(
         echo_unchecked(name, why, as_json)
     skips = [s for s in explained_skips(runner, trial, specs) if s.kind != "short"]
     if verbose or specs:
-        from mldbg.cli.skips import reasons
+        from mldbg.report.skips import reasons
 
         asked = (
             {s.rule for s in skips if s.kind == "framework"} if specs and not _default_named(specs) else set()
@@ -216,7 +216,7 @@ def check(
     for name, err in runner.errors.items():
         click.echo(f"mldbg check: error: rule {name} failed: {err}", err=True)
     if not as_json:
-        from mldbg.cli.skips import summary
+        from mldbg.report.skips import summary
 
         ran = len(runner.rules) - len(runner.skipped)
         fired = len({f.rule for f in findings})

@@ -185,7 +185,7 @@ def _user_config(path: str | None) -> dict[str, Any]:
 def _echo_skips(watcher: Any, verbose: bool, chose: bool) -> None:
     """One line: the rules that ran, what fired, the rules that could not judge and why
     in a word; with --verbose each skipped rule with its reason, for a run of `mldbg run`."""
-    from mldbg.cli.skips import explain, reasons, summary
+    from mldbg.report.skips import explain, reasons, summary
 
     runner = watcher.runner
     if runner is None:

@@ -78,7 +78,7 @@ def status(path: str, as_json: bool, strict: bool, state_files: tuple[str, ...],
                     line += f": {s.detail}"
                 click.echo(line)
             if skips and not verbose:
-                from mldbg.cli.skips import summary
+                from mldbg.report.skips import summary
 
                 ran = sum(1 for s in mine if s.status in ("no_issues_found", "issues_found"))
                 hit = [s for s in mine if s.first_finding is not None]
@@ -93,9 +93,9 @@ def status(path: str, as_json: bool, strict: bool, state_files: tuple[str, ...],
 
 
 def _skips(path: str, skipped: list[Any]) -> list[Any]:
-    """The skipped rules of a watcher's status with their true reasons (`mldbg.cli.skips`),
+    """The skipped rules of a watcher's status with their true reasons (`mldbg.report.skips`),
     read against the run; the saved reason stands where the run cannot be read."""
-    from mldbg.cli.skips import Skip, explain
+    from mldbg.report.skips import Skip, explain
     from mldbg.rules import BUILTIN
 
     if not skipped:

@@ -777,7 +777,20 @@ def run_rules(
     if trial.loaded_all_steps:
         found += list(runner.finish())
     met = [(text, f"skipped by the rule {rule}") for text, rule in runner.corrupt.items()]
-    return found, dict(getattr(runner, "skipped", {}) or {}), None, met
+    return found, _skip_reasons(runner, trial), None, met
+
+
+def _skip_reasons(runner: Any, trial: Trial) -> dict[str, str]:
+    """The skipped rules with the reason that holds for this run and what to do
+    (`mldbg.report.skips`); rules that read only another framework's data are left out."""
+    from mldbg.report.skips import explain
+
+    skipped = dict(getattr(runner, "skipped", {}) or {})
+    try:
+        skips = explain(skipped, runner.rules, trial, unchecked=getattr(runner, "unchecked", {}))
+    except Exception:  # the plain reasons rather than none
+        return skipped
+    return {s.rule: s.why + (f"; {s.advice}" if s.advice else "") for s in skips if s.kind != "framework"}
 
 
 def roc_curve(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Why rules reached no verdict on a run, said once and truly (`run`, `watch`, `status`, `check`).
+"""Why rules reached no verdict on a run, said once and truly (`run`, `status`, `check`, the report).
 
 The runner says why it skipped each rule in terms of collections ("needs the relu_activations
 collection"). A user reads that as a list of things to fix, most about things their model does
