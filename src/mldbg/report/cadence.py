@@ -98,6 +98,9 @@ def cadence(
     steps_a = steps_a if names is None else np.asarray(names, dtype=np.int64)
     gaps = np.diff(pos)
     out = Cadence(run_last=run_last)
+    if gaps.size and (gaps == gaps[0]).all():  # one steady cadence (a loss every step): no loop
+        out.stretches.append(Stretch(int(steps_a[0]), int(steps_a[-1]), int(steps_a.size), float(gaps[0])))
+        return out
     start = 0  # index of the stretch's first point
     every = 0.0  # its spacing (0: not known yet: one point)
     for i, gap in enumerate(gaps.tolist()):
