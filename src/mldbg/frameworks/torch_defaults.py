@@ -62,6 +62,7 @@ from torch import nn
 
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_models import RegisteredModel
 from mldbg.frameworks.torch_statistics import StatisticsBatch
@@ -247,7 +248,9 @@ class StepStatistics:
         self._failed = False
         self._step = -1  # the step `_due` was decided for
         self._due = False
+        self._flow = GradientFlow()
         recorder.before_step_end.append(self.finish)
+        recorder.before_step_end.append(self._flow.detach)
 
     def due(self) -> bool:
         """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
@@ -267,9 +270,13 @@ class StepStatistics:
         )
 
     # what the hook hands over, at each point of a step -----------------------------------------
-    def watch_modules(self, model: nn.Module) -> None:
-        """Keep the mode-dependent modules of `model` (`mode_modules`)."""
+    def watch_modules(self, model: nn.Module, gradients: bool = True) -> None:
+        """Keep the mode-dependent modules of `model` (`mode_modules`) and, unless not
+        `gradients` (a compiled model: hooks on its layers would break its graph), where its
+        parameters' gradients are cut (`GradientFlow`)."""
         self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
+        if gradients:
+            self._flow.watch(model)
 
     def forward_start(
         self,
@@ -289,6 +296,8 @@ class StepStatistics:
         if not (full or fp):
             return
         if train:
+            if full:
+                self._flow.attach()  # taken off at the step's end
             thawed, self._thawed = (self._thawed, set()) if full else (self._thawed, self._thawed)
             for name, p, natural in params:
                 kinds = st.DEFAULTS[natural[0]] if full else ()
@@ -344,13 +353,20 @@ class StepStatistics:
                     self.add(f"gradient/{name}", p.grad, "gradients")
         self.finish()
 
-    def before_models_step(self, models: Sequence[RegisteredModel]) -> None:
-        """`before_optimizer` for every parameter of `models` (no list made at plain steps)."""
+    def before_models_step(self, models: Sequence[RegisteredModel], held: set[int] | None = None) -> None:
+        """`before_optimizer` for every parameter of `models` (no list made at plain steps);
+        `held`: the ids of the stepping optimizer's parameters, for those of them whose
+        gradient was cut (`GradientFlow`: `gradient_cut/<name>`)."""
         if self.due():
             for m in models:
                 for name, p, _ in m.params:
                     if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
                         self.add(m.grad_name(name), p.grad, "gradients")
+                if self._flow.attached and held:
+                    for name, code in self._flow.cut([(name, p) for name, p, _ in m.params], held):
+                        self.add_kinds(
+                            f"gradient_cut/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ()
+                        )
         self.finish()
 
     def optimizer_outside_train(self) -> None:

@@ -1,0 +1,187 @@
+"""parameter_without_gradient: parameters an optimizer trains that never get a gradient,
+though requires_grad is True (issue 27, item 3), on tiny real trainings with the two lines.
+
+Fires: a reentrant `torch.utils.checkpoint` over frozen embeddings (its block never gets a
+gradient); a branch cut by `.detach()` between two layers. Quiet twins: the same with
+`use_reentrant=False`; the reentrant checkpoint over inputs that require a gradient; the
+detached part frozen on purpose (requires_grad False, left out of the optimizer); a feature
+extractor under `torch.no_grad()`; a mixture of experts whose rare expert gets no token for
+many steps; an embedding whose rows are mostly unused; tied weights; an unused head (a
+pooler beside the loss)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import mldbg
+import mldbg.torch
+from tests.rules.conftest import assert_explains
+
+VOCAB, DIM, SEQ = 50, 16, 8
+
+
+class CheckpointedLM(nn.Module):
+    """Embedding -> a checkpointed block -> head (a tiny language model)."""
+
+    def __init__(self, reentrant: bool, tied: bool = False):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.block = nn.Sequential(nn.Linear(DIM, 32), nn.GELU(), nn.Linear(32, DIM))
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+        if tied:
+            self.head.weight = self.embed.weight
+        self.reentrant = reentrant
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        h = h + checkpoint(self.block, h, use_reentrant=self.reentrant)
+        return self.head(h)
+
+
+class DetachedNet(nn.Module):
+    """An encoder whose output reaches the head detached (`cut`), an unused pooler beside it."""
+
+    def __init__(self, cut: bool, no_grad: bool = False):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32))
+        self.pooler = nn.Linear(32, 32)  # computed, never used by the loss (healthy)
+        self.head = nn.Linear(32, 3)
+        self.cut, self.no_grad = cut, no_grad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.no_grad:
+            with torch.no_grad():
+                h = self.encoder(x)
+        else:
+            h = self.encoder(x)
+        self.pooled = self.pooler(h)
+        return self.head(h.detach() if self.cut else h)
+
+
+def _lm_batches(steps: int, g: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = []
+    for _ in range(steps):
+        ids = torch.randint(0, 10, (8, SEQ + 1), generator=g)  # 10 of the 50 rows are ever used
+        out.append((ids[:, :-1], ids[:, 1:]))
+    return out
+
+
+def train_lm(path, reentrant: bool, frozen_embeddings: bool, tied: bool = False, steps: int = 12) -> str:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    net = CheckpointedLM(reentrant, tied)
+    if frozen_embeddings:
+        net.embed.weight.requires_grad_(False)  # (tied: the head's weight is frozen with it)
+    opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-2)
+    with mldbg.torch.Hook(str(path)) as hook, warnings.catch_warnings():
+        # torch warns "None of the inputs have requires_grad=True" for the buggy checkpoint
+        warnings.simplefilter("ignore", UserWarning)
+        hook.register_module(net)
+        for x, y in _lm_batches(steps, g):
+            opt.zero_grad()
+            loss = F.cross_entropy(net(x).reshape(-1, VOCAB), y.reshape(-1))
+            loss.backward()
+            opt.step()
+    return str(path)
+
+
+def train_detached(path, cut: bool, frozen: bool = False, no_grad: bool = False, steps: int = 12) -> str:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    target = torch.randn(10, 3, generator=g)
+    net = DetachedNet(cut, no_grad)
+    if frozen:
+        net.encoder.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(net)
+        hook.register_loss(loss_fn)
+        for _ in range(steps):
+            x = torch.randn(32, 10, generator=g)
+            opt.zero_grad()
+            loss_fn(net(x), (x @ target).argmax(1)).backward()
+            opt.step()
+    return str(path)
+
+
+def _found(path: str) -> list[mldbg.Finding]:
+    return mldbg.check(path, rules=["parameter_without_gradient"])
+
+
+def test_fires_on_a_reentrant_checkpoint_over_frozen_embeddings(tmp_path):
+    found = _found(train_lm(tmp_path / "run", reentrant=True, frozen_embeddings=True))
+    assert found, "missed"
+    f = found[0]
+    assert f.step <= 5, f  # present from step 0: found within 5 training steps
+    assert set(f.tensors) == {"block.0.weight", "block.0.bias", "block.2.weight", "block.2.bias"}, f
+    assert "use_reentrant" in f.message and "use_reentrant=False" in f.suggestion
+    assert_explains(f)
+    assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"), rules=["parameter_without_gradient"])] == [
+        "gradients_interrupted"
+    ]
+
+
+def test_fires_on_a_branch_cut_by_detach(tmp_path):
+    found = _found(train_detached(tmp_path / "run", cut=True))
+    assert found, "missed"
+    f = found[0]
+    assert f.step <= 5, f
+    assert set(f.tensors) == {"encoder.0.weight", "encoder.0.bias", "encoder.2.weight", "encoder.2.bias"}, f
+    assert ".detach()" in f.message
+    assert_explains(f)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"reentrant": False, "frozen_embeddings": True},  # non-reentrant: gradients flow
+        {"reentrant": True, "frozen_embeddings": False},  # the checkpoint's input needs a gradient
+        {"reentrant": False, "frozen_embeddings": False, "tied": True},  # tied weights, rare rows
+    ],
+    ids=["non-reentrant", "reentrant-trainable-input", "tied"],
+)
+def test_quiet_on_checkpoint_twins(tmp_path, kwargs):
+    assert not _found(train_lm(tmp_path / "run", **kwargs))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"cut": False}, {"cut": True, "frozen": True}, {"cut": False, "no_grad": True}],
+    ids=["connected", "frozen-on-purpose", "no-grad-extractor"],
+)
+def test_quiet_on_detach_twins(tmp_path, kwargs):
+    """The unused pooler (its output never reaches the loss) is in the optimizer in each."""
+    assert not _found(train_detached(tmp_path / "run", **kwargs))
+
+
+def test_quiet_on_a_rare_expert(tmp_path):
+    """A top-1 mixture of experts whose router sends no token to expert 3 for many steps (its
+    logits biased against it): the expert did not run, so its missing gradient is no bug."""
+    from tests.rules.test_router_collapse import Net
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    net = Net()
+    with torch.no_grad():
+        net.moe.router.bias.copy_(torch.tensor([0.0, 0.0, 0.0, -30.0]))
+    target = torch.randn(16, 8, generator=g)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    path = str(tmp_path / "run")
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(net)
+        hook.register_loss(loss_fn)
+        for _ in range(12):
+            x = torch.randn(64, 16, generator=g)
+            opt.zero_grad()
+            loss_fn(net(x), (x @ target).argmax(1)).backward()
+            opt.step()
+    assert net.moe.experts[3][0].weight.grad is None  # it never got a token
+    assert not _found(path)
