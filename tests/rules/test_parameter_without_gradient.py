@@ -91,7 +91,9 @@ def train_lm(path, reentrant: bool, frozen_embeddings: bool, tied: bool = False,
     return str(path)
 
 
-def train_detached(path, cut: bool, frozen: bool = False, no_grad: bool = False, steps: int = 12) -> str:
+def train_detached(
+    path, cut: bool, frozen: bool = False, no_grad: bool = False, steps: int = 12, set_to_none: bool = True
+) -> str:
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     target = torch.randn(10, 3, generator=g)
@@ -105,7 +107,7 @@ def train_detached(path, cut: bool, frozen: bool = False, no_grad: bool = False,
         hook.register_loss(loss_fn)
         for _ in range(steps):
             x = torch.randn(32, 10, generator=g)
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=set_to_none)
             loss_fn(net(x), (x @ target).argmax(1)).backward()
             opt.step()
     return str(path)
@@ -128,8 +130,10 @@ def test_fires_on_a_reentrant_checkpoint_over_frozen_embeddings(tmp_path):
     ]
 
 
-def test_fires_on_a_branch_cut_by_detach(tmp_path):
-    found = _found(train_detached(tmp_path / "run", cut=True))
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_fires_on_a_branch_cut_by_detach(tmp_path, set_to_none):
+    """(zero_grad(set_to_none=False) zeroes only gradients that exist: the cut ones stay None.)"""
+    found = _found(train_detached(tmp_path / "run", cut=True, set_to_none=set_to_none))
     assert found, "missed"
     f = found[0]
     assert f.step <= 5, f

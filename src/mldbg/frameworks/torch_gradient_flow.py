@@ -93,13 +93,15 @@ class GradientFlow:
 
     def cut(self, params: list[tuple[str, nn.Parameter]], held: set[int] | None) -> list[tuple[str, int]]:
         """(name, code) of the parameters among `params` that an optimizer holds (`held`: the
-        ids of its parameters), require a gradient, got none in the step, and show why."""
+        ids of its parameters), require a gradient, got none in the step (no gradient
+        accumulated into them and `.grad` None: a sharded parameter whose gradient a wrapper
+        assigns, FSDP's, has one), and show why."""
         if not self._handles or held is None:
             return []
         found = []
         for name, p in params:
             code = self._evidence.get(id(p))
-            if code and id(p) in held and p.requires_grad and id(p) not in self._received:
+            if code and id(p) in held and p.requires_grad and id(p) not in self._received and p.grad is None:
                 found.append((name, code))
         return found
 
