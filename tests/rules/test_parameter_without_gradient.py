@@ -189,3 +189,44 @@ def test_quiet_on_a_rare_expert(tmp_path):
             opt.step()
     assert net.moe.experts[3][0].weight.grad is None  # it never got a token
     assert not _found(path)
+
+
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+@pytest.mark.filterwarnings("ignore:.*smaller than the logging interval.*")
+@pytest.mark.parametrize("cut", [True, False], ids=["detached", "twin"])
+def test_through_the_lightning_callback(tmp_path, cut):
+    """The same cut in a LightningModule recorded with `mldbg.lightning.DebuggerCallback`."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from mldbg.lightning import DebuggerCallback
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = DetachedNet(cut)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 10, generator=g)
+    y = (x @ torch.randn(10, 3, generator=g)).argmax(1)
+    path = str(tmp_path / "run")
+    trainer = pl.Trainer(
+        accelerator="cpu", callbacks=[DebuggerCallback(path)], logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, max_steps=10,
+    )  # fmt: skip
+    trainer.fit(Module(), DataLoader(TensorDataset(x, y), batch_size=32))
+    found = _found(path)
+    if not cut:
+        assert not found, found
+        return
+    assert found and found[0].step <= 5, found
+    assert any(t.endswith("encoder.0.weight") for t in found[0].tensors), found[0]

@@ -249,8 +249,23 @@ class StepStatistics:
         self._step = -1  # the step `_due` was decided for
         self._due = False
         self._flow = GradientFlow()
+        self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
+        self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
+        recorder.before_step_end.append(self._step_end)  # before `finish`: it hands over what this adds
         recorder.before_step_end.append(self.finish)
-        recorder.before_step_end.append(self._flow.detach)
+
+    def _step_end(self) -> None:
+        """`gradient_cut/<name>` of the stepping optimizers' parameters whose gradient was cut
+        in this step (`GradientFlow`), judged when the step ends: a trainer may run the
+        forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks."""
+        held, self._held = self._held, None
+        if held and self._flow.attached:
+            for params in self._step_params.values():
+                for name, code in self._flow.cut([(name, p) for name, p, _ in params], held):
+                    flag = torch.tensor([code], dtype=torch.uint8)
+                    self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
+        self._step_params.clear()
+        self._flow.detach()
 
     def due(self) -> bool:
         """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
@@ -298,6 +313,7 @@ class StepStatistics:
         if train:
             if full:
                 self._flow.attach()  # taken off at the step's end
+                self._step_params[id(params)] = params
             thawed, self._thawed = (self._thawed, set()) if full else (self._thawed, self._thawed)
             for name, p, natural in params:
                 kinds = st.DEFAULTS[natural[0]] if full else ()
@@ -353,21 +369,19 @@ class StepStatistics:
                     self.add(f"gradient/{name}", p.grad, "gradients")
         self.finish()
 
-    def before_models_step(self, models: Sequence[RegisteredModel], held: set[int] | None = None) -> None:
-        """`before_optimizer` for every parameter of `models` (no list made at plain steps);
-        `held`: the ids of the stepping optimizer's parameters, for those of them whose
-        gradient was cut (`GradientFlow`: `gradient_cut/<name>`)."""
+    def before_models_step(self, models: Sequence[RegisteredModel]) -> None:
+        """`before_optimizer` for every parameter of `models` (no list made at plain steps)."""
         if self.due():
             for m in models:
                 for name, p, _ in m.params:
                     if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
                         self.add(m.grad_name(name), p.grad, "gradients")
-                if self._flow.attached and held:
-                    for name, code in self._flow.cut([(name, p) for name, p, _ in m.params], held):
-                        self.add_kinds(
-                            f"gradient_cut/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ()
-                        )
         self.finish()
+
+    def optimizer_holds(self, held: set[int]) -> None:
+        """The ids of the parameters of an optimizer about to step in this statistics step:
+        those of them whose gradient was cut are recorded at the step's end (`_step_end`)."""
+        self._held = held if self._held is None else self._held | held
 
     def optimizer_outside_train(self) -> None:
         """An optimizer of the model stepped in an EVAL or PREDICT step (the model was left in

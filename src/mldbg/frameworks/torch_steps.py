@@ -79,11 +79,9 @@ class StepEnds:
             and id(m) not in self._updated
         )
 
-    def _save_gradients(
-        self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None = None
-    ) -> None:
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         if self._stats is not None:  # now: the optimizer is about to change the weights in place
-            self._stats.before_models_step(models, held)
+            self._stats.before_models_step(models)
         for m in models:
             if self.recorder.saves_any(m.grad_keys):
                 for name, p, _ in m.params:
@@ -138,10 +136,9 @@ class StepEnds:
             for m in self._models:
                 m.trained = m.trained or optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
-            held = None
-            if self._stats is not None and self._stats.due():  # parameters_without_gradient
-                held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-            self._save_gradients(models, held)
+            if self._stats is not None and self._stats.due():  # parameter_without_gradient
+                self._stats.optimizer_holds({id(p) for g in optimizer.param_groups for p in g["params"]})
+            self._save_gradients(models)
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()
 
