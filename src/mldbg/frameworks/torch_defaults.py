@@ -13,8 +13,8 @@ imbalance), then every k-th step of that mode (k = 100 by default), and the firs
 `AFTER_SWITCH` steps of a mode entered again (the first training steps after each evaluation
 pass: bugs local to that moment, a forgotten `model.train()`) or after an optimizer stepped in
 an EVAL step. The steps follow from the step numbers and the sequence of modes alone, never
-from timing, so the same script records the same steps on a busy machine and a quiet one. k is planned from `budget`, the share of the step time statistics
-may take, for the dear case: on a CPU the statistics are real arithmetic (each ReLU input
+from timing, so the same script records the same steps on a busy machine and a quiet one. k
+is planned from `budget`, the share of the step time statistics may take, for the dear case: on a CPU the statistics are real arithmetic (each ReLU input
 read about three times), a statistics step costing ~0.7 of a small ResNet's step more; on a
 GPU they are launches enqueued, cheaper.
 
@@ -126,9 +126,9 @@ class Cadence:
     another (the first training steps after each evaluation pass: a forgotten `model.train()`,
     a module left in eval), and the `after_switch` steps of a mode that follow an `alert` (an
     optimizer that stepped in an EVAL step: training resumed with the model in eval mode) are
-    statistics steps too, at most one burst per mode every k of its steps (the first always):
-    at most `after_switch` / k more statistics steps. Still a function of the step numbers and
-    the sequence of modes alone."""
+    statistics steps too, at most one burst of each kind per mode every k of its steps (the
+    first always): at most 2 `after_switch` / k more statistics steps. Still a function of the
+    step numbers and the sequence of modes alone."""
 
     def __init__(
         self,
