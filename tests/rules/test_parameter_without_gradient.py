@@ -230,3 +230,55 @@ def test_through_the_lightning_callback(tmp_path, cut):
         return
     assert found and found[0].step <= 5, found
     assert any(t.endswith("encoder.0.weight") for t in found[0].tensors), found[0]
+
+
+@pytest.mark.parametrize(
+    ("reentrant", "input_grads"),
+    [(True, False), (False, False), (True, True)],
+    ids=["reentrant-frozen-inputs", "non-reentrant", "reentrant-as-transformers-sets-it"],
+)
+def test_through_the_hugging_face_callback(tmp_path, reentrant, input_grads):
+    """The classic: a Hugging Face model with gradient checkpointing (`use_reentrant=True`)
+    and frozen embeddings, trained by a `Trainer` with `mldbg.transformers.DebuggerCallback`:
+    its encoder layers get no gradient (transformers 5 makes the embeddings' output require
+    a gradient when it checkpoints, `enable_input_require_grads`; earlier versions did not,
+    which `disable_input_require_grads()` reproduces). The twins: no reentry; reentry with the
+    inputs' gradient as transformers sets it up."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from mldbg.transformers import DebuggerCallback
+    from tests.tiny import Tokens
+
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(
+        transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, vocab_size=100
+        )
+    )
+    model.bert.embeddings.requires_grad_(False)
+    kwargs = {"use_reentrant": reentrant}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if input_grads:
+        model.enable_input_require_grads()
+    elif hasattr(model, "disable_input_require_grads") and getattr(model, "_require_grads_hook", None):
+        model.disable_input_require_grads()
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=8, num_train_epochs=1, learning_rate=1e-3,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+    )  # fmt: skip
+    path = str(tmp_path / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "None of the inputs have requires_grad=True"
+        transformers.Trainer(
+            model=model, args=args, train_dataset=Tokens(64), callbacks=[DebuggerCallback(path)]
+        ).train()
+    found = _found(path)
+    if not reentrant or input_grads:
+        assert not found, found
+        return
+    assert found and found[0].step <= 5, found
+    assert any("encoder.layer.0." in t for t in found[0].tensors), found[0]
+    assert "use_reentrant" in found[0].message
