@@ -153,7 +153,44 @@ def test_a_busy_machine_records_statistics_at_the_same_steps(tmp_path, hook_kwar
     assert findings[0] == findings[1]
     # and they are the ones the schedule names before the run, spaced after the warmup
     cadence = Cadence(float(hook_kwargs.get("statistics_budget", BUDGET)))  # type: ignore[arg-type]
-    assert got_quiet[Mode.TRAIN] == cadence.steps(TRAIN_STEPS)
+    # (the first training steps after each evaluation pass too: a function of the mode sequence)
+    switches = list(range(EVAL_EVERY, TRAIN_STEPS, EVAL_EVERY))
+    assert got_quiet[Mode.TRAIN] == cadence.steps(TRAIN_STEPS, switches=switches)
+    assert set(got_quiet[Mode.TRAIN]) >= {EVAL_EVERY, EVAL_EVERY + 1}  # after the first pass
     assert len(got_quiet[Mode.TRAIN]) < TRAIN_STEPS // 2
     assert got_quiet[Mode.EVAL] == list(range(EVAL_BATCHES * (TRAIN_STEPS // EVAL_EVERY)))  # its warmup
     assert got_quiet[Mode.TRAIN][: WARMUP + 1] == list(range(WARMUP + 1))
+
+
+def test_bursts_follow_the_mode_sequence_alone() -> None:
+    """The first steps of a mode entered again, and the steps after an alert, are statistics
+    steps; at most one burst of each kind per mode every k steps; the same calls give the
+    same steps."""
+
+    def run() -> list[tuple[str, int]]:
+        cadence = Cadence(every=10, warmup=3, after_switch=2)
+        got = []
+        train = evals = 0
+        for block in range(6):
+            for _ in range(7):
+                if cadence.due(Mode.TRAIN, train):
+                    got.append(("train", train))
+                train += 1
+            for _ in range(2):
+                if cadence.due(Mode.EVAL, evals):
+                    got.append(("eval", evals))
+                if block == 3:
+                    cadence.alert(Mode.EVAL, evals)
+                evals += 1
+        return got
+
+    got = run()
+    assert got == run()
+    train = [s for kind, s in got if kind == "train"]
+    # warmup 0-2, the grid 3, 13, 23, 33; bursts at the re-entries 7 (7, 8), then >= 10 later: 21 (21, 22), 35
+    assert train == [0, 1, 2, 3, 7, 8, 13, 21, 22, 23, 33, 35, 36]
+    assert Cadence(every=10, warmup=3, after_switch=2).steps(42, switches=[7, 14, 21, 28, 35]) == train
+    evals = [s for kind, s in got if kind == "eval"]
+    # warmup 0-2 (and a re-entry burst at 0), grid 3, the alert at eval step 6 -> 7, 8 (the one
+    # at 7 is within k of it), the next re-entry burst 10 steps after the first: 10, 11
+    assert evals == [0, 1, 2, 3, 7, 8, 10, 11]

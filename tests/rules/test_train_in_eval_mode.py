@@ -90,3 +90,28 @@ def test_a_linear_probe_trained_in_eval_mode_is_healthy(tmp_path):
     trial = mldbg.create_trial(str(tmp_path / "run"))
     assert trial.record("optimizer_step", 3).statistics["sum"] == 1  # recorded as EVAL, stepping
     assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
+
+
+@pytest.mark.parametrize("set_mode", [False, True], ids=["follows-model", "set_mode"])
+@pytest.mark.parametrize("bug", ["eval_left_on", None], ids=["forgot-train", "twin"])
+def test_a_validation_after_the_warmup_is_caught_at_once(tmp_path, bug, set_mode):
+    """Issue 27 item 5: the first validation comes after the statistics warmup (every step of
+    a mode's first 20), then training goes on without model.train(). Statistics at the first
+    training steps after each evaluation pass (the schedule's bursts), and at the steps after
+    an optimizer stepped in an EVAL step, catch it within a few training steps; the streak
+    counts statistics steps, not the gaps between them. The twin calls model.train()."""
+    import mldbg.torch
+    from tests.rules.silent import train_silent
+
+    eval_every, passes = 50, 12  # 12 passes of 2 batches: the EVAL warmup ends in the first
+    path = tmp_path / "run"
+    train_silent(path, bug=bug, steps=2 * eval_every + 10, eval_every=eval_every, eval_repeat=passes,
+                 set_mode=set_mode)  # fmt: skip
+    found = mldbg.check(str(path), rules=["train_in_eval_mode"])
+    if bug is None:
+        assert not found, found
+        return
+    resumed = eval_every + 2 * passes  # the global step of the first training step after it
+    assert found, "missed"
+    assert resumed <= found[0].step <= resumed + 20, found[0]
+    assert_explains(found[0])

@@ -170,7 +170,7 @@ class Hook(StepEnds, Adapter):
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
         if self._stats is not None:
-            self._stats.watch_modules(inner)
+            self._stats.watch_modules(inner, gradients=not compiled)
         self._evals.watch(id(m), inner)
         self._models.append(m)
         self._params.extend(params)

@@ -9,10 +9,12 @@ device, and the values are read on the writer thread after one non-blocking copy
 When (`Cadence`): the loss is saved raw every step by the recorder (`losses`). Everything else
 is computed at *statistics steps*: every step for the first `warmup` steps of each mode (the
 defects of initialization show at once: dead ReLUs, saturation, poor init, raw inputs, class
-imbalance), then every k-th step of that mode (k = 100 by default). The steps follow from the
-step numbers alone, never from timing, so the same script records the same steps on a busy
-machine and a quiet one. k is planned from `budget`, the share of the step time statistics
-may take, for the dear case: on a CPU the statistics are real arithmetic (each ReLU input
+imbalance), then every k-th step of that mode (k = 100 by default), and the first
+`AFTER_SWITCH` steps of a mode entered again (the first training steps after each evaluation
+pass: bugs local to that moment, a forgotten `model.train()`) or after an optimizer stepped in
+an EVAL step. The steps follow from the step numbers and the sequence of modes alone, never
+from timing, so the same script records the same steps on a busy machine and a quiet one. k
+is planned from `budget`, the share of the step time statistics may take, for the dear case: on a CPU the statistics are real arithmetic (each ReLU input
 read about three times), a statistics step costing ~0.7 of a small ResNet's step more; on a
 GPU they are launches enqueued, cheaper.
 
@@ -60,6 +62,7 @@ from torch import nn
 
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_models import RegisteredModel
 from mldbg.frameworks.torch_statistics import StatisticsBatch
@@ -74,6 +77,7 @@ CLASSIFICATION_LOSSES: tuple[type[nn.Module], ...] = (
 )  # fmt: skip
 BUDGET = 0.005  # of the training step's time, for the statistics (k = 100 with the cap)
 WARMUP = 20  # steps of each mode with statistics at every step
+AFTER_SWITCH = 2  # statistics steps at the start of a mode entered again (`Cadence`)
 MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per thousand steps
 # what a statistics step costs beyond a plain one, in plain training steps, for planning k: on
 # a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), 3.3 on tests/tiny.py's MLP; on
@@ -116,7 +120,15 @@ class Cadence:
     statistics may take, planned with a statistics step costing `STATISTICS_STEP` training
     steps more than a plain one (about a CPU's cost, the dearest case measured; on a GPU it is
     enqueueing, cheaper): k = ceil(STATISTICS_STEP / budget), between 1 and `max_every`.
-    `budget` None or 0: every step."""
+    `budget` None or 0: every step.
+
+    Bursts, where step-local bugs show: the first `after_switch` steps of a mode entered from
+    another (the first training steps after each evaluation pass: a forgotten `model.train()`,
+    a module left in eval), and the `after_switch` steps of a mode that follow an `alert` (an
+    optimizer that stepped in an EVAL step: training resumed with the model in eval mode) are
+    statistics steps too, at most one burst of each kind per mode every k of its steps (the
+    first always): at most 2 `after_switch` / k more statistics steps. Still a function of the
+    step numbers and the sequence of modes alone."""
 
     def __init__(
         self,
@@ -124,6 +136,7 @@ class Cadence:
         warmup: int = WARMUP,
         max_every: int = MAX_EVERY,
         every: int | None = None,
+        after_switch: int = AFTER_SWITCH,
     ):
         if budget is not None and not (
             isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 0
@@ -142,25 +155,62 @@ class Cadence:
             self.k = 1
         else:
             self.k = min(max(1, max_every), max(1, math.ceil(STATISTICS_STEP / budget)))
+        self.after_switch = max(0, int(after_switch))
         self._first: dict[Mode, int] = {}  # the first mode step of each mode the hook saw
+        self._last: Mode | None = None  # the mode of the last step asked about
+        # (mode, "switch" or "alert") -> the first mode step of the last such burst of the mode
+        self._bursts: dict[tuple[Mode, str], int] = {}
 
     def due(self, mode: Mode, mode_step: int) -> bool:
-        """Is this step of `mode` a statistics step?"""
+        """Is this step of `mode` a statistics step? (Asked once per step, in step order: a
+        change of mode since the last step asked about opens a burst.)"""
         first = self._first.setdefault(mode, mode_step)
+        if self._last is not None and mode != self._last:
+            self._open_burst(mode, mode_step, "switch")
+        self._last = mode
+        return self._regular(mode_step, first) or self._in_burst(mode, mode_step)
+
+    def alert(self, mode: Mode, mode_step: int) -> None:
+        """Something a rule needs seen at once happened at this step of `mode` (an optimizer
+        stepped in an EVAL step): the next `after_switch` steps of the mode are statistics steps."""
+        self._open_burst(mode, mode_step + 1, "alert")
+
+    def _regular(self, mode_step: int, first: int) -> bool:
         return mode_step - first < self.warmup or (mode_step - self.warmup) % self.k == 0
+
+    def _open_burst(self, mode: Mode, mode_step: int, why: str) -> None:
+        if self.k == 1 or not self.after_switch:
+            return
+        last = self._bursts.get((mode, why))
+        if last is None or mode_step - last >= self.k:
+            self._bursts[(mode, why)] = mode_step
+
+    def _in_burst(self, mode: Mode, mode_step: int) -> bool:
+        for why in ("switch", "alert"):
+            start = self._bursts.get((mode, why))
+            if start is not None and 0 <= mode_step - start < self.after_switch:
+                return True
+        return False
 
     def every(self, mode: Mode) -> int:
         """The k of `mode` after its warmup (1 before it, and before its first step)."""
         first = self._first.get(mode)
         return 1 if first is None else self.k
 
-    def steps(self, mode_steps: int, first: int = 0) -> list[int]:
+    def steps(self, mode_steps: int, first: int = 0, switches: Sequence[int] = ()) -> list[int]:
         """The statistics steps among mode steps `first` .. `mode_steps - 1` of a mode whose
-        first step under the hook is `first`: what a run records, known before it runs."""
-        return [
-            s for s in range(first, mode_steps)
-            if s - first < self.warmup or (s - self.warmup) % self.k == 0
-        ]  # fmt: skip
+        first step under the hook is `first` and which was entered again from another mode at
+        its steps `switches` (after each evaluation pass): what a run records, known before it
+        runs."""
+        plan = Cadence(every=self.k, warmup=self.warmup, after_switch=self.after_switch)
+        entered = set(switches)
+        found = []
+        for s in range(first, mode_steps):
+            if s in entered:
+                plan._open_burst(Mode.TRAIN, s, "switch")
+            if plan._regular(s, first) or plan._in_burst(Mode.TRAIN, s):
+                found.append(s)
+        return found
 
 
 class StepStatistics:
@@ -198,7 +248,24 @@ class StepStatistics:
         self._failed = False
         self._step = -1  # the step `_due` was decided for
         self._due = False
+        self._flow = GradientFlow()
+        self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
+        self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
+        recorder.before_step_end.append(self._step_end)  # before `finish`: it hands over what this adds
         recorder.before_step_end.append(self.finish)
+
+    def _step_end(self) -> None:
+        """`gradient_cut/<name>` of the stepping optimizers' parameters whose gradient was cut
+        in this step (`GradientFlow`), judged when the step ends: a trainer may run the
+        forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks."""
+        held, self._held = self._held, None
+        if held and self._flow.attached:
+            for params in self._step_params.values():
+                for name, code in self._flow.cut([(name, p) for name, p, _ in params], held):
+                    flag = torch.tensor([code], dtype=torch.uint8)
+                    self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
+        self._step_params.clear()
+        self._flow.detach()
 
     def due(self) -> bool:
         """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
@@ -218,9 +285,13 @@ class StepStatistics:
         )
 
     # what the hook hands over, at each point of a step -----------------------------------------
-    def watch_modules(self, model: nn.Module) -> None:
-        """Keep the mode-dependent modules of `model` (`mode_modules`)."""
+    def watch_modules(self, model: nn.Module, gradients: bool = True) -> None:
+        """Keep the mode-dependent modules of `model` (`mode_modules`) and, unless not
+        `gradients` (a compiled model: hooks on its layers would break its graph), where its
+        parameters' gradients are cut (`GradientFlow`)."""
         self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
+        if gradients:
+            self._flow.watch(model)
 
     def forward_start(
         self,
@@ -240,6 +311,9 @@ class StepStatistics:
         if not (full or fp):
             return
         if train:
+            if full:
+                self._flow.attach()  # taken off at the step's end
+                self._step_params[id(params)] = params
             thawed, self._thawed = (self._thawed, set()) if full else (self._thawed, self._thawed)
             for name, p, natural in params:
                 kinds = st.DEFAULTS[natural[0]] if full else ()
@@ -304,11 +378,18 @@ class StepStatistics:
                         self.add(m.grad_name(name), p.grad, "gradients")
         self.finish()
 
+    def optimizer_holds(self, held: set[int]) -> None:
+        """The ids of the parameters of an optimizer about to step in this statistics step:
+        those of them whose gradient was cut are recorded at the step's end (`_step_end`)."""
+        self._held = held if self._held is None else self._held | held
+
     def optimizer_outside_train(self) -> None:
         """An optimizer of the model stepped in an EVAL or PREDICT step (the model was left in
         eval mode while training)."""
         if self.due():
             self.add_kinds("optimizer_step", torch.ones(1, dtype=torch.uint8), ("sum",), ())
+        elif self.cadence is not None:  # the next steps of the mode show it (train_in_eval_mode)
+            self.cadence.alert(self.recorder.mode, self.recorder.mode_step)
 
     def close(self) -> None:
         """Nothing of its own to close (a replica's recorder has)."""

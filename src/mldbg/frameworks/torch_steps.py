@@ -136,6 +136,8 @@ class StepEnds:
             for m in self._models:
                 m.trained = m.trained or optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
+            if self._stats is not None and self._stats.due():  # parameter_without_gradient
+                self._stats.optimizer_holds({id(p) for g in optimizer.param_groups for p in g["params"]})
             self._save_gradients(models)
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()

@@ -71,6 +71,7 @@ class TrainInEvalMode(Rule):
         total = np.zeros(n)
         in_eval = np.zeros(n)
         relevant = np.zeros(n)
+        counted = np.zeros(n, dtype=bool)  # the step carries the modules' flags: a statistics step
         for kind in KINDS:
             on, count = column(f"module_training/{kind}", "sum"), column(f"module_training/{kind}", "count")
             valid = np.isfinite(on) & np.isfinite(count)
@@ -79,6 +80,7 @@ class TrainInEvalMode(Rule):
                 off = valid & (count - on > 0)
             in_eval += np.where(off, np.trunc(np.where(off, count - on, 0.0)), 0.0)
             relevant += np.where(np.isnan(count), 0.0, count)
+            counted |= ~np.isnan(count)
         stepped = column("optimizer_step", "sum")
         with np.errstate(invalid="ignore", divide="ignore"):
             bad = in_eval / np.where(total > 0, total, 1.0) > self.threshold
@@ -91,13 +93,14 @@ class TrainInEvalMode(Rule):
         streak, out, first = self._streak, self._outside, self._first
         fired_modules, fired_optimizer = "modules" in self._fired, "optimizer" in self._fired
         k = n
-        for i, (is_train, is_judged, is_bad, is_out, doubt) in enumerate(
+        for i, (is_train, is_judged, is_bad, is_out, doubt, is_counted) in enumerate(
             zip(
                 train[:n].tolist(),
                 judged[:n].tolist(),
                 bad[:n].tolist(),
                 outside[:n].tolist(),
                 unsure[:n].tolist(),
+                counted[:n].tolist(),
                 strict=True,
             )
         ):
@@ -115,7 +118,9 @@ class TrainInEvalMode(Rule):
                     break
             else:
                 new_streak = streak
-                new_out = out + 1 if is_out else 0
+                new_out = (
+                    out + 1 if is_out else (0 if is_counted else out)
+                )  # a step without statistics says nothing
                 new_first = int(steps[i]) if is_out and new_out == 1 else first
                 if is_out and new_out >= self.patience and not fired_optimizer:
                     k = i
@@ -162,7 +167,10 @@ class TrainInEvalMode(Rule):
         if moved is not None:
             return moved
         stepped = trial.saved_statistic("optimizer_step", step, "sum")
-        relevant = sum(trial.saved_statistic(f"module_training/{k}", step, "count") or 0.0 for k in KINDS)
+        counts = [trial.saved_statistic(f"module_training/{k}", step, "count") for k in KINDS]
+        if all(c is None or math.isnan(c) for c in counts):
+            return None  # not a statistics step: the streak counts statistics steps, gaps say nothing
+        relevant = sum(c for c in counts if c is not None and not math.isnan(c))
         if stepped is None or not stepped > 0 or not relevant > 0:
             self._outside = 0  # (without Dropout or BatchNorm to train, eval mode changes nothing)
             return None

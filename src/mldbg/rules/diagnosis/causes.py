@@ -44,6 +44,7 @@ RELIABILITY: dict[str, float] = {
     "label_confusion": 0.65, "frozen_layer_updated": 0.6, "poor_weight_initialization": 0.6,
     "underfitting": 0.6, "loss_spike": 0.6, "tensor_variance": 0.6, "nlp_sequence_ratio": 0.6,
     "gradient_norm_spike": 0.55, "overfit": 0.55, "overtraining": 0.4, "confusion": 0.35,
+    "parameter_without_gradient": 0.85,
 }  # fmt: skip
 DEFAULT_RELIABILITY = 0.6
 SYMPTOM_WEIGHT = 0.3  # a finding a cause explains, not its own evidence, weighs this much of it
@@ -275,6 +276,7 @@ CAUSES: tuple[Cause, ...] = (
         "not explain it: the tensor may be detached from the loss or computed under no_grad.",
         "Check that the tensor is connected to the loss (no .detach(), torch.no_grad() or "
         ".item() in the training forward), that its layer is used, and initialize weights randomly.",
+        evidence=("parameter_without_gradient",),
         explains=("weight_update_ratio", "unchanged_tensor", "tensor_variance", *_NOT_LEARNING),
     ),
     Cause(
