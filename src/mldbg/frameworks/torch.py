@@ -53,6 +53,7 @@ from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
+from mldbg.frameworks.torch_sharded import ShardedStatistics, is_sharded
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -115,6 +116,11 @@ class Hook(StepEnds, Adapter):
             self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
+        # DTensors (FSDP2, tensor parallel): partial statistics merged across the ranks, on every rank
+        self._sharded = ShardedStatistics(rec, self._cadence.due, world > 1) if rec.statistics else None
+        for stats in (self._stats, self._reductions):
+            if stats is not None:
+                stats.batch.sharded = self._sharded
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
         if self.finds_loss:
             self._loss.open()
@@ -134,6 +140,8 @@ class Hook(StepEnds, Adapter):
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
         self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
         self._loss.off = not self.finds_loss
+        self._sharded: ShardedStatistics | None = None
+        self._told_shards = False
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -302,6 +310,8 @@ class Hook(StepEnds, Adapter):
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
+        if self._sharded is not None:  # on every rank, before the statistics look the values up
+            self._sharded.parameters(m.params)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, args, m.prefix)
             if self._stats.due():
@@ -335,16 +345,34 @@ class Hook(StepEnds, Adapter):
         for i, o in enumerate(outs):
             self._save(_output_name(name, i), o, natural)
 
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+        if self._sharded is not None:  # on every rank, before the statistics look the values up
+            self._sharded.gradients(models)
+        super()._save_gradients(models)
+
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         plan = self.recorder.plan(name, natural)  # first: at most steps it is None (a dict lookup)
         if plan is None or not (replace or not self.recorder.has(name)):
             return
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
+        if is_sharded(value):
+            self._unsaved_shards(name)
+            return
         if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
         else:  # reductions only: no host copy, the device computes them
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
+
+    def _unsaved_shards(self, name: str) -> None:
+        """A DTensor asked for raw (or for reductions): left out, said once a run."""
+        if not self._told_shards:
+            self._told_shards = True
+            log.warning(
+                "mldbg: %r and the other sharded tensors (DTensor: FSDP2, tensor parallel) are not saved "
+                "raw nor reduced by save_config; their statistics are (statistics=True, docs/frameworks.md)",
+                name,
+            )
 
     def _release(self) -> None:
         if self._capture is not None:  # before the statistics it hands its records to
