@@ -53,7 +53,7 @@ from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
-from mldbg.frameworks.torch_sharded import ShardedStatistics, is_sharded
+from mldbg.frameworks.torch_sharded import ShardedStatistics, input_replica, is_sharded
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -117,7 +117,9 @@ class Hook(StepEnds, Adapter):
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
         # DTensors (FSDP2, tensor parallel): partial statistics merged across the ranks, on every rank
-        self._sharded = ShardedStatistics(rec, self._cadence.due, world > 1) if rec.statistics else None
+        self._sharded: ShardedStatistics | None = (
+            ShardedStatistics(rec, self._cadence.due, world > 1) if rec.statistics else None
+        )
         for stats in (self._stats, self._reductions):
             if stats is not None:
                 stats.batch.sharded = self._sharded
@@ -140,7 +142,7 @@ class Hook(StepEnds, Adapter):
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
         self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
         self._loss.off = not self.finds_loss
-        self._sharded: ShardedStatistics | None = None
+        self._sharded = None  # made with the run (`_open_run`)
         self._told_shards = False
 
     # registration -----------------------------------------------------------------------
@@ -174,6 +176,7 @@ class Hook(StepEnds, Adapter):
             params.append((prefix + pname, p, natural))
         m = RegisteredModel(model, prefix, params)
         m.sentinel = next((p for _, p, _ in params if p.requires_grad), None)
+        m.input_replica = input_replica(inner, (p for _, p, _ in params))
         if m.sentinel is not None:
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
@@ -313,7 +316,7 @@ class Hook(StepEnds, Adapter):
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.parameters(m.params)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, args, m.prefix)
+            self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
@@ -365,10 +368,12 @@ class Hook(StepEnds, Adapter):
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
 
     def _unsaved_shards(self, name: str) -> None:
-        """A DTensor asked for raw (or for reductions): left out, said once a run."""
+        """A DTensor asked for raw (or for reductions): left out, said once a run (a warning
+        when the user's configuration asked for it, not for the two lines' defaults)."""
         if not self._told_shards:
             self._told_shards = True
-            log.warning(
+            asked = self._settings.get("save_config") is not None or self._settings.get("include_collections")
+            (log.warning if asked else log.info)(
                 "mldbg: %r and the other sharded tensors (DTensor: FSDP2, tensor parallel) are not saved "
                 "raw nor reduced by save_config; their statistics are (statistics=True, docs/frameworks.md)",
                 name,

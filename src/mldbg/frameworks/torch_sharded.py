@@ -82,6 +82,26 @@ def is_sharded(tensor: object) -> bool:
     return isinstance(tensor, DTensor)
 
 
+def input_replica(model: torch.nn.Module, params: Iterable[Any]) -> bool:
+    """Does this rank feed `model` a copy of another rank's inputs by design? True on the ranks
+    other than the first of a tensor-parallel group: a model with DTensor parameters that FSDP2
+    does not manage (FSDP2's ranks train on their own data) and this rank's coordinate on their
+    mesh not 0. Those ranks leave their inputs' `sample_fingerprints` out: `duplicate_batches`
+    compares the data-parallel ranks' batches, not the copies a TP group shares.
+    (FSDP2 + TP on one 2-D mesh: not told apart; every rank keeps its inputs.)"""
+    meshes = [p.device_mesh for p in params if is_sharded(p)]
+    if not meshes:
+        return False
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - a torch without FSDP2
+        return False
+    if any(isinstance(m, FSDPModule) for m in model.modules()):
+        return False
+    coordinate = meshes[0].get_coordinate()
+    return coordinate is not None and any(c != 0 for c in coordinate)
+
+
 @dataclass
 class _Piece:
     """One rank's view of one sharded tensor: its local piece and where it lies."""
@@ -176,6 +196,7 @@ class ShardedStatistics:
                 "missing",
                 f"mldbg: statistics of sharded tensor {name!r} (DTensor) are recorded only at the "
                 "statistics steps, for parameters and gradients of registered models; left out",
+                logging.WARNING,
             )
             return {}
         summary = found[2]
@@ -195,10 +216,12 @@ class ShardedStatistics:
             )
         return out
 
-    def _tell(self, key: str, message: str) -> None:
+    def _tell(self, key: str, message: str, level: int = logging.INFO) -> None:
+        """Once a run. Keys that do not merge are said at INFO: the two lines' defaults ask for
+        some (docs/frameworks.md lists them), no reason to warn on every healthy run."""
         if key not in self._told:
             self._told.add(key)
-            log.warning(message)
+            log.log(level, message)
 
     # the exchange -------------------------------------------------------------------------------
     def _exchange(self, named: list[tuple[str, Any]], full: bool, subsample: bool) -> None:
