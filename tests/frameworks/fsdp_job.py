@@ -6,7 +6,8 @@ LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `tp` (tensor 
 first Linear `ColwiseParallel`, the second `RowwiseParallel`, the last replicated),
 `single`. The hook has the two lines (statistics at every step). Each rank trains on its part of
 the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
-`explode` (lr 1e12), `drift` (TP: rank 1's copy of the replicated last layer drifts). With REFS,
+`explode` (lr 1e12), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
+(not a defect: the model registered before it is sharded). With REFS,
 worker 0 writes there, per step, the statistics of the global tensors gathered with
 `full_tensor()` (the NumPy reference of `mldbg.store.statistics`), for the test to compare."""
 
@@ -94,9 +95,14 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     if not single:
         dist.init_process_group("gloo", init_method="env://")
     rank, world = (0, 1) if single else (dist.get_rank(), dist.get_world_size())
-    model = shard(make_model(), layout, world)
     hook = Hook(out_dir, statistics_every=1)
-    hook.register_module(model)
+    if defect == "late":  # registered before the parameters are sharded
+        model = make_model()
+        hook.register_module(model)
+        model = shard(model, layout, world)
+    else:
+        model = shard(make_model(), layout, world)
+        hook.register_module(model)
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=1e12 if defect == "explode" else 0.1)

@@ -116,6 +116,18 @@ def test_every_rank_records_the_same_global_fingerprint_of_a_sharded_parameter(j
         assert set(prints) == {"worker_0", "worker_1"} and len(set(prints.values())) == 1
 
 
+def test_a_model_registered_before_fully_shard_records_its_sharded_parameters(tmp_path: Path) -> None:
+    """`hook.register_module(model)` then `fully_shard(model)`: the hook follows the DTensors
+    that replaced the parameters (at the first forward), so steps end at the optimizer and the
+    statistics are the global tensors' as above."""
+    refs = tmp_path / "late.json"
+    late = run(tmp_path / "late", "fsdp", "late", refs)
+    assert compare_with_references(late, refs) == WEIGHT_KEYS | {
+        f"gradient:{k}" for k in st.DEFAULTS["gradients"]
+    }
+    assert mldbg.create_trial(late).steps() == list(range(6))
+
+
 def check(run_dir: Path) -> tuple[int, list[dict]]:
     """`mldbg check --json`: the exit code and the findings (those grouped under a diagnosis too)."""
     result = CliRunner().invoke(cli, ["check", str(run_dir), "--json"])
@@ -127,9 +139,7 @@ def check(run_dir: Path) -> tuple[int, list[dict]]:
     return result.exit_code, findings
 
 
-def test_exploding_gradients_are_caught_under_fsdp2_and_the_twin_is_quiet(
-    jobs: Path, tmp_path: Path
-) -> None:
+def test_exploding_gradients_are_caught_under_fsdp2_and_the_twin_is_quiet(jobs: Path, tmp_path: Path) -> None:
     code, output = check(jobs / "fsdp")
     assert code == 0, output
     code, output = check(run(tmp_path / "explode", "fsdp", "explode"))

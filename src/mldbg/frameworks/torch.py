@@ -313,6 +313,9 @@ class Hook(StepEnds, Adapter):
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
+        if not m.forwarded:
+            m.forwarded = True
+            self._sharded_since(m, module)
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.parameters(m.params)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
@@ -366,6 +369,28 @@ class Hook(StepEnds, Adapter):
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
         else:  # reductions only: no host copy, the device computes them
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
+
+    def _sharded_since(self, m: RegisteredModel, module: nn.Module) -> None:
+        """At a model's first forward: a model registered before `fully_shard` or
+        `parallelize_module` replaced its parameters with DTensors is recorded through the
+        new ones (same names), as if it had been registered after."""
+        if any(is_sharded(p) for _, p, _ in m.params):
+            return
+        inner = getattr(module, "_orig_mod", module)
+        current = dict(inner.named_parameters())
+        if not any(is_sharded(p) for p in current.values()):
+            return
+        renamed = {}
+        for i, (name, p, natural) in enumerate(m.params):
+            new = current.get(name[len(m.prefix) :])
+            if new is not None and new is not p:
+                m.params[i] = (name, new, natural)
+                renamed[id(p)] = new
+        self._params = [(n, renamed.get(id(p), p), c) for n, p, c in self._params]
+        self._param_ids = {id(p) for _, p, _ in self._params}
+        m.sentinel = next((p for _, p, _ in m.params if p.requires_grad), None)
+        m.input_replica = input_replica(inner, (p for _, p, _ in m.params))
+        self._optimizers.clear()
 
     def _unsaved_shards(self, name: str) -> None:
         """A DTensor asked for raw (or for reductions): left out, said once a run (a warning
