@@ -63,13 +63,6 @@ PARTIALS = (
 _I = {name: i for i, name in enumerate(PARTIALS)}
 _NEUTRAL = {"min": math.inf, "max": -math.inf, "min_abs": math.inf, "max_abs": -math.inf, "prod": 1.0,
             "row_range": -math.inf}  # fmt: skip
-# the keys of `mldbg.store.statistics` a sharded tensor records (see the module's docstring)
-MERGED = frozenset(
-    {"min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2"}
-    | {f"{r}_abs" for r in ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")}
-    | {"count", "samples", "nan_count", "inf_count", "zero_fraction", "fingerprint", "delta_l2",
-       "row_range", "requires_grad", "quantile", "sample_change"}
-)  # fmt: skip
 
 
 def is_sharded(tensor: object) -> bool:
@@ -384,7 +377,7 @@ def _value(s: Statistic, summary: Summary, requires_grad: bool) -> Value | None:
         return float(requires_grad)
     if name == "fingerprint":
         return summary.local_fingerprint if summary.replicated else m["fingerprint"]
-    if name not in MERGED:
+    if name not in st.MERGES:
         return None
     if name in ("nan_count", "inf_count"):
         return m[name]
