@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -374,6 +375,13 @@ class Hook(StepEnds, Adapter):
         """At a model's first forward: a model registered before `fully_shard` or
         `parallelize_module` replaced its parameters with DTensors is recorded through the
         new ones (same names), as if it had been registered after."""
+        deepspeed = sys.modules.get("deepspeed")
+        if deepspeed is not None and getattr(getattr(deepspeed, "comm", None), "is_initialized", bool)():
+            log.warning(
+                "mldbg: DeepSpeed is not supported yet: the gradients recorded are each rank's own, "
+                "before DeepSpeed reduces them, and ZeRO-3's partitioned weights read empty outside its "
+                "forward (docs/frameworks.md, 'Sharded training')"
+            )
         if any(is_sharded(p) for _, p, _ in m.params):
             return
         inner = getattr(module, "_orig_mod", module)
