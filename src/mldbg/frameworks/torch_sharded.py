@@ -235,20 +235,20 @@ class ShardedStatistics:
 
     def _exchange_mesh(self, mesh: Any, pieces: list[_Piece], full: bool) -> list[Summary]:
         device = pieces[0].local.device
-        rows = [self._partials(p, full) for p in pieces]
-        mine = torch.tensor(rows, dtype=torch.float64, device=device)
+        mine = torch.stack([self._partials(p, full) for p in pieces])  # (tensors, partials)
         group = _group(mesh)
         size = dist.get_world_size(group)
         if size > 1:
             gathered = [torch.empty_like(mine) for _ in range(size)]
             dist.all_gather(gathered, mine, group=group)
-            every = np.stack([g.cpu().numpy() for g in gathered])  # (ranks, tensors, partials)
+            every = torch.stack(gathered).cpu().numpy()  # (ranks, tensors, partials): one copy
         else:
             every = mine.cpu().numpy()[None]
+        rank = dist.get_rank(group) if size > 1 else 0
         samples = self._samples(pieces, device, group, size)
         out = []
         for i, p in enumerate(pieces):
-            local_fingerprint = rows[i][_I["fingerprint"]] if p.owner else 0.0
+            local_fingerprint = float(every[rank, i, _I["fingerprint"]]) if p.owner else 0.0
             if p.replicated and not p.owner:
                 local_fingerprint = _fingerprint(p.local)  # this replica's own, as a data-parallel worker's
             summary = Summary(
@@ -262,42 +262,40 @@ class ShardedStatistics:
             out.append(summary)
         return out
 
-    def _partials(self, p: _Piece, full: bool) -> list[float]:
-        """The partial statistics of this rank's piece (neutral values where it does not count)."""
-        values = [_NEUTRAL.get(name, 0.0) for name in PARTIALS]
-        x = p.local
+    def _partials(self, p: _Piece, full: bool) -> torch.Tensor:
+        """The partial statistics of this rank's piece (neutral values where it does not count),
+        as one float64 tensor on the piece's device: enqueued, never read back here."""
+        x = p.local.detach()
         previous = self._previous.get(p.name) if full else None
         if full and not p.name.startswith("gradient/"):
-            self._previous[p.name] = x.detach().clone()  # delta_l2 at the next statistics step
+            self._previous[p.name] = x.clone()  # delta_l2 at the next statistics step
         if not p.owner or x.numel() == 0:
-            return values
-        f = x.detach().reshape(-1).to(torch.float64)
+            return torch.tensor(
+                [_NEUTRAL.get(name, 0.0) for name in PARTIALS], dtype=torch.float64, device=x.device
+            )
+        f = x.reshape(-1).to(torch.float64)
         n = f.numel()
         total = f.sum()
         a = f.abs()
         total_abs = a.sum()
         centered = f - total / n
         centered_abs = a - total_abs / n
-        parts = torch.stack([
+        if previous is None or previous.shape != x.shape:
+            delta = torch.tensor(math.nan, dtype=torch.float64, device=x.device)  # no change known yet
+        else:
+            d = f - previous.reshape(-1).to(torch.float64)
+            delta = (d * d).sum()
+        row_range = torch.tensor(-math.inf, dtype=torch.float64, device=x.device)
+        if p.whole_rows and x.dim() >= 1 and x.shape[0] > 0 and n // x.shape[0] > 0:
+            rows = f.reshape(x.shape[0], -1)
+            row_range = (rows.amax(dim=1) - rows.amin(dim=1)).max()
+        return torch.stack([
+            torch.tensor(float(n), dtype=torch.float64, device=x.device),
             total, (centered * centered).sum(), (f * f).sum(), total_abs, (centered_abs * centered_abs).sum(),
             f.min(), f.max(), a.min(), a.max(), f.prod(),
             torch.isnan(f).sum().to(torch.float64), torch.isinf(f).sum().to(torch.float64),
-            (f == 0).sum().to(torch.float64),
-        ]).tolist()  # fmt: skip
-        for name, v in zip(PARTIALS[1:14], parts, strict=True):
-            values[_I[name]] = v
-        values[_I["count"]] = float(n)
-        values[_I["fingerprint"]] = _fingerprint(x)
-        if previous is None or previous.shape != x.shape:
-            values[_I["delta_sq"]] = math.nan  # the first statistics step (or not one): no change known
-        else:
-            d = f - previous.reshape(-1).to(torch.float64)
-            values[_I["delta_sq"]] = float((d * d).sum())
-        if p.whole_rows and x.dim() >= 1 and x.shape[0] > 0:
-            rows = f.reshape(x.shape[0], -1)
-            if rows.shape[1] > 0:
-                values[_I["row_range"]] = float((rows.amax(dim=1) - rows.amin(dim=1)).max())
-        return values
+            (f == 0).sum().to(torch.float64), _fingerprint_tensor(x), delta, row_range,
+        ])  # fmt: skip
 
     def _samples(
         self, pieces: list[_Piece], device: torch.device, group: Any, size: int
@@ -429,15 +427,17 @@ def _sample_change(sample: np.ndarray, before: np.ndarray | None) -> float:
     return float(np.sqrt(np.sum(np.square(sample - before)))) / norm if norm > 0 else math.nan
 
 
-def _fingerprint(x: torch.Tensor) -> float:
+def _fingerprint_tensor(x: torch.Tensor) -> torch.Tensor:
+    """The `fingerprint` of a local piece, as a 0-d float64 tensor on its device (exact: < 2^31)."""
     from mldbg.frameworks.torch_statistics import _fingerprint_parts
 
-    local = x.detach()
-    if local.dtype == torch.bool:
-        local = local.view(torch.uint8)
-    if local.numel() == 0:
-        return 0.0
-    return float(sum(int(part) for part in _fingerprint_parts(local.contiguous())) % st.P)
+    local = x.view(torch.uint8) if x.dtype == torch.bool else x
+    parts = list(_fingerprint_parts(local.contiguous()))
+    return torch.stack(parts).sum().remainder(st.P).to(torch.float64)
+
+
+def _fingerprint(x: torch.Tensor) -> float:
+    return 0.0 if x.numel() == 0 else float(_fingerprint_tensor(x.detach()))
 
 
 def _piece(name: str, tensor: Any, subsample: bool) -> _Piece:
