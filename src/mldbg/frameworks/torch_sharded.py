@@ -158,9 +158,10 @@ class ShardedStatistics:
             self._exchange([(name, p) for name, p, _ in params if is_sharded(p)], full, False)
 
     def gradients(self, models: Iterable[Any]) -> None:
-        """Before the optimizer step: the partials of the DTensor gradients of `models`."""
-        due, full = self.due()
-        if not due:
+        """Before the optimizer step: the partials of the DTensor gradients of `models` (at
+        statistics steps only: a fingerprint step compares parameters, not gradients)."""
+        _, full = self.due()
+        if not full:
             return
         pieces = []
         for m in models:
