@@ -56,6 +56,17 @@ def shard(model: nn.Module, layout: str, world: int) -> nn.Module:
         for pname, p in list(last.named_parameters()):
             setattr(last, pname, nn.Parameter(distribute_tensor(p.data, mesh, [Replicate()])))
         model[4] = _LocalIn(last)
+    elif layout == "fsdp_tp":  # 4 ranks: a (2, 2) mesh, TP inside, FSDP2 across
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
     return model
 
 
@@ -106,8 +117,9 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=1e12 if defect == "explode" else 0.1)
-    per = BATCH // world if layout == "fsdp" else BATCH
-    part = slice(rank * per, (rank + 1) * per) if layout == "fsdp" else slice(None)
+    shards = {"fsdp": world, "fsdp_tp": world // 2}.get(layout, 1)  # the data-parallel ranks
+    per, index = BATCH // shards, rank if layout == "fsdp" else rank // 2
+    part = slice(index * per, (index + 1) * per) if shards > 1 else slice(None)
     previous: dict = {}
     refs: dict = {}
     for step, (x, y) in enumerate(batches()):

@@ -77,22 +77,36 @@ def is_sharded(tensor: object) -> bool:
 
 def input_replica(model: torch.nn.Module, params: Iterable[Any]) -> bool:
     """Does this rank feed `model` a copy of another rank's inputs by design? True on the ranks
-    other than the first of a tensor-parallel group: a model with DTensor parameters that FSDP2
-    does not manage (FSDP2's ranks train on their own data) and this rank's coordinate on their
-    mesh not 0. Those ranks leave their inputs' `sample_fingerprints` out: `duplicate_batches`
-    compares the data-parallel ranks' batches, not the copies a TP group shares.
-    (FSDP2 + TP on one 2-D mesh: not told apart; every rank keeps its inputs.)"""
+    other than the first of a tensor-parallel group: this rank's coordinate is not 0 on a
+    model-parallel dimension of its DTensor parameters' mesh. Without FSDP2 every dimension of
+    that mesh is model-parallel; with FSDP2 its first dimensions are FSDP2's own (its ranks
+    train on their own data) and the others are TP's. Those ranks leave their inputs'
+    `sample_fingerprints` out: `duplicate_batches` compares the data-parallel ranks' batches,
+    not the copies a TP group shares."""
     meshes = [p.device_mesh for p in params if is_sharded(p)]
     if not meshes:
         return False
+    coordinate = meshes[0].get_coordinate()
+    if coordinate is None:
+        return False
+    return any(c != 0 for c in coordinate[_data_parallel_dims(model) :])
+
+
+def _data_parallel_dims(model: torch.nn.Module) -> int:
+    """How many leading dimensions of the parameters' mesh are FSDP2's (0 without FSDP2)."""
     try:
         from torch.distributed.fsdp import FSDPModule
     except ImportError:  # pragma: no cover - a torch without FSDP2
-        return False
-    if any(isinstance(m, FSDPModule) for m in model.modules()):
-        return False
-    coordinate = meshes[0].get_coordinate()
-    return coordinate is not None and any(c != 0 for c in coordinate)
+        return 0
+    fsdp = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in fsdp:
+        try:  # FSDP2's mesh (private: FSDPState's parameter groups; 1-D, or 2-D for HSDP)
+            groups = m._get_fsdp_state()._fsdp_param_groups
+        except AttributeError:
+            break
+        if groups:
+            return int(groups[0].mesh_info.mesh.ndim)
+    return 99 if fsdp else 0  # unknown: every rank keeps its inputs (FSDP2's ranks have their own data)
 
 
 @dataclass
@@ -457,13 +471,18 @@ def _piece(name: str, tensor: Any, subsample: bool) -> _Piece:
         c == 0 for c, p in zip(coordinate, placements, strict=True) if isinstance(p, Replicate)
     )
     replicated = all(isinstance(p, Replicate) for p in placements)
+    # positions are known from the placements alone, the same on every rank (a `_StridedShard`,
+    # FSDP2 + TP on one mesh, interleaves its pieces: no subsample, no row ranges)
+    positional = all(isinstance(p, (Shard, Replicate)) for p in placements)
     box = None
-    if coordinate is not None and all(isinstance(p, (Shard, Replicate)) for p in placements):
+    if coordinate is not None and positional:
         shape, offset = compute_local_shape_and_global_offset(tuple(tensor.shape), mesh, placements)
         if tuple(shape) == tuple(local.shape):
             box = (tuple(offset), tuple(shape))
-    whole_rows = box is not None and not any(isinstance(p, Shard) and p.dim % max(1, tensor.dim()) != 0
-                                             for p in placements)  # fmt: skip
+    whole_rows = positional and not any(
+        isinstance(p, Shard) and p.dim % max(1, tensor.dim()) != 0 for p in placements
+    )
+    subsample = subsample and positional
     return _Piece(name, original, tensor, local, mesh, owner, replicated, box, whole_rows, subsample)
 
 
