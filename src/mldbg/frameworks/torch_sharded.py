@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +150,8 @@ class ShardedStatistics:
     recorder: Any
     due_statistics: Any  # (Mode, int) -> bool
     replicated_job: bool  # world size > 1: the fingerprint steps are due too
+    # id of the DTensor -> (step, a weak reference to it, its summary): the open step's only, and
+    # never keeping a gradient alive after the script drops it
     _summaries: dict[int, tuple[int, Any, Summary]] = field(default_factory=dict)
     _previous: dict[str, torch.Tensor] = field(default_factory=dict)  # delta_l2: the last local piece
     _previous_samples: dict[str, np.ndarray] = field(default_factory=dict)  # sample_change
@@ -199,7 +202,7 @@ class ShardedStatistics:
         """The global values of `stats` of DTensor `tensor` at the open step, the keys that
         merge (see the module's docstring); the others are left out, said once a run."""
         found = self._summaries.get(id(tensor))
-        if found is None or found[0] != self.recorder.step or found[1] is not tensor:
+        if found is None or found[0] != self.recorder.step or found[1]() is not tensor:
             self._tell(
                 "missing",
                 f"mldbg: statistics of sharded tensor {name!r} (DTensor) are recorded only at the "
@@ -234,6 +237,7 @@ class ShardedStatistics:
     # the exchange -------------------------------------------------------------------------------
     def _exchange(self, named: list[tuple[str, Any]], full: bool, subsample: bool) -> None:
         step = self.recorder.step
+        self._summaries = {k: v for k, v in self._summaries.items() if v[0] == step}
         pieces = [_piece(name, t, subsample) for name, t in named]
         by_mesh: dict[int, list[_Piece]] = {}
         meshes: dict[int, Any] = {}
@@ -246,7 +250,7 @@ class ShardedStatistics:
                 if meshes[key].get_coordinate() is None:
                     continue  # not a rank of that mesh
                 for p, summary in zip(group, self._exchange_mesh(meshes[key], group, full), strict=True):
-                    self._summaries[id(p.original)] = (step, p.original, summary)
+                    self._summaries[id(p.original)] = (step, weakref.ref(p.original), summary)
 
     def _exchange_mesh(self, mesh: Any, pieces: list[_Piece], full: bool) -> list[Summary]:
         device = pieces[0].local.device
