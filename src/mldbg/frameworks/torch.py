@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -53,6 +54,7 @@ from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
+from mldbg.frameworks.torch_sharded import ShardedStatistics, input_replica, is_sharded
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
@@ -115,6 +117,13 @@ class Hook(StepEnds, Adapter):
             self._stats = ReplicaStatistics(rec, rec.store, rank, world, self._worker().framework)
         # `ReductionConfig` reductions of tensors not saved raw: computed where the tensor lives
         self._reductions = StepStatistics(rec)
+        # DTensors (FSDP2, tensor parallel): partial statistics merged across the ranks, on every rank
+        self._sharded: ShardedStatistics | None = (
+            ShardedStatistics(rec, self._cadence.due, world > 1) if rec.statistics else None
+        )
+        for stats in (self._stats, self._reductions):
+            if stats is not None:
+                stats.batch.sharded = self._sharded
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
         if self.finds_loss:
             self._loss.open()
@@ -134,6 +143,8 @@ class Hook(StepEnds, Adapter):
         self._unrecorded: set[int] = set()  # models in a forward of an evaluation left in training mode
         self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
         self._loss.off = not self.finds_loss
+        self._sharded = None  # made with the run (`_open_run`)
+        self._told_shards = False
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -166,6 +177,7 @@ class Hook(StepEnds, Adapter):
             params.append((prefix + pname, p, natural))
         m = RegisteredModel(model, prefix, params)
         m.sentinel = next((p for _, p, _ in params if p.requires_grad), None)
+        m.input_replica = input_replica(inner, (p for _, p, _ in params))
         if m.sentinel is not None:
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
@@ -302,8 +314,13 @@ class Hook(StepEnds, Adapter):
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
+        if not m.forwarded:
+            m.forwarded = True
+            self._sharded_since(m, module)
+        if self._sharded is not None:  # on every rank, before the statistics look the values up
+            self._sharded.parameters(m.params)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, args, m.prefix)
+            self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
@@ -335,16 +352,65 @@ class Hook(StepEnds, Adapter):
         for i, o in enumerate(outs):
             self._save(_output_name(name, i), o, natural)
 
+    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+        if self._sharded is not None:  # on every rank, before the statistics look the values up
+            self._sharded.gradients(models)
+        super()._save_gradients(models)
+
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         plan = self.recorder.plan(name, natural)  # first: at most steps it is None (a dict lookup)
         if plan is None or not (replace or not self.recorder.has(name)):
             return
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
+        if is_sharded(value):
+            self._unsaved_shards(name)
+            return
         if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
         else:  # reductions only: no host copy, the device computes them
             self._reductions.add_kinds(name, value, _reduction_keys(plan.reductions), natural)
+
+    def _sharded_since(self, m: RegisteredModel, module: nn.Module) -> None:
+        """At a model's first forward: a model registered before `fully_shard` or
+        `parallelize_module` replaced its parameters with DTensors is recorded through the
+        new ones (same names), as if it had been registered after."""
+        deepspeed = sys.modules.get("deepspeed")
+        if deepspeed is not None and getattr(getattr(deepspeed, "comm", None), "is_initialized", bool)():
+            log.warning(
+                "mldbg: DeepSpeed is not supported yet: the gradients recorded are each rank's own, "
+                "before DeepSpeed reduces them, and ZeRO-3's partitioned weights read empty outside its "
+                "forward (docs/frameworks.md, 'Sharded training')"
+            )
+        if any(is_sharded(p) for _, p, _ in m.params):
+            return
+        inner = getattr(module, "_orig_mod", module)
+        current = dict(inner.named_parameters())
+        if not any(is_sharded(p) for p in current.values()):
+            return
+        renamed = {}
+        for i, (name, p, natural) in enumerate(m.params):
+            new = current.get(name[len(m.prefix) :])
+            if new is not None and new is not p:
+                m.params[i] = (name, new, natural)
+                renamed[id(p)] = new
+        self._params = [(n, renamed.get(id(p), p), c) for n, p, c in self._params]
+        self._param_ids = {id(p) for _, p, _ in self._params}
+        m.sentinel = next((p for _, p, _ in m.params if p.requires_grad), None)
+        m.input_replica = input_replica(inner, (p for _, p, _ in m.params))
+        self._optimizers.clear()
+
+    def _unsaved_shards(self, name: str) -> None:
+        """A DTensor asked for raw (or for reductions): left out, said once a run (a warning
+        when the user's configuration asked for it, not for the two lines' defaults)."""
+        if not self._told_shards:
+            self._told_shards = True
+            asked = self._settings.get("save_config") is not None or self._settings.get("include_collections")
+            (log.warning if asked else log.info)(
+                "mldbg: %r and the other sharded tensors (DTensor: FSDP2, tensor parallel) are not saved "
+                "raw nor reduced by save_config; their statistics are (statistics=True, docs/frameworks.md)",
+                name,
+            )
 
     def _release(self) -> None:
         if self._capture is not None:  # before the statistics it hands its records to

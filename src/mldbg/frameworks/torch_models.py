@@ -45,6 +45,9 @@ class RegisteredModel:
     running: bool = False  # inside its forward: the layers' hooks act only then
     sentinel: nn.Parameter | None = None
     trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
+    # a tensor-parallel rank other than its group's first: its inputs are that rank's by design
+    input_replica: bool = False
+    forwarded: bool = False  # its first forward was seen (`Hook._sharded_since`)
     # asked once per schedule whether anything of them saves (the recorder keeps the answer)
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)

@@ -39,6 +39,7 @@ converted to float32 on the device (transient).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -49,8 +50,11 @@ import numpy as np
 import torch
 
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_sharded import ShardedStatistics, is_sharded
 from mldbg.store import statistics as st
 from mldbg.store.statistics import Statistic, Value
+
+log = logging.getLogger("mldbg")
 
 CHUNK = 1 << 18  # elements per conversion chunk for fp16/bf16/integer tensors on the CPU
 HASH_CHUNK = 1 << 16  # elements per fingerprint chunk (int64 temporaries stay in cache)
@@ -147,6 +151,11 @@ class StatisticsBatch:
         self._layouts: dict[
             tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]
         ] = {}  # `_small_samples`
+        # DTensors (FSDP2, tensor parallel): their global values, merged across the ranks by the
+        # hook's `torch_sharded.ShardedStatistics`; without one they are left out, said once
+        self.sharded: ShardedStatistics | None = None
+        self._sharded_values: Results = {}
+        self._sharded_told = False
 
     def add(
         self,
@@ -173,6 +182,11 @@ class StatisticsBatch:
         plan = self._plans.get(kinds)
         if plan is None:
             plan = self._plans[kinds] = _Plan.of(kinds)
+        if is_sharded(tensor):
+            self._add_sharded(
+                name, tensor, plan, tensor.requires_grad if requires_grad is None else requires_grad
+            )
+            return
         if plan.vectors:
             st.feature_axis(tensor.dim(), unit_axis)  # refuses the batch axis now, not at finish()
         if plan.stats:
@@ -186,6 +200,20 @@ class StatisticsBatch:
                     tensor.requires_grad if requires_grad is None else requires_grad,
                 )
             )
+
+    def _add_sharded(self, name: str, tensor: torch.Tensor, plan: _Plan, requires_grad: bool) -> None:
+        if self.sharded is None:
+            if not self._sharded_told:
+                self._sharded_told = True
+                log.warning(
+                    "mldbg: %r is a sharded tensor (DTensor): its statistics are recorded by the "
+                    "statistics of the two lines (statistics=True), not by reductions; left out",
+                    name,
+                )
+            return
+        values = self.sharded.values(name, tensor, plan.stats, requires_grad)
+        if values:
+            self._sharded_values.setdefault(name, {}).update(values)
 
     def add_classes(
         self,
@@ -240,6 +268,9 @@ class StatisticsBatch:
         for c in classes:
             devices.setdefault(c.device, ([], []))[1].append(c)
         shipments = []
+        if self._sharded_values:  # known already: merged across the ranks where they were handed over
+            shipments.append(_Shipment(None, 0, None, None, [], [], self._sharded_values))
+            self._sharded_values = {}
         with torch.no_grad():
             for device, (reqs, cls) in devices.items():
                 out = _Results(device, read_now=not self.sync_free(device))

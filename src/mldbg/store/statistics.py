@@ -40,6 +40,9 @@ NaN; `max_abs` is inf exactly when it holds an inf and no NaN. Both come from fu
 multi-tensor kernels, so they flag non-finite tensors every step at no extra cost, and the
 exact counts can come at a slower cadence.
 
+Sharded tensors (a parameter split across ranks): `MERGES` says which scalar keys are made
+exactly from the pieces' partial statistics, and how; the others are left out for them.
+
 ## Vectors (a small tensor per tensor and step), stored as `stats/<tensor>/<key>`
 | key | dtype | shape | value |
 | --- | --- | --- | --- |
@@ -183,6 +186,25 @@ REPLICA_DEFAULTS: dict[str, tuple[str, ...]] = {
     "biases": ("fingerprint",),
     "inputs": ("sample_fingerprints",),
 }
+# How a scalar statistic of a tensor split in pieces (a sharded parameter on several ranks) is
+# made exactly from the pieces' partial statistics (`mldbg.frameworks.torch_sharded`). A key
+# not here does not merge exactly (`outside`, `equal`, `col_range`, the vectors): a sharded
+# tensor leaves it out.
+MERGES: dict[str, str] = {
+    **{k: "sum" for k in ("count", "nan_count", "inf_count", "sum", "l1", "sum_abs", "l1_abs")},
+    **{k: "sqrt(sum of squares)" for k in ("l2", "l2_abs", "delta_l2")},
+    **{k: "min" for k in ("min", "min_abs")},
+    **{k: "max" for k in ("max", "max_abs")},
+    **{k: "sum / count" for k in ("mean", "mean_abs", "zero_fraction")},
+    **{k: "(count, mean, M2) by Chan's formula" for k in ("variance", "std", "variance_abs", "std_abs")},
+    "prod": "product",
+    "fingerprint": "sum mod P",
+    "row_range": "max, when every row lies on one rank",
+    "quantile": "the fixed subsample, each position from the rank holding it",
+    "sample_change": "the fixed subsample, each position from the rank holding it",
+    "samples": "the global shape",
+    "requires_grad": "the flag",
+}  # fmt: skip
 FINGERPRINT_WARMUP = 20  # train steps of a data-parallel job with fingerprints at every step
 FINGERPRINT_EVERY = 10  # then every this many train steps
 

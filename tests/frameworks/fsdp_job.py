@@ -1,0 +1,148 @@
+"""One worker of a 2-process gloo job with sharded parameters (CPU):
+`python fsdp_job.py OUT LAYOUT [defect] [REFS]` with RANK and WORLD_SIZE set (world size 1 and
+LAYOUT `single`: the same model unsharded in one process, on the full batch).
+
+LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `tp` (tensor parallel: the
+first Linear `ColwiseParallel`, the second `RowwiseParallel`, the last replicated),
+`single`. The hook has the two lines (statistics at every step). Each rank trains on its part of
+the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
+`explode` (lr 1e12), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
+(not a defect: the model registered before it is sharded). With REFS,
+worker 0 writes there, per step, the statistics of the global tensors gathered with
+`full_tensor()` (the NumPy reference of `mldbg.store.statistics`), for the test to compare."""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from mldbg.store import statistics as st
+from mldbg.torch import Hook
+
+STEPS = 6
+BATCH = 16
+
+
+def make_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 3))
+
+
+def batches(steps: int = STEPS):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        yield torch.randn(BATCH, 6, generator=g), torch.randint(0, 3, (BATCH,), generator=g)
+
+
+def shard(model: nn.Module, layout: str, world: int) -> nn.Module:
+    if layout == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    elif layout == "tp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, distribute_tensor
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("cpu", (world,))
+        parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        last = model[4]  # replicated: DTensors with Replicate placement on every rank
+        for pname, p in list(last.named_parameters()):
+            setattr(last, pname, nn.Parameter(distribute_tensor(p.data, mesh, [Replicate()])))
+        model[4] = _LocalIn(last)
+    elif layout == "fsdp_tp":  # 4 ranks: a (2, 2) mesh, TP inside, FSDP2 across
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+class _LocalIn(nn.Module):
+    """The replicated last layer of the TP layout, fed plain tensors (its input is local)."""
+
+    def __init__(self, inner: nn.Linear):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed.tensor import DTensor, Replicate
+
+        w, b = self.inner.weight, self.inner.bias
+        x = DTensor.from_local(x, w.device_mesh, [Replicate()])
+        return nn.functional.linear(x, w, b).to_local()
+
+
+def references(model: nn.Module, previous: dict, refs: dict, step: int, rank: int) -> None:
+    """The statistics of every global weight and gradient (gathered: a collective, every rank)."""
+    out = {}
+    for name, p in model.named_parameters():
+        own = st.DEFAULTS["biases" if name.endswith("bias") else "weights"]
+        for key, t, kinds in ((name, p, own), (f"gradient/{name}", p.grad, st.DEFAULTS["gradients"])):
+            full = t.full_tensor() if hasattr(t, "full_tensor") else t
+            value = full.detach().numpy().copy()
+            stats = st.compute(value, [k for k in kinds if k != "requires_grad"], previous=previous.get(key))
+            stats["fingerprint"] = float(st.fingerprint(value))
+            previous[key] = value
+            out[key] = {k: float(v) for k, v in stats.items()}
+    if rank == 0:
+        refs[str(step)] = out
+
+
+def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
+    single = layout == "single"
+    if not single:
+        dist.init_process_group("gloo", init_method="env://")
+    rank, world = (0, 1) if single else (dist.get_rank(), dist.get_world_size())
+    hook = Hook(out_dir, statistics_every=1)
+    if defect == "late":  # registered before the parameters are sharded
+        model = make_model()
+        hook.register_module(model)
+        model = shard(model, layout, world)
+    else:
+        model = shard(make_model(), layout, world)
+        hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=1e12 if defect == "explode" else 0.1)
+    shards = {"fsdp": world, "fsdp_tp": world // 2}.get(layout, 1)  # the data-parallel ranks
+    per, index = BATCH // shards, rank if layout == "fsdp" else rank // 2
+    part = slice(index * per, (index + 1) * per) if shards > 1 else slice(None)
+    previous: dict = {}
+    refs: dict = {}
+    for step, (x, y) in enumerate(batches()):
+        opt.zero_grad()
+        loss_fn(model(x[part]), y[part]).backward()
+        if refs_path:
+            references(model, previous, refs, step, rank)
+        opt.step()
+        if defect == "drift" and rank == 1:
+            with torch.no_grad():
+                model[4].inner.weight.to_local().mul_(1.5)
+    hook.close()
+    if refs_path and rank == 0:
+        with open(refs_path, "w") as f:
+            json.dump(refs, f)
+    if not single:
+        dist.barrier()
+        dist.destroy_process_group()
+    print("worker done", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    args = sys.argv[1:] + [""] * 4
+    main(args[0], args[1], args[2], args[3])
+    os._exit(0)  # see ddp_script.py's end
