@@ -143,6 +143,7 @@ class DebuggerCallback(TrainerCallback):
         loss = scalar(_loss(output, kwargs.get("labels") is not None))
         if loss is None or not isinstance(loss, torch.Tensor):
             return
+        hook._loss.language_model(loss)  # its cross-entropy's language-model statistics (torch_lm)
         if hook.recorder.mode == Mode.TRAIN:
             self._pending.append(loss)
         else:
