@@ -26,7 +26,7 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 | `rest_loss_<axis>`, `rest_<axis>` | the same over the other positions |
 | `rows`, `valid` | sequences (rows of batch-first ids); valid (not ignored) targets |
 | `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets |
-| `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed it, else 0 |
+| `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
 """
 
 from __future__ import annotations
@@ -86,12 +86,14 @@ def _before(node: Any) -> Any | None:
     return None
 
 
-def fed_probabilities(node: Any) -> tuple[torch.Tensor, int] | None:
-    """(the softmax's output, its dim) when a softmax fed the cross-entropy of `node`:
-    softmax -> log_softmax -> nll (`F.cross_entropy(F.softmax(x))`), or softmax -> nll
-    (`F.nll_loss(F.softmax(x))`). A log-softmax applied twice, or log(softmax), is fine."""
+def fed_probabilities(node: Any) -> tuple[torch.Tensor, int, bool] | None:
+    """(the softmax's output, its dim, whether a log-softmax came between) when a softmax fed
+    the cross-entropy of `node`: softmax -> log_softmax -> nll (`F.cross_entropy(F.softmax(x))`),
+    or softmax -> nll (`F.nll_loss(F.softmax(x))`). A log-softmax applied twice, or
+    log(softmax), is fine."""
     before = _before(node)
-    if before is not None and before.name() == "LogSoftmaxBackward0":
+    logs = before is not None and before.name() == "LogSoftmaxBackward0"
+    if logs:
         before = _before(before)
     if before is None or before.name() != "SoftmaxBackward0":
         return None
@@ -101,7 +103,7 @@ def fed_probabilities(node: Any) -> tuple[torch.Tensor, int] | None:
         return None
     if not isinstance(probs, torch.Tensor) or probs.dim() == 0:
         return None
-    return probs, _signed(int(dim)) % probs.dim()
+    return probs, _signed(int(dim)) % probs.dim(), logs
 
 
 def _signed(value: int) -> int:
@@ -174,7 +176,7 @@ def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:
     or of `nll_loss`'s own input (log-probabilities are <= 0 and never sum to 1). At most
     `_PROB_ROWS` evenly spaced rows are read."""
     fed = fed_probabilities(node)
-    probs, dim = fed if fed is not None else (logp, 1)
+    probs, dim = (fed[0], fed[1]) if fed is not None else (logp, 1)
     rows = probs.detach().movedim(dim, -1).reshape(-1, probs.shape[dim])
     if rows.shape[0] > _PROB_ROWS:
         rows = rows[:: rows.shape[0] // _PROB_ROWS][:_PROB_ROWS]
@@ -183,7 +185,7 @@ def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:
     return {
         "prob_rows": good.sum().float(),
         "prob_total": _number(rows.shape[0], logp.device),
-        "prob_softmax": _number(fed is not None, logp.device),
+        "prob_softmax": _number(0 if fed is None else 1 if fed[2] else 2, logp.device),
     }
 
 

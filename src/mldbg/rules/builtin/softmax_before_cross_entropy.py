@@ -49,7 +49,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
         self._streak = self._streak + 1 if probabilities else 0
         if self._streak < self.patience or not self.first():
             return None
-        if c.get("prob_softmax", 0.0) > 0:
+        if c.get("prob_softmax", 0.0) == 1:
             what = "a softmax feeds the cross-entropy, which applies its own log-softmax"
         else:
             what = "nll_loss is given probabilities, not log-probabilities"
