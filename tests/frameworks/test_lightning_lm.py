@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.rules.language_models import zipf_stream
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import mldbg
-from tests.rules.language_models import zipf_stream
 
 pl = pytest.importorskip("lightning.pytorch")
 

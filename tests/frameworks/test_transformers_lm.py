@@ -15,10 +15,10 @@ import mldbg
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # the Trainer needs it
 
+from tests.rules.language_models import zipf_stream  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
 from mldbg.transformers import DebuggerCallback  # noqa: E402
-from tests.rules.language_models import zipf_stream  # noqa: E402
 
 VOCABULARY, LENGTH, N = 64, 16, 64
 EOS = 0
@@ -53,14 +53,23 @@ class Rows(torch.utils.data.Dataset):
 def _train(path, data: Rows) -> None:
     torch.manual_seed(0)
     config = GPT2Config(
-        n_layer=1, n_head=2, n_embd=32, vocab_size=VOCABULARY, n_positions=32, bos_token_id=EOS, eos_token_id=EOS
+        n_layer=1,
+        n_head=2,
+        n_embd=32,
+        vocab_size=VOCABULARY,
+        n_positions=32,
+        bos_token_id=EOS,
+        eos_token_id=EOS,
     )
     args = TrainingArguments(
         output_dir=str(path / "hf"), per_device_train_batch_size=8, num_train_epochs=1, learning_rate=1e-3,
         save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
     )  # fmt: skip
     trainer = Trainer(
-        model=GPT2LMHeadModel(config), args=args, train_dataset=data, callbacks=[DebuggerCallback(path / "run")]
+        model=GPT2LMHeadModel(config),
+        args=args,
+        train_dataset=data,
+        callbacks=[DebuggerCallback(path / "run")],
     )
     trainer.train()
 
