@@ -86,7 +86,9 @@ def test_padding_counts(batch):
     assert float(found["pad_trailing"]) == float(found["pad_all"]) == 4 + 3 + 4
     logp = F.log_softmax(logits, -1).detach()
     mask = y == 7
-    assert float(found["pad_loss"]) == pytest.approx(float(-logp[mask].gather(-1, y[mask][:, None]).sum()), rel=1e-5)
+    assert float(found["pad_loss"]) == pytest.approx(
+        float(-logp[mask].gather(-1, y[mask][:, None]).sum()), rel=1e-5
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,7 +113,10 @@ def test_what_fed_the_loss(batch, head, rows, kind):
 def test_no_cross_entropy_no_counts(batch):
     _, logits = batch
     assert statistics(logits.pow(2).mean(), None) is None  # not a cross-entropy
-    assert statistics(F.cross_entropy(logits.reshape(-1, V), logits.reshape(-1, V).softmax(-1).detach()), None) is None
+    assert (
+        statistics(F.cross_entropy(logits.reshape(-1, V), logits.reshape(-1, V).softmax(-1).detach()), None)
+        is None
+    )
 
 
 def test_token_ids_of_a_call():
@@ -119,3 +124,34 @@ def test_token_ids_of_a_call():
     assert token_ids((torch.randn(2, 3), ids), {}) is ids
     assert token_ids((), {"input_ids": ids, "labels": ids + 1}) is ids
     assert token_ids((torch.zeros(2, 3, 4, dtype=torch.long),), {}) is None
+
+
+def test_padding_masked_by_the_script_or_by_a_class_weight_is_not_counted(batch):
+    """`reduction="none"` then a mask of the script's own: no padding counts at all; a class
+    weight of 0 on the pad id: its targets are not valid targets."""
+    stream, logits = batch
+    ids, y = stream[:, :T].clone(), stream[:, 1 : T + 1].clone()
+    y[y == 7] = 3
+    y[0, 5:], y[2, 6:] = 7, 7
+    mask = (y != 7).float()
+    per_token = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), reduction="none")
+    found = statistics((per_token * mask.reshape(-1)).sum() / mask.sum(), ids)
+    assert "pad_rows" not in found and "align_1_1" in found
+    weight = torch.ones(V)
+    weight[7] = 0
+    found = statistics(F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), weight=weight), ids)
+    assert float(found["valid"]) == B * T - 4 - 3
+    assert float(found["pad_id"]) != 7  # (another id may end two rows in a run by chance)
+
+
+def test_an_encoder_decoder_has_no_token_ids_to_align_with():
+    from types import SimpleNamespace
+
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    seq2seq = SimpleNamespace(config=SimpleNamespace(is_encoder_decoder=True))
+    assert token_ids((), {"input_ids": ids}, seq2seq) is None
+    assert token_ids((), {"input_ids": ids, "decoder_input_ids": ids}) is None
+    assert (
+        token_ids((), {"input_ids": ids}, SimpleNamespace(config=SimpleNamespace(is_encoder_decoder=False)))
+        is ids
+    )

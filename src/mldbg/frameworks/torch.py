@@ -303,7 +303,7 @@ class Hook(StepEnds, Adapter):
         if m.saved_at == rec.step:
             return  # a model called several times per step: its first call is recorded
         m.saved_at = rec.step
-        self._loss.tokens(args, kwargs)  # its token ids, at statistics steps (torch_lm)
+        self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, args, m.prefix)
             if self._stats.due():

@@ -24,8 +24,8 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 | `align_<k>_<axis>`, `eligible_<k>_<axis>` | k = 1, 2: valid targets equal to the input id k positions later along `axis`; valid targets that have such a position |
 | `last_loss_<axis>`, `last_<axis>` | summed loss of the valid targets at the last position along `axis`; their number |
 | `rest_loss_<axis>`, `rest_<axis>` | the same over the other positions |
-| `rows`, `valid` | sequences (rows of batch-first ids); valid (not ignored) targets |
-| `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets |
+| `rows`, `valid` | sequences (rows of batch-first ids); valid targets (not `ignore_index`, not of a class weighted 0) |
+| `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
 | `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
 """
 
@@ -111,8 +111,14 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def token_ids(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    """A model call's token ids: `input_ids=`, else its first integer 2-D argument."""
+def token_ids(args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) -> torch.Tensor | None:
+    """A model call's token ids: `input_ids=`, else its first integer 2-D argument. None for
+    an encoder-decoder (a Hugging Face `is_encoder_decoder` config, or `decoder_input_ids=`):
+    its targets follow the decoder's tokens, not the encoder's `input_ids` (a denoising
+    model's labels are close copies of its inputs, and rightly so)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False) is True or kwargs.get("decoder_input_ids") is not None:
+        return None
     found = kwargs.get("input_ids")
     if _ids(found):
         return found
@@ -141,6 +147,7 @@ def statistics(loss: torch.Tensor, ids: torch.Tensor | None) -> dict[str, torch.
     try:
         logp, target = node._saved_self, node._saved_target
         ignore = _signed(int(node._saved_ignore_index))
+        weight, reduction = node._saved_weight, int(node._saved_reduction)
     except (AttributeError, RuntimeError):
         return None
     if not (isinstance(logp, torch.Tensor) and isinstance(target, torch.Tensor)) or logp.dim() < 2:
@@ -161,11 +168,16 @@ def statistics(loss: torch.Tensor, ids: torch.Tensor | None) -> dict[str, torch.
             return out
         tgt, x = layout
         valid = tgt != ignore
+        if isinstance(weight, torch.Tensor) and weight.numel() == v:  # a class weight of 0 ignores too
+            valid = valid & (
+                weight.gather(0, torch.where(valid & (tgt >= 0) & (tgt < v), tgt, 0).reshape(-1)) > 0
+            ).reshape(tgt.shape)
         nll = _token_loss(flat_logp, flat_target, ignore, v).reshape(tgt.shape[0], -1)
         if nll.shape[1] != tgt.shape[1]:  # the older cut, padded back
             nll = torch.cat([nll, torch.zeros_like(nll[:, :1])], 1)
         out.update(_losses(nll, valid))
-        out.update(_padding(tgt, valid, nll, v))
+        if reduction != 0:  # with reduction="none" the script weighs each target itself (a mask): unknown
+            out.update(_padding(tgt, valid, nll, v))
         if x is not None:
             out.update(_alignment(tgt, valid, x))
     return out

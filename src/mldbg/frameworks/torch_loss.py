@@ -88,7 +88,7 @@ class LossCapture:
         _unlisten(self)
 
     # where the loss shows ---------------------------------------------------------------
-    def tokens(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def tokens(self, args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) -> None:
         """A registered model's first call in the step: its token ids, at a statistics step
         (what the language-model statistics align the targets with). Also when `off`: the
         trainer callbacks and `register_loss` hand their loss to `language_model`."""
@@ -97,7 +97,7 @@ class LossCapture:
         if stats is None or self._ids_at == rec.step or not stats.due():
             return
         self._ids_at = rec.step
-        self._ids = torch_lm.token_ids(args, kwargs)
+        self._ids = torch_lm.token_ids(args, kwargs, model)
 
     def language_model(self, loss: Any) -> None:
         """At a statistics step, the language-model statistics (`torch_lm`) of the step's
