@@ -58,7 +58,7 @@ def nll_node(loss: torch.Tensor) -> Any | None:
     deep: `loss / n`, `loss * scale`, `(1 - e) * nll + e * smooth`, `lm + aux`), or None."""
     frontier = [loss.grad_fn]
     for _ in range(_DEPTH):
-        nxt = []
+        nxt: list[Any] = []
         for node in frontier:
             if node is None:
                 continue

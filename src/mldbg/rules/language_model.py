@@ -97,10 +97,10 @@ def alignment(c: dict[str, float], share: float = SHARE, margin: float = MARGIN)
         ]
         if later and s0 - max(later) >= margin:
             time = max((0, 1), key=lambda a: c.get(f"eligible_1_{a}", 0.0))
-            shares = {"0": s0}
+            seen: dict[str, float] = {"0": s0}
             for k in (1, 2):
                 s = _share(c, f"align_{k}_{time}", f"eligible_{k}_{time}")
                 if s is not None:
-                    shares[str(k)] = s
-            return Alignment(0, None, shares)
+                    seen[str(k)] = s
+            return Alignment(0, None, seen)
     return None
