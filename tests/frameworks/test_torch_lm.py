@@ -155,3 +155,15 @@ def test_an_encoder_decoder_has_no_token_ids_to_align_with():
         token_ids((), {"input_ids": ids}, SimpleNamespace(config=SimpleNamespace(is_encoder_decoder=False)))
         is ids
     )
+
+
+def test_a_sum_of_cross_entropies_is_not_read(batch):
+    """Two heads (next token, and the token after it: multi-token prediction): which targets
+    belong to which head is not known, so nothing is aligned."""
+    stream, logits = batch
+    ids = stream[:, :T]
+    y1, y2 = stream[:, 1 : T + 1], stream[:, 2 : T + 2]
+    two = F.cross_entropy(logits.reshape(-1, V), y2.reshape(-1)) + F.cross_entropy(
+        logits.reshape(-1, V), y1.reshape(-1)
+    )
+    assert statistics(two, ids) is None

@@ -55,7 +55,10 @@ AXES = (0, 1)
 
 def nll_node(loss: torch.Tensor) -> Any | None:
     """The cross-entropy's `NllLossBackward0` node behind `loss` (breadth first, a few nodes
-    deep: `loss / n`, `loss * scale`, `(1 - e) * nll + e * smooth`, `lm + aux`), or None."""
+    deep: `loss / n`, `loss * scale`, `(1 - e) * nll + e * smooth`, `lm + aux`), or None; None
+    too when the loss sums several cross-entropies (multi-token prediction heads, multi-task
+    heads): which targets go with which inputs is then not known."""
+    found: list[Any] = []
     frontier = [loss.grad_fn]
     for _ in range(_DEPTH):
         nxt: list[Any] = []
@@ -64,13 +67,13 @@ def nll_node(loss: torch.Tensor) -> Any | None:
                 continue
             name = node.name()
             if name in NLL_NODES:
-                return node
-            if name in _THROUGH:
+                found.append(node)
+            elif name in _THROUGH:
                 nxt.extend(f for f, _ in node.next_functions if f is not None)
         frontier = nxt[:8]
         if not frontier:
-            return None
-    return None
+            break
+    return found[0] if len(found) == 1 else None
 
 
 def _before(node: Any) -> Any | None:
