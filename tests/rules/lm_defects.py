@@ -28,6 +28,8 @@ from torch import nn
 import mldbg.torch
 from tests.rules.language_models import zipf_stream
 
+torch.set_num_threads(1)  # tiny models: one thread is fastest, and the tests share the machine
+
 PAD = 1  # a Zipf-frequent id (the second most common token): padding must be told by its place
 
 

@@ -36,8 +36,14 @@ MIN_TARGETS = 32  # valid targets with a position k later, at each offset judged
 
 
 def counts(trial: TrialView, step: int) -> dict[str, float]:
-    """The `lm/` counts saved at `step` (finite ones only; empty when none)."""
+    """The `lm/` counts saved at `step` (finite ones only; empty when none). One lookup at a
+    step without them (`prob_total` is recorded whenever the others are)."""
     found: dict[str, float] = {}
+    if (
+        not trial.has_tensor(PREFIX + "prob_total")
+        or trial.saved_statistic(PREFIX + "prob_total", step, "sum") is None
+    ):
+        return found
     for key in KEYS:
         value = trial.saved_statistic(PREFIX + key, step, "sum")
         if isinstance(value, float) and math.isfinite(value):
