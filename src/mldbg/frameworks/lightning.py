@@ -171,6 +171,8 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
             hook.open_step(Mode.TRAIN, _inputs(batch))
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
+        if self.hook is not None and not self.hook.closed:
+            self.hook._loss.language_model(loss)  # its cross-entropy's language-model statistics (torch_lm)
         if self.hook is not None and not pl_module.automatic_optimization:
             self._backward.append(loss.detach())
 

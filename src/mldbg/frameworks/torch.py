@@ -244,6 +244,7 @@ class Hook(StepEnds, Adapter):
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             if self._stats is not None:
                 self._stats.loss(prefix, args, classes)
+                self._loss.language_model(output)  # a cross-entropy's language-model statistics
             if not rec.saving:
                 return
             self._save(output_name, output, ("losses",))
@@ -319,6 +320,7 @@ class Hook(StepEnds, Adapter):
             self._sharded_since(m, module)
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.parameters(m.params)
+        self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix)
             if self._stats.due():

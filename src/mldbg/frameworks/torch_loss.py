@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mldbg.config import Mode
+from mldbg.frameworks import torch_lm
 from mldbg.profiler import timeline as marks
 
 if TYPE_CHECKING:
@@ -71,6 +72,11 @@ class LossCapture:
         self._backward: list[torch.Tensor] = []  # the tensors given to backward, this step
         self._classes_at = -1  # the step whose predictions and labels are recorded
         self._scalers: dict[int, bool] = {}  # data_ptr of a scale factor: a GradScaler's scale?
+        self._ids: torch.Tensor | None = (
+            None  # the token ids of the step's first model call (statistics steps)
+        )
+        self._ids_at = -1  # the step they belong to
+        self._lm_at = -1  # the step whose language-model statistics are recorded
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
@@ -82,6 +88,34 @@ class LossCapture:
         _unlisten(self)
 
     # where the loss shows ---------------------------------------------------------------
+    def tokens(self, args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) -> None:
+        """A registered model's first call in the step: its token ids, at a statistics step
+        (what the language-model statistics align the targets with). Also when `off`: the
+        trainer callbacks and `register_loss` hand their loss to `language_model`."""
+        stats = self.hook._stats
+        rec = self.hook.recorder
+        if stats is None or self._ids_at == rec.step or not stats.due():
+            return
+        self._ids_at = rec.step
+        self._ids = torch_lm.token_ids(args, kwargs, model)
+
+    def language_model(self, loss: Any) -> None:
+        """At a statistics step, the language-model statistics (`torch_lm`) of the step's
+        first cross-entropy, as records `lm/<key>`; once per step, before its backward."""
+        stats = self.hook._stats
+        rec = self.hook.recorder
+        if stats is None or self._lm_at == rec.step or not stats.due() or not isinstance(loss, torch.Tensor):
+            return
+        ids = self._ids if self._ids_at == rec.step else None
+        self._lm_at = rec.step
+        try:
+            found = torch_lm.statistics(loss, ids)
+        except Exception as e:  # statistics must never stop training
+            log.warning("mldbg: language-model statistics of step %d failed: %s", rec.step, e)
+            return
+        for key, value in (found or {}).items():
+            stats.add_kinds(f"{torch_lm.PREFIX}{key}", value, ("sum",), ())
+
     def forward_output(self, output: Any) -> None:
         """A registered model's recorded forward ended with `output`."""
         if self.off:
@@ -134,6 +168,7 @@ class LossCapture:
         rec = self.hook.recorder
         if stats is None or self._classes_at == rec.step or not stats.due():
             return
+        self.language_model(loss)
         found = saved_inputs(loss)
         if found is None:
             return

@@ -140,9 +140,11 @@ class DebuggerCallback(TrainerCallback):
         hook = self.hook
         if hook is None or not hook.step_open or hook.outside:
             return
-        loss = scalar(_loss(output, kwargs.get("labels") is not None))
+        raw = _loss(output, kwargs.get("labels") is not None)
+        loss = scalar(raw)
         if loss is None or not isinstance(loss, torch.Tensor):
             return
+        hook._loss.language_model(raw)  # its cross-entropy's language-model statistics (torch_lm)
         if hook.recorder.mode == Mode.TRAIN:
             self._pending.append(loss)
         else:

@@ -43,6 +43,8 @@ RELIABILITY: dict[str, float] = {
     "router_collapse": 0.7, "all_zero": 0.65, "loss_change_point": 0.65, "logit_growth": 0.65,
     "label_confusion": 0.65, "frozen_layer_updated": 0.6, "poor_weight_initialization": 0.6,
     "underfitting": 0.6, "loss_spike": 0.6, "tensor_variance": 0.6, "nlp_sequence_ratio": 0.6,
+    "softmax_before_cross_entropy": 0.95, "labels_not_shifted": 0.9, "labels_shifted_twice": 0.9,
+    "padding_in_loss": 0.8, "missing_causal_mask": 0.75,
     "gradient_norm_spike": 0.55, "overfit": 0.55, "overtraining": 0.4, "confusion": 0.35,
     "parameter_without_gradient": 0.85,
 }  # fmt: skip
@@ -278,6 +280,54 @@ CAUSES: tuple[Cause, ...] = (
         ".item() in the training forward), that its layer is used, and initialize weights randomly.",
         evidence=("parameter_without_gradient",),
         explains=("weight_update_ratio", "unchanged_tensor", "tensor_variance", *_NOT_LEARNING),
+    ),
+    Cause(
+        "softmax_before_cross_entropy",
+        "the cross-entropy is given probabilities, not logits",
+        "A softmax before nn.CrossEntropyLoss / F.cross_entropy (which applies its own log-softmax), "
+        "or probabilities given to F.nll_loss: the loss sees values in [0, 1], cannot fall below "
+        "log(1 + (V - 1) / e) and its gradients shrink, so the model learns slowly, then stalls.",
+        "Give the loss raw logits: remove the softmax before CrossEntropyLoss (or use F.log_softmax "
+        "with F.nll_loss), and apply softmax only to read probabilities at inference.",
+        evidence=("softmax_before_cross_entropy",),
+        explains=("vanishing_gradient", *_NOT_LEARNING),
+    ),
+    Cause(
+        "lm_labels_misaligned",
+        "the language model's labels are not shifted by one token",
+        "A causal language model predicts token t+1 from tokens up to t: labels not shifted make it "
+        "copy its input (the loss falls to ~0 and nothing is learnt), labels shifted twice make it "
+        "predict the token after next (the loss stays high).",
+        "Shift the labels exactly once: y = x[:, 1:] against logits[:, :-1] (or x = data[i:i+T], "
+        "y = data[i+1:i+T+1]); Hugging Face models shift labels= themselves, so pass "
+        "labels=input_ids unshifted there.",
+        evidence=("labels_not_shifted", "labels_shifted_twice"),
+        explains=("overfit", "overtraining", "loss_not_decreasing", "underfitting"),
+    ),
+    Cause(
+        "missing_causal_mask",
+        "the language model sees the tokens it predicts (no causal mask)",
+        "A decoder's self-attention without its causal mask (or a bidirectional RNN) lets each "
+        "position read the next token, its own target: the training loss falls towards 0 while "
+        "generation, which has no future to read, fails.",
+        "Mask the future in every decoder self-attention: mask=nn.Transformer."
+        "generate_square_subsequent_mask(T) with is_causal=True, or F.scaled_dot_product_attention("
+        "..., is_causal=True); use a unidirectional RNN for a language model.",
+        evidence=("missing_causal_mask",),
+        explains=("overfit", "overtraining"),
+    ),
+    Cause(
+        "padding_in_loss",
+        "padding tokens are in the loss",
+        "Padded positions of the labels carry the pad token instead of the loss's ignore_index: a "
+        "share of the loss and of the gradient goes to predicting padding after padding, the loss "
+        "looks better than the model is and the model learns to end texts with padding.",
+        "Set the labels at padded positions to -100 (the ignore_index of CrossEntropyLoss): "
+        "labels[attention_mask == 0] = -100, or a collator that does it "
+        "(DataCollatorForLanguageModeling(mlm=False)); when the pad token is the EOS token, mask by "
+        "the attention mask, not by the token id.",
+        evidence=("padding_in_loss",),
+        explains=("nlp_sequence_ratio",),
     ),
     Cause(
         "class_imbalance",

@@ -1,0 +1,294 @@
+"""Language-model statistics of the captured loss (`torch_loss`): a few counts per statistics
+step that the rules `labels_not_shifted`, `labels_shifted_twice`, `missing_causal_mask`,
+`padding_in_loss` and `softmax_before_cross_entropy` read.
+
+Where they come from: the loss's autograd graph. A cross-entropy (`F.cross_entropy`,
+`nn.CrossEntropyLoss`, `F.nll_loss`, Hugging Face's `ForCausalLMLoss`) ends in an
+`NllLossBackward0` node that saved its log-probabilities (N, V) and its targets (N) and knows
+its `ignore_index`; the node is found from the loss through scalings, sums (label smoothing,
+auxiliary losses) and shape-only nodes. The node before it says what fed the cross-entropy: a
+`SoftmaxBackward0` before its `LogSoftmaxBackward0` (or straight into `nll_loss`) means the
+logits were already probabilities. With the registered model's input ids (its first integer
+(batch, time) argument, or `input_ids=`), the targets are laid out as the ids (N = B x T; or
+B x (T - 1), Hugging Face's older cut, padded back with ignored targets).
+
+Each value is a count or a sum, a 0-d float32 tensor computed where the loss lives, with no
+wait for the device (no `.item()`, no data-dependent shape); the hook hands them to its
+statistics batch as records `lm/<key>` with the statistic `sum`. Offsets are counted along
+both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-first ones
+(T, B: PyTorch's word_language_model); offset 0 is the same for both.
+
+| key | value |
+| --- | --- |
+| `align_0`, `eligible_0` | valid targets equal to the input id at the same position; valid targets |
+| `align_<k>_<axis>`, `eligible_<k>_<axis>` | k = 1, 2: valid targets equal to the input id k positions later along `axis`; valid targets that have such a position |
+| `last_loss_<axis>`, `last_<axis>` | summed loss of the valid targets at the last position along `axis`; their number |
+| `rest_loss_<axis>`, `rest_<axis>` | the same over the other positions |
+| `rows`, `valid` | sequences (rows of batch-first ids); valid targets (not `ignore_index`, not of a class weighted 0) |
+| `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
+| `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+PREFIX = "lm/"  # the records: `lm/<key>`, statistic `sum`
+NLL_NODES = frozenset({"NllLossBackward0", "NllLoss2DBackward0"})
+# nodes a loss passes through on its way from the cross-entropy: scalings and sums
+_THROUGH = frozenset(
+    {"MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "AddBackward0", "SubBackward0",
+     "MeanBackward0", "SumBackward0", "ToCopyBackward0", "ViewBackward0", "ReshapeAliasBackward0"}
+)  # fmt: skip
+# nodes that only move or copy values (logits.view(-1, V), .float(), [:, :-1], .contiguous())
+_SHAPES = (
+    "View", "UnsafeView", "ReshapeAlias", "Transpose", "Permute", "TBackward", "Clone", "ToCopy",
+    "Slice", "Select", "Squeeze", "Unsqueeze", "Expand", "AsStrided", "Alias", "Index",
+)  # fmt: skip
+_DEPTH = 8  # nodes searched from the loss for the cross-entropy, and before it for a softmax
+_PROB_TOL = 1e-3
+_PROB_ROWS = 64  # rows read for the probabilities check
+AXES = (0, 1)
+
+
+def nll_node(loss: torch.Tensor) -> Any | None:
+    """The cross-entropy's `NllLossBackward0` node behind `loss` (breadth first, a few nodes
+    deep: `loss / n`, `loss * scale`, `(1 - e) * nll + e * smooth`, `lm + aux`), or None; None
+    too when the loss sums several cross-entropies (multi-token prediction heads, multi-task
+    heads): which targets go with which inputs is then not known."""
+    found: list[Any] = []
+    frontier = [loss.grad_fn]
+    for _ in range(_DEPTH):
+        nxt: list[Any] = []
+        for node in frontier:
+            if node is None:
+                continue
+            name = node.name()
+            if name in NLL_NODES:
+                found.append(node)
+            elif name in _THROUGH:
+                nxt.extend(f for f, _ in node.next_functions if f is not None)
+        frontier = nxt[:8]
+        if not frontier:
+            break
+    return found[0] if len(found) == 1 else None
+
+
+def _before(node: Any) -> Any | None:
+    """The first node before `node` that does more than move values (None: a leaf, or a
+    node with several inputs among the shape-only ones)."""
+    for _ in range(_DEPTH):
+        nexts = [f for f, _ in node.next_functions if f is not None]
+        if len(nexts) != 1:
+            return None
+        node = nexts[0]
+        if not node.name().startswith(_SHAPES):
+            return node
+    return None
+
+
+def fed_probabilities(node: Any) -> tuple[torch.Tensor, int, bool] | None:
+    """(the softmax's output, its dim, whether a log-softmax came between) when a softmax fed
+    the cross-entropy of `node`: softmax -> log_softmax -> nll (`F.cross_entropy(F.softmax(x))`),
+    or softmax -> nll (`F.nll_loss(F.softmax(x))`). A log-softmax applied twice, or
+    log(softmax), is fine."""
+    before = _before(node)
+    logs = before is not None and before.name() == "LogSoftmaxBackward0"
+    if logs:
+        before = _before(before)
+    if before is None or before.name() != "SoftmaxBackward0":
+        return None
+    try:
+        probs, dim = before._saved_result, before._saved_dim
+    except (AttributeError, RuntimeError):  # freed by a backward already run
+        return None
+    if not isinstance(probs, torch.Tensor) or probs.dim() == 0:
+        return None
+    return probs, _signed(int(dim)) % probs.dim(), logs
+
+
+def _signed(value: int) -> int:
+    """A negative int64 that autograd hands back as unsigned (dim=-1, ignore_index=-100)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def token_ids(args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) -> torch.Tensor | None:
+    """A model call's token ids: `input_ids=`, else its first integer 2-D argument. None for
+    an encoder-decoder (a Hugging Face `is_encoder_decoder` config, or `decoder_input_ids=`):
+    its targets follow the decoder's tokens, not the encoder's `input_ids` (a denoising
+    model's labels are close copies of its inputs, and rightly so)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False) is True or kwargs.get("decoder_input_ids") is not None:
+        return None
+    found = kwargs.get("input_ids")
+    if _ids(found):
+        return found
+    for a in args:
+        if _ids(a):
+            return a
+    return None
+
+
+def _ids(value: Any) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 2
+        and not value.is_floating_point()
+        and not value.is_complex()
+        and value.dtype != torch.bool
+    )
+
+
+def statistics(loss: torch.Tensor, ids: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
+    """The counts of the module docstring for `loss` (and the ids of its model call), or
+    None when no cross-entropy is behind it (or its saved tensors are gone)."""
+    node = nll_node(loss)
+    if node is None:
+        return None
+    try:
+        logp, target = node._saved_self, node._saved_target
+        ignore = _signed(int(node._saved_ignore_index))
+        weight, reduction = node._saved_weight, int(node._saved_reduction)
+    except (AttributeError, RuntimeError):
+        return None
+    if not (isinstance(logp, torch.Tensor) and isinstance(target, torch.Tensor)) or logp.dim() < 2:
+        return None
+    if target.is_floating_point():  # class probabilities as targets (soft labels): not token ids
+        return None
+    with torch.no_grad():
+        out = _probabilities(node, logp)
+        v = logp.shape[1]
+        flat_logp = logp.movedim(1, -1).reshape(-1, v) if logp.dim() > 2 else logp
+        flat_target = target.reshape(-1)
+        if flat_target.numel() != flat_logp.shape[0] or flat_target.numel() == 0:
+            return out
+        seq = [d for d in target.shape[1:] if d != 1]
+        shaped = target.reshape(target.shape[0], -1) if logp.dim() > 2 and len(seq) == 1 else None
+        layout = _layout(flat_target, ids, shaped, ignore)
+        if layout is None:
+            return out
+        tgt, x = layout
+        valid = tgt != ignore
+        if isinstance(weight, torch.Tensor) and weight.numel() == v:  # a class weight of 0 ignores too
+            valid = valid & (
+                weight.gather(0, torch.where(valid & (tgt >= 0) & (tgt < v), tgt, 0).reshape(-1)) > 0
+            ).reshape(tgt.shape)
+        nll = _token_loss(flat_logp, flat_target, ignore, v).reshape(tgt.shape[0], -1)
+        if nll.shape[1] != tgt.shape[1]:  # the older cut, padded back
+            nll = torch.cat([nll, torch.zeros_like(nll[:, :1])], 1)
+        out.update(_losses(nll, valid))
+        if reduction != 0:  # with reduction="none" the script weighs each target itself (a mask): unknown
+            out.update(_padding(tgt, valid, nll, v))
+        if x is not None:
+            out.update(_alignment(tgt, valid, x))
+    return out
+
+
+def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Rows of what fed the cross-entropy that are probabilities: of the softmax before it,
+    or of `nll_loss`'s own input (log-probabilities are <= 0 and never sum to 1). At most
+    `_PROB_ROWS` evenly spaced rows are read."""
+    fed = fed_probabilities(node)
+    probs, dim = (fed[0], fed[1]) if fed is not None else (logp, 1)
+    rows = probs.detach().movedim(dim, -1).reshape(-1, probs.shape[dim])
+    if rows.shape[0] > _PROB_ROWS:
+        rows = rows[:: rows.shape[0] // _PROB_ROWS][:_PROB_ROWS]
+    rows = rows.float()
+    good = (rows.min(-1).values >= 0) & (rows.max(-1).values <= 1) & ((rows.sum(-1) - 1).abs() <= _PROB_TOL)
+    return {
+        "prob_rows": good.sum().float(),
+        "prob_total": _number(rows.shape[0], logp.device),
+        "prob_softmax": _number(0 if fed is None else 1 if fed[2] else 2, logp.device),
+    }
+
+
+def _number(value: float, device: torch.device) -> torch.Tensor:
+    """A constant on `device`, made there (a fill, not a copy from the host)."""
+    return torch.full((), float(value), device=device)
+
+
+def _layout(
+    target: torch.Tensor, ids: torch.Tensor | None, shaped: torch.Tensor | None, ignore: int
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """(targets laid out as the ids, the ids) -- or (targets of a (B, V, T) loss, None) --
+    or None when the targets are no sequence (a classifier's one label per sample)."""
+    if ids is not None and ids.device == target.device:
+        n, (b, t) = target.numel(), ids.shape
+        if n == b * t:
+            return target.reshape(b, t), ids
+        if t > 1 and n == b * (t - 1):  # Hugging Face's older cut: labels[..., 1:], logits[..., :-1, :]
+            tgt = torch.cat([target.reshape(b, t - 1), torch.full_like(target[:b, None], ignore)], 1)
+            return tgt, ids
+    if shaped is not None:  # (B, V, T) logits: (B, T) targets
+        return shaped, None
+    return None
+
+
+def _token_loss(logp: torch.Tensor, target: torch.Tensor, ignore: int, v: int) -> torch.Tensor:
+    """-log p(target) per target (0 where ignored or out of range)."""
+    inside = (target >= 0) & (target < v) & (target != ignore)
+    picked = logp.gather(1, torch.where(inside, target, 0)[:, None])[:, 0].float()
+    return torch.where(inside, -picked, torch.zeros_like(picked))
+
+
+def _losses(nll: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    w = valid.float()
+    for axis in AXES:
+        last = nll.select(axis, -1), w.select(axis, -1)
+        rest = nll.narrow(axis, 0, nll.shape[axis] - 1), w.narrow(axis, 0, nll.shape[axis] - 1)
+        out[f"last_loss_{axis}"], out[f"last_{axis}"] = (last[0] * last[1]).sum(), last[1].sum()
+        out[f"rest_loss_{axis}"], out[f"rest_{axis}"] = (rest[0] * rest[1]).sum(), rest[1].sum()
+    return out
+
+
+def _alignment(tgt: torch.Tensor, valid: torch.Tensor, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    out = {
+        "align_0": ((tgt == x) & valid).sum().float(),
+        "eligible_0": valid.sum().float(),
+    }
+    for axis in AXES:
+        n = tgt.shape[axis]
+        for k in (1, 2):
+            if n <= k:
+                zero = _number(0, tgt.device)
+                out[f"align_{k}_{axis}"] = out[f"eligible_{k}_{axis}"] = zero
+                continue
+            t, ok, later = tgt.narrow(axis, 0, n - k), valid.narrow(axis, 0, n - k), x.narrow(axis, k, n - k)
+            out[f"align_{k}_{axis}"] = ((t == later) & ok).sum().float()
+            out[f"eligible_{k}_{axis}"] = ok.sum().float()
+    return out
+
+
+def _padding(tgt: torch.Tensor, valid: torch.Tensor, nll: torch.Tensor, v: int) -> dict[str, torch.Tensor]:
+    """The pad-like id of batch-first targets (B, T): the id that most often ends a row
+    (its last valid target) in a run of two or more."""
+    b, t = tgt.shape
+    pos = torch.arange(t, device=tgt.device)
+    last = torch.where(valid, pos, -1).max(1).values  # each row's last valid target (-1: none)
+    has = last >= 0
+    end = tgt.gather(1, last.clamp(min=0)[:, None])  # (B, 1)
+    after = pos[None, :] > last[:, None]
+    same = (tgt == end) & valid
+    run = torch.flip(same | after, [1]).long().cumprod(1).sum(1) - (t - 1 - last)  # the trailing run
+    run = torch.where(has, run, 0)
+    padded = run >= 2
+    inside = (end[:, 0] >= 0) & (end[:, 0] < v)
+    counts = torch.zeros(v + 1, device=tgt.device)
+    counts.scatter_add_(0, torch.where(inside & padded, end[:, 0], v), padded.float())
+    p = counts[:v].argmax()
+    ends_p = padded & (end[:, 0] == p) & inside
+    is_p = (tgt == p) & valid & (counts[:v].max() > 0)
+    w = valid.float()
+    return {
+        "rows": _number(b, tgt.device),
+        "valid": w.sum(),
+        "pad_id": p.float(),
+        "pad_rows": ends_p.float().sum(),
+        "pad_trailing": torch.where(ends_p, run, 0).float().sum(),
+        "pad_all": is_p.float().sum(),
+        "pad_loss": (nll * is_p.float()).sum(),
+        "loss_sum": (nll * w).sum(),
+    }

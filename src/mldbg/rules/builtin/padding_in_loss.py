@@ -1,0 +1,77 @@
+"""padding_in_loss: padding tokens are targets of the loss (no ignore_index on them)."""
+
+from __future__ import annotations
+
+from mldbg.config import Mode
+from mldbg.rules import language_model as lm
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+
+
+@register
+class PaddingInLoss(Rule):
+    """Padding is kept in the labels of a sequence loss: the targets hold a pad token at the
+    end of the sequences instead of the loss's `ignore_index` (-100), so a large share of the
+    loss (and of the gradient) teaches the model to predict padding after padding.
+
+    Reads the `lm/` counts the PyTorch hook records at statistics steps
+    (`mldbg.rules.language_model`): the pad-like id is the one that most often ends a
+    sequence's valid targets in a run of two or more. It is padding when it ends at least
+    `min_rows` of the sequences that way, and `excess` times more of them than its share f of
+    the targets before those runs (a token that is not padding ends a sequence at most as
+    often as it occurs: about f of the sequences, f^2 for a run of two, whatever the text,
+    runs of repeated characters included), and it makes up at least `threshold` of the valid
+    targets; at `patience` TRAIN statistics steps in a row. Padding given `ignore_index` is
+    not a target and is not counted.
+    """
+
+    threshold: float = 0.1
+    min_rows: float = 0.25
+    excess: float = 3.0
+    patience: int = 2
+    cause = "padding_in_loss"
+    suggestion = (
+        "Set the padded positions of the labels to the loss's ignore_index (-100: "
+        "labels[attention_mask == 0] = -100, or DataCollatorForLanguageModeling(mlm=False), or "
+        "CrossEntropyLoss(ignore_index=pad_id)); with GPT-2-style tokenizers whose pad token is "
+        "the EOS token, mask by the attention mask, not by the token id."
+    )
+
+    def reset(self) -> None:
+        super().reset()
+        self._streak = 0
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if trial.mode(step) != Mode.TRAIN:
+            return None
+        c = lm.counts(trial, step)
+        if "rows" not in c:
+            return None
+        found = lm.alignment(c)
+        if found is not None and found.axis == 0:
+            return None  # sequence-first (T, B) targets: rows are not sequences
+        rows, valid = c["rows"], c.get("valid", 0.0)
+        pad_rows, pad_all, trailing = (
+            c.get("pad_rows", 0.0),
+            c.get("pad_all", 0.0),
+            c.get("pad_trailing", 0.0),
+        )
+        inside = (pad_all - trailing) / (valid - trailing) if valid > trailing else 0.0  # f
+        padded = (
+            rows >= 2
+            and valid >= lm.MIN_TARGETS
+            and pad_rows >= max(2.0, self.min_rows * rows, self.excess * inside * rows)
+            and pad_all >= self.threshold * valid
+        )
+        self._streak = self._streak + 1 if padded else 0
+        if self._streak < self.patience or not self.first():
+            return None
+        loss_share = c.get("pad_loss", 0.0) / c["loss_sum"] if c.get("loss_sum", 0.0) > 0 else float("nan")
+        return self.finding(
+            trial,
+            step,
+            f"token {int(c.get('pad_id', -1))} pads {int(pad_rows)} of {int(rows)} sequences and is "
+            f"{pad_all / valid:.0%} of the targets ({loss_share:.0%} of the loss) at step {step}, "
+            f"{self._streak} statistics steps in a row: padding is in the labels, not ignored",
+            tensors=[f"{lm.PREFIX}pad_all"],
+        )

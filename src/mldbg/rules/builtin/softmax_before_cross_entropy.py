@@ -1,0 +1,62 @@
+"""softmax_before_cross_entropy: probabilities are fed to a cross-entropy that wants logits."""
+
+from __future__ import annotations
+
+from mldbg.config import Mode
+from mldbg.rules import language_model as lm
+from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.view import TrialView
+
+
+@register
+class SoftmaxBeforeCrossEntropy(Rule):
+    """The cross-entropy is given probabilities instead of logits: a softmax before
+    `nn.CrossEntropyLoss` / `F.cross_entropy` (which applies its own log-softmax), or
+    probabilities given to `F.nll_loss`, which wants log-probabilities. With a softmax in
+    front, the logits the loss sees lie in [0, 1], so the loss can never fall below
+    log(1 + (V - 1) / e) for V classes and the gradients shrink; `nll_loss` on probabilities
+    is negative and minimized by nothing sensible.
+
+    Reads the `lm/` counts the PyTorch hook records at statistics steps from the loss's
+    autograd graph, for any cross-entropy (a classifier's too): a `SoftmaxBackward0` right
+    before the log-softmax (only reshapes between), or rows of `nll_loss`'s input that are
+    probabilities. Fires when at least `share` of the rows read are probabilities (in [0, 1],
+    summing to 1), at `patience` TRAIN statistics steps in a row. A log-softmax applied twice,
+    and log(softmax(x)) given to `nll_loss`, are correct and not flagged.
+    """
+
+    share: float = 0.99
+    patience: int = 2
+    cause = "softmax_before_cross_entropy"
+    suggestion = (
+        "Give the loss raw logits: drop the softmax at the end of the model (nn.CrossEntropyLoss "
+        "and F.cross_entropy apply log-softmax themselves), or use F.log_softmax with F.nll_loss; "
+        "apply softmax only to read probabilities at inference."
+    )
+
+    def reset(self) -> None:
+        super().reset()
+        self._streak = 0
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if trial.mode(step) != Mode.TRAIN:
+            return None
+        c = lm.counts(trial, step)
+        total = c.get("prob_total", 0.0)
+        if total < 1:
+            return None
+        probabilities = c.get("prob_rows", 0.0) >= self.share * total
+        self._streak = self._streak + 1 if probabilities else 0
+        if self._streak < self.patience or not self.first():
+            return None
+        if c.get("prob_softmax", 0.0) == 1:
+            what = "a softmax feeds the cross-entropy, which applies its own log-softmax"
+        else:
+            what = "nll_loss is given probabilities, not log-probabilities"
+        return self.finding(
+            trial,
+            step,
+            f"{int(c.get('prob_rows', 0))} of {int(total)} rows given to the loss are probabilities "
+            f"(in [0, 1], summing to 1), {self._streak} statistics steps in a row: {what}",
+            tensors=[f"{lm.PREFIX}prob_rows"],
+        )
