@@ -284,10 +284,20 @@ class TensorColumns:
         return sorted(self._stats)
 
     def at(self, steps: np.ndarray) -> np.ndarray:
-        """For each of `steps` (sorted), its index into this tensor's `steps`, or -1 where the
-        tensor has no record at that step."""
+        """For each of `steps` (sorted, distinct), its index into this tensor's `steps`, or -1
+        where the tensor has no record at that step. A tensor saved on few of them (the
+        statistics of a long run: 10^4 of 10^6 steps) is placed among them, not they among
+        its: time in its number of steps, plus one fill."""
         if not len(self.steps):
             return np.full(len(steps), -1, dtype=np.int64)
+        if len(self.steps) * 8 < len(steps):
+            pos = np.searchsorted(steps, self.steps)
+            inside = pos < len(steps)
+            hit = np.zeros(len(self.steps), dtype=bool)
+            hit[inside] = steps[pos[inside]] == self.steps[inside]
+            out = np.full(len(steps), -1, dtype=np.int64)
+            out[pos[hit]] = np.flatnonzero(hit)
+            return out
         i = np.searchsorted(self.steps, steps)
         i = np.minimum(i, len(self.steps) - 1)
         return np.where(self.steps[i] == steps, i, -1)
@@ -393,7 +403,7 @@ class Columns:
         """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
         the run), as `Trial.mode` and `Trial.mode_step` give them: a table of the run's steps,
         grown (new steps only) when the trial has loaded more."""
-        known = self.trial.steps()
+        known = self.trial._sorted_steps(None)  # the trial's own list: not copied per call
         if len(known) != len(self._steps):
             have = dict(
                 zip(
