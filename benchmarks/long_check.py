@@ -123,7 +123,10 @@ def write_long(path: Path, steps: int, nan_tail: bool, tmp: Path) -> None:
     hook = mldbg.torch.Hook(str(path))
     rec = hook.recorder
     cadence = Cadence()
-    floats = {n: [k for k, v in kv.items() if isinstance(v, float) and np.isfinite(v) and v != int(v)] for n, kv in values.items()}
+    floats = {
+        n: [k for k, v in kv.items() if isinstance(v, float) and np.isfinite(v) and v != int(v)]
+        for n, kv in values.items()
+    }
     t0 = time.perf_counter()
     for step in range(steps):
         rec.start_step(Mode.TRAIN)
@@ -232,7 +235,10 @@ def main() -> None:
             print(f"wrote {path} in {time.perf_counter() - t0:.0f} s", flush=True)
         commands = [("check", [py, "-c", _WRAP, "check", str(path)])]
         if case == "names":
-            commands += [("ls", [py, "-c", _WRAP, "ls", str(path)]), ("dashboard /scalars", [py, "-c", _DASH, str(path)])]
+            commands += [
+                ("ls", [py, "-c", _WRAP, "ls", str(path)]),
+                ("dashboard /scalars", [py, "-c", _DASH, str(path)]),
+            ]
         for what, cmd in commands:
             for _ in range(args.repeat):
                 wall, rss, code, tail = timed(cmd, env)
@@ -241,8 +247,11 @@ def main() -> None:
                     print(tail)
                 rows.append((case, what, wall, rss, code))
     print("\n| run | command | wall s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- |")
-    label = {"long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
-             "nan": f"the same, loss NaN over its last 30%", "names": f"3 steps x {args.names:,} scalar names"}
+    label = {
+        "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
+        "nan": f"the same, loss NaN over its last 30%",
+        "names": f"3 steps x {args.names:,} scalar names",
+    }
     for case, what, wall, rss, code in rows:
         print(f"| {label[case]} | `{what}` | {wall:.2f} | {rss:.0f} | {code} |")
 
