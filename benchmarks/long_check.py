@@ -163,19 +163,18 @@ def write_names(path: Path, names: int) -> None:
     rec.close()
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
-    """(wall seconds, peak RSS in MB, exit code, output tail) of a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int, str]:
+    """(wall seconds, CPU seconds, peak RSS in MB, exit code, output tail) of a fresh process.
+    On a shared machine the CPU time (user + system of the child) is the steadier figure."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of children is the largest of them so far: run the biggest last, or read it per
-    # process from the child itself (below, the child prints it)
-    rss = _child_rss(proc.stdout + proc.stderr)
-    if rss is None:
-        rss = max(peak, before) / 1024
-    return wall, rss, proc.returncode, (proc.stdout + proc.stderr)[-400:]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = proc.stdout + proc.stderr
+    rss = _child_rss(out)  # the child prints its own peak (ru_maxrss of children is the largest)
+    return wall, cpu, rss if rss is not None else float("nan"), proc.returncode, out[-400:]
 
 
 def _child_rss(out: str) -> float | None:
@@ -241,19 +240,22 @@ def main() -> None:
             ]
         for what, cmd in commands:
             for _ in range(args.repeat):
-                wall, rss, code, tail = timed(cmd, env)
-                print(f"{case:6s} {what:20s} {wall:7.2f} s  {rss:7.0f} MB  exit {code}", flush=True)
+                wall, cpu, rss, code, tail = timed(cmd, env)
+                print(
+                    f"{case:6s} {what:20s} {wall:7.2f} s wall {cpu:7.2f} s CPU {rss:7.0f} MB  exit {code}",
+                    flush=True,
+                )
                 if code not in (0, 1):
                     print(tail)
-                rows.append((case, what, wall, rss, code))
-    print("\n| run | command | wall s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- |")
+                rows.append((case, what, wall, cpu, rss, code))
+    print("\n| run | command | wall s | CPU s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- | --- |")
     label = {
         "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
-        "nan": f"the same, loss NaN over its last 30%",
+        "nan": "the same, loss NaN over its last 30%",
         "names": f"3 steps x {args.names:,} scalar names",
     }
-    for case, what, wall, rss, code in rows:
-        print(f"| {label[case]} | `{what}` | {wall:.2f} | {rss:.0f} | {code} |")
+    for case, what, wall, cpu, rss, code in rows:
+        print(f"| {label[case]} | `{what}` | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {code} |")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ class _TensorColumns:
     def columns(self, index: RunIndex) -> dict[str, np.ndarray]:
         """Read-only views of the columns, every loaded record included."""
         if self._chunks:
-            self._append(index)
+            index._gather_pending(self)
         if self._view is None:
             view = {}
             for key, buf in self._buffers.items():
@@ -91,7 +91,16 @@ class _TensorColumns:
             new[col] = np.concatenate([segments[s].columns[col][r] for s, r in chunks]).astype(np.int64)
         new["worker"] = np.asarray(index._segment_worker, dtype=np.int64)[seg]
         new["raw"] = np.concatenate([segments[s].columns["offset"][r] >= 0 for s, r in chunks])
-        n, m = self._n, len(seg)
+        self._take(new)
+
+    def _take(self, new: dict[str, np.ndarray]) -> None:
+        """Append gathered columns (`_COLUMNS`, one length) to this tensor's."""
+        n, m = self._n, len(new["seg"])
+        if not n and not self._buffers:  # the first records: the gathered arrays are the buffers
+            self._buffers = dict(new)
+            self._n = m
+            self._view = None
+            return
         if not self._buffers or n + m > len(self._buffers["seg"]):
             capacity = max(2 * (n + m), 64)
             for key in _COLUMNS:
@@ -206,6 +215,50 @@ class RunIndex:
     def names(self) -> KeysView[str]:
         """The names of the tensors recorded so far."""
         return self._tensors.keys()
+
+    def _gather_pending(self, asked: _TensorColumns) -> None:
+        """Gather the loaded records of `asked` into its columns, and with it those of every
+        other tensor with records loaded and not yet gathered, in one pass per segment: a run
+        of 100,000 tensors is a few NumPy calls per segment and a slice per tensor, where one
+        tensor at a time took about ten NumPy calls per tensor (`ls`, the dashboard's
+        scalars, the rules over every tensor: seconds per 10,000 names)."""
+        todo = [t for t in self._tensors.values() if t._chunks] if len(self._tensors) > 64 else [asked]
+        if asked not in todo:
+            todo.append(asked)
+        if len(todo) <= 8:
+            for t in todo:
+                t._append(self)
+            return
+        segs: list[int] = []
+        rows: list[np.ndarray] = []
+        sizes: list[int] = []
+        for t in todo:
+            chunks, t._chunks = t._chunks, []
+            size = 0
+            for s, r in chunks:
+                segs.append(s)
+                rows.append(r)
+                size += len(r)
+            sizes.append(size)
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        seg = np.repeat(np.asarray(segs, dtype=np.int64), lengths)
+        row = np.concatenate(rows).astype(np.int64)
+        cols = {"seg": seg, "row": row}
+        for name in ("step", "mode", "mode_step"):
+            cols[name] = np.empty(len(row), dtype=np.int64)
+        cols["raw"] = np.empty(len(row), dtype=bool)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            c, r = self._segments[s].columns, row[at]
+            for name in ("step", "mode", "mode_step"):
+                cols[name][at] = c[name][r]
+            cols["raw"][at] = c["offset"][r] >= 0
+        cols["worker"] = np.asarray(self._segment_worker, dtype=np.int64)[seg]
+        ends = np.cumsum(sizes).tolist()
+        start = 0
+        for t, end in zip(todo, ends, strict=True):
+            t._take({k: v[start:end] for k, v in cols.items()})
+            start = end
 
     # the public index API, through Trial --------------------------------------------------
     def records(
