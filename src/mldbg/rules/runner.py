@@ -41,6 +41,7 @@ from mldbg.trial.worker_view import run_workers
 
 log = logging.getLogger("mldbg")
 
+EARLY_STEPS = 64  # each mode's first steps, shown to every rule (see `_visits`)
 FIRST_WINDOW = 64  # steps offered to a fast path after it left one to `check`
 MAX_WINDOW = 1 << 20  # and the most it is offered at once (it grows 4x while it covers them all)
 
@@ -216,16 +217,21 @@ class RuleRunner:
 
     def _visits(self, new: np.ndarray) -> Any:
         """rule -> the steps of `new` it is shown: where one of the tensors of the collections
-        it reads (`needed_collections`, and the collections of `reads`) has a record, and the
-        first step of each run of one mode (a rule may note the mode changing). Every step for
+        it reads (`needed_collections`, and the collections of `reads`) has a record, the
+        first step of each run of one mode (a rule may note the mode changing), and each mode's
+        first `EARLY_STEPS` steps (a rule that judges the start of training counts them, and
+        names the last it saw: `poor_weight_initialization`). Every step for
         a rule that reads no declared collection, a rule that is not built in (a custom or
         smdebug-style rule may read anything), and on the reference path (`columns=False`)."""
         columns = self.view.columns
         have = self.view.collections()
         cache: dict[str, np.ndarray] = {}
-        modes, _ = columns.modes(new) if len(new) else (np.zeros(0, dtype=np.int64), None)
-        changes = np.flatnonzero(np.concatenate([[True], modes[1:] != modes[:-1]])) if len(new) else []
-        boundaries = new[changes]
+        if len(new):
+            modes, mode_steps = columns.modes(new)
+            changes = np.concatenate([[True], modes[1:] != modes[:-1]])
+            boundaries = new[changes | (mode_steps < EARLY_STEPS)]
+        else:
+            boundaries = new
 
         def of_collection(name: str) -> np.ndarray:
             found = cache.get(name)

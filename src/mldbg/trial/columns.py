@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mldbg.trial.trial import Trial
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
+_MANY = 64  # tensors, beyond which the small ones' values are read together
 
 
 def scatter_statistics(
@@ -433,6 +434,10 @@ class Columns:
         key = str(max_elements)
         if key in cols._vectors:
             return cols._vectors[key]
+        if len(self._tensors) > _MANY:
+            self._prefetch(key, max_elements)
+            if key in cols._vectors:
+                return cols._vectors[key]
         found = None
         if bool(cols.has_raw.all()):
             first = self.trial.records(name)[int(cols._pick[0])]
@@ -444,6 +449,23 @@ class Columns:
                 found = None if stacked is None else (cols.steps, stacked)
         cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
+
+    def _prefetch(self, key: str, max_elements: int) -> None:
+        """`values` of every small tensor whose records all hold their raw value, read
+        together (`Trial.stacked_many`: one read per segment): a run of many scalar names
+        reads them in a few reads, not one (or more) per name. What does not read cleanly
+        that way is left to `values`, one tensor at a time."""
+        asked = {
+            name: cols._pick
+            for name, cols in self._tensors.items()
+            if key not in cols._vectors and len(cols.steps) and bool(cols.has_raw.all())
+        }
+        if len(asked) <= _MANY:
+            return
+        for name, stacked in self.trial.stacked_many(asked, 8 * max_elements).items():
+            if stacked[0].size <= max_elements:
+                cols = self._tensors[name]
+                cols._vectors[key] = (cols.steps, stacked)
 
     def values_at(self, name: str, steps: np.ndarray, max_elements: int = 1024) -> np.ndarray | None:
         """The saved values of a small tensor at `steps` (sorted global steps), one row per
