@@ -1,9 +1,11 @@
 """The runners: rules over a trial, offline (`check`), or live, a pass at a time (`RuleRunner`).
 
-The runner walks the global steps in order and calls every rule's `check(trial, step)` once
-per step; rules keep their own state (windows, counters) between calls, so the same rule
-works on a finished run and beside a running job, and the runner resets that state before it
-starts, so a rule object checks run after run. The rules read through a `TrialView`, which
+The runner walks the global steps in order and calls a rule's `check(trial, step)` at the
+steps it has something to read (a built-in rule: where its collections were saved, see
+`RuleRunner._visits`; any other rule: every step), after its fast path (`check_columns`)
+covered what it could; rules keep their own state (windows, counters) between calls, so the
+same rule works on a finished run and beside a running job, and the runner resets that state
+before it starts, so a rule object checks run after run. The rules read through a `TrialView`, which
 reads each tensor of the current step once for all of them. A rule whose collections were not
 saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires. A rule
 that read some data but too little to judge says why, with counts, in `runner.unchecked`
