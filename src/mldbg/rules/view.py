@@ -563,10 +563,18 @@ class CachedTensor:
 
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps where it was saved; with a mode, that mode's own steps."""
-        return self._tensor.steps(mode)
+        cols = self._columns() if mode is None else None
+        return self._tensor.steps(mode) if cols is None else cols.steps.tolist()
 
     def has_step(self, step: int, mode: Mode | None = None) -> bool:
-        return self._tensor.has_step(step, mode)
+        """Whether it was saved at `step` (by any worker): a dict lookup in the columns."""
+        cols = self._columns() if mode is None else None
+        return self._tensor.has_step(step, mode) if cols is None else cols.index(step) >= 0
+
+    def _columns(self) -> TensorColumns | None:
+        """The tensor's columns (`TrialView.columns`: every worker's records), or None on
+        the reference path."""
+        return self._view._tensor_columns(self.name) if self._view.use_columns else None
 
     def workers(self, step: int, mode: Mode | None = None) -> list[str]:
         """The workers that saved it at `step`."""
