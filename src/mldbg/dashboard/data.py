@@ -1,9 +1,10 @@
 """The dashboard's data layer: one `RunData` per recorded run, refreshed incrementally.
 
 Each run keeps two trials of the same path: one read by the HTTP handlers (behind a lock),
-one owned by a live `RuleRunner`, so a long rule pass never blocks a page. Series (losses,
-reductions, distributions) are cached per tensor and extended with the new steps only, so a
-poll costs what was written since the last one, not the whole run. Nothing here knows HTTP:
+one owned by a live watcher (`mldbg.watch.Watcher`: the findings shown are its), so a long
+rule pass never blocks a page. Series (losses, reductions, distributions) are cached per
+tensor and extended with the new steps only, so a poll costs what was written since the
+last one, not the whole run. Nothing here knows HTTP:
 errors are `MldbgError`s that app.py maps to status codes.
 """
 
@@ -96,6 +97,11 @@ class _Series:
         return sorted(s for s in self.values if since is None or s > since)
 
 
+def _log_problem(text: str) -> None:
+    """What the dashboard's watcher has to say (a rule that failed, data it lacks): logged."""
+    log.info("mldbg dashboard: %s", text)
+
+
 class RunData:
     """One run: its trial, cached series, and the findings of the rules run live over it."""
 
@@ -122,7 +128,7 @@ class RunData:
         self.damaged: set[str] = set()  # data files found damaged while reading values
         self._layer_paces: dict[tuple, dict[str, Any]] = {}  # (kind, steps) -> RunData._layer_pace
         # rules: their own trial, used by the refresher thread only
-        self._runner: Any = None
+        self._watcher: Any = None  # the watcher whose findings this run shows
         self._rules_finished = False
         self._findings_lock = threading.Lock()
         self.findings: list[Finding] = []
@@ -236,28 +242,35 @@ class RunData:
         self._run_rules()
 
     def _run_rules(self) -> None:
+        """The findings are the watcher's: a `mldbg.watch.Watcher` (no actions, no saved place)
+        owns the rules over its own trial, one cycle per refresh, as `mldbg watch` runs them;
+        the dashboard shows what it found and runs no rules of its own."""
         if not self.with_rules or self._rules_finished or self.step_count == 0:
             return
-        from mldbg.rules.runner import RuleRunner
+        from mldbg.watch.watcher import Watcher
 
         try:
-            if self._runner is None:
-                self._runner = RuleRunner(create_trial(self.path, on_corrupt="skip"), self.rule_specs)
-                self.rule_names = [r.name for r in self._runner.rules]
-            new = self._runner.run_available()
-            if self.finished:
-                new += self._runner.finish()
+            if self._watcher is None:
+                self._watcher = Watcher(self.path, self.rule_specs, state=False, on_problem=_log_problem)
+                self.rule_names = [r.name for r in self._watcher.rules]
+            watcher = self._watcher
+            before = len(watcher.findings)
+            watcher.cycle(final=self.finished)
+            new = watcher.findings[before:]
+            if self.finished and watcher.ended:
                 self._rules_finished = True
         except Exception as e:  # a rule set that cannot start: report it as the run's rule error
             with self._findings_lock:
                 self.rule_errors["(rules)"] = f"{type(e).__name__}: {e}"
             self._rules_finished = True
             return
+        runner = watcher.runner
         with self._findings_lock:
             self.findings.extend(new)
-            self.rule_errors.update(self._runner.errors)
-            self.rules_skipped = dict(self._runner.skipped)
-            self.checked_step = self._runner.last_step
+            if runner is not None:
+                self.rule_errors.update(runner.errors)
+                self.rules_skipped = dict(runner.skipped)
+                self.checked_step = runner.last_step
 
     # what the API serves ----------------------------------------------------------------------
     @property

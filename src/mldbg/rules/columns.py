@@ -41,21 +41,10 @@ class Over:
             self._idx = np.full(len(steps), -1, dtype=np.int64)
             return
         self._cols = cols
-        span = view.window_span(steps)
-        if span is None:
-            self._idx, self.present, self.raw, self._safe = _aligned(cols, steps)
-            return
-        # a slice of the runner's steps: the tensor aligned with all of them once, then cut
-        found = view.window_cache.get(name)
-        if found is None or found[0] is not cols.steps:
-            full = _aligned(cols, view.window_steps)
-            for column in full:  # shared by every rule: read-only
-                column.flags.writeable = False
-            found = view.window_cache[name] = (cols.steps, *full)
-        start, end = span
-        self._idx, self._safe = found[1][start:end], found[4][start:end]
-        # the public masks are the rule's own (a rule may update them in place)
-        self.present, self.raw = found[2][start:end].copy(), found[3][start:end].copy()
+        # each call aligns anew (`TensorColumns.at`: time in the tensor's own steps when it
+        # has few): a cache of every tensor aligned with every step of a pass held 18 bytes
+        # per tensor and step, gigabytes for 200 tensors over 10^6 steps
+        self._idx, self.present, self.raw, self._safe = _aligned(cols, steps)
 
     def stat(self, key: str) -> np.ndarray:
         out = np.full(len(self.present), np.nan)
@@ -220,11 +209,8 @@ def loss_prefix(
             if not at_k.any():
                 continue
             valid, values = next((v, x) for nm, v, x in series if nm == name)
-            old = tracker.train[name].values if name in tracker.train else []
             upto = int(at[at_k][-1]) + 1
-            whole = np.concatenate(
-                [np.asarray(old, dtype=np.float64), values[:upto][valid[:upto] & train[:upto]]]
-            )
+            whole = _extended(view, tracker.train.get(name), values[:upto][valid[:upto] & train[:upto]])
             hit = np.flatnonzero(screen(name, whole, lengths[at_k]))
             if len(hit):
                 k = min(k, int(at[hit[0]]))
@@ -246,6 +232,37 @@ def loss_prefix(
         k = _passes(tracker, steps, modes, evals, train, series, k, quiet_close, closed, append)
     append(k)
     return k
+
+
+def _extended(view: TrialView, series: Series | None, new: np.ndarray) -> np.ndarray:
+    """The values of a tracker's series followed by `new`, as one float64 array, in time
+    proportional to what was appended since the last call: the series' values are mirrored
+    in a buffer of the view (`TrialView.series_buffers`) that grows by doubling; `new` is
+    written after them, uncommitted (the next call mirrors what the series then holds).
+    A series cut back since (`give_back`) is mirrored anew."""
+    if series is None:
+        return np.asarray(new, dtype=np.float64)
+    values, steps = series.values, series.steps
+    n = len(values)
+    found = view.series_buffers.get(id(series))
+    if found is not None and found[0] is series:
+        _, buf, m, last = found
+        if m > n or (m and steps[m - 1] != last):
+            buf, m = np.zeros(0), 0  # cut back: mirror anew
+    else:
+        buf, m = np.zeros(0), 0
+    need = n + len(new)
+    if len(buf) < need:
+        grown = np.empty(max(need, 2 * len(buf), 1024), dtype=np.float64)
+        grown[:m] = buf[:m]
+        buf = grown
+    if m < n:
+        buf[m:n] = values[m:n]
+    view.series_buffers[id(series)] = (series, buf, n, steps[n - 1] if n else None)
+    buf[n:need] = new
+    out = buf[:need]
+    out.flags.writeable = False  # a view of the buffer: read it, never keep it
+    return out
 
 
 def _passes(

@@ -18,7 +18,7 @@ from mldbg.rules.columns import loss_prefix
 from mldbg.rules.losses import Evaluation, LossTracker, opposed
 from mldbg.rules.view import TrialView
 
-_HORIZON = 512  # steps one call of the fast path looks at
+_HORIZON = 512  # steps one call of the fast path looks at, at least
 
 
 class LossSeriesRule(Rule):
@@ -61,8 +61,12 @@ class LossSeriesRule(Rule):
         rule judges (`_quiet_close`), their losses appended to the tracker (`loss_prefix`)."""
         if not self._screens():
             return 0
+        # a call reads the whole series (`_may_fire`): look at more steps the longer it is,
+        # so that a run of 10^6 steps is a few dozen calls, not one per `_HORIZON`
+        longest = max((len(s.values) for s in self._tracker.train.values()), default=0)
+        horizon = max(_HORIZON, longest // 2)
         k = loss_prefix(
-            trial, self._tracker, steps[:_HORIZON], 1, 1, screen=self._screen, quiet_close=self._quiet_close
+            trial, self._tracker, steps[:horizon], 1, 1, screen=self._screen, quiet_close=self._quiet_close
         )
         self._kept()
         return k

@@ -1,9 +1,11 @@
 """The runners: rules over a trial, offline (`check`), or live, a pass at a time (`RuleRunner`).
 
-The runner walks the global steps in order and calls every rule's `check(trial, step)` once
-per step; rules keep their own state (windows, counters) between calls, so the same rule
-works on a finished run and beside a running job, and the runner resets that state before it
-starts, so a rule object checks run after run. The rules read through a `TrialView`, which
+The runner walks the global steps in order and calls a rule's `check(trial, step)` at the
+steps it has something to read (a built-in rule: where its collections were saved, see
+`RuleRunner._visits`; any other rule: every step), after its fast path (`check_columns`)
+covered what it could; rules keep their own state (windows, counters) between calls, so the
+same rule works on a finished run and beside a running job, and the runner resets that state
+before it starts, so a rule object checks run after run. The rules read through a `TrialView`, which
 reads each tensor of the current step once for all of them. A rule whose collections were not
 saved is skipped, once, with the reason in `runner.skipped`; it never fails or fires. A rule
 that read some data but too little to judge says why, with counts, in `runner.unchecked`
@@ -13,6 +15,7 @@ that read some data but too little to judge says why, with counts, in `runner.un
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
@@ -31,7 +34,7 @@ from mldbg.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from mldbg.rules.base import Finding, Findings, Rule
+from mldbg.rules.base import BUILTIN, Finding, Findings, Rule
 from mldbg.rules.specs import RuleSpec, resolve_rules, unbound_copy
 from mldbg.rules.view import TrialView
 from mldbg.store import open_store
@@ -39,6 +42,10 @@ from mldbg.trial import Trial, create_trial
 from mldbg.trial.worker_view import run_workers
 
 log = logging.getLogger("mldbg")
+
+EARLY_STEPS = 64  # each mode's first steps, shown to every rule (see `_visits`)
+FIRST_WINDOW = 64  # steps offered to a fast path after it left one to `check`
+MAX_WINDOW = 1 << 20  # and the most it is offered at once (it grows 4x while it covers them all)
 
 _MISSING_DATA = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable, StepNotYetAvailable)
 
@@ -125,52 +132,133 @@ class RuleRunner:
             self._seen_steps = len(steps)
             self.view.refreshed()
         self._activate(complete)
-        new = [s for s in steps if s > self._last and (self.end_step is None or s < self.end_step)]
-        if not complete and new:
+        every = np.asarray(steps, dtype=np.int64)
+        lo = int(np.searchsorted(every, self._last, side="right"))
+        hi = len(every) if self.end_step is None else int(np.searchsorted(every, self.end_step))
+        new = every[lo:hi].copy()
+        if not complete and len(new):
             new = new[:-1]  # the newest step may still be written
         findings: list[Finding] = []
-        steps_arr = np.array(new, dtype=np.int64)
-        self.view.set_window(steps_arr)  # the fast paths read slices of it
-        quiet: dict[int, int] = {}  # id(rule) -> the index of `new` its fast path covered up to
-        retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (next index to try it at, declines)
-        fast_of = {id(r): getattr(r, "check_columns", None) if self.columns else None for r in self._active}
-        i, end = 0, len(new)
         with np.errstate(all="ignore"):
-            while i < end:
-                step = new[i]
-                upto = end  # every rule is quiet until this index: the loop jumps there
-                begun = False
-                for rule in list(self._active):
-                    key = id(rule)
-                    fast = fast_of.get(key)
-                    if fast is not None:
-                        covered = quiet.get(key, 0)
-                        if covered > i:
-                            upto = min(upto, covered)
-                            continue
-                        at, declines = retry.get(key, (0, 0))
-                        if at <= i:
-                            n = self._quiet(rule, fast, steps_arr[i:])
-                            if n:
-                                quiet[key] = i + n
-                                retry[key] = (i + n + 1, 0)  # the step after them is check()'s
-                                upto = min(upto, i + n)
-                                continue
-                            # declined: this step may fire, try the next one; a rule that keeps
-                            # declining (raw tensors every step) is asked less and less often
-                            declines += 1
-                            retry[key] = (i + (1 << min(max(0, declines - 3), 6)), declines)
-                    if not begun:
-                        self.view.begin(step)
-                        begun = True
-                    findings += self._call(rule, rule.check, self.view, step)
-                    upto = i + 1
-                self._last = new[upto - 1]
-                i = upto
+            if len(new):
+                findings = self._walk(new)
+                self._last = int(new[-1])
             now = time.time()
             for rule in list(self._active):
                 findings += self._call(rule, rule.poll, self.view, now)
         return findings
+
+    def _walk(self, new: np.ndarray) -> list[Finding]:
+        """Every active rule over the steps `new`, in step order (at one step, in the rules'
+        order, so they share the view's reads of that step).
+
+        A rule is visited only at the steps where its inputs were saved (`_visits`): a rule of
+        the gradients, saved at 10^4 of 10^6 steps, is called 10^4 times. A rule with a fast
+        path (`check_columns`) is asked for a window of its steps at a time, the window
+        growing while it covers them all (a quiet run is a few calls) and starting small again
+        after a step it leaves to `check`: a call reads about as many steps as it may cover,
+        so a run whose rules check a step every hundred costs the same per step as a short one
+        (asked for all the remaining steps each time, that was quadratic in the run's length).
+        """
+        findings: list[tuple[int, int, list[Finding]]] = []
+        steps_of: dict[int, np.ndarray] = {}  # id(rule) -> its steps among `new`
+        at: dict[int, int] = {}  # id(rule) -> the index of its next step to look at
+        window: dict[int, int] = {}  # id(rule) -> how many steps its next fast call is offered
+        retry: dict[int, tuple[int, int]] = {}  # id(rule) -> (its next step index to try it at, declines)
+        order = {id(rule): k for k, rule in enumerate(self._active)}
+        heap: list[tuple[int, int, int]] = []  # (index into `new`, rule order, id(rule))
+        by_id = {id(rule): rule for rule in self._active}
+        visits = self._visits(new)
+        for rule in self._active:
+            key = id(rule)
+            own = visits(rule)
+            if not len(own):
+                continue
+            steps_of[key], at[key], window[key] = own, 0, FIRST_WINDOW
+            heapq.heappush(heap, (int(np.searchsorted(new, own[0])), order[key], key))
+        current = None
+        while heap:
+            _, rank, key = heapq.heappop(heap)
+            rule = by_id[key]
+            if rule not in self._active:
+                continue  # stopped by an error
+            own, p = steps_of[key], at[key]
+            fast = getattr(rule, "check_columns", None) if self.columns else None
+            if fast is not None:
+                try_at, declines = retry.get(key, (0, 0))
+                if try_at <= p:
+                    w = window[key]
+                    part = own[p : p + w]
+                    n = self._quiet(rule, fast, part)
+                    if rule not in self._active:
+                        continue
+                    if n:
+                        at[key] = p = p + n
+                        window[key] = min(w * 4, MAX_WINDOW) if n == len(part) else max(FIRST_WINDOW, n)
+                        retry[key] = (p + 1, 0) if n < len(part) else (0, 0)
+                        if p < len(own):
+                            heapq.heappush(heap, (int(np.searchsorted(new, own[p])), rank, key))
+                        continue
+                    # declined: this step may fire, try the next one; a rule that keeps
+                    # declining (raw tensors every step) is asked less and less often
+                    declines += 1
+                    retry[key] = (p + (1 << min(max(0, declines - 3), 6)), declines)
+                    window[key] = FIRST_WINDOW
+            step = int(own[p])
+            if step != current:
+                self.view.begin(step)
+                current = step
+            found = self._call(rule, rule.check, self.view, step)
+            if found:
+                findings.append((step, rank, found))
+            at[key] = p + 1
+            if p + 1 < len(own):
+                heapq.heappush(heap, (int(np.searchsorted(new, own[p + 1])), rank, key))
+        findings.sort(key=lambda f: (f[0], f[1]))  # stable: in step order, then the rules' order
+        return [f for _, _, found in findings for f in found]
+
+    def _visits(self, new: np.ndarray) -> Any:
+        """rule -> the steps of `new` it is shown: where one of the tensors of the collections
+        it reads (`needed_collections`, and the collections of `reads`) has a record, the
+        first step of each run of one mode (a rule may note the mode changing), and each mode's
+        first `EARLY_STEPS` steps (a rule that judges the start of training counts them, and
+        names the last it saw: `poor_weight_initialization`). Every step for
+        a rule that reads no declared collection, a rule that is not built in (a custom or
+        smdebug-style rule may read anything), and on the reference path (`columns=False`)."""
+        columns = self.view.columns
+        have = self.view.collections()
+        cache: dict[str, np.ndarray] = {}
+        if len(new):
+            modes, mode_steps = columns.modes(new)
+            changes = np.concatenate([[True], modes[1:] != modes[:-1]])
+            boundaries = new[changes | (mode_steps < EARLY_STEPS)]
+        else:
+            boundaries = new
+
+        def of_collection(name: str) -> np.ndarray:
+            found = cache.get(name)
+            if found is None:
+                parts = [boundaries]
+                for tensor in have.get(name, ()):
+                    cols = columns.tensor(tensor)
+                    if cols is not None and len(cols.steps):
+                        parts.append(cols.steps)
+                found = np.unique(np.concatenate(parts)) if len(parts) > 1 else boundaries
+                found = found[np.isin(found, new, assume_unique=True)]
+                cache[name] = found
+            return found
+
+        def visits(rule: Rule) -> np.ndarray:
+            if not self.columns or BUILTIN.get(rule.name) is not type(rule):
+                return new
+            read = {*rule.needed_collections(), *rule.needed_statistics()}
+            if not read or "all" in read:
+                return new
+            if len(read) == 1:
+                return of_collection(next(iter(read)))
+            return np.unique(np.concatenate([of_collection(c) for c in sorted(read)]))
+
+        return visits
 
     def _quiet(self, rule: Rule, fast: Any, steps: np.ndarray) -> int:
         """How many of `steps` a rule's fast path (`check_columns`, `mldbg.rules.columns`)

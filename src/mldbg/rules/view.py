@@ -80,10 +80,9 @@ class TrialView:
         self._columns: Columns | None = None
         self._column_cache: dict[str, Any] = {}  # name -> its TensorColumns (or None), while
         self._column_loaded = -1  # the trial's loaded_records is this
-        # the runner's steps of the current pass, and per tensor its records aligned with them
-        # (`mldbg.rules.columns.Over`: every rule's fast path reads slices of those steps)
-        self.window_steps: np.ndarray = np.zeros(0, dtype=np.int64)
-        self.window_cache: dict[str, tuple[Any, ...]] = {}
+        # id(a loss tracker's series) -> (the series, a float64 buffer mirroring its values,
+        # how many it mirrors, the step of the last): `mldbg.rules.columns._extended`
+        self.series_buffers: dict[int, tuple[Any, np.ndarray, int, Any]] = {}
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"
@@ -98,20 +97,6 @@ class TrialView:
             self._stats.clear()
             self._classes.clear()
             self._records.clear()
-
-    def set_window(self, steps: np.ndarray) -> None:
-        """The steps the runner walks in this pass (sorted int64, owning its data)."""
-        self.window_steps = steps
-        self.window_cache.clear()
-
-    def window_span(self, steps: np.ndarray) -> tuple[int, int] | None:
-        """(start, end) when `steps` is a contiguous slice of `window_steps` (what the runner
-        hands the fast paths), else None."""
-        base = self.window_steps
-        if steps.base is not base or steps.dtype != base.dtype or steps.strides != base.strides:
-            return None
-        start = (steps.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
-        return start, start + len(steps)
 
     def refreshed(self) -> None:
         """New data was loaded: collections and names may have grown."""
@@ -578,10 +563,18 @@ class CachedTensor:
 
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps where it was saved; with a mode, that mode's own steps."""
-        return self._tensor.steps(mode)
+        cols = self._columns() if mode is None else None
+        return self._tensor.steps(mode) if cols is None else cols.steps.tolist()
 
     def has_step(self, step: int, mode: Mode | None = None) -> bool:
-        return self._tensor.has_step(step, mode)
+        """Whether it was saved at `step` (by any worker): a dict lookup in the columns."""
+        cols = self._columns() if mode is None else None
+        return self._tensor.has_step(step, mode) if cols is None else cols.index(step) >= 0
+
+    def _columns(self) -> TensorColumns | None:
+        """The tensor's columns (`TrialView.columns`: every worker's records), or None on
+        the reference path."""
+        return self._view._tensor_columns(self.name) if self._view.use_columns else None
 
     def workers(self, step: int, mode: Mode | None = None) -> list[str]:
         """The workers that saved it at `step`."""

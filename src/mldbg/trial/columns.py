@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mldbg.trial.trial import Trial
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
+_MANY = 64  # tensors, beyond which the small ones' values are read together
 
 
 def scatter_statistics(
@@ -284,10 +285,20 @@ class TensorColumns:
         return sorted(self._stats)
 
     def at(self, steps: np.ndarray) -> np.ndarray:
-        """For each of `steps` (sorted), its index into this tensor's `steps`, or -1 where the
-        tensor has no record at that step."""
+        """For each of `steps` (sorted, distinct), its index into this tensor's `steps`, or -1
+        where the tensor has no record at that step. A tensor saved on few of them (the
+        statistics of a long run: 10^4 of 10^6 steps) is placed among them, not they among
+        its: time in its number of steps, plus one fill."""
         if not len(self.steps):
             return np.full(len(steps), -1, dtype=np.int64)
+        if len(self.steps) * 8 < len(steps):
+            pos = np.searchsorted(steps, self.steps)
+            inside = pos < len(steps)
+            hit = np.zeros(len(self.steps), dtype=bool)
+            hit[inside] = steps[pos[inside]] == self.steps[inside]
+            out = np.full(len(steps), -1, dtype=np.int64)
+            out[pos[hit]] = np.flatnonzero(hit)
+            return out
         i = np.searchsorted(self.steps, steps)
         i = np.minimum(i, len(self.steps) - 1)
         return np.where(self.steps[i] == steps, i, -1)
@@ -393,7 +404,7 @@ class Columns:
         """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
         the run), as `Trial.mode` and `Trial.mode_step` give them: a table of the run's steps,
         grown (new steps only) when the trial has loaded more."""
-        known = self.trial.steps()
+        known = self.trial._sorted_steps(None)  # the trial's own list: not copied per call
         if len(known) != len(self._steps):
             have = dict(
                 zip(
@@ -423,6 +434,10 @@ class Columns:
         key = str(max_elements)
         if key in cols._vectors:
             return cols._vectors[key]
+        if len(self._tensors) > _MANY:
+            self._prefetch(key, max_elements)
+            if key in cols._vectors:
+                return cols._vectors[key]
         found = None
         if bool(cols.has_raw.all()):
             first = self.trial.records(name)[int(cols._pick[0])]
@@ -434,6 +449,23 @@ class Columns:
                 found = None if stacked is None else (cols.steps, stacked)
         cols._vectors[key] = found  # None too: asked again only when the tensor grew
         return found
+
+    def _prefetch(self, key: str, max_elements: int) -> None:
+        """`values` of every small tensor whose records all hold their raw value, read
+        together (`Trial.stacked_many`: one read per segment): a run of many scalar names
+        reads them in a few reads, not one (or more) per name. What does not read cleanly
+        that way is left to `values`, one tensor at a time."""
+        asked = {
+            name: cols._pick
+            for name, cols in self._tensors.items()
+            if key not in cols._vectors and len(cols.steps) and bool(cols.has_raw.all())
+        }
+        if len(asked) <= _MANY:
+            return
+        for name, stacked in self.trial.stacked_many(asked, 8 * max_elements).items():
+            if stacked[0].size <= max_elements:
+                cols = self._tensors[name]
+                cols._vectors[key] = (cols.steps, stacked)
 
     def values_at(self, name: str, steps: np.ndarray, max_elements: int = 1024) -> np.ndarray | None:
         """The saved values of a small tensor at `steps` (sorted global steps), one row per

@@ -496,6 +496,15 @@ class Trial:
             self._unknown(name)
         return self._index.stacked(name, positions)
 
+    def stacked_many(self, requests: Mapping[str, np.ndarray], max_bytes: int) -> dict[str, np.ndarray]:
+        """`stacked` for many small tensors at once (name -> positions in `records(name)`),
+        one read per segment for all; a tensor that does not read cleanly that way is left
+        out (read it with `stacked`, which says why)."""
+        for name in requests:
+            if name not in self._index.names:
+                self._unknown(name)
+        return self._index.stacked_many(requests, max_bytes)
+
     # views ------------------------------------------------------------------------------
     def to_pandas(
         self,

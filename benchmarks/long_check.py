@@ -1,0 +1,262 @@
+"""Long runs and many names: how long `mldbg check`, `mldbg ls` and the dashboard's first page
+take, and how much memory, on a run of 10^6 steps and on a run of 100,000 scalar names.
+
+    .venv/bin/python benchmarks/long_check.py [--steps 1000000] [--names 100000]
+        [--cases long,nan,names] [--runs DIR] [--repeat 1]
+
+The runs are written through the real recorder, as the two lines record them:
+- `long`: a PyTorch model of 100 parameter tensors (50 `Linear` layers) is recorded with
+  `mldbg.torch.Hook` for a few steps to learn what the two lines save of it (the loss every
+  step, the statistics the default rules read on the hook's schedule); then the same hook's
+  recorder writes `--steps` steps of it: the loss every step (a noisy decaying series), the
+  statistics (those of the template step, perturbed) at every step to 19, then every 100th,
+  as `Cadence` plans them.
+- `nan`: the same, with the loss NaN over its last 30% of steps.
+- `names`: 3 steps of `--names` scalars saved with `save_scalar` (the `scalars` collection).
+
+Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, and the
+dashboard's `/scalars` endpoint, served by `mldbg.dashboard` in a fresh process), timed from
+the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
+and reuses them (an A/B of two checkouts: `PYTHONPATH=<other>/src`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+LAYERS = 50  # 50 Linear layers: 100 parameter tensors
+WIDTH = 8
+
+
+_TEMPLATE: list[tuple[dict, dict, int, str]] = []
+
+
+def _template(tmp: Path) -> tuple[dict, dict, int, str]:
+    """What the two lines save at one statistics step of the model: (values, tensors,
+    nbytes, the loss's name), captured from a real hook over three real training steps."""
+    if _TEMPLATE:
+        return _TEMPLATE[0]
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+
+    class Residual(nn.Module):  # healthy at any depth: the gradients reach every layer
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                x = x + 0.02 * torch.relu(block(x))
+            return x
+
+    model = Residual()
+    loss_fn = nn.MSELoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    captured: list[tuple[dict, dict, int]] = []
+    hook = mldbg.torch.Hook(str(tmp / "template"))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    rec = hook.recorder
+    original = rec.save_statistics
+
+    def capture(values, tensors, nbytes):  # the values are read when the step is written
+        original(values, tensors, nbytes)
+        captured.append(({}, dict(tensors), nbytes))
+        box = captured[-1][0]
+        original_values = rec._statistics[-1].values
+
+        def read():
+            got = original_values()
+            box.update({k: dict(v) for k, v in got.items()})
+            return got
+
+        rec._statistics[-1].values = read
+
+    rec.save_statistics = capture  # type: ignore[method-assign]
+    x, y = torch.randn(16, WIDTH), torch.randn(16, WIDTH)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    hook.close()
+    values, tensors, nbytes = captured[-1]
+    losses = mldbg.create_trial(str(tmp / "template")).tensor_names(collection="losses")
+    _TEMPLATE.append((values, tensors, nbytes, losses[0]))
+    return _TEMPLATE[0]
+
+
+def _loss(n: int, rng: np.random.Generator, nan_tail: bool) -> np.ndarray:
+    t = np.arange(n, dtype=np.float64)
+    loss = 0.2 + 2.0 / (1 + t / (n / 200)) ** 0.9
+    loss *= 1 + 0.05 * rng.standard_normal(n)
+    if nan_tail:
+        loss[int(n * 0.7) :] = np.nan
+    return loss.astype(np.float32)
+
+
+def write_long(path: Path, steps: int, nan_tail: bool, tmp: Path) -> None:
+    """`steps` steps of the model as the two lines record them, through the hook's recorder."""
+    import mldbg.torch
+    from mldbg.config import Mode
+    from mldbg.frameworks.torch_defaults import Cadence
+
+    values, tensors, nbytes, loss_name = _template(tmp)
+    rng = np.random.default_rng(1)
+    loss = _loss(steps, rng, nan_tail)
+    hook = mldbg.torch.Hook(str(path))
+    rec = hook.recorder
+    cadence = Cadence()
+    floats = {
+        n: [k for k, v in kv.items() if isinstance(v, float) and np.isfinite(v) and v != int(v)]
+        for n, kv in values.items()
+    }
+    t0 = time.perf_counter()
+    for step in range(steps):
+        rec.start_step(Mode.TRAIN)
+        plan = rec.plan(loss_name, ("losses",))
+        if plan is not None:
+            rec.save(loss_name, np.asarray(loss[step]), plan)
+        if cadence.due(Mode.TRAIN, step):
+            drift = 1 + 1e-3 * rng.standard_normal(len(values))
+            now = {}
+            for (name, kv), d in zip(values.items(), drift, strict=True):
+                now[name] = dict(kv)
+                for k in floats[name]:
+                    now[name][k] = kv[k] * float(d)
+            rec.save_statistics(lambda now=now: now, tensors, nbytes)
+        rec.end_step()
+        if step and step % 100_000 == 0:
+            print(f"  {path.name}: {step} steps, {time.perf_counter() - t0:.0f} s", flush=True)
+    hook.close()
+
+
+def write_names(path: Path, names: int) -> None:
+    """3 steps of `names` scalars, through the recorder."""
+    from mldbg.config import SaveConfig
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(str(path), save_config=SaveConfig(save_interval=1))
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        rec.start_step()
+        vals = rng.standard_normal(names)
+        for i in range(names):
+            rec.save_scalar(f"metric/{i:06d}", float(vals[i]))
+        rec.end_step()
+    rec.close()
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int, str]:
+    """(wall seconds, CPU seconds, peak RSS in MB, exit code, output tail) of a fresh process.
+    On a shared machine the CPU time (user + system of the child) is the steadier figure."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = proc.stdout + proc.stderr
+    rss = _child_rss(out)  # the child prints its own peak (ru_maxrss of children is the largest)
+    return wall, cpu, rss if rss is not None else float("nan"), proc.returncode, out[-400:]
+
+
+def _child_rss(out: str) -> float | None:
+    for line in out.splitlines()[::-1]:
+        if line.startswith("PEAK_RSS_KB "):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+_WRAP = (
+    "import resource, sys, runpy\n"
+    "sys.argv = ['mldbg', *sys.argv[1:]]\n"
+    "from mldbg.cli.main import main\n"
+    "try:\n"
+    "    code = main()\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+    "sys.exit(code or 0)\n"
+)
+
+_DASH = (
+    "import json, resource, sys\n"
+    "from mldbg.dashboard.data import Dashboard\n"
+    "dashboard = Dashboard([sys.argv[1]])\n"
+    "run = next(iter(dashboard.runs.values()))\n"
+    "body = json.dumps(run.scalars(None))\n"
+    "print('BYTES', len(body))\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--names", type=int, default=100_000)
+    ap.add_argument("--cases", default="long,nan,names")
+    ap.add_argument("--runs", default=None)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    cases = args.cases.split(",")
+    tmp = Path(tempfile.mkdtemp(prefix="mldbg-long-"))
+    runs = Path(args.runs) if args.runs else tmp
+    runs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    py = sys.executable
+    rows = []
+    for case in cases:
+        path = runs / (f"{case}-{args.steps}" if case != "names" else f"names-{args.names}")
+        if not path.exists():
+            t0 = time.perf_counter()
+            if case == "names":
+                write_names(path, args.names)
+            else:
+                write_long(path, args.steps, case == "nan", tmp)
+            print(f"wrote {path} in {time.perf_counter() - t0:.0f} s", flush=True)
+        commands = [("check", [py, "-c", _WRAP, "check", str(path)])]
+        if case == "names":
+            commands += [
+                ("ls", [py, "-c", _WRAP, "ls", str(path)]),
+                ("dashboard /scalars", [py, "-c", _DASH, str(path)]),
+            ]
+        for what, cmd in commands:
+            for _ in range(args.repeat):
+                wall, cpu, rss, code, tail = timed(cmd, env)
+                print(
+                    f"{case:6s} {what:20s} {wall:7.2f} s wall {cpu:7.2f} s CPU {rss:7.0f} MB  exit {code}",
+                    flush=True,
+                )
+                if code not in (0, 1):
+                    print(tail)
+                rows.append((case, what, wall, cpu, rss, code))
+    print("\n| run | command | wall s | CPU s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- | --- |")
+    label = {
+        "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
+        "nan": "the same, loss NaN over its last 30%",
+        "names": f"3 steps x {args.names:,} scalar names",
+    }
+    for case, what, wall, cpu, rss, code in rows:
+        print(f"| {label[case]} | `{what}` | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {code} |")
+
+
+if __name__ == "__main__":
+    main()
