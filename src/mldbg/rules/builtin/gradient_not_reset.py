@@ -20,6 +20,7 @@ _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
 _RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
 DECAY = 64  # statistics steps whose changes give the decay of a sum (`GradientNotReset.decay`)
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
+HELD = 1e-4  # a global norm held by clipping varies by rounding only: relative spread below this
 
 
 @register
@@ -85,6 +86,27 @@ class GradientNotReset(Rule):
     full-batch MLP regression, 8% of its first gradient, fails (1). The parity signal needs
     (1) only (every second gradient a sum of two does not decay). Where neither is known (no
     `sample_change`, statistics that skip the first steps), the signals decide alone.
+
+    Under gradient clipping (`clip_grad_norm_`, the default of nanoGPT and the Hugging Face
+    Trainer) the hook records the gradients as the optimizer sees them, after the clip: a sum
+    that is never reset cannot grow past `max_norm`, so its norm is censored and the growth
+    above never shows. Its censored form does: over the `window` statistics steps the global
+    norm is held at one value (a relative spread below `HELD` = 1e-4, rounding: a free
+    gradient whose direction changes by 1% or more moves its norm by a comparable share, so
+    the spread must also be below 1% of the median change), the clip binding at every step.
+    Under the null (gradients reset), a held norm is a fresh gradient rescaled, whose
+    direction changes by what any fresh mini-batch gradient's does (60-200%: 0.6-1.1 measured
+    on tiny LMs and MLPs clipped at every step, 0.1x their free norm); if `.grad` carries the
+    clipped sum, each step adds one fresh gradient f to a vector of norm `max_norm` and
+    rescales, so the direction changes by about |f| / `max_norm` (20-40% where the clip binds
+    only because of the sum). So the stale-sum test holds on a held norm as on a grown one,
+    at every step of the window rather than in median (healthy 2-layer LSTM language models
+    clipped at 0.1 under Adam, their early gradients aligned, turn by 0.36-0.83 a step, a
+    median of 0.45-0.6 over 8 steps, but never 8 steps all below 0.4; the same LSTM without
+    `zero_grad()` turns by 0.25-0.4), while the fresh-size and decay tests do not apply:
+    they size the change against a first gradient and a norm that the clip has cut. Where
+    the fresh gradients alone exceed the clip by far, a carried sum of norm `max_norm`
+    barely moves a step, and neither rule nor training can tell it: not judged.
 
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
@@ -408,6 +430,8 @@ class GradientNotReset(Rule):
             )
             if level[i] >= self.min_sum_growth * start * (1 - 1e-9) and start > 0:
                 return p
+            if held_norm(windows(seq_total, w)[i].tolist(), float(change[i]), margin=2.0):
+                return p
         return None
 
     def _keep_stale_state(
@@ -617,12 +641,28 @@ class GradientNotReset(Rule):
         change = float(np.median([r[2] for r in self._changes]))
         start = float(np.median(self._first))
         level = float(np.median([r[1] for r in self._changes]))
-        if change >= self.max_change or not level >= self.min_sum_growth * start > 0:
+        # a held norm: its direction turned less than `max_change` at every step of the window
+        held = max(r[2] for r in self._changes) < self.max_change and held_norm(
+            [r[1] for r in self._changes], change
+        )
+        if change >= self.max_change or not (held or level >= self.min_sum_growth * start > 0):
             return None
         if self._game is None:
             self._game = adversarial(trial, [r[0] for r in self._changes])
-        if self._game or not self._sum_possible() or not self.first("accumulating"):
+        if self._game or not (held or self._sum_possible()) or not self.first("accumulating"):
             return None
+        if held:
+            return self.finding(
+                trial, step,
+                f"over {self.window} training steps ({self._changes[0][0]}-{step}) the global gradient norm "
+                f"was held at {level:.4g} by gradient clipping at every step while the weight gradients "
+                f"changed by a median {100 * float(np.median([r[3] for r in self._changes])):.0f}% of their "
+                f"norm from one step to the next, less than {100 * self.max_change:g}% at every step "
+                "(a fresh gradient rescaled by the clip changes its direction "
+                "by 60-200%): each gradient is a clipped sum that a fresh batch barely turns, as when "
+                "optimizer.zero_grad() is missing",
+                tensors=[n for n in norms if "bias" not in n.lower()] or list(norms),
+            )  # fmt: skip
         full = (
             f"mini-batch gradients differ by 60-200%; {sum(r[2] != r[3] for r in self._changes)} of these steps "
             f"read the same samples as the step before, judged against {100 * self.max_full_batch_change:g}%"
@@ -692,3 +732,16 @@ class GradientNotReset(Rule):
             "when optimizer.zero_grad() is missing",
             tensors=weights,
         )  # fmt: skip
+
+
+def held_norm(totals: list[float], change: float, margin: float = 1.0) -> bool:
+    """Whether global norms `totals` were held at one value by clipping (`GradientNotReset`):
+    a relative spread below `HELD` and below 1% of the median `change` of their direction
+    (`margin` > 1 widens both, for a screen)."""
+    if len(totals) < 2 or not all(math.isfinite(t) for t in totals):
+        return False
+    mid = float(np.median(totals))
+    if not mid > 0:
+        return False
+    spread = (max(totals) - min(totals)) / mid
+    return spread < margin * HELD and spread < margin * 0.01 * change
