@@ -9,13 +9,13 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
+from mldbg.rules.losses import GAME_STEPS
 from mldbg.rules.select import adversarial
 from mldbg.rules.stats import median, trailing_median
 from mldbg.rules.view import TrialView
 
 _BLOCK = 50  # the noise model is estimated again every this many values
 _HISTORY = 500  # ... from at most this many values before
-_GAME_STEPS = 1000  # the saved steps read for a GAN's labels and gradients (`adversarial`)
 
 
 @register
@@ -181,7 +181,7 @@ class LossChangePoint(LossSeriesRule):
             return []
         # a GAN's player: its loss goes up and down by design (the labels and gradients that
         # tell one are saved at statistics steps: every 100th of the two-line hook's, after 20)
-        if self._game(name) or adversarial(trial, steps[-max(self.window, _GAME_STEPS) :]):
+        if self._game(name) or adversarial(trial, steps[-max(self.window, GAME_STEPS) :]):
             self._fired.add(name)
             return []
         if not self.first(name):
