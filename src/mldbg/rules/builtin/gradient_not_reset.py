@@ -115,7 +115,9 @@ class GradientNotReset(Rule):
     `zero_grad()` turns by 0.25-0.4), while the fresh-size and decay tests do not apply:
     they size the change against a first gradient and a norm that the clip has cut. Where
     the fresh gradients alone exceed the clip by far, a carried sum of norm `max_norm`
-    barely moves a step, and neither rule nor training can tell it: not judged.
+    barely moves a step, and neither rule nor training can tell it: not judged. Nor is a
+    clip applied to bf16 gradients (their norm is held to bf16's rounding, ~0.4%), nor
+    `clip_grad_value_` (it holds no norm).
 
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
