@@ -80,3 +80,46 @@ def test_quiet_early_in_training(tmp_path):
     run = train(tmp_path / "run", model="cnn", steps=60, **TEN, **EVERY_STEP)
     assert run.eval_accuracy[0] < 0.5, run.eval_accuracy
     assert first(run.path) is None
+
+
+def _clusters(path, noise: float = 0.0, steps: int = 200) -> str:
+    """A 6-class MLP on Gaussian clusters where classes 4 and 5 overlap (their centers 1.5
+    apart, unit noise: the best model errs on ~23% of each), recorded with statistics every
+    step; `noise`: that share of class 0's training labels turned into class 1."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    centers = torch.randn(6, 10, generator=g) * 3
+    way = torch.randn(10, generator=g)
+    centers[5] = centers[4] + 1.5 * way / way.norm()
+    y = torch.randint(0, 6, (4096,), generator=g)
+    x = centers[y] + torch.randn(4096, 10, generator=g)
+    flip = (y == 0) & (torch.rand(4096, generator=g) < noise)
+    y = torch.where(flip, 1, y)
+    net = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 6))
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    with mldbg.torch.Hook(str(path), statistics_budget=0) as hook:
+        hook.register_module(net)
+        hook.register_loss(loss_fn)
+        for _ in range(steps):
+            idx = torch.randint(0, len(x), (64,), generator=g)
+            opt.zero_grad()
+            loss_fn(net(x[idx]), y[idx]).backward()
+            opt.step()
+    return str(path)
+
+
+def test_quiet_on_a_pair_the_model_cannot_tell_apart(tmp_path):
+    """Two overlapping classes: the model errs between them both ways alike (4 -> 5 and
+    5 -> 4, 20-30% each) and nowhere else; a systematic confusion of the pair, but not label
+    noise (which turns a's into b's and leaves b's alone): quiet. The same data with 30% of
+    class 0's labels turned into 1 fires on the pair 1 -> 0 (the noisy labels predicted as
+    what they show), one way only."""
+    assert first(_clusters(tmp_path / "overlap")) is None
+    found = first(_clusters(tmp_path / "noisy", noise=0.3))
+    assert found is not None and "pair 1 -> 0" in found.message, found

@@ -65,3 +65,52 @@ def test_quiet_on_a_falling_loss_and_one_spike(tmp_path):
 def test_threshold_is_a_parameter(diverging):
     path, _ = diverging
     assert not mldbg.check(path, rules=["loss_change_point:threshold=1000"])
+
+
+def _bce_gan(path, steps: int = 300) -> str:
+    """A GAN of two MLPs on 8 Gaussians in 2-D, one hook for both, `BCEWithLogitsLoss`
+    registered (the discriminator's real/fake targets and the generator's "real" ones are
+    made per batch: one class each)."""
+    import math
+
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    gen = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 2))
+    disc = nn.Sequential(
+        nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1)
+    )
+    bce = nn.BCEWithLogitsLoss()
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    centers = torch.tensor([[math.cos(a), math.sin(a)] for a in torch.arange(8) * math.pi / 4]) * 2
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(gen, name="generator")
+        hook.register_module(disc, name="discriminator")
+        hook.register_loss(bce)
+        for _ in range(steps):
+            real = centers[torch.randint(0, 8, (64,), generator=g)] + 0.05 * torch.randn(64, 2, generator=g)
+            fake = gen(torch.randn(64, 4, generator=g))
+            opt_d.zero_grad()
+            (bce(disc(real), torch.ones(64, 1)) + bce(disc(fake.detach()), torch.zeros(64, 1))).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            bce(disc(fake), torch.ones(64, 1)).backward()
+            opt_g.step()
+    return str(path)
+
+
+def test_quiet_on_a_gan_on_one_hook(tmp_path):
+    """A GAN's loss is one side of a game: it drifts up as the other player gains (here by
+    7% from step 243 to 281 of a healthy 300-step run, which crossed the CUSUM). The run
+    says it is a game (`mldbg.rules.select.adversarial`: two models trained, one-class targets
+    per batch, read at the statistics steps), as `loss_not_decreasing` and `underfitting`
+    read it: quiet."""
+    found = mldbg.check(
+        _bce_gan(tmp_path / "run"), rules=["loss_change_point", "loss_not_decreasing", "underfitting"]
+    )
+    assert not found, [str(f) for f in found]

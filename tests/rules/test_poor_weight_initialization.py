@@ -118,3 +118,71 @@ def test_quiet_on_a_scaled_loss_under_adam(tmp_path, scale, model, depth):
     rules = ["poor_weight_initialization", "vanishing_gradient", "tensor_variance"]
     found = mldbg.check(str(tmp_path / "run"), rules=rules)
     assert not found, [str(f) for f in found]
+
+
+class _NoisyTop1MoE(nn.Module):
+    """A top-1 mixture of experts with a noisy gate (Shazeer et al.): the gate's logits get
+    noise scaled by softplus(noise(x)); the routed expert's output is weighted by its
+    renormalized gate probability (1 for top-1), plus a load-balancing loss `aux`."""
+
+    def __init__(self, d_in: int = 10, d: int = 32, experts: int = 4, classes: int = 3):
+        super().__init__()
+        self.inp = nn.Linear(d_in, d)
+        self.gate = nn.Linear(d, experts, bias=False)
+        self.noise = nn.Linear(d, experts, bias=False)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(d, 64), nn.GELU(), nn.Linear(64, d)) for _ in range(experts)
+        )
+        self.out = nn.Linear(d, classes)
+        self.aux = torch.tensor(0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.inp(x))
+        logits = self.gate(h)
+        if self.training:
+            logits = logits + torch.randn_like(logits) * torch.nn.functional.softplus(self.noise(h))
+        probs = logits.softmax(-1)
+        top, idx = probs.topk(1, -1)
+        weight = top / top.sum(-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for e, expert in enumerate(self.experts):
+            rows = (idx[:, 0] == e).nonzero(as_tuple=True)[0]
+            if len(rows):
+                out.index_add_(0, rows, weight[rows] * expert(h[rows]))
+        share = torch.nn.functional.one_hot(idx[:, 0], len(self.experts)).float().mean(0)
+        self.aux = len(self.experts) * (share * probs.mean(0)).sum()
+        return self.out(h + out)
+
+
+def test_quiet_on_a_noisy_gate_moe(tmp_path):
+    """The router and its noise weights of a noisy top-1 MoE reach the loss only through the
+    routing (top-1: a renormalized weight of 1) and the load-balancing loss: their gradients
+    are 10x and more below the experts' by construction, while every weight has PyTorch's
+    default, variance-preserving init. Not a poor init: quiet. A tiny init of the same model
+    (std 1e-5) still fires."""
+    found = {}
+    for init in ("default", "tiny"):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(1024, 10, generator=g)
+        y = (x @ torch.randn(10, 3, generator=g)).argmax(1)
+        net = _NoisyTop1MoE()
+        if init == "tiny":
+            for m in net.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.normal_(m.weight, 0.0, 1e-5)
+        loss_fn = nn.CrossEntropyLoss()
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+        path = str(tmp_path / init)
+        with mldbg.torch.Hook(path) as hook:
+            hook.register_module(net)
+            hook.register_loss(loss_fn)
+            for _ in range(12):
+                idx = torch.randint(0, len(x), (64,), generator=g)
+                opt.zero_grad()
+                loss = loss_fn(net(x[idx]), y[idx]) + 0.01 * net.aux
+                loss.backward()
+                opt.step()
+        found[init] = mldbg.check(path, rules=["poor_weight_initialization"])
+    assert not found["default"], [str(f) for f in found["default"]]
+    assert found["tiny"], "the tiny init of the same model was not found"

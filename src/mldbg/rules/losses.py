@@ -203,6 +203,7 @@ def train_level(series: Series | None, before: int, window: int) -> float | None
 
 # whether a loss makes progress: the one decision of loss_not_decreasing and underfitting ------
 GROWTH = 1.25  # the judged series lengths grow by this factor (alpha is spent per judgement)
+GAME_STEPS = 1000  # the last saved steps read for a GAN's labels and gradients (`select.adversarial`)
 _TREND_MIN = 0.002  # the least fall over the later half that counts as one (a share of the level)
 _TREND_Z = -2.0  # Mann-Kendall z of the later block medians below this: the loss falls, it is learning
 

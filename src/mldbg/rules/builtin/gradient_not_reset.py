@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned, quiet_prefix
 from mldbg.rules.select import adversarial
@@ -20,6 +21,8 @@ _MAX_DROP = 0.2  # the largest one-step fall of a norm that sums gradients
 _RAW_MAX_GAP = 50  # saved raw gradients further apart (the default SaveConfig's 500) are not compared
 DECAY = 64  # statistics steps whose changes give the decay of a sum (`GradientNotReset.decay`)
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
+FRESH_LEVEL = 0.05  # the paired t-test's level: the first gradients refute a sum (`_fresh_sized`)
+HELD = 1e-4  # a global norm held by clipping varies by rounding only: relative spread below this
 
 
 @register
@@ -75,16 +78,46 @@ class GradientNotReset(Rule):
     gradient is one fresh mini-batch gradient at every step): if `.grad` is a sum, its change
     from one step to the next is one fresh gradient, so (1) at train steps 1-3 that change
     weighs about what the first gradient did (0.5-1.8x in every missing-`zero_grad()` run
-    measured; healthy full-batch training and regressions change by 5-10%): a median below
-    `min_fresh_change` refutes every signal; and (2) for the two signals of a sum that is
+    measured), as the recorded gradient itself does if it is reset (a gradient at nearly the
+    same weights): where the gradients of steps 1-3 stray further from the first one's size,
+    |log(size / first size)|, as a sum's fresh terms than as recorded, significantly over the
+    (weight gradient, step) pairs (a one-sided paired t-test at 5%), the sum is refuted,
+    for every signal (healthy full-batch training and regressions under SGD: a sum would need
+    fresh gradients at 5-10% of the first, the recorded ones stay within 2-7% of it; under
+    Adam 40% against 4-40%; missing-`zero_grad()` runs, mini-batch or full batch, favour the
+    sum, or neither); and (2) for the two signals of a sum that is
     never reset, the change falls as the sum grows, as (t + 1)^-1/2 (fresh gradients in
     random directions) to (t + 1)^-1 (aligned): the slope of log(change) over log(t + 1) on the
     first 64 statistics steps (`decay`) must be at most `sum_decay` = -0.25, the middle
     between that and a healthy gradient's slope of 0 (-0.3 to +0.4 measured). A regression at
     batch 128 whose gradient changes by a steady 39% while its norm rises 1.5x fails (2); a
-    full-batch MLP regression, 8% of its first gradient, fails (1). The parity signal needs
+    full-batch MLP regression, 8% of its first gradient (40% under Adam, whose norm rises 1.9x
+    while its change falls as 1/t for 8 steps), fails (1). The parity signal needs
     (1) only (every second gradient a sum of two does not decay). Where neither is known (no
     `sample_change`, statistics that skip the first steps), the signals decide alone.
+
+    Under gradient clipping (`clip_grad_norm_`, the default of nanoGPT and the Hugging Face
+    Trainer) the hook records the gradients as the optimizer sees them, after the clip: a sum
+    that is never reset cannot grow past `max_norm`, so its norm is censored and the growth
+    above never shows. Its censored form does: over the `window` statistics steps the global
+    norm is held at one value (a relative spread below `HELD` = 1e-4, rounding: a free
+    gradient whose direction changes by 1% or more moves its norm by a comparable share, so
+    the spread must also be below 1% of the median change), the clip binding at every step.
+    Under the null (gradients reset), a held norm is a fresh gradient rescaled, whose
+    direction changes by what any fresh mini-batch gradient's does (60-200%: 0.6-1.1 measured
+    on tiny LMs and MLPs clipped at every step, 0.1x their free norm); if `.grad` carries the
+    clipped sum, each step adds one fresh gradient f to a vector of norm `max_norm` and
+    rescales, so the direction changes by about |f| / `max_norm` (20-40% where the clip binds
+    only because of the sum). So the stale-sum test holds on a held norm as on a grown one,
+    at every step of the window rather than in median (healthy 2-layer LSTM language models
+    clipped at 0.1 under Adam, their early gradients aligned, turn by 0.36-0.83 a step, a
+    median of 0.45-0.6 over 8 steps, but never 8 steps all below 0.4; the same LSTM without
+    `zero_grad()` turns by 0.25-0.4), while the fresh-size and decay tests do not apply:
+    they size the change against a first gradient and a norm that the clip has cut. Where
+    the fresh gradients alone exceed the clip by far, a carried sum of norm `max_norm`
+    barely moves a step, and neither rule nor training can tell it: not judged. Nor is a
+    clip applied to bf16 gradients (their norm is held to bf16's rounding, ~0.4%), nor
+    `clip_grad_value_` (it holds no norm).
 
     Where the gradients were saved raw at sparse steps (everything every 5 steps, no
     statistics), the rule computes the same change itself, between consecutive saved
@@ -108,7 +141,6 @@ class GradientNotReset(Rule):
     accumulation_steps: int = 1
     tensor_regex: list[str] | None = None
     input_name: str = "model_input_0"
-    min_fresh_change: float = 0.3
     sum_decay: float = -0.25
     suggestion = (
         "Call optimizer.zero_grad() (or model.zero_grad(set_to_none=True)) once per optimizer step, "
@@ -139,7 +171,8 @@ class GradientNotReset(Rule):
         # the last train step read after it, the median change / first norm at each of steps 1-3
         self._fresh_first: dict[str, float] | None = None
         self._fresh_last = 0
-        self._fresh: list[float] = []
+        self._fresh: list[tuple[float, float]] = []  # per weight gradient and step: (|log a|, |log b|)
+        self._fresh_steps = 0
         self._fresh_done = False
         self._decay: list[tuple[int, float]] = []  # (mode step, median sample_change): the first DECAY
         self._decay_open = True  # still collecting them
@@ -408,6 +441,8 @@ class GradientNotReset(Rule):
             )
             if level[i] >= self.min_sum_growth * start * (1 - 1e-9) and start > 0:
                 return p
+            if held_norm(windows(seq_total, w)[i].tolist(), float(change[i]), margin=2.0):
+                return p
         return None
 
     def _keep_stale_state(
@@ -511,8 +546,9 @@ class GradientNotReset(Rule):
         step 0 every gradient is fresh (a sum or not); at steps 1-3, if gradients accumulate,
         the change since the step before is one fresh gradient again, so `sample_change` x
         norm over the norm at step 0 is about 1 (0.5-1.8 measured: two batches' gradients at
-        nearly the same weights). Kept per weight gradient, the median over them and over
-        the steps. The one bookkeeping of both paths."""
+        nearly the same weights); if they are reset, the norm over the norm at step 0 is.
+        Kept per weight gradient and step: |log| of each ratio. The one bookkeeping of both
+        paths."""
         if self._fresh_done:
             return
         weights = [n for n in norms if "bias" not in n.lower()] or list(norms)
@@ -527,15 +563,16 @@ class GradientNotReset(Rule):
             return
         self._fresh_last = mode_step
         first = self._fresh_first
-        ratios = [
-            c * norms[n] / first[n] for n in weights
-            if first.get(n, 0.0) > 0 and math.isfinite(c := changes.get(n, math.nan))
+        pairs = [
+            (abs(math.log(c * norms[n] / first[n])), abs(math.log(norms[n] / first[n]))) for n in weights
+            if first.get(n, 0.0) > 0 and norms[n] > 0 and math.isfinite(c := changes.get(n, math.nan)) and c > 0
         ]  # fmt: skip
-        if 2 * len(ratios) <= len(weights):
+        if 2 * len(pairs) <= len(weights):
             self._fresh_done = True
             return
-        self._fresh.append(float(np.median(ratios)))
-        self._fresh_done = len(self._fresh) >= 3
+        self._fresh += pairs
+        self._fresh_steps += 1
+        self._fresh_done = self._fresh_steps >= 3
 
     def _decay_from(self, mode_step: int, median: float | None) -> None:
         """Follow the first DECAY medians of `sample_change` (`decay`); a step after the first
@@ -551,11 +588,22 @@ class GradientNotReset(Rule):
     def _fresh_sized(self) -> bool:
         """False when the first changes refute a sum: if gradients accumulate (all of them, or
         every second one), each change is a fresh gradient, and at train steps 1-3 a fresh
-        gradient weighs about what the first did; a median change below `min_fresh_change`
-        of it (healthy full-batch training and regressions: 5-10%) means the gradient itself
-        barely moves, so a small `sample_change` and a rising norm are the fit's, not a
-        stale sum's."""
-        return not self._fresh or float(np.median(self._fresh)) >= self.min_fresh_change
+        gradient weighs about what the first did; if they are reset, the recorded gradient
+        is the fresh one and weighs that. A sum whose implied fresh gradients stray further
+        from the first one's size than the recorded gradients do (a gradient that barely
+        moves: full-batch training, a regression, their small `sample_change` and rising
+        norm the fit's) is refuted: the differences |log a| - |log b| over the (weight
+        gradient, step) pairs are positive in mean, significantly (a one-sided paired t-test
+        at `FRESH_LEVEL`); where both hypotheses fit about as well (a BatchNorm CNN under
+        Adam, its early gradients 25-30% from the first one's size either way), the signals
+        decide."""
+        d = np.array([a - b for a, b in self._fresh], dtype=np.float64)
+        if len(d) < 3:
+            return True
+        sd = float(d.std(ddof=1))
+        if sd == 0:
+            return not float(d.mean()) > 0
+        return float(d.mean()) / (sd / math.sqrt(len(d))) <= t_quantile(FRESH_LEVEL, len(d) - 1)
 
     def _sum_possible(self) -> bool:
         """`_fresh_sized`, and the changes fall as a growing sum's do (`decay`, where known):
@@ -617,12 +665,28 @@ class GradientNotReset(Rule):
         change = float(np.median([r[2] for r in self._changes]))
         start = float(np.median(self._first))
         level = float(np.median([r[1] for r in self._changes]))
-        if change >= self.max_change or not level >= self.min_sum_growth * start > 0:
+        # a held norm: its direction turned less than `max_change` at every step of the window
+        held = max(r[2] for r in self._changes) < self.max_change and held_norm(
+            [r[1] for r in self._changes], change
+        )
+        if change >= self.max_change or not (held or level >= self.min_sum_growth * start > 0):
             return None
         if self._game is None:
             self._game = adversarial(trial, [r[0] for r in self._changes])
-        if self._game or not self._sum_possible() or not self.first("accumulating"):
+        if self._game or not (held or self._sum_possible()) or not self.first("accumulating"):
             return None
+        if held:
+            return self.finding(
+                trial, step,
+                f"over {self.window} training steps ({self._changes[0][0]}-{step}) the global gradient norm "
+                f"was held at {level:.4g} by gradient clipping at every step while the weight gradients "
+                f"changed by a median {100 * float(np.median([r[3] for r in self._changes])):.0f}% of their "
+                f"norm from one step to the next, less than {100 * self.max_change:g}% at every step "
+                "(a fresh gradient rescaled by the clip changes its direction "
+                "by 60-200%): each gradient is a clipped sum that a fresh batch barely turns, as when "
+                "optimizer.zero_grad() is missing",
+                tensors=[n for n in norms if "bias" not in n.lower()] or list(norms),
+            )  # fmt: skip
         full = (
             f"mini-batch gradients differ by 60-200%; {sum(r[2] != r[3] for r in self._changes)} of these steps "
             f"read the same samples as the step before, judged against {100 * self.max_full_batch_change:g}%"
@@ -692,3 +756,23 @@ class GradientNotReset(Rule):
             "when optimizer.zero_grad() is missing",
             tensors=weights,
         )  # fmt: skip
+
+
+def held_norm(totals: list[float], change: float, margin: float = 1.0) -> bool:
+    """Whether global norms `totals` were held at one value by clipping (`GradientNotReset`):
+    a relative spread below `HELD` and below 1% of the median `change` of their direction
+    (`margin` > 1 widens both, for a screen)."""
+    if len(totals) < 2 or not all(math.isfinite(t) for t in totals):
+        return False
+    mid = float(np.median(totals))
+    if not mid > 0:
+        return False
+    spread = (max(totals) - min(totals)) / mid
+    return spread < margin * HELD and spread < margin * 0.01 * change
+
+
+def t_quantile(p: float, nu: int) -> float:
+    """The upper `p` quantile of Student's t with `nu` degrees of freedom (Cornish-Fisher from
+    the normal's: within 1% from 5 degrees of freedom on, 5% at 2)."""
+    z = detect.z_normal(p)
+    return z + (z**3 + z) / (4 * nu) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * nu**2)

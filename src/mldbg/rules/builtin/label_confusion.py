@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import NamedTuple
 
@@ -105,6 +106,17 @@ class LabelConfusion(Rule):
     `patience` consecutive judgements, none before global step `min_step` (a model learns its
     classes one by one at first: a full-batch GCN takes its 4th community for the 1st until
     step ~40, with the 200 nodes seen every step filling windows fast).
+
+    And the confusion must go one way: label noise that turns some of a's labels into b
+    leaves class b's predictions alone (b -> a at a typical class's error rate), while two
+    classes the model cannot tell apart (a hard pair for its architecture: a separable CNN
+    with global average pooling takes a 7x7 box for a cross 23% of the time and the cross
+    for the box 25%; a flip augmentation that maps one diagonal onto the other) err both ways
+    alike. A pair whose reverse count b -> a is likelier (binomial likelihood) at the share
+    a -> b than at the typical class's error rate is such a pair, not reported. Ids swapped
+    in part of the data err both ways too: the `confusion` rule's case. Two classes that
+    overlap entirely still err one way (the model predicts the one it prefers for both, as
+    one 10-D Gaussian cluster 0.5 apart from another does early on): reported.
 
     A healthy classifier errs on many pairs, each about as often as its overall error says
     (a 10-class model at 85% accuracy confuses every class a little), and its early
@@ -334,6 +346,29 @@ class LabelConfusion(Rule):
             share = count / rows[a]
             rest = [err[k] for k in big if k != a]
             others = float(np.median(rest)) if rest else 0.0  # a typical class's error rate
-            if share > self.min_share and share > self.ratio * others:
+            if (
+                share > self.min_share
+                and share > self.ratio * others
+                and not _mutual(share, others, int(c[b, a]), int(rows[b]))
+            ):
                 out[(a, b)] = (float(share), others, count, int(rows[a]))
         return out
+
+
+def _mutual(share: float, others: float, back: int, n: int) -> bool:
+    """Whether class b's `back` of `n` samples predicted as a are likelier at a's share
+    predicted as b (`share`: two classes the model cannot tell apart err both ways alike)
+    than at a typical class's error rate (`others`: label noise that turns a's into b's
+    leaves b's predictions alone). A binomial likelihood ratio; the typical rate is floored
+    at half a sample of `n`, a share at half a sample below 1."""
+    if n <= 0:
+        return False
+    low = max(others, 0.5 / n)
+    high = min(share, 1 - 0.5 / n)
+    if high <= low:
+        return False
+
+    def loglik(p: float) -> float:
+        return back * math.log(p) + (n - back) * math.log1p(-p)
+
+    return loglik(high) > loglik(low)

@@ -9,6 +9,8 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
+from mldbg.rules.losses import GAME_STEPS
+from mldbg.rules.select import adversarial
 from mldbg.rules.stats import median, trailing_median
 from mldbg.rules.view import TrialView
 
@@ -40,7 +42,9 @@ class LossChangePoint(LossSeriesRule):
     judged: such a series is a signed surrogate objective (a policy gradient's -log pi x
     normalized return, which rises toward 0 as the policy becomes sure), not a loss that
     diverges upward; nor is a loss that moves against another loss of the run (a GAN's
-    players, `mldbg.rules.losses.opposed`).
+    players, `mldbg.rules.losses.opposed`), nor a GAN's loss on one hook
+    (`mldbg.rules.select.adversarial`: two models trained on one-class targets), as
+    `loss_not_decreasing` and `underfitting` judge them: a game's loss is not meant to settle.
     """
 
     window: int = 50
@@ -175,7 +179,9 @@ class LossChangePoint(LossSeriesRule):
             self._sum[name], self._start[name], self._ref[name] = total, start, ref
         if at is None:
             return []
-        if self._game(name):  # a GAN's player: its loss goes up and down by design
+        # a GAN's player: its loss goes up and down by design (the labels and gradients that
+        # tell one are saved at statistics steps: every 100th of the two-line hook's, after 20)
+        if self._game(name) or adversarial(trial, steps[-max(self.window, GAME_STEPS) :]):
             self._fired.add(name)
             return []
         if not self.first(name):

@@ -7,7 +7,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
-from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, judgement, opposed, progress
+from mldbg.rules.losses import _TREND_Z, GAME_STEPS, LossTracker, Progress, judgement, opposed, progress
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -184,7 +184,9 @@ class LossNotDecreasing(Rule):
         that moves against this one."""
         if mode != "TRAIN":
             return False
-        w = max(2, self.patience) * max(2, self.num_steps)
+        # the labels and gradients that tell a GAN are saved at statistics steps (every 100th
+        # of the two-line hook's, after 20): read them over the last GAME_STEPS saved steps
+        w = max(max(2, self.patience) * max(2, self.num_steps), GAME_STEPS)
         if adversarial(trial, steps[-w:]):
             return True
         return any(other != name and opposed(values, s.values) for other, s in self._tracker.train.items())

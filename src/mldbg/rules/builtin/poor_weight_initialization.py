@@ -61,6 +61,22 @@ def _is_norm_scale(trial: TrialView, name: str, step: int) -> bool:
     return w is not None and w.ndim == 1 and w.size > 1
 
 
+def _gain_from_statistics(trial: TrialView, name: str, step: int) -> tuple[float, float] | None:
+    """(smaller, larger) var(w) x fan-in of a weight from its saved `l2` and shape (the
+    mean square is l2^2 / size); None without them or for a weight of fewer than 2 axes."""
+    layout = trial.layout(name, step)
+    l2 = trial.saved_statistic(name, step, "l2")
+    if layout is None or layout[0] != "f" or not isinstance(l2, float) or not math.isfinite(l2):
+        return None
+    shape = layout[1]
+    if len(shape) < 2 or shape[0] < 2 or shape[-1] < 2:
+        return None
+    size = math.prod(shape)
+    mean_sq = l2 * l2 / size
+    c1, c2 = size / shape[0], size / shape[-1]
+    return mean_sq * min(c1, c2), mean_sq * max(c1, c2)
+
+
 def _constant_rows(trial: TrialView, name: str, step: int) -> bool | None:
     """`_identical` from saved statistics: every row constant (`row_range` 0, over rows of
     more than one element), or every row the same (`col_range` 0). Needs the record's shape:
@@ -118,6 +134,16 @@ class PoorWeightInitialization(Rule):
     half its size or more, `weight_update_ratio.BLOWN`: a learning rate far too high): what
     the layers look like after it is that update's doing, not the initialization's.
 
+    A gradient 10x below its model's others is blamed on the init only where the init is out
+    of band: some weight of that model has a gain outside 1/`threshold`..`threshold` (from the
+    raw weights, or from the `l2` and shape the two-line hook records), or the gain is not
+    known. In a model whose weights all preserve the variance (PyTorch's default init: gains
+    of about 1/3), a small gradient is the architecture's: a noisy-gate MoE's router and its
+    noise weights reach the loss only through the routing (a top-1 gate's renormalized weight
+    is 1 whatever the logits), the noise weights' gradient 13x below the model's median (the
+    router's 5x). A tiny init (std 1e-5: gains ~1e-9) is still found; a spread of exactly 0
+    is degenerate at any init.
+
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
     saved: all neurons the same), the gradient's `quantile(5.0)` and `quantile(95.0)` (of a
@@ -127,7 +153,7 @@ class PoorWeightInitialization(Rule):
 
     needs = ("weights",)
     reads = {
-        "weights": ("row_range", "col_range"),
+        "weights": ("row_range", "col_range", "l2"),
         "gradients": ("quantile(5.0)", "quantile(95.0)"),
         **{c: ("variance",) for c in _ACTIVATIONS},
     }
@@ -202,6 +228,11 @@ class PoorWeightInitialization(Rule):
             tensors=tensors,
         )  # fmt: skip
 
+    def _in_band(self, lo: float, hi: float) -> bool:
+        """A weight's gain (var(w) x fan-in, bounded with both fan-in candidates) inside
+        1/`threshold`..`threshold`: it neither blows up nor kills the signal."""
+        return not (lo > self.threshold or hi < 1 / self.threshold)
+
     def _conditions(self, trial: TrialView, step: int) -> tuple[dict[str, tuple[str, list[str]]], set[str]]:
         """The conditions that held at `step`, and those the step had the data to judge."""
         hits: dict[str, tuple[str, list[str]]] = {}
@@ -212,6 +243,10 @@ class PoorWeightInitialization(Rule):
         scales = {n for n in trial.names("weights", step=step) if _is_norm_scale(trial, n, step)}
         normalized = {model_of(n, prefixes) for n in scales}  # the models with normalization layers
         same, scale = [], []
+        # per model: whether every weight whose gain is known has one inside
+        # 1/threshold..threshold (a variance-preserving init), from the raw weights or the l2
+        # and shape the hook records
+        in_band: dict[str, bool] = {}
         for name in weights:
             w = trial.raw(name, step)
             if w is None:
@@ -220,6 +255,10 @@ class PoorWeightInitialization(Rule):
                     judged.add("identical")
                 if constant:
                     same.append(name)
+                gain = _gain_from_statistics(trial, name, step)
+                if gain is not None:
+                    model = model_of(name, prefixes)
+                    in_band[model] = in_band.get(model, True) and self._in_band(*gain)
                 continue
             if w.dtype.kind != "f" or not np.all(np.isfinite(w)):
                 continue
@@ -233,6 +272,9 @@ class PoorWeightInitialization(Rule):
             judged.add("scale")
             mean_sq = float(np.mean(np.square(w, dtype=np.float64)))
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
+            in_band[model_of(name, prefixes)] = in_band.get(model_of(name, prefixes), True) and self._in_band(
+                lo, hi
+            )
             if lo > self.threshold:
                 scale.append((name, f"x{lo:.3g}"))
             elif hi < 1 / self.threshold and model_of(name, prefixes) not in normalized:  # restored
@@ -285,10 +327,16 @@ class PoorWeightInitialization(Rule):
             # scale-free: judged against the model's own gradients (a loss scaled by 1e-4 under
             # Adam scales every gradient alike, and trains as well); a spread of exactly 0 (90%
             # of the gradient one value: zero init) is degenerate at any scale
+            # and a small gradient is the init's doing only where the init is out of band: in
+            # a model whose weights all preserve the variance, a gradient 10x below the others
+            # is the architecture's (an MoE's router and its noise reach the loss only through
+            # the routing), not a broken init's
             typical = float(np.median(values))
+            blame = in_band.get(model) is not True
             kept += [
-                (g, r) for g, r in flat if model_of(g, prefixes) == model and (r < typical / 10 or r == 0)
-            ]
+                (g, r) for g, r in flat
+                if model_of(g, prefixes) == model and ((blame and r < typical / 10) or r == 0)
+            ]  # fmt: skip
         flat = kept
         if flat:
             hits["gradients"] = (

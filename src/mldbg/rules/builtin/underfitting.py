@@ -10,7 +10,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import loss_prefix
-from mldbg.rules.losses import _TREND_Z, LossTracker, Progress, judgement, opposed, progress
+from mldbg.rules.losses import _TREND_Z, GAME_STEPS, LossTracker, Progress, judgement, opposed, progress
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -122,7 +122,9 @@ class Underfitting(Rule):
             evals = [e.value for e in self._tracker.closed_evals(name) if math.isfinite(e.value)]
             if len(evals) >= 2 and 100.0 * min(evals[1:]) / evals[0] <= self.threshold_percent:
                 continue
-            w = self.patience * max(2, self.window)
+            # the labels and gradients that tell a GAN are saved at statistics steps (every
+            # 100th of the two-line hook's, after 20): read them over the last GAME_STEPS
+            w = max(self.patience * max(2, self.window), GAME_STEPS)
             if adversarial(trial, s.steps[-w:]) or any(
                 other != name and opposed(s.values, o.values) for other, o in self._tracker.train.items()
             ):
