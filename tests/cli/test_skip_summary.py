@@ -124,3 +124,18 @@ def test_check_on_the_two_lines(tmp_path):
     # the two lines recorded every collection this model has: no include_collections advice
     assert "include_collections" not in verbose.stderr
     assert "tree_depth" not in verbose.stderr
+
+
+def test_watch_says_what_could_not_judge_in_one_line(recorded):
+    """`mldbg watch` of a finished run: the same one summary line, reasons with --verbose."""
+    out, _, _ = recorded
+    res = mldbg("watch", "--no-state", str(out))
+    assert res.returncode == 0, res.stderr
+    assert not lines_with(res.stderr, " skipped: ")
+    (line,) = lines_with(res.stderr, "could not judge this run")
+    assert "none fired" in line and "mldbg watch --verbose says why" in line
+    assert "tree_depth" not in res.stderr
+    verbose = mldbg("watch", "--no-state", "--verbose", str(out))
+    assert verbose.returncode == 0, verbose.stderr
+    (relu,) = lines_with(verbose.stderr, "dead_relu skipped:")
+    assert "F.relu" in relu

@@ -109,7 +109,8 @@ def test_a_healthy_training_runs_to_the_end_untouched(tmp_path):
     assert w_out.text() == []
     assert not open_store(out).exists(layout.STOP_REQUEST)
     assert_intact(out, 60)
-    assert "60 checked" in w_err.text()[-1]  # the final progress line
+    assert "60 checked" in w_err.text()[-2]  # the final progress line
+    assert "2 rules ran over 60 steps, none fired" in w_err.text()[-1]  # then what ran
 
 
 def test_stop_a_stalled_training_early(tmp_path):

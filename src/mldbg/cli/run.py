@@ -21,8 +21,10 @@ from mldbg.cli.watch import (
     build,
     counted_findings,
     echo_diagnoses,
+    echo_skips,
     make_watcher,
     watch_options,
+    without_skips,
 )
 from mldbg.errors import CorruptRecord, InvalidConfig, RunNotFound
 from mldbg.watch.autoattach import ENV_CONFIG, ENV_RUN, ENV_STOP_CODE, EXIT_STOPPED, write_bootstrap
@@ -126,7 +128,7 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
             if not no_watch:
                 watcher = make_watcher(
                     store.url, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds,
-                    label="mldbg run", alive=supervisor.alive, on_problem=_problems(lambda: watcher),
+                    label="mldbg run", alive=supervisor.alive, on_problem=without_skips(lambda: watcher),
                 )  # fmt: skip
                 supervisor.watcher = watcher
                 watcher.start()
@@ -134,7 +136,12 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
                 watcher.run()
             code = supervisor.wait()
             if watcher is not None and watcher.ended:
-                _echo_skips(watcher, verbose, chose="include_collections" in _user_config(hook_config))
+                echo_skips(
+                    watcher,
+                    verbose,
+                    how="run",
+                    complete=None if "include_collections" in _user_config(hook_config) else True,
+                )
             if watcher is not None and watcher.ended and not flat and (json_diagnoses or not as_json):
                 echo_diagnoses(watcher, as_json)
         finally:
@@ -158,19 +165,6 @@ def run(command: tuple[str, ...], out: str | None, hook_config: str | None, save
     sys.exit(code)
 
 
-def _problems(watcher: Any) -> Any:
-    """The watcher's notes, less one line per skipped rule: those come as one summary at the
-    end (`_echo_skips`), most being about what the script does not use."""
-
-    def note(text: str) -> None:
-        if text.startswith("rule ") and " skipped: " in text:
-            return
-        progress = watcher().progress
-        progress.note(f"{progress.label}: {text}")
-
-    return note
-
-
 def _user_config(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
@@ -180,29 +174,6 @@ def _user_config(path: str | None) -> dict[str, Any]:
         return dict(load_file(path) or {})
     except Exception:  # read and checked before the script started
         return {}
-
-
-def _echo_skips(watcher: Any, verbose: bool, chose: bool) -> None:
-    """One line: the rules that ran, what fired, the rules that could not judge and why
-    in a word; with --verbose each skipped rule with its reason, for a run of `mldbg run`."""
-    from mldbg.report.skips import explain, reasons, summary
-
-    runner = watcher.runner
-    if runner is None:
-        return
-    skips = explain(runner.skipped, runner.rules, watcher.trial, how="run",
-                    unchecked=runner.unchecked, complete=None if chose else True)  # fmt: skip
-    label = watcher.progress.label
-    if verbose:
-        for line in reasons(skips):
-            click.echo(f"{label}: {line}", err=True)
-    ran = len(runner.rules) - len(runner.skipped) - len(runner.errors)
-    findings = list(watcher.findings)
-    steps = watcher.context.steps_checked
-    where = f"over {steps} step{'s' if steps != 1 else ''}"
-    shown = [] if verbose else skips
-    line = summary(shown, ran, len({f.rule for f in findings}), len(findings), where, "mldbg run --verbose")
-    click.echo(f"{label}: {line}", err=True)
 
 
 class _Supervisor:

@@ -171,6 +171,43 @@ def make_watcher(path: str, specs: list[Any] | None, actions: list[Any], *, as_j
                    on_finding=printer(as_json), **kwargs)  # fmt: skip
 
 
+def without_skips(watcher: Any) -> Any:
+    """The watcher's notes, less one line per skipped rule: those come as one summary at the
+    end (`echo_skips`), most being about what the script does not use."""
+
+    def note(text: str) -> None:
+        if text.startswith("rule ") and " skipped: " in text:
+            return
+        progress = watcher().progress
+        progress.note(f"{progress.label}: {text}")
+
+    return note
+
+
+def echo_skips(watcher: Any, verbose: bool, how: str | None, complete: bool | None) -> None:
+    """One line: the rules that ran, what fired, the rules that could not judge and why in a
+    word; with --verbose each skipped rule with its reason. `how` and `complete` as
+    `mldbg.report.skips.explain` takes them (how the run was recorded, if known)."""
+    from mldbg.report.skips import explain, reasons, summary
+
+    runner = watcher.runner
+    if runner is None:
+        return
+    skips = explain(runner.skipped, runner.rules, watcher.trial, how=how,
+                    unchecked=runner.unchecked, complete=complete)  # fmt: skip
+    label = watcher.progress.label
+    if verbose:
+        for line in reasons(skips):
+            click.echo(f"{label}: {line}", err=True)
+    ran = len(runner.rules) - len(runner.skipped) - len(runner.errors)
+    findings = list(watcher.findings)
+    steps = watcher.context.steps_checked
+    where = f"over {steps} step{'s' if steps != 1 else ''}"
+    shown = [] if verbose else skips
+    line = summary(shown, ran, len({f.rule for f in findings}), len(findings), where, f"{label} --verbose")
+    click.echo(f"{label}: {line}", err=True)
+
+
 def announce(watcher: Any) -> None:
     """Say where the metrics are served (the port may have been picked by the system)."""
     from mldbg.actions import Metrics
@@ -206,8 +243,11 @@ def announce(watcher: Any) -> None:
 )
 @click.option("--per-worker", is_flag=True,
               help="Check each worker of a multi-worker run on its own (the rules otherwise read the first).")  # fmt: skip
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Say why each rule that could not judge the run was skipped."
+)
 def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wait_timeout: float | None,
-          per_worker: bool, as_json: bool, flat: bool, json_diagnoses: bool, quiet: bool, poll_seconds: float,
+          per_worker: bool, verbose: bool, as_json: bool, flat: bool, json_diagnoses: bool, quiet: bool, poll_seconds: float,
           strict: bool,
           **options: Any) -> None:  # fmt: skip
     """Run rules on PATH while it is written (it may not exist yet), until training ends.
@@ -228,6 +268,7 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
             path, specs, actions, as_json=as_json, quiet=quiet, poll_seconds=poll_seconds, label="mldbg watch",
             state=False if no_state else (state_path or True), wait_timeout=wait_timeout,
             alive=None if pid is None else _pid_alive(pid), per_worker=per_worker,
+            **({} if as_json else {"on_problem": without_skips(lambda: watcher)}),
         )  # fmt: skip
     except InvalidConfig as e:
         raise click.UsageError(str(e)) from None
@@ -247,6 +288,8 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
         sys.exit(EXIT_INTERRUPTED)
     if not flat and (json_diagnoses or not as_json):
         echo_diagnoses(watcher, as_json)
+    if not as_json:
+        echo_skips(watcher, verbose, how=None, complete=None)
     if as_json:  # the text output said it as the watcher's notes ("rule X skipped: why")
         from mldbg.cli.check import echo_unchecked
 
