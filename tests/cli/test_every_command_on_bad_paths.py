@@ -133,7 +133,9 @@ def test_more_first_run_mistakes_are_usage_errors(sweep, tmp_path):
     import mldbg
 
     inside = [s for s in mldbg.create_trial(run).steps() if 3 <= s < 6]
-    assert res.exit_code == 0 and f"over {len(inside)} step{'s' if len(inside) != 1 else ''} of" in res.stderr, res.output
+    assert (
+        res.exit_code == 0 and f"over {len(inside)} step{'s' if len(inside) != 1 else ''} of" in res.stderr
+    ), res.output
     assert len(inside) < len(mldbg.create_trial(run).steps())
     res = runner.invoke(
         cli, ["plot", run, "distribution", "fc1.weight", "--step", "3", "-o", str(tmp_path / "d.html")]

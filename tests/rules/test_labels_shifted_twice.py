@@ -12,7 +12,9 @@ from tests.rules.lm_defects import train_lm
 RULE = ["labels_shifted_twice"]
 
 
-@pytest.mark.parametrize("kw", [{}, {"seq_first": True}, {"loss": "hf"}], ids=["batch_first", "seq_first", "hf"])
+@pytest.mark.parametrize(
+    "kw", [{}, {"seq_first": True}, {"loss": "hf"}], ids=["batch_first", "seq_first", "hf"]
+)
 def test_labels_shifted_twice_are_found_within_five_steps(tmp_path, kw):
     train_lm(tmp_path / "bug", shift=2, steps=8, **kw)
     found = mldbg.check(str(tmp_path / "bug"), rules=RULE)
