@@ -262,6 +262,7 @@ def watch(path: str, state_path: str | None, no_state: bool, pid: int | None, wa
     from mldbg.watch.watcher import WatchTimeout
 
     refuse_folder_of_runs(path)
+    watcher: Any = None  # the notes' filter reads it once it is made
     try:
         specs, actions = build(**options)
         watcher = make_watcher(
