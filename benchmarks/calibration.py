@@ -1,7 +1,7 @@
 """The calibration corpus (issue 26): how often the default rules alarm on healthy trainings of
 many kinds, and how often they catch the buggy twins, on the tune half and the held-out half.
 
-    .venv/bin/python benchmarks/calibration.py [--split tune|heldout|all] [--jobs N]
+    .venv/bin/python benchmarks/calibration.py [--split tune|heldout|fresh|all] [--jobs N]
         [--only NAME]... [--which healthy|buggy|all] [--list] [--no-save]
     .venv/bin/python benchmarks/calibration.py --from-json benchmarks/results/calibration_tune.json \
         benchmarks/results/calibration_heldout.json
@@ -13,7 +13,9 @@ run is *alarmed* when any finding comes back; a buggy run is *caught* when any f
 back, and *caught as expected* when one of the rules its bug is annotated with fired.
 
 The split is fixed by the SHA-1 of each pipeline's name (`corpus.split`), decided in code
-before any result is seen: tune rules on `tune`, and quote `heldout` as the figure.
+before any result is seen: tune rules on `tune`, and quote `heldout` as the figure. `fresh` is a
+second held-out set (the modules with `SPLIT = "fresh"`, written after `heldout` had been looked
+at): `--split fresh` measures it alone; `all` includes it.
 
 Writes benchmarks/results/calibration_<split>.json and .md (not with --only or --no-save);
 `--from-json` merges saved runs (the two halves) into calibration_all.json and .md.
@@ -151,7 +153,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split (and `all`): healthy runs alarmed and by which rules, buggy runs caught."""
     out: dict[str, Any] = {}
     by_name = {r["name"]: r for r in records}
-    for split in ("tune", "heldout", "all"):
+    for split in ("tune", "heldout", corpus.FRESH, "all"):
         rs = [r for r in records if split in ("all", r["split"]) and r["error"] is None]
         healthy = [r for r in rs if r["healthy"]]
         bugs = [r for r in rs if not r["healthy"]]
@@ -185,7 +187,9 @@ def _frac(a: int, b: int) -> str:
 def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     s = summarize(records)
     splits = [
-        sp for sp in ("tune", "heldout") if s[sp]["healthy_runs"] + s[sp]["buggy_runs"] + s[sp]["crashed"]
+        sp
+        for sp in ("tune", "heldout", corpus.FRESH)
+        if s[sp]["healthy_runs"] + s[sp]["buggy_runs"] + s[sp]["crashed"]
     ]
     cols = [*splits, "all"] if len(splits) > 1 else splits
     lines = [
@@ -359,7 +363,7 @@ def save(records: list[dict[str, Any]], meta: dict[str, Any], stem: str, out: Pa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("tune", "heldout", "all"), default="all")
+    ap.add_argument("--split", choices=("tune", "heldout", corpus.FRESH, "all"), default="all")
     ap.add_argument("--which", choices=("healthy", "buggy", "all"), default="all")
     ap.add_argument("--only", action="append", help="a pipeline name or glob (repeatable)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
@@ -392,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         c = Counter((ps[n].split, ps[n].healthy) for n in names)
         print(
             f"\n{len(names)} pipelines: tune {c['tune', True]} healthy + {c['tune', False]} buggy, "
-            f"heldout {c['heldout', True]} healthy + {c['heldout', False]} buggy"
+            f"heldout {c['heldout', True]} healthy + {c['heldout', False]} buggy, "
+            f"fresh {c['fresh', True]} healthy + {c['fresh', False]} buggy"
         )
         return 0
     if not names:

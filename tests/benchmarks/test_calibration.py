@@ -24,7 +24,8 @@ def calibration(monkeypatch):
 
 def test_corpus_is_split_by_name_about_half_and_half(calibration):
     corpus = calibration.corpus
-    pipelines = corpus.pipelines()
+    everything = corpus.pipelines()
+    pipelines = {n: p for n, p in everything.items() if p.split != corpus.FRESH}  # split by name
     healthy = [p for p in pipelines.values() if p.healthy]
     assert len(healthy) >= 60
     for p in pipelines.values():
@@ -34,9 +35,37 @@ def test_corpus_is_split_by_name_about_half_and_half(calibration):
     for group in (list(pipelines.values()), healthy):
         share = sum(p.split == "tune" for p in group) / len(group)
         assert 0.35 < share < 0.65, share
-    assert calibration.select(list(pipelines), "heldout", "healthy", None) == [
+    assert calibration.select(list(everything), "heldout", "healthy", None) == [
         p.name for p in healthy if p.split == "heldout"
     ]
+
+
+def test_the_fresh_modules_are_one_held_out_set_of_their_own(calibration, capsys, monkeypatch):
+    """Every pipeline of a module with `SPLIT = "fresh"` (and its buggy twins) is in `fresh`,
+    whatever its name's hash; no other pipeline is; `--split fresh` lists exactly them."""
+    corpus = calibration.corpus
+    from corpus import fresh
+
+    pipelines = corpus.pipelines()
+    names = {p.name for p in fresh.PIPELINES}
+    assert {n for n, p in pipelines.items() if p.split == corpus.FRESH} == names
+    healthy = [n for n in names if pipelines[n].healthy]
+    buggy = [pipelines[n] for n in names if not pipelines[n].healthy]
+    assert len(healthy) >= 20 and len(buggy) >= 8
+    for p in buggy:
+        assert p.twin in names and pipelines[p.twin].healthy and p.bug in corpus.BUGS
+    # the name's hash would have put some of them in tune: the module decides, not the hash
+    assert {corpus.split(n) for n in names} == {"tune", "heldout"}
+    assert calibration.select(list(pipelines), corpus.FRESH, "healthy", None) == sorted(
+        healthy, key=list(pipelines).index
+    )
+    assert "softmax_before_cross_entropy" in corpus.BUGS["softmax_before_ce"][0]
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--list", "--split", "fresh"])
+    assert calibration.main() == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.split("\n\n")[0].splitlines()]
+    assert sorted(listed) == sorted(names)
+    assert f"fresh {len(healthy)} healthy + {len(buggy)} buggy" in out
 
 
 def test_a_healthy_and_a_buggy_pipeline_run_through_the_workers(calibration, capsys):
