@@ -362,10 +362,6 @@ class Columns:
         self.trial = trial
         self._tensors: dict[str, TensorColumns] = {}
         self._seen: dict[str, int] = {}  # tensor -> the trial's loaded_records when last grown
-        # every global step of the run (sorted), its mode value and the mode's own step
-        self._steps: np.ndarray = _EMPTY_I
-        self._modes: np.ndarray = _EMPTY_I
-        self._mode_steps: np.ndarray = _EMPTY_I
 
     def tensor(self, name: str) -> TensorColumns | None:
         """The columns of a recorded tensor; None for a name the trial does not know."""
@@ -402,26 +398,18 @@ class Columns:
 
     def modes(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
-        the run), as `Trial.mode` and `Trial.mode_step` give them: a table of the run's steps,
-        grown (new steps only) when the trial has loaded more."""
-        known = self.trial._sorted_steps(None)  # the trial's own list: not copied per call
-        if len(known) != len(self._steps):
-            have = dict(
-                zip(
-                    self._steps.tolist(),
-                    zip(self._modes.tolist(), self._mode_steps.tolist(), strict=True),
-                    strict=True,
-                )
-            )
-            info = [have.get(s) or self.trial._step_info(s) for s in known]  # (mode value, mode step)
-            self._steps = np.asarray(known, dtype=np.int64)
-            self._modes = np.asarray([m for m, _ in info], dtype=np.int64)
-            self._mode_steps = np.asarray([ms for _, ms in info], dtype=np.int64)
-        i = np.minimum(np.searchsorted(self._steps, steps), max(0, len(self._steps) - 1))
-        if not len(self._steps) or not bool((self._steps[i] == steps).all()):
-            missing = steps[self._steps[i] != steps] if len(self._steps) else steps
+        the run), as `Trial.mode` and `Trial.mode_step` give them, from the run's table of its
+        steps (NumPy arrays, shared with the trial: nothing copied per call)."""
+        for _ in range(2):
+            known, modes, mode_steps = self.trial._step_table()
+            i = np.minimum(np.searchsorted(known, steps), max(0, len(known) - 1))
+            if len(known) and bool((known[i] == steps).all()):
+                return modes[i], mode_steps[i]
+            missing = steps[known[i] != steps] if len(known) else steps
             self.trial.mode(int(missing[0]))  # raises the trial's error for a step it does not have
-        return self._modes[i], self._mode_steps[i]
+        known, modes, mode_steps = self.trial._step_table()  # loaded by that refresh
+        i = np.minimum(np.searchsorted(known, steps), max(0, len(known) - 1))
+        return modes[i], mode_steps[i]
 
     def values(self, name: str, max_elements: int = 1024) -> tuple[np.ndarray, np.ndarray] | None:
         """The saved values of a small tensor (a loss, a vector statistic record

@@ -166,7 +166,7 @@ def _identity(meta: WorkerMeta | None) -> tuple[object, ...] | None:
 
 class RunIndex:
     """A run's index, as loaded so far. The Trial answers from its run-wide tables
-    (`workers`, `step_info`, `mode_step_to_step`, `collections`, `expected_workers`, `ended`,
+    (`workers`, `step_table`, `global_step`, `collections`, `expected_workers`, `ended`,
     `corrupt`, `loaded_records`) and locates and reads records (`records`, `positions`,
     `record`, `read`); the rest is private."""
 
@@ -180,8 +180,17 @@ class RunIndex:
         self.single_worker = single_worker
         self.workers: list[str] = []  # index = worker id
         self.collections: dict[str, set[str]] = {}
-        self.step_info: dict[int, tuple[int, int]] = {}  # global step -> (mode, mode_step)
-        self.mode_step_to_step: dict[tuple[int, int], int] = {}
+        # the run's steps (`step_table`): sorted global steps, each one's mode and mode step (as
+        # the first segment that saved it tells them) and the order it was met in, as NumPy
+        # arrays (Python dicts of 10^6 steps took ~250 MB); segments add chunks, folded in
+        # when the table is next asked
+        self._steps = _EMPTY
+        self._step_modes = _EMPTY
+        self._step_msteps = _EMPTY
+        self._step_seq = _EMPTY
+        self._step_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._step_seq_next = 0
+        self._by_mode: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see `_mode_table`
         self.corrupt: list[str] = []
         self.expected_workers = 1
         self.ended: dict[str, End] = {}
@@ -816,11 +825,75 @@ class RunIndex:
         for coll, lids in seg.collections.items():
             self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
         steps, first = np.unique(c["step"], return_index=True)
-        info = self.step_info
-        for s, mode, mstep in zip(
-            steps.tolist(), c["mode"][first].tolist(), c["mode_step"][first].tolist(), strict=True
-        ):
-            if s not in info:
-                info[s] = (mode, mstep)
-                self.mode_step_to_step[(mode, mstep)] = s
+        if len(steps):
+            met = np.arange(self._step_seq_next, self._step_seq_next + len(steps), dtype=np.int64)
+            self._step_seq_next += len(steps)
+            self._step_chunks.append(
+                (
+                    steps.astype(np.int64),
+                    c["mode"][first].astype(np.int64),
+                    c["mode_step"][first].astype(np.int64),
+                    met,
+                )
+            )
         return len(seg)
+
+    # the run's steps ------------------------------------------------------------------------
+    def step_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The run's global steps with saved data, sorted, and each one's mode value and mode
+        step (int64 arrays, shared: not to be written to). A step met again in a later segment
+        keeps what the first one said of it."""
+        if self._step_chunks:
+            chunks, self._step_chunks = self._step_chunks, []
+            old = (self._steps, self._step_modes, self._step_msteps, self._step_seq)
+            parts = [np.concatenate([o, *(c[i] for c in chunks)]) for i, o in enumerate(old)]
+            steps = parts[0]
+            if len(steps) > 1 and bool(np.all(steps[1:] > steps[:-1])):  # new steps only, in order
+                keep = None
+            else:  # the first met of each step: the table's own, then the segments' in order
+                _, keep = np.unique(steps, return_index=True)
+            if keep is not None:
+                parts = [p[keep] for p in parts]
+            self._steps, self._step_modes, self._step_msteps, self._step_seq = parts
+            self._by_mode = None
+        return self._steps, self._step_modes, self._step_msteps
+
+    @property
+    def step_count(self) -> int:
+        """How many global steps have saved data (it only grows)."""
+        return len(self.step_table()[0])
+
+    def step_info(self, step: int) -> tuple[int, int] | None:
+        """(mode value, mode step) of global step `step`, or None when it has no saved data."""
+        steps, modes, msteps = self.step_table()
+        i = int(np.searchsorted(steps, step))
+        if i < len(steps) and int(steps[i]) == step:
+            return int(modes[i]), int(msteps[i])
+        return None
+
+    def _mode_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The steps ordered by (mode, mode step, order met): (modes, mode steps, global steps)."""
+        self.step_table()
+        if self._by_mode is None:
+            order = np.lexsort((self._step_seq, self._step_msteps, self._step_modes))
+            self._by_mode = (self._step_modes[order], self._step_msteps[order], self._steps[order])
+        return self._by_mode
+
+    def mode_steps(self, mode: int) -> np.ndarray:
+        """The mode steps of mode value `mode` with saved data, sorted, without repeats."""
+        modes, msteps, _ = self._mode_table()
+        lo, hi = np.searchsorted(modes, [mode, mode + 1])
+        ms = msteps[lo:hi]
+        if len(ms) > 1:
+            ms = ms[np.concatenate(([True], ms[1:] != ms[:-1]))]
+        return ms
+
+    def global_step(self, mode: int, mode_step: int) -> int | None:
+        """The global step of `mode`'s step `mode_step` (of two steps that claim it, the one
+        met last), or None when it has no saved data."""
+        modes, msteps, steps = self._mode_table()
+        lo, hi = (int(i) for i in np.searchsorted(modes, [mode, mode + 1]))
+        j = lo + int(np.searchsorted(msteps[lo:hi], mode_step, side="right")) - 1
+        if j >= lo and int(msteps[j]) == mode_step:
+            return int(steps[j])
+        return None

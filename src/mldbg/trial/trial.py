@@ -109,17 +109,17 @@ class Trial:
         self.worker: str | None = store.worker if isinstance(store, WorkerView) else None
         self._index = RunIndex(store, on_corrupt, single_worker=self.worker is not None)
         self._tensors: dict[str, Tensor] = {}
-        self._steps_cache: dict[int | None, tuple[int, list[int], set[int]]] = {}
+        self._steps_cache: dict[int | None, tuple[int, np.ndarray]] = {}
         self.restarts = 0  # times the run was replaced and the trial started over (`refresh`)
         self.refresh()
 
     def __repr__(self) -> str:
         if self.worker is not None:
             return (
-                f"Trial({self.path!r}, worker={self.worker!r}, steps={len(self._index.step_info)}, "
+                f"Trial({self.path!r}, worker={self.worker!r}, steps={self._index.step_count}, "
                 f"tensors={len(self._index.names)})"
             )
-        return f"Trial({self.path!r}, steps={len(self._index.step_info)}, tensors={len(self._index.names)})"
+        return f"Trial({self.path!r}, steps={self._index.step_count}, tensors={len(self._index.names)})"
 
     # loading ----------------------------------------------------------------------------
     def refresh(self) -> int:
@@ -196,8 +196,7 @@ class Trial:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self.refresh()
-            have = self._step_set(mode)
-            missing = [s for s in wanted if s not in have]
+            missing = [s for s in wanted if not self._has_step(s, mode)]
             if not missing:
                 return
             if self._index.complete:
@@ -227,7 +226,7 @@ class Trial:
         what = f"tensor {name!r} was not saved at " + (f"{mode.name} step {step}" if mode else f"step {step}")
         tensor = self.tensor(name)
         saved_modes = [m for m in (Mode.TRAIN, Mode.EVAL, Mode.PREDICT) if tensor.steps(m)]
-        info = self._index.step_info.get(step) if mode is None else None
+        info = self._index.step_info(step) if mode is None else None
         if info is not None:
             step_mode = Mode(info[0])
             article = "an" if step_mode.name[0] in "AEIOU" else "a"
@@ -253,7 +252,7 @@ class Trial:
         """Called when a query misses a step: refresh once, then say why it is missing."""
         if not self._index.complete:
             self.refresh()
-        if step not in self._step_set(mode):
+        if not self._has_step(step, mode):
             if self._index.complete:
                 self._raise_never(step, mode)
             near = _nearest(step, self.steps(mode))
@@ -268,24 +267,29 @@ class Trial:
     # queries ----------------------------------------------------------------------------
     def steps(self, mode: Mode | None = None) -> list[int]:
         """Global steps with saved data; with a mode, that mode's own steps."""
-        return list(self._sorted_steps(mode))
+        return self._sorted_steps(mode).tolist()
 
-    def _sorted_steps(self, mode: Mode | None) -> list[int]:
-        key = None if mode is None or mode == Mode.GLOBAL else int(Mode.parse(mode))
-        version = len(self._index.step_info)
+    def _sorted_steps(self, mode: Mode | None) -> np.ndarray:
+        """The steps of `steps(mode)` as a sorted int64 array (shared: not to be written to)."""
+        if mode is None or mode == Mode.GLOBAL:
+            return self._index.step_table()[0]
+        key = int(Mode.parse(mode))
+        version = self._index.step_count
         cached = self._steps_cache.get(key)
         if cached is None or cached[0] != version:
-            if key is None:
-                steps = sorted(self._index.step_info)
-            else:
-                steps = sorted(ms for (mo, ms) in self._index.mode_step_to_step if mo == key)
-            cached = self._steps_cache[key] = (version, steps, set(steps))
+            cached = self._steps_cache[key] = (version, self._index.mode_steps(key))
         return cached[1]
 
-    def _step_set(self, mode: Mode | None) -> set[int]:
-        self._sorted_steps(mode)
-        key = None if mode is None or mode == Mode.GLOBAL else int(Mode.parse(mode))
-        return self._steps_cache[key][2]
+    def _step_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The run's global steps (sorted), each one's mode value and mode step: int64
+        arrays, shared (not to be written to)."""
+        return self._index.step_table()
+
+    def _has_step(self, step: int, mode: Mode | None) -> bool:
+        """Whether `step` (a step of `mode` with a mode) has saved data."""
+        steps = self._sorted_steps(mode)
+        i = int(np.searchsorted(steps, step))
+        return i < len(steps) and int(steps[i]) == step
 
     def mode(self, step: int) -> Mode:
         """The mode of a global step."""
@@ -296,16 +300,22 @@ class Trial:
         return self._step_info(step)[1]
 
     def global_step(self, mode: Mode, mode_step: int) -> int:
-        try:
-            return self._index.mode_step_to_step[(int(mode), mode_step)]
-        except KeyError:
+        found = self._index.global_step(int(mode), mode_step)
+        if found is None:
             self._missing_step(mode_step, mode)
-            return self._index.mode_step_to_step[(int(mode), mode_step)]
+            found = self._index.global_step(int(mode), mode_step)
+            if found is None:
+                raise KeyError((int(mode), mode_step))
+        return found
 
     def _step_info(self, step: int) -> tuple[int, int]:
-        if step not in self._index.step_info:
+        info = self._index.step_info(step)
+        if info is None:
             self._missing_step(step, None)
-        return self._index.step_info[step]
+            info = self._index.step_info(step)
+            if info is None:
+                raise KeyError(step)
+        return info
 
     def workers(self) -> list[str]:
         """The workers that wrote to the run so far (only `worker` for a one-worker trial)."""
@@ -348,7 +358,7 @@ class Trial:
             names = [n for n in names if any(p.search(n) for p in pats)]
         if step is not None:
             step, mode = _step_and_mode(step, mode)
-            if step not in self._step_set(mode):
+            if not self._has_step(step, mode):
                 self._missing_step(step, mode)  # never saved: say so, with the nearest saved steps
             names = [n for n in names if self.tensor(n).has_step(step, mode)]
         elif mode is not None and mode != Mode.GLOBAL:
