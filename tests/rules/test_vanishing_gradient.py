@@ -28,3 +28,60 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["vanishing_gradient"].__name__ == "VanishingGradient"
+
+
+def _skipgram(out, vocab: int, zero_rows: bool) -> None:
+    """A word2vec skip-gram with negative sampling as its paper and most tutorials write it:
+    input embeddings uniform in +-0.5/dim, output embeddings 0 (so the input gradient starts at
+    0 and grows), 64 centre words a step from a vocabulary of `vocab`. With `zero_rows` False
+    the same model with a tiny dense gradient: every row gets one, 1e-9 in size."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    dim = 16
+
+    class SkipGram(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Embedding(vocab, dim)
+            self.out = nn.Embedding(vocab, dim)
+            nn.init.uniform_(self.inp.weight, -0.5 / dim, 0.5 / dim)
+            nn.init.zeros_(self.out.weight)
+
+        def forward(self, centre, context, negatives):
+            v = self.inp(centre)
+            pos = (v * self.out(context)).sum(-1)
+            neg = torch.bmm(self.out(negatives), v.unsqueeze(-1)).squeeze(-1)
+            return -(nn.functional.logsigmoid(pos) + nn.functional.logsigmoid(-neg).sum(-1)).mean()
+
+    model = SkipGram()
+    hook = mldbg.torch.Hook(str(out))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0 if zero_rows else 1e-9)
+    for _ in range(30):
+        centre = torch.randint(0, vocab, (64,))
+        context = (centre + torch.randint(1, 3, (64,))) % vocab
+        negatives = torch.randint(0, vocab, (64, 5))
+        opt.zero_grad()
+        loss = model(centre, context, negatives)
+        loss.backward()
+        if not zero_rows:  # the same size on every row: a dense gradient this small is vanishing
+            for p in model.parameters():
+                p.grad = torch.full_like(p.grad, 1e-9)
+        opt.step()
+    hook.close()
+
+
+def test_an_embedding_gradient_is_judged_on_the_rows_that_got_one(tmp_path):
+    """A skip-gram over 20,000 words: each step touches a few hundred rows of the embeddings,
+    the other rows' gradients are exactly 0, so the plain mean |g| is tiny though the looked-up
+    rows learn at full size (the rule read it as vanishing at step 2). The same sizes spread
+    over every row are vanishing, and fire."""
+    _skipgram(tmp_path / "sparse", 20_000, zero_rows=True)
+    assert not mldbg.check(str(tmp_path / "sparse"), rules=["vanishing_gradient"])
+    _skipgram(tmp_path / "dense", 20_000, zero_rows=False)
+    found = mldbg.check(str(tmp_path / "dense"), rules=["vanishing_gradient"])
+    assert found and "gradient/inp.weight" in found[0].tensors

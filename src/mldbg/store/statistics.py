@@ -141,10 +141,12 @@ SIGMOID_BOUNDS = (-23.0, 16.99999)  # sigmoid_saturation's defaults
 DEFAULTS: dict[str, tuple[str, ...]] = {
     # logit_growth: the attention logits of one sample per nn.MultiheadAttention (the PyTorch hook)
     "attention_logits": ("max_abs", "variance"),
-    # vanishing_gradient (mean_abs), exploding_tensor (nan/inf), gradient norms, poor init
-    # (spread), gradient_not_reset (sample_change: a sum of gradients barely changes)
+    # vanishing_gradient (mean_abs over the entries that got one: zero_fraction), exploding_tensor
+    # (nan/inf), gradient norms, poor init (spread), gradient_not_reset (sample_change: a sum of
+    # gradients barely changes)
     "gradients": (
         "l2", "mean_abs", "max_abs", "nan_count", "inf_count", "quantile(5.0)", "quantile(95.0)", "sample_change",
+        "zero_fraction",
     ),
     # weight_update_ratio and unchanged_tensor (delta_l2 over l2), tensor_variance, all_zero,
     # poor init (identical weights feeding one neuron: row_range 0), exploding_tensor,

@@ -37,6 +37,24 @@ def loss_scale(trial: TrialView) -> float | None:
     return float(np.median(values)) if values else None
 
 
+def _over_nonzero(mean_abs: np.ndarray, zero_fraction: np.ndarray) -> np.ndarray:
+    """mean |g| over the entries that got a gradient: mean_abs / (1 - zero_fraction), where
+    the zero fraction is known and below 1 (else mean_abs as it is)."""
+    nonzero = 1.0 - np.nan_to_num(zero_fraction, nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(nonzero > 0, mean_abs / np.where(nonzero > 0, nonzero, 1.0), mean_abs)
+
+
+def _mean_nonzero(trial: TrialView, name: str, step: int) -> float | None:
+    """`_over_nonzero` of one gradient at one step; None when mean_abs is not saved there."""
+    m = trial.statistic(name, step, "mean_abs")
+    if not isinstance(m, float):
+        return None
+    z = trial.statistic(name, step, "zero_fraction")
+    zero = z if isinstance(z, float) else float("nan")
+    return float(_over_nonzero(np.array([m]), np.array([zero]))[0])
+
+
 @register
 class VanishingGradient(Rule):
     """The mean absolute value of a weight's gradient stays below `threshold` x the run's
@@ -54,6 +72,12 @@ class VanishingGradient(Rule):
     BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
     `mean_abs` statistic (saved, or from the raw gradient).
 
+    The mean is over the entries that got a gradient (`mean_abs / (1 - zero_fraction)` where
+    `zero_fraction` is saved): an embedding's gradient is zero on every row not in the batch,
+    so its plain mean shrinks with the vocabulary (a word2vec or language-model embedding of
+    10^4 rows touched by 10^2 tokens) while each looked-up row learns at full size. A gradient
+    that is zero everywhere stays 0.
+
     The advice follows the evidence: when the run's ReLU layers are dead (most units active
     in no sample, from `unit_active`), it points at what kills ReLUs (learning rate, init),
     not at "use ReLU"; with sigmoid or tanh layers, at ReLU-family activations; otherwise at
@@ -61,7 +85,7 @@ class VanishingGradient(Rule):
     """
 
     needs = ("gradients",)
-    reads = {"gradients": ("mean_abs",)}
+    reads = {"gradients": ("mean_abs", "zero_fraction")}
     threshold: float = 1e-7
     patience: int = 3
     include_biases: bool = False
@@ -108,7 +132,7 @@ class VanishingGradient(Rule):
         known: list[tuple[str, np.ndarray]] = []
         for name in trial.names("gradients", regex=self.tensor_regex, exclude=exclude):
             over = Over(trial, name, steps)
-            m = over.stat("mean_abs")
+            m = _over_nonzero(over.stat("mean_abs"), over.stat("zero_fraction"))
             nan = np.isnan(m)  # not saved (no verdict), or a NaN gradient (resets a streak)
             hot = (m < self._limit(trial)) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
             interesting |= over.present & hot
@@ -125,7 +149,7 @@ class VanishingGradient(Rule):
                             exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
         if not names:
             return None
-        means = {n: m for n in names if isinstance(m := trial.statistic(n, step, "mean_abs"), float)}
+        means = {n: m for n in names if isinstance(m := _mean_nonzero(trial, n, step), float)}
         if not means:
             return None
         low = []
