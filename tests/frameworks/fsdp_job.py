@@ -6,7 +6,8 @@ LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `tp` (tensor 
 first Linear `ColwiseParallel`, the second `RowwiseParallel`, the last replicated),
 `single`. The hook has the two lines (statistics at every step). Each rank trains on its part of
 the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
-`explode` (lr 1e12), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
+`explode` (lr 1e12), `nan1` (FSDP2: a NaN in rank 1's shard of one gradient at step
+NAN_STEP), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
 (not a defect: the model registered before it is sharded). With REFS,
 worker 0 writes there, per step, the statistics of the global tensors gathered with
 `full_tensor()` (the NumPy reference of `mldbg.store.statistics`), for the test to compare."""
@@ -23,6 +24,7 @@ from mldbg.store import statistics as st
 from mldbg.torch import Hook
 
 STEPS = 6
+NAN_STEP = 3  # `nan1`: rank 1's shard of the gradient of 2.weight gets a NaN at this step
 BATCH = 16
 
 
@@ -125,6 +127,9 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     for step, (x, y) in enumerate(batches()):
         opt.zero_grad()
         loss_fn(model(x[part]), y[part]).backward()
+        if defect == "nan1" and rank == 1 and step == NAN_STEP:  # only rank 1's piece of one gradient
+            with torch.no_grad():
+                model[2].weight.grad.to_local()[0, 0] = float("nan")
         if refs_path:
             references(model, previous, refs, step, rank)
         opt.step()

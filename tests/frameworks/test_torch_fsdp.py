@@ -194,3 +194,23 @@ def test_fsdp2_with_tensor_parallel_on_a_2d_mesh(tmp_path: Path) -> None:
     assert {"l2", "mean", "variance", "fingerprint", "gradient:l2", "gradient:max_abs"} <= compared
     code, findings = check(job)
     assert code == 0, findings
+
+
+def test_a_nan_in_one_ranks_shard_is_named_with_its_rank(tmp_path: Path) -> None:
+    """A NaN in rank 1's piece of one FSDP2 gradient: worker 0 records the global counts and,
+    beside them, `rank_nonfinite` (per rank, the NaN and inf of its own piece), so the finding
+    says which rank; the steps before it record no such vector."""
+    from fsdp_job import NAN_STEP
+
+    job = run(tmp_path / "nan1", "fsdp", "nan1")
+    trial = mldbg.create_trial(job)
+    name = "gradient/2.weight"
+    record = trial.record(name, NAN_STEP, worker="worker_0").statistics
+    assert record["nan_count"] == 1, record
+    vname = st.vector_name(name, "rank_nonfinite")
+    assert trial.tensor(vname).value(NAN_STEP).tolist() == [0, 1]
+    assert NAN_STEP - 1 not in trial.tensor(vname).steps()
+    code, findings = check(job)
+    exploding = [f for f in findings if f["rule"] == "exploding_tensor"]
+    assert code == 1 and exploding and exploding[0]["step"] == NAN_STEP, findings
+    assert "in the shard of rank 1" in exploding[0]["message"], exploding[0]["message"]

@@ -60,6 +60,7 @@ log = logging.getLogger("mldbg")
 PARTIALS = (
     "count", "sum", "m2", "sum_sq", "sum_abs", "m2_abs", "min", "max", "min_abs", "max_abs",
     "prod", "nan_count", "inf_count", "zero_count", "fingerprint", "delta_sq", "row_range",
+    "local_nonfinite",
 )  # fmt: skip
 _I = {name: i for i, name in enumerate(PARTIALS)}
 _NEUTRAL = {"min": math.inf, "max": -math.inf, "min_abs": math.inf, "max_abs": -math.inf, "prod": 1.0,
@@ -137,6 +138,9 @@ class Summary:
     whole_rows: bool
     sample: np.ndarray | None = None  # the global subsample (gradients)
     sample_change: float = math.nan
+    # per global rank, the NaN and inf elements of that rank's own piece (replicas included);
+    # None when no piece holds one (the per-rank view: `rank_nonfinite`)
+    by_rank: np.ndarray | None = None
 
 
 @dataclass
@@ -213,6 +217,8 @@ class ShardedStatistics:
         summary = found[2]
         out: dict[str, Value] = {}
         left: list[str] = []
+        if summary.by_rank is not None and any(s.name in ("nan_count", "inf_count") for s in stats):
+            out["rank_nonfinite"] = summary.by_rank  # which rank's piece holds them
         for s in stats:
             value = _value(s, summary, requires_grad)
             if value is None:
@@ -265,6 +271,7 @@ class ShardedStatistics:
             every = mine.cpu().numpy()[None]
         rank = dist.get_rank(group) if size > 1 else 0
         samples = self._samples(pieces, device, group, size)
+        ranks = _global_ranks(group, size)
         out = []
         for i, p in enumerate(pieces):
             local_fingerprint = float(every[rank, i, _I["fingerprint"]]) if p.owner else 0.0
@@ -273,6 +280,7 @@ class ShardedStatistics:
             summary = Summary(
                 tuple(p.tensor.shape), merge(every[:, i, :]), local_fingerprint, p.replicated, p.whole_rows
             )
+            summary.by_rank = _by_rank(every[:, i, _I["local_nonfinite"]], ranks)
             if samples is not None and p.subsample:
                 summary.sample = samples[i]
                 if full:
@@ -289,9 +297,12 @@ class ShardedStatistics:
         if full and not p.name.startswith("gradient/"):
             self._previous[p.name] = x.clone()  # delta_l2 at the next statistics step
         if not p.owner or x.numel() == 0:
-            return torch.tensor(
+            neutral = torch.tensor(
                 [_NEUTRAL.get(name, 0.0) for name in PARTIALS], dtype=torch.float64, device=x.device
             )
+            if x.numel() and x.is_floating_point():  # a replica's own NaN and inf (the per-rank view)
+                neutral[_I["local_nonfinite"]] = (~torch.isfinite(x)).sum().to(torch.float64)
+            return neutral
         f = x.reshape(-1).to(torch.float64)
         n = f.numel()
         total = f.sum()
@@ -314,6 +325,7 @@ class ShardedStatistics:
             f.min(), f.max(), a.min(), a.max(), f.prod(),
             torch.isnan(f).sum().to(torch.float64), torch.isinf(f).sum().to(torch.float64),
             (f == 0).sum().to(torch.float64), _fingerprint_tensor(x), delta, row_range,
+            (~torch.isfinite(f)).sum().to(torch.float64),
         ])  # fmt: skip
 
     def _samples(
@@ -394,6 +406,8 @@ def _value(s: Statistic, summary: Summary, requires_grad: bool) -> Value | None:
         return float(requires_grad)
     if name == "fingerprint":
         return summary.local_fingerprint if summary.replicated else m["fingerprint"]
+    if name == "rank_nonfinite":
+        return summary.by_rank if summary.by_rank is not None else np.zeros(_world(), dtype=np.int32)
     if name not in st.MERGES:
         return None
     if name in ("nan_count", "inf_count"):
@@ -436,6 +450,29 @@ def _value(s: Statistic, summary: Summary, requires_grad: bool) -> Value | None:
     if base in ("min", "max"):
         return m[f"{base}_abs" if absolute else base]
     return None
+
+
+def _global_ranks(group: Any, size: int) -> list[int]:
+    """The global rank of each rank of `group` (the default group: the same numbers)."""
+    if size <= 1:
+        return [dist.get_rank() if dist.is_available() and dist.is_initialized() else 0]
+    if group is None:
+        return list(range(size))
+    return [dist.get_global_rank(group, i) for i in range(size)]
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _by_rank(counts: np.ndarray, ranks: list[int]) -> np.ndarray | None:
+    """`rank_nonfinite`: per global rank of the job, the NaN and inf elements of its piece
+    (0 for a rank outside the mesh); None when no piece holds one (nothing recorded)."""
+    if not (counts > 0).any():
+        return None
+    out = np.zeros(max(_world(), max(ranks) + 1), dtype=np.int32)
+    out[np.asarray(ranks)] = np.minimum(counts, np.iinfo(np.int32).max).astype(np.int32)
+    return out
 
 
 def _sample_change(sample: np.ndarray, before: np.ndarray | None) -> float:
