@@ -4,9 +4,11 @@ LAYOUT `single`: the same model unsharded in one process, on the full batch).
 
 LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `tp` (tensor parallel: the
 first Linear `ColwiseParallel`, the second `RowwiseParallel`, the last replicated),
-`single`. The hook has the two lines (statistics at every step). Each rank trains on its part of
+`single`, `lightning` (Lightning's ModelParallelStrategy, `lightning_main`: run it once, without
+RANK). The hook has the two lines (statistics at every step). Each rank trains on its part of
 the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
-`explode` (lr 1e12), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
+`explode` (lr 1e12), `nan1` (FSDP2: a NaN in rank 1's shard of one gradient at step
+NAN_STEP), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
 (not a defect: the model registered before it is sharded). With REFS,
 worker 0 writes there, per step, the statistics of the global tensors gathered with
 `full_tensor()` (the NumPy reference of `mldbg.store.statistics`), for the test to compare."""
@@ -23,6 +25,7 @@ from mldbg.store import statistics as st
 from mldbg.torch import Hook
 
 STEPS = 6
+NAN_STEP = 3  # `nan1`: rank 1's shard of the gradient of 2.weight gets a NaN at this step
 BATCH = 16
 
 
@@ -125,6 +128,9 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     for step, (x, y) in enumerate(batches()):
         opt.zero_grad()
         loss_fn(model(x[part]), y[part]).backward()
+        if defect == "nan1" and rank == 1 and step == NAN_STEP:  # only rank 1's piece of one gradient
+            with torch.no_grad():
+                model[2].weight.grad.to_local()[0, 0] = float("nan")
         if refs_path:
             references(model, previous, refs, step, rank)
         opt.step()
@@ -141,8 +147,75 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     print("worker done", flush=True)
 
 
+def lightning_main(out_dir: str, defect: str, refs_path: str) -> None:
+    """LAYOUT `lightning`: the same model under Lightning's `ModelParallelStrategy` (FSDP2 in
+    `configure_model`, data_parallel 2) on 2 CPU processes, with `mldbg.lightning.DebuggerCallback`
+    and its defaults (the two lines). Run once: Lightning's launcher starts rank 1. With REFS,
+    rank 0 writes there, per step, the statistics of the global weights at the batch's start."""
+    import warnings
+
+    import lightning.pytorch as pl
+    from lightning.pytorch.strategies import ModelParallelStrategy
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from mldbg.lightning import DebuggerCallback
+
+    warnings.filterwarnings("ignore")
+
+    class Sharded(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = make_model()
+
+        def configure_model(self) -> None:
+            from torch.distributed.fsdp import fully_shard
+
+            mesh = self.device_mesh["data_parallel"]
+            for layer in self.net:
+                if isinstance(layer, nn.Linear):
+                    fully_shard(layer, mesh=mesh)
+            fully_shard(self.net, mesh=mesh)
+
+        def on_train_batch_start(self, batch, batch_idx) -> None:
+            if not refs_path:
+                return
+            out = {}
+            for name, p in self.named_parameters():  # full_tensor(): a collective, every rank
+                value = p.full_tensor().detach().numpy().copy()
+                own = st.DEFAULTS["biases" if name.endswith("bias") else "weights"]
+                stats = st.compute(value, [k for k in own if k not in ("requires_grad", "delta_l2")])
+                stats["fingerprint"] = float(st.fingerprint(value))
+                out[name] = {k: float(v) for k, v in stats.items()}
+            refs[str(self.trainer.global_step)] = out
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e12 if defect == "explode" else 0.1)
+
+    refs: dict = {}
+    xs, ys = zip(*batches(), strict=True)
+    data = DataLoader(TensorDataset(torch.cat(xs), torch.cat(ys)), batch_size=BATCH // 2)
+    trainer = pl.Trainer(
+        max_epochs=1, accelerator="cpu", devices=2,
+        strategy=ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=1),
+        callbacks=[DebuggerCallback(out_dir)], logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Sharded(), data)
+    if refs_path and trainer.global_rank == 0:
+        with open(refs_path, "w") as f:
+            json.dump(refs, f)
+    print(f"rank {trainer.global_rank} steps {trainer.global_step}", flush=True)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     args = sys.argv[1:] + [""] * 4
+    if args[1] == "lightning":
+        lightning_main(args[0], args[2], args[3])
+        sys.exit(0)  # Lightning tears its processes down itself
     main(args[0], args[1], args[2], args[3])
     os._exit(0)  # see ddp_script.py's end

@@ -194,3 +194,63 @@ def test_fsdp2_with_tensor_parallel_on_a_2d_mesh(tmp_path: Path) -> None:
     assert {"l2", "mean", "variance", "fingerprint", "gradient:l2", "gradient:max_abs"} <= compared
     code, findings = check(job)
     assert code == 0, findings
+
+
+def test_a_nan_in_one_ranks_shard_is_named_with_its_rank(tmp_path: Path) -> None:
+    """A NaN in rank 1's piece of one FSDP2 gradient: worker 0 records the global counts and,
+    beside them, `rank_nonfinite` (per rank, the NaN and inf of its own piece), so the finding
+    says which rank; the steps before it record no such vector."""
+    from fsdp_job import NAN_STEP
+
+    job = run(tmp_path / "nan1", "fsdp", "nan1")
+    trial = mldbg.create_trial(job)
+    name = "gradient/2.weight"
+    record = trial.record(name, NAN_STEP, worker="worker_0").statistics
+    assert record["nan_count"] == 1, record
+    vname = st.vector_name(name, "rank_nonfinite")
+    assert trial.tensor(vname).value(NAN_STEP).tolist() == [0, 1]
+    assert NAN_STEP - 1 not in trial.tensor(vname).steps()
+    code, findings = check(job)
+    exploding = [f for f in findings if f["rule"] == "exploding_tensor"]
+    assert code == 1 and exploding and exploding[0]["step"] == NAN_STEP, findings
+    assert "in the shard of rank 1" in exploding[0]["message"], exploding[0]["message"]
+
+
+def run_lightning(out: Path, defect: str = "", refs: Path | None = None) -> Path:
+    """`fsdp_job.py OUT lightning`: started once; Lightning's launcher starts rank 1."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = subprocess.run(
+        [sys.executable, str(JOB), str(out), "lightning", defect, str(refs or "")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "rank 0 steps 6" in done.stdout and "rank 1 steps 6" in done.stdout, done.stdout
+    return out
+
+
+def test_lightning_model_parallel_strategy_records_the_global_weights(tmp_path: Path) -> None:
+    """Lightning's ModelParallelStrategy (FSDP2 in `configure_model`) on 2 CPU gloo processes
+    with `mldbg.lightning.DebuggerCallback` and its defaults: the weights' statistics are the
+    global tensors' (gathered in the job at each batch's start, within 1e-6) at every step, the
+    gradients are recorded as global DTensors too; the healthy fit is quiet and its lr-1e12
+    twin is caught by exploding_tensor."""
+    refs = tmp_path / "lightning.json"
+    healthy = run_lightning(tmp_path / "healthy", refs=refs)
+    trial = mldbg.create_trial(healthy)
+    assert trial.steps() == list(range(6))
+    references = json.loads(refs.read_text())
+    assert len(references) == 6
+    compared = set()
+    for step, tensors in references.items():
+        for name, stats in tensors.items():
+            got = trial.record(name, int(step), worker="worker_0").statistics
+            for key, want in stats.items():
+                assert close(got[key], want, 1e-6), (step, name, key, got[key], want)
+                compared.add(key)
+    assert compared == WEIGHT_KEYS - {"delta_l2"}
+    gradients = [trial.record(f"gradient/net.{p}", s).statistics for p in PARAMS for s in (1, 5)]
+    assert all(set(st.DEFAULTS["gradients"]) <= set(g) and g["l2"] > 0 for g in gradients)
+    code, findings = check(healthy)
+    assert code == 0, findings
+    code, findings = check(run_lightning(tmp_path / "explode", "explode"))
+    assert code == 1 and "exploding_tensor" in {f["rule"] for f in findings}, findings

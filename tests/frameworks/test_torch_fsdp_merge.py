@@ -1,4 +1,4 @@
-"""The merge of partial statistics (`torch_sharded.merge`) against the NumPy reference of the
+"""The merge of partial statistics (`torch_sharded_merge.merge`) against the NumPy reference of the
 whole tensor, in one process: uneven pieces, an empty piece, NaN, inf, zeros, a replica that
 must not count twice. The multi-process jobs are `test_torch_fsdp.py`'s."""
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from mldbg.frameworks import torch_sharded as ts
+from mldbg.frameworks import torch_sharded_merge as tsm
 from mldbg.store import statistics as st
 
 KEYS = [k for k in st.MERGES if k not in ("quantile", "sample_change", "requires_grad", "delta_l2")]
@@ -27,10 +28,10 @@ def pieces_of(whole: torch.Tensor, cuts: list[int]) -> list[ts._Piece]:
 def merged_values(whole: torch.Tensor, pieces: list[ts._Piece]) -> dict[str, float]:
     sharded = ts.ShardedStatistics(None, lambda mode, step: True, False)
     rows = np.stack([sharded._partials(p, True).numpy() for p in pieces])
-    summary = ts.Summary(tuple(whole.shape), ts.merge(rows), 0.0, False, True)
+    summary = tsm.Summary(tuple(whole.shape), tsm.merge(rows), 0.0, False, True)
     out = {}
     for key in KEYS:
-        value = ts._value(st.Statistic.parse(key), summary, True)
+        value = tsm.statistic_value(st.Statistic.parse(key), summary, True)
         assert value is not None, key
         out[key] = value
     return out
@@ -67,7 +68,7 @@ def test_a_replica_counts_once() -> None:
     copy.owner = False  # the same piece on a second rank of a replicated mesh dimension
     sharded = ts.ShardedStatistics(None, lambda mode, step: True, False)
     rows = np.stack([sharded._partials(p, False).numpy() for p in (own, copy)])
-    merged = ts.merge(rows)
+    merged = tsm.merge(rows)
     assert merged["count"] == 6 and merged["sum"] == 15 and merged["max"] == 5
 
 
@@ -79,5 +80,20 @@ def test_delta_l2_adds_the_pieces_changes() -> None:
         piece = ts._Piece(f"w{i}", after, after, after[a:b], None, True, False, None, True, False)
         sharded._previous[f"w{i}"] = before[a:b]
         rows.append(sharded._partials(piece, True).numpy())
-    summary = ts.Summary((4, 3), ts.merge(np.stack(rows)), 0.0, False, True)
-    assert ts._value(st.Statistic("delta_l2"), summary, True) == pytest.approx(math.sqrt(12))
+    summary = tsm.Summary((4, 3), tsm.merge(np.stack(rows)), 0.0, False, True)
+    assert tsm.statistic_value(st.Statistic("delta_l2"), summary, True) == pytest.approx(math.sqrt(12))
+
+
+def test_the_per_rank_view_is_indexed_by_global_rank() -> None:
+    """`rank_nonfinite`: per rank of the job, the NaN and inf of its own piece; a mesh of ranks
+    2 and 3 of 4 fills their places; nothing (None) when no piece holds one."""
+    assert tsm.by_rank(np.array([0.0, 0.0]), [0, 1], 2) is None
+    assert tsm.by_rank(np.array([0.0, 2.0]), [0, 1], 2).tolist() == [0, 2]
+    assert tsm.by_rank(np.array([1.0, 0.0]), [2, 3], 4).tolist() == [0, 0, 1, 0]
+    whole = torch.tensor([[1.0, 2.0], [float("nan"), float("inf")]])
+    own, copy = pieces_of(whole, [1])
+    copy.owner = False  # a replica's own NaN and inf are counted for its rank, not in the merge
+    sharded = ts.ShardedStatistics(None, lambda mode, step: True, False)
+    rows = np.stack([sharded._partials(p, False).numpy() for p in (own, copy)])
+    assert tsm.merge(rows)["nan_count"] == 0
+    assert rows[:, tsm.INDEX["local_nonfinite"]].tolist() == [0, 2]

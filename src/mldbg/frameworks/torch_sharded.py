@@ -5,13 +5,15 @@ A sharded parameter or gradient is one global tensor of which each rank holds a 
 (`DTensor.to_local()`). Its statistics are those of the global tensor, the same values one
 process holding the whole tensor would record (`mldbg.store.statistics`):
 
-- every rank reduces its own piece to a fixed vector of partial statistics (`PARTIALS`: count,
-  sum, centered sum of squares, sum of squares, sum of |x|, min, max, ..., NaN, inf and zero
-  counts, fingerprint, the change since the last statistics step, row ranges) -- fixed, so that
-  every rank sends the same number of values whatever statistics its own recorder asks for;
-- the ranks exchange them with ONE `all_gather` of that small vector (15 numbers a tensor) per
-  device mesh, and each rank merges them (`merge`: sums add, extremes take the extreme, the
-  variance by Chan's formula over (count, mean, M2), fingerprints add modulo P);
+- every rank reduces its own piece to a fixed vector of partial statistics
+  (`torch_sharded_merge.PARTIALS`) -- fixed, so that every rank sends the same number of values
+  whatever statistics its own recorder asks for;
+- the ranks exchange them with ONE `all_gather` of that small vector (18 numbers a tensor) per
+  device mesh, and each rank merges them (`torch_sharded_merge`: the arithmetic, NumPy only;
+  this module: the pieces, their placements and the exchange);
+- per rank, the NaN and inf of its own piece stay known beside the merged counts: recorded as
+  the `rank_nonfinite` vector (per global rank) at the steps where some piece holds one, so a
+  finding can name the rank;
 - the fixed subsample behind `quantile(q)` and `sample_change` of a GRADIENT (<= 4093 elements
   at fixed global positions, `statistics.subsample_index`) is filled by the rank that holds
   each position and summed with ONE `all_reduce` (every position has exactly one contributor:
@@ -29,10 +31,7 @@ optimizer step (their gradients). The recorder's statistics then look the merged
 (`values`); what is not there (a tensor seen at another point, a key that does not merge) is left
 out, with one log line per run.
 
-Keys that do not merge: `outside(...)`, `equal(...)`, `col_range`, the vectors (activations',
-never a parameter's), `quantile(q)` and `sample_change` of a weight (only gradients carry the
-subsample), and `row_range` of a tensor sharded along a dimension other than 0 (a row is split).
-A parameter replicated on every mesh dimension records its own replica's `fingerprint` (as a
+Keys that do not merge: see `torch_sharded_merge`. A parameter replicated on every mesh dimension records its own replica's `fingerprint` (as a
 data-parallel worker does), so `rank_divergence` compares replicated parameters across ranks; a
 sharded one records the fingerprint of the global tensor, the same on every rank.
 """
@@ -51,19 +50,21 @@ import torch
 import torch.distributed as dist
 
 from mldbg.config import Mode
+from mldbg.frameworks.torch_sharded_merge import (
+    INDEX,
+    NEUTRAL,
+    PARTIALS,
+    Summary,
+    by_rank,
+    merge,
+    positions,
+    sample_change,
+    statistic_value,
+)
 from mldbg.store import statistics as st
 from mldbg.store.statistics import Statistic, Value
 
 log = logging.getLogger("mldbg")
-
-# the partial statistics of one rank's piece, in this order
-PARTIALS = (
-    "count", "sum", "m2", "sum_sq", "sum_abs", "m2_abs", "min", "max", "min_abs", "max_abs",
-    "prod", "nan_count", "inf_count", "zero_count", "fingerprint", "delta_sq", "row_range",
-)  # fmt: skip
-_I = {name: i for i, name in enumerate(PARTIALS)}
-_NEUTRAL = {"min": math.inf, "max": -math.inf, "min_abs": math.inf, "max_abs": -math.inf, "prod": 1.0,
-            "row_range": -math.inf}  # fmt: skip
 
 
 def is_sharded(tensor: object) -> bool:
@@ -124,19 +125,6 @@ class _Piece:
     box: tuple[tuple[int, ...], tuple[int, ...]] | None  # (global offset, local shape); None: not a box
     whole_rows: bool  # each row (slice of axis 0) lies on one rank
     subsample: bool
-
-
-@dataclass
-class Summary:
-    """The merged partials of one sharded tensor at one step."""
-
-    shape: tuple[int, ...]
-    merged: dict[str, float]
-    local_fingerprint: float
-    replicated: bool
-    whole_rows: bool
-    sample: np.ndarray | None = None  # the global subsample (gradients)
-    sample_change: float = math.nan
 
 
 @dataclass
@@ -213,8 +201,10 @@ class ShardedStatistics:
         summary = found[2]
         out: dict[str, Value] = {}
         left: list[str] = []
+        if summary.by_rank is not None and any(s.name in ("nan_count", "inf_count") for s in stats):
+            out["rank_nonfinite"] = summary.by_rank  # which rank's piece holds them
         for s in stats:
-            value = _value(s, summary, requires_grad)
+            value = statistic_value(s, summary, requires_grad)
             if value is None:
                 left.append(s.key)
             else:
@@ -265,18 +255,21 @@ class ShardedStatistics:
             every = mine.cpu().numpy()[None]
         rank = dist.get_rank(group) if size > 1 else 0
         samples = self._samples(pieces, device, group, size)
+        ranks = _global_ranks(group, size)
         out = []
         for i, p in enumerate(pieces):
-            local_fingerprint = float(every[rank, i, _I["fingerprint"]]) if p.owner else 0.0
+            local_fingerprint = float(every[rank, i, INDEX["fingerprint"]]) if p.owner else 0.0
             if p.replicated and not p.owner:
                 local_fingerprint = _fingerprint(p.local)  # this replica's own, as a data-parallel worker's
             summary = Summary(
                 tuple(p.tensor.shape), merge(every[:, i, :]), local_fingerprint, p.replicated, p.whole_rows
             )
+            summary.world = _world()
+            summary.by_rank = by_rank(every[:, i, INDEX["local_nonfinite"]], ranks, _world())
             if samples is not None and p.subsample:
                 summary.sample = samples[i]
                 if full:
-                    summary.sample_change = _sample_change(summary.sample, self._previous_samples.get(p.name))
+                    summary.sample_change = sample_change(summary.sample, self._previous_samples.get(p.name))
                     self._previous_samples[p.name] = summary.sample
             out.append(summary)
         return out
@@ -289,9 +282,12 @@ class ShardedStatistics:
         if full and not p.name.startswith("gradient/"):
             self._previous[p.name] = x.clone()  # delta_l2 at the next statistics step
         if not p.owner or x.numel() == 0:
-            return torch.tensor(
-                [_NEUTRAL.get(name, 0.0) for name in PARTIALS], dtype=torch.float64, device=x.device
+            neutral = torch.tensor(
+                [NEUTRAL.get(name, 0.0) for name in PARTIALS], dtype=torch.float64, device=x.device
             )
+            if x.numel() and x.is_floating_point():  # a replica's own NaN and inf (the per-rank view)
+                neutral[INDEX["local_nonfinite"]] = (~torch.isfinite(x)).sum().to(torch.float64)
+            return neutral
         f = x.reshape(-1).to(torch.float64)
         n = f.numel()
         total = f.sum()
@@ -314,6 +310,7 @@ class ShardedStatistics:
             f.min(), f.max(), a.min(), a.max(), f.prod(),
             torch.isnan(f).sum().to(torch.float64), torch.isinf(f).sum().to(torch.float64),
             (f == 0).sum().to(torch.float64), _fingerprint_tensor(x), delta, row_range,
+            (~torch.isfinite(f)).sum().to(torch.float64),
         ])  # fmt: skip
 
     def _samples(
@@ -332,7 +329,7 @@ class ShardedStatistics:
             n = math.prod(p.tensor.shape)
             buf = torch.zeros(min(n, st.QUANTILE_SAMPLE), dtype=torch.float64, device=device)
             if p.owner and p.box is not None and p.local.numel():
-                where, local = _positions(tuple(p.tensor.shape), p.box)
+                where, local = positions(tuple(p.tensor.shape), p.box)
                 if where.size:
                     values = p.local.detach().reshape(-1)[torch.as_tensor(local, device=device)]
                     buf[torch.as_tensor(where, device=device)] = values.to(torch.float64)
@@ -350,100 +347,17 @@ class ShardedStatistics:
         return out
 
 
-def merge(rows: np.ndarray) -> dict[str, float]:
-    """The partials of every rank (rows, in `PARTIALS` order) -> the global partials."""
-    with np.errstate(all="ignore"):  # inf and NaN merge as NumPy's reductions of the whole would give
-        return _merge(rows)
+def _global_ranks(group: Any, size: int) -> list[int]:
+    """The global rank of each rank of `group` (the default group: the same numbers)."""
+    if size <= 1:
+        return [dist.get_rank() if dist.is_available() and dist.is_initialized() else 0]
+    if group is None:
+        return list(range(size))
+    return [dist.get_global_rank(group, i) for i in range(size)]
 
 
-def _merge(rows: np.ndarray) -> dict[str, float]:
-    counted = rows[rows[:, _I["count"]] > 0]
-    n = float(counted[:, _I["count"]].sum())
-    out = {"count": n}
-    for name in ("sum", "sum_sq", "sum_abs", "nan_count", "inf_count", "zero_count", "delta_sq"):
-        out[name] = float(rows[:, _I[name]].sum())
-    out["prod"] = float(np.prod(counted[:, _I["prod"]])) if len(counted) else math.nan
-    for name, pick in (("min", np.min), ("max", np.max), ("min_abs", np.min), ("max_abs", np.max),
-                       ("row_range", np.max)):  # fmt: skip
-        column = rows[:, _I[name]]
-        out[name] = math.nan if np.isnan(column).any() else float(pick(column))
-    out["fingerprint"] = float(int(rows[:, _I["fingerprint"]].astype(np.int64).sum()) % st.P)
-    for m2, total in (("m2", "sum"), ("m2_abs", "sum_abs")):  # Chan et al.: exact in float64
-        if n == 0:
-            out[m2] = math.nan
-            continue
-        mean = out[total] / n
-        with np.errstate(invalid="ignore", over="ignore"):
-            parts = (
-                counted[:, _I[m2]]
-                + counted[:, _I["count"]] * (counted[:, _I[total]] / counted[:, _I["count"]] - mean) ** 2
-            )
-        out[m2] = float(parts.sum())
-    return out
-
-
-def _value(s: Statistic, summary: Summary, requires_grad: bool) -> Value | None:
-    """One statistic of a sharded tensor from its merged partials (None: does not merge)."""
-    m, name, shape = summary.merged, s.name, summary.shape
-    numel = math.prod(shape)
-    if name == "count":
-        return float(numel)
-    if name == "samples":
-        return float(shape[0]) if shape else 1.0
-    if name == "requires_grad":
-        return float(requires_grad)
-    if name == "fingerprint":
-        return summary.local_fingerprint if summary.replicated else m["fingerprint"]
-    if name not in st.MERGES:
-        return None
-    if name in ("nan_count", "inf_count"):
-        return m[name]
-    if numel == 0:
-        return math.nan
-    if name == "zero_fraction":
-        return m["zero_count"] / m["count"]
-    if name == "delta_l2":
-        return math.sqrt(m["delta_sq"]) if m["delta_sq"] >= 0 else math.nan
-    if name == "row_range":
-        return None if not summary.whole_rows else (m["row_range"] if len(shape) else 0.0)
-    if name == "quantile":
-        if summary.sample is None:
-            return None
-        sample = np.sort(summary.sample)
-        if not sample.size or np.isnan(sample[-1]):
-            return math.nan
-        lo, hi, t = st.quantile_position(sample.size, s.params[0])
-        return float(st.interpolate(float(sample[lo]), float(sample[hi]), t))
-    if name == "sample_change":
-        return summary.sample_change if summary.sample is not None else None
-    base, absolute = (name[:-4], True) if name.endswith("_abs") else (name, False)
-    n = m["count"]
-    total, m2 = (m["sum_abs"], m["m2_abs"]) if absolute else (m["sum"], m["m2"])
-    if base == "sum":
-        return total
-    if base == "mean":
-        return total / n
-    if base == "variance":
-        return m2 / n
-    if base == "std":
-        return math.sqrt(m2 / n) if m2 / n >= 0 else math.nan
-    if base == "l1":
-        return m["sum_abs"]
-    if base == "l2":
-        return math.sqrt(m["sum_sq"])
-    if base == "prod":
-        return None if absolute else m["prod"]
-    if base in ("min", "max"):
-        return m[f"{base}_abs" if absolute else base]
-    return None
-
-
-def _sample_change(sample: np.ndarray, before: np.ndarray | None) -> float:
-    """`sample_change` from the global subsample now and at the last statistics step."""
-    if before is None or before.shape != sample.shape:
-        return math.nan
-    norm = float(np.sqrt(np.sum(np.square(sample))))
-    return float(np.sqrt(np.sum(np.square(sample - before)))) / norm if norm > 0 else math.nan
+def _world() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _fingerprint_tensor(x: torch.Tensor) -> torch.Tensor:
@@ -488,27 +402,6 @@ def _piece(name: str, tensor: Any, subsample: bool) -> _Piece:
     )
     subsample = subsample and positional
     return _Piece(name, original, tensor, local, mesh, owner, replicated, box, whole_rows, subsample)
-
-
-def _positions(
-    shape: tuple[int, ...], box: tuple[tuple[int, ...], tuple[int, ...]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(indices into the global subsample, flat indices into the local piece) of the subsample
-    positions that lie in this rank's box (global offset, local shape)."""
-    n = math.prod(shape)
-    index = st.subsample_index(n)
-    if not shape:
-        return np.arange(index.size), index
-    coords = np.unravel_index(index, shape)
-    offset, local_shape = box
-    inside = np.ones(index.size, dtype=bool)
-    for c, o, s in zip(coords, offset, local_shape, strict=True):
-        inside &= (c >= o) & (c < o + s)
-    where = np.nonzero(inside)[0]
-    local = np.ravel_multi_index(
-        tuple(c[where] - o for c, o in zip(coords, offset, strict=True)), local_shape
-    ) if where.size else np.zeros(0, dtype=np.int64)  # fmt: skip
-    return where, np.asarray(local, dtype=np.int64)
 
 
 def _group(mesh: Any) -> Any:

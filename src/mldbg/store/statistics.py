@@ -54,6 +54,7 @@ exactly from the pieces' partial statistics, and how; the others are left out fo
 | `class_counts` | I32 | (C+1,) | labels or predicted classes per class id; the last bucket counts ids outside [0, C) (an ignore_index, a bad label) |
 | `class_correct` | I32 | (C+1,) | on the labels: per label class, samples predicted right |
 | `confusion` | I32 | (C, C) | on the labels, when C <= 64: rows label, columns predicted class |
+| `rank_nonfinite` | I32 | (R,) | a sharded tensor (DTensor): per global rank of the job, the NaN and inf elements of that rank's own piece; recorded with `nan_count`/`inf_count` at the steps where some piece holds one (the per-rank view) |
 
 Units and channels are the same axis (`feature_axis`): the feature axis of a 2-D tensor, the
 last axis of a 3-D one (N, T, F), axis 1 of a 4-D or larger one (N, C, H, W: channels first),
@@ -122,6 +123,7 @@ VECTORS: dict[str, str] = {  # name -> storage dtype (safetensors names)
     "class_counts": "I32",
     "class_correct": "I32",
     "confusion": "I32",
+    "rank_nonfinite": "I32",
 }
 PARAMETRIC_VECTORS: dict[str, int] = {"unit_outside": 2}
 CLASS_VECTORS = ("class_counts", "class_correct", "confusion")

@@ -161,9 +161,27 @@ class ExplodingTensor(Rule):
             parts.append(f"+-inf in {len(infs)} tensor{'s' if len(infs) > 1 else ''} ({short_list(infs)})")
         return self.finding(
             trial, step,
-            f"{' and '.join(parts)} from step {step} on: the values overflowed, training is lost from here",
+            f"{' and '.join(parts)} from step {step} on{_ranks(trial, step, nans + infs)}: the values "
+            "overflowed, training is lost from here",
             tensors=nans + infs,
         )  # fmt: skip
+
+
+def _ranks(view: TrialView, step: int, names: list[str]) -> str:
+    """Where a sharded tensor's NaN or inf lies (its `rank_nonfinite` vector: per rank, those
+    of that rank's piece): ', in the shard of rank 1' (naming the tensors when not all of them
+    are sharded that way); '' without one."""
+    where: dict[tuple[int, ...], list[str]] = {}
+    for name in names:
+        found = view.saved_statistic(name, step, "rank_nonfinite")
+        if isinstance(found, np.ndarray) and found.size and (found > 0).any():
+            where.setdefault(tuple(np.flatnonzero(found > 0).tolist()), []).append(name)
+    if not where:
+        return ""
+    ranks, tensors = min(where.items(), key=lambda item: (len(item[0]), item[0]))  # the narrowest first
+    plural = "s" if len(ranks) > 1 else ""
+    which = "" if len(tensors) == len(names) else f" ({short_list(tensors)})"
+    return f", in the shard{plural} of rank{plural} {', '.join(str(r) for r in ranks)}{which}"
 
 
 __all__ = ["ExplodingTensor", "nonfinite"]
