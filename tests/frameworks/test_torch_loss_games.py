@@ -138,3 +138,40 @@ def test_accumulation_twins_still_fire(tmp_path):
     assert {"loss_divergence", "exploding_tensor", "loss_spike", "loss_change_point"} & set(diverging), (
         diverging
     )
+
+
+def _two_tasks(path, lr_b: float, steps: int = 150) -> None:
+    """Two classifiers on one hook, each with its own loss, backward pass and optimizer, in
+    one step: two losses on different parameters that are no game (each is meant to fall)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    wa, wb = torch.randn(10, 3, generator=g), torch.randn(10, 4, generator=g)
+    a = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    b = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    opt_b = torch.optim.SGD(b.parameters(), lr=lr_b)
+    hook = Hook(str(path))
+    hook.register_module(a, name="task_a")
+    hook.register_module(b, name="task_b")
+    for _ in range(steps):
+        x = torch.randn(32, 10, generator=g)
+        opt_a.zero_grad()
+        F.cross_entropy(a(x), (x @ wa).argmax(1)).backward()
+        opt_a.step()
+        opt_b.zero_grad()
+        F.cross_entropy(b(x), (x @ wb).argmax(1)).backward()
+        opt_b.step()
+    hook.close()
+
+
+def test_two_tasks_are_two_losses_and_no_game(tmp_path):
+    """Both learn: two series, falling together, not a game; task B's optimizer at learning
+    rate 0: its loss stalls, and the loss rules say so on `loss/backward1`."""
+    _two_tasks(tmp_path / "healthy", lr_b=0.1)
+    assert set(_series(tmp_path / "healthy")) == {"loss", "loss/backward1"}
+    trial = mldbg.create_trial(str(tmp_path / "healthy"))
+    assert not adversarial(TrialView(trial), trial.steps()[-150:])
+    _two_tasks(tmp_path / "stalled", lr_b=0.0)
+    found = mldbg.check(str(tmp_path / "stalled"), rules=LOSS_RULES)
+    assert {"loss_not_decreasing", "underfitting"} & {f.rule for f in found}, found
+    assert all(f.tensors == ["loss/backward1"] for f in found), [(f.rule, f.tensors) for f in found]

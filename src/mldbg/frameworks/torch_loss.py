@@ -18,9 +18,10 @@ discriminator) are different losses, each its own series: the first keeps `loss`
 are `loss/backward1`, `loss/backward2`, ... (in the order the step first gives them). What a
 pass reaches is read from its autograd graph (the registered models' top-level submodules
 whose parameters it accumulates into; any parameter outside them counts as one more part),
-walked before the pass runs: for the backward passes of the first 16 steps, and for every
-pass only in a run found to give different losses (one walk of the graph's nodes, a few
-microseconds per hundred nodes). Each value stays on its device:
+its nodes walked as the step ends: only in a step of several passes, until 16 such steps
+showed one loss (then never again), and in every step of a run found to give different
+losses (a few microseconds per hundred nodes). A run of one backward pass a step is never
+walked. Each value stays on its device:
 no wait for it, no change to the graph or the gradients (the tensor is only read, detached).
 
 Seeing backward's tensor needs one process-wide wrapper around `torch.autograd.backward`
@@ -81,11 +82,11 @@ class LossCapture:
         self.hook = hook
         self.off = False
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
-        # the tensors given to backward this step, with the parts of the models each reaches
-        # (None once the run is known to give one loss)
-        self._backward: list[tuple[frozenset[str] | None, torch.Tensor]] = []
+        # the tensors given to backward this step, detached, with their graphs' roots (None once
+        # the run is known to give one loss): what each pass reached is read as the step ends
+        self._backward: list[tuple[Any, torch.Tensor]] = []
         self._split: bool | None = None  # backward passes of different losses? (None: not yet known)
-        self._probed = 0  # steps whose backward passes were told apart
+        self._probed = 0  # steps of several backward passes that were told apart
         self._series: dict[frozenset[str], str] = {}  # what a pass reaches -> its series' name
         self._parts: dict[int, str] = {}  # id of a registered parameter -> its model's part
         self._parts_of = (0, 0)  # the registered parameters `_parts` maps: the list's id, its length
@@ -157,13 +158,17 @@ class LossCapture:
             return  # not a pass through a model this hook records in the open step
         hook.timeline.mark(marks.BACKWARD_START)
         if not self._returned:
-            reached = self._reached(tensor) if self._split is not False else None
-            self._backward.append((reached, self._unscaled(tensor)))
+            root = tensor.grad_fn if self._split is not False else None
+            self._backward.append((root, self._unscaled(tensor)))
             self._inputs(tensor)
 
-    def _reached(self, tensor: torch.Tensor) -> frozenset[str]:
+    def _reached(self, root: Any) -> frozenset[str] | None:
         """The parts of the registered models (top-level submodules, with the model's prefix)
-        whose parameters the backward pass of `tensor` accumulates into; OTHER for any other."""
+        whose parameters the backward pass from the autograd node `root` accumulated into;
+        OTHER for any other. Read after the pass ran: it frees the graph's saved tensors, not
+        its nodes."""
+        if root is None:
+            return None
         params = self.hook._params
         if self._parts_of != (id(params), len(params)):  # a model registered, or its shards renamed
             self._parts_of = (id(params), len(params))
@@ -173,7 +178,7 @@ class LossCapture:
                     self._parts[id(p)] = m.prefix + name[len(m.prefix) :].split(".", 1)[0]
         found: set[str] = set()
         seen: set[int] = set()
-        todo = [tensor.grad_fn]
+        todo = [root]
         while todo and len(seen) < MAX_NODES:
             node = todo.pop()
             if node is None or id(node) in seen:
@@ -235,21 +240,22 @@ class LossCapture:
         for name, values in self._losses(passes).items():
             self.hook._save(name, _mean(values), ("losses",))
 
-    def _losses(
-        self, passes: list[tuple[frozenset[str] | None, torch.Tensor]]
-    ) -> dict[str, list[torch.Tensor]]:
+    def _losses(self, passes: list[tuple[Any, torch.Tensor]]) -> dict[str, list[torch.Tensor]]:
         """The step's backward passes by loss: one `loss` (their mean) unless they reach
-        different parts of the models, then one series per part reached."""
+        different parts of the models, then one series per part reached. A step of one pass
+        is not looked into until the run showed different losses in one step."""
+        if self._split is False or (len(passes) == 1 and not self._split):
+            return {NAME: [v for _, v in passes]}
         groups: dict[frozenset[str] | None, list[torch.Tensor]] = {}
-        for reached, value in passes:
-            groups.setdefault(reached, []).append(value)
+        for root, value in passes:
+            groups.setdefault(self._reached(root), []).append(value)
         if self._split is None:
             self._probed += 1
             if len(groups) > 1:
                 self._split = True
             elif self._probed >= PROBE_STEPS:
-                self._split = False  # one loss: its passes are not walked any more
-        if not self._split or len(groups) == 1 and not self._series:
+                self._split = False  # one loss (accumulation): its passes are not walked any more
+        if not self._split:
             return {NAME: [v for _, v in passes]}
         out: dict[str, list[torch.Tensor]] = {}
         for i, (reached, values) in enumerate(groups.items()):
