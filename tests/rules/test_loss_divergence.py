@@ -171,8 +171,7 @@ def test_quiet_on_a_gan_whose_generator_loss_climbs_tenfold(tmp_path):
     assert {"loss_d", "loss_g"} <= set(trial.tensor_names(collection="scalars"))
     assert len(trial.tensor("loss_g").steps()) == 40
     assert not mldbg.check(tmp_path / "run", rules=["loss_divergence"])
-    # read and judged: with no bound on when the rise happens, a 5x climb is found
-    assert (
-        "loss_g"
-        in mldbg.check(tmp_path / "run", rules=["loss_divergence:factor=5,onset=40,horizon=40"])[0].tensors
-    )
+    # read and judged: with no bound on when the rise happens, a 5x climb is found (in the
+    # generator's loss as saved, and as captured from its backward pass: `loss/backward1`)
+    loose = mldbg.check(tmp_path / "run", rules=["loss_divergence:factor=5,onset=40,horizon=40"])
+    assert "loss_g" in [t for f in loose for t in f.tensors]

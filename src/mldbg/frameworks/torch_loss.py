@@ -11,7 +11,17 @@ step's loss as `loss` in `losses`, where every loss rule and the report's loss c
   sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
   back by its scale. Only while a TRAIN step of a registered model is open, after one of its
   models ran its forward in that step, and only a one-element floating tensor.
-Several in one step (gradient accumulation): their mean. Each value stays on its device:
+Several in one step: their mean when they train the same parameters (gradient accumulation:
+micro-batches of one loss). Backward passes of one step that reach different parameters (a
+GAN: the discriminator's loss, then the generator's, which also runs through the
+discriminator) are different losses, each its own series: the first keeps `loss`, the others
+are `loss/backward1`, `loss/backward2`, ... (in the order the step first gives them). What a
+pass reaches is read from its autograd graph (the registered models' top-level submodules
+whose parameters it accumulates into; any parameter outside them counts as one more part),
+its nodes walked as the step ends: only in a step of several passes, until 16 such steps
+showed one loss (then never again), and in every step of a run found to give different
+losses (a few microseconds per hundred nodes). A run of one backward pass a step is never
+walked. Each value stays on its device:
 no wait for it, no change to the graph or the gradients (the tensor is only read, detached).
 
 Seeing backward's tensor needs one process-wide wrapper around `torch.autograd.backward`
@@ -58,6 +68,9 @@ CLASS_NODES = frozenset(
     }
 )
 SAMPLE_NODES = frozenset({"MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0"})
+PROBE_STEPS = 16  # steps whose backward passes are told apart by what they reach, before deciding
+MAX_NODES = 100_000  # autograd nodes walked at most to tell what a backward pass reaches
+OTHER = "?"  # the parts a pass reaches outside the registered models
 MAX_SCANS = 4  # searches for GradScalers per hook (a scaler keeps its scale tensor for the run)
 SCALES = frozenset({"MulBackward0", "DivBackward0", "MulBackward1", "DivBackward1"})  # loss * w, loss / n
 
@@ -69,7 +82,14 @@ class LossCapture:
         self.hook = hook
         self.off = False
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
-        self._backward: list[torch.Tensor] = []  # the tensors given to backward, this step
+        # the tensors given to backward this step, detached, with their graphs' roots (None once
+        # the run is known to give one loss): what each pass reached is read as the step ends
+        self._backward: list[tuple[Any, torch.Tensor]] = []
+        self._split: bool | None = None  # backward passes of different losses? (None: not yet known)
+        self._probed = 0  # steps of several backward passes that were told apart
+        self._series: dict[frozenset[str], str] = {}  # what a pass reaches -> its series' name
+        self._parts: dict[int, str] = {}  # id of a registered parameter -> its model's part
+        self._parts_of = (0, 0)  # the registered parameters `_parts` maps: the list's id, its length
         self._classes_at = -1  # the step whose predictions and labels are recorded
         self._scalers: dict[int, bool] = {}  # data_ptr of a scale factor: a GradScaler's scale?
         self._ids: torch.Tensor | None = (
@@ -138,8 +158,37 @@ class LossCapture:
             return  # not a pass through a model this hook records in the open step
         hook.timeline.mark(marks.BACKWARD_START)
         if not self._returned:
-            self._backward.append(self._unscaled(tensor))
+            root = tensor.grad_fn if self._split is not False else None
+            self._backward.append((root, self._unscaled(tensor)))
             self._inputs(tensor)
+
+    def _reached(self, root: Any) -> frozenset[str] | None:
+        """The parts of the registered models (top-level submodules, with the model's prefix)
+        whose parameters the backward pass from the autograd node `root` accumulated into;
+        OTHER for any other. Read after the pass ran: it frees the graph's saved tensors, not
+        its nodes."""
+        if root is None:
+            return None
+        params = self.hook._params
+        if self._parts_of != (id(params), len(params)):  # a model registered, or its shards renamed
+            self._parts_of = (id(params), len(params))
+            self._parts = {}
+            for m in self.hook._models:
+                for name, p, _ in m.params:
+                    self._parts[id(p)] = m.prefix + name[len(m.prefix) :].split(".", 1)[0]
+        found: set[str] = set()
+        seen: set[int] = set()
+        todo = [root]
+        while todo and len(seen) < MAX_NODES:
+            node = todo.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                found.add(self._parts.get(id(variable), OTHER))
+            todo.extend(f for f, _ in node.next_functions)
+        return frozenset(found)
 
     def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` detached; a GradScaler's `loss * scale` divided back by its scale."""
@@ -181,16 +230,55 @@ class LossCapture:
             stats.add_kinds(f"{PREFIX}_input_1", labels, ("samples",), ("labels",))
 
     def _step_end(self) -> None:
-        values = self._returned or self._backward
+        returned, passes = self._returned, self._backward
         self._returned, self._backward = [], []
-        if self.off or not values:
+        if self.off or not (returned or passes):
             return
-        if len(values) == 1:
-            loss = values[0]
-        else:
-            device = values[0].device
-            loss = torch.stack([v.reshape(()).float().to(device) for v in values]).mean()
-        self.hook._save(NAME, loss.reshape(()), ("losses",))
+        if returned:
+            self.hook._save(NAME, _mean(returned), ("losses",))
+            return
+        for name, values in self._losses(passes).items():
+            self.hook._save(name, _mean(values), ("losses",))
+
+    def _losses(self, passes: list[tuple[Any, torch.Tensor]]) -> dict[str, list[torch.Tensor]]:
+        """The step's backward passes by loss: one `loss` (their mean) unless they reach
+        different parts of the models, then one series per part reached. A step of one pass
+        is not looked into until the run showed different losses in one step."""
+        if self._split is False or (len(passes) == 1 and not self._split):
+            return {NAME: [v for _, v in passes]}
+        groups: dict[frozenset[str] | None, list[torch.Tensor]] = {}
+        for root, value in passes:
+            groups.setdefault(self._reached(root), []).append(value)
+        if self._split is None:
+            self._probed += 1
+            if len(groups) > 1:
+                self._split = True
+            elif self._probed >= PROBE_STEPS:
+                self._split = False  # one loss (accumulation): its passes are not walked any more
+        if not self._split:
+            return {NAME: [v for _, v in passes]}
+        out: dict[str, list[torch.Tensor]] = {}
+        for i, (reached, values) in enumerate(groups.items()):
+            key = reached or frozenset()
+            name = self._series.get(key)
+            if name is None:
+                first = i == 0 and NAME not in self._series.values()
+                name = (
+                    NAME
+                    if first
+                    else f"{NAME}/backward{len(self._series) + (NAME not in self._series.values())}"
+                )
+                self._series[key] = name
+            out.setdefault(name, []).extend(values)
+        return out
+
+
+def _mean(values: list[torch.Tensor]) -> torch.Tensor:
+    """The step's loss: its one value, or the mean of several (on the first one's device)."""
+    if len(values) == 1:
+        return values[0].reshape(())
+    device = values[0].device
+    return torch.stack([v.reshape(()).float().to(device) for v in values]).mean()
 
 
 def returned_loss(output: Any) -> torch.Tensor | None:

@@ -99,11 +99,46 @@ def model_of(name: str, prefixes: Sequence[str]) -> str:
     return next((p for p in prefixes if bare.startswith(p)), "")
 
 
+# the losses of a step's backward passes that reach different parameters (a GAN's players):
+# `loss` and `loss/backward1`, ... (mldbg.frameworks.torch_loss)
+_BACKWARD = re.compile(r"^(.*)/backward\d+$")
+
+
 def adversarial(view: TrialView, steps: Sequence[int]) -> bool:
     """A GAN on one hook, at these training steps: two or more models trained (each one's
     gradients recorded) on a loss whose targets are made per batch (every recorded batch of
-    labels holds one class: "real" for the generator's pass). The generator's loss is one
-    side of a game: it is not meant to fall (it rises as the discriminator learns)."""
+    labels holds one class: "real" for the generator's pass); or, with no labels recorded
+    (a hinge or Wasserstein loss, the loss read from backward), two losses that one step's
+    backward passes give on different parameters (`loss`, `loss/backward1`: the
+    discriminator's pass, then the generator's) and that move against each other over these
+    steps (`mldbg.rules.losses.opposed`: when one player gains, the other loses). The
+    generator's loss is one side of a game: it is not meant to fall (it rises as the
+    discriminator learns). Two such losses that fall together (two models, each trained on
+    its own task) are no game."""
+    return _labelled_game(view, steps) or _opposed_passes(view, steps)
+
+
+def _opposed_passes(view: TrialView, steps: Sequence[int]) -> bool:
+    """Two losses of one step's backward passes on different parameters, moving against
+    each other over `steps`."""
+    from mldbg.rules.losses import opposed, value_of  # losses reads the view as this module does
+
+    split = [n for n in view.names("losses") if _BACKWARD.match(n)]
+    if not split or len(steps) < 10:
+        return False
+    names = sorted({m.group(1) for n in split if (m := _BACKWARD.match(n))} | set(split))
+    series: dict[str, list[float]] = {n: [] for n in names}
+    for step in steps:
+        got = {n: value_of(view, n, step) for n in names}
+        for n, v in got.items():
+            if v is not None and all(w is not None for w in got.values()):
+                series[n].append(v)
+    return any(
+        opposed(series[a], series[b]) for i, a in enumerate(names) for b in names[i + 1 :] if series[a]
+    )
+
+
+def _labelled_game(view: TrialView, steps: Sequence[int]) -> bool:
     prefixes = model_prefixes(view)
     if len(prefixes) < 2:
         return False
