@@ -449,3 +449,32 @@ class Hyper(Tiny):
     def __init__(self, lr: float = 0.1):
         super().__init__(lr)
         self.save_hyperparameters()
+
+
+def test_each_steps_gradients_are_its_own_batchs_under_automatic_optimization(tmp_path):
+    """Lightning runs forward and backward inside `optimizer.step(closure)`, after the
+    optimizer's pre-hook: the gradients the hook records at a step are the ones that step's
+    optimizer used (as `on_before_optimizer_step` sees them), not the previous batch's, and
+    the last batch's are recorded too."""
+
+    class Seen(Tiny):
+        def __init__(self):
+            super().__init__()
+            self.grads: list[dict[str, np.ndarray]] = []
+
+        def on_before_optimizer_step(self, optimizer):
+            self.grads.append({n: p.grad.detach().numpy().copy() for n, p in self.named_parameters()})
+
+    torch.manual_seed(0)
+    model = Seen()
+    train, val = _data(n=96)
+    cb = DebuggerCallback(
+        tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["gradients", "losses"]
+    )
+    _trainer(cb, max_epochs=1, num_sanity_val_steps=0).fit(model, train, val)
+    trial = mldbg.create_trial(tmp_path)
+    steps = trial.steps(mode=Mode.TRAIN)
+    assert len(steps) == len(model.grads) == len(train)
+    for step, seen in zip(steps, model.grads, strict=True):
+        for name, grad in seen.items():
+            np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)

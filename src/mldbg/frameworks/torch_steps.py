@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import gc
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -117,12 +118,15 @@ class StepEnds:
             )
         return known
 
-    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        """Before an optimizer's step: the step's gradients are saved now, or, where
+        `step(closure)` computes them (Lightning's automatic optimization, L-BFGS), when the
+        closure first returns (the pre-hook then hands the optimizer a wrapped closure)."""
         models = self._ours(optimizer)
         self._evals.end_run()  # any optimizer: training goes on
         self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
         if not models or not self.recorder.in_step:
-            return
+            return None
         self.timeline.mark(marks.OPTIMIZER_START)
         if not self._optimizer_seen:
             self._optimizer_seen = True
@@ -138,9 +142,18 @@ class StepEnds:
         if self.recorder.mode == Mode.TRAIN:
             if self._stats is not None and self._stats.due():  # parameter_without_gradient
                 self._stats.optimizer_holds({id(p) for g in optimizer.param_groups for p in g["params"]})
-            self._save_gradients(models)
+            closure = kwargs.get("closure", args[0] if args else None)
+            if not callable(closure):
+                self._save_gradients(models)
+                return None
+            return _after_first_call(closure, self._gradient_saver(models), args, kwargs)
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()
+        return None
+
+    def _gradient_saver(self, models: tuple[RegisteredModel, ...]) -> Callable[[], None]:
+        """What saves this optimizer step's gradients once a closure has computed them."""
+        return lambda: self._save_gradients(models)
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
@@ -154,6 +167,27 @@ class StepEnds:
         self.timeline.mark(marks.OPTIMIZER_END)
         self.timeline.step_end()
         self.recorder.end_step()
+
+
+def _after_first_call(
+    closure: Callable[[], Any], then: Callable[[], None], args: Any, kwargs: Any
+) -> tuple[Any, Any]:
+    """The optimizer's (args, kwargs) with `closure` replaced by one that runs `then` after its
+    first call: the gradients it computed, before the optimizer uses them (L-BFGS calls it
+    again at moved weights: those are not the step's gradients)."""
+    done = False
+
+    def closure_then() -> Any:
+        nonlocal done
+        loss = closure()
+        if not done:
+            done = True
+            then()
+        return loss
+
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": closure_then}
+    return (closure_then, *args[1:]), kwargs
 
 
 def optimizer_exists(param_ids: set[int]) -> bool:

@@ -21,6 +21,7 @@ each optimizer step saves the gradients of the parameters that optimizer updates
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -137,15 +138,29 @@ class TrainerHook(Hook):
         if self.driven:  # the loop's batch, not the model's forward, is the span of its layers
             m.running = True
 
-    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _on_optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         if self.stop_reason is not None:
-            return
+            return None
         if self.step_at_batch_end:  # its own parameters' gradients only (the others are stale)
             self._stepping_params = {id(p) for g in optimizer.param_groups for p in g["params"]}
         try:
-            super()._on_optimizer_pre(optimizer, args, kwargs)
+            return super()._on_optimizer_pre(optimizer, args, kwargs)
         finally:
             self._stepping_params = None
+
+    def _gradient_saver(self, models: tuple[RegisteredModel, ...]) -> Callable[[], None]:
+        only = self._stepping_params  # the closure runs after the pre-hook has reset it
+
+        def save() -> None:
+            if self.stop_reason is not None:
+                return
+            self._stepping_params = only
+            try:
+                self._save_gradients(models)
+            finally:
+                self._stepping_params = None
+
+        return save
 
     def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         only = self._stepping_params
