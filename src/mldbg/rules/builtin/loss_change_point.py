@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -159,12 +160,13 @@ class LossChangePoint(LossSeriesRule):
         w = self.window
         base = max(0, first - w)
         levels = None
-        quiet: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        quiet: tuple | None = None
         if len(values) - first > 8:
             x = np.asarray(values, dtype=np.float64)
             levels = trailing_median(x[base:], w)
             self._prefill(name, x, first)
-            quiet = self._quiet(name, values, x, levels[first - base :], first)
+            found = self._quiet(name, values, x, levels[first - base :], first)
+            quiet = None if found is None else (*found, found[0].tolist(), found[1].tolist())
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
         ref = self._ref.get(name)
@@ -175,11 +177,11 @@ class LossChangePoint(LossSeriesRule):
         while i < n:
             if quiet is not None and not total > 0:
                 # the values from i that leave the sum at 0, or that a scan passes over
-                nxt, at, lv, js = quiet
-                k = int(np.searchsorted(nxt, i))
-                upto = int(nxt[k]) if k < len(nxt) else n
+                nxt, at, lv, js, steps_at, zeros_at = quiet
+                k = bisect.bisect_left(steps_at, i)
+                upto = steps_at[k] if k < len(steps_at) else n
                 if upto > i:
-                    lo, hi = np.searchsorted(at, (i, upto))
+                    lo, hi = bisect.bisect_left(zeros_at, i), bisect.bisect_left(zeros_at, upto)
                     if hi > lo:
                         done.append(("quiet", at[lo:hi], lv[lo:hi], js[lo:hi]))
                     i = upto
@@ -211,7 +213,7 @@ class LossChangePoint(LossSeriesRule):
 
     def _quiet(
         self, name: str, values: list[float], x: np.ndarray, levels: np.ndarray, first: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """For the values `x[first:]` (`levels`: the trailing medians of each), what `_scan`
         does with each when its sum stands at 0, at once: it passes over a value of the
         warm-up or a value not finite, and a value whose increment min(z, cap) - drift (z
