@@ -18,7 +18,7 @@ import pytest
 import mldbg
 from mldbg.record.recorder import Recorder
 from mldbg.rules import detect
-from mldbg.rules.losses import checkpoints, judgement, progress
+from mldbg.rules.losses import checkpoints, judged_at, judgement, progress
 
 T3_ROBUST = 1.4826 * 0.764892  # the robust sigma of Student-t with 3 degrees of freedom (q75 = 0.7649)
 
@@ -254,3 +254,39 @@ def test_the_loss_rules_fire_fast_on_buggy_twins(tmp_path, bug):
     hits = [first[r] for r in expected if r in first]
     assert hits, f"{bug}: expected one of {expected}, fired {first}"
     assert onset <= min(hits) <= onset + within, first
+
+
+@pytest.mark.parametrize("kind", ["decay", "heavy", "ties"])
+def test_the_noise_models_of_many_windows_are_those_of_each(kind):
+    """`noise_windows` (loss_change_point's blocks, all at once) gives the numbers `noise` and
+    `long_run` give each window on its own: same decisions, only faster."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    t = np.arange(n)
+    x = {
+        "decay": 2 * np.exp(-t / 1000) + 0.1 * rng.standard_normal(n),
+        "heavy": 1 + 0.05 * rng.standard_t(3, n) + 0.02 * np.sin(t / 7),
+        "ties": np.round(1 + 0.01 * rng.standard_normal(n), 3),  # a loss rounded: many ties
+    }[kind]
+    ends = np.arange(500, n + 1, 50)
+    for end, (model, phi) in zip(
+        ends, detect.noise_windows(x, ends, 500, 0.01, tail_margin=0.0), strict=True
+    ):
+        w = x[end - 500 : end]
+        want = detect.noise(w, floor=0.01 * abs(float(np.median(w))), tail_margin=0.0)
+        assert want is not None
+        for got, ref in zip(
+            (model.level, model.sigma, model.rho, model.nu, model.n, phi),
+            (want.level, want.sigma, want.rho, want.nu, want.n, detect.long_run(w, want)),
+            strict=True,
+        ):
+            assert got == pytest.approx(ref, rel=1e-12, abs=1e-15)
+    with pytest.raises(ValueError):
+        detect.noise_windows(x, ends, 40, 0.01)
+
+
+def test_the_checkpoint_lengths_at_once_are_the_checkpoints():
+    lengths = np.arange(1, 20_000)
+    for window, patience in ((10, 5), (2, 2), (7, 1), (50, 9)):
+        want = [checkpoints(window, patience, int(n))[0] for n in lengths]
+        assert judged_at(window, patience, lengths).tolist() == want

@@ -114,3 +114,45 @@ def test_quiet_on_a_gan_on_one_hook(tmp_path):
         _bce_gan(tmp_path / "run"), rules=["loss_change_point", "loss_not_decreasing", "underfitting"]
     )
     assert not found, [str(f) for f in found]
+
+
+@pytest.mark.parametrize("kind", ["healthy", "jump", "gaps"])
+def test_the_fast_scan_decides_as_the_step_scan(kind):
+    """The fast path's scan (many values at once: the noise models of all blocks together,
+    the values that leave the CUSUM at 0 stepped over) reaches the state and the firing value
+    the step path reaches one value at a time."""
+    import numpy as np
+
+    from mldbg.rules.builtin.loss_change_point import LossChangePoint
+
+    rng = np.random.default_rng(7)
+    n = 4000
+    x = 2 * np.exp(-np.arange(n) / 1500) + 0.5 + 0.1 * rng.standard_normal(n)
+    if kind == "jump":
+        x[3000:] += 0.6
+    if kind == "gaps":
+        x[1200:1300] = np.nan
+        x[2500] = np.inf
+    values = x.tolist()
+    step, fast = LossChangePoint(), LossChangePoint()
+    step.reset()
+    fast.reset()
+    fired_step = None
+    for i in range(n):
+        done, at = step._scan("loss", values[: i + 1], i)
+        step._last("loss", done)
+        if at is not None:
+            fired_step = at
+            break
+    upto = n if fired_step is None else fired_step + 1
+    fired_fast = None
+    for lo, hi in ((0, 700), (700, 2600), (2600, n)):  # in chunks, as the runner offers them
+        done, at = fast._scan("loss", values[:hi], lo)
+        fast._last("loss", done, hi if at is None else at + 1)
+        if at is not None:
+            fired_fast = at
+            break
+    assert fired_fast == fired_step
+    assert (kind == "jump") == (fired_step is not None)
+    assert (fast._sum, fast._start, fast._ref) == (step._sum, step._start, step._ref)
+    assert upto <= n

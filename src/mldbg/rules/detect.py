@@ -258,6 +258,92 @@ def long_run(
     return phi
 
 
+def _ends_level(med: np.ndarray, starts: np.ndarray, size: int, width: int) -> np.ndarray:
+    """`_local_level` of each window of `size` values starting at `starts`, from `med`, the
+    running median (width `width`) of the whole series the windows are cut from: a window's
+    own running medians are the series' (the same values, in the same order), its ends
+    padded with the nearest full window's."""
+    half, inner = width // 2, size - width + 1
+    cols = np.clip(np.arange(size) - half, 0, inner - 1)
+    return med[starts[:, None] + cols[None, :]]
+
+
+def _running_median(x: np.ndarray, width: int) -> np.ndarray:
+    return np.median(np.lib.stride_tricks.sliding_window_view(x, width), axis=1)
+
+
+def _spreads(d: np.ndarray) -> np.ndarray:
+    """`_spread` of each row of `d` (before its division by 0.6573)."""
+    a = np.sort(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+    return a[:, : max(1, int(math.ceil(0.9 * d.shape[1])))].mean(axis=1)
+
+
+def noise_windows(
+    x: np.ndarray, ends: np.ndarray, size: int, floor_share: float, tail_margin: float = TAIL_MARGIN
+) -> list[tuple[Noise, float]]:
+    """For each window `x[e - size : e]` (e in `ends`), (`noise` of it, floored at
+    `floor_share` x |its median|, and `long_run` of it under that model): the same numbers as
+    those functions give one window at a time, computed over all windows at once (the
+    running medians of the whole stretch once, the sorts and quantiles row by row). Every
+    window must be finite, with `2 _SLOPE < size <= HISTORY` and `size >= MIN_TAIL`."""
+    if not (2 * _SLOPE < size <= HISTORY and size >= MIN_TAIL):
+        raise ValueError(f"window of {size} values: use noise()")
+    out: list[tuple[Noise, float]] = []
+    ends = np.asarray(ends, dtype=np.int64)
+    for c in range(0, len(ends), 128):  # 128 windows at a time: bounded memory
+        chunk = ends[c : c + 128]
+        lo = int(chunk[0]) - size
+        seg = np.asarray(x[lo : int(chunk[-1])], dtype=np.float64)
+        starts = chunk - size - lo
+        rows = starts[:, None] + np.arange(size)[None, :]
+        xs = seg[rows]
+        d1g, d2g = np.diff(seg), seg[2:] - seg[:-2]
+        d1 = d1g[rows[:, :-1]] - _ends_level(_running_median(d1g, _SLOPE), starts, size - 1, _SLOPE)
+        d2 = d2g[rows[:, :-2]] - _ends_level(_running_median(d2g, _SLOPE), starts, size - 2, _SLOPE)
+        s1, s2 = _spreads(d1), _spreads(d2)
+        levels = np.median(xs, axis=1)
+        r = xs - _ends_level(_running_median(seg, 11), starts, size, 11)
+        models: list[Noise] = []
+        rhos = np.zeros(len(chunk))
+        for i in range(len(chunk)):
+            m1, m2 = float(s1[i]) / 0.6573, float(s2[i]) / 0.6573
+            rho = min(max((m2 / m1) ** 2 - 1, 0.0), 0.98) if m1 > 0 else 0.0
+            rhos[i] = rho
+            models.append(Noise(float(levels[i]), m1 / math.sqrt(2 * (1 - rho)), rho, math.inf, size))
+        e = r[:, 1:] - rhos[:, None] * r[:, :-1]
+        a = np.abs(e - np.median(e, axis=1, keepdims=True))
+        q50s, q90s = np.quantile(a, 0.5, axis=1), np.quantile(a, 0.9, axis=1)
+        scales = np.ones(len(chunk))
+        for i, model in enumerate(models):
+            nu = math.inf
+            if model.sigma > 0:
+                q50 = float(q50s[i])
+                if q50 > 0:
+                    nu = nu_of(float(q90s[i]) / q50 + tail_margin * math.sqrt(HISTORY / size))
+            floor = floor_share * abs(model.level)
+            models[i] = Noise(model.level, max(model.sigma, floor, 1e-12), model.rho, nu, size)
+            scales[i] = models[i].sigma * math.sqrt(1 - models[i].rho ** 2)
+        # long_run: the innovations in units of their scale, block means over each span
+        r0 = xs - levels[:, None]
+        z = (r0[:, 1:] - rhos[:, None] * r0[:, :-1]) / scales[:, None]
+        phis = [1.0] * len(chunk)
+        if size >= 16:
+            for span in (5, 10, 25, 50):
+                nb = (size - 1) // span
+                if nb < 8:
+                    continue
+                means = z[:, size - 1 - nb * span :].reshape(len(chunk), nb, span).mean(axis=2)
+                d = np.diff(means, axis=1)
+                mads = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+                for i in range(len(chunk)):
+                    spread = MAD_SCALE * float(mads[i]) / math.sqrt(2)
+                    phis[i] = max(phis[i], spread**2 * span)
+        for i, model in enumerate(models):
+            scale = model.sigma * math.sqrt(1 - model.rho**2)
+            out.append((model, phis[i] if scale > 0 else 1.0))
+    return out
+
+
 # sequential change: Page's CUSUM ------------------------------------------------------------------
 _GRID = np.linspace(-60, 60, 24001)
 
@@ -321,6 +407,7 @@ __all__ = [
     "cusum_threshold",
     "long_run",
     "noise",
+    "noise_windows",
     "nu_of",
     "quantile",
     "shift_z",

@@ -224,6 +224,19 @@ def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
     return False, k
 
 
+def judged_at(window: int, patience: int, lengths: np.ndarray) -> np.ndarray:
+    """Whether each of `lengths` is one of the `checkpoints` (a bool per length), at once: the
+    lengths a live judgement may be made at, for a fast path to skip the others."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    top = int(lengths.max()) if len(lengths) else 0
+    w, c = max(2, window), max(2, patience)
+    at: list[int] = []
+    while w * c <= top:
+        at.append(w * c)
+        c = max(c + 1, math.ceil(GROWTH * c))
+    return np.isin(lengths, np.array(at, dtype=np.int64))
+
+
 def judgement(
     window: int, patience: int, values: Sequence[float] | np.ndarray, n: int, final: bool
 ) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -65,7 +66,7 @@ class LossChangePoint(LossSeriesRule):
         self._start: dict[str, int] = {}  # name -> index where the current excursion began
         self._ref: dict[str, tuple[float, float, float, float]] = {}  # name -> the excursion's reference
         self._models: dict[tuple[str, int], tuple[float, float, float] | None] = {}  # (name, j) -> noise
-        self._pending: dict[str, list[tuple[int, float, int, tuple]]] = {}  # the fast path's updates, to keep
+        self._pending: dict[str, list[tuple]] = {}  # the fast path's updates, to keep
 
     def _screens(self) -> bool:
         return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
@@ -85,11 +86,7 @@ class LossChangePoint(LossSeriesRule):
         """The CUSUM updates of the values the fast path took."""
         for name, done in self._pending.items():
             s = self._tracker.train.get(name)
-            taken = len(s.values) if s is not None else 0
-            for i, total, start, ref in done:
-                if i >= taken:
-                    break
-                self._sum[name], self._start[name], self._ref[name] = total, start, ref
+            self._last(name, done, len(s.values) if s is not None else 0)
         self._pending = {}
 
     def _model(self, name: str, values: list[float], j: int) -> tuple[float, float, float] | None:
@@ -107,13 +104,37 @@ class LossChangePoint(LossSeriesRule):
                 model = detect.noise(x, floor=0.01 * abs(level), tail_margin=0.0)
                 if model is None:  # 3 values: no differences to speak of
                     model = detect.Noise(level, max(0.01 * abs(level), 1e-12), 0.0, math.inf, len(x))
-                h = max(self.threshold, detect.cusum_threshold(self.drift, self.cap, model.nu))
-                floor = 0.01 * abs(level)  # the innovations' scale, floored as the level's
-                phi = detect.long_run(x, model)  # slow structure the lag-1 model misses
-                scale = model.sigma * math.sqrt((1 - model.rho**2) * phi)
-                got = (model.rho, max(scale, floor, 1e-12), h)
+                # slow structure the lag-1 model misses
+                got = self._scaled(level, model, detect.long_run(x, model))
             self._models[key] = got
         return self._models[key]
+
+    def _scaled(self, level: float, model: detect.Noise, phi: float) -> tuple[float, float, float]:
+        """(rho, scale of the innovations, CUSUM threshold) of a noise model and its long-run
+        variance factor."""
+        h = max(self.threshold, detect.cusum_threshold(self.drift, self.cap, model.nu))
+        floor = 0.01 * abs(level)  # the innovations' scale, floored as the level's
+        scale = model.sigma * math.sqrt((1 - model.rho**2) * phi)
+        return (model.rho, max(scale, floor, 1e-12), h)
+
+    def _prefill(self, name: str, x: np.ndarray, first: int) -> None:
+        """The noise models (`_model`) of every block a scan of `x[first:]` may ask for,
+        computed at once (`detect.noise_windows`: the same numbers) where the `_HISTORY`
+        values before the block are all finite; the others are left to `_model`."""
+        lo = max(_HISTORY, first // _BLOCK * _BLOCK)
+        hi = (len(x) - 1) // _BLOCK * _BLOCK
+        if hi < lo:
+            return
+        js = np.arange(lo, hi + 1, _BLOCK)
+        bad = np.concatenate([[0], np.cumsum(~np.isfinite(x))])
+        js = js[bad[js] == bad[js - _HISTORY]]
+        js = np.array([j for j in js.tolist() if (name, j) not in self._models], dtype=np.int64)
+        if not len(js):
+            return
+        for j, (model, phi) in zip(
+            js.tolist(), detect.noise_windows(x, js, _HISTORY, 0.01, tail_margin=0.0), strict=True
+        ):
+            self._models[(name, j)] = self._scaled(model.level, model, phi)
 
     def _reference(
         self, name: str, values: list[float], start: int, level: float | None = None
@@ -129,30 +150,45 @@ class LossChangePoint(LossSeriesRule):
             return None
         return (level, *model)
 
-    def _scan(
-        self, name: str, values: list[float], first: int
-    ) -> tuple[list[tuple[int, float, int, tuple]], int | None]:
+    def _scan(self, name: str, values: list[float], first: int) -> tuple[list[tuple], int | None]:
         """The decision: the CUSUM over `values[first:]` from the rule's state, one value at a
-        time; the (index, sum, start, reference) after each value that updates it, and the
-        index of the first value that fires (None when none does). `check` scans its one new
-        value; the fast path scans many, with the reference levels of the values that begin
-        an excursion taken at once (rolling medians)."""
+        time; the (index, sum, start, reference) after each value that updates it (`_last`
+        reads them), and the index of the first value that fires (None when none does).
+        `check` scans its one new value; the fast path scans many, with the reference levels
+        of the values that begin an excursion taken at once (rolling medians), and steps over
+        the values that leave a sum of 0 at 0 (`_quiet`) in one go."""
         w = self.window
         base = max(0, first - w)
-        levels = (
-            trailing_median(np.asarray(values[base:], dtype=np.float64), w)
-            if len(values) - first > 8
-            else None
-        )
+        levels = None
+        quiet: tuple | None = None
+        if len(values) - first > 8:
+            x = np.asarray(values, dtype=np.float64)
+            levels = trailing_median(x[base:], w)
+            self._prefill(name, x, first)
+            found = self._quiet(name, values, x, levels[first - base :], first)
+            quiet = None if found is None else (*found, found[0].tolist(), found[1].tolist())
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
         ref = self._ref.get(name)
-        done: list[tuple[int, float, int, tuple]] = []
+        done: list[tuple] = []
         fired = name in self._fired
         warm = max(2, self.warmup)
-        for i in range(first, len(values)):
+        i, n = first, len(values)
+        while i < n:
+            if quiet is not None and not total > 0:
+                # the values from i that leave the sum at 0, or that a scan passes over
+                nxt, at, lv, js, steps_at, zeros_at = quiet
+                k = bisect.bisect_left(steps_at, i)
+                upto = steps_at[k] if k < len(steps_at) else n
+                if upto > i:
+                    lo, hi = bisect.bisect_left(zeros_at, i), bisect.bisect_left(zeros_at, upto)
+                    if hi > lo:
+                        done.append(("quiet", at[lo:hi], lv[lo:hi], js[lo:hi]))
+                    i = upto
+                    continue
             value = values[i]
             if i + 1 <= warm or not math.isfinite(value):
+                i += 1
                 continue
             if not total > 0:
                 lv = None
@@ -161,6 +197,7 @@ class LossChangePoint(LossSeriesRule):
                     lv = None if not math.isfinite(lv) else lv  # a NaN in the window: the exact median
                 start, ref = i, self._reference(name, values, i, lv)
             if ref is None:
+                i += 1
                 continue
             level, rho, scale, h = ref
             prev = values[i - 1] if i > 0 and math.isfinite(values[i - 1]) else level
@@ -171,12 +208,63 @@ class LossChangePoint(LossSeriesRule):
                 recent = median([v for v in values[max(0, i - 4) : i + 1] if math.isfinite(v)] or [value])
                 if recent - level > self.min_increase_percent / 100 * abs(level):
                     return done, i
+            i += 1
         return done, None
+
+    def _quiet(
+        self, name: str, values: list[float], x: np.ndarray, levels: np.ndarray, first: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """For the values `x[first:]` (`levels`: the trailing medians of each), what `_scan`
+        does with each when its sum stands at 0, at once: it passes over a value of the
+        warm-up or a value not finite, and a value whose increment min(z, cap) - drift (z
+        under the reference it would start) is at most 0 leaves the sum at 0 (a new
+        reference, nothing else). Returns (the indices of the other values, where the scan
+        steps; the indices of those that leave it at 0, their reference levels and blocks)."""
+        idx = np.arange(first, len(x))
+        v = x[first:]
+        warm = max(2, self.warmup)
+        passed = (idx + 1 <= warm) | ~np.isfinite(v)
+        cand = ~passed & np.isfinite(levels)
+        js = np.where(idx >= _BLOCK, idx // _BLOCK * _BLOCK, idx)
+        blocks, which = np.unique(js, return_inverse=True)
+        rho_of, scale_of = np.full(len(blocks), np.nan), np.full(len(blocks), np.nan)
+        for b in np.unique(which[cand]).tolist():
+            model = self._model(name, values, int(blocks[b]))
+            if model is not None:
+                rho_of[b], scale_of[b] = model[0], model[1]
+        rho, scale = rho_of[which], scale_of[which]
+        cand &= np.isfinite(rho)
+        prev = np.concatenate([[np.nan], x[:-1]])[first:]
+        with np.errstate(all="ignore"):
+            prev = np.where(np.isfinite(prev), prev, levels)
+            z = ((v - levels) - rho * (prev - levels)) / scale
+            zero = cand & (np.minimum(z, self.cap) - self.drift <= 0)
+        at = np.flatnonzero(zero)
+        return idx[~(passed | zero)], idx[at], levels[at], js[at]
+
+    def _last(self, name: str, done: list[tuple], taken: float = math.inf) -> None:
+        """The rule's state after the last of the `_scan` updates `done` at an index below
+        `taken` (a run of values that left the sum at 0: its last, with the reference it
+        started)."""
+        for entry in done:
+            if entry[0] == "quiet":
+                _, at, lv, js = entry
+                k = int(np.searchsorted(at, taken)) if math.isfinite(taken) else len(at)
+                if k:
+                    i = int(at[k - 1])
+                    ref = (float(lv[k - 1]), *self._models[(name, int(js[k - 1]))])  # type: ignore[misc]
+                    self._sum[name], self._start[name], self._ref[name] = 0.0, i, ref
+                if k < len(at):
+                    break
+                continue
+            i, total, start, ref = entry
+            if i >= taken:
+                break
+            self._sum[name], self._start[name], self._ref[name] = total, start, ref
 
     def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
         done, at = self._scan(name, values, len(values) - 1)
-        for _, total, start, ref in done:
-            self._sum[name], self._start[name], self._ref[name] = total, start, ref
+        self._last(name, done)
         if at is None:
             return []
         # a GAN's player: its loss goes up and down by design (the labels and gradients that

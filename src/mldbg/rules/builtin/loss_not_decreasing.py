@@ -7,7 +7,16 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
-from mldbg.rules.losses import _TREND_Z, GAME_STEPS, LossTracker, Progress, judgement, opposed, progress
+from mldbg.rules.losses import (
+    _TREND_Z,
+    GAME_STEPS,
+    LossTracker,
+    Progress,
+    judged_at,
+    judgement,
+    opposed,
+    progress,
+)
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -89,10 +98,10 @@ class LossNotDecreasing(Rule):
     def _may_report(self, name: str, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The fast path's screen (`loss_prefix`): `_verdicts`, the decision `check` takes,
         at each series length of `lengths` (True where it reports)."""
-        return np.array(
-            [bool(self._verdicts(name, "TRAIN", values, n, final=False)) for n in lengths.tolist()],
-            dtype=bool,
-        )
+        out = np.zeros(len(lengths), dtype=bool)
+        for i in np.flatnonzero(judged_at(self.num_steps, self.patience, lengths)).tolist():
+            out[i] = bool(self._verdicts(name, "TRAIN", values, int(lengths[i]), final=False))
+        return out
 
     def _verdicts(
         self, name: str, mode: str, values: list[float] | np.ndarray, n: int, final: bool

@@ -10,7 +10,16 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import loss_prefix
-from mldbg.rules.losses import _TREND_Z, GAME_STEPS, LossTracker, Progress, judgement, opposed, progress
+from mldbg.rules.losses import (
+    _TREND_Z,
+    GAME_STEPS,
+    LossTracker,
+    Progress,
+    judged_at,
+    judgement,
+    opposed,
+    progress,
+)
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
 
@@ -79,9 +88,10 @@ class Underfitting(Rule):
     def _may_report(self, name: str, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The fast path's screen (`loss_prefix`): `_verdict`, the decision `check` takes, at
         each series length of `lengths` (True where it reports)."""
-        return np.array(
-            [self._verdict(name, values, n, False) is not None for n in lengths.tolist()], dtype=bool
-        )
+        out = np.zeros(len(lengths), dtype=bool)
+        for i in np.flatnonzero(judged_at(self.window, self.patience, lengths)).tolist():
+            out[i] = self._verdict(name, values, int(lengths[i]), False) is not None  # elsewhere: not judged
+        return out
 
     def _verdict(self, name: str, values: list[float] | np.ndarray, n: int, final: bool) -> Progress | None:
         """The decision on the first `n` of `values` (judged at `checkpoints`, or at the end
