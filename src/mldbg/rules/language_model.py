@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
+from mldbg.config import Mode
+from mldbg.rules.base import Finding, Rule
 from mldbg.rules.view import TrialView
 
 PREFIX = "lm/"
@@ -68,6 +71,10 @@ class Alignment:
     def describe(self) -> str:
         return ", ".join(f"offset {k}: {v:.0%}" for k, v in self.shares.items())
 
+    def tensor(self) -> str:
+        """The count that shows it: `lm/align_0`, or `lm/align_<k>_<axis>`."""
+        return f"{PREFIX}align_{self.offset}" + ("" if self.axis is None else f"_{self.axis}")
+
 
 def _share(c: dict[str, float], align: str, eligible: str) -> float | None:
     n = c.get(eligible, 0.0)
@@ -110,3 +117,42 @@ def alignment(c: dict[str, float], share: float = SHARE, margin: float = MARGIN)
                     seen[str(k)] = s
             return Alignment(0, None, seen)
     return None
+
+
+class MisalignedLabels(Rule):
+    """The decision `labels_not_shifted` and `labels_shifted_twice` share: the targets copy the
+    inputs at `offset` (`alignment`, with `share` and `margin`) at `patience` TRAIN statistics
+    steps in a row. A subclass names its offset and says what it means (`explain`)."""
+
+    offset: ClassVar[int]
+    share: float = SHARE
+    margin: float = MARGIN
+    patience: int = 2
+    cause = "lm_labels_misaligned"
+
+    def reset(self) -> None:
+        super().reset()
+        self._streak = 0
+
+    def explain(self, found: Alignment) -> str:
+        raise NotImplementedError
+
+    def check(self, trial: TrialView, step: int) -> Finding | None:
+        if trial.mode(step) != Mode.TRAIN:
+            return None
+        c = counts(trial, step)
+        if "eligible_0" not in c:
+            return None
+        found = alignment(c, self.share, self.margin)
+        self._streak = self._streak + 1 if found is not None and found.offset == self.offset else 0
+        if self._streak < self.patience or found is None or not self.first():
+            return None
+        return self.finding(
+            trial,
+            step,
+            f"{found.shares[str(self.offset)]:.0%} {self.explain(found)}",
+            tensors=[found.tensor()],
+        )
+
+    def _streak_text(self, found: Alignment) -> str:
+        return f"({found.describe()}; {self._streak} statistics steps in a row)"

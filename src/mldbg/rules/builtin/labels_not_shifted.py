@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from mldbg.config import Mode
 from mldbg.rules import language_model as lm
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.view import TrialView
+from mldbg.rules.base import register
 
 
 @register
-class LabelsNotShifted(Rule):
+class LabelsNotShifted(lm.MisalignedLabels):
     """The targets of a language model's cross-entropy are its input tokens at the same
     position: the labels were not shifted by one (`loss(logits, x)` where `y = x[:, 1:]` was
     meant), so the model learns to copy the token it is given and its loss falls to ~0
@@ -24,35 +22,15 @@ class LabelsNotShifted(Rule):
     fires too: turn the rule off for one.
     """
 
-    share: float = lm.SHARE
-    margin: float = lm.MARGIN
-    patience: int = 2
-    cause = "lm_labels_misaligned"
+    offset = 0
     suggestion = (
         "Shift the labels by one token: predict x[:, t+1] from x[:, :t+1] (logits[:, :-1] against "
         "x[:, 1:], or x = data[i:i+T], y = data[i+1:i+T+1]). Hugging Face models shift labels= "
         "themselves: pass labels=input_ids unshifted there."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._streak = 0
-
-    def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN:
-            return None
-        c = lm.counts(trial, step)
-        if "eligible_0" not in c:
-            return None
-        found = lm.alignment(c, self.share, self.margin)
-        self._streak = self._streak + 1 if found is not None and found.offset == 0 else 0
-        if self._streak < self.patience or found is None or not self.first():
-            return None
-        return self.finding(
-            trial,
-            step,
-            f"{found.shares['0']:.0%} of the targets equal the input token at the same position "
-            f"({found.describe()}; {self._streak} statistics steps in a row): the labels are the "
-            "inputs, not the next tokens, and the model learns to copy its input",
-            tensors=[f"{lm.PREFIX}align_0"],
+    def explain(self, found: lm.Alignment) -> str:
+        return (
+            f"of the targets equal the input token at the same position {self._streak_text(found)}: "
+            "the labels are the inputs, not the next tokens, and the model learns to copy its input"
         )

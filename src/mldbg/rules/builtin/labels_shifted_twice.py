@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from mldbg.config import Mode
 from mldbg.rules import language_model as lm
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.view import TrialView
+from mldbg.rules.base import register
 
 
 @register
-class LabelsShiftedTwice(Rule):
+class LabelsShiftedTwice(lm.MisalignedLabels):
     """The targets of a language model's cross-entropy are the input tokens two positions
     ahead, not one: the labels were shifted twice (most often `labels=input_ids[:, 1:]` given
     to a Hugging Face model, which shifts them again), so the model is trained to predict the
@@ -22,10 +20,7 @@ class LabelsShiftedTwice(Rule):
     and 1, at `patience` TRAIN statistics steps in a row.
     """
 
-    share: float = lm.SHARE
-    margin: float = lm.MARGIN
-    patience: int = 2
-    cause = "lm_labels_misaligned"
+    offset = 2
     suggestion = (
         "Shift the labels once: predict x[:, t+1] at position t. Hugging Face models shift labels= "
         "themselves, so pass labels=input_ids (padding set to -100) without shifting them; in your "
@@ -33,25 +28,8 @@ class LabelsShiftedTwice(Rule):
         "against x[:, 1:]), not both."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._streak = 0
-
-    def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN:
-            return None
-        c = lm.counts(trial, step)
-        if "eligible_0" not in c:
-            return None
-        found = lm.alignment(c, self.share, self.margin)
-        self._streak = self._streak + 1 if found is not None and found.offset == 2 else 0
-        if self._streak < self.patience or found is None or not self.first():
-            return None
-        return self.finding(
-            trial,
-            step,
-            f"{found.shares['2']:.0%} of the targets equal the input token two positions later "
-            f"({found.describe()}; {self._streak} statistics steps in a row): the labels are shifted "
-            "twice, and the model is trained to predict the token after next",
-            tensors=[f"{lm.PREFIX}align_2_{found.axis}"],
+    def explain(self, found: lm.Alignment) -> str:
+        return (
+            f"of the targets equal the input token two positions later {self._streak_text(found)}: "
+            "the labels are shifted twice, and the model is trained to predict the token after next"
         )
