@@ -258,16 +258,11 @@ class LossCapture:
         if not self._split:
             return {NAME: [v for _, v in passes]}
         out: dict[str, list[torch.Tensor]] = {}
-        for i, (reached, values) in enumerate(groups.items()):
+        for reached, values in groups.items():
             key = reached or frozenset()
             name = self._series.get(key)
-            if name is None:
-                first = i == 0 and NAME not in self._series.values()
-                name = (
-                    NAME
-                    if first
-                    else f"{NAME}/backward{len(self._series) + (NAME not in self._series.values())}"
-                )
+            if name is None:  # the first loss met keeps `loss`, the others are numbered
+                name = f"{NAME}/backward{len(self._series)}" if self._series else NAME
                 self._series[key] = name
             out.setdefault(name, []).extend(values)
         return out
