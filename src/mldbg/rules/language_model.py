@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule
@@ -119,40 +119,60 @@ def alignment(c: dict[str, float], share: float = SHARE, margin: float = MARGIN)
     return None
 
 
-class MisalignedLabels(Rule):
-    """The decision `labels_not_shifted` and `labels_shifted_twice` share: the targets copy the
-    inputs at `offset` (`alignment`, with `share` and `margin`) at `patience` TRAIN statistics
-    steps in a row. A subclass names its offset and says what it means (`explain`)."""
+class CountsRule(Rule):
+    """A language-model rule: judged on the `lm/` counts of each TRAIN statistics step (`judge`),
+    it fires once its condition held at `patience` such steps in a row, and says so (`describe`)."""
 
-    offset: ClassVar[int]
-    share: float = SHARE
-    margin: float = MARGIN
     patience: int = 2
-    cause = "lm_labels_misaligned"
 
     def reset(self) -> None:
         super().reset()
         self._streak = 0
 
-    def explain(self, found: Alignment) -> str:
+    def judge(self, c: dict[str, float]) -> Any:
+        """None: the counts cannot judge this step (the streak stays as it is); falsy: healthy
+        (the streak ends); else the evidence `describe` words."""
+        raise NotImplementedError
+
+    def describe(self, step: int, c: dict[str, float], evidence: Any) -> tuple[str, list[str]]:
+        """The finding's message and tensors at `step`, from its counts and `judge`'s evidence."""
         raise NotImplementedError
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
         c = counts(trial, step)
+        evidence = self.judge(c)
+        if evidence is None:
+            return None
+        self._streak = self._streak + 1 if evidence else 0
+        if self._streak < self.patience or not self.first():
+            return None
+        message, tensors = self.describe(step, c, evidence)
+        return self.finding(trial, step, message, tensors=tensors)
+
+
+class MisalignedLabels(CountsRule):
+    """The decision `labels_not_shifted` and `labels_shifted_twice` share: the targets copy the
+    inputs at `offset` (`alignment`, with `share` and `margin`). A subclass names its offset
+    and says what it means (`explain`)."""
+
+    offset: ClassVar[int]
+    share: float = SHARE
+    margin: float = MARGIN
+    cause = "lm_labels_misaligned"
+
+    def explain(self, found: Alignment) -> str:
+        raise NotImplementedError
+
+    def judge(self, c: dict[str, float]) -> Alignment | bool | None:
         if "eligible_0" not in c:
             return None
         found = alignment(c, self.share, self.margin)
-        self._streak = self._streak + 1 if found is not None and found.offset == self.offset else 0
-        if self._streak < self.patience or found is None or not self.first():
-            return None
-        return self.finding(
-            trial,
-            step,
-            f"{found.shares[str(self.offset)]:.0%} {self.explain(found)}",
-            tensors=[found.tensor()],
-        )
+        return found if found is not None and found.offset == self.offset else False
+
+    def describe(self, step: int, c: dict[str, float], evidence: Alignment) -> tuple[str, list[str]]:
+        return f"{evidence.shares[str(self.offset)]:.0%} {self.explain(evidence)}", [evidence.tensor()]
 
     def _streak_text(self, found: Alignment) -> str:
         return f"({found.describe()}; {self._streak} statistics steps in a row)"

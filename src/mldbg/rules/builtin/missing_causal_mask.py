@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from mldbg.config import Mode
 from mldbg.rules import language_model as lm
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.view import TrialView
+from mldbg.rules.base import register
 
 
 @register
-class MissingCausalMask(Rule):
+class MissingCausalMask(lm.CountsRule):
     """A next-token language model predicts the tokens it can already see: a decoder without
     its causal mask (`nn.TransformerEncoder` called without `mask=`, `is_causal=False`), or a
     bidirectional RNN. Its loss falls towards 0 everywhere except at the last position, whose
@@ -29,7 +27,6 @@ class MissingCausalMask(Rule):
 
     ratio: float = 4.0
     gap: float = 1.0
-    patience: int = 2
     min_last: int = 4  # targets at the last position (one per sequence)
     cause = "missing_causal_mask"
     suggestion = (
@@ -39,20 +36,12 @@ class MissingCausalMask(Rule):
         "to the attention logits; use a unidirectional RNN for a language model."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._streak = 0
-
-    def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN:
-            return None
-        c = lm.counts(trial, step)
+    def judge(self, c: dict[str, float]) -> tuple[int, float, float] | bool | None:
         if "eligible_0" not in c:
             return None
         found = lm.alignment(c)
         if found is None or found.offset != 1 or found.axis is None:
-            self._streak = 0
-            return None
+            return False
         a = found.axis
         last_n, rest_n = c.get(f"last_{a}", 0.0), c.get(f"rest_{a}", 0.0)
         if last_n < self.min_last or rest_n < lm.MIN_TARGETS:
@@ -60,15 +49,16 @@ class MissingCausalMask(Rule):
         last = c[f"last_loss_{a}"] / last_n
         rest = c[f"rest_loss_{a}"] / rest_n
         leaks = last >= self.ratio * rest and last - rest >= self.gap
-        self._streak = self._streak + 1 if leaks else 0
-        if self._streak < self.patience or not self.first():
-            return None
-        return self.finding(
-            trial,
-            step,
+        return (a, last, rest) if leaks else False
+
+    def describe(
+        self, step: int, c: dict[str, float], evidence: tuple[int, float, float]
+    ) -> tuple[str, list[str]]:
+        a, last, rest = evidence
+        return (
             f"the loss at the last position is {last:.3g} but {rest:.3g} at the others "
             f"({last / max(rest, 1e-12):.1f}x, {self._streak} statistics steps in a row), while the "
             "targets are the next input tokens: every position but the last can see its target, "
             "so the model is not causal",
-            tensors=[f"{lm.PREFIX}last_loss_{a}", f"{lm.PREFIX}rest_loss_{a}"],
+            [f"{lm.PREFIX}last_loss_{a}", f"{lm.PREFIX}rest_loss_{a}"],
         )

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from mldbg.config import Mode
 from mldbg.rules import language_model as lm
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.view import TrialView
+from mldbg.rules.base import register
 
 
 @register
-class PaddingInLoss(Rule):
+class PaddingInLoss(lm.CountsRule):
     """Padding is kept in the labels of a sequence loss: the targets hold a pad token at the
     end of the sequences instead of the loss's `ignore_index` (-100), so a large share of the
     loss (and of the gradient) teaches the model to predict padding after padding.
@@ -28,7 +26,6 @@ class PaddingInLoss(Rule):
     threshold: float = 0.1
     min_rows: float = 0.25
     excess: float = 3.0
-    patience: int = 2
     cause = "padding_in_loss"
     suggestion = (
         "Set the padded positions of the labels to the loss's ignore_index (-100: "
@@ -37,14 +34,7 @@ class PaddingInLoss(Rule):
         "the EOS token, mask by the attention mask, not by the token id."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._streak = 0
-
-    def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN:
-            return None
-        c = lm.counts(trial, step)
+    def judge(self, c: dict[str, float]) -> bool | None:
         if "rows" not in c:
             return None
         found = lm.alignment(c)
@@ -57,21 +47,24 @@ class PaddingInLoss(Rule):
             c.get("pad_trailing", 0.0),
         )
         inside = (pad_all - trailing) / (valid - trailing) if valid > trailing else 0.0  # f
-        padded = (
+        return (
             rows >= 2
             and valid >= lm.MIN_TARGETS
             and pad_rows >= max(2.0, self.min_rows * rows, self.excess * inside * rows)
             and pad_all >= self.threshold * valid
         )
-        self._streak = self._streak + 1 if padded else 0
-        if self._streak < self.patience or not self.first():
-            return None
+
+    def describe(self, step: int, c: dict[str, float], evidence: bool) -> tuple[str, list[str]]:
+        rows, valid, pad_rows, pad_all = (
+            c["rows"],
+            c.get("valid", 0.0),
+            c.get("pad_rows", 0.0),
+            c.get("pad_all", 0.0),
+        )
         loss_share = c.get("pad_loss", 0.0) / c["loss_sum"] if c.get("loss_sum", 0.0) > 0 else float("nan")
-        return self.finding(
-            trial,
-            step,
+        return (
             f"token {int(c.get('pad_id', -1))} pads {int(pad_rows)} of {int(rows)} sequences and is "
             f"{pad_all / valid:.0%} of the targets ({loss_share:.0%} of the loss) at step {step}, "
             f"{self._streak} statistics steps in a row: padding is in the labels, not ignored",
-            tensors=[f"{lm.PREFIX}pad_all"],
+            [f"{lm.PREFIX}pad_all"],
         )

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from mldbg.config import Mode
 from mldbg.rules import language_model as lm
-from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.view import TrialView
+from mldbg.rules.base import register
 
 
 @register
-class SoftmaxBeforeCrossEntropy(Rule):
+class SoftmaxBeforeCrossEntropy(lm.CountsRule):
     """The cross-entropy is given probabilities instead of logits: a softmax before
     `nn.CrossEntropyLoss` / `F.cross_entropy` (which applies its own log-softmax), or
     probabilities given to `F.nll_loss`, which wants log-probabilities. With a softmax in
@@ -26,7 +24,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
     """
 
     share: float = 0.99
-    patience: int = 2
     cause = "softmax_before_cross_entropy"
     suggestion = (
         "Give the loss raw logits: drop the softmax at the end of the model (nn.CrossEntropyLoss "
@@ -34,29 +31,19 @@ class SoftmaxBeforeCrossEntropy(Rule):
         "apply softmax only to read probabilities at inference."
     )
 
-    def reset(self) -> None:
-        super().reset()
-        self._streak = 0
-
-    def check(self, trial: TrialView, step: int) -> Finding | None:
-        if trial.mode(step) != Mode.TRAIN:
-            return None
-        c = lm.counts(trial, step)
+    def judge(self, c: dict[str, float]) -> bool | None:
         total = c.get("prob_total", 0.0)
         if total < 1:
             return None
-        probabilities = c.get("prob_rows", 0.0) >= self.share * total
-        self._streak = self._streak + 1 if probabilities else 0
-        if self._streak < self.patience or not self.first():
-            return None
+        return c.get("prob_rows", 0.0) >= self.share * total
+
+    def describe(self, step: int, c: dict[str, float], evidence: bool) -> tuple[str, list[str]]:
         if c.get("prob_softmax", 0.0) == 1:
             what = "a softmax feeds the cross-entropy, which applies its own log-softmax"
         else:
             what = "nll_loss is given probabilities, not log-probabilities"
-        return self.finding(
-            trial,
-            step,
-            f"{int(c.get('prob_rows', 0))} of {int(total)} rows given to the loss are probabilities "
+        return (
+            f"{int(c.get('prob_rows', 0))} of {int(c['prob_total'])} rows given to the loss are probabilities "
             f"(in [0, 1], summing to 1), {self._streak} statistics steps in a row: {what}",
-            tensors=[f"{lm.PREFIX}prob_rows"],
+            [f"{lm.PREFIX}prob_rows"],
         )
