@@ -1,7 +1,7 @@
 """The calibration corpus (issue 26): how often the default rules alarm on healthy trainings of
 many kinds, and how often they catch the buggy twins, on the tune half and the held-out half.
 
-    .venv/bin/python benchmarks/calibration.py [--split tune|heldout|fresh|all] [--jobs N]
+    .venv/bin/python benchmarks/calibration.py [--split tune|heldout|fresh|blind|all] [--jobs N]
         [--only NAME]... [--which healthy|buggy|all] [--list] [--no-save]
     .venv/bin/python benchmarks/calibration.py --from-json benchmarks/results/calibration_tune.json \
         benchmarks/results/calibration_heldout.json
@@ -15,7 +15,8 @@ back, and *caught as expected* when one of the rules its bug is annotated with f
 The split is fixed by the SHA-1 of each pipeline's name (`corpus.split`), decided in code
 before any result is seen: tune rules on `tune`, and quote `heldout` as the figure. `fresh` is a
 second held-out set (the modules with `SPLIT = "fresh"`, written after `heldout` had been looked
-at): `--split fresh` measures it alone; `all` includes it.
+at): `--split fresh` measures it alone; `all` includes it. `blind` is a third (`SPLIT = "blind"`,
+written after `fresh` had been looked at).
 
 Writes benchmarks/results/calibration_<split>.json and .md (not with --only or --no-save);
 `--from-json` merges saved runs (the two halves) into calibration_all.json and .md.
@@ -153,7 +154,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split (and `all`): healthy runs alarmed and by which rules, buggy runs caught."""
     out: dict[str, Any] = {}
     by_name = {r["name"]: r for r in records}
-    for split in ("tune", "heldout", corpus.FRESH, "all"):
+    for split in (*corpus.ALL_SPLITS, "all"):
         rs = [r for r in records if split in ("all", r["split"]) and r["error"] is None]
         healthy = [r for r in rs if r["healthy"]]
         bugs = [r for r in rs if not r["healthy"]]
@@ -187,9 +188,7 @@ def _frac(a: int, b: int) -> str:
 def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     s = summarize(records)
     splits = [
-        sp
-        for sp in ("tune", "heldout", corpus.FRESH)
-        if s[sp]["healthy_runs"] + s[sp]["buggy_runs"] + s[sp]["crashed"]
+        sp for sp in corpus.ALL_SPLITS if s[sp]["healthy_runs"] + s[sp]["buggy_runs"] + s[sp]["crashed"]
     ]
     cols = [*splits, "all"] if len(splits) > 1 else splits
     lines = [
@@ -363,7 +362,7 @@ def save(records: list[dict[str, Any]], meta: dict[str, Any], stem: str, out: Pa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("tune", "heldout", corpus.FRESH, "all"), default="all")
+    ap.add_argument("--split", choices=(*corpus.ALL_SPLITS, "all"), default="all")
     ap.add_argument("--which", choices=("healthy", "buggy", "all"), default="all")
     ap.add_argument("--only", action="append", help="a pipeline name or glob (repeatable)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
@@ -394,11 +393,8 @@ def main(argv: list[str] | None = None) -> int:
             bug = f"bug {p.bug} -> {p.cause}; expect any of {', '.join(p.expected)}" if p.bug else "healthy"
             print(f"{n:55s} {p.split:8s} {p.kind:15s} {bug}")
         c = Counter((ps[n].split, ps[n].healthy) for n in names)
-        print(
-            f"\n{len(names)} pipelines: tune {c['tune', True]} healthy + {c['tune', False]} buggy, "
-            f"heldout {c['heldout', True]} healthy + {c['heldout', False]} buggy, "
-            f"fresh {c['fresh', True]} healthy + {c['fresh', False]} buggy"
-        )
+        counts = ", ".join(f"{sp} {c[sp, True]} healthy + {c[sp, False]} buggy" for sp in corpus.ALL_SPLITS)
+        print(f"\n{len(names)} pipelines: {counts}")
         return 0
     if not names:
         print("no pipeline selected", file=sys.stderr)

@@ -12,10 +12,10 @@ steps on one CPU thread.
 `split(name)` assigns every pipeline to `tune` or `heldout` from the SHA-1 of its name alone,
 decided before any result is seen: rules are tuned on one half and judged on the other.
 
-A module that sets `SPLIT = "fresh"` puts all of its pipelines (and their buggy twins) in the
-`fresh` held-out set instead: pipelines written after the `heldout` figure had been looked at,
-measured once, never tuned on (benchmarks/corpus/fresh*.py). The SHA-1 split of every other
-pipeline is unchanged.
+A module that sets `SPLIT` to one of `LATER` puts all of its pipelines (and their buggy twins)
+in that later held-out set instead: pipelines written after the earlier figures had been looked
+at, measured once, never tuned on (`fresh`: benchmarks/corpus/fresh.py; `blind`:
+benchmarks/corpus/blind_*.py). The SHA-1 split of every other pipeline is unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ from typing import Any
 
 SPLITS = ("tune", "heldout")
 FRESH = "fresh"  # a module-wide held-out set: `SPLIT = FRESH` in the module
+BLIND = "blind"  # the next one, written and measured after `fresh` had been looked at
+LATER = (FRESH, BLIND)
+ALL_SPLITS = (*SPLITS, *LATER)
 
 # bug -> (rules any of which is expected to fire, the cause a diagnosis should name)
 BUGS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -70,7 +73,7 @@ class Pipeline:
     train: Callable[[str], Any] = field(compare=False)
     bug: str | None = None
     twin: str | None = None  # the healthy pipeline this one breaks
-    fresh: bool = field(default=False, compare=False)  # in the `fresh` held-out set (module SPLIT)
+    later: str | None = field(default=None, compare=False)  # a module-wide held-out set (LATER)
 
     @property
     def healthy(self) -> bool:
@@ -86,7 +89,7 @@ class Pipeline:
 
     @property
     def split(self) -> str:
-        return FRESH if self.fresh else split(self.name)
+        return self.later or split(self.name)
 
 
 def split(name: str) -> str:
@@ -110,7 +113,7 @@ def buggy(base: Pipeline, bug: str) -> Pipeline:
         partial(fn.func, *fn.args, **fn.keywords, bug=bug),
         bug,
         base.name,
-        base.fresh,
+        base.later,
     )
 
 
@@ -121,10 +124,11 @@ def pipelines() -> dict[str, Pipeline]:
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
-        fresh = getattr(module, "SPLIT", None) == FRESH
+        later = getattr(module, "SPLIT", None)
+        assert later in (None, *LATER), f"{info.name}: SPLIT must be one of {LATER}"
         for p in module.PIPELINES:
-            if fresh:
-                p = dataclasses.replace(p, fresh=True)
+            if later:
+                p = dataclasses.replace(p, later=later)
             assert p.name not in out, f"two pipelines named {p.name}"
             out[p.name] = p
     return out
