@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import mldbg
 from mldbg.rules import BUILTIN
@@ -43,3 +44,43 @@ def test_small_spread(tmp_path, scale, shift, fires):
 
 def test_class_name():
     assert BUILTIN["not_normalized_data"].__name__ == "NotNormalizedData"
+
+
+class _TimeConditioned(torch.nn.Module):
+    """A denoiser as diffusion scripts write it: model(x, t), t one float timestep per sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.time = torch.nn.Linear(8, 16)
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.SiLU(), torch.nn.Linear(16, 4))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        freqs = torch.exp(-torch.arange(4) * 2.0)
+        emb = torch.cat([torch.sin(t[:, None] * freqs), torch.cos(t[:, None] * freqs)], 1)
+        return self.net[2](self.net[1](self.net[0](x) + self.time(emb)))
+
+
+@pytest.mark.parametrize("x_scale", [1.0, 100.0], ids=["normalized x", "x scaled by 100"])
+def test_timestep_condition_is_not_a_feature(tmp_path, x_scale):
+    """A (N,) timestep beside the data, values 0..99, is embedded, not standardized: only the
+    data input is judged (the unscaled twin still fires, on model_input_0)."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = _TimeConditioned()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(30):
+        x0 = torch.randn(64, 4) * x_scale
+        t = torch.randint(0, 100, (64,)).float()
+        noise = torch.randn(64, 4)
+        a = (1 - t / 100)[:, None]
+        loss = torch.nn.functional.mse_loss(model(a.sqrt() * x0 + (1 - a).sqrt() * noise, t), noise)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert all("model_input_1" not in f.tensors for f in found), "\n".join(map(str, found))
+    assert bool(found) == (x_scale > 1), "\n".join(map(str, found))

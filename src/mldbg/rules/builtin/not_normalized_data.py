@@ -48,6 +48,8 @@ class NotNormalizedData(Rule):
     norm ~0.035) do not. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
     for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
+    A float input of one value per sample, shape (N,), next to another input is a condition
+    the model embeds (a diffusion timestep, a noise level, a class id, a length): not judged.
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
     statistics (and `samples`) a two-line hook records every step, on the same axes (not
     with another `channel`: then only raw inputs can answer).
@@ -244,6 +246,8 @@ class NotNormalizedData(Rule):
         """The finding on an input's moments, if any; `dry`: without marking it reported (the
         fast path asks whether `check` would report)."""
         assert m.count is not None and m.total is not None and m.total_sq is not None
+        if self._is_condition(trial, name, step):
+            return None
         n = np.maximum(m.count, 1)
         mean = m.total / n
         std = np.sqrt(np.maximum(m.total_sq / n - mean**2, 0.0))
@@ -285,6 +289,14 @@ class NotNormalizedData(Rule):
             f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
             tensors=[name],
         )  # fmt: skip
+
+    def _is_condition(self, trial: TrialView, name: str, step: int) -> bool:
+        """One value per sample, shape (N,), beside another input: a timestep, a class id."""
+        layout = trial.layout(name, step)
+        if layout is None or len(layout[1]) != 1:
+            return False
+        others = trial.names(None, regex=self.regex) if self.regex else trial.names("inputs")
+        return any(n != name for n in others)
 
     def _is_image(self, trial: TrialView, name: str, step: int) -> bool:
         layout = trial.layout(name, step)
