@@ -67,6 +67,7 @@ def run_one(name: str) -> dict[str, Any]:
     import torch
 
     import mldbg
+    from mldbg.rules.runner import RuleRunner
 
     torch.set_num_threads(1)
     p = corpus.pipelines()[name]
@@ -92,7 +93,11 @@ def run_one(name: str) -> dict[str, Any]:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                findings = mldbg.check(path)
+                runner = RuleRunner(path)
+                findings = runner.run_available() + runner.finish()
+                for rule, err in runner.errors.items():
+                    warnings.warn(f"mldbg: rule {rule} failed: {err}", RuntimeWarning, stacklevel=1)
+                judged = sorted({r.name for r in runner.rules} - set(runner.skipped) - set(runner.errors))
                 diagnose = getattr(mldbg, "diagnose", None)
                 diagnoses = diagnose(path) if diagnose is not None else None
             rec["rule_errors"] = sorted({str(w.message) for w in caught if "mldbg: rule" in str(w.message)})
@@ -100,6 +105,7 @@ def run_one(name: str) -> dict[str, Any]:
             rec["error"] = "mldbg.check: " + traceback.format_exc(limit=8)
             return rec
         rec["check_s"] = round(time.perf_counter() - t1, 2)
+        rec["judged"] = judged  # the rules that reached a verdict (not skipped, no error)
         rec["findings"] = [
             {"rule": f.rule, "step": int(f.step), "severity": f.severity, "message": str(f.message)[:300]}
             for f in findings
@@ -181,6 +187,28 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def rule_rates(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per rule, over the healthy runs it reached a verdict on (`judged`): the runs, their
+    training steps, the runs it alarmed on, and the false-alarm rate per 10^6 training steps
+    with its one-sided 95% upper bound (exact Poisson: chi2(0.95, 2k + 2) / 2 alarms)."""
+    from scipy.stats import chi2
+
+    out: dict[str, dict[str, float]] = {}
+    healthy = [r for r in records if r["healthy"] and r["error"] is None and "judged" in r]
+    for rule in sorted({x for r in healthy for x in r["judged"]}):
+        runs = [r for r in healthy if rule in r["judged"]]
+        steps = sum(int(r.get("points") or 0) for r in runs)
+        alarms = sum(1 for r in runs if rule in fired(r))
+        bound = chi2.ppf(0.95, 2 * alarms + 2) / 2
+        out[rule] = {
+            "runs": len(runs), "steps": steps, "alarmed_runs": alarms,
+            "per_1e6_steps": 1e6 * alarms / steps if steps else float("nan"),
+            "per_1e6_steps_95": 1e6 * bound / steps if steps else float("nan"),
+            "per_run_95": bound / len(runs),
+        }  # fmt: skip
+    return out
+
+
 def _frac(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "-"
 
@@ -234,6 +262,24 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             + " | ".join(str(s[c]["buggy_rule_hits"].get(r, 0)) for c in cols)
             + " |"
         )
+    rates = rule_rates(records)
+    if rates:
+        lines += [
+            "",
+            "## Per rule: false alarms on the healthy runs it judged",
+            "",
+            "Each rule over the healthy runs where it reached a verdict (its data recorded, not "
+            "skipped): the alarms, the rate per 10^6 training steps of those runs, and the one-sided "
+            "95% upper bound of the rate (exact Poisson), per 10^6 steps and per run.",
+            "",
+            "| rule | healthy runs judged | training steps | runs alarmed | per 10^6 steps | 95% bound per 10^6 steps | 95% bound per run |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]  # fmt: skip
+        for rule, x in sorted(rates.items(), key=lambda kv: (-kv[1]["alarmed_runs"], kv[0])):
+            lines.append(
+                f"| `{rule}` | {x['runs']} | {x['steps']:,} | {x['alarmed_runs']} | {x['per_1e6_steps']:.0f} | "
+                f"{x['per_1e6_steps_95']:.0f} | {x['per_run_95']:.3f} |"
+            )
     for title, healthy in (("Healthy runs", True), ("Buggy runs", False)):
         lines += ["", f"## {title}", ""]
         if healthy:
@@ -354,7 +400,7 @@ def run(names: list[str], jobs: int, progress: bool = True) -> list[dict[str, An
 
 def save(records: list[dict[str, Any]], meta: dict[str, Any], stem: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    data = {"meta": meta, "summary": summarize(records), "runs": records}
+    data = {"meta": meta, "summary": summarize(records), "rule_rates": rule_rates(records), "runs": records}
     (out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(records, meta))
     print(f"wrote {out / stem}.json and .md", file=sys.stderr)
