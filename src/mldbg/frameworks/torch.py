@@ -181,6 +181,10 @@ class Hook(StepEnds, Adapter):
         if m.sentinel is not None:
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
+            layer = next((x for x in inner.modules() if any(q is m.sentinel for q in x.parameters(False))), None)
+            if layer is not None and not is_sharded(m.sentinel):  # where its gradient comes from (gradient_reset)
+                on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
+                self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
             self._stats.watch_modules(inner, gradients=not compiled)
         self._evals.watch(id(m), inner)
@@ -354,10 +358,12 @@ class Hook(StepEnds, Adapter):
         for i, o in enumerate(outs):
             self._save(_output_name(name, i), o, natural)
 
-    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+    def _save_gradients(
+        self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None = None
+    ) -> None:
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.gradients(models)
-        super()._save_gradients(models)
+        super()._save_gradients(models, held)
 
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         plan = self.recorder.plan(name, natural)  # first: at most steps it is None (a dict lookup)

@@ -68,6 +68,47 @@ class StepEnds:
         m.backward = True
         self._evals.end_run()
 
+    def _on_sentinel_layer(self, m: RegisteredModel, layer: nn.Module, args: Any, output: Any) -> None:
+        """The layer holding `m.sentinel` ran in a TRAIN statistics step: the gradient of its
+        output arrives in backward before the sentinel's own (which it needs), so a hook on
+        the output sees `.grad` as it was when that backward began (`gradient_reset`)."""
+        if self.recorder.mode != Mode.TRAIN or self._stats is None or not self._stats.due():
+            return
+        outs = output if isinstance(output, (tuple, list)) else (output,)
+        out = next((o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad), None)
+        if out is not None:
+            out.register_hook(functools.partial(self._before_sentinel_grad, m))
+
+    def _before_sentinel_grad(self, m: RegisteredModel, grad: torch.Tensor) -> None:
+        m.incoming = True
+        if m.reset is True:
+            return
+        held = m.sentinel.grad if m.sentinel is not None else None
+        if held is None or held.is_sparse or held.is_complex():  # reset, or not testable: no alarm
+            m.reset = True
+            return
+        try:  # zero_grad(set_to_none=False) leaves zeros: tested on the device, read at the step's end
+            zero = (held == 0).all()
+            m.reset = zero if m.reset is False else m.reset | zero
+        except Exception:  # noqa: BLE001 - never break the user's backward
+            m.reset = True
+
+    def _reset_seen(
+        self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None
+    ) -> None:
+        """At an update of `models`: `gradient_reset/<model>` at statistics steps, 1 where its
+        gradient was reset since its last update, 0 where the update applies a `.grad` that
+        still held what an earlier update had applied (a missing `zero_grad()`); only for a
+        model whose sentinel got a gradient and is in the updating optimizer (`held`)."""
+        for m in models:
+            stats, sentinel = self._stats, m.sentinel
+            ours = sentinel is not None and (held is None or id(sentinel) in held)
+            if m.incoming and ours and stats is not None and stats.due():
+                flag = m.reset if isinstance(m.reset, torch.Tensor) else torch.tensor(m.reset)
+                name = f"gradient_reset/{m.prefix.rstrip('.') or 'model'}"
+                stats.add_kinds(name, flag.to(torch.uint8).reshape(1), ("sum",), ())
+            m.incoming, m.reset = False, False
+
     def _update_skipped(self, m: RegisteredModel) -> bool:
         """`m`'s gradients were reset since a backward of the open step that no optimizer
         step consumed: its iteration ended without an update."""
@@ -80,7 +121,12 @@ class StepEnds:
             and id(m) not in self._updated
         )
 
-    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+    def _save_gradients(
+        self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None = None
+    ) -> None:
+        """The gradients `models` are updated with (by an optimizer holding `held`, the
+        parameters' ids at a statistics step; None: no optimizer, each backward updates)."""
+        self._reset_seen(models, held)
         if self._stats is not None:  # now: the optimizer is about to change the weights in place
             self._stats.before_models_step(models)
         for m in models:
@@ -140,20 +186,40 @@ class StepEnds:
             for m in self._models:
                 m.trained = m.trained or optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
+            held = None
             if self._stats is not None and self._stats.due():  # parameter_without_gradient
-                self._stats.optimizer_holds({id(p) for g in optimizer.param_groups for p in g["params"]})
+                held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+                self._stats.optimizer_holds(held)
+                self._learning_rate(optimizer, models)
             closure = kwargs.get("closure", args[0] if args else None)
             if not callable(closure):
-                self._save_gradients(models)
+                self._save_gradients(models, held)
                 return None
-            return _after_first_call(closure, self._gradient_saver(models), args, kwargs)
+            return _after_first_call(closure, self._gradient_saver(models, held), args, kwargs)
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()
         return None
 
-    def _gradient_saver(self, models: tuple[RegisteredModel, ...]) -> Callable[[], None]:
+    def _learning_rate(self, optimizer: torch.optim.Optimizer, models: tuple[RegisteredModel, ...]) -> None:
+        """`learning_rate/<model>`: the learning rate of the optimizer's first parameter group,
+        at statistics steps (the loss rules read a warm-up from it, `rules.losses.warming_up`)."""
+        lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
+        if isinstance(lr, torch.Tensor) and lr.numel() == 1:
+            lr = lr.detach()
+        elif isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            lr = torch.tensor(float(lr))
+        else:
+            return
+        assert self._stats is not None
+        for m in models:
+            name = f"learning_rate/{m.prefix.rstrip('.') or 'model'}"
+            self._stats.add_kinds(name, lr.to(torch.float32).reshape(1), ("sum",), ())
+
+    def _gradient_saver(
+        self, models: tuple[RegisteredModel, ...], held: set[int] | None
+    ) -> Callable[[], None]:
         """What saves this optimizer step's gradients once a closure has computed them."""
-        return lambda: self._save_gradients(models)
+        return lambda: self._save_gradients(models, held)
 
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)

@@ -148,7 +148,7 @@ class TrainerHook(Hook):
         finally:
             self._stepping_params = None
 
-    def _gradient_saver(self, models: tuple[RegisteredModel, ...]) -> Callable[[], None]:
+    def _gradient_saver(self, models: tuple[RegisteredModel, ...], held: set[int] | None) -> Callable[[], None]:
         only = self._stepping_params  # the closure runs after the pre-hook has reset it
 
         def save() -> None:
@@ -156,17 +156,20 @@ class TrainerHook(Hook):
                 return
             self._stepping_params = only
             try:
-                self._save_gradients(models)
+                self._save_gradients(models, held)
             finally:
                 self._stepping_params = None
 
         return save
 
-    def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
+    def _save_gradients(
+        self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None = None
+    ) -> None:
         only = self._stepping_params
         if only is None:
-            super()._save_gradients(models)
+            super()._save_gradients(models, held)
             return
+        self._reset_seen(models, held)
         params = [entry for m in models for entry in m.params if id(entry[1]) in only]
         if self._stats is not None:
             self._stats.before_optimizer(params)

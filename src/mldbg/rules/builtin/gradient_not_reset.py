@@ -23,6 +23,7 @@ DECAY = 64  # statistics steps whose changes give the decay of a sum (`GradientN
 _SUM_OF_TWO = 0.9  # a sum of two gradients changes by less than this share of its norm (0.5-0.8)
 FRESH_LEVEL = 0.05  # the paired t-test's level: the first gradients refute a sum (`_fresh_sized`)
 HELD = 1e-4  # a global norm held by clipping varies by rounding only: relative spread below this
+RESET = "gradient_reset/"  # what a PyTorch hook saw at each update: was `.grad` reset since the last?
 
 
 @register
@@ -126,10 +127,27 @@ class GradientNotReset(Rule):
     changed by a median below `max_raw_change` of their norm. Fresh gradients 5 steps apart differ by 100-200% of
     their norm (full-batch ones by 60-100%, at a flat norm); a sum without `zero_grad()`
     changes by 5 fresh gradients over a norm that grew with the step (20-95%).
+
+    Where the hook saw it (the PyTorch two-line hook records `gradient_reset/<model>` at
+    statistics steps), none of the above is needed and none of it runs: when a backward
+    begins, the gradient of the model's first parameter is None or zero if `zero_grad()` ran
+    since the last update, and holds that update's gradient if not. The rule fires when, of
+    a model's last `observed_window` recorded updates, `observed_carried` or more applied a
+    gradient that had not been reset (a missing `zero_grad()` from the second update on;
+    one called every other step, at every second update). A healthy run resets before every
+    update, whatever its clipping, schedule, optimizer or accumulation (micro-batches add up
+    within one update). A GAN's generator backward that reaches the discriminator is not
+    counted: the discriminator's gradient is judged at its own update, after its reset.
+
+    `observed_window` and `observed_carried` are counts of updates (8 and 4); `observed=False`
+    judges from the statistics alone, as for a run recorded without the flags.
     """
 
     needs = ("gradients",)
     reads = {"gradients": ("l2", "sample_change"), "inputs": ("sample_fingerprints",)}
+    observed: bool = True
+    observed_window: int = 8
+    observed_carried: int = 4
     window: int = 8
     min_growth: float = 3.0
     max_change: float = 0.4
@@ -176,6 +194,8 @@ class GradientNotReset(Rule):
         self._fresh_done = False
         self._decay: list[tuple[int, float]] = []  # (mode step, median sample_change): the first DECAY
         self._decay_open = True  # still collecting them
+        self._observed = False  # the hook recorded `gradient_reset/`: it alone decides
+        self._carried: dict[str, list[tuple[int, bool]]] = {}  # per model: (step, not reset), last updates
 
     def _width(self) -> int:
         return max(self.window, 2 * max(1, self.accumulation_steps) + 2)
@@ -210,6 +230,8 @@ class GradientNotReset(Rule):
         once, then judged as `check` judges), their norms kept as `check` keeps them. A
         gradient saved raw whose `l2` must be computed ends the prefix. The kept steps feed
         the fresh-gradient reference and the decay of the changes as in `check`."""
+        if self.observed and (self._observed or trial.names(None, regex="^" + RESET)):
+            return self._observed_columns(trial, steps)
         names = trial.names("gradients", regex=self.tensor_regex)
         if not names or not len(steps):
             return len(steps)
@@ -501,6 +523,14 @@ class GradientNotReset(Rule):
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
             return None
+        flags = trial.names(None, regex="^" + RESET, step=step) if self.observed else []
+        if flags or self._observed:
+            self._observed = True
+            for name in flags:
+                value = trial.saved_statistic(name, step, "sum")
+                if isinstance(value, float) and math.isfinite(value):
+                    self._count_update(name, step, value == 0)
+            return self._carried_finding(trial, step)
         names = trial.names("gradients", regex=self.tensor_regex, step=step)
         norms = {
             n: v for n in names if isinstance(v := trial.statistic(n, step, "l2"), float) and math.isfinite(v)
@@ -529,6 +559,65 @@ class GradientNotReset(Rule):
             "grew with it: gradients accumulate across optimizer steps, as when optimizer.zero_grad() is missing",
             tensors=grown,
         )  # fmt: skip
+
+    def _count_update(self, name: str, step: int, carried: bool) -> None:
+        last = self._carried.setdefault(name, [])
+        last.append((step, carried))
+        del last[: -self.observed_window]
+
+    def _carried_finding(self, trial: TrialView, step: int) -> Finding | None:
+        """The finding where a model's last updates applied gradients not reset (`check`)."""
+        for name, last in self._carried.items():
+            carried = [s for s, c in last if c]
+            if len(carried) < self.observed_carried or not self.first("observed"):
+                continue
+            model = name[len(RESET) :]
+            grads = trial.names("gradients", regex=self.tensor_regex, step=step)
+            if model != "model":
+                grads = [g for g in grads if g.startswith(f"gradient/{model}.")]
+            return self.finding(
+                trial, step,
+                f"{len(carried)} of the last {len(last)} updates of {model} (steps {last[0][0]}-{step}; "
+                f"at steps {', '.join(map(str, carried))}) applied a gradient that had not been reset since "
+                "the update before: when the next backward began, .grad still held the last update's "
+                "gradient (neither None nor zero), so each update adds the old gradients again: "
+                "optimizer.zero_grad() is missing, or called only every few steps",
+                tensors=grads[:8] or [name],
+            )  # fmt: skip
+        return None
+
+    def _observed_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """`check_columns` where the hook recorded `gradient_reset/`: every training step
+        whose flags make no finding counted as `check` counts them; stops at the step where
+        `check` fires."""
+        self._observed = True
+        if not len(steps):
+            return 0
+        train = trial.columns.modes(steps)[0] == int(Mode.TRAIN)
+        seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        stop = len(steps)
+        for name in trial.names(None, regex="^" + RESET):
+            over = Over(trial, name, steps)
+            value = over.stat("sum")
+            at = np.flatnonzero(train & over.present & np.isfinite(value))
+            carried = value[at] == 0
+            seen[name] = (at, carried)
+            if "observed" in self._fired:
+                continue
+            before = np.array([c for _, c in self._carried.get(name, [])], dtype=bool)
+            every = np.concatenate([before, carried]).astype(np.int64)
+            total = np.concatenate([[0], np.cumsum(every)])
+            ends = np.arange(len(before), len(every)) + 1
+            counts = total[ends] - total[np.maximum(0, ends - self.observed_window)]
+            hit = np.flatnonzero(counts >= self.observed_carried)
+            if hit.size:
+                stop = min(stop, int(at[hit[0]]))
+        for name, (at, carried) in seen.items():
+            for i, c in zip(at.tolist(), carried.tolist(), strict=True):
+                if i >= stop:
+                    break
+                self._count_update(name, int(steps[i]), bool(c))
+        return stop
 
     def _learn_fresh(self, trial: TrialView, step: int, norms: dict[str, float]) -> None:
         """`_fresh_from` at a step read by `check`."""
