@@ -3,12 +3,13 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5]
+        [--seeds 5] [--loss-only]
 
 Nine kinds of realistic healthy training-loss series (`KINDS`), each generated from a seed,
 written step by step through the real recorder (`mldbg.record.Recorder`, the loss in the
 `losses` collection, saved every step) and checked with `mldbg.check` (the loss rules by
-name, `RULES`). The seeds are split once, before any tuning, into a tuning half (`TUNE`,
+name, `RULES`); the two kinds driven by a learning-rate schedule record it too, as the PyTorch
+hook does (`learning_rate/model` at statistics steps; `--loss-only`: not). The seeds are split once, before any tuning, into a tuning half (`TUNE`,
 0-4) and a held-out half (`HELDOUT`, 5-9): the rules were tuned on the first only, and the
 figures reported are the second's. Buggy twins (`BUGS`) inject a defect at a known step
 into the `noisy` kind; the detection delay is the first finding of any loss rule (or
@@ -73,19 +74,29 @@ def _lr_loss(lr: np.ndarray, rng: np.random.Generator, noise: float = 0.05) -> n
     return (base + floor_term) * (1 + noise * rng.standard_normal(n))
 
 
-def warmup_cosine(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Linear warm-up over 1-5% of the run, then a cosine decay to 0."""
+def _warmup_cosine_lr(n: int, rng: np.random.Generator) -> np.ndarray:
     w = int(n * rng.uniform(0.01, 0.05))
     t = np.arange(n)
-    lr = np.where(t < w, (t + 1) / w, 0.5 * (1 + np.cos(np.pi * (t - w) / max(1, n - w))))
-    return _lr_loss(lr, rng)
+    return np.where(t < w, (t + 1) / w, 0.5 * (1 + np.cos(np.pi * (t - w) / max(1, n - w))))
+
+
+def warmup_cosine(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Linear warm-up over 1-5% of the run, then a cosine decay to 0."""
+    return _lr_loss(_warmup_cosine_lr(n, rng), rng)
+
+
+def _step_lr(n: int, rng: np.random.Generator) -> np.ndarray:
+    t = np.arange(n)
+    return np.where(t < n // 2, 1.0, np.where(t < 3 * n // 4, 0.1, 0.01))
 
 
 def step_schedule(n: int, rng: np.random.Generator) -> np.ndarray:
     """The learning rate divided by 10 at 50% and 75% of the run (the loss drops at each)."""
-    t = np.arange(n)
-    lr = np.where(t < n // 2, 1.0, np.where(t < 3 * n // 4, 0.1, 0.01))
-    return _lr_loss(lr, rng)
+    return _lr_loss(_step_lr(n, rng), rng)
+
+
+# the learning rate of the kinds driven by a schedule, drawn as the kind draws it (first)
+SCHEDULES = {"warmup_cosine": _warmup_cosine_lr, "step_schedule": _step_lr}
 
 
 def sawtooth(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -220,21 +231,29 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
 }
 
 
+LR = "learning_rate/model"  # as the PyTorch hook records it: a statistic `sum`, at statistics steps
+
+
 def write(path: Path, series: dict[str, np.ndarray]) -> None:
     """Each series as a scalar of the `losses` collection, one TRAIN step per value, through
-    the recorder as a framework adapter drives it."""
+    the recorder as a framework adapter drives it; a learning rate (`LR` in `series`) as the
+    PyTorch hook records it, at the two-line hook's statistics steps (0-20, then every 100th)."""
     rec = Recorder(
         str(path),
         save_config=mldbg.SaveConfig(save_interval=1),
         include_collections=["losses"],
         overwrite=True,
     )
+    lr = series.pop(LR, None)
     n = len(next(iter(series.values())))
     try:
         for i in range(n):
             rec.start_step(mldbg.Mode.TRAIN)
             for name, x in series.items():
                 rec.save_scalar(name, float(x[i]), ("losses",))
+            if lr is not None and (i <= 20 or i % 100 == 0):
+                value = float(lr[i])
+                rec.save_statistics(lambda v=value: {LR: {"sum": v}}, {LR: ("F32", (1,), ())}, 16)
             rec.end_step()
     finally:
         rec.close()
@@ -248,9 +267,11 @@ def check(path: Path, rules: tuple[str, ...]) -> dict[str, int]:
     return first
 
 
-def healthy_series(kind: str, n: int, seed: int) -> dict[str, np.ndarray]:
+def healthy_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> dict[str, np.ndarray]:
     rng = np.random.default_rng([seed, list(KINDS).index(kind)])
     out = {"loss": KINDS[kind](n, rng)}
+    if learning_rate and kind in SCHEDULES:  # the same draws: the schedule the loss followed
+        out[LR] = SCHEDULES[kind](n, np.random.default_rng([seed, list(KINDS).index(kind)]))
     if kind == "gan":  # the discriminator's loss too: near ln 4 / 2, oscillating against it
         out["d_loss"] = 0.6 * (1 - 0.5 * (out["loss"] / np.median(out["loss"]) - 1)).clip(0.05)
     return out
@@ -267,6 +288,11 @@ def main() -> int:
     ap.add_argument(
         "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
     )
+    ap.add_argument(
+        "--loss-only",
+        action="store_true",
+        help="no learning rate for the scheduled kinds (as a loss-only replay)",
+    )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
     seeds = {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
@@ -280,7 +306,7 @@ def main() -> int:
         for kind in args.kinds:
             for seed in seeds:
                 path = Path(tmp) / f"{kind}-{seed}"
-                series = healthy_series(kind, args.steps, seed)
+                series = healthy_series(kind, args.steps, seed, learning_rate=not args.loss_only)
                 write(path, series)
                 t = time.perf_counter()
                 first = check(path, rules)

@@ -412,6 +412,24 @@ def _mann_kendall(x: np.ndarray) -> float:
     return (s - np.sign(s)) / math.sqrt(var)
 
 
+LEARNING_RATE = "learning_rate/"  # the PyTorch hook's record of each model's learning rate
+
+
+def warming_up(view: TrialView, step: int) -> str | None:
+    """The learning rate of a model (`learning_rate/<model>`, which the PyTorch hook records
+    at statistics steps) rose at its last record up to `step`: a warm-up is under way, and a
+    loss that barely moves is what it gives (the learning rate is still small), not a stall.
+    Returns the record's name, or None (no learning rate recorded, or not rising)."""
+    for name in view.names(None, regex="^" + LEARNING_RATE):
+        steps = [s for s in view.tensor(name).steps(Mode.TRAIN) if s <= step][-2:]
+        if len(steps) < 2:
+            continue
+        before, last = (view.saved_statistic(name, s, "sum") for s in steps)
+        if isinstance(before, float) and isinstance(last, float) and last > before * (1 + 1e-6) > 0:
+            return name
+    return None
+
+
 def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
     """Whether two loss series move against each other (a GAN's two players: when one gains,
     the other loses): the medians of 20 blocks (of at least 5 values) over the stretch they share, or their changes

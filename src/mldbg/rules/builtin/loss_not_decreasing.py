@@ -16,6 +16,7 @@ from mldbg.rules.losses import (
     judgement,
     opposed,
     progress,
+    warming_up,
 )
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
@@ -60,7 +61,8 @@ class LossNotDecreasing(Rule):
     windows of `num_steps` values make the first judgement. A GAN (`mldbg.rules.select.adversarial`:
     two models trained, every batch of targets one class; or two loss series that move
     against each other, `mldbg.rules.losses.opposed`) plays a game whose loss is not meant
-    to fall: it is not judged.
+    to fall: it is not judged. Nor is a flat training loss while the recorded learning rate
+    still rises (`mldbg.rules.losses.warming_up`: a warm-up moves the loss little at first).
     """
 
     needs = ("losses", "scalars")
@@ -215,9 +217,10 @@ class LossNotDecreasing(Rule):
             return []
         what = f"{name} ({mode})"
         out: list[Finding] = []
+        warm = warming_up(trial, step) if mode == "TRAIN" and any(k == "flat" for k, _ in found) else None
         for kind, p in found:
-            if not self.first((name, mode, kind)):
-                continue
+            if (kind == "flat" and warm) or not self.first((name, mode, kind)):
+                continue  # a flat loss while the learning rate warms up is the warm-up's
             n, m = p.n, p.block
             if kind == "flat":
                 out.append(self.finding(

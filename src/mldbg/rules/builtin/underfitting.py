@@ -19,6 +19,7 @@ from mldbg.rules.losses import (
     judgement,
     opposed,
     progress,
+    warming_up,
 )
 from mldbg.rules.select import adversarial
 from mldbg.rules.view import TrialView
@@ -28,6 +29,11 @@ def _quiet(name: str, has_train: bool) -> bool:
     """Closing an evaluation pass judges nothing here (`check` reads the closed passes when a
     training loss is judged)."""
     return True
+
+
+def _rising(p: Progress) -> bool:
+    """The loss ended above its start, one-sided at 5%, or trends up (z > 2)."""
+    return p.last > p.first and (p.rise_z > 1.645 or p.trend_z > -_TREND_Z)
 
 
 @register
@@ -48,7 +54,9 @@ class Underfitting(Rule):
     rose (its last block above its start, one-sided at 5%, or an upward trend, z > 2) is
     diverging: the finding says so and suggests lowering the learning rate, never raising
     it. A GAN (two models trained on one-class targets, or two losses that move against each
-    other) plays a game whose loss is not meant to fall: it is not judged.
+    other) plays a game whose loss is not meant to fall: it is not judged. Nor is a loss that
+    has not risen while the recorded learning rate still rises (a warm-up,
+    `mldbg.rules.losses.warming_up`).
     """
 
     needs = ("losses", "scalars")
@@ -139,6 +147,8 @@ class Underfitting(Rule):
                 other != name and opposed(s.values, o.values) for other, o in self._tracker.train.items()
             ):
                 continue  # an adversarial game (a GAN): its loss is not meant to fall
+            if not _rising(p) and warming_up(trial, s.steps[-1]):
+                continue  # a flat loss while the learning rate still rises: the warm-up's
             if self.first(name):
                 found.append((name, p, evals, s.steps[-1]))
         if not found:
@@ -146,8 +156,7 @@ class Underfitting(Rule):
         name, p, evals, at = found[0]
         level = 100.0 * p.last / p.first
         val = f"; validation loss {evals[0]:.4g} -> {evals[-1]:.4g}" if len(evals) >= 2 else ""
-        # the advice only (the finding stands either way): above its start at 5%, or trending up
-        rising = p.last > p.first and (p.rise_z > 1.645 or p.trend_z > -_TREND_Z)
+        rising = _rising(p)  # the advice only (the finding stands either way)
         what = (
             "it is rising: the training diverges" if rising else "the model is not fitting the training data"
         )
