@@ -207,7 +207,8 @@ class LossCapture:
         if found is None and len(self._scalers) >= MAX_SCANS:
             return False  # a factor made anew at each step (`loss * torch.tensor(w)`): not a scaler's
         if found is None:
-            scalers = (o for o in gc.get_objects() if isinstance(o, torch.amp.GradScaler))
+            # type(): no __class__ property runs (torch.distributed.reduce_op's warns)
+            scalers = (o for o in gc.get_objects() if issubclass(type(o), torch.amp.GradScaler))
             found = self._scalers[key] = any(_scale_ptr(s) == key for s in scalers)
         return found
 
