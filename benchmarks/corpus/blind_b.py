@@ -125,7 +125,8 @@ def bert_mlm(path: str, steps: int = 250, seed: int = 0, bug: str | None = None)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=2e-3
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=2e-3 * (100 if bug == "lr_x100" else 1),
     )
     warmup = steps // 10
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -239,7 +240,7 @@ class TinyLlama(nn.Module):
         return logits, loss
 
 
-def llama_lm(path: str, steps: int = 300, seed: int = 0, bug: str | None = None) -> list[float]:
+def llama_lm(path: str, steps: int = 300, seed: int = 0) -> list[float]:
     """A llama-style causal LM: AdamW betas (0.9, 0.95), weight decay 0.1 on matrices only,
     linear warm-up then cosine decay to 10%, gradient clipping at 1.0, nanoGPT's loop."""
     g = _seed(seed)
@@ -256,7 +257,7 @@ def llama_lm(path: str, steps: int = 300, seed: int = 0, bug: str | None = None)
         return x, y
 
     model = TinyLlama(vocab)
-    max_lr = 1e-3 * (100 if bug == "lr_x100" else 1)
+    max_lr = 1e-3
     min_lr, warmup = max_lr / 10, 30
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -2737,7 +2738,7 @@ def checkpointed_deep_mlp(
     return losses
 
 
-_llama = healthy("llama_rope_rmsnorm_swiglu_adamw", "language model", llama_lm)
+_bert = healthy("bert_mlm_15pct_masking_tied_decoder", "masked LM", bert_mlm)
 _kim = healthy("kim_cnn_static_frozen_vectors_adadelta", "text classification", kim_text_cnn)
 _crf = healthy("bilstm_crf_ner_sgd_clip", "sequence tagging", bilstm_crf_tagger)
 _clip = healthy("clip_two_towers_learnable_temperature", "multimodal", tiny_clip)
@@ -2749,7 +2750,7 @@ _coral = healthy("coral_ordinal_regression_grades", "ordinal regression", coral_
 _anomaly = healthy("autoencoder_anomaly_detection_sensors", "anomaly detection", autoencoder_anomaly)
 
 PIPELINES = [
-    healthy("bert_mlm_15pct_masking_tied_decoder", "masked LM", bert_mlm),
+    healthy("llama_rope_rmsnorm_swiglu_adamw", "language model", llama_lm),
     healthy("gated_linear_recurrence_lm", "state-space", gated_recurrence_lm),
     healthy("ctc_bigru_speech_frames", "speech", ctc_speech),
     healthy("adaptive_softmax_lstm_zipf_bptt", "language model", adaptive_softmax_lm),
@@ -2770,7 +2771,7 @@ PIPELINES = [
     healthy("sac_point_mass_auto_entropy", "RL", sac_point_mass),
     healthy("td3_pendulum_delayed_policy", "RL", td3_pendulum),
     healthy("behaviour_cloning_maze_expert", "imitation", behaviour_cloning_maze),
-    _llama,
+    _bert,
     _kim,
     _crf,
     _clip,
@@ -2780,7 +2781,7 @@ PIPELINES = [
     _ckpt,
     _coral,
     _anomaly,
-    buggy(_llama, "lr_x100"),
+    buggy(_bert, "lr_x100"),
     buggy(_kim, "softmax_before_ce"),
     buggy(_crf, "no_zero_grad"),
     buggy(_clip, "inputs_x255"),
