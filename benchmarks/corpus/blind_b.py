@@ -4,11 +4,13 @@ fine-tuning, of kinds not in the earlier sets. Written without ever running mldb
 Sequences and text: a BERT-style masked LM, a llama-style LM (RoPE, RMSNorm, SwiGLU), a gated
 linear recurrence LM, CTC on synthetic speech frames, a BiLSTM-CRF tagger, a Kim text CNN with
 frozen embeddings, an adaptive-softmax word LM, word2vec CBOW with hierarchical softmax, a
-Performer (FAVOR+) classifier, keyword spotting on MFCC-like frames. Fine-tuning and preference
+Performer (FAVOR+) classifier, keyword spotting on MFCC-like frames, unsupervised SimCSE, a
+pointer network. Fine-tuning and preference
 learning: LoRA, prompt tuning, a Bradley-Terry reward model, DPO, a tiny CLIP. Tabular and
 recommendation: FT-Transformer, DeepFM, wide & deep with sparse EmbeddingBag + SparseAdam, a
 factorization machine, DeepSurv (Cox), CORAL ordinal regression, 50-label BCE, TransE, SASRec,
-a two-tower retrieval model, N-BEATS, an autoencoder anomaly detector, gradient checkpointing.
+a two-tower retrieval model, N-BEATS, DeepAR, an autoencoder anomaly detector, gradient
+checkpointing.
 RL: SAC, TD3, behaviour cloning.
 
 Every script is written the way its kind is usually written, with the README's two lines.
@@ -2738,6 +2740,201 @@ def checkpointed_deep_mlp(
     return losses
 
 
+# ----------------------------------------------------------------------------- DeepAR
+
+
+class DeepAR(nn.Module):
+    """Salinas et al. (2020): an autoregressive LSTM fed the previous (scaled) value and time
+    covariates, emitting the mean and scale of a Gaussian for the next value."""
+
+    def __init__(self, covariates: int, hidden: int = 40, layers: int = 2):
+        super().__init__()
+        self.rnn = nn.LSTM(1 + covariates, hidden, layers, batch_first=True, dropout=0.1)
+        self.mu = nn.Linear(hidden, 1)
+        self.sigma = nn.Linear(hidden, 1)
+
+    def forward(self, prev: torch.Tensor, cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, _ = self.rnn(torch.cat([prev.unsqueeze(-1), cov], -1))
+        return self.mu(h).squeeze(-1), F.softplus(self.sigma(h)).squeeze(-1) + 1e-4
+
+
+def deepar_gaussian(path: str, steps: int = 200, seed: int = 0) -> list[float]:
+    """DeepAR on many related daily series (weekly seasonality, per-series level and trend):
+    windows of 56 days, values divided by the window's mean level (DeepAR's scaling), day-of-week
+    covariates, the Gaussian negative log-likelihood (nn.GaussianNLLLoss, the variance the
+    squared scale), Adam 1e-3, clipping at 10."""
+    g = _seed(seed)
+    rng = np.random.default_rng(seed)
+    n_series, length, window = 300, 400, 56
+    t = np.arange(length)
+    level = rng.lognormal(2, 1, (n_series, 1))
+    weekly = rng.uniform(0.1, 0.5, (n_series, 1)) * np.sin(
+        2 * np.pi * t / 7 + rng.uniform(0, 6, (n_series, 1))
+    )
+    trend = 1 + rng.uniform(-0.0005, 0.001, (n_series, 1)) * t
+    noise = 1 + 0.1 * rng.standard_normal((n_series, length))
+    series = torch.tensor(level * trend * (1 + weekly) * noise, dtype=torch.float32)
+    dow = F.one_hot(torch.tensor(t % 7), 7).float()
+    model = DeepAR(covariates=7)
+    criterion = nn.GaussianNLLLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    hook = Hook(path)
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    losses = []
+    for step in range(steps):
+        s = torch.randint(0, n_series, (64,), generator=g)
+        start = torch.randint(0, length - window - 40, (64,), generator=g)
+        idx = start[:, None] + torch.arange(window + 1)
+        z = series[s[:, None], idx]
+        scale = 1 + z[:, :-1].mean(1, keepdim=True)
+        z = z / scale
+        mu, sigma = model(z[:, :-1], dow[idx[:, 1:]])
+        loss = criterion(mu, z[:, 1:], sigma**2)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 49:
+            model.eval()
+            with torch.no_grad():  # one-step-ahead error on the last 40 days
+                z = series[:, -41:] / (1 + series[:, -97:-41].mean(1, keepdim=True))
+                mu, _ = model(z[:, :-1], dow[length - 40 :].expand(n_series, -1, -1))
+                mae = (mu - z[:, 1:]).abs().mean().item()
+            model.train()
+            print(f"step {step} nll {np.mean(losses[-50:]):.3f} holdout one-step MAE {mae:.4f}")
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- SimCSE
+
+
+def simcse_unsupervised(path: str, steps: int = 150, seed: int = 0) -> list[float]:
+    """Unsupervised SimCSE (Gao et al. 2021): each sentence encoded twice by the same encoder,
+    the two dropout masks the only augmentation, in-batch InfoNCE at temperature 0.05 on the
+    [CLS] vectors; a small transformer encoder, AdamW 3e-4 (a BERT checkpoint would take 3e-5),
+    alignment / uniformity printed on held-out sentences."""
+    g = _seed(seed)
+    rng = np.random.default_rng(seed)
+    vocab, seq = 200, 16
+    sentences = (
+        torch.tensor(_hmm_zipf_tokens(rng, vocab - 1, 2000 * seq, states=16, topical=0.8, stay=0.9)) + 1
+    )
+    sentences = sentences.view(-1, seq)
+    sentences = torch.cat([torch.zeros(len(sentences), 1, dtype=torch.long), sentences], 1)  # [CLS] = 0
+
+    class Encoder(nn.Module):
+        def __init__(self, d: int = 48):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.randn(seq + 1, d) * 0.02)
+            layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.1, activation="gelu", batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh())  # the MLP over [CLS] used in training
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.pooler(self.encoder(self.tok(ids) + self.pos)[:, 0])
+
+    model = Encoder()
+    criterion = nn.CrossEntropyLoss()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    held_out = sentences[-256:]
+    hook = Hook(path)
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    losses = []
+    for step in range(steps):
+        model.train()
+        batch = sentences[torch.randint(0, len(sentences) - 256, (32,), generator=g)]
+        z = F.normalize(model(torch.cat([batch, batch])), dim=-1)  # two dropout masks
+        z1, z2 = z.chunk(2)
+        loss = criterion(z1 @ z2.T / 0.05, torch.arange(32))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 49:
+            model.eval()
+            with torch.no_grad():
+                e = F.normalize(model(held_out), dim=-1)
+                uniform = torch.pdist(e).pow(2).mul(-2).exp().mean().log().item()
+            print(f"step {step} loss {np.mean(losses[-50:]):.3f} uniformity {uniform:.3f}")
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- pointer network
+
+
+class PointerNet(nn.Module):
+    """Vinyals et al. (2015): an LSTM encoder over the inputs, an LSTM decoder whose additive
+    attention over the encoder states is the output distribution (a pointer to an input)."""
+
+    def __init__(self, hidden: int = 64):
+        super().__init__()
+        self.embed = nn.Linear(1, hidden)
+        self.encoder = nn.LSTM(hidden, hidden, batch_first=True)
+        self.decoder = nn.LSTMCell(hidden, hidden)
+        self.w_enc = nn.Linear(hidden, hidden, bias=False)
+        self.w_dec = nn.Linear(hidden, hidden, bias=False)
+        self.v = nn.Linear(hidden, 1, bias=False)
+        self.start = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        emb = self.embed(x.unsqueeze(-1))
+        enc, (h, c) = self.encoder(emb)
+        h, c = h[0], c[0]
+        inp = self.start.expand(len(x), -1)
+        mask = torch.zeros(x.shape, dtype=torch.bool)
+        keys = self.w_enc(enc)
+        logits_all = []
+        for i in range(x.shape[1]):
+            h, c = self.decoder(inp, (h, c))
+            logits = self.v(torch.tanh(keys + self.w_dec(h).unsqueeze(1))).squeeze(-1)
+            logits = logits.masked_fill(mask, -1e9)  # each input is pointed at once
+            logits_all.append(logits)
+            choice = targets[:, i] if targets is not None else logits.argmax(1)  # teacher forcing
+            mask = mask | F.one_hot(choice, x.shape[1]).bool()
+            inp = emb[torch.arange(len(x)), choice]
+        return torch.stack(logits_all, 1)
+
+
+def pointer_network_sort(path: str, steps: int = 250, seed: int = 0) -> list[float]:
+    """A pointer network learning to sort 10 numbers: cross-entropy of the pointer at each output
+    step under teacher forcing, Adam 1e-3, clipping at 2; greedy decoding accuracy on held-out sets."""
+    g = _seed(seed)
+    n = 10
+    model = PointerNet()
+    criterion = nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_val = torch.rand(200, n, generator=g)
+    hook = Hook(path)
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    losses = []
+    for step in range(steps):
+        model.train()
+        x = torch.rand(64, n, generator=g)
+        target = x.argsort(1)
+        logits = model(x, target)
+        loss = criterion(logits.reshape(-1, n), target.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 2.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 49:
+            model.eval()
+            with torch.no_grad():
+                pred = model(x_val).argmax(-1)
+            acc = (pred == x_val.argsort(1)).float().mean().item()
+            print(f"step {step} loss {np.mean(losses[-50:]):.3f} pointer accuracy {acc:.3f}")
+    hook.close()
+    return losses
+
+
 _bert = healthy("bert_mlm_15pct_masking_tied_decoder", "masked LM", bert_mlm)
 _kim = healthy("kim_cnn_static_frozen_vectors_adadelta", "text classification", kim_text_cnn)
 _crf = healthy("bilstm_crf_ner_sgd_clip", "sequence tagging", bilstm_crf_tagger)
@@ -2771,6 +2968,9 @@ PIPELINES = [
     healthy("sac_point_mass_auto_entropy", "RL", sac_point_mass),
     healthy("td3_pendulum_delayed_policy", "RL", td3_pendulum),
     healthy("behaviour_cloning_maze_expert", "imitation", behaviour_cloning_maze),
+    healthy("deepar_gaussian_nll_lstm", "time series", deepar_gaussian),
+    healthy("simcse_dropout_positives_inbatch", "sentence embeddings", simcse_unsupervised),
+    healthy("pointer_network_sort_teacher_forcing", "seq2seq", pointer_network_sort),
     _bert,
     _kim,
     _crf,
