@@ -5,8 +5,8 @@ Sequences and text: a BERT-style masked LM, a llama-style LM (RoPE, RMSNorm, Swi
 linear recurrence LM, CTC on synthetic speech frames, a BiLSTM-CRF tagger, a Kim text CNN with
 frozen embeddings, an adaptive-softmax word LM, word2vec CBOW with hierarchical softmax, a
 Performer (FAVOR+) classifier, keyword spotting on MFCC-like frames, unsupervised SimCSE, a
-pointer network. Fine-tuning and preference
-learning: LoRA, prompt tuning, a Bradley-Terry reward model, DPO, a tiny CLIP. Tabular and
+pointer network. Fine-tuning and preference learning: LoRA, prompt tuning, a Bradley-Terry
+reward model, DPO, a tiny CLIP. Tabular and
 recommendation: FT-Transformer, DeepFM, wide & deep with sparse EmbeddingBag + SparseAdam, a
 factorization machine, DeepSurv (Cox), CORAL ordinal regression, 50-label BCE, TransE, SASRec,
 a two-tower retrieval model, N-BEATS, DeepAR, an autoencoder anomaly detector, gradient
