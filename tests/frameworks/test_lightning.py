@@ -478,3 +478,44 @@ def test_each_steps_gradients_are_its_own_batchs_under_automatic_optimization(tm
     for step, seen in zip(steps, model.grads, strict=True):
         for name, grad in seen.items():
             np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)
+
+
+class NoZeroGrad(Tiny):
+    """Manual optimization that forgets `opt.zero_grad()`."""
+
+    def __init__(self, reset: bool):
+        super().__init__(lr=0.05)
+        self.automatic_optimization = False
+        self.reset = reset
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        if self.reset:
+            opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+        return loss
+
+
+@pytest.mark.parametrize("module", ["automatic", "manual, zero_grad", "manual, no zero_grad"])
+def test_the_callback_sees_whether_gradients_are_reset(tmp_path, module):
+    """`gradient_reset/model` at the statistics steps: all 1 under Lightning's automatic
+    optimization and a manual loop that resets; a manual loop without `zero_grad()` is found."""
+    torch.manual_seed(0)
+    train, val = _data()
+    lit = {
+        "automatic": Tiny(),
+        "manual, zero_grad": NoZeroGrad(True),
+        "manual, no zero_grad": NoZeroGrad(False),
+    }[module]
+    _trainer(DebuggerCallback(tmp_path), max_epochs=2).fit(lit, train, val)
+    trial = mldbg.create_trial(str(tmp_path))
+    (name,) = trial.tensor_names(regex="^gradient_reset/")
+    flags = [int(trial.tensor(name).reduction_value(s, "sum")) for s in trial.tensor(name).steps()]
+    found = [f for f in mldbg.check(str(tmp_path), rules=["gradient_not_reset"])]
+    if module == "manual, no zero_grad":
+        assert 0 in flags[1:9] and found and found[0].step <= 5, (flags, found)
+    else:
+        assert len(flags) >= 20 and set(flags) == {1} and not found, (flags, found)
