@@ -1162,12 +1162,10 @@ def fixmatch_glyphs(path: str, steps: int = 200, mu: int = 7, batch: int = 12, t
         nn.Conv2d(32, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64, momentum=0.001), nn.LeakyReLU(0.1),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 5),
     )  # fmt: skip
-    no_decay = ["bias", "bn"]
-    grouped = [
-        {"params": [p for n, p in model.named_parameters() if p.ndim > 1], "weight_decay": 5e-4},
-        {"params": [p for n, p in model.named_parameters() if p.ndim <= 1], "weight_decay": 0.0},
+    grouped = [  # no weight decay on biases and BN parameters
+        {"params": [p for p in model.parameters() if p.ndim > 1], "weight_decay": 5e-4},
+        {"params": [p for p in model.parameters() if p.ndim <= 1], "weight_decay": 0.0},
     ]
-    del no_decay
     optimizer = torch.optim.SGD(grouped, lr=0.03, momentum=0.9, nesterov=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: max(0.0, math.cos(7 * math.pi * s / (16 * steps)))
@@ -2668,6 +2666,375 @@ def qat_fake_quant_cnn(path: str, epochs: int = 6, seed: int = 0) -> list[float]
     return losses
 
 
+# ----------------------------------------------------------------------------- DP-SGD with torch.func
+
+
+def dp_sgd_per_sample_clipping(
+    path: str,
+    steps: int = 250,
+    batch: int = 128,
+    clip: float = 1.0,
+    noise_multiplier: float = 1.0,
+    seed: int = 0,
+) -> list[float]:
+    """DP-SGD (Abadi et al.) by hand: per-example gradients with vmap(grad(...)) over
+    functional_call, each clipped to norm C, summed, Gaussian noise of std sigma*C added, the
+    average written into p.grad; plain SGD lr 0.1 as in Opacus' MNIST example; tanh MLP."""
+    from torch.func import functional_call, grad, vmap
+
+    g = _seed(seed)
+    x, y = _glyphs(g, 3000)
+    x = ((x - 0.25) / 0.3).flatten(1)
+    model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 64), nn.Tanh(), nn.Linear(64, 5))
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def compute_loss(params, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, params, (xi.unsqueeze(0),))
+        return F.cross_entropy(out, yi.unsqueeze(0))
+
+    per_sample_grads = vmap(grad(compute_loss), in_dims=(None, 0, 0))
+    hook = Hook(path)
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    losses = []
+    for step in range(steps):
+        idx = torch.randint(0, 2500, (batch,), generator=g)
+        xb, yb = x[idx], y[idx]
+        loss = criterion(model(xb), yb)  # for logging only; the update uses the private gradient
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        grads = per_sample_grads(params, xb, yb)
+        norms = torch.sqrt(sum(gr.flatten(1).pow(2).sum(1) for gr in grads.values()))
+        factor = (clip / (norms + 1e-6)).clamp(max=1.0)
+        for name, p in model.named_parameters():
+            gsum = torch.einsum("b,b...->...", factor, grads[name])
+            noise = torch.randn(gsum.shape, generator=g) * noise_multiplier * clip
+            p.grad = (gsum + noise) / batch
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+        if step % 50 == 49:
+            with torch.no_grad():
+                acc = (model(x[2500:]).argmax(1) == y[2500:]).float().mean().item()
+            print(
+                f"step {step} loss {loss.item():.3f} clipped {(norms > clip).float().mean():.2f} acc {acc:.3f}"
+            )
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- DANN, gradient reversal
+
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, alpha: float) -> torch.Tensor:
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return grad_output.neg() * ctx.alpha, None
+
+
+class DANN(nn.Module):
+    def __init__(self, classes: int = 5):
+        super().__init__()
+        self.feature = nn.Sequential(
+            nn.Conv2d(1, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(True), nn.MaxPool2d(2),
+            nn.Conv2d(32, 48, 3, 1, 1), nn.BatchNorm2d(48), nn.Dropout2d(0.2), nn.ReLU(True), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )  # fmt: skip
+        self.class_classifier = nn.Sequential(
+            nn.Linear(48 * 4, 100), nn.BatchNorm1d(100), nn.ReLU(True), nn.Linear(100, classes)
+        )
+        self.domain_classifier = nn.Sequential(
+            nn.Linear(48 * 4, 100), nn.BatchNorm1d(100), nn.ReLU(True), nn.Linear(100, 2)
+        )
+
+    def forward(self, x: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+        feature = self.feature(x)
+        return self.class_classifier(feature), self.domain_classifier(GradReverse.apply(feature, alpha))
+
+
+def dann_domain_adaptation(path: str, epochs: int = 6, seed: int = 0) -> list[float]:
+    """Ganin & Lempitsky: labelled source glyphs, unlabelled target glyphs (inverted contrast on a
+    gradient background); the domain head trains through a gradient reversal layer; alpha and
+    the learning rate follow the paper's schedules (SGD, momentum 0.9)."""
+    g = _seed(seed)
+    xs, ys = _glyphs(g, 1600)
+    xt, yt = _glyphs(g, 1600)
+    ramp = torch.linspace(0, 0.5, 8).view(1, 1, 1, 8)
+    xt = (1 - xt) * 0.7 + ramp
+    xs, xt = (xs - 0.25) / 0.3, (xt - xt.mean()) / xt.std()
+    src = DataLoader(TensorDataset(xs, ys), batch_size=64, shuffle=True, generator=g, drop_last=True)
+    tgt = DataLoader(TensorDataset(xt), batch_size=64, shuffle=True, generator=g, drop_last=True)
+    model = DANN()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_class = nn.CrossEntropyLoss()
+    hook = Hook(path)
+    hook.register_module(model)
+    losses = []
+    total = epochs * len(src)
+    i = 0
+    for epoch in range(epochs):
+        model.train()
+        for (s_img, s_label), (t_img,) in zip(src, tgt, strict=False):
+            p = i / total
+            alpha = 2.0 / (1.0 + math.exp(-10 * p)) - 1
+            for group in optimizer.param_groups:
+                group["lr"] = 0.01 / (1 + 10 * p) ** 0.75
+            class_out, domain_out = model(s_img, alpha)
+            err_s_label = loss_class(class_out, s_label)
+            err_s_domain = F.cross_entropy(domain_out, torch.zeros(len(s_img), dtype=torch.long))
+            _, domain_out_t = model(t_img, alpha)
+            err_t_domain = F.cross_entropy(domain_out_t, torch.ones(len(t_img), dtype=torch.long))
+            err = err_s_label + err_s_domain + err_t_domain
+            optimizer.zero_grad()
+            err.backward()
+            optimizer.step()
+            losses.append(err.item())
+            i += 1
+        model.eval()
+        with torch.no_grad():
+            acc_t = (model(xt, 0.0)[0].argmax(1) == yt).float().mean().item()
+        print(
+            f"epoch {epoch} label {err_s_label.item():.3f} domain {(err_s_domain + err_t_domain).item():.3f} target acc {acc_t:.3f}"
+        )
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- RBM, contrastive divergence
+
+
+class RBM(nn.Module):
+    def __init__(self, n_vis: int = 64, n_hid: int = 48, k: int = 1):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(n_hid, n_vis) * 0.01)
+        self.v_bias = nn.Parameter(torch.zeros(n_vis))
+        self.h_bias = nn.Parameter(torch.zeros(n_hid))
+        self.k = k
+
+    def v_to_h(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p_h = torch.sigmoid(F.linear(v, self.W, self.h_bias))
+        return p_h, torch.bernoulli(p_h)
+
+    def h_to_v(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p_v = torch.sigmoid(F.linear(h, self.W.t(), self.v_bias))
+        return p_v, torch.bernoulli(p_v)
+
+    def forward(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, h = self.v_to_h(v)
+        for _ in range(self.k):
+            p_v, v_ = self.h_to_v(h)
+            _, h = self.v_to_h(v_)
+        return v_, p_v
+
+    def free_energy(self, v: torch.Tensor) -> torch.Tensor:
+        return -(v @ self.v_bias) - F.softplus(F.linear(v, self.W, self.h_bias)).sum(1)
+
+
+def rbm_contrastive_divergence(path: str, epochs: int = 10, seed: int = 0) -> list[float]:
+    """A Bernoulli RBM trained by CD-1 through the free-energy difference (its gradient is the
+    CD update), SGD with momentum and weight decay (Hinton's guide); the reported per-step
+    loss is the reconstruction error, what RBM scripts monitor."""
+    g = _seed(seed)
+    x, _ = _glyphs(g, 2000)
+    v_data = (x > 0.4).float().flatten(1)
+    loader = DataLoader(TensorDataset(v_data), batch_size=64, shuffle=True, generator=g)
+    rbm = RBM()
+    optimizer = torch.optim.SGD(rbm.parameters(), lr=0.1, momentum=0.5, weight_decay=2e-4)
+    hook = Hook(path)
+    hook.register_module(rbm)
+    losses = []
+    for epoch in range(epochs):
+        if epoch == 5:
+            for group in optimizer.param_groups:
+                group["momentum"] = 0.9
+        for (v,) in loader:
+            v1, p_v1 = rbm(v)
+            loss = rbm.free_energy(v).mean() - rbm.free_energy(v1.detach()).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(F.mse_loss(p_v1, v).item())
+        print(f"epoch {epoch} recon {np.mean(losses[-32:]):.4f} cd {loss.item():.3f}")
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- neural cellular automata
+
+
+class CAModel(nn.Module):
+    """Growing NCA (Mordvintsev et al.): fixed Sobel perception, a 1x1 update network with a
+    zero-initialized output, stochastic cell updates, alive masking on the alpha channel."""
+
+    def __init__(self, channel_n: int = 12, hidden: int = 64, fire_rate: float = 0.5):
+        super().__init__()
+        self.channel_n, self.fire_rate = channel_n, fire_rate
+        sobel = torch.tensor([[-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0], [-1.0, 0.0, 1.0]]) / 8
+        ident = torch.zeros(3, 3)
+        ident[1, 1] = 1.0
+        kernel = torch.stack([ident, sobel, sobel.t()]).repeat(channel_n, 1, 1).unsqueeze(1)
+        self.register_buffer("kernel", kernel)
+        self.fc0 = nn.Conv2d(3 * channel_n, hidden, 1)
+        self.fc1 = nn.Conv2d(hidden, channel_n, 1, bias=False)
+        nn.init.zeros_(self.fc1.weight)
+
+    def alive(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(x[:, 3:4], 3, 1, 1) > 0.1
+
+    def forward(self, x: torch.Tensor, steps: int, g: torch.Generator) -> torch.Tensor:
+        for _ in range(steps):
+            pre = self.alive(x)
+            y = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="circular"), self.kernel, groups=self.channel_n)
+            dx = self.fc1(F.relu(self.fc0(y)))
+            fire = (torch.rand(x[:, :1].shape, generator=g) <= self.fire_rate).float()
+            x = x + dx * fire
+            x = x * (pre & self.alive(x)).float()
+        return x
+
+
+def neural_cellular_automata(
+    path: str, iters: int = 120, batch: int = 8, size: int = 16, seed: int = 0
+) -> list[float]:
+    g = _seed(seed)
+    shape, _ = _glyphs(g, 1, size)
+    yy, xx = torch.meshgrid(torch.arange(size).float(), torch.arange(size).float(), indexing="ij")
+    d = ((yy - 7.5) ** 2 + (xx - 7.5) ** 2).sqrt()
+    alpha = ((d < 6).float() * (0.3 + 0.7 * (shape[0, 0] > 0.4).float())).clamp(0, 1)
+    rgb = torch.stack([0.9 - d / 12, 0.3 + d / 20, 0.6 * (yy / 15)]).clamp(0, 1) * alpha
+    target = torch.cat([rgb, alpha.unsqueeze(0)]).unsqueeze(0)  # premultiplied RGBA
+    ca = CAModel()
+    seed_state = torch.zeros(1, ca.channel_n, size, size)
+    seed_state[:, 3:, size // 2, size // 2] = 1.0
+    optimizer = torch.optim.Adam(ca.parameters(), lr=2e-3)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [80], 0.1)
+    hook = Hook(path)
+    hook.register_module(ca)
+    losses = []
+    for i in range(iters):
+        x0 = seed_state.repeat(batch, 1, 1, 1)
+        n_steps = int(torch.randint(16, 32, (1,), generator=g))
+        x = ca(x0, n_steps, g)
+        loss = F.mse_loss(x[:, :4], target.expand(batch, -1, -1, -1))
+        optimizer.zero_grad()
+        loss.backward()
+        for p in ca.parameters():  # per-parameter gradient normalization, as in the paper
+            if p.grad is not None:
+                p.grad /= p.grad.norm() + 1e-8
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        if i % 40 == 0:
+            print(f"{i} loss {loss.item():.5f} steps {n_steps}")
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- Gumbel-softmax VAE
+
+
+class GumbelVAE(nn.Module):
+    def __init__(self, latent: int = 8, categories: int = 6):
+        super().__init__()
+        self.latent, self.categories = latent, categories
+        self.encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, latent * categories))
+        self.decoder = nn.Sequential(nn.Linear(latent * categories, 128), nn.ReLU(), nn.Linear(128, 64))
+
+    def forward(self, x: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.encoder(x).view(-1, self.latent, self.categories)
+        z = F.gumbel_softmax(logits, tau=tau, hard=False, dim=-1)
+        return self.decoder(z.flatten(1)), logits
+
+
+def gumbel_softmax_vae(path: str, epochs: int = 20, seed: int = 0) -> list[float]:
+    """A categorical-latent VAE (Jang et al.): 8 variables of 6 classes relaxed by Gumbel-softmax,
+    the temperature annealed as tau = max(0.5, exp(-r t)) every 100 steps, KL to the uniform
+    prior, Bernoulli likelihood, Adam 1e-3."""
+    g = _seed(seed)
+    x, _ = _glyphs(g, 2000)
+    x = (x > 0.4).float().flatten(1)
+    loader = DataLoader(TensorDataset(x), batch_size=100, shuffle=True, generator=g)
+    model = GumbelVAE()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    hook = Hook(path)
+    hook.register_module(model)
+    losses, step, tau = [], 0, 1.0
+    for epoch in range(epochs):
+        for (xb,) in loader:
+            recon_logits, logits = model(xb, tau)
+            bce = F.binary_cross_entropy_with_logits(recon_logits, xb, reduction="sum") / len(xb)
+            q = F.softmax(logits, dim=-1)
+            kld = torch.sum(q * torch.log(q * model.categories + 1e-20)) / len(xb)
+            loss = bce + kld
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            step += 1
+            if step % 100 == 0:
+                tau = max(0.5, math.exp(-3e-3 * step))
+        if epoch % 5 == 4:
+            print(f"epoch {epoch} loss {np.mean(losses[-20:]):.2f} tau {tau:.3f}")
+    hook.close()
+    return losses
+
+
+# ----------------------------------------------------------------------------- deep ensemble
+
+
+def deep_ensemble_regression(path: str, members: int = 5, epochs: int = 30, seed: int = 0) -> list[float]:
+    """Lakshminarayanan et al.: independently initialised mean-variance networks, each with its own
+    optimizer and its own shuffling, trained side by side; the ensemble is a mixture at test."""
+    g = _seed(seed)
+    x = torch.rand(600, 1, generator=g) * 8 - 4
+    y = torch.sin(x) * 2 + 0.2 * x**2 / 4 + (0.1 + 0.1 * (x > 0).float()) * torch.randn(600, 1, generator=g)
+    y = (y - y.mean()) / y.std()
+    x = x / 4
+    ensemble = nn.ModuleList(
+        nn.Sequential(nn.Linear(1, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU(), nn.Linear(50, 2))
+        for _ in range(members)
+    )
+    optimizers = [torch.optim.Adam(m.parameters(), lr=1e-2 / 2) for m in ensemble]
+    loaders = [
+        DataLoader(
+            TensorDataset(x[:500], y[:500]),
+            batch_size=100,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(seed + k),
+        )
+        for k in range(members)
+    ]
+    nll = nn.GaussianNLLLoss()
+    hook = Hook(path)
+    hook.register_module(ensemble)
+    hook.register_loss(nll)
+    losses = []
+    for epoch in range(epochs):
+        for batches in zip(*loaders, strict=True):
+            step_losses = []
+            for model, opt, (xb, yb) in zip(ensemble, optimizers, batches, strict=True):
+                out = model(xb)
+                loss = nll(out[:, :1], yb, F.softplus(out[:, 1:]) + 1e-6)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step_losses.append(loss.item())
+            losses.append(float(np.mean(step_losses)))
+        if epoch % 10 == 9:
+            with torch.no_grad():
+                outs = torch.stack([m(x[500:]) for m in ensemble])
+                mu = outs[..., :1].mean(0)
+                print(
+                    f"epoch {epoch} nll {losses[-1]:.3f} ensemble rmse {((mu - y[500:]) ** 2).mean().sqrt().item():.3f}"
+                )
+    hook.close()
+    return losses
+
+
 # ----------------------------------------------------------------------------- the set
 
 _vqvae = healthy("vqvae_ema_codebook_restarts_8x8", "VQ-VAE", vqvae_glyphs)
@@ -2706,6 +3073,12 @@ PIPELINES = [
     healthy("bayes_by_backprop_cubic_elbo", "Bayesian NN", bayes_by_backprop_cubic),
     healthy("iterative_magnitude_pruning_lenet", "compression", iterative_pruning_lenet),
     healthy("qat_fake_quant_fused_cnn", "compression", qat_fake_quant_cnn),
+    healthy("dp_sgd_vmap_per_sample_clipping", "differential privacy", dp_sgd_per_sample_clipping),
+    healthy("dann_gradient_reversal_glyphs", "domain adaptation", dann_domain_adaptation),
+    healthy("rbm_cd1_free_energy_momentum", "energy-based", rbm_contrastive_divergence),
+    healthy("neural_cellular_automata_growing", "cellular automata", neural_cellular_automata),
+    healthy("gumbel_softmax_categorical_vae", "VAE", gumbel_softmax_vae),
+    healthy("deep_ensemble_five_mean_variance_nets", "uncertainty", deep_ensemble_regression),
     _vqvae,
     _byol,
     _arcface,
