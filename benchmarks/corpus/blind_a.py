@@ -2,16 +2,21 @@
 loops, none of them a kind the earlier sets hold. Written without running mldbg's rules on them.
 
 Generative: WGAN-GP on a ring of Gaussians (gradient penalty through create_graph), a conditional
-DCGAN on 8x8 glyphs, a VQ-VAE (straight-through, commitment loss), a PixelCNN with masked
-convolutions on binary glyphs, denoising score matching on 2-D data. Self-supervised: BYOL (EMA
-target, predictor) and Barlow Twins. Vision: ArcFace, mixup, CutMix, a MobileNetV2-style
-inverted-residual net (ReLU6), an SE-ResNet, a pre-activation ResNet with stochastic depth,
-FixMatch, a two-head box + class detector, keypoint heatmaps, ESPCN super-resolution,
-colorization, PGD adversarial training, SAM, Lookahead(RAdam), LARS with a large batch, EMA weights
-for evaluation, gradient checkpointing. Scientific: a PINN for Burgers' equation, second-order
-MAML on sines, a hypernetwork, a SIREN image fit, a neural ODE with a fixed-step RK4 solver,
-Bayes by backprop, MC-dropout heteroscedastic regression, a sparse (L1) autoencoder. Model
-compression: iterative magnitude pruning with torch.nn.utils.prune, eager-mode fake-quant QAT.
+DCGAN on 8x8 glyphs, a VQ-VAE (EMA codebook with restarts, straight-through, commitment loss), a
+PixelCNN with masked convolutions on binary glyphs, denoising score matching on 2-D data, a
+Gumbel-softmax categorical VAE with temperature annealing. Self-supervised: BYOL (EMA target,
+predictor) and Barlow Twins. Vision: ArcFace, mixup, CutMix, a MobileNetV2-style inverted-residual
+net (ReLU6), an SE-ResNet, a pre-activation ResNet with stochastic depth, FixMatch, a two-head box
++ class detector, keypoint heatmaps, ESPCN super-resolution, colorization, PGD adversarial
+training, SAM, Lookahead(RAdam), LARS with a large batch, EMA weights for evaluation, gradient
+checkpointing, DANN with a gradient-reversal autograd.Function. Scientific: a PINN for Burgers'
+equation, second-order MAML on sines, a hypernetwork, a SIREN image fit, a neural ODE with a
+fixed-step RK4 solver, Bayes by backprop, MC-dropout heteroscedastic regression, a deep ensemble,
+a sparse (L1) autoencoder. Model compression: iterative magnitude pruning with
+torch.nn.utils.prune, eager-mode fake-quant QAT. Other unusual loops: DP-SGD with per-sample
+gradients from torch.func.vmap written into p.grad, an RBM trained by CD-1 through the free-energy
+difference, a growing neural cellular automaton (a random number of recurrent steps, per-parameter
+gradient normalization).
 
 Every script is written the way its kind is usually written (its published defaults, its loop
 style), with the README's two lines. `SPLIT = BLIND` puts them all in the `blind` set.
