@@ -27,7 +27,7 @@ class MissingCausalMask(lm.CountsRule):
       later): the gradient of the other positions' log-likelihood with respect to the last
       token's embedding, whose norm is exactly 0 in a causal model. It fires when that norm
       is at least `leak` times the root mean square of the same gradient at a position
-      (`leak=0.01`; a model without its mask shows 0.1-1 from the first step, since every
+      (`leak=0.001`; a model without its mask shows 0.01-1 from the first step, since every
       position reads every token). Found at the second step of training.
     - where the probe did not run (a model whose embedding is not in the graph), the loss:
       the mean loss at the last position at least `ratio` times the mean loss at the other
@@ -38,7 +38,7 @@ class MissingCausalMask(lm.CountsRule):
       position to compare for this sign.
     """
 
-    leak: float = 0.01
+    leak: float = 0.001
     ratio: float = 4.0
     gap: float = 1.0
     min_last: int = 4  # targets at the last position (one per sequence)
