@@ -216,14 +216,20 @@ class LossCapture:
         """At a statistics step, the predictions and labels the loss's autograd node saved."""
         stats = self.hook._stats
         rec = self.hook.recorder
-        if stats is None or self._classes_at == rec.step or not stats.due():
+        if stats is None or self._classes_at == rec.step:
             return
-        self.language_model(loss)
+        due = stats.due()
+        if due:
+            self.language_model(loss)
         found = saved_inputs(loss)
         if found is None:
             return
         self._classes_at = rec.step
         kind, predictions, labels = found
+        if kind == "classes":
+            stats.confusion(PREFIX, predictions, labels)  # every step: `confusion_steps`
+        if not due:
+            return
         if kind == "classes":
             stats.add_classes(PREFIX, predictions, labels)
         else:
