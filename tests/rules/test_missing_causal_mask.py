@@ -141,3 +141,49 @@ def test_a_seq2seq_model_is_quiet(tmp_path):
             loss.backward()
             opt.step()
     assert mldbg.check(str(tmp_path), rules=RULE) == []
+
+
+class Checkpointed(Encoder):
+    """The encoder's layer under activation checkpointing (with dropout: its recomputation
+    replays the RNG)."""
+
+    def __init__(self, vocabulary: int, reentrant: bool):
+        super().__init__(vocabulary)
+        self.reentrant = reentrant
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        h = self.emb(ids) + self.pos(torch.arange(ids.shape[1]))
+        return self.head(checkpoint(self.layer, h, use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_checkpointed_models_train_as_without_the_hook(tmp_path, reentrant):
+    """Non-reentrant checkpointing: the probe recomputes the segment (the RNG forked around it)
+    and finds the leak; reentrant checkpointing refuses `torch.autograd.grad`: the probe does
+    not run. Either way the losses are those of the run without the hook."""
+
+    def run(path, hook: bool) -> torch.Tensor:
+        torch.manual_seed(0)
+        model = Checkpointed(48, reentrant)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(0)
+        h = mldbg.torch.Hook(str(path)) if hook else None
+        if h is not None:
+            h.register_module(model)
+        losses = []
+        for _ in range(6):
+            s = torch.randint(48, (8, 17), generator=g)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(s[:, :-1]).reshape(-1, 48), s[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        if h is not None:
+            h.close()
+        return torch.stack(losses)
+
+    assert torch.equal(run(tmp_path / "with", True), run(tmp_path / "without", False))
+    found = mldbg.check(str(tmp_path / "with"), rules=RULE)
+    assert bool(found) == (not reentrant), found
