@@ -291,8 +291,8 @@ def _token_embedding(node: Any, ids: torch.Tensor) -> tuple[Any, bool] | None:
     node, or its positions cannot be told apart from the ids' (a square copy)."""
     seen: set[Any] = set()
     todo = [node]
-    same: list[tuple[Any, bool]] = []
-    sized: list[tuple[Any, bool] | None] = []
+    same: list[tuple[Any, bool | None]] = []
+    sized: list[tuple[Any, bool | None]] = []
     while todo and len(seen) < _PROBE_NODES:
         n = todo.pop()
         if n is None or n in seen:
@@ -310,9 +310,10 @@ def _token_embedding(node: Any, ids: torch.Tensor) -> tuple[Any, bool] | None:
                     sized.append((n, _transposed(indices, ids, False)))
         todo.extend(f for f, _ in n.next_functions)
     found = same[0] if len(same) == 1 else sized[0] if not same and len(sized) == 1 else None
-    if found is None or found[1] is None:
+    if found is None:
         return None
-    return found[0], found[1]
+    embedding, transposed = found
+    return None if transposed is None else (embedding, transposed)
 
 
 def _transposed(indices: torch.Tensor, ids: torch.Tensor, view: bool) -> bool | None:
