@@ -34,11 +34,11 @@ RULES = [
 
 
 class CharLM(pl.LightningModule):
-    def __init__(self, softmax: bool = False):
+    def __init__(self, softmax: bool = False, bidirectional: bool = False):
         super().__init__()
         self.emb = nn.Embedding(VOCABULARY, 32)
-        self.rnn = nn.GRU(32, 32, batch_first=True)
-        self.head = nn.Linear(32, VOCABULARY)
+        self.rnn = nn.GRU(32, 32, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(64 if bidirectional else 32, VOCABULARY)
         self.softmax = softmax
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -55,7 +55,7 @@ class CharLM(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=3e-3)
 
 
-def _train(path, shift: int = 1, softmax: bool = False) -> None:
+def _train(path, shift: int = 1, softmax: bool = False, bidirectional: bool = False) -> None:
     torch.manual_seed(0)
     stream = zipf_stream(64 * (LENGTH + 2), VOCABULARY, 0).view(64, LENGTH + 2)
     data = TensorDataset(stream[:, :LENGTH], stream[:, shift : shift + LENGTH])
@@ -63,13 +63,17 @@ def _train(path, shift: int = 1, softmax: bool = False) -> None:
         max_epochs=1, accelerator="cpu", callbacks=[DebuggerCallback(path)], logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
     )  # fmt: skip
-    trainer.fit(CharLM(softmax), DataLoader(data, batch_size=8))
+    trainer.fit(CharLM(softmax, bidirectional), DataLoader(data, batch_size=8))
 
 
 @pytest.mark.parametrize(
     ("kw", "rule"),
-    [({"shift": 0}, "labels_not_shifted"), ({"softmax": True}, "softmax_before_cross_entropy")],
-    ids=["not_shifted", "softmax"],
+    [
+        ({"shift": 0}, "labels_not_shifted"),
+        ({"softmax": True}, "softmax_before_cross_entropy"),
+        ({"bidirectional": True}, "missing_causal_mask"),
+    ],
+    ids=["not_shifted", "softmax", "bidirectional"],
 )
 def test_language_model_mistakes_through_lightning(tmp_path, kw, rule):
     _train(tmp_path / "bug", **kw)

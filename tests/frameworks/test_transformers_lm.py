@@ -50,7 +50,7 @@ class Rows(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.labels[i]}
 
 
-def _train(path, data: Rows) -> None:
+def _train(path, data: Rows, model: torch.nn.Module | None = None) -> None:
     torch.manual_seed(0)
     config = GPT2Config(
         n_layer=1,
@@ -66,7 +66,7 @@ def _train(path, data: Rows) -> None:
         save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
     )  # fmt: skip
     trainer = Trainer(
-        model=GPT2LMHeadModel(config),
+        model=GPT2LMHeadModel(config) if model is None else model,
         args=args,
         train_dataset=data,
         callbacks=[DebuggerCallback(path / "run")],
@@ -89,3 +89,25 @@ def test_language_model_mistakes_through_the_trainer(tmp_path, bug, twin, rule):
     assert found[0].step <= 5, found
     _train(tmp_path / "twin", twin)
     assert mldbg.check(str(tmp_path / "twin" / "run"), rules=RULES) == []
+
+
+@pytest.mark.filterwarnings("ignore:.*is_decoder.*")
+@pytest.mark.parametrize("decoder", [False, True], ids=["encoder_as_lm", "decoder"])
+def test_an_encoder_trained_as_a_causal_lm_is_found(tmp_path, decoder):
+    """`BertLMHeadModel` without `is_decoder=True` (a warning in its log, easily missed) attends
+    both ways while its loss asks for the next token: the causal probe finds it within 5 steps;
+    with `is_decoder=True` (its causal mask) it is quiet."""
+    from transformers import BertConfig, BertLMHeadModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=VOCABULARY, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=32, is_decoder=decoder,
+    )  # fmt: skip
+    _train(tmp_path, Rows(), BertLMHeadModel(config))
+    found = mldbg.check(str(tmp_path / "run"), rules=RULES)
+    if decoder:
+        assert found == [], found
+    else:
+        assert [f.rule for f in found] == ["missing_causal_mask"], found
+        assert found[0].step <= 5, found

@@ -123,3 +123,22 @@ def test_quiet_on_a_pair_the_model_cannot_tell_apart(tmp_path):
     assert first(_clusters(tmp_path / "overlap")) is None
     found = first(_clusters(tmp_path / "noisy", noise=0.3))
     assert found is not None and "pair 1 -> 0" in found.message, found
+
+
+def test_every_steps_labels_are_counted(tmp_path):
+    """Between statistics steps the hook counts every step's labels: a statistics step after
+    a gap saves the confusion matrix of the latest labels since the last one (`confusion_steps`,
+    at most 1024 of them), not only its own step's."""
+    import numpy as np
+
+    from mldbg.rules.view import TrialView
+
+    run = train(tmp_path / "run", model="cnn", seed=0, steps=150, **TEN, **TWO_LINES)
+    view = TrialView(mldbg.create_trial(run.path))
+    name = "CrossEntropyLoss_input_1"
+    saved = [s for s in view.steps() if view.saved_statistic(name, s, "confusion_steps") is not None]
+    assert saved
+    sizes = {s: int(np.sum(view.saved_statistic(name, s, "confusion_steps"))) for s in saved}
+    own = {s: int(np.sum(view.saved_statistic(name, s, "confusion"))) for s in saved}
+    assert all(sizes[s] >= own[s] for s in saved)
+    assert max(sizes.values()) == 1024, sizes  # a gap of more than 32 training steps of 32 labels

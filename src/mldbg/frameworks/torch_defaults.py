@@ -55,6 +55,7 @@ import functools
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import torch
@@ -65,7 +66,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_models import RegisteredModel
-from mldbg.frameworks.torch_statistics import StatisticsBatch
+from mldbg.frameworks.torch_statistics import StatisticsBatch, confusion_grid
 from mldbg.record.recorder import Recorder
 from mldbg.store import Store
 from mldbg.store import statistics as st
@@ -83,6 +84,8 @@ MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per th
 # a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), 3.3 on tests/tiny.py's MLP; on
 # a GPU the statistics are enqueued, so less (docs/statistics.md, "Statistics steps")
 STATISTICS_STEP = 1.0
+CONFUSION_LABELS = 1024  # the latest labels whose confusion matrix a statistics step saves
+CONFUSION_STEPS = 64  # ... of at most this many steps (a few MB of matrices on the device at most)
 
 
 def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Parameter]]]]:
@@ -251,6 +254,9 @@ class StepStatistics:
         self._flow = GradientFlow()
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
         self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
+        # (mode, labels' name) -> the confusion matrix of its steps since its last statistics step
+        self._confusion: dict[tuple[Mode, str], deque[tuple[torch.Tensor, int]]] = {}
+        self._confused_at: tuple[int, str] | None = None  # the step and labels last counted
         recorder.before_step_end.append(self._step_end)  # before `finish`: it hands over what this adds
         recorder.before_step_end.append(self.finish)
 
@@ -352,13 +358,52 @@ class StepStatistics:
     def loss(self, prefix: str, args: tuple[object, ...], classes: bool) -> None:
         """A registered loss was computed: class statistics of a classification loss, else the
         `samples` (and so the shapes) of its predictions and labels."""
-        if len(args) < 2 or not self.due():
+        if len(args) < 2:
+            return
+        if classes:
+            self.confusion(prefix, args[0], args[1])
+        if not self.due():
             return
         if classes:
             self.add_classes(prefix, args[0], args[1])
         else:
             self.add_kinds(f"{prefix}_input_0", args[0], ("samples",), ("predictions",))
             self.add_kinds(f"{prefix}_input_1", args[1], ("samples",), ("labels",))
+
+    def confusion(self, loss: str, predictions: object, labels: object) -> None:
+        """Every step's labels of a classification loss, not only the statistics steps': the
+        confusion matrix of each step is made where they live (an argmax and a `scatter_add_`,
+        no wait for the device) and those of the latest steps since the mode's last statistics
+        step, up to `CONFUSION_LABELS` labels (at most `CONFUSION_STEPS` steps), are saved at
+        its next one, summed, as `confusion_steps` of `<loss>_input_1` (`label_confusion`
+        reads it: label noise shows in hundreds of labels, not in the few of one step; the
+        latest ones, since the model's errors of a hundred steps ago are not its errors
+        now). At most once per step and loss."""
+        rec = self.recorder
+        name = f"{loss}_input_1"
+        if not rec.in_step or self._confused_at == (rec.step, name):
+            return
+        if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
+            return
+        self._confused_at = (rec.step, name)
+        try:
+            grid = confusion_grid(labels, predictions)
+        except Exception:  # statistics must never stop training
+            grid = None
+        if grid is None:
+            return
+        key = (rec.mode, name)
+        held = self._confusion.setdefault(key, deque())
+        if held and (held[-1][0].shape != grid.shape or held[-1][0].device != grid.device):
+            held.clear()
+        held.append((grid, labels.numel()))
+        while len(held) > CONFUSION_STEPS or sum(n for _, n in held) - held[0][1] >= CONFUSION_LABELS:
+            held.popleft()
+        if self.due():
+            del self._confusion[key]
+            total = held[0][0] if len(held) == 1 else torch.stack([g for g, _ in held]).sum(0)
+            self.batch.add_vector(name, "confusion_steps", total)
+            self._nbytes += 4 * total.numel()
 
     def before_optimizer(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> None:
         """The gradients are complete and the optimizer is about to change the weights in

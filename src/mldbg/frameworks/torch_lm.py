@@ -27,6 +27,21 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 | `rows`, `valid` | sequences (rows of batch-first ids); valid targets (not `ignore_index`, not of a class weighted 0) |
 | `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
 | `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
+| `leak_<axis>`, `own_<axis>`, `positions_<axis>` | the causal probe (a few statistics steps only, `Probe`): the squared norm of the gradient, with respect to the token embeddings at the last position along `axis`, of the log-likelihood of the valid targets at the other positions (0 exactly for a causal model, whatever its weights); the same squared norm summed over the other positions; their number |
+
+The causal probe. Does the prediction at position t read the tokens after t? One backward pass
+through the graph the step already built, from the summed log-likelihood S of the valid
+targets off the last position (along both axes: the last row and the last column left out),
+to the output of the token embedding (the `EmbeddingBackward0` node whose saved indices are the
+model's ids; `torch.autograd.grad` to that node's `GradientEdge`, `retain_graph=True`). In a
+causal model no position before the last depends on the last token, and the gradient there is
+exactly 0 (a masked attention weight is exactly 0, a unidirectional RNN has no path); without
+the mask it is about as large as at any other position, from the first step on. The pass reads
+the graph and changes nothing: no parameter's `.grad` (the gradient stops at the embedding's
+output), no module state, no forward, the RNG forked around it (a checkpointed segment that
+recomputes), the user's backward then runs as before. It costs about one backward pass to the
+embedding, at `Probe.FIRST` statistics steps and then every `Probe.EVERY`-th; not run in a
+distributed job (its backward hooks would fire), nor where no embedding of the ids is in the graph.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd.graph import GradientEdge
 
 PREFIX = "lm/"  # the records: `lm/<key>`, statistic `sum`
 NLL_NODES = frozenset({"NllLossBackward0", "NllLoss2DBackward0"})
@@ -51,6 +67,26 @@ _DEPTH = 8  # nodes searched from the loss for the cross-entropy, and before it 
 _PROB_TOL = 1e-3
 _PROB_ROWS = 64  # rows read for the probabilities check
 AXES = (0, 1)
+_PROBE_NODES = 20_000  # autograd nodes searched for the token embedding
+
+
+class Probe:
+    """When the causal probe runs: at the first `FIRST` TRAIN statistics steps where it could,
+    then at every `EVERY`-th statistics step (a mask taken out later), a few backward passes
+    per run."""
+
+    FIRST = 3
+    EVERY = 16
+
+    def __init__(self) -> None:
+        self.ran = 0  # probes run
+        self.asked = 0  # statistics steps offered after the first probes
+
+    def due(self) -> bool:
+        if self.ran < self.FIRST:
+            return True
+        self.asked += 1
+        return self.asked % self.EVERY == 0
 
 
 def nll_node(loss: torch.Tensor) -> Any | None:
@@ -141,9 +177,12 @@ def _ids(value: Any) -> bool:
     )
 
 
-def statistics(loss: torch.Tensor, ids: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
+def statistics(
+    loss: torch.Tensor, ids: torch.Tensor | None, probe: Probe | None = None
+) -> dict[str, torch.Tensor] | None:
     """The counts of the module docstring for `loss` (and the ids of its model call), or
-    None when no cross-entropy is behind it (or its saved tensors are gone)."""
+    None when no cross-entropy is behind it (or its saved tensors are gone); with `probe`
+    (TRAIN steps), the causal probe's where it is due."""
     node = nll_node(loss)
     if node is None:
         return None
@@ -183,7 +222,116 @@ def statistics(loss: torch.Tensor, ids: torch.Tensor | None) -> dict[str, torch.
             out.update(_padding(tgt, valid, nll, v))
         if x is not None:
             out.update(_alignment(tgt, valid, x))
+    if x is not None and probe is not None and probe.due():
+        found = causal_probe(node, logp, flat_target, valid, x, ignore)
+        if found:
+            probe.ran += 1
+            out.update(found)
     return out
+
+
+def causal_probe(
+    node: Any, logp: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, ids: torch.Tensor, ignore: int
+) -> dict[str, torch.Tensor]:
+    """The `leak_<axis>`, `own_<axis>`, `positions_<axis>` of the module docstring (empty when
+    the probe cannot run). `valid`: the targets laid out as `ids` (B, T) or (T, B)."""
+    if not logp.requires_grad or logp.grad_fn is None or ids.dim() != 2 or max(ids.shape) < 2:
+        return {}
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return {}
+    found = _token_embedding(node, ids)
+    if found is None:
+        return {}
+    embedding, transposed = found
+    n0, n1 = ids.shape
+    keep = valid.clone()
+    if n0 > 1:
+        keep[-1, :] = False
+    if n1 > 1:
+        keep[:, -1] = False
+    n, v = target.numel(), logp.shape[1]
+    flat = keep.reshape(-1) if n == n0 * n1 else keep[:, : n1 - 1].reshape(-1)  # the older cut
+    if flat.numel() != n:
+        return {}
+    flat_logp = logp.movedim(1, -1).reshape(-1, v) if logp.dim() > 2 else logp
+    inside = (target >= 0) & (target < v) & (target != ignore) & flat
+    devices = [logp.device] if logp.device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.enable_grad():
+            picked = flat_logp.gather(1, torch.where(inside, target, 0)[:, None])[:, 0]
+            total = (picked.float() * inside.float()).sum()
+            (grad,) = torch.autograd.grad(
+                total, inputs=[GradientEdge(embedding, 0)], retain_graph=True, allow_unused=True
+            )
+    except Exception:  # a graph the probe cannot run through (reentrant checkpointing, ...)
+        return {}
+    if grad is None or grad.numel() % ids.numel():
+        return {}
+    with torch.no_grad():
+        grad = grad.detach().float()
+        grad = grad.reshape(n1, n0, -1).transpose(0, 1) if transposed else grad.reshape(n0, n1, -1)
+        energy = grad.pow(2).sum(-1)  # per position, laid out as the ids
+        out: dict[str, torch.Tensor] = {}
+        for axis, length in ((0, n0), (1, n1)):
+            if length < 2:
+                continue
+            other = (
+                energy.narrow(1 - axis, 0, energy.shape[1 - axis] - 1) if ids.shape[1 - axis] > 1 else energy
+            )
+            out[f"leak_{axis}"] = other.select(axis, -1).sum()
+            out[f"own_{axis}"] = other.narrow(axis, 0, length - 1).sum()
+            out[f"positions_{axis}"] = _number(length - 1, logp.device)
+    return out
+
+
+def _token_embedding(node: Any, ids: torch.Tensor) -> tuple[Any, bool] | None:
+    """The `EmbeddingBackward0` node of the graph behind `node` that looked up `ids` (the same
+    storage, else the only one with as many indices), and whether it saw them transposed
+    (a sequence-first model that turns its (T, B) ids batch-first); None when there is no such
+    node, or its positions cannot be told apart from the ids' (a square copy)."""
+    seen: set[Any] = set()
+    todo = [node]
+    same: list[tuple[Any, bool | None]] = []
+    sized: list[tuple[Any, bool | None]] = []
+    while todo and len(seen) < _PROBE_NODES:
+        n = todo.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        if n.name() == "EmbeddingBackward0":
+            try:
+                indices = n._saved_indices
+            except (AttributeError, RuntimeError):
+                indices = None
+            if isinstance(indices, torch.Tensor) and indices.numel() == ids.numel():
+                if indices.device == ids.device and indices.data_ptr() == ids.data_ptr():
+                    same.append((n, _transposed(indices, ids, True)))
+                else:
+                    sized.append((n, _transposed(indices, ids, False)))
+        todo.extend(f for f, _ in n.next_functions)
+    found = same[0] if len(same) == 1 else sized[0] if not same and len(sized) == 1 else None
+    if found is None:
+        return None
+    embedding, transposed = found
+    return None if transposed is None else (embedding, transposed)
+
+
+def _transposed(indices: torch.Tensor, ids: torch.Tensor, view: bool) -> bool | None:
+    """Are `indices` (the embedding's) `ids` transposed (True), as they are (False), or
+    laid out otherwise (None)? A view is told by its strides; a copy by its shape, unless square."""
+    if indices.dim() == 1:  # a flattened view of contiguous ids
+        return False if view and ids.is_contiguous() and indices.stride() == (1,) else None
+    if indices.dim() != 2:
+        return None
+    if view:
+        if indices.shape == ids.shape and indices.stride() == ids.stride():
+            return False
+        if indices.shape == ids.shape[::-1] and indices.stride() == ids.stride()[::-1]:
+            return True
+        return None
+    if ids.shape[0] == ids.shape[1]:
+        return None
+    return False if indices.shape == ids.shape else True if indices.shape == ids.shape[::-1] else None
 
 
 def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -97,6 +97,7 @@ class LossCapture:
         )
         self._ids_at = -1  # the step they belong to
         self._lm_at = -1  # the step whose language-model statistics are recorded
+        self._probe = torch_lm.Probe()  # when the causal probe runs (TRAIN statistics steps)
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
@@ -129,7 +130,7 @@ class LossCapture:
         ids = self._ids if self._ids_at == rec.step else None
         self._lm_at = rec.step
         try:
-            found = torch_lm.statistics(loss, ids)
+            found = torch_lm.statistics(loss, ids, self._probe if rec.mode == Mode.TRAIN else None)
         except Exception as e:  # statistics must never stop training
             log.warning("mldbg: language-model statistics of step %d failed: %s", rec.step, e)
             return
@@ -216,14 +217,20 @@ class LossCapture:
         """At a statistics step, the predictions and labels the loss's autograd node saved."""
         stats = self.hook._stats
         rec = self.hook.recorder
-        if stats is None or self._classes_at == rec.step or not stats.due():
+        if stats is None or self._classes_at == rec.step:
             return
-        self.language_model(loss)
+        due = stats.due()
+        if due:
+            self.language_model(loss)
         found = saved_inputs(loss)
         if found is None:
             return
         self._classes_at = rec.step
         kind, predictions, labels = found
+        if kind == "classes":
+            stats.confusion(PREFIX, predictions, labels)  # every step: `confusion_steps`
+        if not due:
+            return
         if kind == "classes":
             stats.add_classes(PREFIX, predictions, labels)
         else:

@@ -142,6 +142,7 @@ class StatisticsBatch:
         self._sync_free = sync_free
         self._requests: list[_Request] = []
         self._classes: list[_ClassRequest] = []
+        self._vectors: list[tuple[str, str, torch.Tensor]] = []  # `add_vector`
         self._previous: dict[str, torch.Tensor] = {}
         self._previous_samples: dict[str, tuple[int, torch.Tensor]] = {}  # sample_change: (numel, subsample)
         self._pool = _PinnedPool()
@@ -248,6 +249,11 @@ class StatisticsBatch:
             )
         )
 
+    def add_vector(self, name: str, key: str, value: torch.Tensor) -> None:
+        """A vector statistic computed already (`key` one of `statistics.VECTORS`), shipped
+        with the others: `confusion_steps`, which the hook accumulates from step to step."""
+        self._vectors.append((name, key, value))
+
     def forget(self, name: str | None = None) -> None:
         """Drop the previous value `delta_l2` and `sample_change` keep for `name` (for every
         tensor when None)."""
@@ -260,9 +266,13 @@ class StatisticsBatch:
 
     def finish(self) -> PendingStatistics:
         """Enqueue the work of every request and return without waiting for the device."""
-        requests, classes = self._requests, self._classes
-        self._requests, self._classes = [], []
+        requests, classes, vectors = self._requests, self._classes, self._vectors
+        self._requests, self._classes, self._vectors = [], [], []
         devices: dict[torch.device, tuple[list[_Request], list[_ClassRequest]]] = {}
+        made: dict[torch.device, list[tuple[str, str, torch.Tensor]]] = {}
+        for name, key, value in vectors:
+            made.setdefault(value.device, []).append((name, key, value))
+            devices.setdefault(value.device, ([], []))
         for r in requests:
             devices.setdefault(r.tensor.device, ([], []))[0].append(r)
         for c in classes:
@@ -275,6 +285,8 @@ class StatisticsBatch:
             for device, (reqs, cls) in devices.items():
                 out = _Results(device, read_now=not self.sync_free(device))
                 self._compute(reqs, cls, out)
+                for name, key, value in made.get(device, ()):
+                    out.vector(name, key, value, st.VECTORS[key])
                 shipments.append(out.ship(self._pool))
         return PendingStatistics(shipments)
 
@@ -959,6 +971,30 @@ def _class_ids(c: _ClassRequest) -> tuple[torch.Tensor | None, torch.Tensor | No
         seen = [a.max() for a in (y, p) if a is not None and a.numel()]
         n_classes = max(int(torch.stack(seen).max()) + 1, 1) if seen else None
     return y, p, n_classes
+
+
+def confusion_grid(
+    labels: torch.Tensor, predictions: torch.Tensor, class_axis: int | None = None
+) -> torch.Tensor | None:
+    """One step's confusion matrix (C, C) of labels and predictions (argmax of scores along
+    their class axis; binary scores at 0.5 or 0), int64 where they live, with no wait for the
+    device; None for integer predictions (their number of classes would need one), more than
+    `statistics.MAX_CONFUSION_CLASSES` classes, or shapes that do not pair."""
+    if not predictions.dtype.is_floating_point or labels.device != predictions.device:
+        return None
+    ax = st.class_axis(tuple(predictions.shape), tuple(labels.shape), class_axis)
+    if ax is not None and predictions.shape[ax] > st.MAX_CONFUSION_CLASSES:
+        return None  # a language model's vocabulary: no argmax over it at every step
+    c = _ClassRequest(None, labels.detach(), None, predictions.detach(), None, class_axis)
+    with torch.no_grad():
+        y, p, n = _class_ids(c)
+        if y is None or p is None or n is None or n > st.MAX_CONFUSION_CLASSES or y.numel() != p.numel():
+            return None
+        ok = (y >= 0) & (y < n) & (p >= 0) & (p < n)
+        cells = torch.where(ok, y * n + p, n * n)
+        grid = torch.zeros(n * n + 1, dtype=torch.int64, device=y.device)
+        grid.scatter_add_(0, cells, torch.ones_like(cells))
+        return grid[:-1].reshape(n, n)
 
 
 def _bucket_counts(ids: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None) -> torch.Tensor:

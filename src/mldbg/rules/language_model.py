@@ -32,6 +32,7 @@ KEYS = (
     "last_loss_0", "last_0", "rest_loss_0", "rest_0", "last_loss_1", "last_1", "rest_loss_1", "rest_1",
     "rows", "valid", "pad_rows", "pad_trailing", "pad_all", "pad_loss", "loss_sum", "pad_id",
     "prob_rows", "prob_total", "prob_softmax",
+    "leak_0", "own_0", "positions_0", "leak_1", "own_1", "positions_1",
 )  # fmt: skip
 SHARE = 0.9  # the share of targets that equal the input at the aligned offset
 MARGIN = 0.3  # ... above every other offset's share

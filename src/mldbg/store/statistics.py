@@ -123,10 +123,11 @@ VECTORS: dict[str, str] = {  # name -> storage dtype (safetensors names)
     "class_counts": "I32",
     "class_correct": "I32",
     "confusion": "I32",
+    "confusion_steps": "I32",  # the confusion matrix of every step since the last statistics step
     "rank_nonfinite": "I32",
 }
 PARAMETRIC_VECTORS: dict[str, int] = {"unit_outside": 2}
-CLASS_VECTORS = ("class_counts", "class_correct", "confusion")
+CLASS_VECTORS = ("class_counts", "class_correct", "confusion", "confusion_steps")
 # a vector statistic and the scalar statistic of the same tensor that is its denominator
 DENOMINATORS: dict[str, str] = {
     "unit_active": "samples",

@@ -248,10 +248,11 @@ class LabelConfusion(Rule):
             judged = (modes == int(Mode.TRAIN)) | (modes == int(Mode.EVAL))
             y, p = Over(trial, labels[0], steps), Over(trial, preds[0], steps)
             counts = Over(trial, vector_name(labels[0], "class_counts"), steps)
-            matrix = Over(trial, vector_name(labels[0], "confusion"), steps)
+            which = _matrix(trial, labels[0])
+            matrix = Over(trial, vector_name(labels[0], which), steps)
             both = judged & y.present & p.present
             rows = np.flatnonzero(both & counts.raw & matrix.raw)
-            stacked = trial.columns.values(vector_name(labels[0], "confusion")) if len(rows) else None
+            stacked = trial.columns.values(vector_name(labels[0], which)) if len(rows) else None
             if stacked is not None or not len(rows):
                 c = (
                     stacked[1][aligned(stacked[0], steps[rows])].astype(np.int64)
@@ -271,12 +272,17 @@ class LabelConfusion(Rule):
         preds = trial.names("predictions", step=step)
         if not labels or not preds:
             return None
-        got = trial.class_statistics(labels[0], preds[0], step)
-        if got is None or got.confusion is None:
-            return None
+        since = trial.saved_statistic(labels[0], step, "confusion_steps")
+        if isinstance(since, np.ndarray):
+            confusion = since
+        else:
+            got = trial.class_statistics(labels[0], preds[0], step)
+            if got is None or got.confusion is None:
+                return None
+            confusion = got.confusion
         key = mode.name
         w = self._windows.setdefault(key, _Window())
-        w.push(np.asarray(got.confusion, dtype=np.int64), self.window)
+        w.push(np.asarray(confusion, dtype=np.int64), self.window)
         if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
         found, due = self._judge(w)
@@ -353,6 +359,13 @@ class LabelConfusion(Rule):
             ):
                 out[(a, b)] = (float(share), others, count, int(rows[a]))
         return out
+
+
+def _matrix(trial: TrialView, labels: str) -> str:
+    """The confusion vector the run holds for `labels`: `confusion_steps` (every step's labels
+    since the last statistics step, the PyTorch hook's) where it was saved, else `confusion`
+    (the statistics step's own)."""
+    return "confusion_steps" if trial.has_tensor(vector_name(labels, "confusion_steps")) else "confusion"
 
 
 def _mutual(share: float, others: float, back: int, n: int) -> bool:
