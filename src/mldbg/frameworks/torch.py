@@ -54,10 +54,12 @@ from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
-from mldbg.frameworks.torch_sharded import ShardedStatistics, input_replica, is_sharded
+from mldbg.frameworks.torch_sharded import ShardedStatistics, input_replica, is_sharded, piece_and_layout
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
+from mldbg.record.recorder import Plan
+from mldbg.store.shards import layout_name
 from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
@@ -366,7 +368,7 @@ class Hook(StepEnds, Adapter):
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
         if is_sharded(value):
-            self._unsaved_shards(name)
+            self._save_shard(name, value, plan)
             return
         if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
@@ -402,17 +404,20 @@ class Hook(StepEnds, Adapter):
         m.input_replica = input_replica(inner, (p for _, p, _ in m.params))
         self._optimizers.clear()
 
-    def _unsaved_shards(self, name: str) -> None:
-        """A DTensor asked for raw (or for reductions): left out, said once a run (a warning
-        when the user's configuration asked for it, not for the two lines' defaults)."""
-        if not self._told_shards:
-            self._told_shards = True
-            asked = self._settings.get("save_config") is not None or self._settings.get("include_collections")
-            (log.warning if asked else log.info)(
-                "mldbg: %r and the other sharded tensors (DTensor: FSDP2, tensor parallel) are not saved "
-                "raw nor reduced by save_config; their statistics are (statistics=True, docs/frameworks.md)",
-                name,
-            )
+    def _save_shard(self, name: str, value: Any, plan: Plan) -> None:
+        """A DTensor asked for raw or for reductions: this rank's piece, saved raw under its
+        name, and beside it where the piece lies (`mldbg.store.shards`); readers put the global
+        tensor back together (`trial.tensor(name).value(step)`) and compute its reductions from
+        it (a piece's own reductions are not the tensor's: none are saved). No collective."""
+        try:
+            local, layout = piece_and_layout(value)
+        except Exception as e:  # a layout mldbg cannot read must not stop the training
+            if not self._told_shards:
+                self._told_shards = True
+                log.warning("mldbg: sharded tensor %r (DTensor) not saved raw: %s", name, e)
+            return
+        self.recorder.save(name, host_copy(local.detach()), Plan(True, (), plan.collections), nbytes(local))
+        self.recorder.save(layout_name(name), layout, Plan(True, (), ()))
 
     def _release(self) -> None:
         if self._capture is not None:  # before the statistics it hands its records to

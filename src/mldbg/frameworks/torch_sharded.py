@@ -411,3 +411,64 @@ def _group(mesh: Any) -> Any:
     if mesh.size() == dist.get_world_size():
         return None  # the default group
     return mesh._flatten().get_group()
+
+
+# raw pieces (`mldbg.store.shards`) ------------------------------------------------------------
+def piece_and_layout(tensor: Any) -> tuple[torch.Tensor, np.ndarray]:
+    """(this rank's piece of DTensor `tensor`, its layout vector): where the piece lies in the
+    global tensor, from the placements alone (no collective). Positions mldbg cannot map (a
+    placement of a later torch) give a layout of unknown positions: the piece is still saved."""
+    from torch.distributed.tensor import Partial
+
+    from mldbg.store.shards import encode
+
+    mesh, placements = tensor.device_mesh, tuple(tensor.placements)
+    local = tensor.to_local()
+    shape = tuple(tensor.shape)
+    coordinate = mesh.get_coordinate()
+    combine, partials, partial_id = "piece", 1, 0
+    for dim, p in enumerate(placements):
+        if isinstance(p, Partial):
+            combine = {"sum": "sum", "avg": "avg", "max": "max", "min": "min"}.get(str(p.reduce_op), "")
+            partial_id = partial_id * mesh.size(dim) + (coordinate[dim] if coordinate else 0)
+            partials *= mesh.size(dim)
+    indices = None if not combine or coordinate is None else _indices(shape, mesh, placements, coordinate)
+    if indices is not None and tuple(len(i) for i in indices) != tuple(local.shape):
+        indices = None
+    return local, encode(shape, indices, combine or "piece", partials, partial_id)
+
+
+def _indices(
+    shape: tuple[int, ...], mesh: Any, placements: tuple[Any, ...], coordinate: list[int]
+) -> list[np.ndarray] | None:
+    """Per dimension, the global indices this rank's piece holds: the placements applied left
+    to right (as `torch.distributed.tensor._utils.compute_local_shape_and_global_offset` does),
+    a `_StridedShard`'s interleaved indices included. None where a placement is not mapped."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    try:
+        from torch.distributed.tensor.placement_types import _StridedShard
+    except ImportError:  # pragma: no cover - a torch without it
+        _StridedShard = ()  # noqa: N806
+    out = [np.arange(n, dtype=np.int64) for n in shape]
+    try:
+        for mesh_dim, p in enumerate(placements):
+            if isinstance(p, (Replicate, Partial)):
+                continue
+            if _StridedShard and isinstance(p, _StridedShard):
+                from torch.distributed.tensor.placement_types import _StridedShardOffsetMode
+
+                size, offsets = p.local_shard_size_and_offset(
+                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim], _StridedShardOffsetMode.ALL
+                )
+                out[p.dim] = out[p.dim][np.asarray(offsets if size else [], dtype=np.int64)]
+            elif isinstance(p, Shard):
+                size, offset = Shard.local_shard_size_and_offset(
+                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim]
+                )
+                out[p.dim] = out[p.dim][int(offset) : int(offset) + int(size)]
+            else:
+                return None
+    except Exception:  # a torch whose private placement API differs: positions unknown
+        return None
+    return out
