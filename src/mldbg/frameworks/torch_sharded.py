@@ -61,6 +61,7 @@ from mldbg.frameworks.torch_sharded_merge import (
     sample_change,
     statistic_value,
 )
+from mldbg.record.recorder import Recorder
 from mldbg.store import statistics as st
 from mldbg.store.statistics import Statistic, Value
 
@@ -472,3 +473,57 @@ def _indices(
     except Exception:  # a torch whose private placement API differs: positions unknown
         return None
     return out
+
+
+class _PieceRecorder(Recorder):
+    def _check_stop(self) -> None:
+        return  # the main recorder's to act on
+
+
+class PieceRecorder:
+    """Under include_workers="one", a rank other than 0 of a job whose sharded tensors are saved
+    raw: worker 0's pieces alone are not the tensor, so this rank saves its own pieces of the
+    DTensors (nothing else) as its own worker of the run, on the main recorder's steps and
+    schedule. The side recorder (`make()`) is made at the first piece saved, so a job without
+    DTensors writes nothing here; its stop requests are the main recorder's to act on."""
+
+    def __init__(self, main: Any, settings: dict[str, Any], rank: int, world_size: int, framework: str):
+        self.main = main
+        self._settings = settings  # the collections and schedule of the user's hook
+        self._worker = (rank, world_size, framework)
+        self.recorder: Any = None
+        self._has_dtensors: dict[int, bool] = {}
+        main.before_step_end.append(self._main_step_end)
+
+    def any(self, params: Sequence[tuple[str, Any, Any]]) -> bool:
+        found = self._has_dtensors.get(id(params))
+        if found is None:
+            found = self._has_dtensors[id(params)] = any(is_sharded(p) for _, p, _ in params)
+        return found
+
+    def open(self) -> Any:
+        """The side recorder in the main recorder's open step, if it saves anything then."""
+        main = self.main
+        if not main.in_step:
+            return None
+        if self.recorder is None:
+            rank, world_size, framework = self._worker
+            self.recorder = _PieceRecorder(
+                main.store, include_workers="all", rank=rank, world_size=world_size, framework=framework,
+                **self._settings,
+            )  # fmt: skip
+        side = self.recorder
+        if not (side.in_step and side.step == main.step):
+            if side.in_step:
+                side.end_step()
+            side.step = main.step
+            side.start_step(main.mode, mode_step=main.mode_step)
+        return side if side.saving else None
+
+    def _main_step_end(self) -> None:
+        if self.recorder is not None and self.recorder.in_step:
+            self.recorder.end_step()
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
