@@ -83,6 +83,20 @@ def test_tensor_parallel_weights_and_gradients_saved_raw_read_as_the_global_tens
     assert code == 0, findings
 
 
+def test_fsdp2_with_tensor_parallel_pieces_interleaved_on_a_2d_mesh(tmp_path: Path) -> None:
+    """4 ranks, a (dp 2, tp 2) mesh: FSDP2 shards TP's pieces again (`_StridedShard`), so the
+    pieces of `0.weight` lie out of rank order (rank 1 holds rows 8-11, rank 2 rows 4-7);
+    reassembled exactly."""
+    refs = tmp_path / "2d.npz"
+    job = run(tmp_path / "2d", "fsdp_tp", "raw", refs)
+    compare_global_values(job, refs, PARAMS)
+    trial = mldbg.create_trial(job)
+    assert trial.tensor("0.weight").workers(0) == [f"worker_{r}" for r in range(4)]
+    whole = trial.tensor("0.weight").value(0)
+    assert np.array_equal(trial.tensor("0.weight").value(0, worker="worker_1"), whole[8:12])
+    assert np.array_equal(trial.tensor("0.weight").value(0, worker="worker_2"), whole[4:8])
+
+
 # the layouts, in one process -------------------------------------------------------------------
 def pieces_along(whole: np.ndarray, dim: int, cuts: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
     bounds = [0, *cuts, whole.shape[dim]]

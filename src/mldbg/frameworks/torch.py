@@ -383,8 +383,9 @@ class Hook(StepEnds, Adapter):
     def _save_gradients(self, models: tuple[RegisteredModel, ...] | list[RegisteredModel]) -> None:
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.gradients(models)
-        if self._pieces is not None:  # this rank's pieces of the DTensor gradients (include_workers="one")
-            side = self._pieces.open()
+        pieces = self._pieces
+        if pieces is not None and any(pieces.any(m.params) for m in models):
+            side = pieces.open()  # this rank's pieces of the DTensor gradients (include_workers="one")
             for m in models if side is not None else ():
                 for name, p, _ in m.params:
                     if p.grad is not None and is_sharded(p.grad):
