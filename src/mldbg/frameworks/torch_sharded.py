@@ -445,22 +445,18 @@ def _indices(
     """Per dimension, the global indices this rank's piece holds: the placements applied left
     to right (as `torch.distributed.tensor._utils.compute_local_shape_and_global_offset` does),
     a `_StridedShard`'s interleaved indices included. None where a placement is not mapped."""
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor import Partial, Replicate, Shard, placement_types
 
-    try:
-        from torch.distributed.tensor.placement_types import _StridedShard
-    except ImportError:  # pragma: no cover - a torch without it
-        _StridedShard = ()  # noqa: N806
+    strided: Any = getattr(placement_types, "_StridedShard", None)  # private: FSDP2 + TP on one mesh
     out = [np.arange(n, dtype=np.int64) for n in shape]
     try:
         for mesh_dim, p in enumerate(placements):
             if isinstance(p, (Replicate, Partial)):
                 continue
-            if _StridedShard and isinstance(p, _StridedShard):
-                from torch.distributed.tensor.placement_types import _StridedShardOffsetMode
-
+            if strided is not None and isinstance(p, strided):
+                mode: Any = placement_types._StridedShardOffsetMode.ALL  # every index, not the first
                 size, offsets = p.local_shard_size_and_offset(
-                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim], _StridedShardOffsetMode.ALL
+                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim], mode
                 )
                 out[p.dim] = out[p.dim][np.asarray(offsets if size else [], dtype=np.int64)]
             elif isinstance(p, Shard):
