@@ -9,7 +9,9 @@ RANK). The hook has the two lines (statistics at every step). Each rank trains o
 the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
 `explode` (lr 1e12), `nan1` (FSDP2: a NaN in rank 1's shard of one gradient at step
 NAN_STEP), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
-(not a defect: the model registered before it is sharded). With REFS,
+(not a defect: the model registered before it is sharded), `raw` (not a defect: weights, biases
+and gradients saved raw every other step, REFS an .npz of the global tensors gathered with
+`full_tensor()` at each step: `<step>/<name>`). With REFS,
 worker 0 writes there, per step, the statistics of the global tensors gathered with
 `full_tensor()` (the NumPy reference of `mldbg.store.statistics`), for the test to compare."""
 
@@ -17,6 +19,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -104,12 +107,31 @@ def references(model: nn.Module, previous: dict, refs: dict, step: int, rank: in
         refs[str(step)] = out
 
 
+def gathered(model: nn.Module, refs: dict, step: int, rank: int) -> None:
+    """The global weights and gradients (`full_tensor()`: a collective, every rank), before the
+    optimizer step: the weights the step's forward saw, the gradients the step saves."""
+    for name, p in model.named_parameters():
+        for key, t in ((name, p), (f"gradient/{name}", p.grad)):
+            full = t.full_tensor() if hasattr(t, "full_tensor") else t
+            if rank == 0:
+                refs[f"{step}/{key}"] = full.detach().numpy().copy()
+
+
 def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     single = layout == "single"
     if not single:
         dist.init_process_group("gloo", init_method="env://")
     rank, world = (0, 1) if single else (dist.get_rank(), dist.get_world_size())
-    hook = Hook(out_dir, statistics_every=1)
+    if defect == "raw":
+        from mldbg import SaveConfig
+
+        hook = Hook(
+            out_dir, save_config=SaveConfig(save_interval=2),
+            include_collections=["weights", "biases", "gradients", "losses"],
+            include_workers=os.environ.get("INCLUDE_WORKERS", "one"),
+        )  # fmt: skip
+    else:
+        hook = Hook(out_dir, statistics_every=1)
     if defect == "late":  # registered before the parameters are sharded
         model = make_model()
         hook.register_module(model)
@@ -131,14 +153,18 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
         if defect == "nan1" and rank == 1 and step == NAN_STEP:  # only rank 1's piece of one gradient
             with torch.no_grad():
                 model[2].weight.grad.to_local()[0, 0] = float("nan")
-        if refs_path:
+        if refs_path and defect == "raw":
+            gathered(model, refs, step, rank)
+        elif refs_path:
             references(model, previous, refs, step, rank)
         opt.step()
         if defect == "drift" and rank == 1:
             with torch.no_grad():
                 model[4].inner.weight.to_local().mul_(1.5)
     hook.close()
-    if refs_path and rank == 0:
+    if refs_path and rank == 0 and defect == "raw":
+        np.savez(refs_path, **refs)
+    elif refs_path and rank == 0:
         with open(refs_path, "w") as f:
             json.dump(refs, f)
     if not single:

@@ -54,10 +54,18 @@ from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
-from mldbg.frameworks.torch_sharded import ShardedStatistics, input_replica, is_sharded
+from mldbg.frameworks.torch_sharded import (
+    PieceRecorder,
+    ShardedStatistics,
+    input_replica,
+    is_sharded,
+    piece_and_layout,
+)
 from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
+from mldbg.record.recorder import Plan
+from mldbg.store.shards import layout_name
 from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
@@ -124,6 +132,18 @@ class Hook(StepEnds, Adapter):
         for stats in (self._stats, self._reductions):
             if stats is not None:
                 stats.batch.sharded = self._sharded
+        # include_workers="one" and tensors saved raw: the other ranks save their DTensor pieces
+        self._pieces: PieceRecorder | None = None
+        if not rec.enabled and world > 1 and _saves_raw(self._settings):
+            if isinstance(self._stats, ReplicaStatistics):  # one recorder a worker
+                log.info(
+                    "mldbg: with statistics=True, only worker 0's pieces of sharded tensors are saved raw"
+                )
+            else:
+                keep = ("save_config", "include_collections", "include_regex", "reduction_config", "save_all",
+                        "collection_configs", "extra_collections")  # fmt: skip
+                settings = {k: v for k, v in self._recording().items() if k in keep}
+                self._pieces = PieceRecorder(rec, settings, rank, world, self._worker().framework)
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
         if self.finds_loss:
             self._loss.open()
@@ -144,6 +164,7 @@ class Hook(StepEnds, Adapter):
         self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
         self._loss.off = not self.finds_loss
         self._sharded = None  # made with the run (`_open_run`)
+        self._pieces = None
         self._told_shards = False
 
     # registration -----------------------------------------------------------------------
@@ -331,6 +352,11 @@ class Hook(StepEnds, Adapter):
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
                     self._capture.start(m, rec.mode)
+        if self._pieces is not None and self._pieces.any(m.params):
+            side = self._pieces.open()
+            for name, p, natural in m.params if side is not None else ():
+                if is_sharded(p):
+                    self._save(name, p, natural, recorder=side)
         if not rec.saving:
             return
         if rec.saves_any(m.param_keys):
@@ -363,16 +389,26 @@ class Hook(StepEnds, Adapter):
     ) -> None:
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.gradients(models)
+        pieces = self._pieces
+        if pieces is not None and any(pieces.any(m.params) for m in models):
+            side = pieces.open()  # this rank's pieces of the DTensor gradients (include_workers="one")
+            for m in models if side is not None else ():
+                for name, p, _ in m.params:
+                    if p.grad is not None and is_sharded(p.grad):
+                        self._save(m.grad_name(name), p.grad, ("gradients",), replace=True, recorder=side)
         super()._save_gradients(models, held)
 
-    def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
-        plan = self.recorder.plan(name, natural)  # first: at most steps it is None (a dict lookup)
-        if plan is None or not (replace or not self.recorder.has(name)):
+    def _save(
+        self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False, recorder: Any = None
+    ) -> None:
+        rec = recorder or self.recorder
+        plan = rec.plan(name, natural)  # first: at most steps it is None (a dict lookup)
+        if plan is None or not (replace or not rec.has(name)):
             return
         if not isinstance(value, torch.Tensor) or value.is_complex() or value.is_sparse:
             return
         if is_sharded(value):
-            self._unsaved_shards(name)
+            self._save_shard(rec, name, value, plan)
             return
         if plan.raw or not plan.reductions:
             self.recorder.save(name, host_copy(value), plan, nbytes(value))
@@ -408,23 +444,28 @@ class Hook(StepEnds, Adapter):
         m.input_replica = input_replica(inner, (p for _, p, _ in m.params))
         self._optimizers.clear()
 
-    def _unsaved_shards(self, name: str) -> None:
-        """A DTensor asked for raw (or for reductions): left out, said once a run (a warning
-        when the user's configuration asked for it, not for the two lines' defaults)."""
-        if not self._told_shards:
-            self._told_shards = True
-            asked = self._settings.get("save_config") is not None or self._settings.get("include_collections")
-            (log.warning if asked else log.info)(
-                "mldbg: %r and the other sharded tensors (DTensor: FSDP2, tensor parallel) are not saved "
-                "raw nor reduced by save_config; their statistics are (statistics=True, docs/frameworks.md)",
-                name,
-            )
+    def _save_shard(self, rec: Any, name: str, value: Any, plan: Plan) -> None:
+        """A DTensor asked for raw or for reductions: this rank's piece, saved raw under its
+        name, and beside it where the piece lies (`mldbg.store.shards`); readers put the global
+        tensor back together (`trial.tensor(name).value(step)`) and compute its reductions from
+        it (a piece's own reductions are not the tensor's: none are saved). No collective."""
+        try:
+            local, layout = piece_and_layout(value)
+        except Exception as e:  # a layout mldbg cannot read must not stop the training
+            if not self._told_shards:
+                self._told_shards = True
+                log.warning("mldbg: sharded tensor %r (DTensor) not saved raw: %s", name, e)
+            return
+        rec.save(name, host_copy(local.detach()), Plan(True, (), plan.collections), nbytes(local))
+        rec.save(layout_name(name), layout, Plan(True, (), ()))
 
     def _release(self) -> None:
         if self._capture is not None:  # before the statistics it hands its records to
             self._capture.close()
         if self._stats is not None:
             self._stats.close()
+        if self._pieces is not None:
+            self._pieces.close()
         self._loss.close()
         for h in self._handles + self._grad_handles:
             h.remove()
@@ -439,6 +480,12 @@ class Hook(StepEnds, Adapter):
         self._module_handles = []
         for module in list(self._omitting):
             Omitting.remove(module)  # where no hook of mldbg is left
+
+
+def _saves_raw(settings: dict[str, Any]) -> bool:
+    """Does the user's configuration save tensors (raw or reduced), beyond the statistics?"""
+    keys = ("save_config", "include_collections", "include_regex", "collection_configs")
+    return any(settings.get(k) for k in keys) or bool(settings.get("save_all"))
 
 
 @functools.lru_cache(maxsize=4096)

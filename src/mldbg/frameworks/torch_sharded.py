@@ -61,6 +61,7 @@ from mldbg.frameworks.torch_sharded_merge import (
     sample_change,
     statistic_value,
 )
+from mldbg.record.recorder import Recorder
 from mldbg.store import statistics as st
 from mldbg.store.statistics import Statistic, Value
 
@@ -411,3 +412,114 @@ def _group(mesh: Any) -> Any:
     if mesh.size() == dist.get_world_size():
         return None  # the default group
     return mesh._flatten().get_group()
+
+
+# raw pieces (`mldbg.store.shards`) ------------------------------------------------------------
+def piece_and_layout(tensor: Any) -> tuple[torch.Tensor, np.ndarray]:
+    """(this rank's piece of DTensor `tensor`, its layout vector): where the piece lies in the
+    global tensor, from the placements alone (no collective). Positions mldbg cannot map (a
+    placement of a later torch) give a layout of unknown positions: the piece is still saved."""
+    from torch.distributed.tensor import Partial
+
+    from mldbg.store.shards import encode
+
+    mesh, placements = tensor.device_mesh, tuple(tensor.placements)
+    local = tensor.to_local()
+    shape = tuple(tensor.shape)
+    coordinate = mesh.get_coordinate()
+    combine, partials, partial_id = "piece", 1, 0
+    for dim, p in enumerate(placements):
+        if isinstance(p, Partial):
+            combine = {"sum": "sum", "avg": "avg", "max": "max", "min": "min"}.get(str(p.reduce_op), "")
+            partial_id = partial_id * mesh.size(dim) + (coordinate[dim] if coordinate else 0)
+            partials *= mesh.size(dim)
+    indices = None if not combine or coordinate is None else _indices(shape, mesh, placements, coordinate)
+    if indices is not None and tuple(len(i) for i in indices) != tuple(local.shape):
+        indices = None
+    return local, encode(shape, indices, combine or "piece", partials, partial_id)
+
+
+def _indices(
+    shape: tuple[int, ...], mesh: Any, placements: tuple[Any, ...], coordinate: list[int]
+) -> list[np.ndarray] | None:
+    """Per dimension, the global indices this rank's piece holds: the placements applied left
+    to right (as `torch.distributed.tensor._utils.compute_local_shape_and_global_offset` does),
+    a `_StridedShard`'s interleaved indices included. None where a placement is not mapped."""
+    from torch.distributed.tensor import Partial, Replicate, Shard, placement_types
+
+    strided: Any = getattr(placement_types, "_StridedShard", None)  # private: FSDP2 + TP on one mesh
+    out = [np.arange(n, dtype=np.int64) for n in shape]
+    try:
+        for mesh_dim, p in enumerate(placements):
+            if isinstance(p, (Replicate, Partial)):
+                continue
+            if strided is not None and isinstance(p, strided):
+                mode: Any = placement_types._StridedShardOffsetMode.ALL  # every index, not the first
+                size, offsets = p.local_shard_size_and_offset(
+                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim], mode
+                )
+                out[p.dim] = out[p.dim][np.asarray(offsets if size else [], dtype=np.int64)]
+            elif isinstance(p, Shard):
+                size, offset = Shard.local_shard_size_and_offset(
+                    len(out[p.dim]), mesh.size(mesh_dim), coordinate[mesh_dim]
+                )
+                out[p.dim] = out[p.dim][int(offset) : int(offset) + int(size)]
+            else:
+                return None
+    except Exception:  # a torch whose private placement API differs: positions unknown
+        return None
+    return out
+
+
+class _PieceRecorder(Recorder):
+    def _check_stop(self) -> None:
+        return  # the main recorder's to act on
+
+
+class PieceRecorder:
+    """Under include_workers="one", a rank other than 0 of a job whose sharded tensors are saved
+    raw: worker 0's pieces alone are not the tensor, so this rank saves its own pieces of the
+    DTensors (nothing else) as its own worker of the run, on the main recorder's steps and
+    schedule. The side recorder (`make()`) is made at the first piece saved, so a job without
+    DTensors writes nothing here; its stop requests are the main recorder's to act on."""
+
+    def __init__(self, main: Any, settings: dict[str, Any], rank: int, world_size: int, framework: str):
+        self.main = main
+        self._settings = settings  # the collections and schedule of the user's hook
+        self._worker = (rank, world_size, framework)
+        self.recorder: Any = None
+        self._has_dtensors: dict[int, bool] = {}
+        main.before_step_end.append(self._main_step_end)
+
+    def any(self, params: Sequence[tuple[str, Any, Any]]) -> bool:
+        found = self._has_dtensors.get(id(params))
+        if found is None:
+            found = self._has_dtensors[id(params)] = any(is_sharded(p) for _, p, _ in params)
+        return found
+
+    def open(self) -> Any:
+        """The side recorder in the main recorder's open step, if it saves anything then."""
+        main = self.main
+        if not main.in_step:
+            return None
+        if self.recorder is None:
+            rank, world_size, framework = self._worker
+            self.recorder = _PieceRecorder(
+                main.store, include_workers="all", rank=rank, world_size=world_size, framework=framework,
+                **self._settings,
+            )  # fmt: skip
+        side = self.recorder
+        if not (side.in_step and side.step == main.step):
+            if side.in_step:
+                side.end_step()
+            side.step = main.step
+            side.start_step(main.mode, mode_step=main.mode_step)
+        return side if side.saving else None
+
+    def _main_step_end(self) -> None:
+        if self.recorder is not None and self.recorder.in_step:
+            self.recorder.end_step()
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()

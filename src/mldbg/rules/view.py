@@ -31,9 +31,11 @@ from mldbg.errors import InvalidConfig, MldbgError, TensorUnavailableForStep
 from mldbg.rules.labels import ClassStats, class_stats_from_raw
 from mldbg.store.reductions import REDUCTION_NAMES as REDUCTIONS
 from mldbg.store.reductions import reduce
+from mldbg.store.shards import Unassembled
 from mldbg.store.statistics import Statistic, Value, compute, vector_name
 from mldbg.trial import Record, Records, Trial
 from mldbg.trial.columns import Columns, TensorColumns
+from mldbg.trial.shards import global_value
 
 if TYPE_CHECKING:
     from mldbg.store import Store
@@ -321,6 +323,13 @@ class TrialView:
         """The saved tensor, or None when only its reductions were saved at that step."""
         key = (name, step, mode, worker)
         found = self._raw.get(key)
+        if found is None and worker is None:  # a sharded tensor saved as its pieces: the global one
+            try:
+                found = global_value(self.trial, name, step, mode)
+            except Unassembled:  # some worker's pieces missing: not the tensor, as if not saved raw
+                found = _NO_RAW
+            if found is not None and step == self._step:
+                self._raw[key] = found
         if found is None and self.use_columns and mode is None and worker is None:
             found = self._column_raw(name, step)
             if found is not None and step == self._step:

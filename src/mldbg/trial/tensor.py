@@ -13,6 +13,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import InvalidConfig, did_you_mean
 from mldbg.store.reductions import REDUCTION_NAMES, reduce
+from mldbg.trial.shards import global_value
 
 if TYPE_CHECKING:
     from mldbg.trial.trial import Trial
@@ -45,7 +46,13 @@ class Tensor:
         return sorted({found.workers[w] for w in found.worker.tolist()})
 
     def value(self, step: int, mode: Mode | None = None, worker: str | None = None) -> np.ndarray:
-        """The tensor at `step` (a global step, or the mode's step when `mode` is given)."""
+        """The tensor at `step` (a global step, or the mode's step when `mode` is given). A
+        sharded tensor saved as its pieces reads as the global tensor, put back together from
+        the workers' pieces; with `worker`, that worker's own piece (`mldbg.store.shards`)."""
+        if worker is None:
+            whole = global_value(self.trial, self.name, step, mode)
+            if whole is not None:
+                return whole
         return self.trial.read(self.trial.record(self.name, step, mode, worker))
 
     def reduction_value(
@@ -66,6 +73,10 @@ class Tensor:
         saved = record.reductions.get((reduction, abs))
         if saved is not None:
             return saved
+        if worker is None:  # a sharded tensor: the global tensor's (its pieces carry no reductions)
+            whole = global_value(self.trial, self.name, step, mode)
+            if whole is not None:
+                return reduce(whole, reduction, abs)
         return reduce(self.trial.read(record), reduction, abs)
 
     def values(self, mode: Mode | None = None) -> dict[int, np.ndarray]:
