@@ -13,7 +13,14 @@ cost (the first saved training steps, two windows of the loss), decide between t
 - `weights`: the parameter names, to tell a weight that is all zeros (the init) from a
   gradient or an output that is;
 - `growth(tensors, step)`: how much a weight's norm changed at a step (a large update ratio
-  grows the norm; a tiny one does not).
+  grows the norm; a tiny one does not);
+- `first_step`: the first saved training step. What is true there is true before any update:
+  non-finite values there are not the learning rate's doing (`numerical_instability`), a
+  condition that holds there can be the init's, one that appears only later cannot;
+- `dead_at_start(tensors)`: whether ReLU layers were (mostly) dead at their first saved step,
+  before any update (the init killed them), or alive there (updates killed them later);
+- `unmoved(tensors, step)`: whether the parameters of gradient tensors never changed from
+  the first saved step to `step` (the optimizer does not step them).
 
 A fact never makes a diagnosis on its own: it only weighs between the causes that could explain
 the findings a rule made, and adds to a diagnosis's confidence.
@@ -31,6 +38,11 @@ from mldbg.config import Mode
 
 EARLY = 20  # saved training steps that count as the start of training
 MAX_LOSSES = 4  # loss tensors looked at
+# a ReLU layer's first saved step tells dead from alive when it holds this many samples: a
+# unit active for a share p of the inputs is silent on all 16 with probability (1 - p)^16,
+# under 1% for p >= 25%; and the layer is dead when more than half of its units are silent
+DEAD_MIN_SAMPLES = 16
+DEAD_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -50,8 +62,12 @@ class RunFacts:
     loss_rise: Fact | None = None
     saturating: bool = False
     weights: frozenset[str] = frozenset()
+    first_step: int | None = None
+    dead_init: Fact | None = None  # a ReLU layer dead at its first saved step (`dead_at_start`)
     _trial: Any = field(default=None, repr=False, compare=False)
     _growth: dict[tuple[str, int], float | None] = field(default_factory=dict, repr=False, compare=False)
+    _dead: dict[str, float | None] = field(default_factory=dict, repr=False, compare=False)
+    _moved: dict[tuple[str, int], bool | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, trial: Any) -> RunFacts:
@@ -67,6 +83,11 @@ class RunFacts:
             weights=frozenset(names("weights")) | frozenset(names("biases")),
             _trial=trial,
         )
+        try:
+            train_steps = trial.steps(mode=Mode.TRAIN)
+            facts.first_step = int(train_steps[0]) if len(train_steps) else None
+        except Exception:
+            pass
         for name in list(names("losses"))[:MAX_LOSSES]:
             try:
                 values = _train_values(trial, name)
@@ -96,6 +117,90 @@ class RunFacts:
             if g is not None:
                 best = g if best is None else max(best, g)
         return best
+
+    def at_start(self, step: int) -> bool:
+        """`step` is the first saved training step: nothing was updated before it."""
+        return self.first_step is not None and step <= self.first_step
+
+    def dead_at_start(self, tensors: list[str]) -> bool | None:
+        """True when one of the ReLU `tensors` had more than half of its units silent on every
+        sample of its first saved step (before any update: the init killed them), False when
+        all were alive there, None when unknown (too few samples, not saved)."""
+        shares = []
+        for name in tensors:
+            if name not in self._dead:
+                try:
+                    got = _dead_share(self._trial, name) if self._trial is not None else None
+                except Exception:  # unreadable: unknown, as without the run
+                    got = None
+                self._dead[name] = None if got is None else got[0]
+                if got is not None and got[0] > DEAD_SHARE and self.dead_init is None:
+                    self.dead_init = Fact(
+                        f"{got[0]:.0%} of the units of the ReLU layer {name} were silent on all {got[1]} "
+                        f"samples of its first saved step {got[2]}, before any update: the "
+                        "initialization killed them",
+                        0.8,
+                    )
+            shares.append(self._dead[name])
+        known = [s for s in shares if s is not None]
+        if not known:
+            return None
+        if any(s > DEAD_SHARE for s in known):
+            return True
+        return False if len(known) == len(shares) else None
+
+    def unmoved(self, tensors: list[str], step: int) -> bool | None:
+        """True when the parameter of every gradient in `tensors` (`gradient/<param>`) has
+        exactly the norm at `step` it had at its first saved step: the optimizer never moved
+        it; False when one moved; None when unknown (not parameters, not saved)."""
+        params = [t.removeprefix("gradient/") for t in tensors]
+        params = [p for p in params if p in self.weights]
+        if not params or self._trial is None:
+            return None
+        out = []
+        for name in params:
+            key = (name, step)
+            if key not in self._moved:
+                try:
+                    self._moved[key] = _moved(self._trial, name, step)
+                except Exception:
+                    self._moved[key] = None
+            out.append(self._moved[key])
+        if any(m for m in out):
+            return False
+        return True if all(m is False for m in out) else None
+
+
+def _dead_share(trial: Any, name: str) -> tuple[float, int, int] | None:
+    """The share of `name`'s units active in no sample of its first saved training step, the
+    samples and the step."""
+    from mldbg.rules.builtin.dead_relu import _activity
+    from mldbg.rules.view import TrialView
+
+    steps = trial.tensor(name).steps(mode=Mode.TRAIN)
+    if not steps:
+        return None
+    got = _activity(TrialView(trial), name, steps[0])
+    if got is None:
+        return None
+    counts, samples = got
+    if samples < DEAD_MIN_SAMPLES or not counts.size:
+        return None
+    return float(np.mean(counts == 0)), int(samples), int(steps[0])
+
+
+def _moved(trial: Any, name: str, step: int) -> bool | None:
+    """Whether parameter `name`'s norm changed from its first saved step to its last saved
+    step up to `step` (relative 1e-6: any optimizer step moves it by far more)."""
+    tensor = trial.tensor(name)
+    steps = [s for s in tensor.steps() if s <= step]
+    if len(steps) < 2:
+        return None
+    a = tensor.reduction_value(steps[0], "l2")
+    b = tensor.reduction_value(steps[-1], "l2")
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return True if math.isfinite(a) != math.isfinite(b) else None
+    return abs(b - a) > 1e-6 * max(abs(a), 1e-30)
 
 
 def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
