@@ -429,3 +429,47 @@ def test_dead_relus_alone_are_told_apart_by_their_first_step():
     assert [d.cause for d in group([dead], alive_at_start)] == ["learning_rate_too_high"]
     assert [d.cause for d in group([dead], dead_at_start)] == ["bad_initialization"]
     assert [d.cause for d in group([dead], RunFacts())] == ["dead_units"]
+
+
+def _prior_run(path: Path, shuffled: bool, steps: int = 100) -> Path:
+    """A ReLU MLP (Adam) on 5 classes at frequencies 60/20/10/5/5% set by one projection of
+    the inputs; `shuffled`: each batch's labels shuffled against its inputs."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4096, 8, generator=g)
+    z = x @ torch.randn(8, generator=g)
+    y = torch.bucketize(z, torch.quantile(z, torch.tensor([0.6, 0.8, 0.9, 0.95])))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = nn.CrossEntropyLoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(steps):
+        i = torch.randint(0, len(x), (64,), generator=g)
+        yb = y[i][torch.randperm(64, generator=g)] if shuffled else y[i]
+        opt.zero_grad()
+        loss_fn(model(x[i]), yb).backward()
+        opt.step()
+    hook.close()
+    return path
+
+
+def test_a_loss_stuck_at_the_labels_entropy_is_read_as_labels_not_matching_inputs(tmp_path):
+    """Labels shuffled against their inputs: the loss falls from log(5) to the entropy of the
+    class frequencies (the model learns the prior) and stays there; the healthy twin goes
+    below it. The fact only chooses the cause of findings that fired (loss_not_decreasing),
+    never makes a diagnosis of its own."""
+    shuffled = RunFacts.of(mldbg.create_trial(_prior_run(tmp_path / "shuffled", True)))
+    healthy = RunFacts.of(mldbg.create_trial(_prior_run(tmp_path / "healthy", False)))
+    assert shuffled.at_prior is not None and "entropy" in shuffled.at_prior.text
+    assert healthy.at_prior is None
+    stuck = Finding("loss_not_decreasing", 99, "TRAIN", "has not decreased", tensors=["loss"])
+    assert [d.cause for d in group([stuck], shuffled)] == ["labels_misaligned"]
+    assert [d.cause for d in group([stuck], healthy)] == ["not_learning"]
+    assert not group([], shuffled)

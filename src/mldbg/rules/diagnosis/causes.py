@@ -146,8 +146,12 @@ def _dead_init(facts: RunFacts) -> list[Fact]:
     return [facts.dead_init] if facts.dead_init is not None else []
 
 
+def _learned_the_prior(facts: RunFacts) -> list[Fact]:
+    return [facts.at_prior] if facts.at_prior is not None else []
+
+
 def _steps_too_large(facts: RunFacts) -> list[Fact]:
-    return [f for f in (facts.loss_jump, facts.loss_rise) if f is not None]
+    return [f for f in (facts.loss_jump, facts.loss_rise, facts.blowup) if f is not None]
 
 
 # "the training is broken" symptoms: a broken training explains the loss not falling and the
@@ -423,6 +427,7 @@ CAUSES: tuple[Cause, ...] = (
         "finds them).",
         evidence=("label_confusion", "confusion"),
         explains=("overfit", "overtraining", "loss_not_decreasing", "underfitting"),
+        signal=_learned_the_prior,
     ),
     Cause(
         "data_repeats",

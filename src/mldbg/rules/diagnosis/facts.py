@@ -19,6 +19,12 @@ cost (the first saved training steps, two windows of the loss), decide between t
   condition that holds there can be the init's, one that appears only later cannot;
 - `dead_at_start(tensors)`: whether ReLU layers were (mostly) dead at their first saved step,
   before any update (the init killed them), or alive there (updates killed them later);
+- `blowup`: an update moved a weight by half its size or more and left it with a gain that
+  explodes the signal (`weight_update_ratio.blown_weight`, the test dead_relu and
+  poor_weight_initialization use): steps far too large, whatever else the findings blame;
+- `at_prior`: the training loss fell from its start to the entropy of the labels' class
+  distribution and stays there: the model learned which classes are common (the optimizer
+  works) and nothing from the inputs, as when labels do not belong to their inputs;
 - `unmoved(tensors, step)`: whether the parameters of gradient tensors never changed from
   the first saved step to `step` (the optimizer does not step them).
 
@@ -63,6 +69,8 @@ class RunFacts:
     saturating: bool = False
     weights: frozenset[str] = frozenset()
     first_step: int | None = None
+    at_prior: Fact | None = None
+    blowup: Fact | None = None
     dead_init: Fact | None = None  # a ReLU layer dead at its first saved step (`dead_at_start`)
     _trial: Any = field(default=None, repr=False, compare=False)
     _growth: dict[tuple[str, int], float | None] = field(default_factory=dict, repr=False, compare=False)
@@ -88,11 +96,16 @@ class RunFacts:
             facts.first_step = int(train_steps[0]) if len(train_steps) else None
         except Exception:
             pass
+        facts.blowup = _blowup(trial)
+        labels = _label_entropy(trial, list(names("labels")))
         for name in list(names("losses"))[:MAX_LOSSES]:
             try:
                 values = _train_values(trial, name)
             except Exception:
                 continue
+            prior = _at_prior(name, values, labels) if labels is not None else None
+            if prior is not None and facts.at_prior is None:
+                facts.at_prior = prior
             jump, rise = _jump(name, values), _rise(name, values)
             if jump is not None and (facts.loss_jump is None or jump.strength > facts.loss_jump.strength):
                 facts.loss_jump = jump
@@ -241,6 +254,92 @@ def _jump(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
         f"the training loss {name} jumped {ratio:.3g}x at its start ({first:.4g} at training step "
         f"{steps[0]} -> {early[peak]:.4g} at training step {steps[peak]})",
         round(min(0.95, 0.9 * math.log10(ratio)), 2),
+    )
+
+
+MAX_BLOWUP_STEPS = 2000  # saved training steps scanned for an update that blew a weight up
+
+
+def _blowup(trial: Any) -> Fact | None:
+    """The first saved training step (of the first `MAX_BLOWUP_STEPS`) where an update blew a
+    weight up (`weight_update_ratio.Blowup`)."""
+    from mldbg.rules.builtin.weight_update_ratio import Blowup
+    from mldbg.rules.view import TrialView
+
+    try:
+        steps = trial.steps(mode=Mode.TRAIN)
+        if not steps:
+            return None
+        found = Blowup().upto(TrialView(trial), steps[min(len(steps), MAX_BLOWUP_STEPS) - 1])
+    except Exception:
+        return None
+    if found is None:
+        return None
+    step, name, ratio = found
+    return Fact(
+        f"the update of training step {step} moved {name} by {ratio:.3g}x its size and left it "
+        "amplifying its input's variance 10x or more: steps far too large",
+        0.8,
+    )
+
+
+# the loss at the prior: its end within PRIOR_TOLERANCE of the labels' entropy (relative),
+# after a start at least PRIOR_DROP above it (the model learned the prior: updates work)
+PRIOR_TOLERANCE = 0.03
+PRIOR_DROP = 0.15
+MAX_LABEL_STEPS = 200  # statistics steps of the labels read for their class distribution
+
+
+def _label_entropy(trial: Any, names: list[str]) -> tuple[str, float, int] | None:
+    """(labels tensor, entropy in nats of its class distribution over the saved training
+    steps, classes) for a run with one labels tensor whose class counts were saved."""
+    if len(names) != 1:
+        return None
+    from mldbg.rules.view import TrialView
+
+    try:
+        view = TrialView(trial)
+        steps = trial.tensor(names[0]).steps(mode=Mode.TRAIN)
+        if len(steps) > MAX_LABEL_STEPS:
+            steps = [steps[i] for i in np.linspace(0, len(steps) - 1, MAX_LABEL_STEPS).astype(int)]
+        total = None
+        for step in steps:
+            got = view.class_statistics(names[0], None, step)
+            if got is None:
+                continue
+            c = np.asarray(got.labels[:-1], dtype=np.float64)
+            if total is not None and len(c) != len(total):
+                return None
+            total = c if total is None else total + c
+    except Exception:
+        return None
+    if total is None or total.sum() < 100 or np.count_nonzero(total) < 2:
+        return None
+    p = total[total > 0] / total.sum()
+    return names[0], float(-(p * np.log(p)).sum()), int(np.count_nonzero(total))
+
+
+def _at_prior(name: str, series: tuple[list[int], np.ndarray], labels: tuple[str, float, int]) -> Fact | None:
+    """The training loss (a mean cross-entropy in nats) fell from well above the entropy of
+    the labels' class distribution to it and ends there: predicting each class at its
+    frequency, whatever the input."""
+    steps, values = series
+    if len(values) < 20 or not np.all(np.isfinite(values)):
+        return None
+    w = max(10, min(len(values) // 10, 1000))
+    tail = values[-w:]
+    start, end = float(np.median(values[:5])), float(np.median(tail))
+    # the tail's median is noisy by about 1.25 x its robust std / sqrt(w): a loss within three
+    # of those (or PRIOR_TOLERANCE, when less noisy) of the entropy is at it
+    noise = 1.253 * 1.4826 * float(np.median(np.abs(tail - end))) / math.sqrt(len(tail))
+    tensor, h, k = labels
+    if h <= 0 or start < (1 + PRIOR_DROP) * h or abs(end - h) > max(PRIOR_TOLERANCE * h, 3 * noise):
+        return None
+    return Fact(
+        f"the training loss {name} fell from {start:.4g} to {end:.4g}, the entropy of the class "
+        f"distribution of {tensor} ({h:.4g} nats over {k} classes), and stays there: the model "
+        "predicts each class at its frequency and learned nothing from the inputs",
+        0.5,
     )
 
 
