@@ -473,3 +473,20 @@ def test_a_loss_stuck_at_the_labels_entropy_is_read_as_labels_not_matching_input
     assert [d.cause for d in group([stuck], shuffled)] == ["labels_misaligned"]
     assert [d.cause for d in group([stuck], healthy)] == ["not_learning"]
     assert not group([], shuffled)
+
+
+def test_an_init_fault_that_appears_only_after_updates_blames_the_learning_rate(tmp_path):
+    """poor_weight_initialization at step 6: when its test does not hold at the first step
+    (before any update) the gains or gradients left their band after updates; when it holds
+    there (a real init fault, as the tanh std-10 row of the defect table) it is the init."""
+    late = Finding("poor_weight_initialization", 6, "TRAIN", "gain out of band", tensors=["fc1.weight"])
+    in_band_at_start = RunFacts(first_step=0, _init=[False])
+    out_of_band_at_start = RunFacts(first_step=0, _init=[True])
+    assert [d.cause for d in group([late], in_band_at_start)] == ["learning_rate_too_high"]
+    assert [d.cause for d in group([late], out_of_band_at_start)] == ["bad_initialization"]
+    assert [d.cause for d in group([late], RunFacts())] == ["bad_initialization"]
+    # the fact itself, on real runs: an init of std 10 is out of band at step 0, PyTorch's is not
+    for init, expected in (("huge", True), (None, False)):
+        path = tmp_path / f"init_{init}"
+        train(path, activation="tanh", init=init, steps=12, default_hook=True)
+        assert RunFacts.of(mldbg.create_trial(path)).init_at_start() is expected, init

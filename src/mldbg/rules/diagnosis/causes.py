@@ -142,6 +142,17 @@ def _dead_from_init(finding: Finding, facts: RunFacts) -> bool:
     return facts.dead_at_start(finding.tensors) is True
 
 
+def _init_fault_at_start(finding: Finding, facts: RunFacts) -> bool:
+    """poor_weight_initialization whose test also holds at the first step (or unknown)."""
+    return facts.init_at_start() is not False
+
+
+def _init_fault_after_updates(finding: Finding, facts: RunFacts) -> bool:
+    """poor_weight_initialization whose test did not hold at the first step, before any
+    update: the gains or gradients left their band after updates, too large ones."""
+    return not facts.at_start(finding.step) and facts.init_at_start() is False
+
+
 def _dead_init(facts: RunFacts) -> list[Fact]:
     return [facts.dead_init] if facts.dead_init is not None else []
 
@@ -236,8 +247,10 @@ CAUSES: tuple[Cause, ...] = (
             "loss_change_point",
             "weight_update_ratio",
             "dead_relu",
+            "poor_weight_initialization",
         ),
         when={
+            "poor_weight_initialization": _init_fault_after_updates,
             "weight_update_ratio": _large_update,
             "exploding_tensor": _not_at_start,
             "loss_divergence": _not_at_start,
@@ -303,7 +316,11 @@ CAUSES: tuple[Cause, ...] = (
         "biases at 0 or small. Normalized inputs and BatchNorm/LayerNorm make training less "
         "sensitive to it.",
         evidence=("poor_weight_initialization", "all_zero", "dead_relu"),
-        when={"all_zero": _weights_all_zero, "dead_relu": _dead_from_init},
+        when={
+            "all_zero": _weights_all_zero,
+            "dead_relu": _dead_from_init,
+            "poor_weight_initialization": _init_fault_at_start,
+        },
         explains=("dead_relu", *_DEAD, *_SATURATED, *_NOT_LEARNING),
         signal=_dead_init,
     ),

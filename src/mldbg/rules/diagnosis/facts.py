@@ -19,6 +19,9 @@ cost (the first saved training steps, two windows of the loss), decide between t
   condition that holds there can be the init's, one that appears only later cannot;
 - `dead_at_start(tensors)`: whether ReLU layers were (mostly) dead at their first saved step,
   before any update (the init killed them), or alive there (updates killed them later);
+- `init_at_start()`: whether poor_weight_initialization's test holds at the first saved
+  training step alone, before any update (an init fault shows there; a gain or gradient that
+  leaves its band only after updates is the updates' doing);
 - `blowup`: an update moved a weight by half its size or more and left it with a gain that
   explodes the signal (`weight_update_ratio.blown_weight`, the test dead_relu and
   poor_weight_initialization use): steps far too large, whatever else the findings blame;
@@ -74,6 +77,7 @@ class RunFacts:
     dead_init: Fact | None = None  # a ReLU layer dead at its first saved step (`dead_at_start`)
     _trial: Any = field(default=None, repr=False, compare=False)
     _growth: dict[tuple[str, int], float | None] = field(default_factory=dict, repr=False, compare=False)
+    _init: list[bool | None] = field(default_factory=list, repr=False, compare=False)
     _dead: dict[str, float | None] = field(default_factory=dict, repr=False, compare=False)
     _moved: dict[tuple[str, int], bool | None] = field(default_factory=dict, repr=False, compare=False)
 
@@ -135,6 +139,13 @@ class RunFacts:
         """`step` is the first saved training step: nothing was updated before it."""
         return self.first_step is not None and step <= self.first_step
 
+    def init_at_start(self) -> bool | None:
+        """Whether poor_weight_initialization, judging the first saved training step alone
+        (patience 1), fires there: what it blames was there before any update. None: unknown."""
+        if not self._init:
+            self._init.append(_init_at_start(self._trial, self.first_step))
+        return self._init[0]
+
     def dead_at_start(self, tensors: list[str]) -> bool | None:
         """True when one of the ReLU `tensors` had more than half of its units silent on every
         sample of its first saved step (before any update: the init killed them), False when
@@ -182,6 +193,26 @@ class RunFacts:
         if any(m for m in out):
             return False
         return True if all(m is False for m in out) else None
+
+
+def _init_at_start(trial: Any, first: int | None) -> bool | None:
+    if trial is None or first is None:
+        return None
+    import warnings
+
+    from mldbg.rules.builtin.poor_weight_initialization import PoorWeightInitialization
+    from mldbg.rules.runner import check
+
+    try:
+        weights = trial.collections().get("weights") or ()
+        if not any(first in trial.tensor(w).steps() for w in weights):
+            return None  # nothing to judge at the first step: unknown, not "in band"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rule = PoorWeightInitialization(patience=1, steps=first + 1)
+            return bool(check(trial, [rule], start_step=first, end_step=first + 1))
+    except Exception:
+        return None
 
 
 def _dead_share(trial: Any, name: str) -> tuple[float, int, int] | None:
