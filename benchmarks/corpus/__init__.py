@@ -52,13 +52,13 @@ BUGS: dict[str, tuple[tuple[str, ...], str]] = {
         ("loss_not_decreasing", "underfitting", "vanishing_gradient", "softmax_before_cross_entropy"),
         "softmax_before_cross_entropy",
     ),
-    "dead_relu_init": (("dead_relu", "all_zero", "poor_weight_initialization"), "dead_units"),
+    "dead_relu_init": (("dead_relu", "all_zero", "poor_weight_initialization"), "bad_initialization"),
     "deep_sigmoid": (
         ("vanishing_gradient", "sigmoid_saturation", "poor_weight_initialization", "loss_not_decreasing",
          "underfitting"),
         "vanishing_gradients",
     ),
-    "frozen_by_mistake": (("unchanged_tensor", "weight_update_ratio"), "weights_not_updated"),
+    "frozen_by_mistake": (("unchanged_tensor", "weight_update_ratio"), "parameters_not_updated"),
     "log_zero_nan": (("exploding_tensor",), "numerical_instability"),
     "train_in_eval_mode": (("train_in_eval_mode",), "train_in_eval_mode"),
 }  # fmt: skip

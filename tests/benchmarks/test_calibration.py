@@ -87,7 +87,7 @@ def test_a_healthy_and_a_buggy_pipeline_run_through_the_workers(calibration, cap
         "alarmed_error",
     }
     bug = by_name[BUGGY]
-    assert not bug["healthy"] and bug["bug"] == "dead_relu_init" and bug["cause"] == "dead_units"
+    assert not bug["healthy"] and bug["bug"] == "dead_relu_init" and bug["cause"] == "bad_initialization"
     assert "dead_relu" in bug["expected"]
     summary = calibration.summarize(records)
     assert summary["all"]["healthy_runs"] == 1 and summary["all"]["buggy_runs"] == 1

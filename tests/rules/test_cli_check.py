@@ -26,7 +26,8 @@ def test_json_diagnoses_carry_their_findings(run):
     keys = {"cause", "title", "step", "confidence", "why", "severity", "advice", "findings"}
     diagnoses = [d for d in lines if "cause" in d]
     assert diagnoses and all(set(d) == keys for d in diagnoses)
-    assert diagnoses[0]["cause"] == "dead_units" and 0 < diagnoses[0]["confidence"] <= 1
+    # units dead at the first step, before any update (biases initialized negative): the init
+    assert diagnoses[0]["cause"] == "bad_initialization" and 0 < diagnoses[0]["confidence"] <= 1
     inner = diagnoses[0]["findings"]
     assert inner and set(inner[0]) == {"rule", "step", "mode", "message", "tensors", "suggestion", "severity"}
     assert inner[0]["rule"] == "dead_relu"

@@ -280,3 +280,213 @@ def test_facts_choose_the_cause_but_do_not_make_a_weak_finding_strong():
     assert d.cause == "learning_rate_too_high" and d.confidence < STOP_CONFIDENCE
     (d,) = group([finding("dead_relu", 15)], facts)  # the demo's first finding, live
     assert d.cause == "learning_rate_too_high" and d.confidence >= STOP_CONFIDENCE
+
+
+# the time order of the evidence: what held before any update, what appeared after ----------
+def _mlp_run(
+    path: Path,
+    *,
+    steps: int = 40,
+    lr: float = 1e-2,
+    optimizer: str = "adam",
+    bias_init: float | None = None,
+    rebuilt_after_optimizer: bool = False,
+    relu_output: bool = False,
+    task: str = "classification",
+) -> Path:
+    """A tiny real training recorded with the README's two lines (`Hook(path)` +
+    `register_module` + `register_loss`): a ReLU MLP on a fixed teacher's data, one bug at a
+    time. `rebuilt_after_optimizer`: the model is re-created after its optimizer was built
+    (the optimizer holds the old parameters). `relu_output` with `task="poisson"`: a Poisson
+    rate through a ReLU, so log(0) on the first batch."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1024, 8, generator=g)
+    teacher = torch.randn(8, 3, generator=g)
+    if task == "poisson":
+        y = torch.poisson(torch.exp(0.5 * (x @ teacher[:, 0]).clamp(max=3)), generator=g)
+    else:
+        y = (x @ teacher).argmax(1)
+
+    def build() -> nn.Sequential:
+        out = 1 if task == "poisson" else 3
+        layers: list[nn.Module] = [
+            nn.Linear(8, 64),
+            nn.ReLU(),
+            nn.Linear(64, 64),
+            nn.ReLU(),
+            nn.Linear(64, out),
+        ]
+        if task == "poisson":
+            nn.init.constant_(layers[-1].bias, -1.0)  # type: ignore[arg-type]  # rates near 0 at the start
+            layers.append(nn.ReLU() if relu_output else nn.Softplus())
+        model = nn.Sequential(*layers)
+        if bias_init is not None:
+            for m in model:
+                if isinstance(m, nn.Linear) and m.out_features == 64:
+                    nn.init.constant_(m.bias, bias_init)
+        return model
+
+    class PoissonLoss(nn.Module):
+        def forward(self, rate: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            return (rate - target * torch.log(rate)).mean()
+
+    model = build()
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = make(model.parameters(), lr=lr)
+    if rebuilt_after_optimizer:
+        model = build()
+    loss_fn: nn.Module = PoissonLoss() if task == "poisson" else nn.CrossEntropyLoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for step in range(steps):
+        i = torch.arange(step * 64, step * 64 + 64) % len(x)
+        opt.zero_grad()
+        out = model(x[i])
+        loss = loss_fn(out.squeeze(1), y[i]) if task == "poisson" else loss_fn(out, y[i])
+        loss.backward()
+        opt.step()
+    hook.close()
+    return path
+
+
+def _diagnoses(path: Path) -> list[Diagnosis]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        diagnoses = mldbg.diagnose(path)
+    assert_consistent(diagnoses)
+    return diagnoses
+
+
+def test_nan_before_any_update_is_numerical_instability_not_the_learning_rate(tmp_path):
+    """log(0) on the first batch (a Poisson rate through a ReLU): NaN at the first training
+    step, before the optimizer changed anything, cannot be the learning rate's doing."""
+    diagnoses = _diagnoses(_mlp_run(tmp_path / "run", task="poisson", relu_output=True, steps=20))
+    causes = [d.cause for d in diagnoses]
+    assert causes and causes[0] == "numerical_instability", [str(d) for d in diagnoses]
+    assert "learning_rate_too_high" not in causes
+    first = diagnoses[0]
+    assert "exploding_tensor" in first.rules and first.step == 0
+    assert "log(" in first.advice and "learning rate" not in first.advice.lower()
+
+
+def test_nan_after_updates_stays_the_learning_rate():
+    """The same finding after the first step (a non-finite loss once updates ran) keeps its
+    cause: grouped with facts whose first training step is 0."""
+    nan = Finding("exploding_tensor", 3, "TRAIN", "NaN in 1 tensor", tensors=["loss"])
+    assert [d.cause for d in group([nan], RunFacts(first_step=0))] == ["learning_rate_too_high"]
+    at_start = Finding("exploding_tensor", 0, "TRAIN", "NaN in 1 tensor", tensors=["loss"])
+    assert [d.cause for d in group([at_start], RunFacts(first_step=0))] == ["numerical_instability"]
+    # without the run's facts nothing says when training started: as before
+    assert [d.cause for d in group([at_start])] == ["learning_rate_too_high"]
+
+
+def test_a_model_rebuilt_after_its_optimizer_is_parameters_not_updated(tmp_path):
+    """The optimizer holds the first model's parameters; the model trained is a new one. Its
+    weights never move, and its gradients pile up (the optimizer's zero_grad does not reach
+    them): gradient_not_reset is right that they are not reset, but the cause to fix is the
+    optimizer, not a missing zero_grad."""
+    diagnoses = _diagnoses(_mlp_run(tmp_path / "run", rebuilt_after_optimizer=True, steps=30))
+    causes = [d.cause for d in diagnoses]
+    assert causes and causes[0] == "parameters_not_updated", [str(d) for d in diagnoses]
+    assert "gradients_accumulate" not in causes
+    assert "unchanged_tensor" in diagnoses[0].rules
+
+
+def test_a_missing_zero_grad_whose_weights_move_stays_gradients_accumulate():
+    """gradient_not_reset with weights that moved (or unknown: no run) keeps its cause."""
+    f = Finding("gradient_not_reset", 12, "TRAIN", "a growing sum", tensors=["gradient/fc.weight"])
+    assert [d.cause for d in group([f], RunFacts())] == ["gradients_accumulate"]
+
+
+def test_relus_alive_at_step_0_that_die_after_updates_blame_the_learning_rate(tmp_path):
+    """A healthy init (units alive at the first step) and SGD at a learning rate far too high:
+    the units die after updates, so the diagnosis is the learning rate, not dead units of the
+    init; the opposite twin (biases -5: dead at step 0, before any update) is the init."""
+    lr_run = _diagnoses(_mlp_run(tmp_path / "lr", optimizer="sgd", lr=30.0, steps=40))
+    assert lr_run and lr_run[0].cause == "learning_rate_too_high", [str(d) for d in lr_run]
+    assert not {"bad_initialization", "dead_units"} & {d.cause for d in lr_run}
+    init_run = _diagnoses(_mlp_run(tmp_path / "init", bias_init=-5.0, steps=40))
+    causes = [d.cause for d in init_run]
+    assert causes and causes[0] == "bad_initialization", [str(d) for d in init_run]
+    assert "learning_rate_too_high" not in causes
+    assert "dead_relu" in init_run[0].rules
+    assert "before any update" in init_run[0].why
+
+
+def test_dead_relus_alone_are_told_apart_by_their_first_step():
+    """dead_relu alone (no loss jump): units alive at the first saved step blame the learning
+    rate, units dead there the init, unknown stays dead_units."""
+    dead = Finding("dead_relu", 5, "TRAIN", "dead ReLUs", tensors=["relu1_output_0"])
+    alive_at_start = RunFacts(first_step=0, _dead={"relu1_output_0": 0.0})
+    dead_at_start = RunFacts(first_step=0, _dead={"relu1_output_0": 1.0})
+    assert [d.cause for d in group([dead], alive_at_start)] == ["learning_rate_too_high"]
+    assert [d.cause for d in group([dead], dead_at_start)] == ["bad_initialization"]
+    assert [d.cause for d in group([dead], RunFacts())] == ["dead_units"]
+
+
+def _prior_run(path: Path, shuffled: bool, steps: int = 100) -> Path:
+    """A ReLU MLP (Adam) on 5 classes at frequencies 60/20/10/5/5% set by one projection of
+    the inputs; `shuffled`: each batch's labels shuffled against its inputs."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4096, 8, generator=g)
+    z = x @ torch.randn(8, generator=g)
+    y = torch.bucketize(z, torch.quantile(z, torch.tensor([0.6, 0.8, 0.9, 0.95])))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = nn.CrossEntropyLoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(steps):
+        i = torch.randint(0, len(x), (64,), generator=g)
+        yb = y[i][torch.randperm(64, generator=g)] if shuffled else y[i]
+        opt.zero_grad()
+        loss_fn(model(x[i]), yb).backward()
+        opt.step()
+    hook.close()
+    return path
+
+
+def test_a_loss_stuck_at_the_labels_entropy_is_read_as_labels_not_matching_inputs(tmp_path):
+    """Labels shuffled against their inputs: the loss falls from log(5) to the entropy of the
+    class frequencies (the model learns the prior) and stays there; the healthy twin goes
+    below it. The fact only chooses the cause of findings that fired (loss_not_decreasing),
+    never makes a diagnosis of its own."""
+    shuffled = RunFacts.of(mldbg.create_trial(_prior_run(tmp_path / "shuffled", True)))
+    healthy = RunFacts.of(mldbg.create_trial(_prior_run(tmp_path / "healthy", False)))
+    assert shuffled.at_prior is not None and "entropy" in shuffled.at_prior.text
+    assert healthy.at_prior is None
+    stuck = Finding("loss_not_decreasing", 99, "TRAIN", "has not decreased", tensors=["loss"])
+    assert [d.cause for d in group([stuck], shuffled)] == ["labels_misaligned"]
+    assert [d.cause for d in group([stuck], healthy)] == ["not_learning"]
+    assert not group([], shuffled)
+
+
+def test_an_init_fault_that_appears_only_after_updates_blames_the_learning_rate(tmp_path):
+    """poor_weight_initialization at step 6: when its test does not hold at the first step
+    (before any update) the gains or gradients left their band after updates; when it holds
+    there (a real init fault, as the tanh std-10 row of the defect table) it is the init."""
+    late = Finding("poor_weight_initialization", 6, "TRAIN", "gain out of band", tensors=["fc1.weight"])
+    in_band_at_start = RunFacts(first_step=0, _init=[False])
+    out_of_band_at_start = RunFacts(first_step=0, _init=[True])
+    assert [d.cause for d in group([late], in_band_at_start)] == ["learning_rate_too_high"]
+    assert [d.cause for d in group([late], out_of_band_at_start)] == ["bad_initialization"]
+    assert [d.cause for d in group([late], RunFacts())] == ["bad_initialization"]
+    # the fact itself, on real runs: an init of std 10 is out of band at step 0, PyTorch's is not
+    for init, expected in (("huge", True), (None, False)):
+        path = tmp_path / f"init_{init}"
+        train(path, activation="tanh", init=init, steps=12, default_hook=True)
+        assert RunFacts.of(mldbg.create_trial(path)).init_at_start() is expected, init

@@ -112,8 +112,57 @@ def _saturating(finding: Finding, facts: RunFacts) -> bool:
     return facts.saturating
 
 
+def _at_start(finding: Finding, facts: RunFacts) -> bool:
+    """At the first saved training step: before any update, so not the learning rate's doing."""
+    return facts.at_start(finding.step)
+
+
+def _not_at_start(finding: Finding, facts: RunFacts) -> bool:
+    return not facts.at_start(finding.step)
+
+
+def _weights_move(finding: Finding, facts: RunFacts) -> bool:
+    """Gradients that pile up move the weights more and more; weights that never moved
+    (unknown counts as moved) mean the optimizer does not hold them (its zero_grad misses
+    their .grad too)."""
+    return facts.unmoved(finding.tensors, finding.step) is not True
+
+
+def _weights_never_move(finding: Finding, facts: RunFacts) -> bool:
+    return facts.unmoved(finding.tensors, finding.step) is True
+
+
+def _died_in_training(finding: Finding, facts: RunFacts) -> bool:
+    """ReLU units alive at the first saved step, dead later: updates killed them."""
+    return not facts.at_start(finding.step) and facts.dead_at_start(finding.tensors) is False
+
+
+def _dead_from_init(finding: Finding, facts: RunFacts) -> bool:
+    """ReLU units dead at the first saved step, before any update: the init killed them."""
+    return facts.dead_at_start(finding.tensors) is True
+
+
+def _init_fault_at_start(finding: Finding, facts: RunFacts) -> bool:
+    """poor_weight_initialization whose test also holds at the first step (or unknown)."""
+    return facts.init_at_start() is not False
+
+
+def _init_fault_after_updates(finding: Finding, facts: RunFacts) -> bool:
+    """poor_weight_initialization whose test did not hold at the first step, before any
+    update: the gains or gradients left their band after updates, too large ones."""
+    return not facts.at_start(finding.step) and facts.init_at_start() is False
+
+
+def _dead_init(facts: RunFacts) -> list[Fact]:
+    return [facts.dead_init] if facts.dead_init is not None else []
+
+
+def _learned_the_prior(facts: RunFacts) -> list[Fact]:
+    return [facts.at_prior] if facts.at_prior is not None else []
+
+
 def _steps_too_large(facts: RunFacts) -> list[Fact]:
-    return [f for f in (facts.loss_jump, facts.loss_rise) if f is not None]
+    return [f for f in (facts.loss_jump, facts.loss_rise, facts.blowup) if f is not None]
 
 
 # "the training is broken" symptoms: a broken training explains the loss not falling and the
@@ -148,6 +197,29 @@ CAUSES: tuple[Cause, ...] = (
         ),  # fmt: skip
     ),
     Cause(
+        "numerical_instability",
+        "a numerical operation turns values into NaN or inf before any update",
+        "Non-finite values at the first training step, before the optimizer changed anything, "
+        "cannot come from the learning rate: an operation of the forward or backward pass is "
+        "undefined on its input (log(0), x / 0, sqrt of a negative number or its gradient at 0, "
+        "exp of a large number), or the inputs hold NaN or inf.",
+        "Find the first tensor that is not finite (torch.autograd.set_detect_anomaly(True) names "
+        "the op) and make it safe: log(x + eps) or x.clamp_min(eps).log(), a Softplus instead of a "
+        "ReLU where a rate must stay > 0, torch.log_softmax / F.cross_entropy instead of "
+        "log(softmax(x)), eps in every division and sqrt; check the inputs for NaN/inf.",
+        evidence=("exploding_tensor", "loss_divergence"),
+        when={"exploding_tensor": _at_start, "loss_divergence": _at_start},
+        explains=(
+            *_DIVERGING,
+            "unchanged_tensor",
+            "weight_update_ratio",
+            "all_zero",
+            "vanishing_gradient",
+            "tensor_variance",
+            *_NOT_LEARNING,
+        ),  # fmt: skip
+    ),
+    Cause(
         "gradients_accumulate",
         "gradients accumulate across optimizer steps (a missing zero_grad)",
         "Without optimizer.zero_grad() each step adds its gradient to all earlier ones: the update "
@@ -157,6 +229,7 @@ CAUSES: tuple[Cause, ...] = (
         "before loss.backward(); when accumulating on purpose, zero the gradients after each "
         "optimizer.step() and pass accumulation_steps to gradient_not_reset.",
         evidence=("gradient_not_reset",),
+        when={"gradient_not_reset": _weights_move},
         explains=(*_DIVERGING, "dead_relu", *_DEAD, *_SATURATED, *_NOT_LEARNING),
     ),
     Cause(
@@ -168,8 +241,21 @@ CAUSES: tuple[Cause, ...] = (
         "Lower the learning rate (10x or more), add a learning-rate warm-up, and clip gradients "
         "(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)); if the loss still climbs from "
         "the first step, check that it is minimized (no flipped sign, not maximize=True).",
-        evidence=("loss_divergence", "exploding_tensor", "loss_change_point", "weight_update_ratio"),
-        when={"weight_update_ratio": _large_update},
+        evidence=(
+            "loss_divergence",
+            "exploding_tensor",
+            "loss_change_point",
+            "weight_update_ratio",
+            "dead_relu",
+            "poor_weight_initialization",
+        ),
+        when={
+            "poor_weight_initialization": _init_fault_after_updates,
+            "weight_update_ratio": _large_update,
+            "exploding_tensor": _not_at_start,
+            "loss_divergence": _not_at_start,
+            "dead_relu": _died_in_training,
+        },  # fmt: skip
         explains=(
             *_DIVERGING,
             "dead_relu",
@@ -229,9 +315,14 @@ CAUSES: tuple[Cause, ...] = (
         "ReLU, xavier_uniform_ for tanh/sigmoid; never all zeros or one constant for weights, keep "
         "biases at 0 or small. Normalized inputs and BatchNorm/LayerNorm make training less "
         "sensitive to it.",
-        evidence=("poor_weight_initialization", "all_zero"),
-        when={"all_zero": _weights_all_zero},
+        evidence=("poor_weight_initialization", "all_zero", "dead_relu"),
+        when={
+            "all_zero": _weights_all_zero,
+            "dead_relu": _dead_from_init,
+            "poor_weight_initialization": _init_fault_at_start,
+        },
         explains=("dead_relu", *_DEAD, *_SATURATED, *_NOT_LEARNING),
+        signal=_dead_init,
     ),
     Cause(
         "dead_units",
@@ -261,13 +352,14 @@ CAUSES: tuple[Cause, ...] = (
         "parameters_not_updated",
         "the optimizer does not move the weights",
         "Weights that do not change although gradients reach them: the optimizer does not step, "
-        "does not hold them (built before the layer was replaced or moved), or its learning rate "
+        "does not hold them (built before the layer was replaced or moved; then its zero_grad "
+        "does not reach their .grad either, which piles up step after step), or its learning rate "
         "is 0 or orders of magnitude too small.",
         "Check that optimizer.step() runs every step, that the optimizer was built with "
         "model.parameters() after the model is final (layers replaced, moved to the device), and "
         "that the learning rate is not 0 or orders of magnitude too small (raise it if so).",
-        evidence=("unchanged_tensor", "weight_update_ratio"),
-        when={"weight_update_ratio": _small_update},
+        evidence=("unchanged_tensor", "weight_update_ratio", "gradient_not_reset"),
+        when={"weight_update_ratio": _small_update, "gradient_not_reset": _weights_never_move},
         explains=("vanishing_gradient", "tensor_variance", *_NOT_LEARNING),
         directions=frozenset({RAISE_LR}),
     ),
@@ -352,6 +444,7 @@ CAUSES: tuple[Cause, ...] = (
         "finds them).",
         evidence=("label_confusion", "confusion"),
         explains=("overfit", "overtraining", "loss_not_decreasing", "underfitting"),
+        signal=_learned_the_prior,
     ),
     Cause(
         "data_repeats",

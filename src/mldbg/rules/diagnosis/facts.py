@@ -13,7 +13,23 @@ cost (the first saved training steps, two windows of the loss), decide between t
 - `weights`: the parameter names, to tell a weight that is all zeros (the init) from a
   gradient or an output that is;
 - `growth(tensors, step)`: how much a weight's norm changed at a step (a large update ratio
-  grows the norm; a tiny one does not).
+  grows the norm; a tiny one does not);
+- `first_step`: the first saved training step. What is true there is true before any update:
+  non-finite values there are not the learning rate's doing (`numerical_instability`), a
+  condition that holds there can be the init's, one that appears only later cannot;
+- `dead_at_start(tensors)`: whether ReLU layers were (mostly) dead at their first saved step,
+  before any update (the init killed them), or alive there (updates killed them later);
+- `init_at_start()`: whether poor_weight_initialization's test holds at the first saved
+  training step alone, before any update (an init fault shows there; a gain or gradient that
+  leaves its band only after updates is the updates' doing);
+- `blowup`: an update moved a weight by half its size or more and left it with a gain that
+  explodes the signal (`weight_update_ratio.blown_weight`, the test dead_relu and
+  poor_weight_initialization use): steps far too large, whatever else the findings blame;
+- `at_prior`: the training loss fell from its start to the entropy of the labels' class
+  distribution and stays there: the model learned which classes are common (the optimizer
+  works) and nothing from the inputs, as when labels do not belong to their inputs;
+- `unmoved(tensors, step)`: whether the parameters of gradient tensors never changed from
+  the first saved step to `step` (the optimizer does not step them).
 
 A fact never makes a diagnosis on its own: it only weighs between the causes that could explain
 the findings a rule made, and adds to a diagnosis's confidence.
@@ -31,6 +47,11 @@ from mldbg.config import Mode
 
 EARLY = 20  # saved training steps that count as the start of training
 MAX_LOSSES = 4  # loss tensors looked at
+# a ReLU layer's first saved step tells dead from alive when it holds this many samples: a
+# unit active for a share p of the inputs is silent on all 16 with probability (1 - p)^16,
+# under 1% for p >= 25%; and the layer is dead when more than half of its units are silent
+DEAD_MIN_SAMPLES = 16
+DEAD_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -50,8 +71,15 @@ class RunFacts:
     loss_rise: Fact | None = None
     saturating: bool = False
     weights: frozenset[str] = frozenset()
+    first_step: int | None = None
+    at_prior: Fact | None = None
+    blowup: Fact | None = None
+    dead_init: Fact | None = None  # a ReLU layer dead at its first saved step (`dead_at_start`)
     _trial: Any = field(default=None, repr=False, compare=False)
     _growth: dict[tuple[str, int], float | None] = field(default_factory=dict, repr=False, compare=False)
+    _init: list[bool | None] = field(default_factory=list, repr=False, compare=False)
+    _dead: dict[str, float | None] = field(default_factory=dict, repr=False, compare=False)
+    _moved: dict[tuple[str, int], bool | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, trial: Any) -> RunFacts:
@@ -67,11 +95,21 @@ class RunFacts:
             weights=frozenset(names("weights")) | frozenset(names("biases")),
             _trial=trial,
         )
+        try:
+            train_steps = trial.steps(mode=Mode.TRAIN)
+            facts.first_step = int(train_steps[0]) if len(train_steps) else None
+        except Exception:
+            pass
+        facts.blowup = _blowup(trial)
+        labels = _label_entropy(trial, list(names("labels")))
         for name in list(names("losses"))[:MAX_LOSSES]:
             try:
                 values = _train_values(trial, name)
             except Exception:
                 continue
+            prior = _at_prior(name, values, labels) if labels is not None else None
+            if prior is not None and facts.at_prior is None:
+                facts.at_prior = prior
             jump, rise = _jump(name, values), _rise(name, values)
             if jump is not None and (facts.loss_jump is None or jump.strength > facts.loss_jump.strength):
                 facts.loss_jump = jump
@@ -96,6 +134,117 @@ class RunFacts:
             if g is not None:
                 best = g if best is None else max(best, g)
         return best
+
+    def at_start(self, step: int) -> bool:
+        """`step` is the first saved training step: nothing was updated before it."""
+        return self.first_step is not None and step <= self.first_step
+
+    def init_at_start(self) -> bool | None:
+        """Whether poor_weight_initialization, judging the first saved training step alone
+        (patience 1), fires there: what it blames was there before any update. None: unknown."""
+        if not self._init:
+            self._init.append(_init_at_start(self._trial, self.first_step))
+        return self._init[0]
+
+    def dead_at_start(self, tensors: list[str]) -> bool | None:
+        """True when one of the ReLU `tensors` had more than half of its units silent on every
+        sample of its first saved step (before any update: the init killed them), False when
+        all were alive there, None when unknown (too few samples, not saved)."""
+        shares = []
+        for name in tensors:
+            if name not in self._dead:
+                try:
+                    got = _dead_share(self._trial, name) if self._trial is not None else None
+                except Exception:  # unreadable: unknown, as without the run
+                    got = None
+                self._dead[name] = None if got is None else got[0]
+                if got is not None and got[0] > DEAD_SHARE and self.dead_init is None:
+                    self.dead_init = Fact(
+                        f"{got[0]:.0%} of the units of the ReLU layer {name} were silent on all {got[1]} "
+                        f"samples of its first saved step {got[2]}, before any update: the "
+                        "initialization killed them",
+                        0.8,
+                    )
+            shares.append(self._dead[name])
+        known = [s for s in shares if s is not None]
+        if not known:
+            return None
+        if any(s > DEAD_SHARE for s in known):
+            return True
+        return False if len(known) == len(shares) else None
+
+    def unmoved(self, tensors: list[str], step: int) -> bool | None:
+        """True when the parameter of every gradient in `tensors` (`gradient/<param>`) has
+        exactly the norm at `step` it had at its first saved step: the optimizer never moved
+        it; False when one moved; None when unknown (not parameters, not saved)."""
+        params = [t.removeprefix("gradient/") for t in tensors]
+        params = [p for p in params if p in self.weights]
+        if not params or self._trial is None:
+            return None
+        out = []
+        for name in params:
+            key = (name, step)
+            if key not in self._moved:
+                try:
+                    self._moved[key] = _moved(self._trial, name, step)
+                except Exception:
+                    self._moved[key] = None
+            out.append(self._moved[key])
+        if any(m for m in out):
+            return False
+        return True if all(m is False for m in out) else None
+
+
+def _init_at_start(trial: Any, first: int | None) -> bool | None:
+    if trial is None or first is None:
+        return None
+    import warnings
+
+    from mldbg.rules.builtin.poor_weight_initialization import PoorWeightInitialization
+    from mldbg.rules.runner import check
+
+    try:
+        weights = trial.collections().get("weights") or ()
+        if not any(first in trial.tensor(w).steps() for w in weights):
+            return None  # nothing to judge at the first step: unknown, not "in band"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rule = PoorWeightInitialization(patience=1, steps=first + 1)
+            return bool(check(trial, [rule], start_step=first, end_step=first + 1))
+    except Exception:
+        return None
+
+
+def _dead_share(trial: Any, name: str) -> tuple[float, int, int] | None:
+    """The share of `name`'s units active in no sample of its first saved training step, the
+    samples and the step."""
+    from mldbg.rules.builtin.dead_relu import _activity
+    from mldbg.rules.view import TrialView
+
+    steps = trial.tensor(name).steps(mode=Mode.TRAIN)
+    if not steps:
+        return None
+    got = _activity(TrialView(trial), name, steps[0])
+    if got is None:
+        return None
+    counts, samples = got
+    if samples < DEAD_MIN_SAMPLES or not counts.size:
+        return None
+    return float(np.mean(counts == 0)), int(samples), int(steps[0])
+
+
+def _moved(trial: Any, name: str, step: int) -> bool | None:
+    """Whether parameter `name`'s norm changed from its first saved step to its last saved
+    step up to `step` (relative 1e-6: any optimizer step moves it by far more)."""
+    tensor = trial.tensor(name)
+    steps = [s for s in tensor.steps() if s <= step]
+    if len(steps) < 2:
+        return None
+    a = tensor.reduction_value(steps[0], "l2")
+    b = tensor.reduction_value(steps[-1], "l2")
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return True if math.isfinite(a) != math.isfinite(b) else None
+    return abs(b - a) > 1e-6 * max(abs(a), 1e-30)
 
 
 def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
@@ -136,6 +285,92 @@ def _jump(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
         f"the training loss {name} jumped {ratio:.3g}x at its start ({first:.4g} at training step "
         f"{steps[0]} -> {early[peak]:.4g} at training step {steps[peak]})",
         round(min(0.95, 0.9 * math.log10(ratio)), 2),
+    )
+
+
+MAX_BLOWUP_STEPS = 2000  # saved training steps scanned for an update that blew a weight up
+
+
+def _blowup(trial: Any) -> Fact | None:
+    """The first saved training step (of the first `MAX_BLOWUP_STEPS`) where an update blew a
+    weight up (`weight_update_ratio.Blowup`)."""
+    from mldbg.rules.builtin.weight_update_ratio import Blowup
+    from mldbg.rules.view import TrialView
+
+    try:
+        steps = trial.steps(mode=Mode.TRAIN)
+        if not steps:
+            return None
+        found = Blowup().upto(TrialView(trial), steps[min(len(steps), MAX_BLOWUP_STEPS) - 1])
+    except Exception:
+        return None
+    if found is None:
+        return None
+    step, name, ratio = found
+    return Fact(
+        f"the update of training step {step} moved {name} by {ratio:.3g}x its size and left it "
+        "amplifying its input's variance 10x or more: steps far too large",
+        0.8,
+    )
+
+
+# the loss at the prior: its end within PRIOR_TOLERANCE of the labels' entropy (relative),
+# after a start at least PRIOR_DROP above it (the model learned the prior: updates work)
+PRIOR_TOLERANCE = 0.03
+PRIOR_DROP = 0.15
+MAX_LABEL_STEPS = 200  # statistics steps of the labels read for their class distribution
+
+
+def _label_entropy(trial: Any, names: list[str]) -> tuple[str, float, int] | None:
+    """(labels tensor, entropy in nats of its class distribution over the saved training
+    steps, classes) for a run with one labels tensor whose class counts were saved."""
+    if len(names) != 1:
+        return None
+    from mldbg.rules.view import TrialView
+
+    try:
+        view = TrialView(trial)
+        steps = trial.tensor(names[0]).steps(mode=Mode.TRAIN)
+        if len(steps) > MAX_LABEL_STEPS:
+            steps = [steps[i] for i in np.linspace(0, len(steps) - 1, MAX_LABEL_STEPS).astype(int)]
+        total = None
+        for step in steps:
+            got = view.class_statistics(names[0], None, step)
+            if got is None:
+                continue
+            c = np.asarray(got.labels[:-1], dtype=np.float64)
+            if total is not None and len(c) != len(total):
+                return None
+            total = c if total is None else total + c
+    except Exception:
+        return None
+    if total is None or total.sum() < 100 or np.count_nonzero(total) < 2:
+        return None
+    p = total[total > 0] / total.sum()
+    return names[0], float(-(p * np.log(p)).sum()), int(np.count_nonzero(total))
+
+
+def _at_prior(name: str, series: tuple[list[int], np.ndarray], labels: tuple[str, float, int]) -> Fact | None:
+    """The training loss (a mean cross-entropy in nats) fell from well above the entropy of
+    the labels' class distribution to it and ends there: predicting each class at its
+    frequency, whatever the input."""
+    steps, values = series
+    if len(values) < 20 or not np.all(np.isfinite(values)):
+        return None
+    w = max(10, min(len(values) // 10, 1000))
+    tail = values[-w:]
+    start, end = float(np.median(values[:5])), float(np.median(tail))
+    # the tail's median is noisy by about 1.25 x its robust std / sqrt(w): a loss within three
+    # of those (or PRIOR_TOLERANCE, when less noisy) of the entropy is at it
+    noise = 1.253 * 1.4826 * float(np.median(np.abs(tail - end))) / math.sqrt(len(tail))
+    tensor, h, k = labels
+    if h <= 0 or start < (1 + PRIOR_DROP) * h or abs(end - h) > max(PRIOR_TOLERANCE * h, 3 * noise):
+        return None
+    return Fact(
+        f"the training loss {name} fell from {start:.4g} to {end:.4g}, the entropy of the class "
+        f"distribution of {tensor} ({h:.4g} nats over {k} classes), and stays there: the model "
+        "predicts each class at its frequency and learned nothing from the inputs",
+        0.5,
     )
 
 
