@@ -19,6 +19,18 @@ _BLOCK = 50  # the noise model is estimated again every this many values
 _HISTORY = 500  # ... from at most this many values before
 
 
+def _known(model: detect.Noise, phi: float) -> float:
+    """How far the noise's scale may exceed its estimate: the one-sided ~98% bound of a scale
+    estimated from the model's effective sample size (sd(sigma) / sigma = 1 / sqrt(2 n_eff)):
+    its values over their long-run variance factor, the lag-1 autocorrelation's (corrected
+    for its small-sample bias, -(1 + 3 rho) / n) times the slow structure's `phi`. 50 values
+    of noise correlated at 0.9 hold 2-3 independent ones: their spread is not the noise's, and
+    a CUSUM scaled by it fires on the next slow wander."""
+    rho = min(0.99, max(0.0, model.rho) + (1 + 3 * max(0.0, model.rho)) / max(1, model.n))
+    factor = (1 + rho) / (1 - rho) * max(1.0, phi)
+    return 1 + 2 / math.sqrt(2 * max(1.0, model.n / factor))
+
+
 @register
 class LossChangePoint(LossSeriesRule):
     """The training loss moved up to a new level and stays there: a one-sided robust CUSUM
@@ -31,7 +43,9 @@ class LossChangePoint(LossSeriesRule):
     (each value is judged by its innovation, (x_t - level) - rho (x_(t-1) - level), in units
     of the innovations' scale, so that correlated noise that wanders is not a shift), the
     slow structure beyond it (`detect.long_run`: an oscillation, a sawtooth, which widen the
-    scale by the square root of the long-run variance factor) and its tails. Each new value adds its standardized innovation, less the allowance `drift`,
+    scale by the square root of the long-run variance factor) and its tails; the scale is
+    taken at its upper bound for the values it was estimated from (`_known`: x1.06 for 500
+    independent values, x1.7 for 50 values correlated at 0.9). Each new value adds its standardized innovation, less the allowance `drift`,
     capped at `cap` (one bad batch is loss_spike's, not a change of level); the sum resets
     to 0 when the loss comes back. The threshold is set from a false-alarm budget of 1e-3 per
     run of up to 10^6 steps (`detect.cusum_threshold`: ln(10^9) / theta, theta the Lundberg
@@ -53,7 +67,7 @@ class LossChangePoint(LossSeriesRule):
     cap: float = 6.0
     threshold: float = 6.0
     min_increase_percent: float = 5.0
-    warmup: int = 30
+    warmup: int = 100
     suggestion = (
         "The loss is drifting away from where it was: lower the learning rate (or lengthen the "
         "warmup), clip gradients (torch.nn.utils.clip_grad_norm_), and keep a checkpoint from "
@@ -114,7 +128,7 @@ class LossChangePoint(LossSeriesRule):
         variance factor."""
         h = max(self.threshold, detect.cusum_threshold(self.drift, self.cap, model.nu))
         floor = 0.01 * abs(level)  # the innovations' scale, floored as the level's
-        scale = model.sigma * math.sqrt((1 - model.rho**2) * phi)
+        scale = model.sigma * math.sqrt((1 - model.rho**2) * phi) * _known(model, phi)
         return (model.rho, max(scale, floor, 1e-12), h)
 
     def _prefill(self, name: str, x: np.ndarray, first: int) -> None:
