@@ -242,17 +242,24 @@ class RuleRunner:
             found = cache.get(name)
             if found is None:
                 found = boundaries.copy()
-                for tensor in have.get(name, ()):
+                tensors = have.get(name, ())
+                if not len(new) or not tensors:
+                    cache[name] = found
+                    return found
+                few: list[np.ndarray] = []  # many tensors of few steps each: placed together
+                for tensor in tensors:
                     cols = columns.tensor(tensor)
-                    if cols is None or not len(cols.steps) or not len(new):
+                    if cols is None or not len(cols.steps):
                         continue
                     own = cols.steps
-                    if len(own) and (own[0] > new[-1] or own[-1] < new[0]):
+                    if own[0] > new[-1] or own[-1] < new[0]:
                         continue
-                    pos = np.searchsorted(new, own)
-                    inside = pos < len(new)
-                    pos = pos[inside]
-                    found[pos[new[pos] == own[inside]]] = True
+                    if len(own) <= 64 and len(tensors) > 256:
+                        few.append(own)
+                        continue
+                    _place(found, new, own)
+                if few:
+                    _place(found, new, np.unique(np.concatenate(few)))
                 cache[name] = found
             return found
 
@@ -375,6 +382,14 @@ class RuleRunner:
             for f in found:
                 f.worker = f.worker or self.trial.worker
         return found
+
+
+def _place(mask: np.ndarray, new: np.ndarray, own: np.ndarray) -> None:
+    """Mark in `mask` (over the sorted steps `new`) the steps of `own` (sorted) among them."""
+    pos = np.searchsorted(new, own)
+    inside = pos < len(new)
+    pos = pos[inside]
+    mask[pos[new[pos] == own[inside]]] = True
 
 
 class PerWorkerRunner:

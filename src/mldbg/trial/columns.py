@@ -369,6 +369,9 @@ class Columns:
 
     def tensor(self, name: str) -> TensorColumns | None:
         """The columns of a recorded tensor; None for a name the trial does not know."""
+        found = self._tensors.get(name)
+        if found is not None and self._seen.get(name) == self.trial.loaded_records:
+            return found  # grown through what the trial loaded (asked per tensor and call)
         if not self.trial.has_tensor(name):
             return None
         found = self._tensors.get(name)
