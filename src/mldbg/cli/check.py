@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import sys
 from typing import Any
@@ -94,9 +95,9 @@ def _list_rules() -> None:
 
 def _in_range(steps: list[int], start_step: int | None, end_step: int | None) -> int:
     """How many of `steps` --start-step and --end-step select."""
-    return sum(
-        1 for s in steps if (start_step is None or s >= start_step) and (end_step is None or s < end_step)
-    )
+    lo = 0 if start_step is None else bisect.bisect_left(steps, start_step)  # `steps` is sorted
+    hi = len(steps) if end_step is None else bisect.bisect_left(steps, end_step)
+    return max(0, hi - lo)
 
 
 def _check_range(trial: Any, start_step: int | None, end_step: int | None) -> None:

@@ -21,8 +21,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule
+from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.view import TrialView
 
 PREFIX = "lm/"
@@ -138,6 +141,18 @@ class CountsRule(Rule):
     def describe(self, step: int, c: dict[str, float], evidence: Any) -> tuple[str, list[str]]:
         """The finding's message and tensors at `step`, from its counts and `judge`'s evidence."""
         raise NotImplementedError
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where `check` does nothing: a step that is not a training
+        step, or that holds no `lm/` counts (`judge` of no counts is None: the streak stays)."""
+        cols = trial.columns.tensor(PREFIX + "prob_total")
+        if cols is None or not len(cols.steps):
+            return len(steps)
+        present = cols.at(steps) >= 0
+        if not present.any():
+            return len(steps)
+        modes, _ = trial.columns.modes(steps)
+        return quiet_prefix(present & (modes == int(Mode.TRAIN)))
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:

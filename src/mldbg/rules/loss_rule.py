@@ -10,6 +10,8 @@ only its judgement: `_judge` (the per-step path, at the series' newest value) an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -85,10 +87,12 @@ class LossSeriesRule(Rule):
         )
 
     # what a rule defines ----------------------------------------------------------------
-    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+    def _judge(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
         raise NotImplementedError
 
-    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+    def _may_fire(self, name: str, values: Sequence[float], lengths: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def _judges(self, mode: Mode) -> bool:

@@ -227,24 +227,39 @@ class RuleRunner:
         smdebug-style rule may read anything), and on the reference path (`columns=False`)."""
         columns = self.view.columns
         have = self.view.collections()
-        cache: dict[str, np.ndarray] = {}
+        cache: dict[str, np.ndarray] = {}  # collection -> a mask over `new`
+        unions: dict[tuple[str, ...], np.ndarray] = {}  # the collections a rule reads -> its steps
         if len(new):
             modes, mode_steps = columns.modes(new)
             changes = np.concatenate([[True], modes[1:] != modes[:-1]])
-            boundaries = new[changes | (mode_steps < EARLY_STEPS)]
+            boundaries = changes | (mode_steps < EARLY_STEPS)
         else:
-            boundaries = new
+            boundaries = np.zeros(0, dtype=bool)
 
         def of_collection(name: str) -> np.ndarray:
+            """A mask over `new`: the boundaries and the steps a tensor of `name` was saved at
+            (placed among `new` by binary search: time in the tensors' steps, no sort of all)."""
             found = cache.get(name)
             if found is None:
-                parts = [boundaries]
-                for tensor in have.get(name, ()):
+                found = boundaries.copy()
+                tensors = have.get(name, ())
+                if not len(new) or not tensors:
+                    cache[name] = found
+                    return found
+                few: list[np.ndarray] = []  # many tensors of few steps each: placed together
+                for tensor in tensors:
                     cols = columns.tensor(tensor)
-                    if cols is not None and len(cols.steps):
-                        parts.append(cols.steps)
-                found = np.unique(np.concatenate(parts)) if len(parts) > 1 else boundaries
-                found = found[np.isin(found, new, assume_unique=True)]
+                    if cols is None or not len(cols.steps):
+                        continue
+                    own = cols.steps
+                    if own[0] > new[-1] or own[-1] < new[0]:
+                        continue
+                    if len(own) <= 64 and len(tensors) > 256:
+                        few.append(own)
+                        continue
+                    _place(found, new, own)
+                if few:
+                    _place(found, new, np.unique(np.concatenate(few)))
                 cache[name] = found
             return found
 
@@ -254,9 +269,14 @@ class RuleRunner:
             read = {*rule.needed_collections(), *rule.needed_statistics()}
             if not read or "all" in read:
                 return new
-            if len(read) == 1:
-                return of_collection(next(iter(read)))
-            return np.unique(np.concatenate([of_collection(c) for c in sorted(read)]))
+            key = tuple(sorted(read))
+            found = unions.get(key)
+            if found is None:
+                mask = of_collection(key[0])
+                for name in key[1:]:
+                    mask = mask | of_collection(name)
+                found = unions[key] = new[mask]
+            return found
 
         return visits
 
@@ -362,6 +382,14 @@ class RuleRunner:
             for f in found:
                 f.worker = f.worker or self.trial.worker
         return found
+
+
+def _place(mask: np.ndarray, new: np.ndarray, own: np.ndarray) -> None:
+    """Mark in `mask` (over the sorted steps `new`) the steps of `own` (sorted) among them."""
+    pos = np.searchsorted(new, own)
+    inside = pos < len(new)
+    pos = pos[inside]
+    mask[pos[new[pos] == own[inside]]] = True
 
 
 class PerWorkerRunner:

@@ -376,6 +376,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _name_ids(ids: Any, n: int) -> bool:
+    """A list of ints (JSON's: not bools) in 0..n-1 (100,000 of them in a run of many names:
+    a type test each, then one min and max)."""
+    return (
+        isinstance(ids, list)
+        and all(type(i) is int for i in ids)
+        and (not ids or (min(ids) >= 0 and max(ids) < n))
+    )
+
+
 def _decode_index(blob: bytes, key: str, header: dict[str, Any], base: int, checked: bool) -> SegmentIndex:
     outer = header.get("__metadata__")
     if not isinstance(outer, dict) or not isinstance(outer.get("mldbg"), str):
@@ -399,8 +409,7 @@ def _decode_index(blob: bytes, key: str, header: dict[str, Any], base: int, chec
         raise _bad(key, "'names' must be a list of strings")
     collections = meta.get("collections", {})
     if not isinstance(collections, dict) or not all(
-        isinstance(ids, list) and all(_is_int(i) and 0 <= i < len(names) for i in ids)
-        for ids in collections.values()
+        _name_ids(ids, len(names)) for ids in collections.values()
     ):
         raise _bad(key, "'collections' must map names to lists of name ids")
     statistics = meta.get("statistics")

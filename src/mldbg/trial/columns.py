@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _MANY = 64  # tensors, beyond which the small ones' values are read together
+_DICT_STEPS = 4096  # a tensor saved at more steps is looked up by binary search (`index`)
 
 
 def scatter_statistics(
@@ -244,6 +245,9 @@ class TensorColumns:
 
     def index(self, step: int) -> int:
         """The index of a global step in `steps`; -1 when the tensor has no record there."""
+        if len(self.steps) > _DICT_STEPS:  # a dict of 10^6 steps held ~100 MB: binary search
+            i = int(self.steps.searchsorted(step))
+            return i if i < len(self.steps) and self.steps.item(i) == step else -1
         pos = self._positions
         if pos is None:
             pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
@@ -365,6 +369,9 @@ class Columns:
 
     def tensor(self, name: str) -> TensorColumns | None:
         """The columns of a recorded tensor; None for a name the trial does not know."""
+        found = self._tensors.get(name)
+        if found is not None and self._seen.get(name) == self.trial.loaded_records:
+            return found  # grown through what the trial loaded (asked per tensor and call)
         if not self.trial.has_tensor(name):
             return None
         found = self._tensors.get(name)

@@ -8,7 +8,7 @@ import numpy as np
 
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import Over, quiet_prefix, raw_values, selected_all
+from mldbg.rules.columns import Over, present_rows, quiet_prefix, raw_values, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -99,22 +99,26 @@ class ExplodingTensor(Rule):
             return len(steps)
         interesting = np.zeros(len(steps), dtype=bool)
         for name in selected_all(trial, self.collection_names, self.tensor_regex, None):
-            over = Over(trial, name, steps)
-            if not over.present.any():
+            # judged at the steps where it has a record only (a gradient saved at 10^4 of
+            # 10^6 steps: arrays of 10^4, not 10^6, per statistic)
+            rows = present_rows(trial, name, steps)
+            if not len(rows):
                 continue
+            at = steps[rows]
+            over = Over(trial, name, at)
             nans, infs = over.stat("nan_count"), over.stat("inf_count")
             counted = ~np.isnan(nans) & ~np.isnan(infs)
             bad = counted & ((nans > 0) | (infs > 0)) & ~over.raw
             probed = over.present & ~counted & ~over.raw
             if probed.any():  # records without both counts: a saved reduction carries a NaN or inf
-                probe = np.full(len(steps), np.nan)
+                probe = np.full(len(at), np.nan)
                 for red, is_abs in _PROBES:
                     probe = np.where(np.isnan(probe), over.reduction(red, is_abs), probe)
                 # a record with neither counts nor a probe and no raw value: nothing to judge
                 bad |= probed & ~np.isnan(probe) & ~np.isfinite(probe)
             if over.raw.any():  # judged from the raw value, as check() does
-                bad |= self._raw_nonfinite(trial, name, steps, over.raw)
-            interesting |= over.present & bad
+                bad |= self._raw_nonfinite(trial, name, at, over.raw)
+            interesting[rows] |= bad
         return quiet_prefix(interesting)
 
     @staticmethod

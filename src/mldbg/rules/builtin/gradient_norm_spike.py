@@ -217,9 +217,14 @@ class GradientNormSpike(Rule):
         keep = self.window + LEVEL
         if len(values) > keep:
             skipped, values = skipped + len(values) - keep, values[-keep:]
-        if skipped:
-            for step in at[:skipped]:  # the spacing as check() saw it before the values kept
-                self._space(name, step)
+        if skipped:  # the spacing as check() saw it before the values kept: `_space` over
+            # at[:skipped] leaves the last gap and step (the series restarts below anyway)
+            last = self._last.get(name)
+            if skipped >= 2:
+                self._gap[name] = at[skipped - 1] - at[skipped - 2]
+            elif last is not None:
+                self._gap[name] = at[0] - last
+            self._last[name] = at[skipped - 1]
             self._count[name] = self._count.get(name, 0) + skipped
             self._series[name] = []  # the level restarts from the values kept
             self._resid[name] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class LossChangePoint(LossSeriesRule):
     def _screens(self) -> bool:
         return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
 
-    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+    def _may_fire(self, name: str, values: Sequence[float], lengths: np.ndarray) -> np.ndarray:
         """The fast path: `_scan`, the decision `check` takes, over the new values at once;
         its updates wait in `_pending` for `_kept`; True at the first value that fires."""
         out = np.zeros(len(lengths), dtype=bool)
@@ -103,7 +104,7 @@ class LossChangePoint(LossSeriesRule):
             self._last(name, done, len(s.values) if s is not None else 0)
         self._pending = {}
 
-    def _model(self, name: str, values: list[float], j: int) -> tuple[float, float, float] | None:
+    def _model(self, name: str, values: Sequence[float], j: int) -> tuple[float, float, float] | None:
         """(rho, scale of the innovations, CUSUM threshold) of the noise before index `j` (a
         multiple of `_BLOCK`); None when fewer than 3 values are finite there."""
         key = (name, j)
@@ -151,7 +152,7 @@ class LossChangePoint(LossSeriesRule):
             self._models[(name, j)] = self._scaled(model.level, model, phi)
 
     def _reference(
-        self, name: str, values: list[float], start: int, level: float | None = None
+        self, name: str, values: Sequence[float], start: int, level: float | None = None
     ) -> tuple[float, float, float, float] | None:
         """(level, rho, innovation scale, threshold) of an excursion beginning at `start`."""
         if level is None:
@@ -164,7 +165,7 @@ class LossChangePoint(LossSeriesRule):
             return None
         return (level, *model)
 
-    def _scan(self, name: str, values: list[float], first: int) -> tuple[list[tuple], int | None]:
+    def _scan(self, name: str, values: Sequence[float], first: int) -> tuple[list[tuple], int | None]:
         """The decision: the CUSUM over `values[first:]` from the rule's state, one value at a
         time; the (index, sum, start, reference) after each value that updates it (`_last`
         reads them), and the index of the first value that fires (None when none does).
@@ -226,7 +227,7 @@ class LossChangePoint(LossSeriesRule):
         return done, None
 
     def _quiet(
-        self, name: str, values: list[float], x: np.ndarray, levels: np.ndarray, first: int
+        self, name: str, values: Sequence[float], x: np.ndarray, levels: np.ndarray, first: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """For the values `x[first:]` (`levels`: the trailing medians of each), what `_scan`
         does with each when its sum stands at 0, at once: it passes over a value of the
@@ -276,7 +277,9 @@ class LossChangePoint(LossSeriesRule):
                 break
             self._sum[name], self._start[name], self._ref[name] = total, start, ref
 
-    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+    def _judge(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
         done, at = self._scan(name, values, len(values) - 1)
         self._last(name, done)
         if at is None:

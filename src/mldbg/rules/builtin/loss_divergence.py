@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -54,7 +55,7 @@ class LossDivergence(LossSeriesRule):
         "loss's inputs and targets are on the scale the model expects."
     )
 
-    def _diverged(self, values: list[float], n: int) -> int | None:
+    def _diverged(self, values: Sequence[float], n: int) -> int | None:
         """The index of the first value above `factor` x the first when the first `n` of
         `values` have diverged (judged at the `n`-th); else None."""
         persist = max(1, self.persist)
@@ -73,7 +74,7 @@ class LossDivergence(LossSeriesRule):
         above = next((i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar), None)
         return above if above is not None and above <= self.onset else None
 
-    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+    def _may_fire(self, name: str, values: Sequence[float], lengths: np.ndarray) -> np.ndarray:
         """The fast path's screen: `_diverged` at each length (only the first `horizon`
         values of a series are judged)."""
         out = np.zeros(len(lengths), dtype=bool)
@@ -85,7 +86,9 @@ class LossDivergence(LossSeriesRule):
             out[i] = self._diverged(values, n) is not None
         return out
 
-    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+    def _judge(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
         n = len(values)
         above = self._diverged(values, n)
         if above is None or not self.first(name):

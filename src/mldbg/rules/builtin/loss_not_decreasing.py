@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -106,7 +108,7 @@ class LossNotDecreasing(Rule):
         return out
 
     def _verdicts(
-        self, name: str, mode: str, values: list[float] | np.ndarray, n: int, final: bool
+        self, name: str, mode: str, values: Sequence[float] | np.ndarray, n: int, final: bool
     ) -> list[tuple[str, Progress]]:
         """The decision: ("flat" | "rise", the progress) for each condition the first `n` of
         `values` meet (judged only at `checkpoints`, or at the end with `final`), not yet
@@ -190,7 +192,9 @@ class LossNotDecreasing(Rule):
             None if why is None else f"{why}: patience={self.patience} windows of num_steps={self.num_steps}"
         )
 
-    def _game(self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]) -> bool:
+    def _game(
+        self, trial: TrialView, name: str, mode: str, steps: Sequence[int], values: Sequence[float]
+    ) -> bool:
         """A GAN's loss: two models trained on one-class targets, or another training loss
         that moves against this one."""
         if mode != "TRAIN":
@@ -208,8 +212,8 @@ class LossNotDecreasing(Rule):
         step: int,
         name: str,
         mode: str,
-        steps: list[int],
-        values: list[float],
+        steps: Sequence[int],
+        values: Sequence[float],
         final: bool,
     ) -> list[Finding]:
         found = self._verdicts(name, mode, values, len(values), final)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class LossSpike(LossSeriesRule):
         return self._spike((name, "EVAL"), [e.value for e in passes], len(passes)) is None
 
     def _spike(
-        self, key: tuple[str, str], values: list[float], n: int
+        self, key: tuple[str, str], values: Sequence[float], n: int
     ) -> tuple[float, float, float, float, int, float] | None:
         """The decision: (value, level, z, jump, values the noise came from, the bar z passed)
         when the `n`-th value of the series `key` (name, mode) is a spike after the ones
@@ -109,7 +110,9 @@ class LossSpike(LossSeriesRule):
         if j >= _BLOCK:
             far = self._models.get((key, j))
             if far is None:
-                far = self._models[(key, j)] = detect.noise(values[max(0, j - _HISTORY) : j])
+                far = self._models[(key, j)] = detect.noise(
+                    np.asarray(values[max(0, j - _HISTORY) : j], dtype=np.float64)
+                )
             if far is not None:  # the run's noise: its tails, and how far correlated noise wanders
                 scale, nu, count = max(near, far.sigma), far.nu, far.n
         z = jump / scale
@@ -121,7 +124,7 @@ class LossSpike(LossSeriesRule):
     def _screens(self) -> bool:
         return min(self.window, self.warmup) >= 5  # windows shorter than the level's: check() only
 
-    def _may_fire(self, name: str, values: list[float], lengths: np.ndarray) -> np.ndarray:
+    def _may_fire(self, name: str, values: Sequence[float], lengths: np.ndarray) -> np.ndarray:
         """The fast path's screen: a loss can spike only where it lies `min_increase_percent`
         % above the median of its last 5 values (screened over all lengths at once, then
         judged as `check` judges); a window holding a non-finite loss is judged too."""
@@ -133,7 +136,7 @@ class LossSpike(LossSeriesRule):
             out[lengths == at + 1] = True
         return out
 
-    def _first_spike(self, name: str, values: list[float], start: int) -> int | None:
+    def _first_spike(self, name: str, values: Sequence[float], start: int) -> int | None:
         """The index of the first of `values[start:]` that `_spike` finds a spike, or None."""
         x = np.asarray(values, dtype=np.float64)
         new = x[start:]
@@ -154,11 +157,13 @@ class LossSpike(LossSeriesRule):
                 return start + i
         return None
 
-    def _judge(self, trial: TrialView, name: str, steps: list[int], values: list[float]) -> list[Finding]:
+    def _judge(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
         return self._judge_mode(trial, name, "TRAIN", steps, values)
 
     def _judge_mode(
-        self, trial: TrialView, name: str, mode: str, steps: list[int], values: list[float]
+        self, trial: TrialView, name: str, mode: str, steps: Sequence[int], values: Sequence[float]
     ) -> list[Finding]:
         found = self._spike((name, mode), values, len(values))
         if found is None or not self.first((name, mode)):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.view import TrialView
 
 PREFIX = "gradient_cut/"
@@ -52,6 +55,24 @@ class ParameterWithoutGradient(Rule):
     def reset(self) -> None:
         super().reset()
         self._streak: dict[str, tuple[int, int, int]] = {}  # parameter -> (steps in a row, first step, code)
+
+    def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
+        """The leading `steps` where `check` does nothing: not a training step, or one where
+        no parameter was cut and none of those in a streak had its gradient saved."""
+        if self._streak and any(
+            run >= max(1, self.patience) and code not in self._fired for run, _, code in self._streak.values()
+        ):
+            return 0  # a second reason due at the same step is reported at the next
+        seen = np.zeros(len(steps), dtype=bool)
+        names = [*trial.names(None, regex="^" + PREFIX), *(f"gradient/{param}" for param in self._streak)]
+        for name in names:
+            cols = trial.columns.tensor(name)
+            if cols is not None and len(cols.steps):
+                seen |= cols.at(steps) >= 0
+        if not seen.any():
+            return len(steps)
+        modes, _ = trial.columns.modes(steps)
+        return quiet_prefix(seen & (modes == int(Mode.TRAIN)))
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:

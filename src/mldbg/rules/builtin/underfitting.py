@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -101,7 +102,9 @@ class Underfitting(Rule):
             out[i] = self._verdict(name, values, int(lengths[i]), False) is not None  # elsewhere: not judged
         return out
 
-    def _verdict(self, name: str, values: list[float] | np.ndarray, n: int, final: bool) -> Progress | None:
+    def _verdict(
+        self, name: str, values: Sequence[float] | np.ndarray, n: int, final: bool
+    ) -> Progress | None:
         """The decision on the first `n` of `values` (judged at `checkpoints`, or at the end
         with `final`): the progress when the loss is still high and not falling; None
         otherwise. The validation loss and the GAN screens are the caller's (they read the
