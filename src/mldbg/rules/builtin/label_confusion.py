@@ -122,7 +122,9 @@ class LabelConfusion(Rule):
     (a 10-class model at 85% accuracy confuses every class a little), and its early
     confusions fade as it learns. A pair far above that, judgement after judgement, is label
     noise concentrated on it (7s labelled 1, 3s labelled 8, two class ids swapped in part of
-    the data), or two classes the data cannot tell apart. A model right on fewer than half
+    the data), or two classes the data cannot tell apart. Labels of two classes only are not
+    judged: a binary classifier's errors on its rarer class are its threshold's, with no other
+    class to single a pair out against. A model right on fewer than half
     of the window's labels is not judged (it errs everywhere). Reads the `confusion`
     statistic of the labels (the two-line hook records it for classification losses with up
     to 64 classes), or counts it from raw labels and predictions.
@@ -324,6 +326,10 @@ class LabelConfusion(Rule):
         total, right = int(c.sum()), int(np.trace(c))
         if total == 0 or right < total / 2:
             return {}  # a model this poor errs everywhere: nothing to single out
+        if int((rows > 0).sum()) < 3:
+            # two classes: a rare class taken for the common one is where a binary classifier's
+            # threshold lies (clicks, positives), not a pair singled out against the others
+            return {}
         off = c.copy()
         np.fill_diagonal(off, 0)
         # the conditions below but the comparison with the other classes, for all rows at once:

@@ -38,8 +38,10 @@ class NotNormalizedData(Rule):
 
     Unscaled inputs (raw pixels 0-255, a feature in the thousands) make one direction of the
     loss surface far steeper than the others: training needs a tiny learning rate, saturates
-    tanh/sigmoid units and can blow up. Defaults: `threshold_mean=1.0` and `threshold_std=5`
-    (SageMaker's 0.2 flags images scaled to [0, 1], which train fine). Small spreads count
+    tanh/sigmoid units and can blow up. Defaults: `threshold_mean=3.0` and `threshold_std=5`
+    (SageMaker's 0.2 flags images scaled to [0, 1], which train fine; features near 1 with a
+    small spread, a series divided by its level or coordinates in [0.5, 2], train fine too:
+    the first layer's bias takes up an offset of that size). Small spreads count
     only for the typical feature, so rare one-hot columns are not reported, and only below
     1/25 = 0.04 with samples whose whole L2 norm (RMS) is below 0.05: flattened [0, 1] images
     (MNIST through `ToTensor()`, a typical pixel std near 0.17) train fine, and so do a GCN's
@@ -57,7 +59,7 @@ class NotNormalizedData(Rule):
 
     needs = ("inputs",)
     reads = {"inputs": ("channel_count", "channel_mean", "channel_std", "samples")}
-    threshold_mean: float = 1.0
+    threshold_mean: float = 3.0
     threshold_std: float = 5.0
     threshold_samples: int = 500
     channel: int | None = None

@@ -30,6 +30,25 @@ _QUERY_KEY = r"(?i)(^|[._/])(query|key|[qk]_?proj|[qk]_?lin|to_[qk]|w_?[qk])($|[
 _RECURRENT = r"(?i)(^|[._/])(weight_(ih|hh)(_l\d+)?(_reverse)?|recurrent_kernel)($|[._/])"
 
 
+def _variance(trial: TrialView, name: str, step: int) -> float | None:
+    """A tensor's variance at `step`: its `variance`, else from its per-channel means and
+    standard deviations (what the hook records of model inputs)."""
+    v = trial.statistic(name, step, "variance")
+    if isinstance(v, float):
+        return v
+    mean, std = trial.saved_statistic(name, step, "channel_mean"), trial.saved_statistic(name, step, "channel_std")
+    if isinstance(mean, np.ndarray) and isinstance(std, np.ndarray) and mean.size and mean.size == std.size:
+        return float(np.mean(np.square(std, dtype=np.float64)) + np.var(mean.astype(np.float64)))
+    return None
+
+
+def _below_zeroed(name: str, zeroed: set[str]) -> bool:
+    """A parameter of a module that holds a factor zeroed on purpose (`lora_A` beside a zero
+    `lora_B`): its gradient passes through that factor."""
+    module = name.rsplit(".", 1)[0]
+    return any(z != name and z.rsplit(".", 1)[0] == module for z in zeroed)
+
+
 def _fans(w: np.ndarray) -> tuple[float, float] | None:
     """(smaller, larger) of the two fan-in candidates: frameworks put the input axis first
     (Keras, JAX) or second (PyTorch), so a layer's gain is bounded with both."""
@@ -176,6 +195,7 @@ class PoorWeightInitialization(Rule):
         self._seen: dict[str, int] = {}
         self._last: dict[str, tuple[str, list[str]]] = {}  # condition -> (message, tensors) last seen
         self._last_step = -1  # the last training step looked at (-1: none yet)
+        self._zeroed: dict[str, bool] = {}  # weight -> exactly 0 at its first saved training step
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """Every step once the verdict is in (`check` has nothing left to do); none before."""
@@ -228,6 +248,33 @@ class PoorWeightInitialization(Rule):
             tensors=tensors,
         )  # fmt: skip
 
+    def _zero_started(self, trial: TrialView, weights: list[str]) -> set[str]:
+        """The weights that were exactly 0 at their first saved training step (LoRA's B, a
+        zero-initialized residual branch): a choice, not a broken init (`all_zero` judges
+        weights that stay 0). Found once per weight."""
+        known = self._zeroed
+        for name in weights:
+            if name not in known:
+                steps = trial.tensor(name).steps(Mode.TRAIN)
+                l2 = trial.statistic(name, steps[0], "l2") if steps else None
+                known[name] = isinstance(l2, float) and l2 == 0.0
+        return {n for n in weights if known[n]}
+
+    def _output_keeps_scale(self, trial: TrialView, step: int) -> bool:
+        """The models' measured outputs keep their inputs' variance within 1/threshold**2 ..
+        threshold**2 (where both are recorded at `step`): weights of low gain are compensated
+        in the forward."""
+        pairs = [
+            (n, n.replace("model_output_", "model_input_"))
+            for n in trial.names("outputs", step=step)
+            if re.search(r"model_output_\d+$", n)
+        ]
+        for out, inp in pairs:
+            vo, vi = trial.statistic(out, step, "variance"), _variance(trial, inp, step)
+            if isinstance(vo, float) and isinstance(vi, float) and vi > 0 and math.isfinite(vo / vi):
+                return bool(self.threshold**-2 <= vo / vi <= self.threshold**2)
+        return False
+
     def _in_band(self, lo: float, hi: float) -> bool:
         """A weight's gain (var(w) x fan-in, bounded with both fan-in candidates) inside
         1/`threshold`..`threshold`: it neither blows up nor kills the signal."""
@@ -247,7 +294,11 @@ class PoorWeightInitialization(Rule):
         # 1/threshold..threshold (a variance-preserving init), from the raw weights or the l2
         # and shape the hook records
         in_band: dict[str, bool] = {}
+        zero = self._zero_started(trial, weights)
+        trained = set(trial.names("gradients", step=step))
         for name in weights:
+            if name in zero or f"gradient/{name}" not in trained:
+                continue  # a factor zeroed on purpose (LoRA's B), a weight no gradient trains (an EMA codebook)
             w = trial.raw(name, step)
             if w is None:
                 constant = _constant_rows(trial, name, step)
@@ -285,6 +336,11 @@ class PoorWeightInitialization(Rule):
                 "the neurons stay copies of each other)",
                 same,
             )
+        fading = [n for n, g in scale if float(g[1:]) < 1]
+        if fading and (len(fading) < 2 or self._output_keeps_scale(trial, step)):
+            # one layer does not make a chain to fade through; a model whose measured output keeps
+            # its input's scale multiplies inside its forward (SIREN's sin(30 x))
+            scale = [(n, g) for n, g in scale if n not in fading]
         if scale:
             hits["scale"] = (
                 "weights scale their input's variance by "
@@ -303,6 +359,11 @@ class PoorWeightInitialization(Rule):
         ):
             if g.removeprefix("gradient/") in tables | scales:
                 continue  # sparse by construction (tokens not in the batch); a normalization's scale
+            if _below_zeroed(g.removeprefix("gradient/"), zero):
+                continue  # upstream of a factor zeroed on purpose (LoRA's A under B = 0): small by design
+            layout = trial.layout(g, step)
+            if layout is not None and len(layout[1]) < 2:
+                continue  # a scalar or a vector (a temperature, a global bias): no distribution to judge
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (

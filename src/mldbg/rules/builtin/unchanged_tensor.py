@@ -12,6 +12,7 @@ from mldbg.config import Mode
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
+from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
 from mldbg.rules.view import TrialView
 
@@ -158,9 +159,11 @@ class UnchangedTensor(Rule):
                 ):
                     continue  # moved, though by less than rtol: updated
             stuck.append((name, hist[0][0] if run is None else run, run is not None))
-        stuck = [s for s in stuck if s[0] not in self._fired]
+        stuck = [s for s in stuck if s[0] not in self._fired and not self._at_zero(trial, s[0], step)]
         if stuck and params and self._converged(trial, step):
             return None  # nothing moved, the loss included, after it had: a converged run
+        if stuck and params and warming_up(trial, step):
+            return None  # a learning rate warming up from near 0 moves parameters by less than rtol
         stuck = [s for s in stuck if self.first(s[0])]
         if not stuck:
             return None
@@ -224,6 +227,15 @@ class UnchangedTensor(Rule):
         steps or more; else None."""
         covered, begun = self._trailing_still(hist, exact)
         return begun if covered >= max(1, self.num_steps - 1) else None
+
+    def _at_zero(self, trial: TrialView, name: str, step: int) -> bool:
+        """A tensor at 0 (a bias or a BatchNorm shift still at its init): allclose falls back
+        to `atol` alone, an absolute bar its tiny gradient's update may pass under, so its
+        stillness says nothing about whether it is updated."""
+        l2 = trial.statistic(name, step, "l2")
+        layout = trial.layout(name, step)
+        n = max(1, math.prod(layout[1])) if layout is not None else 1
+        return isinstance(l2, float) and l2 <= self.atol * math.sqrt(n) * 100
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The parameters' leading training `steps` where no tensor has been unchanged for
