@@ -142,3 +142,30 @@ def test_every_steps_labels_are_counted(tmp_path):
     own = {s: int(np.sum(view.saved_statistic(name, s, "confusion"))) for s in saved}
     assert all(sizes[s] >= own[s] for s in saved)
     assert max(sizes.values()) == 1024, sizes  # a gap of more than 32 training steps of 32 labels
+
+
+def test_quiet_on_a_binary_classifier_of_a_rare_class(tmp_path):
+    """Clicks are 30% of the samples and hard to call: the model takes most of them for
+    non-clicks, its threshold's doing (two classes: no other pair to single this one out)."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    loss_fn = nn.BCEWithLogitsLoss()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(330):
+        x = torch.randn(64, 8)
+        y = ((x[:, 0] + 2.0 * torch.randn(64)) > 1.5).float()  # ~25% positives, weakly predictable
+        loss = loss_fn(model(x).squeeze(1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["label_confusion"])
+    assert not found, [str(f) for f in found]

@@ -84,3 +84,23 @@ def test_timestep_condition_is_not_a_feature(tmp_path, x_scale):
     found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
     assert all("model_input_1" not in f.tensors for f in found), "\n".join(map(str, found))
     assert bool(found) == (x_scale > 1), "\n".join(map(str, found))
+
+
+def test_features_near_one_train_fine(tmp_path):
+    """A forecaster's windows divided by their level (values near 1, std 0.2): an offset the
+    first layer's bias takes up, not unscaled inputs."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(20):
+        x = 1.3 + 0.2 * torch.randn(64, 24).cumsum(1) / 24**0.5
+        loss = torch.nn.functional.mse_loss(model(x).squeeze(1), x[:, -1] * 1.01)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    assert not mldbg.check(str(tmp_path), rules=["not_normalized_data"])

@@ -186,3 +186,52 @@ def test_quiet_on_a_noisy_gate_moe(tmp_path):
         found[init] = mldbg.check(path, rules=["poor_weight_initialization"])
     assert not found["default"], [str(f) for f in found["default"]]
     assert found["tiny"], "the tiny init of the same model was not found"
+
+
+class _LoRALinear(nn.Module):
+    """A frozen base layer plus a low-rank update B @ A with B zero at the start (LoRA)."""
+
+    def __init__(self, d_in: int, d_out: int, rank: int = 4):
+        super().__init__()
+        self.base = nn.Linear(d_in, d_out)
+        self.base.requires_grad_(False)
+        self.lora_A = nn.Parameter(torch.randn(rank, d_in) / d_in**0.5)
+        self.lora_B = nn.Parameter(torch.zeros(d_out, rank))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + x @ self.lora_A.t() @ self.lora_B.t()
+
+
+class _Parts(nn.Module):
+    """LoRA layers, a learnable temperature (a scalar), and an EMA buffer kept as a frozen
+    parameter updated by hand (a VQ-VAE's codebook): none of them an init to blame."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = _LoRALinear(16, 32), _LoRALinear(32, 4)
+        self.logit_scale = nn.Parameter(torch.tensor(2.66))
+        self.ema_w = nn.Parameter(torch.randn(64, 32) * 5, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.l1(x))
+        with torch.no_grad():
+            self.ema_w.mul_(0.99).add_(0.01 * h.mean(0))
+        return self.l2(h) * self.logit_scale.exp()
+
+
+def test_quiet_on_lora_factors_a_temperature_and_an_ema_codebook(tmp_path):
+    torch.manual_seed(0)
+    model = _Parts()
+    hook = mldbg.torch.Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    w = torch.randn(16, 4)
+    for _ in range(30):
+        x = torch.randn(64, 16)
+        loss = nn.functional.cross_entropy(model(x), (x @ w).argmax(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
+    assert not found, [str(f) for f in found]

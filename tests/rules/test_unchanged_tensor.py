@@ -53,3 +53,36 @@ def test_fires_on_an_expert_the_optimizer_does_not_hold(tmp_path):
     found = mldbg.check(str(tmp_path / "run"), rules=["unchanged_tensor"])
     assert [f.rule for f in found] == ["unchanged_tensor"], [str(f) for f in found]
     assert "experts.1.weight" in found[0].tensors
+
+
+def test_a_parameter_at_zero_with_a_tiny_gradient_is_not_stuck(tmp_path):
+    """A shift at 0 whose updates are tiny (its group's learning rate is 1e-9, a stand-in for a
+    BatchNorm shift that barely moves): they stay under allclose's absolute tolerance, and
+    being 0 it has no size to compare them with: not judged."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    class Shifted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+            self.shift = nn.Parameter(torch.zeros(3))
+
+        def forward(self, x):
+            return self.net(x) + self.shift
+
+    torch.manual_seed(0)
+    model = Shifted()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.SGD([{"params": model.net.parameters()}, {"params": [model.shift], "lr": 1e-9}], lr=0.1)
+    for _ in range(12):
+        x = torch.randn(32, 8)
+        loss = nn.functional.cross_entropy(model(x), x[:, :3].argmax(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    assert not mldbg.check(str(tmp_path), rules=["unchanged_tensor"])
