@@ -74,3 +74,40 @@ def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
             return False
 
     assert mldbg.check(str(tmp_path / "run"), rules=[EverySample()])  # the evidence it would have had
+
+
+@pytest.mark.parametrize(("dead_at_start", "killed", "fires"), [(29, 8, False), (29, 24, True), (40, 0, True)])
+def test_units_never_alive_are_not_units_killed(tmp_path, dead_at_start, killed, fires):
+    """Of 64 units, `dead_at_start` never fire on this data (a bias far below any input) and
+    `killed` more die at step 5 (their bias pushed under as a too large update would): 29 + 8
+    is 58% dead but a fifth of the live units lost, quiet; 29 + 24 loses most of them; 40
+    dead from the start is the init's doing."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 3))
+    with torch.no_grad():
+        model[0].bias[:dead_at_start] = -100.0
+        model[0].bias[dead_at_start:] = 3.0  # alive on every sample at first
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(30):
+        if step == 5 and killed:
+            with torch.no_grad():
+                model[0].bias[dead_at_start : dead_at_start + killed] = -100.0
+        x = torch.randn(64, 8)
+        loss = nn.functional.cross_entropy(model(x), x[:, :3].argmax(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["dead_relu"])
+    assert bool(found) == fires, [str(f) for f in found]
+    from mldbg.rules.runner import RuleRunner
+
+    runner = RuleRunner(mldbg.create_trial(str(tmp_path)), ["dead_relu"], columns=False)
+    assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]

@@ -57,6 +57,14 @@ class DeadRelu(Rule):
     rate alone: the init was not at fault; so does a layer whose window was alive at an
     earlier saved step (the units died during training: updates too large), while a layer
     dead from its first window keeps the init advice (biases initialized negative).
+
+    Units dead in the layer's first full window were never alive on this data (inputs that
+    barely vary, a near-constant feature: some units sit on one side of 0 for every sample):
+    a layer more than `threshold_layer` % dead is reported when its first window was too (the
+    init), or when more than `threshold_layer` % of the units alive in its first window died
+    since (training killed them). A layer 40% dead from the start that drifts to 55% (an
+    N-BEATS stack on windows divided by their level) has lost a quarter of its live units,
+    not most of them.
     """
 
     needs = ("relu_activations",)
@@ -112,9 +120,20 @@ class DeadRelu(Rule):
         self._since: dict[str, int] = {}
         self._blowup = Blowup()  # an update that blew a weight up: the cause to name
         self._alive: set[str] = set()  # layers whose window was full and not dead at some step
+        self._first: dict[str, np.ndarray] = {}  # per layer, the units dead in its first full window
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
+
+    def _reportable(self, dead: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per row of `dead` (windows x units): the layer is dead beyond the threshold, and was
+        from its first window (`first`) or lost most of the units alive there."""
+        dead = np.atleast_2d(dead)
+        t = self.threshold_layer / 100
+        share = dead.mean(axis=1)
+        alive_first = ~first
+        killed = (dead & alive_first).sum(axis=1) / max(1, int(alive_first.sum()))
+        return (share > t) & ((first.mean() > t) | (killed > t))
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` at which no layer's window is dead, from the saved
@@ -130,6 +149,7 @@ class DeadRelu(Rule):
             layers.setdefault(layer_of(name), []).append(name)
         interesting = np.zeros(len(steps), dtype=bool)
         adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        firsts: list[tuple[str, int, np.ndarray]] = []  # (layer, the row of its first full window, dead)
         for layer, tensors in sorted(layers.items()):
             if len(tensors) > 1:
                 return 0  # check() picks one of them per step
@@ -175,10 +195,20 @@ class DeadRelu(Rule):
             fraction = (cs[end] - cs[start]) / np.maximum(1, cn[end] - cn[start])[:, None]
             dead = fraction * 100 < self.threshold_inactivity
             share = 100.0 * dead.sum(axis=1) / dead.shape[1]
-            if layer not in self._fired:
-                interesting[rows[full & (share > self.threshold_layer)]] = True
+            first = self._first.get(layer)
+            at = np.flatnonzero(full)
+            first_row = None if first is not None or not len(at) else int(at[0])
+            if first is None and first_row is not None:
+                first = dead[first_row]
+            if layer not in self._fired and first is not None:
+                interesting[rows[full & self._reportable(dead, first)]] = True
             adds.append((layer, rows, counts, samples[rows], full & (share <= self.threshold_layer)))
+            if first_row is not None:
+                firsts.append((layer, int(rows[first_row]), dead[first_row]))
         n = quiet_prefix(interesting)
+        for layer, row, dead_first in firsts:
+            if row < n:
+                self._first[layer] = dead_first
         for layer, rows, counts, samples, alive in adds:
             take = rows < n
             if not take.any():
@@ -214,7 +244,10 @@ class DeadRelu(Rule):
             active = win.fraction() * 100
             dead = active < self.threshold_inactivity
             share = 100.0 * dead.sum() / dead.size
-            if share > self.threshold_layer and not self._few_inputs(trial, name, win.steps):
+            first = self._first.setdefault(layer, dead.copy())
+            if first.shape != dead.shape:
+                first = self._first[layer] = dead.copy()  # the layer changed shape: its window started over
+            if self._reportable(dead, first)[0] and not self._few_inputs(trial, name, win.steps):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
             elif share <= self.threshold_layer:
                 self._alive.add(layer)
