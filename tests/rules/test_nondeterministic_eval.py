@@ -237,3 +237,32 @@ def test_the_train_step_records_its_training_batch_not_the_evaluations(tmp_path)
     x, y = torch.randn(32 * 12, 10), torch.randint(0, 3, (32 * 12,))
     np.testing.assert_array_equal(trial.tensor("model_input_0").value(5), x[160:192].numpy())
     np.testing.assert_array_equal(trial.tensor("CrossEntropyLoss_input_1").value(5), y[160:192].numpy())
+
+
+@pytest.mark.parametrize("mc_loss", [False, True])
+def test_quiet_on_monte_carlo_dropout(tmp_path, mc_loss):
+    """MC dropout: one batch forwarded 20 times under no_grad in training mode on purpose (its
+    outputs' spread is the uncertainty), with or without a loss of their mean; the same loop
+    over 20 different batches is an evaluation that forgot model.eval()."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = net(True, False)
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with mldbg.torch.Hook(str(tmp_path / "mc")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(12):
+            x, y = torch.randn(32, 10), torch.randint(0, 3, (32,))
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+            if step % 4 == 3:
+                x_val, y_val = torch.randn(64, 10), torch.randint(0, 3, (64,))
+                with torch.no_grad():
+                    mean = torch.stack([model(x_val).softmax(-1) for _ in range(20)]).mean(0)
+                    if mc_loss:
+                        loss_fn(mean.log(), y_val)
+    assert not mldbg.check(str(tmp_path / "mc"), rules=["nondeterministic_eval"])

@@ -202,8 +202,12 @@ class Hook(StepEnds, Adapter):
         if m.sentinel is not None:
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
-            layer = next((x for x in inner.modules() if any(q is m.sentinel for q in x.parameters(False))), None)
-            if layer is not None and not is_sharded(m.sentinel):  # where its gradient comes from (gradient_reset)
+            layer = next(
+                (x for x in inner.modules() if any(q is m.sentinel for q in x.parameters(False))), None
+            )
+            if layer is not None and not is_sharded(
+                m.sentinel
+            ):  # where its gradient comes from (gradient_reset)
                 on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
                 self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
@@ -329,7 +333,10 @@ class Hook(StepEnds, Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
-        evaluating = not self._stepping and self._evals.forward(id(m))  # (an optimizer's closure trains)
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        evaluating = not self._stepping and self._evals.forward(
+            id(m), first
+        )  # (an optimizer's closure trains)
         self.timeline.forward_start(rec.step, rec.mode)
         if evaluating and mode == Mode.TRAIN and m.trained:
             # an evaluation left in training mode (torch_eval): the TRAIN step records its training

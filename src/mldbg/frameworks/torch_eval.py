@@ -16,7 +16,9 @@ registered loss computed with gradients enabled ends, and a run counts as an eva
 it holds two such forwards (an evaluation loop over batches) or a registered loss computed
 with gradients disabled (a validation loss). A single no-grad forward per training iteration
 is left alone; one with no active Dropout or BatchNorm is not counted at all (nothing
-differs in eval mode).
+differs in eval mode). Nor is a run whose forwards all take the same input object: Monte
+Carlo dropout samples one batch many times in training mode on purpose (an evaluation loop
+takes a new batch at each forward).
 
 Recorded at the end of the step the evaluation ran in, whatever the hook's configuration
 (also with `statistics=False`: only at such steps, so a healthy run holds none of it), as
@@ -51,15 +53,17 @@ class EvalForwards:
         self._evaluation = False  # the open run is an evaluation
         self._forwards = 0  # the open step's forwards of evaluations
         self._flags: dict[int, dict[str, list[bool]]] = {}  # model key -> kind -> flags, in the step
+        self._last_input: object = None  # the open run's last forward's first input (held: its identity)
+        self._varied = False  # a forward of the open run took another input than the one before
 
     def watch(self, key: int, model: nn.Module) -> None:
         """A registered model (`key`: its hook's id for it) and its mode-dependent modules."""
         self._modules[key] = mode_modules(model)
 
-    def forward(self, key: int) -> bool:
-        """A registered model's forward begins (outside an optimizer's closure); True when it
-        runs with gradients disabled and Dropout or BatchNorm in training mode (it may be an
-        evaluation's)."""
+    def forward(self, key: int, first: object = None) -> bool:
+        """A registered model's forward begins (outside an optimizer's closure), `first` its
+        first input; True when it runs with gradients disabled and Dropout or BatchNorm in
+        training mode (it may be an evaluation's)."""
         if torch.is_grad_enabled():
             self.end_run()
             return False
@@ -72,8 +76,11 @@ class EvalForwards:
         }
         if not any(any(f) for f in flags.values()):
             return False  # nothing differs in eval mode (or only a frozen part is in training mode)
+        if self._run and first is not self._last_input:
+            self._varied = True
+        self._last_input = first
         self._run.append((key, flags))
-        if len(self._run) >= 2:
+        if len(self._run) >= 2 and self._varied:
             self._evaluation = True
         if self._evaluation:
             self._take()
@@ -85,7 +92,7 @@ class EvalForwards:
         if torch.is_grad_enabled():
             self.end_run()
             return False
-        if self._run:
+        if self._run and (len(self._run) == 1 or self._varied):  # not one batch sampled again and again
             self._evaluation = True
             self._take()
         return self._evaluation
@@ -94,6 +101,7 @@ class EvalForwards:
         """Training goes on (a backward, an optimizer step, a forward with gradients)."""
         self._run = []
         self._evaluation = False
+        self._last_input, self._varied = None, False
 
     def _take(self) -> None:
         """The open run is an evaluation: its forwards count in the open step."""
