@@ -165,3 +165,39 @@ def test_the_hooked_model_still_copies_pickles_and_saves(tmp_path):
     buf.seek(0)
     torch.load(buf, weights_only=True)
     hook.close()
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_packed_rnn_first_layer(tmp_path, reset):
+    """The first parameter is a GRU's, run on a PackedSequence: its output is (packed, h_n),
+    and only the packed output reaches the loss."""
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(6, 16, bidirectional=True)
+            self.fc = nn.Linear(32, 4)
+
+        def forward(self, x, lengths):
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
+            out, _ = self.rnn(packed)
+            out, _ = nn.utils.rnn.pad_packed_sequence(out)
+            return self.fc(out)
+
+    torch.manual_seed(0)
+    model = Tagger()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(12):
+        x, lengths = torch.randn(10, 8, 6), torch.randint(3, 11, (8,))
+        out = model(x, lengths)
+        loss = out.pow(2).mean()
+        if reset:
+            opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    flags = _flags(str(tmp_path))
+    assert len(flags) >= 10 and (set(flags) == {1} if reset else 0 in flags[1:5]), flags
+    assert bool(mldbg.check(str(tmp_path), rules=["gradient_not_reset"])) == (not reset)

@@ -74,10 +74,9 @@ class StepEnds:
         the output sees `.grad` as it was when that backward began (`gradient_reset`)."""
         if self.recorder.mode != Mode.TRAIN or self._stats is None or not self._stats.due():
             return
-        outs = output if isinstance(output, (tuple, list)) else (output,)
-        out = next((o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad), None)
-        if out is not None:
-            out.register_hook(functools.partial(self._before_sentinel_grad, m))
+        hook = functools.partial(self._before_sentinel_grad, m)
+        for out in _grad_tensors(output):  # the first to get its gradient tells (an RNN's (packed, h_n))
+            out.register_hook(hook)
 
     def _before_sentinel_grad(self, m: RegisteredModel, grad: torch.Tensor) -> None:
         m.incoming = True
@@ -254,6 +253,16 @@ def _after_first_call(
     if "closure" in kwargs:
         return args, {**kwargs, "closure": closure_then}
     return (closure_then, *args[1:]), kwargs
+
+
+def _grad_tensors(output: Any, depth: int = 2) -> list[torch.Tensor]:
+    """The tensors that require a gradient in a layer's output: itself, or inside tuples and
+    lists (a PackedSequence, an RNN's (output, h_n)) down to `depth`."""
+    if isinstance(output, torch.Tensor):
+        return [output] if output.requires_grad else []
+    if depth and isinstance(output, (tuple, list)):
+        return [t for o in output for t in _grad_tensors(o, depth - 1)]
+    return []
 
 
 def optimizer_exists(param_ids: set[int]) -> bool:
