@@ -201,3 +201,40 @@ def test_a_packed_rnn_first_layer(tmp_path, reset):
     flags = _flags(str(tmp_path))
     assert len(flags) >= 10 and (set(flags) == {1} if reset else 0 in flags[1:5]), flags
     assert bool(mldbg.check(str(tmp_path), rules=["gradient_not_reset"])) == (not reset)
+
+
+def test_a_parameter_of_the_model_itself_used_outside_its_forward(tmp_path):
+    """A CRF-style model: its own `transitions` come first among its parameters and are used
+    by the loss method, after the forward; the flags come from its first leaf layer."""
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transitions = nn.Parameter(torch.randn(3, 3) * 0.1)
+            self.emb = nn.Embedding(20, 8)
+            self.out = nn.Linear(8, 3)
+
+        def forward(self, words):
+            return self.out(self.emb(words))
+
+        def loss(self, words, tags):
+            em = self(words)
+            pair = self.transitions[tags[:, 1:], tags[:, :-1]].sum(1)
+            return (
+                torch.logsumexp(em, -1).sum(1) - em.gather(2, tags[..., None]).squeeze(2).sum(1) - pair
+            ).mean()
+
+    torch.manual_seed(0)
+    model = Tagger()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(25):
+        words = torch.randint(0, 20, (16, 6))
+        opt.zero_grad()
+        model.loss(words, words % 3).backward()
+        opt.step()
+    hook.close()
+    flags = _flags(str(tmp_path))
+    assert len(flags) >= 20 and set(flags) == {1}, flags
+    assert not mldbg.check(str(tmp_path), rules=["gradient_not_reset"])

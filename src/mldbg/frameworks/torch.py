@@ -202,13 +202,21 @@ class Hook(StepEnds, Adapter):
         if m.sentinel is not None:
             on_grad = self._attach(self._on_sentinel_grad, m.sentinel, m)
             self._handles.append(m.sentinel.register_post_accumulate_grad_hook(on_grad))
+            # gradient_reset: the first trainable parameter of a leaf layer, which its own forward
+            # uses (a parameter of the model itself may be used outside it: a CRF's transitions)
             layer = next(
-                (x for x in inner.modules() if any(q is m.sentinel for q in x.parameters(False))), None
+                (
+                    x for x in inner.modules()
+                    if next(x.children(), None) is None and any(q.requires_grad for q in x.parameters(False))
+                ),
+                None,
+            )  # fmt: skip
+            m.reset_param = (
+                None if layer is None else next(q for q in layer.parameters(False) if q.requires_grad)
             )
-            if layer is not None and not is_sharded(
-                m.sentinel
-            ):  # where its gradient comes from (gradient_reset)
-                on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
+            if layer is not None and not is_sharded(m.reset_param):  # where its gradient comes from
+                # outside the model's forward too: a CRF's loss method runs its layers itself
+                on_layer = self._attach(self._on_sentinel_layer, layer, m)
                 self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
             self._stats.watch_modules(inner, gradients=not compiled)

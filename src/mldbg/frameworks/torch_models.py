@@ -48,11 +48,12 @@ class RegisteredModel:
     # a tensor-parallel rank other than its group's first: its inputs are that rank's by design
     input_replica: bool = False
     forwarded: bool = False  # its first forward was seen (`Hook._sharded_since`)
-    # since its last update (`StepEnds._before_sentinel_grad`): a backward reached the
-    # sentinel, and its `.grad` was reset (None or zero) when one began: a bool, or a device
+    # since its last update (`StepEnds._before_sentinel_grad`): a backward reached
+    # `reset_param`, and its `.grad` was reset (None or zero) when one began: a bool, or a device
     # bool where a held `.grad` was tested for zeros (no sync)
     incoming: bool = False
     reset: bool | torch.Tensor = False
+    reset_param: nn.Parameter | None = None  # whose `.grad` tells (a leaf layer's first trainable one)
     # asked once per schedule whether anything of them saves (the recorder keeps the answer)
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)

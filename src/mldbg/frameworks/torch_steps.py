@@ -69,8 +69,8 @@ class StepEnds:
         self._evals.end_run()
 
     def _on_sentinel_layer(self, m: RegisteredModel, layer: nn.Module, args: Any, output: Any) -> None:
-        """The layer holding `m.sentinel` ran in a TRAIN statistics step: the gradient of its
-        output arrives in backward before the sentinel's own (which it needs), so a hook on
+        """The layer holding `m.reset_param` ran in a TRAIN statistics step: the gradient of its
+        output arrives in backward before the parameter's own (which it needs), so a hook on
         the output sees `.grad` as it was when that backward began (`gradient_reset`)."""
         if self.recorder.mode != Mode.TRAIN or self._stats is None or not self._stats.due():
             return
@@ -82,7 +82,7 @@ class StepEnds:
         m.incoming = True
         if m.reset is True:
             return
-        held = m.sentinel.grad if m.sentinel is not None else None
+        held = m.reset_param.grad if m.reset_param is not None else None
         if held is None or held.is_sparse or held.is_complex():  # reset, or not testable: no alarm
             m.reset = True
             return
@@ -98,9 +98,9 @@ class StepEnds:
         """At an update of `models`: `gradient_reset/<model>` at statistics steps, 1 where its
         gradient was reset since its last update, 0 where the update applies a `.grad` that
         still held what an earlier update had applied (a missing `zero_grad()`); only for a
-        model whose sentinel got a gradient and is in the updating optimizer (`held`)."""
+        model whose `reset_param` got a gradient and is in the updating optimizer (`held`)."""
         for m in models:
-            stats, sentinel = self._stats, m.sentinel
+            stats, sentinel = self._stats, m.reset_param
             ours = sentinel is not None and (held is None or id(sentinel) in held)
             if m.incoming and ours and stats is not None and stats.due():
                 flag = m.reset if isinstance(m.reset, torch.Tensor) else torch.tensor(m.reset)
