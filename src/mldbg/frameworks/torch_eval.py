@@ -16,9 +16,9 @@ registered loss computed with gradients enabled ends, and a run counts as an eva
 it holds two such forwards (an evaluation loop over batches) or a registered loss computed
 with gradients disabled (a validation loss). A single no-grad forward per training iteration
 is left alone; one with no active Dropout or BatchNorm is not counted at all (nothing
-differs in eval mode). Nor is a run whose forwards all take the same input object: Monte
-Carlo dropout samples one batch many times in training mode on purpose (an evaluation loop
-takes a new batch at each forward).
+differs in eval mode). Nor is a run whose forwards all take the same input (the same
+object, or a view of the same memory: `_same_input`): Monte Carlo dropout samples one batch
+many times in training mode on purpose (an evaluation loop takes a new batch at each forward).
 
 Recorded at the end of the step the evaluation ran in, whatever the hook's configuration
 (also with `statistics=False`: only at such steps, so a healthy run holds none of it), as
@@ -39,6 +39,23 @@ from mldbg.record.recorder import Recorder
 
 PREFIX = "no_grad_training"
 KINDS = ("dropout", "norm")
+
+
+def _same_input(a: object, b: object) -> bool:
+    """The same input data: the same object, or a view of the same memory, shape, strides and
+    contents' version (MC dropout's `model(x[900:])` makes a new view at each pass; a
+    buffer refilled in place has a new version)."""
+    if a is b:
+        return True
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.is_sparse or b.is_sparse:
+        return False
+    try:
+        return (
+            a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr() and a._version == b._version
+        )  # fmt: skip
+    except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+        return False
 
 
 class EvalForwards:
@@ -76,9 +93,9 @@ class EvalForwards:
         }
         if not any(any(f) for f in flags.values()):
             return False  # nothing differs in eval mode (or only a frozen part is in training mode)
-        if self._run and first is not self._last_input:
+        if self._run and not _same_input(first, self._last_input):
             self._varied = True
-        self._last_input = first
+        self._last_input = first  # held: no other batch can take its memory while it is compared
         self._run.append((key, flags))
         if len(self._run) >= 2 and self._varied:
             self._evaluation = True
