@@ -242,9 +242,9 @@ def test_the_train_step_records_its_training_batch_not_the_evaluations(tmp_path)
 @pytest.mark.parametrize("mc_loss", [False, True])
 def test_quiet_on_monte_carlo_dropout(tmp_path, mc_loss):
     """MC dropout: one batch (a new view of it at each pass) forwarded 20 times under no_grad
-    in training mode on purpose (its
-    outputs' spread is the uncertainty), with or without a loss of their mean; the same loop
-    over 20 different batches is an evaluation that forgot model.eval()."""
+    in training mode on purpose (its outputs' spread is the uncertainty), with or without a
+    loss of their mean; the same loop over 20 different batches is an evaluation that forgot
+    model.eval()."""
     import torch
     from torch import nn
 
