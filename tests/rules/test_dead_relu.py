@@ -76,7 +76,9 @@ def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
     assert mldbg.check(str(tmp_path / "run"), rules=[EverySample()])  # the evidence it would have had
 
 
-@pytest.mark.parametrize(("dead_at_start", "killed", "fires"), [(29, 8, False), (29, 24, True), (40, 0, True)])
+@pytest.mark.parametrize(
+    ("dead_at_start", "killed", "fires"), [(29, 8, False), (29, 24, True), (40, 0, True)]
+)
 def test_units_never_alive_are_not_units_killed(tmp_path, dead_at_start, killed, fires):
     """Of 64 units, `dead_at_start` never fire on this data (a bias far below any input) and
     `killed` more die at step 5 (their bias pushed under as a too large update would): 29 + 8

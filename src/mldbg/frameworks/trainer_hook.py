@@ -148,7 +148,9 @@ class TrainerHook(Hook):
         finally:
             self._stepping_params = None
 
-    def _gradient_saver(self, models: tuple[RegisteredModel, ...], held: set[int] | None) -> Callable[[], None]:
+    def _gradient_saver(
+        self, models: tuple[RegisteredModel, ...], held: set[int] | None
+    ) -> Callable[[], None]:
         only = self._stepping_params  # the closure runs after the pre-hook has reset it
 
         def save() -> None:

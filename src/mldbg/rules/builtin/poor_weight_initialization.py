@@ -36,7 +36,10 @@ def _variance(trial: TrialView, name: str, step: int) -> float | None:
     v = trial.statistic(name, step, "variance")
     if isinstance(v, float):
         return v
-    mean, std = trial.saved_statistic(name, step, "channel_mean"), trial.saved_statistic(name, step, "channel_std")
+    mean, std = (
+        trial.saved_statistic(name, step, "channel_mean"),
+        trial.saved_statistic(name, step, "channel_std"),
+    )
     if isinstance(mean, np.ndarray) and isinstance(std, np.ndarray) and mean.size and mean.size == std.size:
         return float(np.mean(np.square(std, dtype=np.float64)) + np.var(mean.astype(np.float64)))
     return None
