@@ -205,7 +205,7 @@ def test_a_packed_rnn_first_layer(tmp_path, reset):
 
 def test_a_parameter_of_the_model_itself_used_outside_its_forward(tmp_path):
     """A CRF-style model: its own `transitions` come first among its parameters and are used
-    by the loss method, after the forward; the flags come from its first leaf layer."""
+    by the loss method, which calls the forward; the flags come from its first leaf layer."""
 
     class Tagger(nn.Module):
         def __init__(self):

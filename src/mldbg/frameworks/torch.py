@@ -215,8 +215,8 @@ class Hook(StepEnds, Adapter):
                 None if layer is None else next(q for q in layer.parameters(False) if q.requires_grad)
             )
             if layer is not None and not is_sharded(m.reset_param):  # where its gradient comes from
-                # outside the model's forward too: a CRF's loss method runs its layers itself
-                on_layer = self._attach(self._on_sentinel_layer, layer, m)
+                # inside the model's forward only (a compiled model's layer hooks vanish from its graph)
+                on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
                 self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
             self._stats.watch_modules(inner, gradients=not compiled)
