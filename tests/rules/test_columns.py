@@ -66,7 +66,8 @@ FIRING: dict[str, dict | str] = {
     "nondeterministic_eval": "functional_dropout",
     "nondeterministic_eval (an evaluation left in training mode, no set_mode)": "eval_in_train_mode",
     # the third round: the rules of the default set that had no fast path left
-    "loss_change_point": {"maximize": True, "optimizer": "adam"},
+    # a rise judged after loss_change_point's first 100 values
+    "loss_change_point": {"maximize": True, "optimizer": "adam", "steps": 200},
     "train_eval_discrepancy": "bn_momentum_zero",
     "train_in_eval_mode": "eval_left_on",
     "train_in_eval_mode (set_mode: the modules' flags)": "eval_left_on_set_mode",
@@ -100,7 +101,12 @@ FIRING: dict[str, dict | str] = {
         "eval_every": 2,
         "steps": 60,
     },
-    "loss_change_point (no evaluation)": {"maximize": True, "optimizer": "adam", "eval_every": None},
+    "loss_change_point (no evaluation)": {
+        "maximize": True,
+        "optimizer": "adam",
+        "eval_every": None,
+        "steps": 200,
+    },
     "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
     # overfit judges its evaluation passes in the fast path as they close
     "overfit (16 training samples, Adam)": {"n_train": 16, "optimizer": "adam", "steps": 300},

@@ -45,11 +45,14 @@ def _variance(trial: TrialView, name: str, step: int) -> float | None:
     return None
 
 
+def _module(name: str) -> str:
+    return name.rsplit(".", 1)[0]
+
+
 def _below_zeroed(name: str, zeroed: set[str]) -> bool:
     """A parameter of a module that holds a factor zeroed on purpose (`lora_A` beside a zero
     `lora_B`): its gradient passes through that factor."""
-    module = name.rsplit(".", 1)[0]
-    return any(z != name and z.rsplit(".", 1)[0] == module for z in zeroed)
+    return any(z != name and _module(z) == _module(name) for z in zeroed)
 
 
 def _fans(w: np.ndarray) -> tuple[float, float] | None:
@@ -252,16 +255,18 @@ class PoorWeightInitialization(Rule):
         )  # fmt: skip
 
     def _zero_started(self, trial: TrialView, weights: list[str]) -> set[str]:
-        """The weights that were exactly 0 at their first saved training step (LoRA's B, a
-        zero-initialized residual branch): a choice, not a broken init (`all_zero` judges
-        weights that stay 0). Found once per weight."""
+        """The weights that were exactly 0 at their first saved training step beside a weight
+        of the same module that was not (LoRA's B beside its A): a factor zeroed on purpose,
+        not a broken init. A layer whose weights all start at 0 is still judged (identical
+        weights). Found once per weight."""
         known = self._zeroed
         for name in weights:
             if name not in known:
                 steps = trial.tensor(name).steps(Mode.TRAIN)
                 l2 = trial.statistic(name, steps[0], "l2") if steps else None
                 known[name] = isinstance(l2, float) and l2 == 0.0
-        return {n for n in weights if known[n]}
+        zero = {n for n in weights if known[n]}
+        return {n for n in zero if any(_module(o) == _module(n) for o in weights if o not in zero)}
 
     def _output_keeps_scale(self, trial: TrialView, step: int) -> bool:
         """The models' measured outputs keep their inputs' variance within 1/threshold**2 ..
