@@ -342,9 +342,8 @@ class Hook(StepEnds, Adapter):
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
         first = args[0] if args else next(iter(kwargs.values()), None)
-        evaluating = not self._stepping and self._evals.forward(
-            id(m), first
-        )  # (an optimizer's closure trains)
+        # an optimizer's closure (L-BFGS) trains: its no-grad forwards are no evaluation
+        evaluating = not self._stepping and self._evals.forward(id(m), first)
         self.timeline.forward_start(rec.step, rec.mode)
         if evaluating and mode == Mode.TRAIN and m.trained:
             # an evaluation left in training mode (torch_eval): the TRAIN step records its training

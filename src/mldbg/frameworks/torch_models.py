@@ -64,6 +64,11 @@ class RegisteredModel:
         self.param_keys = tuple((name, natural) for name, _, natural in self.params)
         self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
 
+    def record_name(self, kind: str) -> str:
+        """`<kind>/<model>` of a record about the whole model (`gradient_reset`,
+        `learning_rate`): its prefix, or `model` for the first model."""
+        return f"{kind}/{self.prefix.rstrip('.') or 'model'}"
+
     def grad_name(self, name: str) -> str:
         """`gradient/<name>` of one of its parameters, made once."""
         found = self._grad_names.get(name)

@@ -104,8 +104,9 @@ class StepEnds:
             ours = sentinel is not None and (held is None or id(sentinel) in held)
             if m.incoming and ours and stats is not None and stats.due():
                 flag = m.reset if isinstance(m.reset, torch.Tensor) else torch.tensor(m.reset)
-                name = f"gradient_reset/{m.prefix.rstrip('.') or 'model'}"
-                stats.add_kinds(name, flag.to(torch.uint8).reshape(1), ("sum",), ())
+                stats.add_kinds(
+                    m.record_name("gradient_reset"), flag.to(torch.uint8).reshape(1), ("sum",), ()
+                )
             m.incoming, m.reset = False, False
 
     def _update_skipped(self, m: RegisteredModel) -> bool:
@@ -211,8 +212,9 @@ class StepEnds:
             return
         assert self._stats is not None
         for m in models:
-            name = f"learning_rate/{m.prefix.rstrip('.') or 'model'}"
-            self._stats.add_kinds(name, lr.to(torch.float32).reshape(1), ("sum",), ())
+            self._stats.add_kinds(
+                m.record_name("learning_rate"), lr.to(torch.float32).reshape(1), ("sum",), ()
+            )
 
     def _gradient_saver(
         self, models: tuple[RegisteredModel, ...], held: set[int] | None

@@ -297,7 +297,8 @@ class PoorWeightInitialization(Rule):
         prefixes = model_prefixes(trial)
         scales = {n for n in trial.names("weights", step=step) if _is_norm_scale(trial, n, step)}
         normalized = {model_of(n, prefixes) for n in scales}  # the models with normalization layers
-        same, scale = [], []
+        same: list[str] = []
+        scale: list[tuple[str, float, str]] = []  # (weight, gain, as the message writes it)
         # per model: whether every weight whose gain is known has one inside
         # 1/threshold..threshold (a variance-preserving init), from the raw weights or the l2
         # and shape the hook records
@@ -335,28 +336,28 @@ class PoorWeightInitialization(Rule):
                 lo, hi
             )
             if lo > self.threshold:
-                scale.append((name, f"x{lo:.3g}"))
+                scale.append((name, lo, f"x{lo:.3g}"))
             elif hi < 1 / self.threshold and model_of(name, prefixes) not in normalized:  # restored
-                scale.append((name, f"x{hi:.2g}"))
+                scale.append((name, hi, f"x{hi:.2g}"))
         if same:
             hits["identical"] = (
                 f"identical weights feeding each neuron in {short_list(same)} (zero or constant init: "
                 "the neurons stay copies of each other)",
                 same,
             )
-        fading = [n for n, g in scale if float(g[1:]) < 1]
+        fading = [n for n, gain, _ in scale if gain < 1]
         if fading and (len(fading) < 2 or self._output_keeps_scale(trial, step)):
             # one layer does not make a chain to fade through; a model whose measured output keeps
             # its input's scale multiplies inside its forward (SIREN's sin(30 x))
-            scale = [(n, g) for n, g in scale if n not in fading]
+            scale = [s for s in scale if s[0] not in fading]
         if scale:
             hits["scale"] = (
                 "weights scale their input's variance by "
-                + ", ".join(f"{g} in {n}" for n, g in scale[:6])
+                + ", ".join(f"{g} in {n}" for n, _, g in scale[:6])
                 + f" (outside 1/{self.threshold:g}..{self.threshold:g}): the signal "
-                + ("explodes" if any(g.startswith("x") and float(g[1:]) > 1 for _, g in scale) else "fades")
+                + ("explodes" if any(gain > 1 for _, gain, _ in scale) else "fades")
                 + " through the layers",
-                [n for n, _ in scale],
+                [n for n, _, _ in scale],
             )
         flat: list[tuple[str, float]] = []
         spreads: dict[str, list[float]] = {}  # per model
