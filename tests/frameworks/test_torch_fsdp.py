@@ -254,3 +254,46 @@ def test_lightning_model_parallel_strategy_records_the_global_weights(tmp_path: 
     assert code == 0, findings
     code, findings = check(run_lightning(tmp_path / "explode", "explode"))
     assert code == 1 and "exploding_tensor" in {f["rule"] for f in findings}, findings
+
+
+DEFECTS_JOB = Path(__file__).with_name("fsdp_defects_job.py")
+# the defect table's PyTorch defects under FSDP2 -> the rules any of which must fire
+FSDP2_DEFECTS = {
+    "vanishing": {"vanishing_gradient"},
+    "dead_relu": {"dead_relu"},
+    "no_zero_grad": {"gradient_not_reset"},
+    "frozen_updated": {"frozen_layer_updated"},
+}
+FSDP2_TWINS = ("healthy", "healthy_sigmoid_adam", "healthy_momentum", "healthy_frozen_fc1")
+
+
+@pytest.fixture(scope="module")
+def fsdp2_defects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 2-process FSDP2 job that trains every scenario of `fsdp_defects_job.py` in turn."""
+    out = tmp_path_factory.mktemp("fsdp2_defects")
+    root = str(Path(__file__).resolve().parents[2])  # the job imports tests.tiny
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, old) if p)
+    try:
+        workers = start_workers(2, str(DEFECTS_JOB), str(out), *FSDP2_TWINS, *FSDP2_DEFECTS)
+    finally:
+        os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
+    for p in workers:
+        output, _ = p.communicate(timeout=300)
+        assert p.returncode == 0 and "worker done" in output, output
+    return out
+
+
+@pytest.mark.parametrize("name", FSDP2_TWINS)
+def test_the_healthy_twins_are_quiet_under_fsdp2(fsdp2_defects: Path, name: str) -> None:
+    code, findings = check(fsdp2_defects / name)
+    assert code == 0 and not findings, findings
+
+
+@pytest.mark.parametrize("name", list(FSDP2_DEFECTS))
+def test_the_defect_tables_defects_are_caught_under_fsdp2(fsdp2_defects: Path, name: str) -> None:
+    """Vanishing gradients (8 sigmoid layers), ReLUs killed by a bias of -10, a missing
+    `zero_grad()`, a layer frozen mid-run that SGD's momentum keeps moving: each caught by its
+    rule from the global statistics of the sharded tensors."""
+    code, findings = check(fsdp2_defects / name)
+    assert code == 1 and FSDP2_DEFECTS[name] & {f["rule"] for f in findings}, findings
