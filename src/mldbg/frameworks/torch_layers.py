@@ -5,7 +5,8 @@
 - each layer's outputs (and, by regex or `save_all`, inputs) when `outputs` or an
   activation collection may save;
 - the attention logits of `nn.MultiheadAttention`, `F.scaled_dot_product_attention` and eager
-  attention inside the model's forward, at statistics steps (torch_attention).
+  attention inside the model's forward, at statistics steps (torch_attention);
+- the tokens per expert of each mixture-of-experts router it recognises (torch_router).
 
 Each callable is an `Attached` acting only inside its model's forward (`within`).
 """
@@ -22,6 +23,7 @@ from torch import nn
 from mldbg.frameworks.torch_attention import AttentionCapture, Ending
 from mldbg.frameworks.torch_attention import mha_logits as attention_logits
 from mldbg.frameworks.torch_models import Attached, RegisteredModel
+from mldbg.frameworks.torch_router import watch_routers
 
 if TYPE_CHECKING:
     from mldbg.frameworks.torch import Hook
@@ -41,12 +43,14 @@ def watch_layers(hook: Hook, m: RegisteredModel, inner: nn.Module, compiled: boo
     a `torch.compile` wrapper, whose graph hooks would break: none)."""
     wants_layers = any(hook.recorder.collections.may_save(c) for c in LAYER_COLLECTIONS)
     stats = hook._stats
-    if not (wants_layers or stats is not None):
-        return
     if compiled:
-        log.info(
-            "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
-        )
+        if wants_layers or stats is not None:
+            log.info(
+                "mldbg: layer outputs of a torch.compile'd model are not recorded (hooks would break the graph)"
+            )
+        return
+    watch_routers(hook, m, inner)  # a mixture of experts' routers: the tokens per expert
+    if not (wants_layers or stats is not None):
         return
     if stats is not None:  # F.scaled_dot_product_attention and eager attention
         watch_attention(hook, m, inner)

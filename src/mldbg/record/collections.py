@@ -16,6 +16,9 @@ DEFAULT_COLLECTIONS = (
     "optimizer_variables", "all",
 )  # fmt: skip
 DEFAULT_INCLUDED = ("losses", "scalars", "weights", "biases", "gradients")
+# what a mixture-of-experts router decided: the tokens per expert, one small vector a step (the
+# two-line hook's statistics mode records it for the routers it recognises: `router_collapse`)
+ROUTER = "router"
 CUSTOM = "custom"  # the collection that the hook's own `include_regex` makes
 
 
@@ -38,7 +41,9 @@ class Collections:
         save_all: bool,
         collection_configs: Iterable[CollectionConfig] | None,
         extra_defaults: Sequence[str] = (),
+        auto_included: Sequence[str] = (),
     ):
+        """`auto_included`: more collections included when `include_collections` is None."""
         self.all: dict[str, Collection] = {n: Collection(n) for n in (*DEFAULT_COLLECTIONS, *extra_defaults)}
         self.all["all"].patterns = (re.compile(".*"),)
         for cfg in collection_configs or ():
@@ -50,6 +55,7 @@ class Collections:
         if include_collections is None:
             # a configured collection is meant to be saved
             included += [cfg.name for cfg in collection_configs or () if cfg.name not in included]
+            included += [n for n in auto_included if n not in included]
         if include_regex:
             rx = (include_regex,) if isinstance(include_regex, str) else tuple(include_regex)
             self.all[CUSTOM] = Collection(CUSTOM, compile_patterns(rx, "include_regex"))

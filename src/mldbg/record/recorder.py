@@ -19,7 +19,7 @@ import numpy as np
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
-from mldbg.record.collections import Collections
+from mldbg.record.collections import ROUTER, Collections
 from mldbg.record.end import StepsEnd
 from mldbg.record.stop import StopRequests
 from mldbg.record.validation import check_name, check_out_dir
@@ -91,11 +91,18 @@ class Recorder:
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
         self.reduction_config = reduction_config
+        # statistics mode: the routers the adapter recognises record their tokens per expert
+        auto = (ROUTER,) if statistics else ()
         self.collections = Collections(
-            include_collections, include_regex, save_all, collection_configs, extra_collections
+            include_collections,
+            include_regex,
+            save_all,
+            collection_configs,
+            (*extra_collections, *auto),
+            auto,
         )
         self.statistics = statistics
-        for one_number in ("losses", "scalars"):  # one number a step: the rules see them all
+        for one_number in ("losses", "scalars", *auto):  # a few numbers a step: the rules see them all
             found = self.collections.all[one_number]
             if statistics and found.save_config is None:
                 found.save_config = SaveConfig(save_interval=1)

@@ -131,10 +131,12 @@ class RouterCollapse(Rule):
       whose initial imbalance the balancing loss is correcting has a falling share; a tiny
       batch's imbalance is within the noise.
 
-    Reads what you save in the `router` collection each step (`tensor_regex` reads other
-    names): the router's logits or probabilities (any shape, experts on the last axis; each
+    Reads the `router` collection (`tensor_regex` reads other names): the two-line PyTorch
+    hook records there the tokens per expert of every router it recognises (`expert_counts/
+    <router>`, every step: `mldbg.frameworks.torch_router`); else what you save there each
+    step: the router's logits or probabilities (any shape, experts on the last axis; each
     token counts for its top-1 expert) or the per-expert token counts (1-D). docs/rules.md,
-    "Mixture of experts", shows how to save them.
+    "Mixture of experts", shows how.
     """
 
     needs = ("router",)
@@ -296,7 +298,8 @@ class RouterCollapse(Rule):
         busiest = "expert" if k == 1 else f"{k} experts"
         return self.finding(
             trial, step,
-            f"the busiest {busiest} of {n} in {name} ({mode}) take {100 * quarter:.1f}% of the {int(total)} "
+            f"the busiest {busiest} of {n} in {name} ({mode}) take{'s' if k == 1 else ''} {100 * quarter:.1f}% of "
+            f"the {int(total)} "
             f"tokens routed, {quarter / fair:.1f} times their fair share {100 * fair:.0f}% (at least "
             f"{100 * self._bar(n, fair):.0f}% at {patience} consecutive saved steps since step "
             f"{recent[-patience][0]}, far beyond balanced routing's noise), and rising: from "
