@@ -121,3 +121,43 @@ def test_only_routers_are_taken_for_routers():
         (name, type(layer).__name__, numbers) for name, layer, numbers in find_routers(SharedExpertMoE())
     ]
     assert found == [("gate.1", "Linear", frozenset({3}))]
+
+
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+@pytest.mark.filterwarnings("ignore:.*smaller than the logging interval.*")
+@pytest.mark.parametrize("balance", [0.0, 0.1])
+def test_through_the_lightning_callback(tmp_path, balance):
+    """The same MoE as a LightningModule with mldbg's callback (no line about the router):
+    without a balancing loss the collapse is found, with it the run is quiet."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from mldbg.lightning import DebuggerCallback
+
+    class MoEModule(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = Net()
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y) + balance * self.net.moe.aux
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(120 * 256, 16, generator=g)
+    y = (x @ torch.randn(16, 8, generator=g)).argmax(1)
+    trainer = pl.Trainer(
+        accelerator="cpu", max_epochs=1, callbacks=[DebuggerCallback(tmp_path / "run")], logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(MoEModule(), DataLoader(TensorDataset(x, y), batch_size=256))
+    found = [f for f in mldbg.check(tmp_path / "run") if f.rule == "router_collapse"]
+    if balance:
+        assert not found, found
+    else:
+        assert found and found[0].tensors == ["expert_counts/net.moe.router"], found
