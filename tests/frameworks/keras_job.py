@@ -111,6 +111,25 @@ def train(path: Path, lr: float = LR, **defect) -> list[float]:
     return [float(v) for v in history.history["loss"]]
 
 
+def lstm(path: Path) -> list[float]:
+    """A sentiment-style Embedding + LSTM classifier with the two lines (`Hook(path)`): an
+    LSTM's `activation` is a read-only property (its cell's), which the hook must leave alone."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 50, size=(256, 12))
+    y = (ids[:, :3] > 25).sum(axis=1) >= 2
+    model = keras.Sequential(
+        [keras.Input((12,)), keras.layers.Embedding(50, 8), keras.layers.LSTM(8), keras.layers.Dense(1)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss=keras.losses.BinaryCrossentropy(from_logits=True)
+    )
+    hook = mldbg.keras.Hook(str(path))
+    history = model.fit(ids, y.astype("float32"), batch_size=32, epochs=2, verbose=0, callbacks=[hook])
+    hook.close()
+    return [float(v) for v in history.history["loss"]]
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     t0 = time.perf_counter()
@@ -120,6 +139,7 @@ def main() -> None:
     manifest["is_callback"] = isinstance(mldbg.keras.Hook(str(out / "unused")), keras.callbacks.Callback)
     manifest["roundtrip"] = roundtrip(out)
     manifest["losses"] = {name: train(out / name, **kw) for name, kw in SCENARIOS.items()}
+    manifest["lstm"] = lstm(out / "lstm")
     manifest["seconds"] = time.perf_counter() - t0
     (out / "manifest.json").write_text(json.dumps(manifest))
 

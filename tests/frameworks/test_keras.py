@@ -140,3 +140,14 @@ def test_default_rules_stay_quiet_on_the_healthy_twin(keras_job, backend):
     out, _ = keras_job(backend)
     findings = mldbg.check(str(out / "healthy"))
     assert findings == [], [str(f) for f in findings]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_lstm_model_trains_and_records_with_the_two_lines(keras_job, backend):
+    """A Keras LSTM's `activation` is a read-only property: the hook leaves it alone, the fit
+    runs, and the loss and weights are recorded."""
+    out, manifest = keras_job(backend)
+    assert len(manifest["lstm"]) == 2 and all(np.isfinite(manifest["lstm"]))
+    trial = mldbg.create_trial(str(out / "lstm"))
+    assert len(trial.steps(mode=Mode.TRAIN)) == 16  # 2 epochs of 8 batches
+    assert any("lstm" in n for n in trial.tensor_names(collection="weights"))

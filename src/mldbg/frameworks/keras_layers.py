@@ -8,6 +8,7 @@ lifetime of an `ExitStack`, so the model is left exactly as it was afterwards.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,7 +73,11 @@ def patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
 
 
 def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., None]) -> None:
-    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`."""
+    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`. An attribute the
+    class defines as a property (a Keras LSTM's `activation` is its cell's, read-only) is left
+    alone: setting it would raise, or change the model through its setter."""
+    if isinstance(inspect.getattr_static(type(obj), attr, None), property):
+        return
     original = getattr(obj, attr)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
