@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import mldbg
+import mldbg.torch
 from mldbg.rules import BUILTIN
 from tests.rules.conftest import HEALTHY, assert_explains
 
@@ -85,3 +87,49 @@ def test_an_embedding_gradient_is_judged_on_the_rows_that_got_one(tmp_path):
     _skipgram(tmp_path / "dense", 20_000, zero_rows=False)
     found = mldbg.check(str(tmp_path / "dense"), rules=["vanishing_gradient"])
     assert found and "gradient/inp.weight" in found[0].tensors
+
+
+class LayerScaleBlock(torch.nn.Module):
+    """A residual MLP block whose branch is scaled by a learnable gamma started at `init`
+    (ConvNeXt's and CaiT's layer scale 1e-6; ReZero and ResNet's zero_init_residual: 0)."""
+
+    def __init__(self, width: int, init: float):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+        self.norm = torch.nn.LayerNorm(width)
+        self.gamma = torch.nn.Parameter(torch.full((width,), init))
+
+    def forward(self, x):
+        return x + self.gamma * self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
+
+
+@pytest.mark.parametrize("init", [1e-6, 0.0], ids=["layer scale 1e-6", "zero-init branch"])
+def test_quiet_on_residual_branches_started_at_zero_on_purpose(tmp_path, init):
+    """The branch weights get (almost) no gradient until gamma moved; one AdamW step (in a
+    linear warm-up) moves it and their gradients grow by orders of magnitude: not vanishing."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), *[LayerScaleBlock(32, init) for _ in range(4)], torch.nn.Linear(32, 4)
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    # a linear warm-up from 0, as Hugging Face's get_linear_schedule_with_warmup: the first
+    # update does not move gamma, so the branch's gradients stay tiny for two steps
+    warmup = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, t / 20))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(60):
+            idx = torch.arange(step * 32, step * 32 + 32) % 512
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+            warmup.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    tiny = trial.record("gradient/1.fc1.weight", 0).statistics["mean_abs"]
+    later = trial.record("gradient/1.fc1.weight", 6).statistics["mean_abs"]
+    assert tiny < 1e-7 * 1.4 and later > 100 * tiny  # the branch woke up, as designed
+    assert not mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])

@@ -68,7 +68,13 @@ class VanishingGradient(Rule):
     Such a layer barely moves: with sigmoid or tanh stacked deep, or a bad init, the signal
     shrinks at every layer on its way back, and the first layers stop learning. To see
     through the first, noisy steps the condition must hold at `patience` consecutive saved
-    training steps. Bias gradients are left out unless `include_biases`: a bias followed by
+    training steps, without the gradient waking up: a gradient that grew `waking` times above
+    the smallest of its streak starts the streak over. Modern blocks start their residual
+    branches at (nearly) 0 on purpose (ConvNeXt's and CaiT's layer scale 1e-6, ReZero,
+    adaLN-Zero in DiT, ResNet's `zero_init_residual`): the branch's weights get (almost) no
+    gradient until the scale has moved, which one optimizer step does (Adam moves it by about
+    the learning rate), and then their gradients grow by orders of magnitude in a few steps;
+    a vanishing gradient (deep sigmoids) stays small. Bias gradients are left out unless `include_biases`: a bias followed by
     BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
     `mean_abs` statistic (saved, or from the raw gradient).
 
@@ -88,6 +94,7 @@ class VanishingGradient(Rule):
     reads = {"gradients": ("mean_abs", "zero_fraction")}
     threshold: float = 1e-7
     patience: int = 3
+    waking: float = 10.0
     include_biases: bool = False
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -116,6 +123,7 @@ class VanishingGradient(Rule):
         super().reset()
         self._streak: dict[str, int] = {}  # consecutive saved steps below the threshold
         self._first: dict[str, int] = {}  # where that streak began
+        self._least: dict[str, float] = {}  # the smallest mean |g| of that streak
         self._scale: float | None = None  # `loss_scale`, once read
         self._blowup = Blowup()
 
@@ -142,6 +150,7 @@ class VanishingGradient(Rule):
             if seen[:n].any():
                 self._streak[name] = 0
                 self._first.pop(name, None)
+                self._least.pop(name, None)
         return n
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
@@ -156,6 +165,11 @@ class VanishingGradient(Rule):
         limit = self._limit(trial)
         for n, m in means.items():
             if not math.isnan(m) and m < limit:
+                least = self._least.get(n)
+                if least is not None and m > self.waking * least:  # waking up: a new streak from here
+                    self._streak[n] = 0
+                    self._first.pop(n, None)
+                self._least[n] = m if least is None or n not in self._first else min(least, m)
                 self._streak[n] = self._streak.get(n, 0) + 1
                 self._first.setdefault(n, step)
                 if self._streak[n] >= self.patience:
@@ -163,6 +177,7 @@ class VanishingGradient(Rule):
             else:
                 self._streak[n] = 0
                 self._first.pop(n, None)
+                self._least.pop(n, None)
         low = [n for n in low if self.first(n)]
         if not low:
             return None
