@@ -401,7 +401,7 @@ class RunIndex:
         found = self._segment_key_ids.get(seg)
         if found is None:
             key_of = self._key_of(seg)
-            found = np.full(256, -1, dtype=np.int64)
+            found = np.full(256, -1, dtype=np.int32)  # ids joined per entry: 4 bytes each
             for code in np.flatnonzero(np.bincount(self._segment_reductions[seg][1])).tolist():
                 key = key_of(int(code))
                 if key is None:
