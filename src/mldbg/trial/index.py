@@ -253,15 +253,18 @@ class RunIndex:
         seg = np.repeat(np.asarray(segs, dtype=np.int64), lengths)
         row = np.concatenate(rows).astype(np.int64)
         cols = {"seg": seg, "row": row}
+        # each record's place in the segments' columns joined (those of the segments met): one
+        # gather per column, where a pass per segment over every record was quadratic (3 s
+        # for the 722 segments of a 10^6-step run)
+        used = np.unique(seg).tolist()
+        lens = np.fromiter((len(self._segments[s]) for s in used), dtype=np.int64, count=len(used))
+        base = np.zeros(used[-1] + 1, dtype=np.int64)
+        base[used] = np.cumsum(lens) - lens
+        at = base[seg] + row
         for name in ("step", "mode", "mode_step"):
-            cols[name] = np.empty(len(row), dtype=np.int64)
-        cols["raw"] = np.empty(len(row), dtype=bool)
-        for s in np.unique(seg).tolist():
-            at = np.flatnonzero(seg == s)
-            c, r = self._segments[s].columns, row[at]
-            for name in ("step", "mode", "mode_step"):
-                cols[name][at] = c[name][r]
-            cols["raw"][at] = c["offset"][r] >= 0
+            joined = np.concatenate([self._segments[s].columns[name] for s in used])
+            cols[name] = joined[at].astype(np.int64, copy=False)
+        cols["raw"] = np.concatenate([self._segments[s].columns["offset"] for s in used])[at] >= 0
         cols["worker"] = np.asarray(self._segment_worker, dtype=np.int64)[seg]
         ends = np.cumsum(sizes).tolist()
         start = 0
