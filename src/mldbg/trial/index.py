@@ -9,6 +9,8 @@ API and the run-wide tables the Trial answers from is private.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import types
 import warnings
@@ -150,6 +152,21 @@ class _TensorColumns:
                 self._by_mode_step.setdefault(key, []).append(pos)
             self._by_mode_step_upto = self._n
         return self._by_mode_step
+
+
+@contextlib.contextmanager
+def no_collection():
+    """The cyclic garbage collector held off while a bulk of long-lived objects is built (a
+    run's index: per tensor its columns, per segment its tables): each full collection walks
+    every object built so far and finds nothing to free (0.8 of the 3.6 s of `mldbg ls` of
+    100,000 names). Reference counting still frees what is dropped."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class RunReplaced(Exception):
@@ -559,24 +576,36 @@ class RunIndex:
         if crc is not None:
             ok = np.flatnonzero(~failed)
             failed[ok[bad_checksums([pieces[i] for i in ok.tolist()], crc[ok])]] = True
+        # a tensor is stacked when each of its records reads cleanly and has the dtype, size
+        # and shape of its first: compared for every record at once, then a flag per tensor
+        ndim = np.zeros(len(row), dtype=np.int64)
+        width = 0
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            ndim[at] = self._segments[s].columns["ndim"][row[at]]
+        width = int(ndim.max()) if len(ndim) else 0
+        shape = np.full((len(row), width), -1, dtype=np.int64)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            c = self._segments[s].columns
+            first = c["shape_start"][row[at]].astype(np.int64)
+            for d in range(width):
+                has = ndim[at] > d
+                shape[at[has], d] = c["shapes"][first[has] + d]
+        starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        lead = np.repeat(starts, sizes)  # each record's tensor's first record
+        same = ~failed & (nbytes == nbytes[lead]) & (dtype == dtype[lead]) & (ndim == ndim[lead])
+        if width:
+            same &= (shape == shape[lead]).all(axis=1)
+        whole = np.logical_and.reduceat(same, starts).tolist()
         out: dict[str, np.ndarray] = {}
-        start = 0
-        for name, size in zip(names, sizes, strict=True):
-            part = slice(start, start + size)
-            start += size
-            if failed[part].any() or (nbytes[part] != nbytes[part.start]).any():
+        for name, size, start, ok in zip(names, sizes, starts.tolist(), whole, strict=True):
+            if not ok:
                 continue
-            if (dtype[part] != dtype[part.start]).any():
-                continue
-            described = {
-                self._described(int(g), int(row[part][np.flatnonzero(seg[part] == g)[0]]))
-                for g in np.unique(seg[part]).tolist()
-            }
-            if len(described) != 1:
-                continue
-            dt, shape = next(iter(described))
-            raw = np.frombuffer(b"".join(pieces[part]), dtype=np.uint8).view(numpy_dtype(dt))
-            value = to_numpy_value(raw, dt).reshape(size, *shape)
+            dt = DTYPES[int(dtype[start])]
+            dims = tuple(shape[start, : int(ndim[start])].tolist())
+            raw = np.frombuffer(b"".join(pieces[start : start + size]), dtype=np.uint8).view(numpy_dtype(dt))
+            value = to_numpy_value(raw, dt).reshape(size, *dims)
             value.flags.writeable = False
             out[name] = value
         return out
@@ -661,6 +690,10 @@ class RunIndex:
         read around). With "raise" a damaged segment stays unread: the next refresh raises again."""
         if self.complete:
             return 0
+        with no_collection():
+            return self._refresh()
+
+    def _refresh(self) -> int:
         new = 0
         for worker in self._listed(layout.WORKERS, partial(self.store.children, layout.WORKERS)):
             if worker in self.ended:
