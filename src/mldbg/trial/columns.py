@@ -262,13 +262,21 @@ class TensorColumns:
         self._worker = _EMPTY_I
         self._raw = np.zeros(0, dtype=bool)
         self._stats: dict[str, np.ndarray] = {}
-        self._pick: np.ndarray = _EMPTY_I  # load-order position of each entry of `steps`
+        self._picked: np.ndarray | None = None  # `_pick`, where it is not every position in order
         self._identity = True  # `_pick` is every position in order (the columns need no gather)
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
         self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
         self._shapes: list[tuple[int, ...]] = []  # per load-order record, grown
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    @property
+    def _pick(self) -> np.ndarray:
+        """The load-order position of each entry of `steps` (made when asked where it is every
+        position in order: 8 MB per 10^6 records not held)."""
+        if self._picked is None:
+            return np.arange(len(self.steps), dtype=np.int64)
+        return self._picked
 
     def statistic(self, key: str) -> np.ndarray | None:
         """The saved scalar statistic `key` at each of `steps` (NaN where that record has none);
@@ -283,14 +291,14 @@ class TensorColumns:
             if key in ("variance", "std"):
                 other = self._stats.get("std" if key == "variance" else "variance")
                 if other is not None:
-                    alt = other[self._pick]
+                    alt = other if self._identity else other[self._pick]
                     alt = alt * alt if key == "variance" else np.sqrt(alt)
                     found = np.where(np.isnan(found), alt, found)
         elif key in ("variance", "std"):
             other = self._stats.get("std" if key == "variance" else "variance")
             if other is None:
                 return None
-            alt = other[self._pick]
+            alt = other if self._identity else other[self._pick]
             found = alt * alt if key == "variance" else np.sqrt(alt)
         else:
             return None
@@ -310,7 +318,7 @@ class TensorColumns:
 
     def position(self, i: int) -> int:
         """The position in `Trial.records(name)` of the record at `steps[i]`."""
-        return int(self._pick[i])
+        return i if self._identity else int(self._pick[i])
 
     def value(self, key: str, step: int) -> float:
         """The saved scalar statistic `key` at one global step; NaN when it has none there (or
@@ -405,7 +413,7 @@ class TensorColumns:
         if _increasing(step):
             # each step once, in order (a run written by one process): every record is picked
             # (of any worker: one record a step), and the columns are their own step-aligned views
-            self._pick = np.arange(n, dtype=np.int64)
+            self._picked = None
             self._identity = True
             self.steps, self.mode, self.has_raw = step, self._mode, self._raw
         else:
@@ -417,11 +425,11 @@ class TensorColumns:
             steps = step[order]
             keep = np.ones(len(order), dtype=bool)
             keep[1:] = steps[1:] != steps[:-1]
-            self._pick = order[keep]
+            self._picked = order[keep]
             self._identity = False
             self.steps = steps[keep]
-            self.mode = self._mode[self._pick]
-            self.has_raw = self._raw[self._pick]
+            self.mode = self._mode[self._picked]
+            self.has_raw = self._raw[self._picked]
         self._cache.clear()
         self._positions = None
         self._vectors.clear()
@@ -520,7 +528,7 @@ class Columns:
                 return cols._vectors[key]
         found = None
         if bool(cols.has_raw.all()):
-            first = self.trial.records(name)[int(cols._pick[0])]
+            first = self.trial.records(name)[cols.position(0)]
             if int(np.prod(first.shape)) <= max_elements:
                 try:
                     stacked = self.trial.stacked(name, cols._pick)
@@ -560,7 +568,7 @@ class Columns:
         at = cols.at(steps)
         if (at < 0).any() or not bool(cols.has_raw[at].all()):
             return None
-        positions = cols._pick[at]
+        positions = at if cols._identity else cols._pick[at]
         if int(np.prod(self.trial.records(name)[int(positions[0])].shape)) > max_elements:
             return None
         try:

@@ -36,6 +36,7 @@ _NO_REDUCTIONS: Mapping[tuple[str, bool], float] = types.MappingProxyType({})
 _NO_STATISTICS: Mapping[str, float] = types.MappingProxyType({})
 _EMPTY = np.zeros(0, dtype=np.int64)
 _COLUMNS = ("seg", "row", "step", "mode", "mode_step", "worker", "raw")
+_SEG_ROW = np.int32  # a record's segment and row (private columns): 4 bytes each, not 8
 _MODES = {int(m): m for m in Mode}
 _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and fixed statistics
 # a segment's saved statistics, decoded: where each row's entries start, their statistic keys,
@@ -85,8 +86,8 @@ class _TensorColumns:
 
     def _append(self, index: RunIndex) -> None:
         chunks, self._chunks = self._chunks, []
-        seg = np.concatenate([np.full(len(r), s, dtype=np.int64) for s, r in chunks])
-        row = np.concatenate([r for _, r in chunks]).astype(np.int64)
+        seg = np.concatenate([np.full(len(r), s, dtype=_SEG_ROW) for s, r in chunks])
+        row = np.concatenate([r for _, r in chunks]).astype(_SEG_ROW)
         segments = index._segments
         new = {"seg": seg, "row": row}
         for col in ("step", "mode", "mode_step"):
@@ -152,6 +153,19 @@ class _TensorColumns:
                 self._by_mode_step.setdefault(key, []).append(pos)
             self._by_mode_step_upto = self._n
         return self._by_mode_step
+
+
+def _own(a: np.ndarray) -> np.ndarray:
+    """`a`, or a copy where it is a view into other memory (an index file's bytes)."""
+    return a if a.base is None else a.copy()
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """An index column of its own, int64 stored as int32 where its values fit (steps, sizes,
+    offsets, shapes: the readers widen them or take them as Python ints)."""
+    if a.dtype == np.int64 and len(a) and int(a.min()) >= -(2**31) and int(a.max()) < 2**31:
+        return a.astype(np.int32)
+    return _own(a)
 
 
 @contextlib.contextmanager
@@ -267,8 +281,8 @@ class RunIndex:
                 size += len(r)
             sizes.append(size)
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        seg = np.repeat(np.asarray(segs, dtype=np.int64), lengths)
-        row = np.concatenate(rows).astype(np.int64)
+        seg = np.repeat(np.asarray(segs, dtype=_SEG_ROW), lengths)
+        row = np.concatenate(rows).astype(_SEG_ROW)
         cols = {"seg": seg, "row": row}
         # each record's place in the segments' columns joined (those of the segments met): one
         # gather per column, where a pass per segment over every record was quadratic (3 s
@@ -847,7 +861,7 @@ class RunIndex:
         if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
             order = np.argsort(rows, kind="stable")
             rows, codes, values = rows[order], codes[order], values[order]
-        self._segment_reductions.append((rows, codes, values))
+        self._segment_reductions.append((_own(rows), _own(codes), _own(values)))
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
@@ -872,6 +886,10 @@ class RunIndex:
                     met,
                 )
             )
+        # the columns kept, as arrays of their own (no view into the file's bytes, which are
+        # dropped: a 10^6-step run held 380 MB of them), in the narrowest integer type that
+        # holds their values; the names' ids and the reductions (above) are not needed again
+        seg.columns = {k: _compact(v) for k, v in c.items() if k != "name_id" and not k.startswith("red_")}
         return len(seg)
 
     # the run's steps ------------------------------------------------------------------------
