@@ -498,6 +498,11 @@ class RunIndex:
                 return None
             if self._described(s, int(rows[0])) != (dt, shape):
                 return None
+            if bool((c["ndim"][rows] != len(shape)).any()):
+                return None
+            first = c["shape_start"][rows].astype(np.int64)
+            if any(bool((c["shapes"][first + d] != size).any()) for d, size in enumerate(shape)):
+                return None  # the same size in another shape: not one array of rows
             offsets, nbytes = c["offset"][rows].astype(np.int64), int(c["nbytes"][rows[0]])
             base, end = int(offsets.min()), int(offsets.max()) + nbytes
             key = self._segments[s].data_key
