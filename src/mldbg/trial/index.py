@@ -283,7 +283,7 @@ class RunIndex:
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         seg = np.repeat(np.asarray(segs, dtype=_SEG_ROW), lengths)
         row = np.concatenate(rows).astype(_SEG_ROW)
-        cols = {"seg": seg, "row": row}
+        cols: dict[str, np.ndarray] = {"seg": seg, "row": row}
         # each record's place in the segments' columns joined (those of the segments met): one
         # gather per column, where a pass per segment over every record was quadratic (3 s
         # for the 722 segments of a 10^6-step run)
