@@ -2,7 +2,7 @@
 take, and how much memory, on a run of 10^6 steps and on a run of 100,000 scalar names.
 
     .venv/bin/python benchmarks/long_check.py [--steps 1000000] [--names 100000]
-        [--cases long,nan,names] [--runs DIR] [--repeat 1]
+        [--cases long,nan,names] [--runs DIR] [--repeat 1] [--before OTHER/src]
 
 The runs are written through the real recorder, as the two lines record them:
 - `long`: a PyTorch model of 100 parameter tensors (50 `Linear` layers) is recorded with
@@ -17,7 +17,8 @@ The runs are written through the real recorder, as the two lines record them:
 Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, and the
 dashboard's `/scalars` endpoint, served by `mldbg.dashboard` in a fresh process), timed from
 the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
-and reuses them (an A/B of two checkouts: `PYTHONPATH=<other>/src`).
+and reuses them; `--before OTHER/src` times another checkout's code too, each command with it
+and then with this one, alternating (an A/B on the same runs at the same load).
 """
 
 from __future__ import annotations
@@ -214,6 +215,12 @@ def main() -> None:
     ap.add_argument("--cases", default="long,nan,names")
     ap.add_argument("--runs", default=None)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="the src folder of another checkout (`git archive <base> src | tar -x -C DIR`): each "
+        "command runs with it and then with this checkout, alternating, on the same runs",
+    )
     args = ap.parse_args()
     cases = args.cases.split(",")
     tmp = Path(tempfile.mkdtemp(prefix="mldbg-long-"))
@@ -221,8 +228,15 @@ def main() -> None:
     runs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    sides = [("after", env)]
+    if args.before:
+        before = dict(os.environ)
+        before["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(args.before).resolve()), os.environ.get("PYTHONPATH", "")]
+        )
+        sides = [("before", before), ("after", env)]
     py = sys.executable
-    rows = []
+    rows: list[tuple[str, str, str, float, float, float, int]] = []
     for case in cases:
         path = runs / (f"{case}-{args.steps}" if case != "names" else f"names-{args.names}")
         if not path.exists():
@@ -240,22 +254,24 @@ def main() -> None:
             ]
         for what, cmd in commands:
             for _ in range(args.repeat):
-                wall, cpu, rss, code, tail = timed(cmd, env)
-                print(
-                    f"{case:6s} {what:20s} {wall:7.2f} s wall {cpu:7.2f} s CPU {rss:7.0f} MB  exit {code}",
-                    flush=True,
-                )
-                if code not in (0, 1):
-                    print(tail)
-                rows.append((case, what, wall, cpu, rss, code))
+                for side, side_env in sides:
+                    wall, cpu, rss, code, tail = timed(cmd, side_env)
+                    print(
+                        f"{case:6s} {what:20s} {side:6s} {wall:7.2f} s wall {cpu:7.2f} s CPU {rss:7.0f} MB  exit {code}",
+                        flush=True,
+                    )
+                    if code not in (0, 1):
+                        print(tail)
+                    rows.append((case, what, side, wall, cpu, rss, code))
     print("\n| run | command | wall s | CPU s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- | --- |")
     label = {
         "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
         "nan": "the same, loss NaN over its last 30%",
         "names": f"3 steps x {args.names:,} scalar names",
     }
-    for case, what, wall, cpu, rss, code in rows:
-        print(f"| {label[case]} | `{what}` | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {code} |")
+    for case, what, side, wall, cpu, rss, code in rows:
+        which = f" ({side})" if args.before else ""
+        print(f"| {label[case]} | `{what}`{which} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {code} |")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 
 import mldbg
 from mldbg.record.recorder import Recorder
+from mldbg.trial import columns as columns_module
 from mldbg.trial.columns import gather_statistics, scatter_statistics
 
 # per step, per tensor: the statistics saved (a tensor absent at a step has no record there)
@@ -90,8 +91,10 @@ def _reference(rows, red_rows, red_codes, red_values, key_of):
     return out
 
 
+@pytest.mark.parametrize("group", [1, 1 << 20])  # each segment its own group / one group
 @pytest.mark.parametrize("uniform", [True, False])
-def test_gather_and_scatter_against_a_python_reference(uniform):
+def test_gather_and_scatter_against_a_python_reference(uniform, group, monkeypatch):
+    monkeypatch.setattr(columns_module, "_GROUP_ENTRIES", group)
     rng = np.random.default_rng(0)
     keys = ["k0", "k1", "k2", "k3"]
     segments = []
@@ -115,13 +118,14 @@ def test_gather_and_scatter_against_a_python_reference(uniform):
     def key_of(code: int) -> str | None:
         return keys[code] if code < 4 else None
 
-    # two "tensors": records at (segment, row)
+    # three "tensors": records at (segment, row); the third's segments out of load order
     first = (np.asarray([0, 0, 1, 2, 2, 2]), np.asarray([0, 3, 2, 1, 3, 5]))
     second = (np.asarray([0, 2, 2]), np.asarray([5, 0, 4]))
-    seg = np.concatenate([first[0], second[0]])
-    row = np.concatenate([first[1], second[1]])
-    got = gather_statistics([6, 3], seg, row, segments, {s: lut for s in range(3)}, keys)
-    for i, (tseg, trow) in enumerate((first, second)):
+    third = (np.asarray([2, 0, 2, 0]), np.asarray([0, 5, 3, 1]))
+    seg = np.concatenate([first[0], second[0], third[0]])
+    row = np.concatenate([first[1], second[1], third[1]])
+    got = gather_statistics([6, 3, 4], seg, row, segments, {s: lut for s in range(3)}, keys)
+    for i, (tseg, trow) in enumerate((first, second, third)):
         expected: list[dict[str, float]] = []
         for s, r in zip(tseg.tolist(), trow.tolist(), strict=True):
             expected += _reference(np.asarray([r]), *segments[s], key_of)

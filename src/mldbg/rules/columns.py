@@ -14,7 +14,9 @@ is always the reference, and a rule without the method runs only through it.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -240,14 +242,27 @@ def loss_prefix(
                 continue
             tracker.seen_any = True
             s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
-            s.steps.extend(steps[take].tolist())
-            s.values.extend(values[take].tolist())
+            _extend(s.steps, steps[take], np.int64)
+            _extend(s.values, values[take], np.float64)
         done = max(done, upto)
 
     if evals[:k].any() or tracker._open:
         k = _passes(tracker, steps, modes, evals, train, series, k, quiet_close, closed, append)
     append(k)
     return k
+
+
+_TYPECODES: dict[type[np.generic], str] = {np.int64: "q", np.float64: "d"}
+
+
+def _extend(into: Any, new: np.ndarray, dtype: type[np.generic]) -> None:
+    """Append `new` to a series' typed array (`losses.Series`: `array('q')`, `array('d')`)
+    as its bytes, or as a list where the series holds a list: no Python object per value (the
+    10^6 losses of a long run were 10^6 floats and ints made and dropped per rule)."""
+    if isinstance(into, array) and into.typecode == _TYPECODES[dtype]:
+        into.frombytes(np.ascontiguousarray(new, dtype=dtype).tobytes())
+    else:
+        into.extend(new.tolist())
 
 
 def _extended(view: TrialView, series: Series | None, new: np.ndarray) -> np.ndarray:

@@ -113,7 +113,7 @@ class TrialView:
         """The run's statistics as columns over steps (`mldbg.trial.columns`), for the rules'
         fast path (`mldbg.rules.columns`); grown as the trial loads more."""
         if self._columns is None:
-            self._columns = Columns(self.trial)
+            self._columns = Columns.of(self.trial)
         return self._columns
 
     # the run: read-only queries of the Trial ----------------------------------------------

@@ -13,6 +13,7 @@ the decoding itself is here, in plain NumPy.
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _MANY = 64  # tensors, beyond which the small ones' values are read together
 _DICT_STEPS = 4096  # a tensor saved at more steps is looked up by binary search (`index`)
+_GROUP_ENTRIES = 1 << 20  # saved statistics decoded together (`gather_statistics`): ~20 MB joined
 
 
 def scatter_statistics(
@@ -66,17 +68,52 @@ def gather_statistics(
     writes them, one dict of columns per tensor.
 
     The records are `sizes[0]` records of the first tensor, then those of the second...,
-    each at (`seg`, `row`); `reductions[s]` is segment `s`'s sparse reductions columns and
-    `key_ids[s]` maps its codes to indices into `keys` (-1: not a key). Each segment's
-    records are located in one pass for every tensor together (its columns joined once),
-    then each tensor is written in one pass over all its segments: no NumPy call per tensor
-    and segment, which dominated when every tensor of a run was decoded."""
+    each at (`seg`, `row`), each tensor's in the order of their segments (load order);
+    `reductions[s]` is segment `s`'s sparse reductions columns and `key_ids[s]` maps its
+    codes to indices into `keys` (-1: not a key). The segments are taken in groups of about
+    `_GROUP_ENTRIES` saved statistics: each group's records are located in one pass for every
+    tensor together (its columns joined once), then each tensor's records of the group are
+    written in one pass. No NumPy call per tensor and segment (which dominated when every
+    tensor of a run was decoded), and no copy of the whole run's statistics at once (a run of
+    10^6 steps held 16 million entries: 300 MB of joined columns)."""
     out: list[dict[str, np.ndarray]] = [{} for _ in sizes]
     if not len(seg):
         return out
-    # every row of the segments met: where its entries begin in the joined columns
+    bounds = np.concatenate(([0], np.cumsum(np.asarray(sizes, dtype=np.int64)))).tolist()
+    ordered = [
+        b - a < 2 or bool((seg[a + 1 : b] >= seg[a : b - 1]).all())
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
     used = sorted(key_ids)
-    row_base = np.zeros(max(used) + 1, dtype=np.int64)
+    groups: list[list[int]] = [[]]
+    entries = 0
+    for s in used:
+        groups[-1].append(s)
+        entries += len(reductions[s][0])
+        if entries >= _GROUP_ENTRIES:
+            groups.append([])
+            entries = 0
+    for group in groups:
+        if group:
+            _gather_group(out, sizes, bounds, ordered, seg, row, group, reductions, key_ids, keys)
+    return out
+
+
+def _gather_group(
+    out: list[dict[str, np.ndarray]],
+    sizes: Sequence[int],
+    bounds: Sequence[int],
+    ordered: Sequence[bool],
+    seg: np.ndarray,
+    row: np.ndarray,
+    used: Sequence[int],
+    reductions: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    key_ids: Mapping[int, np.ndarray],
+    keys: Sequence[str],
+) -> None:
+    """`gather_statistics` of the records in segments `used` (sorted)."""
+    # every row of the segments met: where its entries begin in the joined columns
+    row_base = np.zeros(used[-1] + 1, dtype=np.int64)
     starts, codes, values = [], [], []
     rows_before = entries_before = 0
     for s in used:
@@ -89,27 +126,39 @@ def gather_statistics(
         rows_before += nrows
         entries_before += len(red_rows)
     if not entries_before:
-        return out
+        return
     starts.append(np.asarray([entries_before], dtype=np.int64))
     begin = np.concatenate(starts)
     all_codes, all_values = np.concatenate(codes), np.concatenate(values)
-    # a row past a segment's last entry row has none: its start is the next segment's
-    at = row_base[seg] + row
     nrows_of = np.diff(np.append(row_base[used], rows_before))
-    inside = row < nrows_of[np.searchsorted(used, seg)]
-    lo = np.where(inside, begin[np.minimum(at, len(begin) - 1)], 0)
-    counts = np.where(inside, begin[np.minimum(at + 1, len(begin) - 1)] - lo, 0)
+    first, last = used[0], used[-1]
 
     def key_of(kid: int) -> str | None:
         return keys[kid] if kid >= 0 else None
 
-    start = 0
+    used_at = np.asarray(used, dtype=np.int64)
     for i, n in enumerate(sizes):
-        if n:
-            part = slice(start, start + n)
-            _scatter(out[i], n, slice(None), lo[part], counts[part], all_codes, all_values, key_of)
-        start += n
-    return out
+        if not n:
+            continue
+        a, b = bounds[i], bounds[i + 1]
+        tseg = seg[a:b]
+        dest: slice | np.ndarray
+        if ordered[i]:  # the usual case, segments in load order: the group's records are a slice
+            lo_i = int(np.searchsorted(tseg, first, "left"))
+            hi_i = int(np.searchsorted(tseg, last, "right"))
+            if lo_i == hi_i:
+                continue
+            dest = slice(lo_i, hi_i)
+        else:
+            dest = np.flatnonzero((tseg >= first) & (tseg <= last))  # every segment there is in `used`
+            if not len(dest):
+                continue
+        gseg, grow = tseg[dest], row[a:b][dest]
+        at = row_base[gseg] + grow
+        inside = grow < nrows_of[np.searchsorted(used_at, gseg)]
+        lo = np.where(inside, begin[np.minimum(at, len(begin) - 1)], 0)
+        counts = np.where(inside, begin[np.minimum(at + 1, len(begin) - 1)] - lo, 0)
+        _scatter(out[i], n, dest, lo, counts, all_codes, all_values, key_of)
 
 
 def _scatter(
@@ -191,6 +240,11 @@ def bad_checksums(pieces: Sequence[bytes], expected: np.ndarray) -> np.ndarray:
     return np.flatnonzero(found != expected)
 
 
+def _increasing(steps: np.ndarray) -> bool:
+    """Are `steps` strictly increasing?"""
+    return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
+
+
 class TensorColumns:
     """One tensor's records over steps: for each global step that has one, the first worker's
     record (by worker name, as reads do). `steps` is sorted; `statistic(key)` and `has_raw`
@@ -208,12 +262,21 @@ class TensorColumns:
         self._worker = _EMPTY_I
         self._raw = np.zeros(0, dtype=bool)
         self._stats: dict[str, np.ndarray] = {}
-        self._pick: np.ndarray = _EMPTY_I  # load-order position of each entry of `steps`
+        self._picked: np.ndarray | None = None  # `_pick`, where it is not every position in order
+        self._identity = True  # `_pick` is every position in order (the columns need no gather)
         self._cache: dict[str, np.ndarray] = {}
         self._positions: dict[int, int] | None = None  # step -> index into `steps`
         self._layouts: tuple[np.ndarray, np.ndarray] | None = None  # per load-order record
         self._shapes: list[tuple[int, ...]] = []  # per load-order record, grown
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    @property
+    def _pick(self) -> np.ndarray:
+        """The load-order position of each entry of `steps` (made when asked where it is every
+        position in order: 8 MB per 10^6 records not held)."""
+        if self._picked is None:
+            return np.arange(len(self.steps), dtype=np.int64)
+        return self._picked
 
     def statistic(self, key: str) -> np.ndarray | None:
         """The saved scalar statistic `key` at each of `steps` (NaN where that record has none);
@@ -224,18 +287,18 @@ class TensorColumns:
             return found
         col = self._stats.get(key)
         if col is not None:
-            found = col[self._pick]
+            found = col if self._identity else col[self._pick]
             if key in ("variance", "std"):
                 other = self._stats.get("std" if key == "variance" else "variance")
                 if other is not None:
-                    alt = other[self._pick]
+                    alt = other if self._identity else other[self._pick]
                     alt = alt * alt if key == "variance" else np.sqrt(alt)
                     found = np.where(np.isnan(found), alt, found)
         elif key in ("variance", "std"):
             other = self._stats.get("std" if key == "variance" else "variance")
             if other is None:
                 return None
-            alt = other[self._pick]
+            alt = other if self._identity else other[self._pick]
             found = alt * alt if key == "variance" else np.sqrt(alt)
         else:
             return None
@@ -255,7 +318,7 @@ class TensorColumns:
 
     def position(self, i: int) -> int:
         """The position in `Trial.records(name)` of the record at `steps[i]`."""
-        return int(self._pick[i])
+        return i if self._identity else int(self._pick[i])
 
     def value(self, key: str, step: int) -> float:
         """The saved scalar statistic `key` at one global step; NaN when it has none there (or
@@ -320,10 +383,14 @@ class TensorColumns:
         if n == self._n:
             return False
         start = self._n
-        self._step = np.concatenate([self._step, records.step[start:]])
-        self._mode = np.concatenate([self._mode, records.mode[start:]])
-        self._worker = np.concatenate([self._worker, records.worker[start:]])
-        self._raw = np.concatenate([self._raw, records.has_raw[start:]])
+        if start:
+            self._step = np.concatenate([self._step, records.step[start:]])
+            self._mode = np.concatenate([self._mode, records.mode[start:]])
+            self._worker = np.concatenate([self._worker, records.worker[start:]])
+            self._raw = np.concatenate([self._raw, records.has_raw[start:]])
+        else:  # the index's own read-only columns (they only grow): no copy
+            self._step, self._mode = records.step, records.mode
+            self._worker, self._raw = records.worker, records.has_raw
         # a vector statistic's records (`stats/...`) carry no scalar statistics of their own
         if new is None:
             new = {} if self.name.startswith(STATS_PREFIX) else trial.statistic_columns(self.name, start)
@@ -331,6 +398,9 @@ class TensorColumns:
         for key in set(self._stats) | set(new):
             old = self._stats.get(key)
             add = new.get(key)
+            if old is None and add is not None and not start and len(add) == n:
+                grown[key] = add  # the decoded column itself (a run read whole: no copy)
+                continue
             grown[key] = np.concatenate(
                 [
                     np.full(start, np.nan) if old is None else old,
@@ -339,19 +409,27 @@ class TensorColumns:
             )
         self._stats = grown
         self._n = n
-        workers = records.workers
-        if len(set(self._worker.tolist())) <= 1:
-            order = np.argsort(self._step, kind="stable")
-        else:  # several workers: per step, the first by worker name
-            rank = np.argsort(np.argsort(np.asarray(workers, dtype=object)))
-            order = np.lexsort((rank[self._worker], self._step))
-        steps = self._step[order]
-        keep = np.ones(len(order), dtype=bool)
-        keep[1:] = steps[1:] != steps[:-1]
-        self._pick = order[keep]
-        self.steps = steps[keep]
-        self.mode = self._mode[self._pick]
-        self.has_raw = self._raw[self._pick]
+        step = self._step
+        if _increasing(step):
+            # each step once, in order (a run written by one process): every record is picked
+            # (of any worker: one record a step), and the columns are their own step-aligned views
+            self._picked = None
+            self._identity = True
+            self.steps, self.mode, self.has_raw = step, self._mode, self._raw
+        else:
+            if len(set(self._worker.tolist())) <= 1:
+                order = np.argsort(step, kind="stable")
+            else:  # several workers: per step, the first by worker name
+                rank = np.argsort(np.argsort(np.asarray(records.workers, dtype=object)))
+                order = np.lexsort((rank[self._worker], step))
+            steps = step[order]
+            keep = np.ones(len(order), dtype=bool)
+            keep[1:] = steps[1:] != steps[:-1]
+            self._picked = order[keep]
+            self._identity = False
+            self.steps = steps[keep]
+            self.mode = self._mode[self._picked]
+            self.has_raw = self._raw[self._picked]
         self._cache.clear()
         self._positions = None
         self._vectors.clear()
@@ -366,6 +444,21 @@ class Columns:
         self.trial = trial
         self._tensors: dict[str, TensorColumns] = {}
         self._seen: dict[str, int] = {}  # tensor -> the trial's loaded_records when last grown
+
+    @classmethod
+    def of(cls, trial: Trial) -> Columns:
+        """The trial's columns, shared by every reader of it (the rules' views, the skipped
+        rules' report): decoded once per trial, not once per reader (each decoding of a
+        10^6-step run's statistics took seconds and hundreds of MB). A new set when the trial
+        started over on a replaced run."""
+        index = getattr(trial, "_index", None)
+        found = getattr(trial, "_shared_columns", None)
+        if found is not None and found[0] is index:
+            return found[1]
+        columns = cls(trial)
+        with contextlib.suppress(AttributeError):  # a trial that takes no attributes: one per reader
+            trial._shared_columns = (index, columns)  # type: ignore[attr-defined]
+        return columns
 
     def tensor(self, name: str) -> TensorColumns | None:
         """The columns of a recorded tensor; None for a name the trial does not know."""
@@ -435,7 +528,7 @@ class Columns:
                 return cols._vectors[key]
         found = None
         if bool(cols.has_raw.all()):
-            first = self.trial.records(name)[int(cols._pick[0])]
+            first = self.trial.records(name)[cols.position(0)]
             if int(np.prod(first.shape)) <= max_elements:
                 try:
                     stacked = self.trial.stacked(name, cols._pick)
@@ -475,7 +568,7 @@ class Columns:
         at = cols.at(steps)
         if (at < 0).any() or not bool(cols.has_raw[at].all()):
             return None
-        positions = cols._pick[at]
+        positions = at if cols._identity else cols._pick[at]
         if int(np.prod(self.trial.records(name)[int(positions[0])].shape)) > max_elements:
             return None
         try:
