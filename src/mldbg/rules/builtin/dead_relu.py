@@ -266,8 +266,10 @@ class DeadRelu(Rule):
             first = self._first.setdefault(layer, dead.copy())
             if first.shape != dead.shape:
                 first = self._first[layer] = dead.copy()  # the layer changed shape: its window started over
-            blown = self._blowup.upto(trial, step) is not None
-            if self._reportable(dead, first, blown)[0] and not self._few_inputs(trial, name, win.steps):
+            after_blowup = self._blowup.upto(trial, step) is not None
+            if self._reportable(dead, first, after_blowup)[0] and not self._few_inputs(
+                trial, name, win.steps
+            ):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
             elif share <= self.threshold_layer:
                 self._alive.add(layer)
