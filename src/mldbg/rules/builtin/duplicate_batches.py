@@ -249,12 +249,14 @@ class DuplicateBatches(Rule):
         trial: TrialView, last: tuple[int, int, tuple[int, ...]], now: tuple[int, int, tuple[int, ...]]
     ) -> bool:
         """`now` (step, mode step, batch) reads the batch of the training step just before it,
-        `last`, in which no optimizer stepped: a second pass of one optimizer step (SAM, a
-        gradient penalty, R-Drop), where the run records its optimizers' steps."""
+        `last`, in which no optimizer stepped while one stepped in `now`: a second pass of one
+        optimizer step (SAM, a gradient penalty, R-Drop). Known where the PyTorch hook recorded
+        `learning_rate/<model>` at `now` (a statistics step whose optimizer stepped); else
+        unknown, and judged as a batch drawn again."""
         if now[1] != last[1] + 1 or now[2] != last[2]:
             return False
-        if not trial.names(None, regex="^learning_rate/"):
-            return False  # no optimizer step recorded anywhere: unknown
+        if not trial.names(None, regex="^learning_rate/", step=now[0]):
+            return False  # no optimizer step recorded at the second pass: unknown
         return not trial.names(None, regex="^learning_rate/", step=last[0])
 
     def _chance(self, repeats: int, n: int, before: int, distinct: int) -> float:
