@@ -77,13 +77,14 @@ def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("dead_at_start", "killed", "fires"), [(29, 8, False), (29, 24, True), (40, 0, True)]
+    ("dead_at_start", "killed", "fires"), [(29, 8, False), (29, 24, False), (29, 30, True), (40, 0, True)]
 )
 def test_units_never_alive_are_not_units_killed(tmp_path, dead_at_start, killed, fires):
     """Of 64 units, `dead_at_start` never fire on this data (a bias far below any input) and
-    `killed` more die at step 5 (their bias pushed under as a too large update would): 29 + 8
-    is 58% dead but a fifth of the live units lost, quiet; 29 + 24 loses most of them; 40
-    dead from the start is the init's doing."""
+    `killed` more die at step 5 (their bias pushed under, no weight blown up): 29 + 8 is 58%
+    dead but a fifth of the live units lost, quiet; 29 + 24 loses most of them but 17% of
+    the layer still passes its signal and no update blew up (quiet); 29 + 30 leaves 5 of 64
+    alive, the layer passes almost nothing; 40 dead from the start is the init's doing."""
     import torch
     from torch import nn
 
@@ -113,3 +114,49 @@ def test_units_never_alive_are_not_units_killed(tmp_path, dead_at_start, killed,
 
     runner = RuleRunner(mldbg.create_trial(str(tmp_path)), ["dead_relu"], columns=False)
     assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]
+
+
+def test_half_the_units_dying_in_healthy_training_is_quiet(tmp_path):
+    """The class of healthy training the blind corpus alarmed on (a VGG under MixUp, N-BEATS, a
+    VQ-VAE decoder): Adam at 1e-2 fits a regression on inputs in [0, 1] (no centering, as
+    uint8 images scaled), and the second ReLU layer ends with about two thirds of its units
+    silent on the data, while the fit explains most of the target's variance. Units dying in
+    training without a blown-up update, the layer still passing its live units' signal: quiet.
+    The same layer all but dead (its units' biases pushed far under) is reported."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    def train(path, kill_at=None):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+        hook = Hook(str(path))
+        hook.register_module(model)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        w = torch.randn(16, 1)
+        for step in range(150):
+            if step == kill_at:
+                with torch.no_grad():
+                    model[2].bias[:62] = -100.0
+            x = torch.rand(64, 16)
+            loss = nn.functional.mse_loss(model(x), torch.sin(x @ w))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        hook.close()
+        with torch.no_grad():
+            x = torch.rand(2000, 16)
+            dead = (
+                ((model[3](model[2](model[1](model[0](x)))) > 0).float().mean(0) == 0).float().mean().item()
+            )
+            y = torch.sin(x @ w)
+            explained = 1 - nn.functional.mse_loss(model(x), y).item() / y.var().item()
+        return dead, explained
+
+    dead, explained = train(tmp_path / "healthy")
+    assert 0.5 < dead < 0.9 and explained > 0.8, (dead, explained)  # the class: half dead, a good fit
+    assert not mldbg.check(str(tmp_path / "healthy"), rules=["dead_relu"])
+    train(tmp_path / "killed", kill_at=8)
+    found = mldbg.check(str(tmp_path / "killed"), rules=["dead_relu"])
+    assert found and "alive at first" in found[0].message, [str(f) for f in found]

@@ -57,3 +57,52 @@ def test_a_training_set_smaller_than_the_evaluation_reads_as_a_fixed_batch(run):
     found = mldbg.check(run("tiny_train_set"), rules=["duplicate_batches"])
     assert len(found) == 1 and "same 16 samples" in found[0].message, found
     assert "Full-batch training on purpose" in found[0].suggestion
+
+
+@pytest.mark.parametrize("passes", ["sam", "served-twice"])
+def test_two_passes_of_one_optimizer_step_are_not_a_batch_drawn_twice(tmp_path, passes):
+    """SAM (Foret et al.): each optimizer step runs forward and backward on its batch twice,
+    the weights perturbed between (ASAM, a gradient penalty, R-Drop do the same); the hook
+    starts a step at the second forward. The same batch twice in a row with no optimizer step
+    between is one step's two passes: quiet. The loader that serves every batch twice, each
+    followed by its own optimizer step, is still caught; both paths agree."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 8), torch.randint(0, 3, (256,))
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(2):  # two epochs of 8 shuffled batches
+            for idx in torch.randperm(256).split(32):
+                xb, yb = x[idx], y[idx]
+                if passes == "sam":
+                    loss_fn(model(xb), yb).backward()
+                    with torch.no_grad():  # ascend to the worst point nearby (rho 0.05)
+                        norm = torch.sqrt(sum((p.grad**2).sum() for p in model.parameters()))
+                        eps = [0.05 * p.grad / (norm + 1e-12) for p in model.parameters()]
+                        for p, e in zip(model.parameters(), eps, strict=True):
+                            p.add_(e)
+                    opt.zero_grad()
+                    loss_fn(model(xb), yb).backward()
+                    with torch.no_grad():
+                        for p, e in zip(model.parameters(), eps, strict=True):
+                            p.sub_(e)
+                    opt.step()
+                    opt.zero_grad()
+                else:
+                    for _ in range(2):
+                        opt.zero_grad()
+                        loss_fn(model(xb), yb).backward()
+                        opt.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=["duplicate_batches"])
+    assert bool(found) == (passes == "served-twice"), [str(f) for f in found]
+    runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), ["duplicate_batches"], columns=False)
+    assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]

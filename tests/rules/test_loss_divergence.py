@@ -175,3 +175,55 @@ def test_quiet_on_a_gan_whose_generator_loss_climbs_tenfold(tmp_path):
     # generator's loss as saved, and as captured from its backward pass: `loss/backward1`)
     loose = mldbg.check(tmp_path / "run", rules=["loss_divergence:factor=5,onset=40,horizon=40"])
     assert "loss_g" in [t for f in loose for t in f.tensors]
+
+
+def test_an_actor_loss_that_starts_near_zero_is_judged_on_its_own_scale(tmp_path):
+    """An actor-critic (TD3's delayed policy updates on a one-step task whose rewards are
+    negative): the critic learns Q ~ -1, the actor's loss -Q(s, pi(s)) starts near 0 (a fresh
+    critic, DDPG's init of its last layer, outputs ~0) and climbs by a steady amount a step: tenfold its first value within 5 steps, but within a few
+    of its own moves of 0. Quiet; the critic's loss is an ordinary one."""
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    actor = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 1), nn.Tanh())
+    critic = nn.Sequential(nn.Linear(5, 32), nn.ReLU(), nn.Linear(32, 1))
+    for p in critic[2].parameters():  # DDPG's init of the critic's last layer
+        nn.init.uniform_(p, -3e-3, 3e-3)
+    opt_a = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=3e-3)
+    actor_losses = []
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(critic)
+        hook.register_module(actor)
+        for it in range(120):
+            s = torch.randn(64, 4)
+            a = (torch.rand(64, 1) * 2 - 1).requires_grad_(False)
+            r = -1.0 - (a - torch.tanh(s[:, :1])) ** 2  # rewards in [-5, -1]
+            critic_loss = nn.functional.mse_loss(critic(torch.cat([s, a], 1)), r)
+            opt_c.zero_grad()
+            critic_loss.backward()
+            opt_c.step()
+            if it % 3:
+                continue  # TD3's delayed policy update (every 3rd critic update here)
+            actor_loss = -critic(torch.cat([s, actor(s)], 1)).mean()
+            opt_a.zero_grad()
+            actor_loss.backward()
+            opt_a.step()
+            actor_losses.append(actor_loss.item())
+    assert abs(actor_losses[0]) < 0.05 and actor_losses[4] > 10 * abs(actor_losses[0]), actor_losses[:6]
+    assert not mldbg.check(str(tmp_path / "run"), rules=["loss_divergence"])
+
+
+def test_a_loss_that_doubles_at_every_step_still_diverges():
+    """The scale is the first value or the median move before the jump, whichever is larger:
+    a loss doubling at every step (an instability that multiplies) is 10.7x its median move at
+    its fifth value; a steady climb from near 0 stays within 5x of its moves."""
+    from mldbg.rules.builtin.loss_divergence import LossDivergence
+
+    rule = LossDivergence()
+    doubling = [2.3 * 2**k for k in range(8)]
+    assert rule._diverged(doubling, 8) == 5
+    steady = [0.024 + 0.05 * k for k in range(8)]
+    assert rule._diverged(steady, 8) is None

@@ -28,3 +28,55 @@ def test_quiet_on_the_healthy_twin(tmp_path):
 def test_threshold_is_a_parameter(tmp_path):
     run = train(tmp_path / "run", default_hook=True, optimizer="adam", steps=50, eval_every=None, spike_at=30)
     assert not mldbg.check(run.path, rules=["loss_spike:threshold=1000"])
+
+
+def test_quiet_on_cutmix_batches_whose_loss_is_heavy_tailed(tmp_path):
+    """CutMix (Yun et al. 2019) with probability 0.5: a patch of another sample pasted in, the
+    loss lam * CE(y_a) + (1 - lam) * CE(y_b), the registered criterion's first call (CE against
+    y_a alone) recorded. When lam is small that batch's recorded loss jumps several times its
+    level and is back at the next one: excursions of many robust sigmas in the first 20-40
+    values, before the run's tails can be estimated. Their next large one is noise, not a
+    spike; the corrupted batch of a smooth run (test_fires_at_the_corrupted_batch) still is."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    torch.manual_seed(3)
+    rng = np.random.default_rng(3)
+    centers = torch.randn(5, 1, 8, 8) * 2.0
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(32, 5)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    criterion = nn.CrossEntropyLoss()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    recorded = []
+    for _ in range(120):
+        y = torch.randint(0, 5, (32,))
+        x = centers[y] + torch.randn(32, 1, 8, 8)
+        if rng.random() < 0.5:
+            lam = rng.beta(1.0, 1.0)
+            side = int(round(8 * (1 - lam) ** 0.5))
+            r0, c0 = rng.integers(0, 8 - side + 1, 2)
+            perm = torch.randperm(32)
+            x[:, :, r0 : r0 + side, c0 : c0 + side] = x[perm, :, r0 : r0 + side, c0 : c0 + side]
+            lam = 1 - side * side / 64
+            out = model(x)
+            first = criterion(out, y)
+            loss = first * lam + criterion(out, y[perm]) * (1 - lam)
+        else:
+            out = model(x)
+            first = loss = criterion(out, y)
+        recorded.append(first.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    late = np.array(recorded[20:])
+    assert (late > 4 * np.median(late)).sum() >= 3  # heavy-tailed: several batches 4x the level
+    found = mldbg.check(str(tmp_path), rules=["loss_spike"])
+    assert not found, [str(f) for f in found]

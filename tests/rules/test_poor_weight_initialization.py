@@ -235,3 +235,72 @@ def test_quiet_on_lora_factors_a_temperature_and_an_ema_codebook(tmp_path):
     hook.close()
     found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
     assert not found, [str(f) for f in found]
+
+
+class _Sine(__import__("torch").nn.Module):
+    """A SIREN layer (Sitzmann et al. 2020): sin(omega_0 * (W x + b)), W ~ U(+-sqrt(6 / n) / omega_0)."""
+
+    def __init__(self, n_in: int, n_out: int, first: bool = False, omega: float = 30.0):
+        import torch
+
+        super().__init__()
+        self.omega, self.linear = omega, torch.nn.Linear(n_in, n_out)
+        bound = 1 / n_in if first else (6 / n_in) ** 0.5 / omega
+        torch.nn.init.uniform_(self.linear.weight, -bound, bound)
+
+    def forward(self, x):
+        import torch
+
+        return torch.sin(self.omega * self.linear(x))
+
+
+@pytest.mark.parametrize("kind", ["siren", "raw-state-actor"])
+def test_layers_whose_variance_means_something_else_are_not_judged(tmp_path, kind):
+    """Two healthy kinds the gains and variances misread. A SIREN fitting an image: its hidden
+    layers scale the variance by ~0.002 by design (omega_0 = 30 multiplies it back inside a
+    sine the hook does not see). A TD3-style actor (default init) fed raw states, one feature
+    of variance ~20: the first ReLU's input has a variance 100x and more above the output
+    Tanh's, yet every weight's gain is PyTorch's 1/3. Both quiet; the tiny init (std 1e-5) of
+    the defect tables is still reported (test_fires_on_defect and the tables)."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    if kind == "siren":
+        model = nn.Sequential(
+            _Sine(2, 64, first=True), _Sine(64, 64), _Sine(64, 64), _Sine(64, 64), nn.Linear(64, 1)
+        )
+        nn.init.uniform_(model[4].weight, -((6 / 64) ** 0.5) / 30, (6 / 64) ** 0.5 / 30)  # the paper's head
+        g = torch.linspace(-1, 1, 16)
+        x = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+        y = (torch.sin(3 * x[:, :1]) * torch.cos(2 * x[:, 1:])).reshape(-1, 1)
+        lr = 1e-4
+    else:
+        model = nn.Sequential(
+            nn.Linear(3, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 1), nn.Tanh()
+        )
+        angle = torch.rand(100) * 6.28
+        x = torch.stack([torch.cos(angle), torch.sin(angle), torch.randn(100)], 1)  # raw pendulum states
+        y = torch.tanh(-0.3 * x[:, 2:] - x[:, :1])
+        lr = 3e-4
+    if kind == "raw-state-actor":  # at init, what the rule judges
+        with torch.no_grad():
+            first, last = model[0](x).var().item(), model[:5](x).var().item()
+        assert first / last > 100, (first, last)  # over 10x per layer across the 3 activations
+        assert model[0].weight.var().item() * 3 > 0.1  # PyTorch's default init: a gain of 1/3
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    losses = []
+    for _ in range(30):
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    hook.close()
+    assert losses[-1] < losses[0]
+    found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
+    assert not found, [str(f) for f in found]

@@ -115,3 +115,54 @@ def test_a_validation_after_the_warmup_is_caught_at_once(tmp_path, bug, set_mode
     assert found, "missed"
     assert resumed <= found[0].step <= resumed + 20, found[0]
     assert_explains(found[0])
+
+
+@pytest.mark.parametrize("bug", [False, True], ids=["bn-frozen-on-purpose", "eval-left-on"])
+def test_batchnorm_frozen_on_purpose_is_not_eval_left_on(tmp_path, bug):
+    """BatchNorm statistics frozen on purpose (QAT's freeze_bn_stats, a detector fine-tuned with
+    frozen BN: `model.train(); model.apply(set_bn_eval)`) leave every BatchNorm in eval while
+    the model itself trains: healthy. The bug, `model.eval()` never undone behind
+    `hook.set_mode(TRAIN)`, turns the model's own flag off too, with the same modules' flags."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    def set_bn_eval(m: nn.Module) -> None:
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
+    )  # fmt: skip
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for epoch in range(4):
+            hook.set_mode(mldbg.Mode.TRAIN)
+            if bug and epoch:
+                pass  # model.train() forgotten after the validation
+            else:
+                model.train()
+            if epoch >= 1:
+                model.apply(set_bn_eval)  # BN statistics frozen from the second epoch on
+            for _ in range(8):
+                x = torch.randn(16, 1, 8, 8)
+                opt.zero_grad()
+                loss_fn(model(x), (x.mean((1, 2, 3)) > 0).long()).backward()
+                opt.step()
+            model.eval()
+            hook.set_mode(mldbg.Mode.EVAL)
+            with torch.no_grad():
+                model(torch.randn(16, 1, 8, 8))
+    found = mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
+    assert bool(found) == bug, [str(f) for f in found]
+    from mldbg.rules.runner import RuleRunner
+
+    runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), ["train_in_eval_mode"], columns=False)
+    assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]

@@ -361,7 +361,7 @@ class Hook(StepEnds, Adapter):
             self._sharded.parameters(m.params)
         self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix)
+            self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix, module.training)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:

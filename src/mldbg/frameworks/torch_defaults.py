@@ -35,7 +35,9 @@ Per tensor (names as in API.md), at statistics steps:
 - `module_training/dropout` and `module_training/norm`: one uint8 per Dropout (p > 0) or
   BatchNorm / InstanceNorm module with trainable parameters around it (its own, or its
   parent's: a frozen backbone put in eval on purpose is left out), 1 while it is in training
-  mode, with `sum` and `count` (`train_in_eval_mode`, `nondeterministic_eval`);
+  mode, with `sum` and `count` (`train_in_eval_mode`, `nondeterministic_eval`); and
+  `module_training/model`, the registered model's own flag (`train_in_eval_mode`: BatchNorm
+  frozen on purpose leaves the model in training mode, a forgotten `model.eval()` does not);
 - `optimizer_step` (`sum` 1) at an EVAL or PREDICT step in which an optimizer of the model
   stepped: the hook follows `model.training`, so training left in `model.eval()` shows there.
 
@@ -304,9 +306,11 @@ class StepStatistics:
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]],
         args: tuple[object, ...],
         prefix: str = "",
+        root_training: bool | None = None,
     ) -> None:
         """A registered model's forward begins: its parameters (TRAIN), inputs, modules' modes
-        (`prefix`: the model's name prefix, for the second and later models of a hook)."""
+        (`prefix`: the model's name prefix, for the second and later models of a hook;
+        `root_training`: the model's own `training` flag, `module_training/model`)."""
         full, fp = self.due(), self.fingerprints_due()
         train = self.recorder.mode == Mode.TRAIN
         if train and not full and not self._param_names(params) <= self._thawed:
@@ -329,13 +333,20 @@ class StepStatistics:
             kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
             self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
         if full:
+            judged = False
             for kind, members in self._modules:
                 # a module whose parameters (or its parent's) are all frozen may sit in eval mode
                 # on purpose (a frozen backbone, a linear probe): it is left out
                 flags = [m.training for m, ctx in members if any(p.requires_grad for p in ctx)]
                 if flags:
+                    judged = True
                     tensor = torch.tensor(flags, dtype=torch.uint8)
                     self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
+            if judged and root_training is not None:
+                # the model's own flag: a forgotten model.eval() turns it off, a part frozen on
+                # purpose (BatchNorm statistics in QAT, a detector's frozen BN) leaves it on
+                flag = torch.tensor([root_training], dtype=torch.uint8)
+                self.add_kinds("module_training/model", flag, ("sum", "count"), ())
 
     def _param_names(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> frozenset[str]:
         """The names of a model's `params` (the hook's list of them, which lives as long as it)."""

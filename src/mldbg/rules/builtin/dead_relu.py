@@ -62,9 +62,21 @@ class DeadRelu(Rule):
     barely vary, a near-constant feature: some units sit on one side of 0 for every sample):
     a layer more than `threshold_layer` % dead is reported when its first window was too (the
     init), or when more than `threshold_layer` % of the units alive in its first window died
-    since (training killed them). A layer 40% dead from the start that drifts to 55% (an
-    N-BEATS stack on windows divided by their level) has lost a quarter of its live units,
-    not most of them.
+    since AND the run shows why (training killed them). A layer 40% dead from the start that
+    drifts to 55% (an N-BEATS stack on windows divided by their level) has lost a quarter of
+    its live units, not most of them.
+
+    Units that die during training are no defect by themselves: a healthy ReLU net trained by
+    SGD or Adam often ends with half the units of some layer silent on its data (a VGG's
+    last conv under MixUp 55%, an N-BEATS block 67%, a VQ-VAE decoder whose codes change
+    at the first update 53%: all healthy), and the layer still passes what its live units
+    carry. Units killed in training are a defect only where they hurt, or where their cause
+    is in the run's evidence:
+    - an update blew a weight up before (`weight_update_ratio.BLOWN`): the learning rate
+      killed them; reported at `threshold_layer` % as before, with that update named;
+    - else the layer is (nearly) all dead, more than `threshold_collapse` % of its units
+      (90: it passes almost nothing, whatever killed them).
+    Between the two, a layer that lost half its units without an event is quiet.
     """
 
     needs = ("relu_activations",)
@@ -75,6 +87,7 @@ class DeadRelu(Rule):
     reads = {"relu_activations": ("unit_active", "samples")}
     threshold_inactivity: float = 1.0
     threshold_layer: float = 50.0
+    threshold_collapse: float = 90.0  # % of a layer dead, killed in training without a blown-up update
     patience: int = 3
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -125,15 +138,19 @@ class DeadRelu(Rule):
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
 
-    def _reportable(self, dead: np.ndarray, first: np.ndarray) -> np.ndarray:
+    def _reportable(
+        self, dead: np.ndarray, first: np.ndarray, blown: np.ndarray | bool = False
+    ) -> np.ndarray:
         """Per row of `dead` (windows x units): the layer is dead beyond the threshold, and was
-        from its first window (`first`) or lost most of the units alive there."""
+        from its first window (`first`), or lost most of the units alive there after a blown-up
+        update (`blown`, per row), or lost nearly all of its units (`threshold_collapse`)."""
         dead = np.atleast_2d(dead)
         t = self.threshold_layer / 100
         share = dead.mean(axis=1)
         alive_first = ~first
         killed = (dead & alive_first).sum(axis=1) / max(1, int(alive_first.sum()))
-        return (share > t) & ((first.mean() > t) | (killed > t))
+        died = (killed > t) & (np.asarray(blown) | (share > self.threshold_collapse / 100))
+        return (share > t) & ((first.mean() > t) | died)
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` at which no layer's window is dead, from the saved
@@ -201,7 +218,9 @@ class DeadRelu(Rule):
             if first is None and first_row is not None:
                 first = dead[first_row]
             if layer not in self._fired and first is not None:
-                interesting[rows[full & self._reportable(dead, first)]] = True
+                blown = self._blowup.upto(trial, int(steps[rows[-1]]))
+                after = np.zeros(len(rows), dtype=bool) if blown is None else steps[rows] >= blown[0]
+                interesting[rows[full & self._reportable(dead, first, after)]] = True
             adds.append((layer, rows, counts, samples[rows], full & (share <= self.threshold_layer)))
             if first_row is not None:
                 firsts.append((layer, int(rows[first_row]), dead[first_row]))
@@ -247,7 +266,10 @@ class DeadRelu(Rule):
             first = self._first.setdefault(layer, dead.copy())
             if first.shape != dead.shape:
                 first = self._first[layer] = dead.copy()  # the layer changed shape: its window started over
-            if self._reportable(dead, first)[0] and not self._few_inputs(trial, name, win.steps):
+            after_blowup = self._blowup.upto(trial, step) is not None
+            if self._reportable(dead, first, after_blowup)[0] and not self._few_inputs(
+                trial, name, win.steps
+            ):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))
             elif share <= self.threshold_layer:
                 self._alive.add(layer)

@@ -38,7 +38,13 @@ class DuplicateBatches(Rule):
       P(Bin(n, p) >= repeats) below `budget` / (j (j + 1)) at the j-th such test (alpha
       spending: at most `budget` per run). A batch served twice in a row repeats 32 of 32 at
       p = 1/2 (2e-10); a language model's random windows of a short corpus repeat 4 of 4
-      rows at p = 0.35-0.9 (0.01-0.7). With `dataset_size` given, a batch
+      rows at p = 0.35-0.9 (0.01-0.7). A batch that is the previous training step's batch
+      again, where that step stepped no optimizer, is the second pass of one optimizer step
+      (SAM and ASAM ascend on the batch and descend on it again, a gradient penalty or R-Drop
+      runs a second forward and backward; the hook starts a step at a forward after a
+      backward): not a sample drawn again, so neither a repeat nor evidence. The PyTorch hook
+      records `learning_rate/<model>` at each statistics step in which an optimizer stepped;
+      where no step of the run has one, a batch served twice is judged as before. With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
     - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
@@ -76,6 +82,7 @@ class DuplicateBatches(Rule):
         )
         self._fixed_broken = False  # a training batch differed from the first one
         self._eval_seen: set[int] = set()  # distinct samples of the evaluation
+        self._last: tuple[int, int, tuple[int, ...]] | None = None  # (step, mode step, batch) read last
 
     def check(self, trial: TrialView, step: int) -> list[Finding] | None:
         if trial.mode(step) != Mode.TRAIN:
@@ -158,6 +165,18 @@ class DuplicateBatches(Rule):
             rows, sizes = rows[keep], sizes[keep]
         if not len(rows):
             return cut
+        # a batch that is the one just before it again (a second pass of one optimizer step, or
+        # a batch served twice): check() tells them apart
+        again = np.zeros(len(rows), dtype=bool)
+        ms, bounds = mode_steps[rows], np.concatenate([[0], np.cumsum(sizes)])
+        for i in range(len(rows)):
+            prev = self._last[1:] if i == 0 and self._last is not None else None
+            if i:
+                prev = (int(ms[i - 1]), tuple(flat[bounds[i - 1] : bounds[i]].tolist()))
+            if prev is not None and int(ms[i]) == prev[0] + 1 and sizes[i] == len(prev[1]):
+                again[i] = prev[1] == tuple(flat[bounds[i] : bounds[i + 1]].tolist())
+        if again.any():
+            cut = min(cut, int(rows[int(np.argmax(again))]))
         seen = np.fromiter(self._seen, dtype=np.int64, count=len(self._seen))
         # each distinct fingerprint's first position (no stable sort of all of them), and
         # which were seen before, both per distinct value
@@ -189,6 +208,11 @@ class DuplicateBatches(Rule):
         if len(take):
             self._follow(mode_steps[rows[take]])
             last = int(take[-1])
+            self._last = (
+                int(steps[rows[last]]),
+                int(mode_steps[rows[last]]),
+                tuple(flat[bounds[last] : bounds[last + 1]].tolist()),
+            )
             self._seen.update(distinct[at < bounds[last + 1]].tolist())  # those drawn before the cut
             self._drawn = int(drawn[last] + sizes[last])
         return cut
@@ -220,6 +244,21 @@ class DuplicateBatches(Rule):
             self._complete = bool((mode_steps == expected).all())
             self._next = int(mode_steps[-1]) + 1
 
+    @staticmethod
+    def _second_pass(
+        trial: TrialView, last: tuple[int, int, tuple[int, ...]], now: tuple[int, int, tuple[int, ...]]
+    ) -> bool:
+        """`now` (step, mode step, batch) reads the batch of the training step just before it,
+        `last`, in which no optimizer stepped while one stepped in `now`: a second pass of one
+        optimizer step (SAM, a gradient penalty, R-Drop). Known where the PyTorch hook recorded
+        `learning_rate/<model>` at `now` (a statistics step whose optimizer stepped); else
+        unknown, and judged as a batch drawn again."""
+        if now[1] != last[1] + 1 or now[2] != last[2]:
+            return False
+        if not trial.names(None, regex="^learning_rate/", step=now[0]):
+            return False  # no optimizer step recorded at the second pass: unknown
+        return not trial.names(None, regex="^learning_rate/", step=last[0])
+
     def _chance(self, repeats: int, n: int, before: int, distinct: int) -> float:
         """P(Bin(n, before / distinct) >= repeats): the chance that random draws from a data
         set of at least `distinct` samples repeat `repeats` of `n` from `before` seen."""
@@ -247,6 +286,9 @@ class DuplicateBatches(Rule):
                 self._fixed = (now, 1 + (0 if self._fixed is None else self._fixed[1]))
             else:
                 self._fixed_broken, self._eval_seen = True, set()
+        last, self._last = self._last, (step, trial.mode_step(step), tuple(batch))
+        if last is not None and self._second_pass(trial, last, self._last):
+            return None
         drawn = max(self._drawn, trial.mode_step(step) * n)  # samples drawn before this batch
         self._drawn = drawn + n
         repeats = 0

@@ -35,6 +35,17 @@ class LossDivergence(LossSeriesRule):
     value is 0 or less, or that took a negative value, is a signed objective (a policy
     gradient's surrogate), not a loss that can diverge upward: it is not judged. NaN and inf
     are `exploding_tensor`'s; each TRAIN series is judged on its own.
+
+    "x its first value" is scale-aware: a ratio to a value near 0 says nothing. The loss's
+    own scale at a value k is its first value, or, where the series already moved by more
+    than that per step before k, the median of those moves (|v_i - v_i-1|, i < k): the bars
+    are `factor` and `hold_factor` x that scale. A signed objective that starts near 0 and
+    drifts as the model learns (an actor's -Q in TD3/DDPG: 0.024, 0.083, 0.12, 0.18, 0.23,
+    0.28, a steady 0.05 a step) is 11.8x its first value at its fifth step, and 5x its own
+    scale: quiet. A divergence leaves its scale at once: 1.1 -> 125,000 (the first value is
+    the untrained model's loss, no moves before it), 7.2 -> 18.9 -> 867 (46x the one move
+    before it), or doubles at every step (2.3, 4.6, 9.2, 18.4, 36.8, 74: 10.7x the median
+    move at the fifth).
     """
 
     factor: float = 10.0
@@ -64,15 +75,31 @@ class LossDivergence(LossSeriesRule):
         start = values[0]
         if not (math.isfinite(start) and start > 0):
             return None
-        bar = self.factor * start
-        last = values[n - persist : n]
-        if not all(math.isfinite(v) and v > self.hold_factor * start for v in last):
-            return None
         head = values[:n]
         if any(v < 0 for v in head if math.isfinite(v)):  # a signed objective
             return None
-        above = next((i for i, v in enumerate(head) if i > 0 and math.isfinite(v) and v > bar), None)
-        return above if above is not None and above <= self.onset else None
+        above = next(
+            (
+                i
+                for i in range(1, min(n, self.onset + 1))
+                if math.isfinite(head[i]) and head[i] > self.factor * self._scale(head, i)
+            ),
+            None,
+        )
+        if above is None:
+            return None
+        hold = self.hold_factor * self._scale(head, above)
+        last = values[n - persist : n]
+        return above if all(math.isfinite(v) and v > hold for v in last) else None
+
+    @staticmethod
+    def _scale(values: Sequence[float], k: int) -> float:
+        """The loss's own scale before its `k`-th value: its first value, or the median of its
+        moves before k where that is larger (a series that starts near 0 and moves steadily)."""
+        moves = [
+            abs(values[i] - values[i - 1]) for i in range(1, k) if math.isfinite(values[i] - values[i - 1])
+        ]
+        return max(values[0], median(moves)) if moves else values[0]
 
     def _may_fire(self, name: str, values: Sequence[float], lengths: np.ndarray) -> np.ndarray:
         """The fast path's screen: `_diverged` at each length (only the first `horizon`
@@ -95,11 +122,17 @@ class LossDivergence(LossSeriesRule):
             return []
         start, jump = values[0], values[above]
         recent = median(values[max(0, n - self.persist) : n])
+        scale = self._scale(values, above)
+        of = (
+            "its first value"
+            if scale == start
+            else f"its scale before the jump ({scale:.4g}, its moves per step)"
+        )
         return [
             self.finding(
                 trial, steps[-1],
                 f"{name} (TRAIN) diverged at once: {start:.4g} at step {steps[0]}, {jump:.4g} at step "
-                f"{steps[above]} ({jump / start:.3g}x), and it stays above {self.hold_factor:g}x its first value "
+                f"{steps[above]} ({jump / start:.3g}x), and it stays above {self.hold_factor:g}x {of} "
                 f"(median {recent:.4g} over the last {min(n, self.persist)} saved values, to step {steps[-1]}): "
                 "the first updates threw the model far from where it started",
                 tensors=[name],

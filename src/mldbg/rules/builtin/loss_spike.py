@@ -18,6 +18,24 @@ from mldbg.rules.view import TrialView
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
 _BLOCK = 50  # the run's noise model is estimated again every this many values
 _HISTORY = 1000  # ... from at most this many values before
+# the Student-t degrees of freedom the window's own excursions are weighed against, lightest first
+_TAILS = (math.inf, 30.0, 10.0, 6.0, 4.0, 3.0, 2.0, 1.5, 1.0)
+_RARE = 0.05  # a window's largest excursion beyond the max of its size at this chance: tails heavier
+
+
+def window_nu(excursions: Sequence[float]) -> float:
+    """The lightest Student-t tail (degrees of freedom) under which the largest of the window's
+    own excursions (each value's jump over the median of the 5 before it, in robust sigmas)
+    is not a rare maximum for as many draws (beyond it with chance `_RARE`): normal noise when
+    they are all modest, heavier as they grow (20 draws, largest 7.2: 2)."""
+    m = len(excursions)
+    top = max(excursions, default=0.0)
+    if m < 1 or top <= 0:
+        return math.inf
+    for nu in _TAILS:
+        if detect.quantile(_RARE / m, nu) >= top:
+            return nu
+    return _TAILS[-1]
 
 
 @register
@@ -35,6 +53,17 @@ class LossSpike(LossSeriesRule):
     under the tails the run shows (Student-t, `detect.quantile`): about 6 for normal noise,
     so `threshold` (20) decides there, and hundreds for Student-t batch noise with 3 degrees
     of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise.
+
+    The run's tails need 100 values; before, the window's own values say how heavy they are:
+    each earlier value of the window is the same statistic (its jump over the median of the 5
+    before it, in the same robust sigmas), so the largest of them is the largest of m draws
+    of the noise. The tail is taken as the lightest Student-t (normal, 30, 10, ... 1 degrees
+    of freedom) under which that largest one is not beyond the maximum of m draws at 5%
+    (`window_nu`). A series whose window holds only modest excursions (a corrupted batch in
+    a smooth loss: the largest earlier one 1.4 sigmas) keeps normal tails and the bar of 20;
+    CutMix/MixUp or hard-example batches, whose losses against one of the mixed labels jump
+    6-7 sigmas and back within the window, have tails of ~2 degrees of freedom, and their
+    next 22-sigma batch is noise, not a spike (the bar at step 37: ~390).
 
     One bad batch (corrupted samples, wrong labels, extreme inputs), a learning rate too
     high for the current curvature, or the first step of a divergence: a spike is where a
@@ -105,7 +134,16 @@ class LossSpike(LossSeriesRule):
             and jump > 0.1 * abs(start)
         ):
             return None
-        scale, nu, count = near, math.inf, len(recent)
+        # the window's own excursions, the same statistic as this value's: with few values no
+        # tail can be estimated, and normal tails are not assumed where they already show
+        # otherwise (CutMix's mixed-label batches: excursions of 6-7 sigmas among 20 values)
+        lo = max(5, n - 1 - self.window)
+        excursions = [
+            (values[i] - median(values[i - 5 : i])) / near
+            for i in range(lo, n - 1)
+            if math.isfinite(values[i])
+        ]
+        scale, nu, count = near, window_nu(excursions), len(recent)
         j = (n - 1) // _BLOCK * _BLOCK
         if j >= _BLOCK:
             far = self._models.get((key, j))
@@ -114,7 +152,7 @@ class LossSpike(LossSeriesRule):
                     np.asarray(values[max(0, j - _HISTORY) : j], dtype=np.float64)
                 )
             if far is not None:  # the run's noise: its tails, and how far correlated noise wanders
-                scale, nu, count = max(near, far.sigma), far.nu, far.n
+                scale, nu, count = max(near, far.sigma), min(nu, far.nu), far.n
         z = jump / scale
         bar = max(self.threshold, detect.quantile(detect.spend(n), nu))
         if not z > bar:

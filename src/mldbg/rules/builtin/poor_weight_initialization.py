@@ -169,6 +169,19 @@ class PoorWeightInitialization(Rule):
     router's 5x). A tiny init (std 1e-5: gains ~1e-9) is still found; a spread of exactly 0
     is degenerate at any init.
 
+    What a gain or a variance says depends on what the layers do with it, so both are judged
+    only where their meaning is known:
+    - a fading gain (below 1/`threshold`) predicts the next layer's input variance only through
+      an activation the hook knows (ReLU, Tanh, Sigmoid modules: their inputs are recorded in
+      the `*_activations` collections); a model with none of them (SIREN's sin(30 x) layers,
+      whose init scales the variance by x0.0022 by design, a custom activation) is not judged
+      on it (an exploding gain still is);
+    - the activation inputs' variance across layers is the init's doing only where the init is
+      out of band, as for the gradients: in a model whose weights all have gains inside
+      1/`threshold`..`threshold`, a spread across layers comes from its inputs and its head (a
+      TD3 actor fed raw pendulum states, default-initialized: 1.86 at the first ReLU, 0.014 at
+      the output Tanh, 133x over 3 layers).
+
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
     saved: all neurons the same), the gradient's `quantile(5.0)` and `quantile(95.0)` (of a
@@ -304,6 +317,8 @@ class PoorWeightInitialization(Rule):
         # and shape the hook records
         in_band: dict[str, bool] = {}
         zero = self._zero_started(trial, weights)
+        # the models whose forward runs through activations the hook knows (a gain's meaning)
+        activated = {model_of(n, prefixes) for c in _ACTIVATIONS for n in trial.names(c)}
         trained = set(trial.names("gradients", step=step))
         for name in weights:
             if name in zero or f"gradient/{name}" not in trained:
@@ -337,7 +352,11 @@ class PoorWeightInitialization(Rule):
             )
             if lo > self.threshold:
                 scale.append((name, lo, f"x{lo:.3g}"))
-            elif hi < 1 / self.threshold and model_of(name, prefixes) not in normalized:  # restored
+            elif (
+                hi < 1 / self.threshold
+                and model_of(name, prefixes) not in normalized  # restored
+                and model_of(name, prefixes) in activated  # else what follows the layer is unknown
+            ):
                 scale.append((name, hi, f"x{hi:.2g}"))
         if same:
             hits["identical"] = (
@@ -425,8 +444,8 @@ class PoorWeightInitialization(Rule):
         for n, v in var.items():  # the layers of one model: a GAN's two models are not one chain
             by_model.setdefault(model_of(n, prefixes), {})[n] = v
         for model, layers in by_model.items():
-            if len(layers) < 2 or model in normalized:
-                continue
+            if len(layers) < 2 or model in normalized or in_band.get(model) is True:
+                continue  # normalized, or an init in band: the spread is the inputs' and the head's
             judged.add("variance")
             hi_n, lo_n = max(layers, key=layers.__getitem__), min(layers, key=layers.__getitem__)
             ratio = layers[hi_n] / layers[lo_n] if layers[lo_n] > 0 else math.inf

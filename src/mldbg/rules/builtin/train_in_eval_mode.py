@@ -31,6 +31,15 @@ class TrainInEvalMode(Rule):
     Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
     must be in eval mode.
 
+    Modules in eval mode while the model itself is in training mode were put there on purpose:
+    `model.train()` sets every module, so only a call on the module (`freeze_bn_stats` in
+    quantization-aware training, a detector fine-tuned with frozen BatchNorm,
+    `model.train(); backbone.apply(set_bn_eval)`) leaves one in eval under a model in train().
+    The bug is `model.eval()` never undone: the model's own flag off too. Where the hook
+    records that flag (`module_training/model`, the PyTorch hook) a TRAIN step whose model is
+    in training mode is healthy whatever its modules' flags; where it does not (older runs,
+    other frameworks), the modules' flags are judged alone.
+
     Without those statistics (weights saved raw, e.g. everything every 5 steps), the same bug
     shows as weights that change between two saved EVAL (or PREDICT) steps with only steps of
     that mode between them (the global step advanced as much as the mode's step): nothing but
@@ -82,8 +91,11 @@ class TrainInEvalMode(Rule):
             relevant += np.where(np.isnan(count), 0.0, count)
             counted |= ~np.isnan(count)
         stepped = column("optimizer_step", "sum")
+        root_on, root_count = column("module_training/model", "sum"), column("module_training/model", "count")
+        with np.errstate(invalid="ignore"):
+            root_training = np.isfinite(root_on) & np.isfinite(root_count) & (root_on >= root_count)
         with np.errstate(invalid="ignore", divide="ignore"):
-            bad = in_eval / np.where(total > 0, total, 1.0) > self.threshold
+            bad = (in_eval / np.where(total > 0, total, 1.0) > self.threshold) & ~root_training
             outside = (stepped > 0) & (relevant > 0)
         train = modes == int(Mode.TRAIN)
         weights = trial.names("weights")
@@ -147,7 +159,13 @@ class TrainInEvalMode(Rule):
                     off.append(f"{int(count - on)} of {int(count)} {label}")
             if not total:
                 return None
-            if in_eval / total > self.threshold:
+            root_on = trial.saved_statistic("module_training/model", step, "sum")
+            root_count = trial.saved_statistic("module_training/model", step, "count")
+            root_training = (
+                root_on is not None and root_count is not None and math.isfinite(root_on + root_count)
+                and root_on >= root_count
+            )  # fmt: skip
+            if in_eval / total > self.threshold and not root_training:
                 self._streak += 1
                 self._first = step if self._streak == 1 else self._first
             else:
