@@ -299,7 +299,8 @@ class LossChangePoint(LossSeriesRule):
                         done.append((i, total, start, ref, pend))
                         return done, i
                     wait = max(self.window, math.ceil(self.persist * (i + 1)))
-                    pend = (i, i + wait, self._level_of(values, max(start, i - 2), i), 0.0, i + 4)
+                    lc = self._level_of(values, max(start, i - 2), i)
+                    pend = (i, i + wait, lc, 0.0, i + 4, rho, scale * max(1.0, lc / level))
             done.append((i, total, start, ref, pend))
             i += 1
         return done, None
@@ -340,33 +341,39 @@ class LossChangePoint(LossSeriesRule):
 
         - It climbs on: a second CUSUM, the same test against the excursion's own level
           (the median of its values, refreshed at 4, 8, 16, ... values and then every
-          `_BLOCK`; the noise scaled up with the level, as batch noise is a share of the
-          loss), crosses the same threshold: the loss rose again beyond where it had
+          `_BLOCK`, with the excursion's own noise model from 10 values on; before, the
+          reference's, scaled up with the level, as batch noise is a share of the loss),
+          crosses the same threshold: the loss rose again beyond where it had
           shifted to, as a divergence does, and a schedule's step does not. Confirmed.
         - It lasted: after `persist` x the values before the crossing (at least `window`),
           the excursion's values (10 block medians since the crossing) do not fall (a
           Mann-Kendall z above -2) and the last block is still `min_increase_percent` above
           the reference. Confirmed; when they fall, it fell back by itself: a learning-rate
           restart, a curriculum stage, a burst of hard batches (False)."""
-        ic, until, lc, s2, upd = pend
-        level, rho, scale, h = ref
+        ic, until, lc, s2, upd, rho2, scale2 = pend
+        level, _, _, h = ref
         if i >= upd:
             lc = self._level_of(values, max(start, ic - 2), i)
             upd = i + min(_BLOCK, max(4, i - ic))
+            seg = np.asarray(values[max(ic - 2, i + 1 - _HISTORY) : i + 1], dtype=np.float64)
+            model = detect.noise(seg, floor=0.01 * abs(lc), tail_margin=0.0) if math.isfinite(lc) else None
+            if model is not None and len(seg) >= 10:  # the excursion's own noise, once it has some
+                rho2 = model.rho
+                phi = detect.long_run(seg, model)  # slow structure: a cycle's own fall, AR noise
+                scale2 = max(model.sigma * math.sqrt((1 - model.rho**2) * phi) * _known(model, phi), 1e-12)
         value = values[i]
         prev = values[i - 1] if math.isfinite(values[i - 1]) else lc
         if math.isfinite(lc):
-            # batch noise is a share of the loss: at the excursion's level, that much larger
-            z2 = ((value - lc) - rho * (prev - lc)) / (scale * max(1.0, lc / level))
+            z2 = ((value - lc) - rho2 * (prev - lc)) / scale2
             s2 = max(0.0, s2 + min(z2, self.cap) - self.drift)
             if s2 > h:  # climbed again: unless it had been falling back in between (a staircase
                 # of schedule steps, each relaxing: a curriculum's stages)
                 if i - ic < 10:  # too soon to tell a climb from the step's own level: look again
-                    return (ic, until, lc, 0.0, upd), None
-                return (ic, until, lc, s2, upd), self._lasted(values, ic, i, start, ref)
+                    return (ic, until, lc, 0.0, upd, rho2, scale2), None
+                return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
         if i < until:
-            return (ic, until, lc, s2, upd), None
-        return (ic, until, lc, s2, upd), self._lasted(values, ic, i, start, ref)
+            return (ic, until, lc, s2, upd, rho2, scale2), None
+        return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
 
     def _lasted(
         self, values: Sequence[float], ic: int, i: int, start: int, ref: tuple[float, float, float, float]
