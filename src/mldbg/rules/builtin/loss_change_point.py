@@ -71,7 +71,7 @@ class LossChangePoint(LossSeriesRule):
     (Page's test) of the loss against its reference level crosses its threshold, and the
     median of the last 5 values is more than `min_increase_percent` % above that level.
 
-    The reference level is the median of the `window` saved values before the current
+    The reference level is the median of the 4 x `window` saved values before the current
     excursion began; the noise is the run's own (`mldbg.rules.detect.noise`, over up to 500
     values before, re-estimated every 50): its robust scale, its lag-1 autocorrelation rho
     (each value is judged by its innovation, (x_t - level) - rho (x_(t-1) - level), in units
