@@ -5,7 +5,9 @@ fast do they fire on their buggy twins?
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
         [--seeds 5] [--loss-only]
 
-Nine kinds of realistic healthy training-loss series (`KINDS`), each generated from a seed,
+Twenty-two kinds of realistic healthy training-loss series (`KINDS`: the first nine,
+`FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
+noise level 1-30% and its autocorrelation drawn per seed), each generated from a seed,
 written step by step through the real recorder (`mldbg.record.Recorder`, the loss in the
 `losses` collection, saved every step) and checked with `mldbg.check` (the loss rules by
 name, `RULES`); the two kinds driven by a learning-rate schedule record it too, as the PyTorch
@@ -156,6 +158,171 @@ def ar1(n: int, rng: np.random.Generator) -> np.ndarray:
     return _decay(n, rng) * (1 + 0.05 * z)
 
 
+# the second set of healthy kinds (written before any rule ran on them): as a practitioner sees
+# them in real logs, each with its noise drawn per seed -------------------------------------------
+def _batch_noise(n: int, rng: np.random.Generator, lo: float = 0.01, hi: float = 0.3) -> np.ndarray:
+    """A multiplicative batch-noise factor: log-normal, its spread drawn log-uniform in [lo, hi]
+    of the loss, AR(1)-correlated (rho 0.3-0.9) on half the seeds (data order, shards)."""
+    sd = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    z = rng.standard_normal(n)
+    if rng.random() < 0.5:
+        rho = rng.uniform(0.3, 0.9)
+        e = z * math.sqrt(1 - rho**2)
+        z = np.empty(n)
+        z[0] = e[0] / math.sqrt(1 - rho**2)
+        for i in range(1, n):
+            z[i] = rho * z[i - 1] + e[i]
+    return np.exp(sd * z - sd**2 / 2)
+
+
+def _sched_loss(
+    lr: np.ndarray, rng: np.random.Generator, high: tuple[float, float] = (0.1, 0.3)
+) -> np.ndarray:
+    """A loss driven by a learning-rate schedule (`_lr_loss`) with `_batch_noise`."""
+    cum = np.cumsum(lr) / lr.mean()
+    base = _decay(len(lr), rng, cum)
+    return (base + rng.uniform(*high) * lr / lr.max()) * _batch_noise(len(lr), rng)
+
+
+def one_cycle(n: int, rng: np.random.Generator) -> np.ndarray:
+    """OneCycle: the learning rate climbs from max/25 over 20-45% of the run (cosine), then
+    anneals to max/10^4: the loss barely moves, even sits a little higher, while the learning
+    rate is high, then falls fast in the annealing phase."""
+    t = np.arange(n) / n
+    pct = rng.uniform(0.2, 0.45)
+    up = 1 / 25 + (1 - 1 / 25) * 0.5 * (1 - np.cos(np.pi * t / pct))
+    down = 1e-4 + (1 - 1e-4) * 0.5 * (1 + np.cos(np.pi * (t - pct) / (1 - pct)))
+    lr = np.where(t < pct, up, down)
+    return _sched_loss(lr, rng, high=(0.3, 0.8))
+
+
+def sgdr(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Cosine annealing with warm restarts (SGDR): cycles of 4-20% of the run (doubling or not);
+    at each restart the learning rate jumps back to its maximum and the loss jumps UP (by
+    10-60% of its level), then falls through the cycle."""
+    t0, mult = int(n * rng.uniform(0.04, 0.2)), int(rng.choice([1, 2]))
+    lr, start, length = np.empty(n), 0, t0
+    while start < n:
+        k = np.arange(min(length, n - start))
+        lr[start : start + len(k)] = 0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * k / length))
+        start, length = start + length, length * mult
+    return _sched_loss(lr, rng, high=(0.2, 0.6))
+
+
+def kl_annealing(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A VAE's total loss with KL annealing: beta rises linearly 0 -> 1 over 2-15% of the run
+    (from 0-2%), so while the reconstruction falls the total RISES (by 10-60% of the
+    reconstruction's level) as the KL term is weighed in, then settles and falls slowly (the
+    KL shrinks by 10-30% as the code gets efficient, the reconstruction keeps improving)."""
+    t = np.arange(n)
+    recon = _decay(n, rng)
+    a, b = int(n * rng.uniform(0.0, 0.02)), int(n * rng.uniform(0.02, 0.15))
+    beta = np.clip((t - a) / max(1, b), 0, 1)
+    kl_end = rng.uniform(0.1, 0.6) * recon[a + b]
+    kl = kl_end * (1 + rng.uniform(0.1, 0.3) * np.exp(-t / (0.3 * n)))
+    return (recon + beta * kl) * _batch_noise(n, rng)
+
+
+def curriculum(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Curriculum learning: every 5-20% of the run harder data comes in; the loss steps UP (by
+    10-50%), then falls again (time constant 5-30% of a stage), part of the step (0-30%)
+    staying (harder data has a higher floor)."""
+    t = np.arange(n)
+    stage = int(n * rng.uniform(0.05, 0.2))
+    keep, tau = rng.uniform(0.0, 0.3), stage * rng.uniform(0.05, 0.3)
+    factor = np.ones(n)
+    for s0 in range(stage, n, stage):
+        after = t >= s0
+        jump = rng.uniform(0.1, 0.5)
+        factor[after] *= 1 + jump * (keep + (1 - keep) * np.exp(-(t[after] - s0) / tau))
+    return _decay(n, rng) * factor * _batch_noise(n, rng)
+
+
+def batch_ramp(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A batch-size ramp (x2 at 3-6 points of the run, as in large-batch LM training): the
+    noise shrinks by sqrt(2) at each, from 10-30% at first."""
+    noise = rng.uniform(0.1, 0.3)
+    points = np.sort(rng.uniform(0.05, 0.6, int(rng.integers(3, 7))) * n).astype(int)
+    sd = noise / np.sqrt(2.0) ** np.searchsorted(points, np.arange(n), side="right")
+    return _decay(n, rng) * np.exp(sd * rng.standard_normal(n) - sd**2 / 2)
+
+
+def near_zero(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A loss that goes to 0 (an easy task memorized, a regression that fits): it falls by
+    3-6 decades, with multiplicative log-normal noise of 10-60% (in log space)."""
+    t = np.arange(n)
+    decades = rng.uniform(3, 6)
+    level = rng.uniform(1, 3) * 10 ** (-decades * (1 - 1 / (1 + t / (n * rng.uniform(0.02, 0.2)))))
+    sd = rng.uniform(0.1, 0.6)
+    return level * np.exp(sd * rng.standard_normal(n))
+
+
+def late_noise(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Heteroscedastic noise that grows late (the model fits the easy samples; the hard ones
+    dominate the batch loss): the relative noise grows from 2-5% to 15-40% over the run."""
+    t = np.arange(n) / n
+    sd = rng.uniform(0.02, 0.05) + (rng.uniform(0.15, 0.4) - 0.03) * t ** rng.uniform(1, 3)
+    return _decay(n, rng) * np.exp(sd * rng.standard_normal(n) - sd**2 / 2)
+
+
+def hard_batches(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Rare hard batches: 0.2-1% of the batches have 3-10x the loss (a mixture), on
+    top of 2-15% batch noise."""
+    x = _decay(n, rng) * _batch_noise(n, rng, 0.02, 0.15)
+    hard = rng.random(n) < rng.uniform(0.002, 0.01)
+    x[hard] *= rng.uniform(3, 10, int(hard.sum()))
+    return x
+
+
+def eval_dips(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Evaluation-mode steps logged into the training loss (no dropout, a held-out batch set):
+    every 1-5% of the run, 5-50 consecutive values sit 10-40% below the training loss."""
+    x = _decay(n, rng) * _batch_noise(n, rng, 0.02, 0.15)
+    every, width = int(n * rng.uniform(0.01, 0.05)), int(rng.integers(5, 51))
+    dip = 1 - rng.uniform(0.1, 0.4)
+    for s0 in range(every, n, every):
+        x[s0 : s0 + width] *= dip
+    return x
+
+
+def quantized(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A loss printed/stored with 3 significant digits (bf16-like discrete levels): few distinct
+    values, many ties, with 1-10% batch noise."""
+    x = _decay(n, rng) * _batch_noise(n, rng, 0.01, 0.1)
+    digits = 10.0 ** (np.floor(np.log10(x)) - 2)
+    return np.round(x / digits) * digits
+
+
+def linear_decline(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A slow linear decline that never plateaus (an under-trained large model): from its
+    start to 40-85% of it by the end, 1-30% noise."""
+    start = rng.uniform(2.0, 6.0)
+    return start * (1 - rng.uniform(0.15, 0.6) * np.arange(n) / n) * _batch_noise(n, rng)
+
+
+def grokking(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A long plateau (grokking-like): the loss falls a little, sits flat for 30-70% of the
+    run, then falls by 50-95% over 2-10% of the run."""
+    t = np.arange(n)
+    start = rng.uniform(1.0, 3.0)
+    first = start * (1 - rng.uniform(0.05, 0.3) * (1 - np.exp(-t / (0.01 * n))))
+    at, width = int(n * rng.uniform(0.3, 0.7)), n * rng.uniform(0.02, 0.1)
+    fall = rng.uniform(0.5, 0.95)
+    x = first * (1 - fall / (1 + np.exp(-(t - at) / (width / 6))))
+    return x * _batch_noise(n, rng)
+
+
+def unfreeze(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Fine-tuning: a head trained on a frozen backbone levels off; at 10-50% of the run the
+    backbone is unfrozen and the loss drops at once (by 10-40%), then falls on."""
+    t = np.arange(n)
+    at = int(n * rng.uniform(0.1, 0.5))
+    x = _decay(n, rng)
+    drop = rng.uniform(0.1, 0.4)
+    x[at:] = x[at] * (1 - drop) * (1 - rng.uniform(0.1, 0.5) * (1 - np.exp(-(t[at:] - at) / (0.1 * n))))
+    return x * _batch_noise(n, rng)
+
+
 KINDS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
     "noisy": noisy,
     "heavy": heavy,
@@ -166,7 +333,25 @@ KINDS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
     "gan": gan,
     "bf16_accumulation": bf16_accumulation,
     "ar1": ar1,
+    # the second set
+    "one_cycle": one_cycle,
+    "sgdr": sgdr,
+    "kl_annealing": kl_annealing,
+    "curriculum": curriculum,
+    "batch_ramp": batch_ramp,
+    "near_zero": near_zero,
+    "late_noise": late_noise,
+    "hard_batches": hard_batches,
+    "eval_dips": eval_dips,
+    "quantized": quantized,
+    "linear_decline": linear_decline,
+    "grokking": grokking,
+    "unfreeze": unfreeze,
 }
+FIRST_SET = (
+    "noisy", "heavy", "warmup_cosine", "step_schedule", "sawtooth", "plateau_drop", "gan",
+    "bf16_accumulation", "ar1",
+)  # fmt: skip
 
 
 # buggy twins of `noisy`: (series, the step the defect begins) ------------------------------------
@@ -221,6 +406,42 @@ def jump(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     return x, t0
 
 
+def slow_divergence(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """After learning, the loss creeps up to 2x over 20% of the run and goes on creeping (a
+    learning rate slightly too high for the late, sharp part of the landscape); 1-30% noise."""
+    x, t0 = _decay(n, rng), _onset(n, rng)
+    k = np.arange(n - t0)
+    x[t0:] = x[t0:] * 2.0 ** (k / (0.2 * n))
+    return x * _batch_noise(n, rng), t0
+
+
+def chance_after_spike(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """After learning, a spike (10-100x for 1-5 steps), then the loss sits flat at the chance
+    level, ln(10), with batch noise: the model was destroyed and predicts uniformly."""
+    x, t0 = noisy(n, rng), _onset(n, rng)
+    w = int(rng.integers(1, 6))
+    x[t0 : t0 + w] *= rng.uniform(10, 100)
+    x[t0 + w :] = math.log(10) * (1 + 0.01 * rng.standard_normal(n - t0 - w))
+    return x, t0
+
+
+def nan_midrun(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """One NaN mid-run (an fp16 overflow without a scaler), then the run goes on: every later
+    value NaN as well (the weights are NaN)."""
+    x = _decay(n, rng) * _batch_noise(n, rng)
+    t0 = _onset(n, rng)
+    x[t0:] = np.nan
+    return x, t0
+
+
+def jump3(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """A sudden permanent jump to 3x (a broken data shard, a corrupted checkpoint restored),
+    with the seed's batch noise."""
+    x, t0 = _decay(n, rng), _onset(n, rng)
+    x[t0:] *= 3.0
+    return x * _batch_noise(n, rng), t0
+
+
 BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = {
     "divergence": divergence,
     "diverge_at_once": diverge_at_once,
@@ -228,6 +449,11 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
     "stall": stall,
     "rise": rise,
     "jump": jump,
+    # the second set
+    "slow_divergence": slow_divergence,
+    "chance_after_spike": chance_after_spike,
+    "nan_midrun": nan_midrun,
+    "jump3": jump3,
 }
 
 
@@ -293,6 +519,9 @@ def main() -> int:
         action="store_true",
         help="no learning rate for the scheduled kinds (as a loss-only replay)",
     )
+    ap.add_argument(
+        "--cache", help="keep the written runs in this folder and reuse them (the same seeds, kinds, steps)"
+    )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
     seeds = {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
@@ -302,12 +531,17 @@ def main() -> int:
     fired = {r: 0 for r in rules}
     steps_total = 0
     per_kind: dict[str, list[str]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.cache or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for kind in args.kinds:
             for seed in seeds:
-                path = Path(tmp) / f"{kind}-{seed}"
-                series = healthy_series(kind, args.steps, seed, learning_rate=not args.loss_only)
-                write(path, series)
+                lr_tag = "" if args.loss_only else "-lr"
+                path = Path(tmp) / f"{kind}-{seed}-{args.steps}{lr_tag}"
+                if not (args.cache and (path / ".written").exists()):
+                    series = healthy_series(kind, args.steps, seed, learning_rate=not args.loss_only)
+                    write(path, series)
+                    (path / ".written").touch()
                 t = time.perf_counter()
                 first = check(path, rules)
                 secs = time.perf_counter() - t
@@ -343,8 +577,10 @@ def main() -> int:
                 for seed in seeds:
                     rng = np.random.default_rng([seed, 100 + list(BUGS).index(bug)])
                     x, t0 = BUGS[bug](args.bug_steps, rng)
-                    path = Path(tmp) / f"bug-{bug}-{seed}".replace(" ", "_")
-                    write(path, {"loss": x})
+                    path = Path(tmp) / f"bug-{bug}-{seed}-{args.bug_steps}"
+                    if not (args.cache and (path / ".written").exists()):
+                        write(path, {"loss": x})
+                        (path / ".written").touch()
                     first = check(path, (*rules, "exploding_tensor"))
                     late = {r: s - t0 for r, s in first.items()}
                     hits = [d for d in late.values() if d >= 0]

@@ -213,6 +213,39 @@ def test_the_loss_rules_are_quiet_on_healthy_long_series(tmp_path, kind):
     assert not found, "\n".join(map(str, found))
 
 
+def _scheduled(kind: str, seed: int) -> np.ndarray:
+    """Healthy losses that a schedule moves UP: warm restarts (SGDR, cycles of 1,500 steps:
+    the loss jumps up by ~2x at each restart and falls through the cycle), a curriculum
+    (every 2,000 steps harder data: +30%, relaxing over 300 steps, a tenth of it staying),
+    evaluation-mode batches logged among the training steps (30 values 25% low every 500)."""
+    rng = np.random.default_rng([seed, 8])
+    t = np.arange(N, dtype=np.float64)
+    noise = np.exp(0.05 * rng.standard_normal(N))
+    if kind == "restarts":
+        lr = 0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * (t % 1500) / 1500))
+        cum = np.cumsum(lr) / lr.mean()
+        return (0.2 + 2.1 / (1 + cum / 300) + 0.3 * lr) * noise
+    if kind == "curriculum":
+        factor = np.ones(N)
+        for s0 in range(2000, N, 2000):
+            after = t >= s0
+            factor[after] *= 1 + 0.3 * (0.1 + 0.9 * np.exp(-(t[after] - s0) / 300))
+        return _fall(rng) * factor * noise
+    x = _fall(rng) * noise
+    for s0 in range(500, N, 500):
+        x[s0 : s0 + 30] *= 0.75
+    return x
+
+
+@pytest.mark.parametrize("kind", ["restarts", "curriculum", "eval_dips"])
+def test_a_schedule_that_moves_the_loss_up_is_not_a_change(tmp_path, kind):
+    """A rise that falls back by itself (a restart, a curriculum stage) or a reference that
+    evaluation-mode batches would pull down: the loss rules that judge rises stay quiet."""
+    path = _write(tmp_path / "run", {"loss": _scheduled(kind, 0)})
+    found = mldbg.check(path, rules=["loss_change_point", "loss_not_decreasing", "underfitting"])
+    assert not found, "\n".join(map(str, found))
+
+
 def _buggy(bug: str) -> tuple[dict[str, np.ndarray], int, tuple[str, ...], int]:
     """(series, onset, rules any of which must fire, within this many steps of the onset)."""
     rng = np.random.default_rng(11)
@@ -223,9 +256,10 @@ def _buggy(bug: str) -> tuple[dict[str, np.ndarray], int, tuple[str, ...], int]:
     if bug == "diverges later":
         x[6000:] *= 10 ** (np.arange(N - 6000) / 100)
         return {"loss": x}, 6000, ("loss_change_point",), 30
-    if bug == "jumps":
-        x[6000:] *= 2
-        return {"loss": x}, 6000, ("loss_change_point",), 10
+    if bug == "jumps":  # a step that lasts: told from a schedule's step (a warm restart, which
+        # falls back) once it has lasted as long as the run before it
+        x[3000:] *= 2
+        return {"loss": x}, 3000, ("loss_change_point",), 3100
     if bug == "rises after learning":
         x[6000:] += np.minimum(np.arange(N - 6000) / 500, 1.0) * 1.5
         return {"loss": x}, 6000, ("loss_change_point", "loss_not_decreasing"), 200

@@ -11,13 +11,16 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS
+from mldbg.rules.losses import GAME_STEPS, _mann_kendall
 from mldbg.rules.select import adversarial
 from mldbg.rules.stats import median, trailing_median
 from mldbg.rules.view import TrialView
 
 _BLOCK = 50  # the noise model is estimated again every this many values
 _HISTORY = 500  # ... from at most this many values before
+_PACE = 1000  # values before an excursion whose fall sets the pace the loss would go on at
+_BACK = 0.2  # the share of its height (log) an excursion gives back when it falls back by itself
+_ACCEL = 5.0  # noise units (the normal's 3e-7 quantile) by which a runaway climb must accelerate
 
 
 def _known(model: detect.Noise, phi: float) -> float:
@@ -32,13 +35,43 @@ def _known(model: detect.Noise, phi: float) -> float:
     return 1 + 2 / math.sqrt(2 * max(1.0, model.n / factor))
 
 
+def _falls(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether a stretch of a series falls: the Mann-Kendall z of the medians of 10 blocks
+    (fewer values: the values) below -2."""
+    seg = np.asarray(values, dtype=np.float64)
+    seg = seg[np.isfinite(seg)]
+    if len(seg) < 10:
+        return False
+    m = len(seg) // 10
+    meds = np.median(seg[len(seg) - 10 * m :].reshape(10, m), axis=1)
+    return bool(_mann_kendall(meds) < -2.0)
+
+
+def _pace(values: Sequence[float], rho: float) -> float:
+    """How fast a stretch of a loss fell, at least: the least-squares slope of its log per
+    value, less 2 of its standard errors (the residuals' spread, widened for lag-1
+    autocorrelation `rho`), and 0 if that is not a fall (or fewer than 50 positive values)."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) < 50:
+        return 0.0
+    t = np.arange(len(x), dtype=np.float64)
+    y = np.log(x)
+    tc = t - t.mean()
+    b = float(tc @ (y - y.mean()) / (tc @ tc))
+    resid = y - y.mean() - b * tc
+    rho = min(max(rho, 0.0), 0.98)
+    se = float(np.std(resid)) * math.sqrt((1 + rho) / (1 - rho) / (tc @ tc))
+    return max(0.0, -b - 2 * se)
+
+
 @register
 class LossChangePoint(LossSeriesRule):
     """The training loss moved up to a new level and stays there: a one-sided robust CUSUM
     (Page's test) of the loss against its reference level crosses its threshold, and the
     median of the last 5 values is more than `min_increase_percent` % above that level.
 
-    The reference level is the median of the `window` saved values before the current
+    The reference level is the median of the 4 x `window` saved values before the current
     excursion began; the noise is the run's own (`mldbg.rules.detect.noise`, over up to 500
     values before, re-estimated every 50): its robust scale, its lag-1 autocorrelation rho
     (each value is judged by its innovation, (x_t - level) - rho (x_(t-1) - level), in units
@@ -51,7 +84,33 @@ class LossChangePoint(LossSeriesRule):
     to 0 when the loss comes back. The threshold is set from a false-alarm budget of 1e-3 per
     run of up to 10^6 steps (`detect.cusum_threshold`: ln(10^9) / theta, theta the Lundberg
     exponent of the capped increments under the run's tails: 10.4 for normal noise, 19.7
-    for Student-t with 3 degrees of freedom), and never below `threshold`. A loss creeping
+    for Student-t with 3 degrees of freedom), and never below `threshold`.
+
+    A crossing is a candidate, not yet a finding: a learning-rate schedule moves the loss up
+    too (a warm restart, SGDR: the loss jumps up at each restart and falls through the cycle;
+    a curriculum's harder stage; a burst of hard batches; evaluation-mode batches logged
+    among the training steps, which the reference, the median of 4 `window`s, does not
+    follow). A rise that **reverses by itself within a bounded time** is a schedule's; one
+    that climbs on or lasts is not. The candidate is reported when
+    - it runs away at once (`_accelerates`: its last two values each rose on the one
+      before by more than 5 noise units: a loss leaving the edge of stability), or
+    - it climbs on: a second CUSUM, the same test against the excursion's own level, crosses
+      the same threshold (a loss that shifted up and rises again: a divergence), unless the
+      excursion had been falling back in between (a staircase of relaxing stages), or
+    - it lasts: `persist` x the values before the crossing later (as long again as the run
+      had run: schedules act on time scales proportional to the run), the excursion has not
+      fallen back (its 10 block medians do not fall, Mann-Kendall z > -2, or it gave back
+      less than `_BACK` = 20% of its height, in log terms) and is still
+      `min_increase_percent` above the reference.
+    It is dropped when the CUSUM empties (the loss came back to its reference; the sum is
+    held at 2h so that this takes ~2h values) or when it fell back; the test then starts
+    afresh from the new level. The cost: a permanent step up (a data shard broken, a loss 2x
+    from one step on) is reported only after it has lasted as long as the run before it
+    (`loss_not_decreasing`'s rise often sooner), and one that starts in the second half
+    of a run is not reported by this rule at all. What it cannot tell apart: a restart
+    whose loss climbs over several steps in strides of 5 noise units each is read as a
+    runaway; a rise that levels off and never falls back (a KL weight warmed up to its
+    full value while the reconstruction no longer improves) is read as lasting. A loss creeping
     upward at the edge of stability (a learning rate slightly too high) crosses it several
     steps before the loss doubles (docs/rules.md, "Early warning"). TRAIN losses only, each
     series on its own, after `warmup` saved values. A reference level at or below 0 is not
@@ -68,6 +127,7 @@ class LossChangePoint(LossSeriesRule):
     cap: float = 6.0
     threshold: float = 6.0
     min_increase_percent: float = 5.0
+    persist: float = 1.0
     warmup: int = 100
     suggestion = (
         "The loss is drifting away from where it was: lower the learning rate (or lengthen the "
@@ -80,6 +140,7 @@ class LossChangePoint(LossSeriesRule):
         self._sum: dict[str, float] = {}  # name -> the CUSUM
         self._start: dict[str, int] = {}  # name -> index where the current excursion began
         self._ref: dict[str, tuple[float, float, float, float]] = {}  # name -> the excursion's reference
+        self._pend: dict[str, tuple | None] = {}  # name -> a crossing awaiting confirmation
         self._models: dict[tuple[str, int], tuple[float, float, float] | None] = {}  # (name, j) -> noise
         self._pending: dict[str, list[tuple]] = {}  # the fast path's updates, to keep
 
@@ -156,7 +217,7 @@ class LossChangePoint(LossSeriesRule):
     ) -> tuple[float, float, float, float] | None:
         """(level, rho, innovation scale, threshold) of an excursion beginning at `start`."""
         if level is None:
-            ref = [v for v in values[max(0, start - self.window) : start] if math.isfinite(v)]
+            ref = [v for v in values[max(0, start - self._span()) : start] if math.isfinite(v)]
             if len(ref) < 3:
                 return None
             level = median(ref)
@@ -172,7 +233,7 @@ class LossChangePoint(LossSeriesRule):
         `check` scans its one new value; the fast path scans many, with the reference levels
         of the values that begin an excursion taken at once (rolling medians), and steps over
         the values that leave a sum of 0 at 0 (`_quiet`) in one go."""
-        w = self.window
+        w = self._span()
         base = max(0, first - w)
         levels = None
         quiet: tuple | None = None
@@ -185,6 +246,7 @@ class LossChangePoint(LossSeriesRule):
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
         ref = self._ref.get(name)
+        pend = self._pend.get(name)
         done: list[tuple] = []
         fired = name in self._fired
         warm = max(2, self.warmup)
@@ -217,14 +279,129 @@ class LossChangePoint(LossSeriesRule):
             level, rho, scale, h = ref
             prev = values[i - 1] if i > 0 and math.isfinite(values[i - 1]) else level
             z = ((value - level) - rho * (prev - level)) / scale
-            total = max(0.0, total + min(z, self.cap) - self.drift)
-            done.append((i, total, start, ref))
-            if not fired and total > h and level > 0:
+            # held at 2h: once the loss is back, the sum empties in ~2h values, not in as many
+            # as it spent up (the crossing is all that is decided on)
+            total = min(max(0.0, total + min(z, self.cap) - self.drift), 2 * h)
+            if not total > 0:
+                pend = None  # back at its reference: a transient (hard batches, a restart that fell back)
+            elif pend is not None:
+                pend, verdict = self._confirm(values, i, start, pend, ref)
+                if verdict is False:  # it fell back by itself: a schedule's; judged afresh from here
+                    total, pend = 0.0, None
+                elif verdict:
+                    done.append((i, total, start, ref, pend))
+                    return done, i
+            elif not fired and total > h and level > 0:
                 recent = median([v for v in values[max(0, i - 4) : i + 1] if math.isfinite(v)] or [value])
                 if recent - level > self.min_increase_percent / 100 * abs(level):
-                    return done, i
+                    # crossed: now it must last (or climb on) before it is reported
+                    if self._accelerates(values, start, i, scale):
+                        done.append((i, total, start, ref, pend))
+                        return done, i
+                    wait = max(self.window, math.ceil(self.persist * (i + 1)))
+                    lc = self._level_of(values, max(start, i - 2), i)
+                    pend = (i, i + wait, lc, 0.0, i + 4, rho, scale * max(1.0, lc / level))
+            done.append((i, total, start, ref, pend))
             i += 1
         return done, None
+
+    def _span(self) -> int:
+        """The values before an excursion whose median is its reference level: 4 windows, so
+        that a few dozen values of another kind (evaluation-mode batches logged as training
+        steps, a burst of easy batches) do not set it."""
+        return 4 * max(1, self.window)
+
+    @staticmethod
+    def _accelerates(values: Sequence[float], start: int, i: int, scale: float) -> bool:
+        """Whether the excursion runs away at its crossing `i`: each of its last two values
+        rose on the one before by more than `_ACCEL` noise units of a difference (sqrt(2)
+        innovation scales). A loss that runs away from the edge of stability climbs step
+        after step; a schedule's step (a restart, a new curriculum stage) jumps once and then
+        holds or falls. A restart whose loss climbs over several steps in large strides is read
+        as a runaway (docstring)."""
+        if i - start < 2:
+            return False
+        a, b, c = values[i - 2], values[i - 1], values[i]
+        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+            return False
+        bar = _ACCEL * math.sqrt(2) * scale
+        return b - a > bar and c - b > bar
+
+    @staticmethod
+    def _level_of(values: Sequence[float], start: int, i: int) -> float:
+        """The median of the excursion's values so far (its last `_HISTORY`)."""
+        seg = [v for v in values[max(start, i + 1 - _HISTORY) : i + 1] if math.isfinite(v)]
+        return median(seg) if seg else math.nan
+
+    def _confirm(
+        self, values: Sequence[float], i: int, start: int, pend: tuple, ref: tuple[float, float, float, float]
+    ) -> tuple[tuple, bool | None]:
+        """One value of a crossing awaiting confirmation: (the pending state after it, True
+        when it is confirmed, False when it fell back, None while undecided).
+
+        - It climbs on: a second CUSUM, the same test against the excursion's own level
+          (the median of its values, refreshed at 4, 8, 16, ... values and then every
+          `_BLOCK`, with the excursion's own noise model from 10 values on; before, the
+          reference's, scaled up with the level, as batch noise is a share of the loss),
+          crosses the same threshold: the loss rose again beyond where it had
+          shifted to, as a divergence does, and a schedule's step does not. Confirmed.
+        - It lasted: after `persist` x the values before the crossing (at least `window`),
+          the excursion's values (10 block medians since the crossing) do not fall (a
+          Mann-Kendall z above -2) and the last block is still `min_increase_percent` above
+          the reference. Confirmed; when they fall, it fell back by itself: a learning-rate
+          restart, a curriculum stage, a burst of hard batches (False)."""
+        ic, until, lc, s2, upd, rho2, scale2 = pend
+        level, _, _, h = ref
+        if i >= upd:
+            lc = self._level_of(values, max(start, ic - 2), i)
+            upd = i + min(_BLOCK, max(4, i - ic))
+            seg = np.asarray(values[max(ic - 2, i + 1 - _HISTORY) : i + 1], dtype=np.float64)
+            model = detect.noise(seg, floor=0.01 * abs(lc), tail_margin=0.0) if math.isfinite(lc) else None
+            if model is not None and len(seg) >= 10:  # the excursion's own noise, once it has some
+                rho2 = model.rho
+                phi = detect.long_run(seg, model)  # slow structure: a cycle's own fall, AR noise
+                scale2 = max(model.sigma * math.sqrt((1 - model.rho**2) * phi) * _known(model, phi), 1e-12)
+        value = values[i]
+        prev = values[i - 1] if math.isfinite(values[i - 1]) else lc
+        if math.isfinite(lc):
+            z2 = ((value - lc) - rho2 * (prev - lc)) / scale2
+            s2 = max(0.0, s2 + min(z2, self.cap) - self.drift)
+            if s2 > h:  # climbed again: unless it had been falling back in between (a staircase
+                # of schedule steps, each relaxing: a curriculum's stages)
+                if i - ic < 10:  # too soon to tell a climb from the step's own level: look again
+                    return (ic, until, lc, 0.0, upd, rho2, scale2), None
+                return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
+        if i < until:
+            return (ic, until, lc, s2, upd, rho2, scale2), None
+        return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
+
+    def _lasted(
+        self, values: Sequence[float], ic: int, i: int, start: int, ref: tuple[float, float, float, float]
+    ) -> bool:
+        """The verdict on an excursion from its crossing `ic` to `i`: it lasted (True) unless
+        it falls back by itself: its block medians fall (Mann-Kendall z below -2) and its
+        last block has given back at least `_BACK` of its first block's height above the
+        reference level, in log terms, beyond what the loss's own fall before the excursion
+        accounts for (`_pace`: a loss that goes on learning at twice its level falls as it
+        fell before, and gives none of the jump back); or it is no longer
+        `min_increase_percent` above the reference."""
+        level = ref[0]
+        seg = np.asarray(values[ic : i + 1], dtype=np.float64)
+        seg = seg[np.isfinite(seg)]
+        if len(seg) < 10 or level <= 0:
+            return False
+        m = len(seg) // 10
+        first, last = float(np.median(seg[:m])), float(np.median(seg[-m:]))
+        if last - level <= self.min_increase_percent / 100 * abs(level):
+            return False
+        if first > level and last > 0:
+            # the loss's own pace, over no more values than it was measured on (a loss
+            # that falls as a power law slows down: further, it would overstate the fall)
+            own = _pace(values[max(0, start - _PACE) : start], ref[1]) * min(len(seg) - m, _PACE)
+            back = (math.log(first) - math.log(last) - own) / (math.log(first) - math.log(level))
+            if back >= _BACK and _falls(seg):
+                return False
+        return True
 
     def _quiet(
         self, name: str, values: Sequence[float], x: np.ndarray, levels: np.ndarray, first: int
@@ -269,13 +446,15 @@ class LossChangePoint(LossSeriesRule):
                     i = int(at[k - 1])
                     ref = (float(lv[k - 1]), *self._models[(name, int(js[k - 1]))])  # type: ignore[misc]
                     self._sum[name], self._start[name], self._ref[name] = 0.0, i, ref
+                    self._pend[name] = None
                 if k < len(at):
                     break
                 continue
-            i, total, start, ref = entry
+            i, total, start, ref, pend = entry
             if i >= taken:
                 break
             self._sum[name], self._start[name], self._ref[name] = total, start, ref
+            self._pend[name] = pend
 
     def _judge(
         self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
