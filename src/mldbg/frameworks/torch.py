@@ -53,7 +53,7 @@ from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
 from mldbg.frameworks.torch_layers import StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
-from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, take_over
+from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, model_inputs, take_over
 from mldbg.frameworks.torch_sharded import (
     PieceRecorder,
     ShardedStatistics,
@@ -341,7 +341,8 @@ class Hook(StepEnds, Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
-        first = args[0] if args else next(iter(kwargs.values()), None)
+        inputs = model_inputs(args, kwargs)  # a call by keywords (`model(**batch)`): its input
+        first = inputs[0] if inputs else next(iter(kwargs.values()), None)
         # an optimizer's closure (L-BFGS) trains: its no-grad forwards are no evaluation
         evaluating = not self._stepping and self._evals.forward(id(m), first)
         self.timeline.forward_start(rec.step, rec.mode)
@@ -361,7 +362,7 @@ class Hook(StepEnds, Adapter):
             self._sharded.parameters(m.params)
         self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, () if m.input_replica else args, m.prefix, module.training)
+            self._stats.forward_start(m.params, () if m.input_replica else inputs, m.prefix, module.training)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
@@ -376,7 +377,7 @@ class Hook(StepEnds, Adapter):
         if rec.saves_any(m.param_keys):
             for name, p, natural in m.params:
                 self._save(name, p, natural)
-        for i, a in enumerate(args):
+        for i, a in enumerate(inputs):
             self._save(m.input_name(i), a, ("inputs",))
 
     def _on_forward_end(

@@ -30,6 +30,31 @@ from mldbg.errors import InvalidConfig
 
 Param = tuple[str, nn.Parameter, tuple[str, ...]]  # recorded name, parameter, natural collections
 
+# keyword arguments that are a model's input, in the order they are looked for (Hugging Face's
+# names first), and words of those that are not: labels, masks, positions, caches
+INPUT_KEYWORDS = (
+    "input_ids", "pixel_values", "input_values", "input_features", "inputs_embeds",
+    "x", "input", "inputs", "images", "image", "features",
+)  # fmt: skip
+NOT_INPUT_WORDS = ("label", "target", "mask", "position", "token_type", "cache", "past", "decoder")
+
+
+def model_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What a model call takes as its input (`model_input_<i>`): its positional arguments, or
+    for a call by keywords alone (`model(**batch)`: the Hugging Face Trainer, a dict batch) the
+    one keyword argument that is the input: a known input name (`input_ids`,
+    `pixel_values`...), else the first tensor that is no label, mask, position or cache (a
+    collator may put `labels` first)."""
+    if args or not kwargs:
+        return args
+    for key in INPUT_KEYWORDS:
+        if isinstance(kwargs.get(key), torch.Tensor):
+            return (kwargs[key],)
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor) and not any(word in key.lower() for word in NOT_INPUT_WORDS):
+            return (value,)
+    return ()
+
 
 @dataclass(eq=False)
 class RegisteredModel:
