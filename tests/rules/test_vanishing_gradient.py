@@ -133,3 +133,46 @@ def test_quiet_on_residual_branches_started_at_zero_on_purpose(tmp_path, init):
     later = trial.record("gradient/1.fc1.weight", 6).statistics["mean_abs"]
     assert tiny < 1e-7 * 1.4 and later > 100 * tiny  # the branch woke up, as designed
     assert not mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+
+
+class ScaledBranch(torch.nn.Module):
+    """A residual block whose branch is multiplied by a fixed 1e-6: its weights' gradients
+    are a millionth of their natural size for the whole run."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + 1e-6 * self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_tiny_gradients_that_adam_rescales_are_not_reported(tmp_path, optimizer):
+    """Adam divides each gradient by its running size: the branch's weights move as fast as
+    any other layer's, so the layer learns and nothing is reported. Under SGD the same
+    gradients move them a millionth as far: the layers are not learning, reported."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), ScaledBranch(32), torch.nn.Linear(32, 4))
+    opt = (
+        torch.optim.Adam(model.parameters(), lr=1e-3)
+        if optimizer == "adam"
+        else torch.optim.SGD(model.parameters(), lr=0.1)
+    )
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(30):
+            idx = torch.arange(step * 32, step * 32 + 32) % 512
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+    if optimizer == "adam":
+        assert not found, found
+    else:
+        assert found and {"gradient/1.fc1.weight", "gradient/1.fc2.weight"} <= set(found[0].tensors), found

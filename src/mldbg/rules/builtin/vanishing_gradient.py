@@ -74,7 +74,17 @@ class VanishingGradient(Rule):
     adaLN-Zero in DiT, ResNet's `zero_init_residual`): the branch's weights get (almost) no
     gradient until the scale has moved, which one optimizer step does (Adam moves it by about
     the learning rate), and then their gradients grow by orders of magnitude in a few steps;
-    a vanishing gradient (deep sigmoids) stays small. Bias gradients are left out unless `include_biases`: a bias followed by
+    a vanishing gradient (deep sigmoids) stays small.
+
+    And the layer must not be learning: a small gradient is harmless where the optimizer
+    rescales it (Adam, AdamW, LAMB divide by its running size: a branch behind a layer scale
+    of 1e-6 is updated at full speed). So a weight is reported only where the hook measured
+    its change (`delta_l2`, since the previous saved step) to be below `learning_share` of the
+    typical weight's, relative to their sizes (the median of delta_l2 / l2 over the weights):
+    under SGD a gradient 10^6 times too small moves its layer 10^6 times too little. Where no
+    change is measured (raw gradients only) the gradient alone decides, as before; so does a
+    gradient 100 times below the threshold (or 0: dead ReLUs), past what an optimizer's eps
+    lets it rescale: such a weight may still coast on Adam's momentum, but it learns nothing. Bias gradients are left out unless `include_biases`: a bias followed by
     BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
     `mean_abs` statistic (saved, or from the raw gradient).
 
@@ -95,6 +105,7 @@ class VanishingGradient(Rule):
     threshold: float = 1e-7
     patience: int = 3
     waking: float = 10.0
+    learning_share: float = 0.01
     include_biases: bool = False
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -178,6 +189,11 @@ class VanishingGradient(Rule):
                 self._streak[n] = 0
                 self._first.pop(n, None)
                 self._least.pop(n, None)
+        # a gradient 100x below the threshold (or 0: dead ReLUs) is past what an adaptive
+        # optimizer rescales (its eps, 1e-8): the weight may still coast on momentum, not learn
+        low = [n for n in low if means[n] < 0.01 * limit] + self._not_learning(
+            trial, step, [n for n in low if means[n] >= 0.01 * limit], names
+        )
         low = [n for n in low if self.first(n)]
         if not low:
             return None
@@ -217,6 +233,25 @@ class VanishingGradient(Rule):
             tensors=low,
             suggestion=suggestion,
         )  # fmt: skip
+
+    def _not_learning(self, trial: TrialView, step: int, low: list[str], names: list[str]) -> list[str]:
+        """The gradients of `low` whose weights moved less than `learning_share` of the typical
+        weight's relative change at `step` (all of `low` when no change was measured)."""
+        if not low:
+            return low
+        moved: dict[str, float] = {}
+        for grad in names:
+            weight = grad.removeprefix("gradient/")
+            delta = trial.statistic(weight, step, "delta_l2")
+            size = trial.statistic(weight, step, "l2")
+            if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
+                moved[grad] = delta / size
+        if not moved:
+            return low
+        typical = float(np.median(list(moved.values())))
+        # `<=`: where the typical weight does not move either (a net dead throughout), neither
+        # does a weight that stands still learn
+        return [n for n in low if n not in moved or moved[n] <= self.learning_share * typical]
 
     @staticmethod
     def _alive_at_first(trial: TrialView, names: list[str]) -> bool:
