@@ -52,8 +52,11 @@ def test_low_feature_importance_fires_on_constant_and_duplicated_columns(run):
     assert list(found) == ["low_feature_importance"]
     (f,) = found["low_feature_importance"]
     assert f.message.endswith(
-        "2 of 12 features are (almost) never used (under 0.05 of an even share of the 'weight' importance): f10, f11"
+        "2 of 12 features are never used (no share of the 'weight' importance): f10, f11"
     )
+    # with a threshold, the rarely used ones too
+    found = fired(run("dead_columns")["path"], ["low_feature_importance:threshold=0.05"])
+    assert "at most 0.05 of an even share" in found["low_feature_importance"][0].message
 
 
 @pytest.mark.parametrize("name", ["sane_classifier", "sane_regressor", "multiclass"])
