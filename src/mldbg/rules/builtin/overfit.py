@@ -15,7 +15,10 @@ from mldbg.rules.view import TrialView
 @register
 class Overfit(Rule):
     """The model fits the training set and stops generalizing: at `patience` consecutive
-    evaluations (after `start_step`), the validation loss is above its best so far, and
+    evaluations (after `start_step`), the validation loss is above its best so far by more
+    than `rise` of what it had gained from its first value to that best (a validation loss
+    that levels off and wavers, as a booster's does in the rounds before early stopping ends
+    it, is not one that rises), and
     (validation - training) / training exceeds `ratio_threshold` and the gap is more than
     `gap_threshold` of the first validation loss.
 
@@ -35,6 +38,7 @@ class Overfit(Rule):
     patience: int = 2
     ratio_threshold: float = 0.1
     gap_threshold: float = 0.25
+    rise: float = 0.05
     window: int = 10
     use_losses_collection: bool = True
     tensor_regex: list[str] | None = None
@@ -103,8 +107,10 @@ class Overfit(Rule):
         t = train_level(self._tracker.train_for(name), ev.first_step, self.window)
         if st["first"] is None:
             st["first"] = v
-        worse = v > st["best"]
-        if not worse:
+        # worse: above its best by more than `rise` of what it had gained since the first (a
+        # plateau's noise, as boosting's validation loss near early stopping, is not a rise)
+        worse = v > st["best"] + self.rise * max(st["first"] - st["best"], 0.0)
+        if v <= st["best"]:
             st["best"], st["best_step"] = v, ev.last_step
         if t is None:
             return st, v, None, math.nan, math.nan
@@ -129,7 +135,8 @@ class Overfit(Rule):
             f"{name}: validation loss {v:.4g} (median of the last 3 evaluations) vs training loss {t:.4g} at step {ev.last_step} "
             f"(ratio {ratio:.2g} > {self.ratio_threshold:g}; the gap is {100 * gap_share:.0f}% of the first "
             f"validation loss {st['first']:.4g}), and the validation loss has not beaten its best "
-            f"{st['best']:.4g} (step {st['best_step']}) for {st['streak']} evaluations: the model is memorizing "
+            f"{st['best']:.4g} (step {st['best_step']}) by more than {100 * self.rise:g}% of its gain for "
+            f"{st['streak']} evaluations: the model is memorizing "
             "the training set",
             tensors=[name],
         )  # fmt: skip
