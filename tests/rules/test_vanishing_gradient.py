@@ -103,14 +103,32 @@ class LayerScaleBlock(torch.nn.Module):
         return x + self.gamma * self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
 
 
+def train_branches(
+    path, model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int, schedule=None
+) -> str:
+    """`model` (16 features in, 4 classes out) on a learnable task, recorded with the two lines."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(steps):
+            idx = torch.arange(step * 32, step * 32 + 32) % 512
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+            if schedule is not None:
+                schedule.step()
+    return str(path)
+
+
 @pytest.mark.parametrize("init", [1e-6, 0.0], ids=["layer scale 1e-6", "zero-init branch"])
 def test_quiet_on_residual_branches_started_at_zero_on_purpose(tmp_path, init):
     """The branch weights get (almost) no gradient until gamma moved; one AdamW step (in a
     linear warm-up) moves it and their gradients grow by orders of magnitude: not vanishing."""
     torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(512, 16, generator=g)
-    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
     model = torch.nn.Sequential(
         torch.nn.Linear(16, 32), *[LayerScaleBlock(32, init) for _ in range(4)], torch.nn.Linear(32, 4)
     )
@@ -118,21 +136,12 @@ def test_quiet_on_residual_branches_started_at_zero_on_purpose(tmp_path, init):
     # a linear warm-up from 0, as Hugging Face's get_linear_schedule_with_warmup: the first
     # update does not move gamma, so the branch's gradients stay tiny for two steps
     warmup = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, t / 20))
-    loss_fn = torch.nn.CrossEntropyLoss()
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
-        hook.register_module(model)
-        hook.register_loss(loss_fn)
-        for step in range(60):
-            idx = torch.arange(step * 32, step * 32 + 32) % 512
-            opt.zero_grad()
-            loss_fn(model(x[idx]), y[idx]).backward()
-            opt.step()
-            warmup.step()
-    trial = mldbg.create_trial(str(tmp_path / "run"))
+    path = train_branches(tmp_path / "run", model, opt, 60, warmup)
+    trial = mldbg.create_trial(path)
     tiny = trial.record("gradient/1.fc1.weight", 0).statistics["mean_abs"]
     later = trial.record("gradient/1.fc1.weight", 6).statistics["mean_abs"]
     assert tiny < 1e-7 * 1.4 and later > 100 * tiny  # the branch woke up, as designed
-    assert not mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+    assert not mldbg.check(path, rules=["vanishing_gradient"])
 
 
 class ScaledBranch(torch.nn.Module):
@@ -153,25 +162,13 @@ def test_tiny_gradients_that_adam_rescales_are_not_reported(tmp_path, optimizer)
     any other layer's, so the layer learns and nothing is reported. Under SGD the same
     gradients move them a millionth as far: the layers are not learning, reported."""
     torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(512, 16, generator=g)
-    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), ScaledBranch(32), torch.nn.Linear(32, 4))
     opt = (
         torch.optim.Adam(model.parameters(), lr=1e-3)
         if optimizer == "adam"
         else torch.optim.SGD(model.parameters(), lr=0.1)
     )
-    loss_fn = torch.nn.CrossEntropyLoss()
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
-        hook.register_module(model)
-        hook.register_loss(loss_fn)
-        for step in range(30):
-            idx = torch.arange(step * 32, step * 32 + 32) % 512
-            opt.zero_grad()
-            loss_fn(model(x[idx]), y[idx]).backward()
-            opt.step()
-    found = mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+    found = mldbg.check(train_branches(tmp_path / "run", model, opt, 30), rules=["vanishing_gradient"])
     if optimizer == "adam":
         assert not found, found
     else:
