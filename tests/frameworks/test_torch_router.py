@@ -161,3 +161,18 @@ def test_through_the_lightning_callback(tmp_path, balance):
         assert not found, found
     else:
         assert found and found[0].tensors == ["expert_counts/net.moe.router"], found
+
+
+def test_the_router_collection_is_added_only_where_a_router_is_found(tmp_path):
+    """A model without experts leaves the two lines' schedule as it was (nothing more saved
+    each step); a model with a router adds `router` at every step; collections the user
+    chose are theirs."""
+    with mldbg.torch.Hook(str(tmp_path / "plain")) as hook:
+        hook.register_module(SwiGLU())
+        assert "router" not in hook.recorder.collections.included
+    with mldbg.torch.Hook(str(tmp_path / "moe")) as hook:
+        hook.register_module(Net())
+        assert "router" in hook.recorder.collections.included
+    with mldbg.torch.Hook(str(tmp_path / "chosen"), include_collections=["losses"]) as hook:
+        hook.register_module(Net())
+        assert "router" not in hook.recorder.collections.included

@@ -9,9 +9,12 @@ attribute, its own or its `experts`') and a child named like a router (`router`,
 tensor of that width: Hugging Face's routers return `(logits, scores, indices)`). A layer
 that adds noise to its logits after the router (Shazeer et al.'s noisy top-k gating: a
 non-zero attribute, parameter or module named `*noise*`) routes on numbers the hook does not
-see: it is left out (save what it routes on in the `router` collection yourself). Each step (the `router` collection, saved every step in statistics mode), the hook
-records `expert_counts/<router>`: the tokens whose top-1 expert each one is, counted where the
-logits live (an argmax and a `bincount`), one small integer vector (`router_collapse`)."""
+see: it is left out (save what it routes on in the `router` collection yourself).
+
+Each step, the hook records `expert_counts/<router>` (the `router` collection, which the two
+lines' recorder saves every step once a router is found): the tokens whose top-1 expert each
+one is, counted where the logits live (an argmax and a `bincount`), one small integer vector
+(`router_collapse`)."""
 
 from __future__ import annotations
 
@@ -101,10 +104,14 @@ def logits_of(output: Any, numbers: frozenset[int]) -> torch.Tensor | None:
 
 
 def watch_routers(hook: Hook, m: RegisteredModel, inner: nn.Module) -> None:
-    """A forward hook on each router of `inner` (the module of registered model `m`)."""
+    """A forward hook on each router of `inner` (the module of registered model `m`); the
+    two lines' recorder saves `router` every step once a router is found."""
+    routers = list(find_routers(inner))
+    if routers:
+        hook.recorder.include_every_step(ROUTER)
     if not hook.recorder.collections.may_save(ROUTER):
         return
-    for qualname, layer, numbers in find_routers(inner):
+    for qualname, layer, numbers in routers:
         h = hook._attach(expert_counts(hook, f"expert_counts/{m.prefix}{qualname}", numbers), layer, within=m)
         hook._module_handles.append(layer.register_forward_hook(h))
 

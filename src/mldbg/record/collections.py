@@ -41,9 +41,7 @@ class Collections:
         save_all: bool,
         collection_configs: Iterable[CollectionConfig] | None,
         extra_defaults: Sequence[str] = (),
-        auto_included: Sequence[str] = (),
     ):
-        """`auto_included`: more collections included when `include_collections` is None."""
         self.all: dict[str, Collection] = {n: Collection(n) for n in (*DEFAULT_COLLECTIONS, *extra_defaults)}
         self.all["all"].patterns = (re.compile(".*"),)
         for cfg in collection_configs or ():
@@ -55,7 +53,6 @@ class Collections:
         if include_collections is None:
             # a configured collection is meant to be saved
             included += [cfg.name for cfg in collection_configs or () if cfg.name not in included]
-            included += [n for n in auto_included if n not in included]
         if include_regex:
             rx = (include_regex,) if isinstance(include_regex, str) else tuple(include_regex)
             self.all[CUSTOM] = Collection(CUSTOM, compile_patterns(rx, "include_regex"))
@@ -70,9 +67,19 @@ class Collections:
                 + (did_you_mean(unknown[0], self.all) or ".")
             )
         self.included = tuple(dict.fromkeys(included))
+        # the collections are the defaults: an adapter may add what it finds (`include`)
+        self.defaults = include_collections is None
         self._regex_collections = [c for c in self.all.values() if c.patterns and c.name != "all"]
         self._membership: dict[tuple[str, tuple[str, ...]], tuple[Collection, ...]] = {}
         self.active: frozenset[str] = frozenset()
+
+    def include(self, name: str, save_config: SaveConfig) -> None:
+        """Include collection `name` from now on, with `save_config` unless one was configured."""
+        c = self.all.setdefault(name, Collection(name))
+        if c.save_config is None:
+            c.save_config = save_config
+        if name not in self.included:
+            self.included = (*self.included, name)
 
     def may_save(self, natural: str) -> bool:
         """Could any tensor of the natural collection `natural` ever be saved?"""

@@ -19,7 +19,7 @@ import numpy as np
 
 from mldbg.config import CollectionConfig, Mode, ReductionConfig, SaveConfig
 from mldbg.errors import InvalidConfig, StoreFull, TrainingStopped
-from mldbg.record.collections import ROUTER, Collections
+from mldbg.record.collections import Collections
 from mldbg.record.end import StepsEnd
 from mldbg.record.stop import StopRequests
 from mldbg.record.validation import check_name, check_out_dir
@@ -91,18 +91,11 @@ class Recorder:
             raise InvalidConfig(f"include_workers must be 'one' or 'all', got {include_workers!r}")
         self.save_config = save_config or SaveConfig()
         self.reduction_config = reduction_config
-        # statistics mode: the routers the adapter recognises record their tokens per expert
-        auto = (ROUTER,) if statistics else ()
         self.collections = Collections(
-            include_collections,
-            include_regex,
-            save_all,
-            collection_configs,
-            (*extra_collections, *auto),
-            auto,
+            include_collections, include_regex, save_all, collection_configs, extra_collections
         )
         self.statistics = statistics
-        for one_number in ("losses", "scalars", *auto):  # a few numbers a step: the rules see them all
+        for one_number in ("losses", "scalars"):  # one number a step: the rules see them all
             found = self.collections.all[one_number]
             if statistics and found.save_config is None:
                 found.save_config = SaveConfig(save_interval=1)
@@ -219,6 +212,13 @@ class Recorder:
         return self.mode_steps[self.mode]
 
     # saving -----------------------------------------------------------------------------
+    def include_every_step(self, name: str) -> None:
+        """Save collection `name` at every step from now on, where the hook chose the
+        collections (statistics mode without `include_collections`): a few numbers a step
+        an adapter found for the rules (a mixture of experts' tokens per expert, `router`)."""
+        if self.statistics and self.collections.defaults:
+            self.collections.include(name, SaveConfig(save_interval=1))
+
     def plan(self, name: str, natural: tuple[str, ...]) -> Plan | None:
         """Is tensor `name` (of the natural collections `natural`) saved now, and how?"""
         if not self.saving:
