@@ -26,7 +26,7 @@ KNOWN = set(DEFAULT_COLLECTIONS) | {
     "trees",
     "embeddings",
     "attention_logits",
-    "router",  # a collection the user saves, as router_collapse documents (docs/rules.md)
+    "router",  # the PyTorch hook's routers, or what the user saves (docs/rules.md, router_collapse)
 }
 
 
