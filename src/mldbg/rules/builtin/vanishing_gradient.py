@@ -189,11 +189,7 @@ class VanishingGradient(Rule):
                 self._streak[n] = 0
                 self._first.pop(n, None)
                 self._least.pop(n, None)
-        # a gradient 100x below the threshold (or 0: dead ReLUs) is past what an adaptive
-        # optimizer rescales (its eps, 1e-8): the weight may still coast on momentum, not learn
-        low = [n for n in low if means[n] < 0.01 * limit] + self._not_learning(
-            trial, step, [n for n in low if means[n] >= 0.01 * limit], names
-        )
+        low = self._not_learning(trial, step, low, names, means, limit)
         low = [n for n in low if self.first(n)]
         if not low:
             return None
@@ -234,10 +230,21 @@ class VanishingGradient(Rule):
             suggestion=suggestion,
         )  # fmt: skip
 
-    def _not_learning(self, trial: TrialView, step: int, low: list[str], names: list[str]) -> list[str]:
-        """The gradients of `low` whose weights moved less than `learning_share` of the typical
-        weight's relative change at `step` (all of `low` when no change was measured)."""
-        if not low:
+    def _not_learning(
+        self,
+        trial: TrialView,
+        step: int,
+        low: list[str],
+        names: list[str],
+        means: dict[str, float],
+        limit: float,
+    ) -> list[str]:
+        """The gradients of `low` whose weights are not learning: moved less than
+        `learning_share` of the typical weight's relative change at `step` (all of `low` when no
+        change was measured). A gradient 100x below the threshold (or 0: dead ReLUs) is past
+        what an adaptive optimizer rescales (its eps, 1e-8): its weight may still coast on
+        momentum, but it does not learn, whatever it moved."""
+        if all(means[n] < 0.01 * limit for n in low):  # nothing to measure
             return low
         moved: dict[str, float] = {}
         for grad in names:
@@ -251,7 +258,10 @@ class VanishingGradient(Rule):
         typical = float(np.median(list(moved.values())))
         # `<=`: where the typical weight does not move either (a net dead throughout), neither
         # does a weight that stands still learn
-        return [n for n in low if n not in moved or moved[n] <= self.learning_share * typical]
+        return [
+            n for n in low
+            if means[n] < 0.01 * limit or n not in moved or moved[n] <= self.learning_share * typical
+        ]  # fmt: skip
 
     @staticmethod
     def _alive_at_first(trial: TrialView, names: list[str]) -> bool:
