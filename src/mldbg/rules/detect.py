@@ -64,6 +64,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mldbg.rules.stats import sliding_median
+
 ALPHA = 1e-3  # false alarms per rule per healthy run
 HORIZON = 1_000_000  # the longest run (tests) the budget covers
 HISTORY = 1000  # the most values a noise model is estimated from
@@ -268,10 +270,6 @@ def _ends_level(med: np.ndarray, starts: np.ndarray, size: int, width: int) -> n
     return med[starts[:, None] + cols[None, :]]
 
 
-def _running_median(x: np.ndarray, width: int) -> np.ndarray:
-    return np.median(np.lib.stride_tricks.sliding_window_view(x, width), axis=1)
-
-
 def _spreads(d: np.ndarray) -> np.ndarray:
     """`_spread` of each row of `d` (before its division by 0.6573)."""
     a = np.sort(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
@@ -298,11 +296,11 @@ def noise_windows(
         rows = starts[:, None] + np.arange(size)[None, :]
         xs = seg[rows]
         d1g, d2g = np.diff(seg), seg[2:] - seg[:-2]
-        d1 = d1g[rows[:, :-1]] - _ends_level(_running_median(d1g, _SLOPE), starts, size - 1, _SLOPE)
-        d2 = d2g[rows[:, :-2]] - _ends_level(_running_median(d2g, _SLOPE), starts, size - 2, _SLOPE)
+        d1 = d1g[rows[:, :-1]] - _ends_level(sliding_median(d1g, _SLOPE), starts, size - 1, _SLOPE)
+        d2 = d2g[rows[:, :-2]] - _ends_level(sliding_median(d2g, _SLOPE), starts, size - 2, _SLOPE)
         s1, s2 = _spreads(d1), _spreads(d2)
         levels = np.median(xs, axis=1)
-        r = xs - _ends_level(_running_median(seg, 11), starts, size, 11)
+        r = xs - _ends_level(sliding_median(seg, 11), starts, size, 11)
         models: list[Noise] = []
         rhos = np.zeros(len(chunk))
         for i in range(len(chunk)):

@@ -198,21 +198,27 @@ def rising_share(x: Sequence[float]) -> float:
 
 
 # the same over whole series at once, for the rules' fast path (`check_columns`) ---------------
-_MEDIAN_BLOCK = 1 << 20  # values `trailing_median` sorts at a time (8 MB)
+_MEDIAN_BLOCK = 1 << 20  # values `sliding_median` sorts at a time (8 MB)
+
+
+def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
+    """The median of each run of `width` consecutive values of `x` (len(x) - width + 1 of
+    them): `np.median` over a sliding window view, a block of windows at a time (the median
+    copies what it sorts: all of 10^6 windows of 200 at once would be 1.6 GB)."""
+    windows = np.lib.stride_tricks.sliding_window_view(x, width)
+    block = max(1, _MEDIAN_BLOCK // width)
+    if len(windows) <= block:
+        return np.median(windows, axis=1)
+    return np.concatenate([np.median(windows[a : a + block], axis=1) for a in range(0, len(windows), block)])
 
 
 def trailing_median(x: np.ndarray, width: int) -> np.ndarray:
     """For each index i of `x`, the median of the `width` values before it (`x[i-width:i]`);
-    NaN where fewer precede it. `np.median` over a sliding window view, a block of windows
-    at a time (the median copies what it sorts: all of 10^6 windows of 200 at once would be
-    1.6 GB): the screening side of a rule's rolling median (its `check` uses `median` on the
-    same values)."""
+    NaN where fewer precede it (`sliding_median`): the screening side of a rule's rolling
+    median (its `check` uses `median` on the same values)."""
     out = np.full(len(x), np.nan)
     if width >= 1 and len(x) > width:
-        windows = np.lib.stride_tricks.sliding_window_view(x[:-1], width)
-        block = max(1, _MEDIAN_BLOCK // width)
-        for a in range(0, len(windows), block):
-            out[width + a : width + a + block] = np.median(windows[a : a + block], axis=1)
+        out[width:] = sliding_median(x[:-1], width)
     return out
 
 
