@@ -90,7 +90,8 @@ def noisy(module: nn.Module) -> bool:
             and value
         ):
             return True
-    named = (*module._parameters, *module._modules)
+    named = [key for key, _ in module.named_parameters(recurse=False)]
+    named += [key for key, _ in module.named_children()]
     return any("noise" in key.lower() for key in named)
 
 

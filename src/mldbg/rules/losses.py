@@ -20,6 +20,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
+from mldbg.rules import stats
 from mldbg.rules.view import TrialView
 
 _HIGHER_IS_BETTER = {
@@ -413,17 +414,8 @@ def _recent_trend(x: np.ndarray) -> float:
     blocks = half[len(half) - nb * m :].reshape(nb, m)
     meds = np.array([np.median(b[np.isfinite(b)]) for b in blocks if np.isfinite(b).any()])
     if len(meds) < 2 or meds[0] - meds[-1] < _TREND_MIN * max(abs(float(meds[0])), 1e-12):
-        return max(0.0, _mann_kendall(meds))  # no material fall: a rise may still show
-    return _mann_kendall(meds)
-
-
-def _mann_kendall(x: np.ndarray) -> float:
-    n = len(x)
-    if n < 4:
-        return 0.0
-    s = float(np.triu(np.sign(x[None, :] - x[:, None]), 1).sum())
-    var = n * (n - 1) * (2 * n + 5) / 18
-    return (s - np.sign(s)) / math.sqrt(var)
+        return max(0.0, stats.trend_z(meds))  # no material fall: a rise may still show
+    return stats.trend_z(meds)
 
 
 LEARNING_RATE = "learning_rate/"  # the PyTorch hook's record of each model's learning rate

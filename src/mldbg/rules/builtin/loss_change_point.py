@@ -11,9 +11,9 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS, _mann_kendall
+from mldbg.rules.losses import GAME_STEPS
 from mldbg.rules.select import adversarial
-from mldbg.rules.stats import median, trailing_median
+from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
 
 _BLOCK = 50  # the noise model is estimated again every this many values
@@ -44,7 +44,7 @@ def _falls(values: Sequence[float] | np.ndarray) -> bool:
         return False
     m = len(seg) // 10
     meds = np.median(seg[len(seg) - 10 * m :].reshape(10, m), axis=1)
-    return bool(_mann_kendall(meds) < -2.0)
+    return bool(trend_z(meds) < -2.0)
 
 
 def _pace(values: Sequence[float], rho: float) -> float:
