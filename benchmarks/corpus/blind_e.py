@@ -17,7 +17,12 @@ modular addition with weight decay 1, a contractive autoencoder, SNGP (spectral 
 random-feature GP head), and uncertainty-weighted multi-task losses.
 
 Every script is written the way its kind is usually written, with the README's two lines.
-`SPLIT = BLIND3`.
+Ten buggy twins, one per key of `BUGS`, each injected as a user's mistake: softmax before the
+cross entropy (char-CNN), a negative-bias init (LAMB MLP), the learning rate x100 (Tweedie),
+`model.train()` forgotten after validation (center loss), a 5-layer sigmoid stack (GCE),
+`zero_grad` dropped (highway), the encoder never unfrozen after the linear probe (LP-FT), the
+valid-depth mask left out so log(0) reaches the loss (SILog), images fed as 0..255 bytes
+(captioning), labels shuffled apart from their windows (InceptionTime). `SPLIT = BLIND3`.
 """
 
 from __future__ import annotations
@@ -955,11 +960,7 @@ def zinb_count_regression(path: str, steps: int = 400, seed: int = 0, bug: str |
         y: torch.Tensor, mu_out: torch.Tensor, pi_logit: torch.Tensor, log_theta: torch.Tensor
     ) -> torch.Tensor:
         theta = log_theta.exp()
-        if bug == "log_zero_nan":  # counts are non-negative, so a ReLU 'keeps the mean positive'
-            mu = F.relu(mu_out)
-            log_mu = torch.log(mu)
-        else:
-            mu, log_mu = mu_out.exp(), mu_out
+        mu, log_mu = mu_out.exp(), mu_out
         log_theta_mu = torch.log(theta + mu)
         nb = (
             torch.lgamma(y + theta)
@@ -1752,9 +1753,9 @@ _CAP_WORDS = ["<pad>", "<s>", "</s>", "a", "red", "green", "blue", "square", "di
 
 
 def _caption_data(g: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scenes of one or two coloured shapes; captions 'a red square at the top left' or
-    '... and a blue disc at the bottom right', padded."""
-    imgs = torch.zeros(n, 3, 12, 12)
+    """Scenes (uint8 RGB) of one or two coloured shapes; captions 'a red square at the top
+    left' or '... and a blue disc at the bottom right', padded."""
+    imgs = torch.zeros(n, 3, 12, 12, dtype=torch.uint8)
     caps = torch.zeros(n, 20, dtype=torch.long)
     colours = torch.tensor([[1.0, 0.1, 0.1], [0.1, 0.9, 0.1], [0.2, 0.3, 1.0]])
     for i in range(n):
@@ -1778,7 +1779,7 @@ def _caption_data(g: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tenso
                 canvas[:, cy, cx - 2 : cx + 3] = colours[c][:, None]
             words += (["and"] if k else []) + ["a", ["red", "green", "blue"][c], ["square", "disc", "cross"][s],
                                                "at", "the", ["top", "bottom"][qy], ["left", "right"][qx]]  # fmt: skip
-        imgs[i] = canvas
+        imgs[i] = canvas * 255
         ids = [1] + [_CAP_WORDS.index(w) for w in words] + [2]
         caps[i, : len(ids)] = torch.tensor(ids)
     return imgs, caps
@@ -1826,7 +1827,10 @@ def cnn_lstm_captioning_tied(
     for _ in range(steps):
         idx = torch.randint(0, len(imgs), (64,), generator=g)
         c = caps[idx]
-        logits = model(imgs[idx], c[:, :-1])  # teacher forcing
+        img = imgs[idx].float()
+        if bug != "inputs_x255":  # the bug: the images were fed as the 0..255 bytes they are stored in
+            img = img / 255
+        logits = model(img, c[:, :-1])  # teacher forcing
         loss = criterion(logits.reshape(-1, logits.shape[-1]), c[:, 1:].reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -1842,7 +1846,8 @@ def cnn_lstm_captioning_tied(
 
 def _depth_scenes(g: torch.Generator, n: int, size: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
     """A ground plane receding to a horizon, with boxes standing on it; depth in metres; the
-    RGB image (uint8) shades each surface by its depth and orientation, with texture."""
+    RGB image (uint8) shades each surface by its depth and orientation, with texture. As with
+    LiDAR ground truth, the sky and ~5% of pixels (dropouts) have no depth: 0."""
     yy, xx = torch.meshgrid(torch.arange(size).float(), torch.arange(size).float(), indexing="ij")
     horizon = size * (0.3 + 0.2 * torch.rand(n, generator=g))
     depth = torch.full((n, size, size), 80.0)
@@ -1867,6 +1872,8 @@ def _depth_scenes(g: torch.Generator, n: int, size: int = 24) -> tuple[torch.Ten
             depth[i][m] = d
             img[i][:, m] = (torch.rand(3, 1, generator=g) * 0.5 + 0.5) * (1.2 / math.log1p(d))
     img = img + 0.03 * torch.randn(img.shape, generator=g)
+    depth = torch.where(below | (depth < 80), depth, torch.zeros(()))
+    depth[torch.rand(depth.shape, generator=g) < 0.05] = 0.0
     return (img.clamp(0, 1) * 255).to(torch.uint8), depth
 
 
@@ -1897,10 +1904,14 @@ class DepthNet(nn.Module):
 
 class SILogLoss(nn.Module):
     """Eigen et al.'s scale-invariant log loss as BTS/AdaBins write it:
-    10 * sqrt(mean(d^2) - 0.85 * mean(d)^2), d = log(pred) - log(gt)."""
+    10 * sqrt(mean(d^2) - 0.85 * mean(d)^2), d = log(pred) - log(gt) on the valid pixels."""
 
-    def forward(self, log_pred: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, log_pred: torch.Tensor, depth: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         d = log_pred - depth.log()
+        if mask is not None:
+            d = d[mask]
         return 10 * (d.pow(2).mean() - 0.85 * d.mean().pow(2)).sqrt()
 
 
@@ -1919,11 +1930,12 @@ def silog_depth_groupnorm(path: str, steps: int = 200, seed: int = 0, bug: str |
     losses = []
     for _ in range(steps):
         idx = torch.randint(0, len(imgs), (16,), generator=g)
-        x = imgs[idx].float()
-        if bug != "inputs_x255":  # the bug: the /255 of ToTensor() was lost with the new loader
-            x = x / 255
-        x = (x - mean) / std
-        loss = criterion(model(x), depth[idx])
+        x = (imgs[idx].float() / 255 - mean) / std
+        gt = depth[idx]
+        valid = gt > 1e-3
+        if bug == "log_zero_nan":  # the bug: the valid-pixel mask left out, log(0) on the sky
+            valid = None
+        loss = criterion(model(x), gt, valid)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -2441,6 +2453,7 @@ _gce = healthy("gce_symmetric_noise_40pct_5layer", "noisy labels (GCE)", gce_noi
 _highway = healthy("highway_mlp_20_layers_triangular2", "highway network", highway_20_layers_cyclic)
 _lpft = healthy("lp_ft_linear_probe_then_tiny_lr", "fine-tuning (LP-FT)", lp_ft_tiny_lr_finetune)
 _depth = healthy("silog_depth_encoder_decoder_groupnorm", "monocular depth", silog_depth_groupnorm)
+_caption = healthy("show_tell_captioning_tied_embeddings", "image captioning", cnn_lstm_captioning_tied)
 _inception = healthy(
     "inceptiontime_accelerometer_accumulate4", "time series classification", inceptiontime_accumulate4
 )
@@ -2465,7 +2478,6 @@ PIPELINES = [
     healthy("film_conditioned_cnn_questions", "visual reasoning (FiLM)", film_visual_questions),
     healthy("ge2e_lstm_speaker_verification", "speaker verification", ge2e_speaker_verification),
     healthy("sinkhorn_divergence_point_generator", "OT generative model", sinkhorn_divergence_generator),
-    healthy("show_tell_captioning_tied_embeddings", "image captioning", cnn_lstm_captioning_tied),
     healthy("igr_sdf_eikonal_softplus", "implicit SDF", sdf_eikonal_implicit),
     healthy("poincare_taxonomy_riemannian_sgd", "hyperbolic embeddings", poincare_embeddings_rsgd),
     healthy("rmtpp_hawkes_marked_events", "temporal point process", rmtpp_hawkes_events),
@@ -2487,14 +2499,15 @@ PIPELINES = [
     _lpft,
     _depth,
     _inception,
+    _caption,
     buggy(_lion, "softmax_before_ce"),
     buggy(_lamb, "dead_relu_init"),
     buggy(_tweedie, "lr_x100"),
     buggy(_center, "train_in_eval_mode"),
-    buggy(_zinb, "log_zero_nan"),
+    buggy(_depth, "log_zero_nan"),
     buggy(_gce, "deep_sigmoid"),
     buggy(_highway, "no_zero_grad"),
     buggy(_lpft, "frozen_by_mistake"),
-    buggy(_depth, "inputs_x255"),
+    buggy(_caption, "inputs_x255"),
     buggy(_inception, "shuffled_labels"),
 ]
