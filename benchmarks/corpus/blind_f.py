@@ -22,6 +22,15 @@ char-RNN name classification tutorials; nanoGPT fine-tuning from a checkpoint; m
 project; timm-style ViT training with mixup/cutmix, drop path and EMA; a run_glue_no_trainer
 loop without accelerate.
 
+Ten buggy twins, one per key of `BUGS`: imagenet with the ToTensor scaling dropped
+(inputs_x255), gcn without the `model.train()` after evaluation (train_in_eval_mode), snli's
+MLP with negative biases (dead_relu_init), the char-RNN without `rnn.zero_grad()`
+(no_zero_grad), the timm-style ViT at lr 0.1 (lr_x100), minGPT taking the softmax before the
+cross-entropy (softmax_before_ce), the run_glue loop with embeddings frozen after the
+optimizer was built (frozen_by_mistake), RoBERTa with shuffled labels (shuffled_labels), the
+Lightning VAE taking the log of a ReLU'd std squared (log_zero_nan), the Lightning SWA
+regressor with 8 sigmoid layers (deep_sigmoid).
+
 A pipeline whose framework is not installed is left out of `PIPELINES`. Every framework is
 imported inside its pipeline, so importing this module costs only torch. `SPLIT = BLIND3`.
 """
@@ -254,7 +263,7 @@ def pytorch_examples_imagenet(
     with padding and horizontal flips, `validate()` under `model.eval()` each epoch,
     AverageMeter of the loss."""
     g = _seed(seed)
-    images, y = _rgb_objects(g, 1792, size=16)
+    images, y = _rgb_objects(g, 1536, size=16)
     pixels = (images * 255).round().to(torch.uint8)  # what the JPEG decoder gives
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
@@ -296,8 +305,8 @@ def pytorch_examples_imagenet(
     hook = Hook(path)
     hook.register_module(model)
     hook.register_loss(criterion)
-    train_loader = DataLoader(TensorDataset(pixels[:1536], y[:1536]), batch_size=64, shuffle=True)
-    val_loader = DataLoader(TensorDataset(pixels[1536:], y[1536:]), batch_size=128)
+    train_loader = DataLoader(TensorDataset(pixels[:1280], y[:1280]), batch_size=64, shuffle=True)
+    val_loader = DataLoader(TensorDataset(pixels[1280:], y[1280:]), batch_size=128)
     losses = []
     for _epoch in range(epochs):
         model.train()
@@ -863,7 +872,7 @@ def nanogpt_finetune_from_checkpoint(
     model = _GPT(**checkpoint["model_args"])
     model.load_state_dict(checkpoint["model"])
     os.remove(ckpt_path)
-    learning_rate = 1e-4 * (100 if bug == "lr_x100" else 1)
+    learning_rate = 1e-4
     param_dict = {pn: p for pn, p in model.named_parameters() if p.requires_grad}
     decay_params = [p for p in param_dict.values() if p.dim() >= 2]
     nodecay_params = [p for p in param_dict.values() if p.dim() < 2]
@@ -1082,6 +1091,8 @@ def timm_style_vit_mixup_cutmix_ema(
         if not (p.ndim > 1 and "token" not in n and "pos_embed" not in n)
     ]
     base_lr, warmup_lr, min_lr, warmup_epochs = 1e-3, 1e-6, 1e-5, 2
+    if bug == "lr_x100":  # "--lr 0.1": the SGD recipe's lr given to AdamW
+        base_lr *= 100
     optimizer = torch.optim.AdamW(
         [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": 0.05}], lr=base_lr
     )
@@ -2480,6 +2491,9 @@ _nanogpt_ft = healthy(
     "nanogpt_finetune_from_checkpoint_accumulate4", "nanoGPT fine-tuning", nanogpt_finetune_from_checkpoint
 )
 _mingpt = healthy("mingpt_adder_gpt_nano", "minGPT addition", mingpt_adder)
+_timm_vit = healthy(
+    "timm_style_vit_mixup_cutmix_drop_path_ema", "timm-style ViT", timm_style_vit_mixup_cutmix_ema
+)
 PIPELINES += [
     _word_lm,
     _imagenet,
@@ -2503,12 +2517,12 @@ PIPELINES += [
     _char_rnn,
     _nanogpt_ft,
     _mingpt,
-    healthy("timm_style_vit_mixup_cutmix_drop_path_ema", "timm-style ViT", timm_style_vit_mixup_cutmix_ema),
+    _timm_vit,
     buggy(_imagenet, "inputs_x255"),
     buggy(_gcn, "train_in_eval_mode"),
     buggy(_snli, "dead_relu_init"),
     buggy(_char_rnn, "no_zero_grad"),
-    buggy(_nanogpt_ft, "lr_x100"),
+    buggy(_timm_vit, "lr_x100"),
     buggy(_mingpt, "softmax_before_ce"),
 ]
 
