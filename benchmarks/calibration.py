@@ -416,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     ap.add_argument("--from-json", nargs="+", type=Path, help="merge saved runs into calibration_all")
+    ap.add_argument("--stem", default="calibration_all", help="--from-json: the merged results' file name")
     args = ap.parse_args(argv)
     if args.from_json:
         records, metas = {}, []
@@ -429,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         recs = sorted(records.values(), key=lambda r: r["name"])
         print(markdown(recs, meta))
         if not args.no_save:
-            save(recs, meta, "calibration_all", args.out)
+            save(recs, meta, args.stem, args.out)
         return 0
     names = select(list(corpus.pipelines()), args.split, args.which, args.only)
     if args.list:
