@@ -85,7 +85,9 @@ def test_a_fresh_layer_frozen_in_the_optimizer(tmp_path, bug):
     assert f.step <= 4, f  # the third statistics step (every step is one at the start)
     assert "0.weight" in " ".join(f.tensors) and "initialization" in f.message
     assert_explains(f)
-    assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"), rules=[RULE])] == ["parameters_not_updated"]
+    assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"), rules=[RULE])] == [
+        "parameters_not_updated"
+    ]
 
 
 @pytest.mark.parametrize("bug", [True, False], ids=["adapters-frozen", "twin"])
@@ -126,3 +128,24 @@ def test_a_linear_probe_on_a_pretrained_backbone_is_healthy(tmp_path, handed):
         trial = mldbg.create_trial(str(tmp_path / "run"))
         assert not trial.tensor_names(regex="^frozen_held/")
         assert trial.record("0.0.weight", 3).statistics["requires_grad"] == 0
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["freeze-never-undone", "twin"])
+def test_the_same_on_both_paths(tmp_path, bug):
+    """The fast path (`check_columns`) gives the findings of the per-step reference."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_backbone(), nn.Linear(32, 3))
+    if bug:
+        model[0].requires_grad_(False)
+    _train(tmp_path / "run", model, model.parameters(), steps=30)
+
+    def outcome(columns: bool) -> tuple:
+        runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), [RULE], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        return [f.to_dict() for f in findings], runner.skipped, runner.errors
+
+    reference = outcome(False)
+    assert outcome(True) == reference
+    assert bool(reference[0]) == bug and not reference[2]

@@ -168,7 +168,6 @@ def test_batchnorm_frozen_on_purpose_is_not_eval_left_on(tmp_path, bug):
     assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]
 
 
-
 def _functional_dropout_net():
     """A model whose only dropout is functional (`F.dropout(x, p, self.training)`, as in pyGAT
     and much research code): no Dropout module shows its mode."""
@@ -243,3 +242,37 @@ def test_functional_dropout_shows_the_mode(tmp_path, case):
     assert found[0].step <= 8, found[0]  # epochs 2 and 3 (global steps 2 and 4) in eval mode
     assert found[0].mode == "EVAL" and "optimizer stepped" in found[0].message
     assert_explains(found[0])
+
+
+def test_functional_dropout_the_same_on_both_paths(tmp_path):
+    """The fast path (`check_columns`) gives the per-step reference's findings on the
+    functional-dropout run left in eval mode."""
+    import torch
+    import torch.nn.functional as F
+
+    import mldbg.torch
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = _functional_dropout_net()
+    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
+    x, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
+    model.train()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for _ in range(12):
+            opt.zero_grad()
+            F.nll_loss(model(x[:48]), y[:48]).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                model(x[48:])
+
+    def outcome(columns: bool) -> list:
+        runner = RuleRunner(
+            mldbg.create_trial(str(tmp_path / "run")), ["train_in_eval_mode"], columns=columns
+        )
+        return [f.to_dict() for f in runner.run_available() + runner.finish()]
+
+    reference = outcome(False)
+    assert reference and outcome(True) == reference
