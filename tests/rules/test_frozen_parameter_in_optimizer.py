@@ -149,3 +149,32 @@ def test_the_same_on_both_paths(tmp_path, bug):
     reference = outcome(False)
     assert outcome(True) == reference
     assert bool(reference[0]) == bug and not reference[2]
+
+
+def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
+    """pix2pix's `set_requires_grad(netD, False)` before the generator's update, undone before
+    the critic's next one: the critic (fresh, its optimizer stepping each step) is frozen when
+    each step ends, but it trained in the step."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
+    critic = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(gen)
+        hook.register_module(critic)
+        for _ in range(20):
+            real, z = torch.randn(32, 16) * 0.5 + 1, torch.randn(32, 8)
+            fake = gen(z)
+            critic.requires_grad_(True)
+            opt_d.zero_grad()
+            d_real, d_fake = critic(real), critic(fake.detach())
+            (bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))).backward()
+            opt_d.step()
+            critic.requires_grad_(False)
+            opt_g.zero_grad()
+            d_gen = critic(fake)
+            bce(d_gen, torch.ones_like(d_gen)).backward()
+            opt_g.step()
+    assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])

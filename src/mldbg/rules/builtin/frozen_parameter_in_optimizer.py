@@ -43,7 +43,10 @@ class FrozenParameterInOptimizer(Rule):
     undone). Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
     out of the optimizer), a pretrained frozen backbone handed over with `model.parameters()`,
     a frozen embedding or normalization at any value, a sinusoidal table. First finding at the
-    `patience`-th training statistics step (step 2 from step 0).
+    `patience`-th training statistics step (step 2 from step 0). A parameter counts only where
+    it was frozen at every training step since the previous statistics step (its
+    `requires_grad` statistic 0) and when the step ended: a GAN's critic frozen for the
+    generator's update and trained in the same step is not frozen.
     """
 
     cause = "parameters_not_updated"
@@ -77,8 +80,12 @@ class FrozenParameterInOptimizer(Rule):
         now: dict[str, int] = {}
         for name in held:
             code = trial.saved_statistic(name, step, "sum")
+            param = name[len(PREFIX) :]
+            flag = trial.saved_statistic(param, step, "requires_grad")  # frozen since the last one?
+            if flag is not None and flag != 0:
+                continue  # it trained at some step since (a GAN's critic frozen for the generator's update)
             if code is not None and math.isfinite(code) and int(code) in WHY:
-                now[name[len(PREFIX) :]] = int(code)
+                now[param] = int(code)
         for param in list(self._streak):
             if param not in now and self._judged(trial, param, step, bool(held)):
                 del self._streak[param]  # trained (or left the optimizer) at this statistics step
