@@ -273,12 +273,12 @@ class StepStatistics:
         in this step (`GradientFlow`), judged when the step ends: a trainer may run the
         forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks."""
         held, self._held = self._held, None
-        for params in self._step_params.values() if held else ():
+        for params in self._step_params.values() if held is not None else ():
             pairs = [(name, p) for name, p, _ in params]
             for name, code in self._flow.cut(pairs, held) if self._flow.attached else ():
                 flag = torch.tensor([code], dtype=torch.uint8)
                 self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
-            for name, code in self._frozen.judge(pairs, held):  # frozen_parameter_in_optimizer
+            for name, code in self._frozen.judge(pairs, held or set()):  # frozen_parameter_in_optimizer
                 self.add_kinds(f"frozen_held/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ())
         self._step_params.clear()
         self._flow.detach()
