@@ -36,6 +36,8 @@ import math
 import torch
 from torch import nn
 
+from mldbg.frameworks.torch_sharded import is_sharded
+
 SELECTED = 1
 AT_INIT = 2
 _LAYERS = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase, nn.RNNCellBase)
@@ -95,12 +97,15 @@ def _default_bound(module: nn.Module) -> float | None:
 
 
 def _at_default_init(p: torch.Tensor, bound: float) -> bool:
-    """Do the values of `p` look like fresh uniform draws on [-bound, bound]?"""
-    if p.numel() < _MIN_VALUES or not p.is_floating_point() or p.is_sparse:
-        return False
+    """Do the values of `p` look like fresh uniform draws on [-bound, bound]? (A sharded
+    parameter: this rank's shard, read locally; a reduction over the DTensor would be a
+    collective that the other ranks, which record no statistics, never join.)"""
     try:
         with torch.no_grad():
-            x = p.detach().float().reshape(-1)
+            local = p.to_local() if is_sharded(p) else p  # type: ignore[attr-defined]
+            if local.numel() < _MIN_VALUES or not local.is_floating_point() or local.is_sparse:
+                return False
+            x = local.detach().float().reshape(-1)
             lo, hi, var, mean = (
                 float(v) for v in torch.stack([x.min(), x.max(), x.var(), x.mean()]).tolist()
             )
