@@ -22,14 +22,18 @@ class TrainInEvalMode(Rule):
     evaluated and its running statistics stop following the data.
 
     Reads what the PyTorch two-line hook records at statistics steps: `module_training/dropout`
-    and `module_training/norm` (`sum`: modules in training mode, `count`: modules), counting
+    and `module_training/norm` (`sum`: modules in training mode, `count`: modules), and
+    `module_training/functional` (the `training` flags of functional dropout calls,
+    `F.dropout(x, p, self.training)`, where no Dropout module shows the mode), counting
     only modules with trainable parameters around them (a frozen backbone kept in eval on
     purpose is left out), and `optimizer_step` at steps recorded as EVAL or PREDICT: the hook
     follows `model.training`, so an optimizer that steps while the model is in eval mode shows
     up there, when the model has such modules to train (a model without any, or a linear
     probe whose Dropout and BatchNorm sit in a frozen backbone, trains the same in eval mode).
     Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
-    must be in eval mode.
+    must be in eval mode. An evaluation forward between two such training forwards (train,
+    validate, train... each epoch) neither extends nor resets the streak: it says nothing of
+    the mode the model trains in.
 
     Modules in eval mode while the model itself is in training mode were put there on purpose:
     `model.train()` sets every module, so only a call on the module (`freeze_bn_stats` in
