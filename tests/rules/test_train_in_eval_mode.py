@@ -166,3 +166,113 @@ def test_batchnorm_frozen_on_purpose_is_not_eval_left_on(tmp_path, bug):
 
     runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), ["train_in_eval_mode"], columns=False)
     assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]
+
+
+def _functional_dropout_net():
+    """A model whose only dropout is functional (`F.dropout(x, p, self.training)`, as in pyGAT
+    and much research code): no Dropout module shows its mode."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(10, 32)
+
+        def forward(self, x):
+            return F.dropout(F.elu(self.fc(x)), 0.5, self.training)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder, self.head = Encoder(), nn.Linear(32, 3)
+
+        def forward(self, x):
+            return F.log_softmax(self.head(self.encoder(x)), 1)
+
+    return Net()
+
+
+@pytest.mark.parametrize("case", ["twin", "forgot-train", "linear-probe"])
+def test_functional_dropout_shows_the_mode(tmp_path, case):
+    """pyGAT's loop: one full-batch training step, then a validation forward, each epoch. The
+    bug calls model.train() once before the loop, so every later epoch trains in eval mode with
+    its dropout off; its training forwards (recorded as EVAL, the optimizer stepping) alternate
+    with validation forwards, which say nothing of the training's mode. Caught within a few
+    epochs; quiet on the twin (model.train() each epoch) and on a linear probe trained in eval
+    mode whose dropout sits in the frozen encoder."""
+    import torch
+    import torch.nn.functional as F
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    model = _functional_dropout_net()
+    if case == "linear-probe":
+        model.encoder.requires_grad_(False)
+        model.eval()
+    else:
+        model.train()
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=5e-3)
+    x, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for _ in range(12):
+            if case == "twin":
+                model.train()
+            opt.zero_grad()
+            F.nll_loss(model(x[:48]), y[:48]).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                model(x[48:])
+    found = mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    if case != "forgot-train":
+        assert not found, found
+        if case == "twin":
+            record = trial.record("module_training/functional", 0)
+            assert record.statistics["count"] == 1 and record.statistics["sum"] == 1
+        else:  # the probe's dropout is in its frozen encoder: left out
+            assert "module_training/functional" not in trial.tensor_names()
+        return
+    record = trial.record("module_training/functional", 2)  # epoch 2's training forward
+    assert record.statistics["count"] == 1 and record.statistics["sum"] == 0
+    assert found, "missed"
+    assert found[0].step <= 8, found[0]  # epochs 2 and 3 (global steps 2 and 4) in eval mode
+    assert found[0].mode == "EVAL" and "optimizer stepped" in found[0].message
+    assert_explains(found[0])
+
+
+def test_functional_dropout_the_same_on_both_paths(tmp_path):
+    """The fast path (`check_columns`) gives the per-step reference's findings on the
+    functional-dropout run left in eval mode."""
+    import torch
+    import torch.nn.functional as F
+
+    import mldbg.torch
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = _functional_dropout_net()
+    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
+    x, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
+    model.train()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for _ in range(12):
+            opt.zero_grad()
+            F.nll_loss(model(x[:48]), y[:48]).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                model(x[48:])
+
+    def outcome(columns: bool) -> list:
+        runner = RuleRunner(
+            mldbg.create_trial(str(tmp_path / "run")), ["train_in_eval_mode"], columns=columns
+        )
+        return [f.to_dict() for f in runner.run_available() + runner.finish()]
+
+    reference = outcome(False)
+    assert reference and outcome(True) == reference

@@ -15,6 +15,13 @@ Three kinds of attention are seen, each recorded as `<module>_attention_logits` 
   plus the mask, with the masked entries (non-finite, or below half the dtype's lowest value,
   the mask value Hugging Face adds) left out (`softmax_logits`).
 
+The same capture keeps the `training` flag of each functional dropout call (`F.dropout(x, p,
+self.training)`, `dropout1d/2d/3d`, `alpha_dropout`, `feature_alpha_dropout`) with p > 0 made by
+a module with a trainable parameter with gradients on (not by a Dropout module), handed over
+when the forward ends as `module_training/functional` with the model's own flag
+(`train_in_eval_mode`: a model whose only dropout is functional shows its mode there); a
+forward with such a call keeps its model captured in that mode.
+
 How: on a statistics step only, the hook enters an `AttentionCapture` (a `TorchFunctionMode`,
 thread-local like every torch function mode) around the first forward of each registered model
 in the step, and leaves it when the forward ends or raises (or the hook closes, in the same
@@ -54,6 +61,12 @@ LIMIT = 1 << 22  # logits kept per attention call (16 MB in float32); beyond: ev
 _SOFTMAX = frozenset({F.softmax, torch.softmax, torch.Tensor.softmax})
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _WORDS = ("attention", "attn")  # a module whose class or name has one of them computes attention
+# functional dropout: `F.dropout(x, p, training=self.training)` shows the model's mode where no
+# Dropout module does (`module_training/functional`, train_in_eval_mode)
+_DROPOUT = frozenset(
+    {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout}
+)
+_DROPOUT_ARGS = ("input", "p", "training", "inplace")
 
 
 def mha_logits(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
@@ -144,8 +157,15 @@ class AttentionCapture:
     told each registered model and its name prefix; `start(key, mode)` and `stop(key)` bracket
     a model's forward at a statistics step (`key`: the model, whatever identifies it)."""
 
-    def __init__(self, add: Callable[[str, torch.Tensor], None]):
+    def __init__(
+        self,
+        add: Callable[[str, torch.Tensor], None],
+        flags: Callable[[Any, list[bool]], None] | None = None,
+    ):
         self._add = add
+        self._flags = flags  # (key, the `training` flags of its functional dropout calls)
+        self._objects: dict[int, nn.Module] = {}  # id(module) -> module, of the watched models
+        self._params: dict[int, list[nn.Parameter]] = {}  # a dropout call's module: its parameters
         self._names: dict[int, tuple[str, bool]] = {}  # id(module) -> (its path, says attention)
         self._skip: set[int] = set()  # nn.MultiheadAttention: its own hook records it
         self._keys: set[int] = set()  # the models watched (their keys)
@@ -165,6 +185,7 @@ class AttentionCapture:
             last = qualname.rsplit(".", 1)[-1].lower()
             says = any(w in last or w in type(module).__name__.lower() for w in _WORDS)
             self._names.setdefault(id(module), (prefix + qualname if qualname else f"{prefix}model", says))
+            self._objects.setdefault(id(module), module)
 
     def start(self, key: Any, mode: Any) -> None:
         """A registered model's forward begins, at a statistics step: capture its attention
@@ -177,6 +198,7 @@ class AttentionCapture:
         capture = _Mode(self)
         capture.__enter__()
         local.mode, local.key, local.model_mode, local.counts, local.found = capture, key, mode, {}, False
+        local.dropout = []
         self._active.add(threading.get_ident())
 
     def stop(self, key: Any, failed: bool = False) -> None:
@@ -190,6 +212,8 @@ class AttentionCapture:
         self._active.discard(threading.get_ident())
         if not local.found and not failed:
             self._quiet.add((id(key), local.model_mode))
+        if local.dropout and self._flags is not None and not failed:
+            self._flags(key, local.dropout)
         if self.closed and not self._active and not failed:  # closed by another thread meanwhile
             self._remove_handles()  # (not while torch walks the hooks of a failed forward)
 
@@ -214,6 +238,9 @@ class AttentionCapture:
     def seen(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A torch call inside a captured forward: record it if it is attention."""
         if self.closed:
+            return
+        if func in _DROPOUT:
+            self._dropout(args, kwargs)
             return
         sdpa = func is F.scaled_dot_product_attention
         if not sdpa and func not in _SOFTMAX:
@@ -251,6 +278,41 @@ class AttentionCapture:
         n = local.counts.get(path, 0)
         local.counts[path] = n + 1
         self._add(f"{path}_attention_logits" + (f"_{n}" if n else ""), logits)
+
+    def _dropout(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A functional dropout call: keep its `training` flag when it can change what trains
+        (p > 0, gradients on, called by a module with a trainable parameter: a frozen backbone
+        kept in eval on purpose is left out, as its Dropout modules are), and not by a Dropout
+        module (`module_training/dropout` has those)."""
+        bound = dict(zip(_DROPOUT_ARGS, args, strict=False), **kwargs)
+        p, training = bound.get("p", 0.5), bound.get("training", True)
+        if not isinstance(p, (int, float)) or not p > 0 or not isinstance(training, bool):
+            return
+        owner = self._owner()
+        if owner is None or isinstance(owner, nn.modules.dropout._DropoutNd):
+            return
+        local = self._local
+        local.found = True  # the model's mode shows here: keep capturing it in this mode
+        if not torch.is_grad_enabled():
+            return  # an evaluation under no_grad trains nothing
+        params = self._params.get(id(owner))
+        if params is None:
+            params = self._params[id(owner)] = list(owner.parameters())
+        if any(q.requires_grad for q in params):
+            local.dropout.append(training)
+
+    def _owner(self) -> nn.Module | None:
+        """The innermost module of a watched model on the Python stack (None: none)."""
+        frame = sys._getframe(3)
+        objects = self._objects
+        while frame is not None:
+            code = frame.f_code
+            if code.co_argcount and code.co_varnames[0] == "self":
+                owner = frame.f_locals.get("self")
+                if owner is not None and id(owner) in objects:
+                    return objects[id(owner)]
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
 
     def _module(self) -> tuple[str, bool] | None:
         """The innermost module of a registered model on the stack (None: an

@@ -39,7 +39,11 @@ Per tensor (names as in API.md), at statistics steps:
   `module_training/model`, the registered model's own flag (`train_in_eval_mode`: BatchNorm
   frozen on purpose leaves the model in training mode, a forgotten `model.eval()` does not);
 - `optimizer_step` (`sum` 1) at an EVAL or PREDICT step in which an optimizer of the model
-  stepped: the hook follows `model.training`, so training left in `model.eval()` shows there.
+  stepped: the hook follows `model.training`, so training left in `model.eval()` shows there;
+- `frozen_held/<param>` (`sum`: a code) at TRAIN statistics steps, for a frozen parameter the
+  stepping optimizer holds with evidence that it was meant to train (`torch_frozen`,
+  `frozen_parameter_in_optimizer`); `module_training/functional`: the `training` flags of the
+  functional dropout calls of a model's forward (`torch_attention`, `train_in_eval_mode`).
 
 Data-parallel jobs (world size > 1): at *fingerprint steps* (`statistics.fingerprint_step`:
 every train step of the first 20, then every 10th, the same steps on every worker whatever
@@ -65,6 +69,7 @@ from torch import nn
 
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_frozen import FrozenHeld
 from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
 from mldbg.frameworks.torch_models import RegisteredModel
@@ -254,6 +259,7 @@ class StepStatistics:
         self._step = -1  # the step `_due` was decided for
         self._due = False
         self._flow = GradientFlow()
+        self._frozen = FrozenHeld()  # frozen parameters an optimizer holds (torch_frozen)
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
         self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
         # (mode, labels' name) -> the confusion matrix of its steps since its last statistics step
@@ -267,11 +273,13 @@ class StepStatistics:
         in this step (`GradientFlow`), judged when the step ends: a trainer may run the
         forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks."""
         held, self._held = self._held, None
-        if held and self._flow.attached:
-            for params in self._step_params.values():
-                for name, code in self._flow.cut([(name, p) for name, p, _ in params], held):
-                    flag = torch.tensor([code], dtype=torch.uint8)
-                    self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
+        for params in self._step_params.values() if held is not None else ():
+            pairs = [(name, p) for name, p, _ in params]
+            for name, code in self._flow.cut(pairs, held) if self._flow.attached else ():
+                flag = torch.tensor([code], dtype=torch.uint8)
+                self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
+            for name, code in self._frozen.judge(pairs, held or set()):  # frozen_parameter_in_optimizer
+                self.add_kinds(f"frozen_held/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ())
         self._step_params.clear()
         self._flow.detach()
 
@@ -298,6 +306,7 @@ class StepStatistics:
         `gradients` (a compiled model: hooks on its layers would break its graph), where its
         parameters' gradients are cut (`GradientFlow`)."""
         self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
+        self._frozen.watch(model)
         if gradients:
             self._flow.watch(model)
 

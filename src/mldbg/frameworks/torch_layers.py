@@ -115,7 +115,9 @@ def watch_attention(hook: Hook, m: RegisteredModel, inner: nn.Module) -> None:
     if hook._capture is None:
         stats = hook._stats
         assert stats is not None
-        hook._capture = AttentionCapture(lambda name, x: stats.add(name, x, "attention_logits"))
+        hook._capture = AttentionCapture(
+            lambda name, x: stats.add(name, x, "attention_logits"), functional_dropout(stats)
+        )
     hook._capture.watch(inner, m.prefix, m)
     capture = hook._capture
 
@@ -123,6 +125,21 @@ def watch_attention(hook: Hook, m: RegisteredModel, inner: nn.Module) -> None:
         capture.stop(m, failed=output is None)  # also when the forward raised (always_call)
 
     capture.handles.append(m.module.register_forward_hook(Ending(end, hook, m.module), always_call=True))
+
+
+def functional_dropout(stats: Any) -> Callable[[Any, list[bool]], None]:
+    """Where a registered model's forward called functional dropout (`F.dropout(x, p,
+    self.training)`, no Dropout module to show the mode): the calls' `training` flags as
+    `module_training/functional`, with the model's own flag (`train_in_eval_mode`)."""
+
+    def flags(m: RegisteredModel, training: list[bool]) -> None:
+        stats.add_kinds(
+            "module_training/functional", torch.tensor(training, dtype=torch.uint8), ("sum", "count"), ()
+        )
+        root = torch.tensor([m.module.training], dtype=torch.uint8)
+        stats.add_kinds("module_training/model", root, ("sum", "count"), ())
+
+    return flags
 
 
 def layer_input(hook: Hook, name: str, act: str) -> Callable[..., None]:

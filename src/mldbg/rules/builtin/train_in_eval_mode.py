@@ -11,7 +11,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 
-KINDS = {"dropout": "Dropout", "norm": "BatchNorm/InstanceNorm"}
+KINDS = {"dropout": "Dropout", "norm": "BatchNorm/InstanceNorm", "functional": "functional dropout"}
 
 
 @register
@@ -22,14 +22,18 @@ class TrainInEvalMode(Rule):
     evaluated and its running statistics stop following the data.
 
     Reads what the PyTorch two-line hook records at statistics steps: `module_training/dropout`
-    and `module_training/norm` (`sum`: modules in training mode, `count`: modules), counting
+    and `module_training/norm` (`sum`: modules in training mode, `count`: modules), and
+    `module_training/functional` (the `training` flags of functional dropout calls,
+    `F.dropout(x, p, self.training)`, where no Dropout module shows the mode), counting
     only modules with trainable parameters around them (a frozen backbone kept in eval on
     purpose is left out), and `optimizer_step` at steps recorded as EVAL or PREDICT: the hook
     follows `model.training`, so an optimizer that steps while the model is in eval mode shows
     up there, when the model has such modules to train (a model without any, or a linear
     probe whose Dropout and BatchNorm sit in a frozen backbone, trains the same in eval mode).
     Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
-    must be in eval mode.
+    must be in eval mode. An evaluation forward between two such training forwards (train,
+    validate, train... each epoch) neither extends nor resets the streak: it says nothing of
+    the mode the model trains in.
 
     Modules in eval mode while the model itself is in training mode were put there on purpose:
     `model.train()` sets every module, so only a call on the module (`freeze_bn_stats` in
@@ -80,7 +84,6 @@ class TrainInEvalMode(Rule):
         total = np.zeros(n)
         in_eval = np.zeros(n)
         relevant = np.zeros(n)
-        counted = np.zeros(n, dtype=bool)  # the step carries the modules' flags: a statistics step
         for kind in KINDS:
             on, count = column(f"module_training/{kind}", "sum"), column(f"module_training/{kind}", "count")
             valid = np.isfinite(on) & np.isfinite(count)
@@ -89,7 +92,6 @@ class TrainInEvalMode(Rule):
                 off = valid & (count - on > 0)
             in_eval += np.where(off, np.trunc(np.where(off, count - on, 0.0)), 0.0)
             relevant += np.where(np.isnan(count), 0.0, count)
-            counted |= ~np.isnan(count)
         stepped = column("optimizer_step", "sum")
         root_on, root_count = column("module_training/model", "sum"), column("module_training/model", "count")
         with np.errstate(invalid="ignore"):
@@ -105,14 +107,13 @@ class TrainInEvalMode(Rule):
         streak, out, first = self._streak, self._outside, self._first
         fired_modules, fired_optimizer = "modules" in self._fired, "optimizer" in self._fired
         k = n
-        for i, (is_train, is_judged, is_bad, is_out, doubt, is_counted) in enumerate(
+        for i, (is_train, is_judged, is_bad, is_out, doubt) in enumerate(
             zip(
                 train[:n].tolist(),
                 judged[:n].tolist(),
                 bad[:n].tolist(),
                 outside[:n].tolist(),
                 unsure[:n].tolist(),
-                counted[:n].tolist(),
                 strict=True,
             )
         ):
@@ -130,9 +131,7 @@ class TrainInEvalMode(Rule):
                     break
             else:
                 new_streak = streak
-                new_out = (
-                    out + 1 if is_out else (0 if is_counted else out)
-                )  # a step without statistics says nothing
+                new_out = out + 1 if is_out else out  # an evaluation forward says nothing
                 new_first = int(steps[i]) if is_out and new_out == 1 else first
                 if is_out and new_out >= self.patience and not fired_optimizer:
                     k = i
@@ -190,7 +189,9 @@ class TrainInEvalMode(Rule):
             return None  # not a statistics step: the streak counts statistics steps, gaps say nothing
         relevant = sum(c for c in counts if c is not None and not math.isnan(c))
         if stepped is None or not stepped > 0 or not relevant > 0:
-            self._outside = 0  # (without Dropout or BatchNorm to train, eval mode changes nothing)
+            # an evaluation forward (no optimizer step) between two training forwards in eval
+            # mode says nothing of the training's mode (train, validate, train... each epoch);
+            # without Dropout or BatchNorm to train, eval mode changes nothing
             return None
         self._outside += 1
         self._first = step if self._outside == 1 else self._first

@@ -46,7 +46,7 @@ RELIABILITY: dict[str, float] = {
     "softmax_before_cross_entropy": 0.95, "labels_not_shifted": 0.9, "labels_shifted_twice": 0.9,
     "padding_in_loss": 0.8, "missing_causal_mask": 0.75,
     "gradient_norm_spike": 0.55, "overfit": 0.55, "overtraining": 0.4, "confusion": 0.35,
-    "parameter_without_gradient": 0.85,
+    "parameter_without_gradient": 0.85, "frozen_parameter_in_optimizer": 0.85,
 }  # fmt: skip
 DEFAULT_RELIABILITY = 0.6
 SYMPTOM_WEIGHT = 0.3  # a finding a cause explains, not its own evidence, weighs this much of it
@@ -357,8 +357,14 @@ CAUSES: tuple[Cause, ...] = (
         "is 0 or orders of magnitude too small.",
         "Check that optimizer.step() runs every step, that the optimizer was built with "
         "model.parameters() after the model is final (layers replaced, moved to the device), and "
-        "that the learning rate is not 0 or orders of magnitude too small (raise it if so).",
-        evidence=("unchanged_tensor", "weight_update_ratio", "gradient_not_reset"),
+        "that the learning rate is not 0 or orders of magnitude too small (raise it if so), and that the "
+        "layers meant to train have requires_grad True.",
+        evidence=(
+            "unchanged_tensor",
+            "weight_update_ratio",
+            "gradient_not_reset",
+            "frozen_parameter_in_optimizer",
+        ),
         when={"weight_update_ratio": _small_update, "gradient_not_reset": _weights_never_move},
         explains=("vanishing_gradient", "tensor_variance", *_NOT_LEARNING),
         directions=frozenset({RAISE_LR}),

@@ -1,0 +1,180 @@
+"""frozen_parameter_in_optimizer: layers meant to train stay frozen while the optimizer holds
+them, on tiny real trainings with the two lines.
+
+Fires: a fresh layer frozen "for a warm start" and never unfrozen, the optimizer given
+`model.parameters()` (the layer is still at its default init); adapters frozen with the
+backbone by a freezing loop re-run after they were put in, the optimizer given the adapters
+and the head only (a selection that leaves the backbone out holds frozen parameters). Quiet
+twins: the adapters trainable; a linear probe on a pretrained backbone frozen on purpose,
+handed over with `model.parameters()` (its weights are trained, not at init); a backbone
+frozen and left out of the optimizer; the same run with nothing frozen."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from tests.rules.conftest import assert_explains
+
+RULE = "frozen_parameter_in_optimizer"
+
+
+def _data(n: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 12, generator=g)
+    return x, (x[:, :3].sum(1) > 0).long() + (x[:, 3] > 1).long()
+
+
+def _backbone() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU())
+
+
+def _pretrain(backbone: nn.Module, steps: int = 60) -> None:
+    """A short pretraining on another task (unrecorded): the backbone's weights leave their init."""
+    x, _ = _data()
+    head = nn.Linear(32, 2)
+    opt = torch.optim.Adam([*backbone.parameters(), *head.parameters()], lr=1e-3)
+    for i in range(steps):
+        xb = x[(i * 32) % 224 :][:32]
+        opt.zero_grad()
+        F.cross_entropy(head(backbone(xb)), (xb[:, 5] > 0).long()).backward()
+        opt.step()
+
+
+class Adapter(nn.Module):
+    def __init__(self, d: int = 32):
+        super().__init__()
+        self.down, self.up = nn.Linear(d, 4), nn.Linear(4, d)
+        for layer in (self.down, self.up):
+            nn.init.normal_(layer.weight, std=1e-2)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.up(F.gelu(self.down(x)))
+
+
+def _train(path, model: nn.Module, params, steps: int = 24) -> None:
+    x, y = _data()
+    opt = torch.optim.Adam(params, lr=1e-3)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for i in range(steps):
+            xb, yb = x[(i * 32) % 224 :][:32], y[(i * 32) % 224 :][:32]
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["freeze-never-undone", "twin"])
+def test_a_fresh_layer_frozen_in_the_optimizer(tmp_path, bug):
+    torch.manual_seed(0)
+    model = nn.Sequential(_backbone(), nn.Linear(32, 3))
+    if bug:  # "freeze the encoder for a warm start": never undone, and the encoder is fresh
+        model[0].requires_grad_(False)
+    _train(tmp_path / "run", model, model.parameters())
+    found = mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    if not bug:
+        assert not found, found
+        return
+    assert found, "missed"
+    f = found[0]
+    assert f.step <= 4, f  # the third statistics step (every step is one at the start)
+    assert "0.weight" in " ".join(f.tensors) and "initialization" in f.message
+    assert_explains(f)
+    assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"), rules=[RULE])] == [
+        "parameters_not_updated"
+    ]
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["adapters-frozen", "twin"])
+def test_adapters_frozen_with_the_backbone(tmp_path, bug):
+    torch.manual_seed(0)
+    backbone = _backbone()
+    _pretrain(backbone)
+    model = nn.Sequential(backbone, Adapter(), nn.Linear(32, 3))
+    backbone.requires_grad_(False)
+    trainable = [*model[1].parameters(), *model[2].parameters()]
+    if bug:  # the freezing loop run again after the adapter was put in
+        for name, p in model.named_parameters():
+            if not name.startswith("2."):
+                p.requires_grad = False
+    _train(tmp_path / "run", model, trainable)
+    found = mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    if not bug:
+        assert not found, found
+        return
+    assert found, "missed"
+    assert found[0].step <= 4 and "selection" in found[0].message, found[0]
+    assert set(found[0].tensors) == {f"1.{n}" for n, _ in model[1].named_parameters()}
+    assert_explains(found[0])
+
+
+@pytest.mark.parametrize("handed", ["all", "head"])
+def test_a_linear_probe_on_a_pretrained_backbone_is_healthy(tmp_path, handed):
+    """A pretrained backbone frozen on purpose under a new head: handed to the optimizer with
+    `model.parameters()` (its weights are trained, no longer at init) or left out of it."""
+    torch.manual_seed(0)
+    backbone = _backbone()
+    _pretrain(backbone)
+    model = nn.Sequential(backbone, nn.Linear(32, 3))
+    backbone.requires_grad_(False)
+    _train(tmp_path / "run", model, model.parameters() if handed == "all" else model[1].parameters())
+    assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    if handed == "all":  # judged (held and frozen), and found trained
+        trial = mldbg.create_trial(str(tmp_path / "run"))
+        assert not trial.tensor_names(regex="^frozen_held/")
+        assert trial.record("0.0.weight", 3).statistics["requires_grad"] == 0
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["freeze-never-undone", "twin"])
+def test_the_same_on_both_paths(tmp_path, bug):
+    """The fast path (`check_columns`) gives the findings of the per-step reference."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_backbone(), nn.Linear(32, 3))
+    if bug:
+        model[0].requires_grad_(False)
+    _train(tmp_path / "run", model, model.parameters(), steps=30)
+
+    def outcome(columns: bool) -> tuple:
+        runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), [RULE], columns=columns)
+        findings = runner.run_available() + runner.finish()
+        return [f.to_dict() for f in findings], runner.skipped, runner.errors
+
+    reference = outcome(False)
+    assert outcome(True) == reference
+    assert bool(reference[0]) == bug and not reference[2]
+
+
+def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
+    """pix2pix's `set_requires_grad(netD, False)` before the generator's update, undone before
+    the critic's next one: the critic (fresh, its optimizer stepping each step) is frozen when
+    each step ends, but it trained in the step."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
+    critic = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(gen)
+        hook.register_module(critic)
+        for _ in range(20):
+            real, z = torch.randn(32, 16) * 0.5 + 1, torch.randn(32, 8)
+            fake = gen(z)
+            critic.requires_grad_(True)
+            opt_d.zero_grad()
+            d_real, d_fake = critic(real), critic(fake.detach())
+            (bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))).backward()
+            opt_d.step()
+            critic.requires_grad_(False)
+            opt_g.zero_grad()
+            d_gen = critic(fake)
+            bce(d_gen, torch.ones_like(d_gen)).backward()
+            opt_g.step()
+    assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])
