@@ -60,7 +60,7 @@ BUGS: dict[str, tuple[tuple[str, ...], str]] = {
          "underfitting"),
         "vanishing_gradients",
     ),
-    "frozen_by_mistake": (("unchanged_tensor", "weight_update_ratio"), "parameters_not_updated"),
+    "frozen_by_mistake": (("unchanged_tensor", "weight_update_ratio", "frozen_parameter_in_optimizer"), "parameters_not_updated"),
     "log_zero_nan": (("exploding_tensor",), "numerical_instability"),
     "train_in_eval_mode": (("train_in_eval_mode",), "train_in_eval_mode"),
 }  # fmt: skip
