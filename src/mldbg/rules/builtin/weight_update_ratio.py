@@ -162,15 +162,41 @@ def learning_rate(trial: TrialView, step: int, since: int | None = None) -> floa
     return found
 
 
+#: `rounds_away`: the fastest weight's |update| / |weight| at the step must be above this
+#: (float32's resolution, 2^-23, ten times over): the learning rate moves the net, so a weight
+#: left behind owes it to its own gradient, not to a learning rate of 1e-10 (which leaves
+#: every weight's update below it)
+NET_MOVES = 10 * 2.0**-23
+
+
+def fastest_update(trial: TrialView, step: int) -> float | None:
+    """The largest |update| / |weight| over the weights (not biases) the hook measured at
+    `step` (`delta_l2` / `l2`); None when none was. The largest, not the median: behind the
+    zero-initialized gates of a small ResNet, most weights may be the ones left behind."""
+    ratios = []
+    for name in trial.names("weights", step=step):
+        if "bias" in name.lower():
+            continue
+        delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
+        if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
+            ratios.append(delta / size)
+    return max(ratios) if ratios else None
+
+
 def rounds_away(trial: TrialView, weight: str, grad: str | None, step: int, since: int | None) -> bool:
     """Whether weight `weight`'s updates up to `step` were too small for float32 to show: the
     recorded learning rate (above 0) x its gradient's mean |g| (the largest at its saved steps
     from `since` to `step`) x `MOMENTUM_GAIN` is below `HALF_ULP` x the weight's RMS. A weight
     of 1 (a BatchNorm gamma) behind a gate initialized at 0, under a warm-up's learning rate
     of 1e-3, gets a gradient of 1e-7 and an update of 1e-9: it rounds to nothing, and the
-    weight stands still exactly while the optimizer does its job. A learning rate of 0, or
-    none recorded, or a gradient large enough to show, decides nothing here (False)."""
+    weight stands still exactly while the optimizer does its job. Only where the net moves
+    at the step (`fastest_update` above `NET_MOVES`): a learning rate of 1e-10 rounds every
+    update away, and that is the bug. A learning rate of 0, or none
+    recorded, or a gradient large enough to show, decides nothing here (False)."""
     if grad is None:
+        return False
+    fastest = fastest_update(trial, step)
+    if fastest is None or not fastest > NET_MOVES:
         return False
     lr = learning_rate(trial, step, since)
     if lr is None or not lr > 0:
@@ -225,8 +251,8 @@ class WeightUpdateRatio(Rule):
     BN gamma of each block) under a warm-up's small learning rate the update rounds to nothing
     next to a weight of 1 in float32 until the gradient has grown; judged once the rise stops.
     Nor a weight whose update is below what float32 can show next to it (`rounds_away`: the
-    recorded learning rate x its gradient x 10 for momentum below 2^-25 x its RMS): the
-    optimizer applied an update, and rounding kept it.
+    recorded learning rate x its gradient x 10 for momentum below 2^-25 x its RMS, while
+    other weights move): the optimizer applied an update, and rounding kept it.
     """
 
     needs = ("weights",)
