@@ -103,7 +103,8 @@ class UnchangedTensor(Rule):
     learning rate, its update rounds to nothing next to a weight of 1 in float32 until the
     gradient has grown. It is judged once the rise stops. Nor one whose updates were below
     what float32 shows next to it (`rounds_away`: the recorded learning rate x its gradient x
-    10 for momentum below 2^-25 x its RMS): the optimizer applied them and rounding kept them.
+    10 for momentum below 2^-25 x its RMS, while other weights move): the optimizer applied
+    them and rounding kept them (a learning rate of 1e-10 rounds every update away: reported).
     """
 
     needs = _DEFAULT
