@@ -208,12 +208,13 @@ def rounds_away(trial: TrialView, weight: str, grad: str | None, step: int, sinc
     rms = l2 / math.sqrt(max(1, math.prod(shape)))
     saved = trial.tensor(grad).steps()
     lo = bisect.bisect_left(saved, step if since is None else since)
-    sizes = [
-        trial.statistic(grad, at, "mean_abs") for at in saved[lo : bisect.bisect_right(saved, step)][-16:]
-    ]
-    if not sizes or not all(isinstance(m, float) and math.isfinite(m) for m in sizes):
-        return False
-    return lr * max(sizes) * MOMENTUM_GAIN < HALF_ULP * rms  # type: ignore[type-var]
+    sizes: list[float] = []
+    for at in saved[lo : bisect.bisect_right(saved, step)][-16:]:
+        m = trial.statistic(grad, at, "mean_abs")
+        if not isinstance(m, float) or not math.isfinite(m):
+            return False
+        sizes.append(m)
+    return bool(sizes) and lr * max(sizes) * MOMENTUM_GAIN < HALF_ULP * rms
 
 
 LR_TOO_HIGH = (
