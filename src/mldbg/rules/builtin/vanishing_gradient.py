@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import ClassVar
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, RISING_WINDOW, Blowup, gradient_rising
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup, gate_opening
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
@@ -75,12 +74,13 @@ class VanishingGradient(Rule):
     adaLN-Zero in DiT, ResNet's `zero_init_residual`): the branch's weights get (almost) no
     gradient until the scale has moved, which one optimizer step does (Adam moves it by about
     the learning rate), and then their gradients grow by orders of magnitude in a few steps;
-    a vanishing gradient (deep sigmoids) stays small. Nor is a gradient reported while it is
-    rising (`gradient_rising`: a significant upward trend over its last 10 saved steps that at
-    least doubled it): behind a zero-initialized gate under a learning-rate warm-up it grows
-    for tens of steps before it crosses the threshold; it is judged once the rise stops. A
-    gradient exactly 0 at its first saved step is such a gate's (a sigmoid stack's never is):
-    it is judged after 10 saved steps, once the gate had time to open.
+    a vanishing gradient (deep sigmoids) stays small. Under a learning-rate warm-up (SGD,
+    torchvision's LinearLR from 0.01x) the gate opens slowly, and the gradient behind it
+    grows for tens of steps before it crosses the threshold: a gradient exactly 0 at its
+    first saved step and above 0 now is such a gate's (`gate_opening`; a sigmoid stack's is
+    never exactly 0, a dead ReLU's stays 0), judged after 10 saved steps and then only once
+    it is no longer rising (a significant upward trend over its last 10 saved steps that at
+    least doubled it).
 
     And the layer must not be learning: a small gradient is harmless where the optimizer
     rescales it (Adam, AdamW, LAMB divide by its running size: a branch behind a layer scale
@@ -197,9 +197,7 @@ class VanishingGradient(Rule):
                 self._least.pop(n, None)
         low = self._not_learning(trial, step, low, names, means, limit)
         low = [
-            n
-            for n in low
-            if n in self._fired or not (self._opening(trial, n, step) or gradient_rising(trial, n, step))
+            n for n in low if n in self._fired or not gate_opening(trial, n, step)
         ]  # waking: judged once it stops
         low = [n for n in low if self.first(n)]
         if not low:
@@ -273,24 +271,6 @@ class VanishingGradient(Rule):
             n for n in low
             if means[n] < 0.01 * limit or n not in moved or moved[n] <= self.learning_share * typical
         ]  # fmt: skip
-
-    @staticmethod
-    def _opening(trial: TrialView, name: str, step: int) -> bool:
-        """Whether gradient `name` was exactly 0 at its first saved training step and has at
-        most `RISING_WINDOW` saved training steps up to `step`: a gate initialized at 0
-        downstream of the weight (ResNet's zero-init of a block's last BN gamma, ReZero)
-        blocks every gradient at step 0 and lets through one that grows as the gate opens, as
-        fast as the learning rate (a warm-up's, small) lets it. A sigmoid stack's vanishing
-        gradient is never exactly 0. Judged once the gate had `RISING_WINDOW` saved steps to
-        open, and then only when no longer rising (`gradient_rising`)."""
-        saved = trial.tensor(name).steps()
-        train = []
-        for at in saved[: bisect.bisect_right(saved, step)]:
-            if trial.mode(at) == Mode.TRAIN:
-                train.append(at)
-                if len(train) > RISING_WINDOW:
-                    return False
-        return bool(train) and trial.statistic(name, train[0], "mean_abs") == 0.0
 
     @staticmethod
     def _alive_at_first(trial: TrialView, names: list[str]) -> bool:

@@ -217,6 +217,32 @@ def rounds_away(trial: TrialView, weight: str, grad: str | None, step: int, sinc
     return bool(sizes) and lr * max(sizes) * MOMENTUM_GAIN < HALF_ULP * rms
 
 
+def gate_opening(trial: TrialView, grad: str, step: int) -> bool:
+    """Whether gradient `grad` is that of a weight behind a gate initialized at 0, opening:
+    its mean |g| was exactly 0 at its first saved training step and is above 0 at `step`'s
+    (the gate, ResNet's zero-init of a block's last BN gamma or ReZero's alpha, blocked all of
+    it, and now lets some through), and it has either had at most `RISING_WINDOW` saved
+    training steps to open (a warm-up's small learning rate opens it slowly), or is still
+    rising (`gradient_rising`). A vanishing gradient (deep sigmoids) is never exactly 0; a
+    dead ReLU's stays 0; a gradient the optimizer ignores does not start at 0: none is
+    held."""
+    saved = trial.tensor(grad).steps()
+    end = bisect.bisect_right(saved, step)
+    train: list[int] = []
+    for at in saved[:end]:
+        if trial.mode(at) == Mode.TRAIN:
+            train.append(at)
+            if len(train) > RISING_WINDOW:
+                break
+    if not train or trial.statistic(grad, train[0], "mean_abs") != 0.0:
+        return False
+    last = next((at for at in reversed(saved[:end]) if trial.mode(at) == Mode.TRAIN), None)
+    now = None if last is None else trial.statistic(grad, last, "mean_abs")
+    if not isinstance(now, float) or not now > 0:
+        return False
+    return len(train) <= RISING_WINDOW or gradient_rising(trial, grad, step)
+
+
 LR_TOO_HIGH = (
     "Lower the learning rate (by 10x or more), add a warm-up, or clip gradients "
     "(torch.nn.utils.clip_grad_norm_): an update far too large threw the weights off, and what "
@@ -247,10 +273,12 @@ class WeightUpdateRatio(Rule):
     by at least half its size after the update, `BLOWN`, leaving it a gain above `GAIN`: a
     learning rate far too high): its
     units died and their gradients are 0, and "raise the learning rate" would be the opposite
-    of the cure. The "too large" side judges that run. Nor those of a weight whose gradient is
-    rising (`gradient_rising`): behind a gate initialized at 0 (ResNet's zero-init of the last
-    BN gamma of each block) under a warm-up's small learning rate the update rounds to nothing
-    next to a weight of 1 in float32 until the gradient has grown; judged once the rise stops.
+    of the cure. The "too large" side judges that run. Nor those of a weight behind a gate
+    initialized at 0 that is opening (`gate_opening`: its gradient exactly 0 at the first
+    saved step, above 0 now, and within 10 saved steps or still rising): under a warm-up's
+    small learning rate (ResNet's zero-init of the last BN gamma of each block) the update
+    rounds to nothing next to a weight of 1 in float32 until the gradient has grown; judged
+    once the rise stops.
     Nor a weight whose update is below what float32 can show next to it (`rounds_away`: the
     recorded learning rate x its gradient x 10 for momentum below 2^-25 x its RMS, while
     other weights move): the optimizer applied an update, and rounding kept it.
@@ -444,7 +472,7 @@ class WeightUpdateRatio(Rule):
             n for n in small
             if (n, "small") in self._fired or not (
                 n in grads
-                and (gradient_rising(trial, grads[n], step) or rounds_away(trial, n, grads[n], step, froms.get(n)))
+                and (gate_opening(trial, grads[n], step) or rounds_away(trial, n, grads[n], step, froms.get(n)))
             )
         ]  # fmt: skip
         small = [n for n in small if self.first((n, "small"))]
