@@ -104,3 +104,60 @@ def test_features_near_one_train_fine(tmp_path):
         opt.step()
     hook.close()
     assert not mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+
+
+KERAS_NORMALIZATION = """
+import sys
+import keras
+import numpy as np
+import mldbg.keras
+
+keras.utils.set_random_seed(0)
+out, normalize = sys.argv[1], sys.argv[2] == "1"
+rng = np.random.default_rng(0)
+x = (rng.standard_normal((512, 8)) * np.logspace(-1, 2, 8) + np.linspace(0, 300, 8)).astype("float32")
+y = (x / np.logspace(-1, 2, 8)).sum(1, keepdims=True).astype("float32") / 8
+inputs = keras.Input((8,))
+h = inputs
+if normalize:  # the Keras tabular recipe: the model standardizes its raw inputs first
+    norm = keras.layers.Normalization()
+    norm.adapt(x)
+    h = norm(h)
+h = keras.layers.Dense(16, activation="relu")(h)
+model = keras.Model(inputs, keras.layers.Dense(1)(h))
+model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[mldbg.keras.Hook(out)])
+"""
+
+
+def train_keras_normalization(path, normalize: bool) -> str:
+    """A Keras regressor on raw features (stds 0.1 to 100, means up to 300), with or without
+    a `Normalization` layer adapted on them as its first layer (TensorFlow backend, in its
+    own process: Keras picks its backend at import)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "tensorflow",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-c", KERAS_NORMALIZATION, str(path), "1" if normalize else "0"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(path)
+
+
+def test_quiet_on_a_model_that_normalizes_its_inputs_first(tmp_path):
+    """Raw features fed to a model whose first layer is a `Normalization` adapted on them:
+    the model holds their own means and variances and standardizes them itself (the rule
+    fired on it before). Without that layer the same inputs are reported."""
+    path = train_keras_normalization(tmp_path / "normalizes", normalize=True)
+    found = mldbg.check(path, rules=["not_normalized_data"])
+    assert not found, "\n".join(map(str, found))
+    raw = train_keras_normalization(tmp_path / "raw", normalize=False)
+    found = mldbg.check(raw, rules=["not_normalized_data"])
+    assert found and "model_input_0" in found[0].tensors, found

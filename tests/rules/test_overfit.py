@@ -28,3 +28,41 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["overfit"].__name__ == "Overfit"
+
+
+def train_xgboost_early_stopping(path, shuffled: bool, seed: int = 0) -> str:
+    """`xgb.train` as its docs show it: binary:logistic, eta 0.3, max_depth 6, a validation
+    set, `early_stopping_rounds=20`, on noisy tabular labels (a logistic model of the
+    features: the log-loss has a floor, and deep trees soon fit the noise). `shuffled`: the
+    labels permuted against the features (no signal: only memorizing lowers the loss)."""
+    import numpy as np
+
+    xgb = pytest.importorskip("xgboost")
+    import mldbg.xgboost
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2000, 10))
+    z = 1.2 * x[:, 0] - 0.8 * x[:, 1] + 0.9 * x[:, 2] * x[:, 3] + np.where(x[:, 4] > 0.5, 1.0, -0.5)
+    y = (rng.random(2000) < 1 / (1 + np.exp(-z))).astype(np.float32)
+    if shuffled:
+        y = y[rng.permutation(len(y))]
+    dtrain, dvalid = xgb.DMatrix(x[:1600], y[:1600]), xgb.DMatrix(x[1600:], y[1600:])
+    xgb.train(
+        {"objective": "binary:logistic", "eta": 0.3, "max_depth": 6, "eval_metric": "logloss", "nthread": 1},
+        dtrain, 300, evals=[(dtrain, "train"), (dvalid, "validation")], early_stopping_rounds=20,
+        verbose_eval=False, callbacks=[mldbg.xgboost.Hook(str(path))],
+    )  # fmt: skip
+    return str(path)
+
+
+def test_quiet_on_the_rounds_early_stopping_trains_past_the_best(tmp_path):
+    """Early stopping trains `early_stopping_rounds` past the best round by design, and the
+    validation loss rises there while the trees fit the noise: the stopper doing its job,
+    and the model it keeps is the best round's (the rule fired on it before). The same
+    training on shuffled labels never beats its first validation loss while the training
+    loss falls: the model memorizes, reported."""
+    path = train_xgboost_early_stopping(tmp_path / "healthy", shuffled=False)
+    assert not mldbg.check(path, rules=["overfit"])
+    shuffled = train_xgboost_early_stopping(tmp_path / "shuffled", shuffled=True)
+    found = mldbg.check(shuffled, rules=["overfit"])
+    assert found and "memorizing" in found[0].message, found

@@ -28,3 +28,17 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["tensor_variance"].__name__ == "TensorVariance"
+
+
+def test_a_layers_state_is_not_a_weight_to_judge(tmp_path):
+    """A Keras `Normalization` layer adapted on raw features keeps their means and
+    variances (up to 1e4, a variance across features near 1e7) as non-trainable state in the
+    weights: no gradient, never moved by training, so it cannot diverge (the rule fired on
+    it at step 0 before). A trained weight's variance is still judged (test_fires_on_defect)."""
+    from tests.rules.test_not_normalized_data import train_keras_normalization
+
+    path = train_keras_normalization(tmp_path / "run", normalize=True)
+    trial = mldbg.create_trial(path)
+    assert float(trial.tensor("normalization/variance").value(0).var()) > 1e6  # the case judged before
+    found = mldbg.check(path, rules=["tensor_variance"])
+    assert not found, "\n".join(map(str, found))

@@ -173,3 +173,81 @@ def test_tiny_gradients_that_adam_rescales_are_not_reported(tmp_path, optimizer)
         assert not found, found
     else:
         assert found and {"gradient/1.fc1.weight", "gradient/1.fc2.weight"} <= set(found[0].tensors), found
+
+
+class ZeroInitBlock(torch.nn.Module):
+    """torchvision's BasicBlock: conv-BN-ReLU-conv-BN plus the identity, with the last BN's
+    gamma started at 0 (`zero_init_residual`): the branch is closed at step 0."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(width)
+        self.conv2 = torch.nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(width)
+        torch.nn.init.zeros_(self.bn2.weight)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + x)
+
+
+def train_zero_init_resnet(path, steps: int = 40, warmup: int = 30, hold_layer1: bool = True) -> str:
+    """torchvision's reference recipe in miniature: a ResNet of zero-init blocks on 8x8
+    images, SGD(0.1, momentum 0.9), the learning rate 0.01x for the first `warmup` steps (a
+    LinearLR warm-up stepped per epoch), then 0.1. The blocks' first BN gamma (a weight of 1)
+    gets a gradient of exactly 0 at step 0, then one that grows with the second gamma: its
+    update rounds to nothing in float32 for tens of steps. `hold_layer1` False: the optimizer
+    is not given the first block's parameters but its gate (a bug: they never move)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(640, 1, 8, 8, generator=g)
+    y = (x.flatten(1) @ torch.randn(64, 4, generator=g)).argmax(1)
+    stem = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+    )
+    blocks = [ZeroInitBlock(8), ZeroInitBlock(8)]
+    head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+    model = torch.nn.Sequential(stem, *blocks, head)
+    held = [p for n, p in model.named_parameters() if hold_layer1 or not n.startswith(("1.conv", "1.bn1"))]
+    opt = torch.optim.SGD(held, lr=0.1, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(path), statistics_budget=0) as hook:  # statistics every step
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(steps):
+            for group in opt.param_groups:
+                group["lr"] = 0.001 if step < warmup else 0.1
+            idx = torch.arange(step * 32, step * 32 + 32) % 640
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+    return str(path)
+
+
+ZERO_INIT_RULES = ["vanishing_gradient", "weight_update_ratio", "unchanged_tensor"]
+
+
+def test_quiet_on_a_zero_init_residual_net_in_its_warm_up(tmp_path):
+    """The first BN gamma of each block gets a gradient rising from exactly 0 (1e-8 at first,
+    far below 1e-7 x the loss) and stands still in float32 while the warm-up's learning rate
+    is small: a gate opening, judged by none of the three rules (each fired before)."""
+    path = train_zero_init_resnet(tmp_path / "run")
+    trial = mldbg.create_trial(path)
+    first = trial.record("gradient/1.bn1.weight", 1).statistics["mean_abs"]
+    assert trial.record("gradient/1.bn1.weight", 0).statistics["mean_abs"] == 0
+    assert first < 1e-7 * 1.4  # below the threshold: the case the rules judge
+    assert trial.record("1.bn1.weight", 5).statistics["delta_l2"] == 0  # stands still in float32
+    found = mldbg.check(path, rules=ZERO_INIT_RULES)
+    assert not found, "\n".join(map(str, found))
+
+
+def test_fires_once_the_rise_stops_when_the_optimizer_misses_a_block(tmp_path):
+    """The same net whose optimizer was not given the first block: its gradients rise as the
+    second gamma opens, then level off while its weights never move. Waiting for the rise
+    to stop delays the finding, it does not lose it."""
+    path = train_zero_init_resnet(tmp_path / "run", steps=80, warmup=20, hold_layer1=False)
+    found = mldbg.check(path, rules=["unchanged_tensor", "weight_update_ratio"])
+    for rule in ("unchanged_tensor", "weight_update_ratio"):
+        assert any(f.rule == rule and "1.conv1.weight" in f.tensors for f in found), found
+    assert not any(t.startswith("2.") for f in found for t in f.tensors), found  # the held block is fine

@@ -28,3 +28,16 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["weight_update_ratio"].__name__ == "WeightUpdateRatio"
+
+
+def test_a_learning_rate_that_rounds_every_update_away_is_still_reported(tmp_path):
+    """With the two-line hook the learning rate is recorded, and an update below float32's
+    resolution next to its weight is rounding (`rounds_away`: a weight behind a gate at 0,
+    test_vanishing_gradient.py), but only while other weights move: a learning rate of 1e-10
+    rounds every update away, and that is the bug."""
+    from tests.tiny import train
+
+    run = train(tmp_path / "run", lr=1e-10, default_hook=True)
+    found = mldbg.check(run.path, rules=["weight_update_ratio", "unchanged_tensor"])
+    assert {f.rule for f in found} == {"weight_update_ratio", "unchanged_tensor"}, found
+    assert found[0].step <= 10, found

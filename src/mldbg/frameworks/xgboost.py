@@ -236,7 +236,15 @@ class Hook(Adapter, TrainingCallback):
                 self._guarded("metrics", self._save_metrics, validation, self.info.validation_set)
                 self._guarded("predictions", self._save_data, sets.pairs(model, Mode.EVAL), True)
             rec.end_step()
+        if self.info.best_iteration is None:
+            self._guarded("the run description", self._early_stopping, model)
         return False
+
+    def _early_stopping(self, model: Any) -> None:
+        """Early stopping is on once its callback marks the booster's best iteration: say so
+        in the run description then, not only at the end, so that rules judging live know it."""
+        if model.attr("best_iteration") is not None:
+            self._describe(model)
 
     def after_training(self, model: Any) -> Any:
         if not self._closed and self.session is not None:
@@ -334,7 +342,8 @@ class Hook(Adapter, TrainingCallback):
                 self._put(f"trees/{what}", ("trees",), counts)
 
     def _describe(self, model: Any) -> None:
-        """(Re)write the run description: called before and after training."""
+        """(Re)write the run description: called before and after training, and when early
+        stopping first marks a best iteration."""
         xgboost_model.describe(self.info, self._sets.boosters(model)[0], model)
         rec = self.recorder
         if rec.enabled:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -17,6 +18,13 @@ from mldbg.store.statistics import vector_name
 # L2 norm 1/sqrt(words): 0.07 at 200 words) stay above it
 _TINY_SAMPLE = 0.05
 _CHANNEL_KEYS = ("channel_count", "channel_mean", "channel_std")
+# `_model_normalizes`: a state vector matches the inputs' measured per-feature means when
+# within this many of each feature's std of them (the state was adapted on the whole training
+# set, the rule measures the first samples), their variance (or std) within this factor; it
+# reads back over this many saved steps for a raw value of the state
+_STATE_MEAN = 0.5
+_STATE_SCALE = 2.0
+_STATE_TRIES = 64
 
 
 class _Moments:
@@ -55,6 +63,11 @@ class NotNormalizedData(Rule):
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
     statistics (and `samples`) a two-line hook records every step, on the same axes (not
     with another `channel`: then only raw inputs can answer).
+
+    Inputs fed to a model that normalizes them itself are fine: when the run holds two saved
+    weights of one value per feature that are the inputs' own mean (within half a std) and
+    variance or std (within a factor 2), as a Keras `Normalization` layer adapted on the
+    training set keeps, the model standardizes them first; nothing is reported.
     """
 
     needs = ("inputs",)
@@ -283,7 +296,9 @@ class NotNormalizedData(Rule):
                 f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g} and a sample's "
                 f"L2 norm is {rms_norm:.2g} (RMS) < {_TINY_SAMPLE:g}"
             )
-        if not problems or not (dry or self.first(name)):
+        if not problems or self._model_normalizes(trial, step, mean, std, live):
+            return None
+        if not (dry or self.first(name)):
             return None
         return self.finding(
             trial, step,
@@ -291,6 +306,47 @@ class NotNormalizedData(Rule):
             f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
             tensors=[name],
         )  # fmt: skip
+
+    @staticmethod
+    def _model_normalizes(
+        trial: TrialView, step: int, mean: np.ndarray, std: np.ndarray, live: np.ndarray
+    ) -> bool:
+        """Whether the model holds the inputs' own per-feature mean and variance (or std) as
+        state, so it standardizes them first: two saved weights of one value per feature, one
+        within `_STATE_MEAN` std of each live feature's measured mean, the other within a
+        factor `_STATE_SCALE` of each one's variance (or std). A Keras `Normalization` layer
+        adapted on the training set keeps exactly these (`mean`, `variance`); so does a
+        BatchNorm on the inputs once its moving statistics have settled. Then raw features in
+        the thousands are what the model is meant to be fed."""
+        if not live.any():
+            return False
+        size = mean.size
+        means: set[str] = set()  # the state vectors that match the means, and the scales
+        scales: set[str] = set()
+        for name in trial.names(["weights", "biases"]):
+            saved = [s for s in trial.tensor(name).steps() if s <= step][-_STATE_TRIES:]
+            value = None
+            for at in reversed(saved):
+                layout = trial.layout(name, at)
+                if layout is None or layout[0] != "f" or math.prod(layout[1]) != size:
+                    break
+                value = trial.raw(name, at)
+                if value is not None:
+                    break
+            if value is None:
+                continue
+            v = np.asarray(value, dtype=np.float64).reshape(-1)[live]
+            m, sd = mean[live], std[live]
+            if not np.isfinite(v).all():
+                continue
+            if np.all(np.abs(v - m) <= _STATE_MEAN * sd):
+                means.add(name)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if any(np.all((v >= t / _STATE_SCALE) & (v <= t * _STATE_SCALE)) for t in (sd * sd, sd)):
+                    scales.add(name)
+            if any(a != b for a in means for b in scales):  # two tensors: a mean and a scale
+                return True
+        return False
 
     def _is_condition(self, trial: TrialView, name: str, step: int) -> bool:
         """One value per sample, shape (N,), beside another input: a timestep, a class id."""

@@ -10,6 +10,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import Evaluation, LossTracker, train_level
 from mldbg.rules.view import TrialView
+from mldbg.store.run_info import read_run_info
 
 
 @register
@@ -30,6 +31,15 @@ class Overfit(Rule):
     smoothed as the median of the last 3 evaluations (a single spike is instability, not
     overfitting); the training value is the median of the last `window` training losses
     before it. `patience` is 2, not SageMaker's 1, for the same reason.
+
+    Under early stopping (the run says so: XGBoost's run description holds the best
+    iteration its early-stopping callback marks), the rounds past the best are the stopper's
+    patience, trained by design and cut off from the model it keeps: a validation loss that
+    rises there is the stopper doing its job. Then the rule reports only a model that never
+    generalized, whose validation loss gained less than `early_stopping_gain` of what the
+    training loss gained (shuffled labels: the training loss falls as the trees memorize, the
+    validation loss never beats its first value), since the best iteration it keeps is no
+    model either.
     """
 
     needs = ("losses", "scalars")
@@ -40,6 +50,7 @@ class Overfit(Rule):
     gap_threshold: float = 0.25
     rise: float = 0.05
     window: int = 10
+    early_stopping_gain: float = 0.1
     use_losses_collection: bool = True
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -52,10 +63,13 @@ class Overfit(Rule):
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._state: dict[str, dict] = {}  # per validation loss: its best, streak...
+        self._trial: TrialView | None = None  # the run judged (`_early_stopping` reads its description)
+        self._early = False  # the run trains with early stopping (known once it says so)
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` (no evaluation pass to close): their losses join the
         training series from the columns; `check` takes the evaluation steps."""
+        self._trial = trial
         return loss_prefix(
             trial, self._tracker, steps, 1, NEVER, quiet_close=self._quiet_close, closed=self._closed
         )
@@ -72,10 +86,12 @@ class Overfit(Rule):
             self._state[name] = got[0]
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
+        self._trial = trial
         _, _, closed = self._tracker.update(trial, step)
         return [f for name, ev in closed if (f := self._judge(trial, name, ev))]
 
     def finish(self, trial: TrialView) -> list[Finding]:
+        self._trial = trial
         return [f for name, ev in self._tracker.close_all() if (f := self._judge(trial, name, ev))]
 
     def unchecked(self) -> str | None:
@@ -107,6 +123,8 @@ class Overfit(Rule):
         t = train_level(self._tracker.train_for(name), ev.first_step, self.window)
         if st["first"] is None:
             st["first"] = v
+        if st.get("train_first") is None and t is not None:
+            st["train_first"] = t
         # worse: above its best by more than `rise` of what it had gained since the first (a
         # plateau's noise, as boosting's validation loss near early stopping, is not a rise)
         worse = v > st["best"] + self.rise * max(st["first"] - st["best"], 0.0)
@@ -120,7 +138,21 @@ class Overfit(Rule):
             st["streak"] += 1
         else:
             st["streak"] = 0
+        if st["streak"] >= self.patience and self._early_stopping():
+            # the stopper's patience: judged only when validation never gained next to training
+            gained = st["first"] - st["best"]
+            if gained > self.early_stopping_gain * max(st["train_first"] - t, 0.0):
+                st["streak"] = 0
         return st, v, t, ratio, gap_share
+
+    def _early_stopping(self) -> bool:
+        """Whether the run trains with early stopping: its run description (XGBoost's) holds
+        the best iteration the early-stopping callback marks. Read when a streak would report,
+        not every step; once known, kept."""
+        if not self._early and self._trial is not None:
+            info = read_run_info(self._trial.trial)
+            self._early = info is not None and info.best_iteration is not None
+        return self._early
 
     def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
         got = self._advance(name, ev)

@@ -9,7 +9,7 @@ import numpy as np
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.builtin.vanishing_gradient import loss_scale
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
-from mldbg.rules.select import needed, selected, short_list
+from mldbg.rules.select import gradient_names, needed, selected, short_list
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "biases", "gradients")
@@ -30,6 +30,13 @@ class TensorVariance(Rule):
     A gradient's variance is judged in the run's own unit, the square of its first training
     loss (`vanishing_gradient.loss_scale`): a loss multiplied by 1e4 multiplies every gradient
     by 1e4 and its variance by 1e8, and Adam trains exactly as before.
+
+    Only parameters the optimizer trains are judged among the weights and biases (unless
+    `tensor_regex` names tensors): where the run records gradients, a weight without one is
+    a layer's state, not a parameter (a Keras `Normalization` layer's `mean`, `variance` and
+    `count`, adapted to raw features in the thousands; BatchNorm's moving statistics; a
+    counter), or one frozen on purpose: neither is moved by training, so neither can
+    diverge.
     """
 
     needs = _DEFAULT
@@ -43,9 +50,22 @@ class TensorVariance(Rule):
     def reset(self) -> None:
         super().reset()
         self._scale: float | None = None  # `loss_scale`, once read
+        self._states: tuple[tuple[int, int], set[str]] = ((-1, -1), set())  # `_state`, by name counts
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
+
+    def _state(self, trial: TrialView) -> set[str]:
+        """The weights and biases not judged: those without a gradient, where the run
+        records gradients (a layer's state, or a frozen parameter); none with `tensor_regex`."""
+        if self.tensor_regex or not trial.has_collection("gradients"):
+            return set()
+        params = trial.names(["weights", "biases"])
+        key = (len(params), len(trial.names("gradients")))
+        if self._states[0] != key:
+            trained = gradient_names(trial)
+            self._states = (key, {n for n in params if n not in trained})
+        return self._states[1]
 
     def _unit(self, trial: TrialView, name: str) -> float:
         """The variance unit of a tensor: the first loss squared for a gradient, else 1."""
@@ -61,7 +81,10 @@ class TensorVariance(Rule):
         if self.max_threshold is None and self.min_threshold is None:
             return len(steps)
         interesting = np.zeros(len(steps), dtype=bool)
+        state = self._state(trial)
         for name in selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT):
+            if name in state:
+                continue
             over = Over(trial, name, steps)
             v = over.stat("variance") / self._unit(trial, name)
             hit = over.raw & np.isnan(v)
@@ -76,6 +99,8 @@ class TensorVariance(Rule):
         if self.max_threshold is None and self.min_threshold is None:
             return None
         names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
+        state = self._state(trial) if names else set()
+        names = [n for n in names if n not in state]
         high, low = [], []
         for name in names:
             v = self._variance(trial, name, step)

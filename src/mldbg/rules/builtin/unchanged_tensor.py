@@ -11,6 +11,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.weight_update_ratio import gate_opening, rounds_away
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
@@ -95,6 +96,16 @@ class UnchangedTensor(Rule):
     step, though not as at the first (the loss fell, then nothing moved: L-BFGS that met its
     tolerance on a full batch). Mini-batch losses differ every step, so an optimizer whose
     learning rate became 0, or a head it does not hold, is still reported.
+
+    Nor is a parameter behind a gate initialized at 0 that is opening (`gate_opening`: its
+    gradient exactly 0 at the first saved step, above 0 now, and within 10 saved steps or
+    still rising: a significant upward trend over its last 10 saved steps that at least
+    doubled it): behind ResNet's zero-init of the last BN gamma of each block, under a
+    warm-up's small learning rate, its update rounds to nothing next to a weight of 1 in
+    float32 until the gradient has grown. It is judged once the rise stops. Nor one whose updates were below
+    what float32 shows next to it (`rounds_away`: the recorded learning rate x its gradient x
+    10 for momentum below 2^-25 x its RMS, while other weights move): the optimizer applied
+    them and rounding kept them (a learning rate of 1e-10 rounds every update away: reported).
     """
 
     needs = _DEFAULT
@@ -160,6 +171,11 @@ class UnchangedTensor(Rule):
                     continue  # moved, though by less than rtol: updated
             stuck.append((name, hist[0][0] if run is None else run, run is not None))
         stuck = [s for s in stuck if s[0] not in self._fired and not self._at_zero(trial, s[0], step)]
+        if params and grads_here:  # waking: its update rounds to nothing until its gradient has grown
+            stuck = [
+                s for s in stuck
+                if not gate_opening(trial, grads[s[0]], step) and not rounds_away(trial, s[0], grads[s[0]], step, s[1])
+            ]  # fmt: skip
         if stuck and params and self._converged(trial, step):
             return None  # nothing moved, the loss included, after it had: a converged run
         if stuck and params and warming_up(trial, step):

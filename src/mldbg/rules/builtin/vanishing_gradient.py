@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
+from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup, gate_opening
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.view import TrialView
@@ -74,7 +74,13 @@ class VanishingGradient(Rule):
     adaLN-Zero in DiT, ResNet's `zero_init_residual`): the branch's weights get (almost) no
     gradient until the scale has moved, which one optimizer step does (Adam moves it by about
     the learning rate), and then their gradients grow by orders of magnitude in a few steps;
-    a vanishing gradient (deep sigmoids) stays small.
+    a vanishing gradient (deep sigmoids) stays small. Under a learning-rate warm-up (SGD,
+    torchvision's LinearLR from 0.01x) the gate opens slowly, and the gradient behind it
+    grows for tens of steps before it crosses the threshold: a gradient exactly 0 at its
+    first saved step and above 0 now is such a gate's (`gate_opening`; a sigmoid stack's is
+    never exactly 0, a dead ReLU's stays 0), judged after 10 saved steps and then only once
+    it is no longer rising (a significant upward trend over its last 10 saved steps that at
+    least doubled it).
 
     And the layer must not be learning: a small gradient is harmless where the optimizer
     rescales it (Adam, AdamW, LAMB divide by its running size: a branch behind a layer scale
@@ -190,6 +196,9 @@ class VanishingGradient(Rule):
                 self._first.pop(n, None)
                 self._least.pop(n, None)
         low = self._not_learning(trial, step, low, names, means, limit)
+        low = [
+            n for n in low if n in self._fired or not gate_opening(trial, n, step)
+        ]  # waking: judged once it stops
         low = [n for n in low if self.first(n)]
         if not low:
             return None

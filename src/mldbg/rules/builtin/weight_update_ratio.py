@@ -11,7 +11,9 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.losses import LEARNING_RATE as LEARNING_RATE_RECORD
 from mldbg.rules.select import gradient_names, short_list
+from mldbg.rules.stats import trend_z
 from mldbg.rules.view import TrialView
 
 #: an update at least this share of the weight's size after it (|w_t - w_t-1| / |w_t|) blew the
@@ -92,6 +94,155 @@ class Blowup:
         return self.found if self.found is not None and self.found[0] <= step else None
 
 
+#: `gradient_rising`: the saved steps it looks back over, the one-sided Mann-Kendall z its
+#: trend must reach (5%), and how many times the smallest of them the last must be
+RISING_WINDOW = 10
+RISING_Z = 1.645
+RISING_GROWTH = 2.0
+
+
+def gradient_rising(trial: TrialView, grad: str, step: int) -> bool:
+    """Whether gradient `grad`'s mean |g| (over the entries that got one: mean_abs / (1 -
+    zero_fraction)) is rising, at the last `RISING_WINDOW` saved training steps up to `step`:
+    a significant upward trend (one-sided Mann-Kendall z >= `RISING_Z`, 5%; a stationary
+    noisy gradient passes it once in 20 looks, and then a step later it no longer does) that
+    grew the gradient `RISING_GROWTH` times its smallest there. Such a gradient is waking, not
+    vanishing: the branch behind a gate initialized at 0 (ResNet's zero-init of the last BN
+    gamma in each block, layer scale, ReZero, adaLN-Zero) gets exactly no gradient at step 0,
+    then a gradient that grows with the gate, slowly while a learning-rate warm-up holds the
+    gate's steps small; its weights stand still in float32 meanwhile (an update below the
+    weight's resolution rounds to nothing). A gradient that vanished (deep sigmoids), or whose
+    weight the optimizer ignores, stays at its level or falls: the rules that judge them wait
+    while the trend lasts, and report once it stops."""
+    saved = trial.tensor(grad).steps()
+    steps: list[int] = []
+    for at in reversed(saved[: bisect.bisect_right(saved, step)]):
+        if trial.mode(at) == Mode.TRAIN:
+            steps.insert(0, at)
+            if len(steps) == RISING_WINDOW:
+                break
+    if len(steps) < 4:
+        return False
+    values = []
+    for s in steps:
+        m, z = trial.statistic(grad, s, "mean_abs"), trial.statistic(grad, s, "zero_fraction")
+        if not isinstance(m, float) or not math.isfinite(m):
+            return False
+        if isinstance(z, float) and 0 <= z < 1:
+            m /= 1.0 - z
+        values.append(m)
+    return trend_z(values) >= RISING_Z and values[-1] >= RISING_GROWTH * min(values) and values[-1] > 0
+
+
+#: `rounds_away`: the most a step of SGD with momentum (0.9) moves a weight, in units of
+#: lr x |gradient| (1 / (1 - 0.9)), and the float32 spacing's lower half-ulp next to |w|
+#: (2^-25 |w|: an update below it rounds to nothing, whatever |w|'s place in its binade)
+MOMENTUM_GAIN = 10.0
+HALF_ULP = 2.0**-25
+
+
+def learning_rate(trial: TrialView, step: int, since: int | None = None) -> float | None:
+    """The largest learning rate the PyTorch hook recorded (`learning_rate/<model>`, over the
+    models) at the steps whose updates a record at `step` measures: from `since` (the
+    record before) up to `step`, not including it; without `since`, or where none was
+    recorded there, its last record up to `step`. None when none is recorded."""
+    found = None
+    for name in trial.names(None, regex="^" + LEARNING_RATE_RECORD):
+        saved = trial.tensor(name).steps()
+        end = bisect.bisect_right(saved, step)
+        at = (
+            saved[bisect.bisect_left(saved, since) : bisect.bisect_left(saved, step)]
+            if since is not None
+            else []
+        )
+        for s in at or saved[max(0, end - 1) : end]:
+            v = trial.saved_statistic(name, s, "sum")
+            if isinstance(v, float) and math.isfinite(v):
+                found = v if found is None else max(found, v)
+    return found
+
+
+#: `rounds_away`: the fastest weight's |update| / |weight| at the step must be above this
+#: (float32's resolution, 2^-23, ten times over): the learning rate moves the net, so a weight
+#: left behind owes it to its own gradient, not to a learning rate of 1e-10 (which leaves
+#: every weight's update below it)
+NET_MOVES = 10 * 2.0**-23
+
+
+def fastest_update(trial: TrialView, step: int) -> float | None:
+    """The largest |update| / |weight| over the weights (not biases) the hook measured at
+    `step` (`delta_l2` / `l2`); None when none was. The largest, not the median: behind the
+    zero-initialized gates of a small ResNet, most weights may be the ones left behind."""
+    ratios = []
+    for name in trial.names("weights", step=step):
+        if "bias" in name.lower():
+            continue
+        delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
+        if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
+            ratios.append(delta / size)
+    return max(ratios) if ratios else None
+
+
+def rounds_away(trial: TrialView, weight: str, grad: str | None, step: int, since: int | None) -> bool:
+    """Whether weight `weight`'s updates up to `step` were too small for float32 to show: the
+    recorded learning rate (above 0) x its gradient's mean |g| (the largest at its saved steps
+    from `since` to `step`) x `MOMENTUM_GAIN` is below `HALF_ULP` x the weight's RMS. A weight
+    of 1 (a BatchNorm gamma) behind a gate initialized at 0, under a warm-up's learning rate
+    of 1e-3, gets a gradient of 1e-7 and an update of 1e-9: it rounds to nothing, and the
+    weight stands still exactly while the optimizer does its job. Only where the net moves
+    at the step (`fastest_update` above `NET_MOVES`): a learning rate of 1e-10 rounds every
+    update away, and that is the bug. A learning rate of 0, or none
+    recorded, or a gradient large enough to show, decides nothing here (False)."""
+    if grad is None:
+        return False
+    fastest = fastest_update(trial, step)
+    if fastest is None or not fastest > NET_MOVES:
+        return False
+    lr = learning_rate(trial, step, since)
+    if lr is None or not lr > 0:
+        return False
+    l2 = trial.statistic(weight, step, "l2")
+    shape = weight_shape(trial, weight, step)
+    if not isinstance(l2, float) or not math.isfinite(l2) or shape is None:
+        return False
+    rms = l2 / math.sqrt(max(1, math.prod(shape)))
+    saved = trial.tensor(grad).steps()
+    lo = bisect.bisect_left(saved, step if since is None else since)
+    sizes: list[float] = []
+    for at in saved[lo : bisect.bisect_right(saved, step)][-16:]:
+        m = trial.statistic(grad, at, "mean_abs")
+        if not isinstance(m, float) or not math.isfinite(m):
+            return False
+        sizes.append(m)
+    return bool(sizes) and lr * max(sizes) * MOMENTUM_GAIN < HALF_ULP * rms
+
+
+def gate_opening(trial: TrialView, grad: str, step: int) -> bool:
+    """Whether gradient `grad` is that of a weight behind a gate initialized at 0, opening:
+    its mean |g| was exactly 0 at its first saved training step and is above 0 at `step`'s
+    (the gate, ResNet's zero-init of a block's last BN gamma or ReZero's alpha, blocked all of
+    it, and now lets some through), and it has either had at most `RISING_WINDOW` saved
+    training steps to open (a warm-up's small learning rate opens it slowly), or is still
+    rising (`gradient_rising`). A vanishing gradient (deep sigmoids) is never exactly 0; a
+    dead ReLU's stays 0; a gradient the optimizer ignores does not start at 0: none is
+    held."""
+    saved = trial.tensor(grad).steps()
+    end = bisect.bisect_right(saved, step)
+    train: list[int] = []
+    for at in saved[:end]:
+        if trial.mode(at) == Mode.TRAIN:
+            train.append(at)
+            if len(train) > RISING_WINDOW:
+                break
+    if not train or trial.statistic(grad, train[0], "mean_abs") != 0.0:
+        return False
+    last = next((at for at in reversed(saved[:end]) if trial.mode(at) == Mode.TRAIN), None)
+    now = None if last is None else trial.statistic(grad, last, "mean_abs")
+    if not isinstance(now, float) or not now > 0:
+        return False
+    return len(train) <= RISING_WINDOW or gradient_rising(trial, grad, step)
+
+
 LR_TOO_HIGH = (
     "Lower the learning rate (by 10x or more), add a warm-up, or clip gradients "
     "(torch.nn.utils.clip_grad_norm_): an update far too large threw the weights off, and what "
@@ -122,7 +273,15 @@ class WeightUpdateRatio(Rule):
     by at least half its size after the update, `BLOWN`, leaving it a gain above `GAIN`: a
     learning rate far too high): its
     units died and their gradients are 0, and "raise the learning rate" would be the opposite
-    of the cure. The "too large" side judges that run.
+    of the cure. The "too large" side judges that run. Nor those of a weight behind a gate
+    initialized at 0 that is opening (`gate_opening`: its gradient exactly 0 at the first
+    saved step, above 0 now, and within 10 saved steps or still rising): under a warm-up's
+    small learning rate (ResNet's zero-init of the last BN gamma of each block) the update
+    rounds to nothing next to a weight of 1 in float32 until the gradient has grown; judged
+    once the rise stops.
+    Nor a weight whose update is below what float32 can show next to it (`rounds_away`: the
+    recorded learning rate x its gradient x 10 for momentum below 2^-25 x its RMS, while
+    other weights move): the optimizer applied an update, and rounding kept it.
     """
 
     needs = ("weights",)
@@ -250,6 +409,7 @@ class WeightUpdateRatio(Rule):
         small: list[str] = []
         large: list[str] = []
         still: bool | None = None  # the step changed nothing (looked up at the first update of 0)
+        froms: dict[str, int] = {}  # per weight, the saved step its update is measured from
         for name in names:
             raw = trial.raw(name, step)
             delta = None if raw is not None else trial.saved_statistic(name, step, "delta_l2")
@@ -263,6 +423,7 @@ class WeightUpdateRatio(Rule):
             self._prev[name] = (step, cur)
             if prev is None:
                 continue
+            froms[name] = prev[0]
             if grads and not self._applied(trial, grads, name, prev[0]):
                 continue  # no gradient at the record before: frozen on purpose, an expert without tokens
             old = prev[1]
@@ -304,6 +465,16 @@ class WeightUpdateRatio(Rule):
                     (small if kind == "small" else large).append(name)
         if self._blown is not None:
             small = []  # the effects of the blow-up (see the class doc), not a learning rate too small
+        # a weight whose gradient is rising from (near) 0 stands still until the gradient is
+        # large enough for its update to show in float32: waking, judged once the rise stops
+        # or whose update is too small for float32 to show (`rounds_away`): not the optimizer's fault
+        small = [
+            n for n in small
+            if (n, "small") in self._fired or not (
+                n in grads
+                and (gate_opening(trial, grads[n], step) or rounds_away(trial, n, grads[n], step, froms.get(n)))
+            )
+        ]  # fmt: skip
         small = [n for n in small if self.first((n, "small"))]
         large = [n for n in large if self.first((n, "large"))]
         if not small and not large:
