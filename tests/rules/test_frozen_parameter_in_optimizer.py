@@ -84,6 +84,7 @@ def test_a_fresh_layer_frozen_in_the_optimizer(tmp_path, bug):
     f = found[0]
     assert f.step <= 4, f  # the third statistics step (every step is one at the start)
     assert "0.weight" in " ".join(f.tensors) and "initialization" in f.message
+    assert f.severity == "warning"  # a frozen random layer may be random features on purpose: never a stop
     assert_explains(f)
     assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"), rules=[RULE])] == [
         "parameters_not_updated"
@@ -109,6 +110,7 @@ def test_adapters_frozen_with_the_backbone(tmp_path, bug):
         return
     assert found, "missed"
     assert found[0].step <= 4 and "selection" in found[0].message, found[0]
+    assert found[0].severity == "error"  # chosen to train, frozen anyway
     assert set(found[0].tensors) == {f"1.{n}" for n, _ in model[1].named_parameters()}
     assert_explains(found[0])
 

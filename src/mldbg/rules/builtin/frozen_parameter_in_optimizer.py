@@ -43,7 +43,9 @@ class FrozenParameterInOptimizer(Rule):
     undone). Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
     out of the optimizer), a pretrained frozen backbone handed over with `model.parameters()`,
     a frozen embedding or normalization at any value, a sinusoidal table. First finding at the
-    `patience`-th training statistics step (step 2 from step 0). A parameter counts only where
+    `patience`-th training statistics step (step 2 from step 0). The second evidence is weaker
+    (a layer of random features frozen on purpose looks the same): its findings are warnings,
+    which a stop action does not act on by default. A parameter counts only where
     it was frozen at every training step since the previous statistics step (its
     `requires_grad` statistic 0) and when the step ended: a GAN's critic frozen for the
     generator's update and trained in the same step is not frozen.
@@ -99,7 +101,7 @@ class FrozenParameterInOptimizer(Rule):
             params = sorted(p for p, v in due.items() if v[2] == code)
             first = min(due[p][1] for p in params)
             shown = ", ".join(params[:6]) + (f" and {len(params) - 6} more" if len(params) > 6 else "")
-            return self.finding(
+            found = self.finding(
                 trial, step,
                 f"{len(params)} parameters the optimizer holds stayed frozen (requires_grad False) at "
                 f"{max(1, self.patience)} training steps in a row (steps {first}-{step}): {shown}; "
@@ -109,6 +111,9 @@ class FrozenParameterInOptimizer(Rule):
                 "code (freeze only the pretrained part, by name, after the new layers exist); if they are meant "
                 "to stay fixed, leave them out of the optimizer.",
             )  # fmt: skip
+            if code == AT_INIT:  # a random layer frozen on purpose (random features) looks the same:
+                found.severity = "warning"  # said, never a reason to stop the training by default
+            return found
         return None
 
     @staticmethod
