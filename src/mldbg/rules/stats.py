@@ -57,7 +57,7 @@ def p_lower(a: Sequence[float], b: Sequence[float]) -> float:
     return _norm_sf(z)
 
 
-def trend_z(x: Sequence[float]) -> float:
+def trend_z(x: Sequence[float] | np.ndarray) -> float:
     """Mann-Kendall trend statistic as a z-score: clearly negative when the series falls,
     clearly positive when it rises, near 0 for noise around a level."""
     v = np.asarray(x, dtype=np.float64)
