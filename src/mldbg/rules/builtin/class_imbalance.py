@@ -45,10 +45,11 @@ class ClassImbalance(Rule):
     handles it. What hurts is a model that learns to predict the majority and ignore the rest,
     which its accuracy hides; so the imbalance is reported only with that evidence from the
     predictions, never from the labels alone (no predictions, no finding). The evidence is a
-    test: the classes other than the majority, pooled, over the predictions since the first
-    step (the first `samples` labels, and on while undecided, up to 4 x `samples`), are right
-    so rarely that a model getting them right at least 1 - `threshold_misprediction` of the
-    time would do so with probability below `budget` (binomial tail), and still no more
+    test: the classes other than the majority, pooled (or one of them), over the predictions
+    since the first step, evaluation passes included (the first `samples` labels, and on while
+    undecided, up to 4 x `samples`), are right so rarely that a model getting them right at
+    least 1 - `threshold_misprediction` of the time would do so with probability below
+    `budget` / 2 (binomial tail; `budget` / (2 x rare classes) for one class), and still no more
     often than that in the labels after the first `samples` / 2 (the model had the first half
     to learn), while the majority is mispredicted less than `threshold_misprediction` / 2.
 
@@ -331,36 +332,46 @@ class ClassImbalance(Rule):
         self._decided = True
         if not self.first("imbalance"):
             return None
-        n, k, p_value = ignored
+        which, n, k, p_value = ignored
         share = ", ".join(f"{c}: {v}" for c, v in sorted(counts.items())[:12])
         return self.finding(
             trial, step,
             f"class {big} outnumbers class {small} {ratio:.3g} to 1 in the first {sum(counts.values())} "
             f"training labels of {name} (at least {bound:.3g} to 1 at a false-alarm rate of {self.budget:g}: more "
-            f"than {self.threshold_imbalance:g}; counts per class: {share}), and the model ignores the other "
-            f"classes: it predicted {k} of their {n} labels right (a model right on them "
+            f"than {self.threshold_imbalance:g}; counts per class: {share}), and the model ignores {which}: "
+            f"it predicted {k} of their {n} labels right (a model right on them "
             f"{100 * (1 - self.threshold_misprediction):.0f}% of the time would be right this rarely with "
             f"probability {p_value:.2g}) while class {big} is mostly right",
             tensors=[name],
         )  # fmt: skip
 
-    def _ignored(self, big: int) -> tuple[int, int, float] | None:
-        """The evidence that the model ignores the classes other than `big`: (their labels,
-        those predicted right, the binomial tail probability of so few right at a rate of
-        1 - `threshold_misprediction`), or None. The tail is below `budget`, the labels after
-        the first `samples` / 2 are no better (right at most 1 - `threshold_misprediction`),
-        and `big` is mispredicted less than `threshold_misprediction` / 2."""
-        n = sum(v for c, v in self._seen.items() if c != big)
-        k = sum(v for c, v in self._right.items() if c != big)
-        late_n = sum(v for c, v in self._late_seen.items() if c != big)
-        late_k = sum(v for c, v in self._late_right.items() if c != big)
+    def _ignored(self, big: int) -> tuple[str, int, int, float] | None:
+        """The evidence that the model ignores the classes other than `big`, pooled or one of
+        them: (which: "the other classes" or "class c", their labels, those predicted right,
+        the binomial tail probability of so few right at a rate of 1 - `threshold_misprediction`),
+        or None. The tail is below `budget` / 2 pooled, `budget` / (2 x rare classes) for one
+        (Bonferroni), the labels after the first `samples` / 2 are no better (right at most
+        1 - `threshold_misprediction`), and `big` is mispredicted less than
+        `threshold_misprediction` / 2 (a model poor on every class is not learned yet)."""
         big_n, big_k = self._seen.get(big, 0), self._right.get(big, 0)
-        if not n or not late_n or not big_n or late_k > late_n * (1 - self.threshold_misprediction):
+        if not big_n or 1 - big_k / big_n >= self.threshold_misprediction / 2:
             return None
-        if 1 - big_k / big_n >= self.threshold_misprediction / 2:
-            return None  # poor on every class: not learned yet, not the majority taking over
-        p_value = binomial_tail(k, n, 1 - self.threshold_misprediction)
-        return (n, k, p_value) if p_value < self.budget else None
+        rare = [c for c in self._seen if c != big]
+        q = 1 - self.threshold_misprediction
+        groups = [("the other classes", rare, self.budget / 2)]
+        if len(rare) > 1:
+            groups += [(f"class {c}", [c], self.budget / (2 * len(rare))) for c in rare]
+        for which, cs, level in groups:
+            n = sum(self._seen.get(c, 0) for c in cs)
+            k = sum(self._right.get(c, 0) for c in cs)
+            late_n = sum(self._late_seen.get(c, 0) for c in cs)
+            late_k = sum(self._late_right.get(c, 0) for c in cs)
+            if not n or not late_n or late_k > late_n * q:
+                continue
+            p_value = binomial_tail(k, n, q)
+            if p_value < level:
+                return which, n, k, p_value
+        return None
 
     def ratio_bound(self, big: int, small: int, classes: int) -> float:
         """A lower confidence bound of the ratio of two Poisson counts' rates: (sqrt(big) -
