@@ -90,9 +90,21 @@ def test_loss_not_decreasing_on_a_stuck_booster(run):
     assert not fired(run("sane_classifier")["path"], ["loss_not_decreasing"])
 
 
-def test_class_imbalance_reads_the_labels(run):
-    assert fired(run("imbalanced_classifier")["path"], ["class_imbalance"])
+def test_class_imbalance_reads_the_labels(run, tmp_path):
+    """212 to 5: a booster that learns the 5 (its trees fit them from round ~40) handles the
+    imbalance; the same data at eta 1e-6 keeps predicting the majority: the rare class ignored."""
+    import numpy as np
+    from sklearn.datasets import load_breast_cancer
+    from xgb_runs import train
+
+    assert not fired(run("imbalanced_classifier")["path"], ["class_imbalance"])
     assert not fired(run("sane_classifier")["path"], ["class_imbalance"])
+    X, y = load_breast_cancer(return_X_y=True)
+    keep = np.r_[np.flatnonzero(y == 0), np.flatnonzero(y == 1)[:5]]
+    stuck = train(tmp_path / "stuck", {"objective": "binary:logistic", "eta": 1e-6}, X[keep], y[keep], 60)
+    assert (
+        "ignores the other classes" in fired(stuck["path"], ["class_imbalance"])["class_imbalance"][0].message
+    )
 
 
 def test_confusion_reads_labels_and_predictions(run):

@@ -19,14 +19,41 @@ from mldbg.store.statistics import vector_name
 _MULTI_LABEL = r"(?i)(BCE(WithLogits)?Loss|MultiLabel(SoftMargin|Margin)Loss)(_\d+)?_input_"
 
 
+def binomial_tail(k: int, n: int, q: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, q), summed in log space (no scipy)."""
+    if k >= n:
+        return 1.0
+    lq, l1q = math.log(q), math.log1p(-q)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lq + (n - i) * l1q
+        for i in range(k + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
 @register
 class ClassImbalance(Rule):
-    """After `samples` training labels, the most frequent class outnumbers the rarest by more
-    than `threshold_imbalance` times; or a class is mispredicted more than
+    """The labels are imbalanced (the most frequent class outnumbers the rarest by more than
+    `threshold_imbalance` times) and the model ignores the rare classes: it predicts the
+    majority for nearly everything, the other classes mispredicted more than
+    `threshold_misprediction` of the time; or a class is mispredicted more than
     `threshold_misprediction` of the time while the other classes are mostly right.
 
-    A model trained on imbalanced data learns to predict the majority and ignore the rest,
-    and its accuracy hides it. Mispredictions are counted on consecutive windows of `samples`
+    An imbalanced label set is a property of the data, not a defect: background pixels,
+    clicks, fraud, diseases are rare by nature, and a loss weighted per class or a resampler
+    handles it. What hurts is a model that learns to predict the majority and ignore the rest,
+    which its accuracy hides; so the imbalance is reported only with that evidence from the
+    predictions, never from the labels alone (no predictions, no finding). The evidence is a
+    test: the classes other than the majority, pooled (or one of them), over the predictions
+    since the first step, evaluation passes included (the first `samples` labels, and on while
+    undecided, up to 4 x `samples`), are right so rarely that a model getting them right at
+    least 1 - `threshold_misprediction` of the time would do so with probability below
+    `budget` / 2 (binomial tail; `budget` / (2 x rare classes) for one class), and still no more
+    often than that in the labels after the first `samples` / 2 (the model had the first half
+    to learn), while the majority is mispredicted less than `threshold_misprediction` / 2.
+
+    Mispredictions are counted on consecutive windows of `samples`
     predictions, skipping the first (the model is untrained then), and must show in two
     windows in a row; the other classes must be mispredicted less than half as often, so a
     model that is simply still poor everywhere is not reported, and the class counts in the
@@ -40,6 +67,15 @@ class ClassImbalance(Rule):
     Multi-label targets are left out: (batch, tags) targets of a binary loss (`BCELoss`,
     `BCEWithLogitsLoss`, `MultiLabelSoftMarginLoss`, `MultiLabelMarginLoss`: one yes/no
     decision per tag, not a class per sample) have tag frequencies that fall off by nature.
+
+    Not judged either: one score per label (a (batch,) or (batch, 1) float output, a binary
+    model's logit or probability). Such a model estimates a probability; thresholded at 0.5,
+    a calibrated model of rare events (a click-through rate of 5%, fraud) predicts the
+    majority for nearly every sample by design, and what it learns shows in its log loss, not
+    in a 0.5 recall. And labels per position of a dense prediction ((batch, *positions) ids
+    scored by (batch, classes, *positions) or (batch, *positions, classes) logits: pixels of a
+    segmentation, whose background dominates by nature) are positions, not samples, as
+    tokens are.
 
     The imbalance is a test, not a ratio of two raw counts: the smallest count of a set of
     many classes is small by chance (a class of 1 in 500 labels may be 1 in 100), so the
@@ -86,7 +122,14 @@ class ClassImbalance(Rule):
     def reset(self) -> None:
         super().reset()
         self._counts: dict[int, int] = {}  # label counts over the first `samples` labels
-        self._total = 0
+        self._total = 0  # labels counted while undecided
+        # the evidence that the model ignores the rare classes: labels and those predicted right
+        # per class since the first step, and since the first `samples` / 2 labels (`late`)
+        self._seen: dict[int, int] = {}
+        self._right: dict[int, int] = {}
+        self._late_seen: dict[int, int] = {}
+        self._late_right: dict[int, int] = {}
+        self._decided = False  # the imbalance judged (reported, not there, or no evidence)
         self._mixed = False  # some batch of labels held two classes or more
         self._classes: int | None = None  # classes the predictions score
         self._win_count: np.ndarray | None = None  # the window being filled: labels per class
@@ -104,7 +147,7 @@ class ClassImbalance(Rule):
         saved `class_counts` / `class_correct` vectors; at each step that closes a window the
         counts go to the judging code of `check` (`_mispredictions`), and a window it reports
         on is handed back, its state as before it, for `check` to judge and report."""
-        if self._total < self.samples:
+        if not self._decided:
             return 0
         labels = trial.names(None, regex=self.labels_regex) if self.labels_regex else trial.names("labels")
         preds = (
@@ -178,7 +221,9 @@ class ClassImbalance(Rule):
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode = trial.mode(step)
-        if mode != Mode.TRAIN and (mode == Mode.PREDICT or trial.steps(Mode.TRAIN)):
+        # an evaluation pass of a run that trains: evidence of the predictions only (below)
+        evaluating = mode != Mode.TRAIN and bool(trial.steps(Mode.TRAIN))
+        if mode == Mode.PREDICT or (evaluating and self._decided):
             return None
         labels = (
             trial.names(None, regex=self.labels_regex, step=step)
@@ -195,19 +240,32 @@ class ClassImbalance(Rule):
         got = trial.class_statistics(labels[0], preds[0] if preds else None, step, self.argmax)
         if got is None or self._tokens(trial, step, labels[0], preds[0] if preds else None, got):
             return None
+        if self._one_score(trial, step, labels[0], preds[0] if preds else None):
+            return None
         if got.classes is not None:
             self._classes = max(self._classes or 0, got.classes)
-        if self._total < self.samples:
+        if not self._decided:
             present = np.flatnonzero(got.labels[:-1])
-            self._mixed = self._mixed or present.size > 1 or got.samples < 2
-            for i in present.tolist():
-                self._counts[i] = self._counts.get(i, 0) + int(got.labels[i])
-            self._total += got.samples
+            if self._total < self.samples and not evaluating:
+                self._mixed = self._mixed or present.size > 1 or got.samples < 2
+                for i in present.tolist():
+                    self._counts[i] = self._counts.get(i, 0) + int(got.labels[i])
+            if got.correct is not None:
+                late = self._total >= self.samples // 2
+                for i in present.tolist():
+                    n, k = int(got.labels[i]), int(got.correct[i])
+                    self._seen[i] = self._seen.get(i, 0) + n
+                    self._right[i] = self._right.get(i, 0) + k
+                    if late:
+                        self._late_seen[i] = self._late_seen.get(i, 0) + n
+                        self._late_right[i] = self._late_right.get(i, 0) + k
+            if not evaluating:
+                self._total += got.samples
             if self._total >= self.samples:
                 found = self._imbalance(trial, step, labels[0])
                 if found:
                     return found
-        if got.correct is not None:
+        if got.correct is not None and not evaluating:
             return self._mispredictions(trial, step, got.labels, got.correct, labels + preds[:1])
         return None
 
@@ -227,11 +285,23 @@ class ClassImbalance(Rule):
             return True
         p = trial.layout(preds, step) if preds is not None else None
         if (
-            y is not None and p is not None and y[0] in "iu" and len(y[1]) == 2
-            and len(p[1]) == 3 and y[1][0] == p[1][0] and y[1][1] in (p[1][1], p[1][2])
+            y is not None and p is not None and y[0] in "iu" and len(y[1]) >= 2
+            and len(p[1]) == len(y[1]) + 1 and y[1][0] == p[1][0]
+            and y[1][1:] in (p[1][2:], p[1][1:-1])
         ):  # fmt: skip
-            return True
+            return True  # ids per position (tokens, pixels): scored by (batch, classes, *positions) logits or channels-last
         return per_position(trial, step, y)
+
+    def _one_score(self, trial: TrialView, step: int, labels: str, preds: str | None) -> bool:
+        """One float score per label ((batch,) or (batch, 1) predictions of (batch,) labels): a
+        binary model's logit or probability, whose 0.5 threshold is not its decision."""
+        if preds is None:
+            return False
+        y, p = trial.layout(labels, step), trial.layout(preds, step)
+        return (
+            y is not None and p is not None and p[0] == "f" and len(p[1]) >= 1
+            and math.prod(p[1]) == math.prod(y[1]) == p[1][0]
+        )  # fmt: skip
 
     def undecided(self) -> str | None:
         if 0 < self._total < self.samples:
@@ -241,23 +311,67 @@ class ClassImbalance(Rule):
         return None
 
     def _imbalance(self, trial: TrialView, step: int, name: str) -> Finding | None:
+        """Once `samples` labels are counted: imbalanced labels and a model that ignores the
+        rare classes (`_ignored`) give the finding; labels that are not imbalanced, no
+        predictions, or 4 x `samples` labels without the evidence decide it quiet."""
         counts = {k: v for k, v in self._counts.items() if v > 0}  # classes the labels hold
-        if len(counts) < 2 or not self._mixed:
-            return None  # one class, or one class per batch: targets made per batch, not data
+        if len(counts) < 2 or not self._mixed or not self._seen:
+            self._decided = True  # one class, one class per batch (targets made per batch), no predictions
+            return None
         big = max(counts, key=counts.get)  # type: ignore[arg-type]
         small = min(counts, key=counts.get)  # type: ignore[arg-type]
         ratio = counts[big] / counts[small] if counts[small] else float("inf")
         bound = self.ratio_bound(counts[big], counts[small], max(len(counts), self._classes or 0))
-        if bound <= self.threshold_imbalance or not self.first("imbalance"):
+        if bound <= self.threshold_imbalance:
+            self._decided = True
             return None
-        share = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())[:12])
+        ignored = self._ignored(big)
+        if ignored is None:
+            self._decided = sum(self._seen.values()) >= 4 * self.samples
+            return None
+        self._decided = True
+        if not self.first("imbalance"):
+            return None
+        which, n, k, p_value = ignored
+        share = ", ".join(f"{c}: {v}" for c, v in sorted(counts.items())[:12])
         return self.finding(
             trial, step,
-            f"class {big} outnumbers class {small} {ratio:.3g} to 1 in the first {self._total} training labels "
-            f"of {name} (at least {bound:.3g} to 1 at a false-alarm rate of {self.budget:g}: more than "
-            f"{self.threshold_imbalance:g}); counts per class: {share}",
+            f"class {big} outnumbers class {small} {ratio:.3g} to 1 in the first {sum(counts.values())} "
+            f"training labels of {name} (at least {bound:.3g} to 1 at a false-alarm rate of {self.budget:g}: more "
+            f"than {self.threshold_imbalance:g}; counts per class: {share}), and the model ignores {which}: "
+            f"it predicted {k} of their {n} labels right (a model right on them "
+            f"{100 * (1 - self.threshold_misprediction):.0f}% of the time would be right this rarely with "
+            f"probability {p_value:.2g}) while class {big} is mostly right",
             tensors=[name],
         )  # fmt: skip
+
+    def _ignored(self, big: int) -> tuple[str, int, int, float] | None:
+        """The evidence that the model ignores the classes other than `big`, pooled or one of
+        them: (which: "the other classes" or "class c", their labels, those predicted right,
+        the binomial tail probability of so few right at a rate of 1 - `threshold_misprediction`),
+        or None. The tail is below `budget` / 2 pooled, `budget` / (2 x rare classes) for one
+        (Bonferroni), the labels after the first `samples` / 2 are no better (right at most
+        1 - `threshold_misprediction`), and `big` is mispredicted less than
+        `threshold_misprediction` / 2 (a model poor on every class is not learned yet)."""
+        big_n, big_k = self._seen.get(big, 0), self._right.get(big, 0)
+        if not big_n or 1 - big_k / big_n >= self.threshold_misprediction / 2:
+            return None
+        rare = [c for c in self._seen if c != big]
+        q = 1 - self.threshold_misprediction
+        groups = [("the other classes", rare, self.budget / 2)]
+        if len(rare) > 1:
+            groups += [(f"class {c}", [c], self.budget / (2 * len(rare))) for c in rare]
+        for which, cs, level in groups:
+            n = sum(self._seen.get(c, 0) for c in cs)
+            k = sum(self._right.get(c, 0) for c in cs)
+            late_n = sum(self._late_seen.get(c, 0) for c in cs)
+            late_k = sum(self._late_right.get(c, 0) for c in cs)
+            if not n or not late_n or late_k > late_n * q:
+                continue
+            p_value = binomial_tail(k, n, q)
+            if p_value < level:
+                return which, n, k, p_value
+        return None
 
     def ratio_bound(self, big: int, small: int, classes: int) -> float:
         """A lower confidence bound of the ratio of two Poisson counts' rates: (sqrt(big) -
