@@ -121,7 +121,12 @@ class LossNotDecreasing(Rule):
             return []
         out: list[tuple[str, Progress]] = []
         material = max(self.diff_percent, _MATERIAL) / 100
-        if (name, mode, "flat") not in self._fired and p.drop_high < material and p.trend_z > _TREND_Z:
+        if (
+            (name, mode, "flat") not in self._fired
+            and p.drop_high < material
+            and p.trend_z > _TREND_Z
+            and (final or p.pace_high < material)  # live: not falling now must be shown
+        ):
             out.append(("flat", p))
         if (
             (name, mode, "rise") not in self._fired

@@ -117,7 +117,8 @@ class Underfitting(Rule):
         p = progress(values[:n], k)
         if p is None or not math.isfinite(p.first) or p.first == 0:
             return None
-        if p.drop_high < 1 - self.threshold_percent / 100 and p.trend_z > _TREND_Z:
+        material = 1 - self.threshold_percent / 100
+        if p.drop_high < material and p.trend_z > _TREND_Z and (final or p.pace_high < material):
             return p
         return None
 
