@@ -310,7 +310,9 @@ class Progress:
     drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
     rise_z: float  # the last block above the first, in standard errors
     trend_z: float  # Mann-Kendall z of 10 block medians of the later half (clearly negative: falling now)
-    pace_high: float  # the upper confidence bound of the share of the level the later half's pace sheds per n values
+    pace_high: (
+        float  # the upper confidence bound of the share of the level the later half's pace sheds per n values
+    )
     best: float  # the lowest block median before the last block
     best_at: int  # index of the first value of that block
     rise: float  # (last - best) / |best|
