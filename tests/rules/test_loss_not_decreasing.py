@@ -28,3 +28,66 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["loss_not_decreasing"].__name__ == "LossNotDecreasing"
+
+
+def batch1_slow_start(path, shuffle_labels: bool = False, steps: int = 3000) -> tuple[str, list[float]]:
+    """A real batch-1 loop (one sample a step, as the PyTorch char-RNN tutorial trains): five
+    balanced classes, Gaussian clusters that overlap, a small tanh MLP at a small init and a
+    small SGD learning rate. Its per-sample loss is noisy and it learns slowly for its first
+    half (a few % by step 1,500), then fast (about a quarter shed by step 3,000). With
+    `shuffle_labels` the labels are drawn apart from the inputs: it learns nothing. Returns the
+    run's path and its losses."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    d, c = 16, 5
+    means = 0.5 * torch.randn(c, d, generator=g)
+    model = nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, c))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0025)
+    crit = nn.CrossEntropyLoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(crit)
+    losses = []
+    for _ in range(steps):
+        y = torch.randint(0, c, (1,), generator=g)
+        x = means[y] + torch.randn(1, d, generator=g)
+        if shuffle_labels:
+            y = torch.randint(0, c, (1,), generator=g)
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    hook.close()
+    return str(path), losses
+
+
+@pytest.fixture(scope="module")
+def slow_start(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch1")
+    return batch1_slow_start(root / "healthy"), batch1_slow_start(root / "shuffled", shuffle_labels=True)
+
+
+def test_batch1_slow_start_is_not_flat_live_and_shuffled_twin_is(slow_start):
+    """A live judgement (mid-run: a stop acts on it) calls a loss flat only when its pace now
+    is shown below a material share: a batch-1 loss too noisy to show it is not stalled,
+    though it shed only a few % by mid-run (the judgement at 1,480 values fired here before);
+    its twin with shuffled labels holds its level, and is caught mid-run."""
+    from mldbg.rules.losses import progress
+
+    (healthy, losses), (shuffled, _) = slow_start
+    assert not mldbg.check(healthy, rules=["loss_not_decreasing", "underfitting"])
+    found = mldbg.check(shuffled, rules=["loss_not_decreasing"])
+    assert found and "has not decreased" in found[0].message
+    assert found[0].step < 2999  # live, not only at the end
+    # the healthy run had shed less than 10% by mid-run: the pace screen is what keeps it quiet
+    p = progress(losses[:1480], 2)
+    assert p is not None and p.drop < 0.1 and p.pace_high > 0.1

@@ -310,6 +310,9 @@ class Progress:
     drop_high: float  # the upper confidence bound of `drop` at the judgement's alpha
     rise_z: float  # the last block above the first, in standard errors
     trend_z: float  # Mann-Kendall z of 10 block medians of the later half (clearly negative: falling now)
+    pace_high: (
+        float  # the upper confidence bound of the share of the level the later half's pace sheds per n values
+    )
     best: float  # the lowest block median before the last block
     best_at: int  # index of the first value of that block
     rise: float  # (last - best) / |best|
@@ -395,12 +398,41 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
         drop_high=drop + z * se / scale,
         rise_z=(last - first) / max(se, 1e-300),
         trend_z=_recent_trend(x),
+        pace_high=_pace_high(x, z, floor, math.sqrt(2 * excess), scale) if period is None else 0.0,
         best=best,
         best_at=best_at,
         rise=(last - best) / max(abs(best), 1e-12),
         rise_best_z=rise_best_z,
         z=z,
     )
+
+
+def _pace_high(x: np.ndarray, z: float, floor: float, extra: float, scale: float) -> float:
+    """The upper confidence bound (at the bar `z`) of the loss's pace now: the fall from the
+    third quarter of `x` to its last (medians, a quarter of the run apart), x 4, as a share of
+    `scale`: the share of the level the loss would shed over as many values again at that
+    pace. Each quarter's median has its standard error from its own noise model
+    (`detect.noise`), `extra` adds the between-block variation the model misses.
+
+    Not falling now must be shown, not assumed: a loss too noisy for a trend test to see its
+    fall (one sample a step, as a batch-1 loop: a heavy-tailed per-sample loss, a trend
+    buried in it) has a wide bound here, and is not called flat; a loss that learns nothing
+    (shuffled labels, a dead model) holds its level, and its bound closes on 0 as the run
+    goes on."""
+    from mldbg.rules import detect
+
+    n = len(x)
+    q = n // 4
+    if q < 4:
+        return math.inf
+    third, last = x[n - 2 * q : n - q], x[n - q :]
+    third, last = third[np.isfinite(third)], last[np.isfinite(last)]
+    a, b = detect.noise(third, floor), detect.noise(last, floor)
+    if a is None or b is None or len(third) < 4:
+        return math.inf
+    se = math.sqrt(a.se_median(len(third)) ** 2 + b.se_median(len(last)) ** 2 + extra**2)
+    fall = float(np.median(third)) - float(np.median(last))
+    return 4 * (fall + z * se) / scale
 
 
 def _recent_trend(x: np.ndarray) -> float:

@@ -51,7 +51,11 @@ class LossNotDecreasing(Rule):
     and goes is not progress lost). The series is cut into 10 blocks (`progress`):
     - *not decreasing*: the loss shed less than max(`diff_percent`, 10) % between the first
       block and the last, confidently (the upper confidence bound of the drop is below it),
-      and it is not falling now (Mann-Kendall z > -2 over 10 blocks of its later half). A slow but steady
+      and it is not falling now (Mann-Kendall z > -2 over 10 blocks of its later half). A live
+      judgement (mid-run: a stop acts on it) also needs the pace now shown below that share
+      (`Progress.pace_high`: the upper bound of the fall from the third quarter to the last,
+      x4): a batch-1 loop's per-sample loss too noisy to show its slow fall is not stalled; the
+      end-of-run judgement reports what the run did. A slow but steady
       fall is learning; a loss that fell and then levelled off has learned (see
       `overtraining` for stopping early); a loss too noisy to tell is not reported.
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
@@ -121,7 +125,12 @@ class LossNotDecreasing(Rule):
             return []
         out: list[tuple[str, Progress]] = []
         material = max(self.diff_percent, _MATERIAL) / 100
-        if (name, mode, "flat") not in self._fired and p.drop_high < material and p.trend_z > _TREND_Z:
+        if (
+            (name, mode, "flat") not in self._fired
+            and p.drop_high < material
+            and p.trend_z > _TREND_Z
+            and (final or p.pace_high < material)  # live: not falling now must be shown
+        ):
             out.append(("flat", p))
         if (
             (name, mode, "rise") not in self._fired

@@ -42,7 +42,8 @@ class Underfitting(Rule):
     """The model does not fit even the training data: the training loss is still above
     `threshold_percent` % of where it started (the median of its first values), confidently
     (the upper confidence bound of the share it shed is below 100 - `threshold_percent` %),
-    it is not falling now (Mann-Kendall z > -2 over 10 blocks of its later half), and the validation loss,
+    it is not falling now (Mann-Kendall z > -2 over 10 blocks of its later half; live, mid-run:
+    its pace now shown below that share too, `loss_not_decreasing`'s screen), and the validation loss,
     when there is one, has not improved by more than 100 - `threshold_percent` % either.
 
     The decision is `loss_not_decreasing`'s (`mldbg.rules.losses.progress`): the whole series
@@ -117,7 +118,8 @@ class Underfitting(Rule):
         p = progress(values[:n], k)
         if p is None or not math.isfinite(p.first) or p.first == 0:
             return None
-        if p.drop_high < 1 - self.threshold_percent / 100 and p.trend_z > _TREND_Z:
+        material = 1 - self.threshold_percent / 100
+        if p.drop_high < material and p.trend_z > _TREND_Z and (final or p.pace_high < material):
             return p
         return None
 
