@@ -114,8 +114,9 @@ class UnchangedTensor(Rule):
     `held`: left out of the window, so a parameter is judged over the steps that apply the
     accumulated update. A model still for longer (an optimizer that stopped, a learning rate
     of 0 from the start: reported 16 steps in) is not held, nor any step of a run whose hook
-    ends each step at the optimizer's step (PyTorch's, once it has seen the optimizer: a
-    learning rate of 0 is reported at once).
+    ends each step at the optimizer's step (PyTorch's: a loop that accumulates steps its
+    optimizer every k backwards and the hook counts those steps; a learning rate of 0, an
+    optimizer built on other parameters are reported at once).
     """
 
     needs = _DEFAULT

@@ -10,12 +10,15 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.losses import LEARNING_RATE as LEARNING_RATE_RECORD
 from mldbg.rules.select import gradient_names, short_list
 from mldbg.rules.stats import trend_z
 from mldbg.rules.view import TrialView
+from mldbg.store import layout, markers
+from mldbg.store.markers import WorkerMeta
 
 #: an update at least this share of the weight's size after it (|w_t - w_t-1| / |w_t|) blew the
 #: weight up: a healthy step moves a weight by 1e-4 to 1e-2 of its size, a few such steps between
@@ -46,6 +49,7 @@ class _Motion:
         self.held: list[bool] = []  # there: `held`
         self.last: int | None = None  # the mode step of the last move (at first: of the first step)
         self.gap: int | None = None  # the longest interval between two moves so far
+        self.per_update = False  # the hook's training steps are optimizer steps (`_steps_are_updates`)
 
     def extend(self, trial: TrialView) -> None:
         train = trial.steps(Mode.TRAIN)
@@ -74,6 +78,19 @@ class _Motion:
                 self.held.append(at - self.last < (self.gap or ACCUMULATION_MAX))
 
 
+def _steps_are_updates(trial: TrialView) -> bool:
+    """The run was recorded by PyTorch's hook (its worker's meta names the framework), whose
+    training steps end at the optimizer's step."""
+    for worker in trial.workers():
+        try:
+            meta = markers.load(trial.store, layout.meta_key(worker), WorkerMeta)
+        except MldbgError:
+            continue
+        if meta is not None:
+            return meta.framework.startswith("torch")
+    return False
+
+
 def held(trial: TrialView, step: int) -> bool:
     """Whether no parameter moved at the saved training `step` because the run accumulates
     gradients (PyTorch's optimizer.step() every k micro-batches, optax.MultiSteps, Keras'
@@ -87,12 +104,19 @@ def held(trial: TrialView, step: int) -> bool:
     in a run whose hook ends each training step at the optimizer's step (the PyTorch hook,
     which records the optimizer's learning rate, `learning_rate/<model>`, once it has seen
     one): every step there applied an update, so a model that stood still was not
-    accumulating (a learning rate of 0 or 1e-10 is reported at once)."""
+    accumulating (a learning rate of 0 or 1e-10 is reported at once). PyTorch's hook ends a
+    step at the optimizer's step, or at the backward where no optimizer holds the model: a
+    loop that accumulates steps its optimizer every k backwards, and the hook counts those
+    steps, so no step of a run it recorded is held (an optimizer built on other parameters
+    is reported at once)."""
     if trial.names(None, regex="^" + LEARNING_RATE_RECORD):
         return False
     motion = _MOTION.get(trial)
     if motion is None:
         motion = _MOTION[trial] = _Motion()
+        motion.per_update = _steps_are_updates(trial)
+    if motion.per_update:
+        return False
     motion.extend(trial)
     i = bisect.bisect_left(motion.steps, step)
     return i < len(motion.steps) and motion.steps[i] == step and motion.held[i]
