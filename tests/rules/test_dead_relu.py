@@ -45,6 +45,10 @@ def test_one_sample_per_step_is_judged_after_32(tmp_path, default_hook):
     assert "of 32 samples" in found[0].message
     train(tmp_path / "healthy", **kwargs)
     assert not mldbg.check(str(tmp_path / "healthy"), rules=["dead_relu"])
+    # the biases of that layer drawn from U(-0.12, 0.12) - 0.07: three quarters start negative
+    assert _train_capsules(tmp_path / "shifted", seed=3, bias_shift=0.07) > 0.7
+    found = mldbg.check(str(tmp_path / "shifted"), rules=["dead_relu"])
+    assert found and "decoder.1" in found[0].message, [str(f) for f in found]
 
 
 def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
@@ -72,6 +76,9 @@ def test_the_same_input_over_and_over_is_no_evidence(tmp_path):
 
         def _few_inputs(self, *args):
             return False
+
+        def _shifted_below(self, *args):  # and to the pre-activations' centre
+            return None
 
     assert mldbg.check(str(tmp_path / "run"), rules=[EverySample()])  # the evidence it would have had
 
@@ -160,3 +167,84 @@ def test_half_the_units_dying_in_healthy_training_is_quiet(tmp_path):
     train(tmp_path / "killed", kill_at=8)
     found = mldbg.check(str(tmp_path / "killed"), rules=["dead_relu"])
     assert found and "alive at first" in found[0].message, [str(f) for f in found]
+
+
+def _squash(s, dim=-1):
+    import torch
+
+    n2 = (s**2).sum(dim, keepdim=True)
+    return n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-8)
+
+
+def _train_capsules(path, seed, bias_shift=0.0):
+    """A capsule classifier (margin loss on the capsules' lengths) with Sabour et al.'s
+    reconstruction decoder fed the true class's capsule, the others masked to 0: at the start
+    the capsules are short (a small transform, squashed), so the decoder's input barely varies
+    and each of its first ReLU's units takes its bias's sign. Returns the share of that
+    layer's biases below 0."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    classes, dim = 6, 12
+
+    class Capsules(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU())
+            self.caps = nn.Linear(128, classes * dim)
+            nn.init.normal_(self.caps.weight, 0.0, 0.01)
+            self.decoder = nn.Sequential(
+                nn.Linear(classes * dim, 128), nn.ReLU(), nn.Linear(128, 64), nn.Sigmoid()
+            )
+
+        def forward(self, x, y):
+            v = _squash(self.caps(self.encoder(x)).view(-1, classes, dim))
+            masked = v * nn.functional.one_hot(y, classes).float()[..., None]
+            return v.norm(dim=-1), self.decoder(masked.flatten(1))
+
+    torch.manual_seed(seed)
+    model = Capsules()
+    with torch.no_grad():
+        model.decoder[0].bias.sub_(bias_shift)
+    g = torch.Generator().manual_seed(1)
+    protos = torch.rand(classes, 64, generator=g)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for _ in range(8):
+            y = torch.randint(0, classes, (32,), generator=g)
+            x = (protos[y] + 0.2 * torch.rand(32, 64, generator=g)).clamp(0, 1)
+            lengths, recon = model(x, y)
+            onehot = nn.functional.one_hot(y, classes).float()
+            margin = (
+                onehot * torch.relu(0.9 - lengths) ** 2 + 0.5 * (1 - onehot) * torch.relu(lengths - 0.1) ** 2
+            )
+            loss = margin.sum(1).mean() + 0.0005 * ((recon - x) ** 2).sum(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return (model.decoder[0].bias < 0).float().mean().item()
+
+
+def test_half_dead_at_the_start_by_chance_is_no_broken_init(tmp_path):
+    """A CapsNet's reconstruction decoder (the blind corpus's false alarm): its input, the
+    masked capsules, is near 0 at the start, so about half of its first ReLU's units are
+    silent on every sample, each by its bias's sign: a coin flip per unit under PyTorch's
+    symmetric init. Here more than half the biases came out negative (the precondition, fixed
+    by the seed): the layer is over 50% "dead" in its first window, which the rule called a
+    broken init. Its pre-activations are centred at 0: quiet. The same layer with its biases
+    shifted below 0 (a negative bias init) is reported."""
+
+    negative = _train_capsules(tmp_path / "healthy", seed=3)
+    assert negative > 0.5, negative  # the precondition: a chance majority of negative biases
+
+    class DeadFromStart(BUILTIN["dead_relu"]):  # the rule before: dead from the start is the init's
+        name = "dead_from_start"
+
+        def _shifted_below(self, *args):
+            return None
+
+    assert mldbg.check(str(tmp_path / "healthy"), rules=[DeadFromStart()])  # what it fired on
+    assert not mldbg.check(str(tmp_path / "healthy"), rules=["dead_relu"])

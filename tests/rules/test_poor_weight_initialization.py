@@ -304,3 +304,107 @@ def test_layers_whose_variance_means_something_else_are_not_judged(tmp_path, kin
     assert losses[-1] < losses[0]
     found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
     assert not found, [str(f) for f in found]
+
+
+class _TinySTN(nn.Module):
+    """The PyTorch spatial-transformer tutorial at 12x12: a localization network whose last
+    Linear starts at zero weights and the identity transform's bias (by design), then a small
+    classifier on the resampled image."""
+
+    def __init__(self, zero_head: bool = True):
+        super().__init__()
+        self.localization = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.MaxPool2d(2), nn.ReLU())
+        self.fc_loc = nn.Sequential(nn.Linear(6 * 6 * 6, 16), nn.ReLU(), nn.Linear(16, 6))
+        if zero_head:
+            self.fc_loc[2].weight.data.zero_()
+        self.fc_loc[2].bias.data.copy_(torch.tensor([1.0, 0, 0, 0, 1, 0]))
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        self.fc1 = nn.Linear(8 * 6 * 6, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        theta = self.fc_loc(self.localization(x).flatten(1)).view(-1, 2, 3)
+        x = nn.functional.grid_sample(
+            x, nn.functional.affine_grid(theta, list(x.shape), align_corners=False), align_corners=False
+        )
+        x = torch.relu(nn.functional.max_pool2d(self.conv(x), 2)).flatten(1)
+        return nn.functional.log_softmax(self.fc2(torch.relu(self.fc1(x))), dim=1)
+
+
+def _train_stn(path: str, init: str) -> None:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 1, 12, 12, generator=g)
+    y = (x.flatten(1) @ torch.randn(144, 4, generator=g)).argmax(1)
+    net = _TinySTN()
+    if init == "tiny":  # the same model, every layer at std 1e-5: a broken init
+        for m in net.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                nn.init.normal_(m.weight, 0.0, 1e-5)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(net)
+        for _ in range(12):
+            idx = torch.randint(0, len(x), (64,), generator=g)
+            opt.zero_grad()
+            loss = nn.functional.nll_loss(net(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+
+
+def test_quiet_upstream_of_a_layer_zero_initialized_on_purpose(tmp_path):
+    """The spatial-transformer tutorial zero-initializes the localization head (identity
+    transform): a zero layer passes no gradient to its input, so the localization network's
+    gradients are 0 at step 0 and then grow with the head's weights from 0, far below the
+    classifier's: by design, not a broken init (the rule judged them degenerate before).
+    A tiny init of the same model still fires."""
+    found = {}
+    for init in ("tutorial", "tiny"):
+        _train_stn(str(tmp_path / init), init)
+        found[init] = mldbg.check(str(tmp_path / init), rules=["poor_weight_initialization"])
+    assert not found["tutorial"], [str(f) for f in found["tutorial"]]
+    assert found["tiny"], "the tiny init of the same model was not found"
+
+
+class _PostLNTransformer(nn.Module):
+    """A tiny post-LN encoder-decoder transformer (BART's layout: the encoder reached through
+    the decoder's cross-attention) with Hugging Face's init: every Linear and embedding
+    N(0, 0.02), whatever the width."""
+
+    def __init__(self, vocab: int = 32, d: int = 32, layers: int = 2):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.transformer = nn.Transformer(d, 2, layers, layers, 4 * d, dropout=0.0, batch_first=True)
+        self.lm_head = nn.Linear(d, vocab)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.MultiheadAttention):
+                nn.init.normal_(m.in_proj_weight, 0.0, 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed_tokens(x)
+        return self.lm_head(self.transformer(h, h))
+
+
+def test_quiet_on_a_transformer_at_std_002(tmp_path):
+    """The standard transformer init (N(0, 0.02) regardless of fan-in, LayerNorm after each
+    sublayer) scales each Linear's variance by ~0.01-0.05: the LayerNorms restore it, and
+    AdamW is scale-free. The lower layers' gradients are 10x below the head's by construction:
+    not a broken init (the rule blamed the init for them before)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    data = torch.randint(0, 32, (256, 12), generator=g)
+    net = _PostLNTransformer()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(net)
+        for _ in range(12):
+            idx = torch.randint(0, len(data), (16,), generator=g)
+            x = data[idx]
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(x).flatten(0, 1), x.roll(1, 1).flatten())
+            loss.backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
+    assert not found, [str(f) for f in found]

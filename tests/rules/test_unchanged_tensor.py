@@ -86,3 +86,86 @@ def test_a_parameter_at_zero_with_a_tiny_gradient_is_not_stuck(tmp_path):
         opt.step()
     hook.close()
     assert not mldbg.check(str(tmp_path), rules=["unchanged_tensor"])
+
+
+def _train_accumulating(path, every=4, steps=48, lr=3e-3, stop_at=None, forget_head=False):
+    """A JAX MLP trained with optax.MultiSteps (gradient accumulation: the update applied at
+    every `every`-th call, exactly 0 at the others) inside jit, the hook recording every call
+    (`mldbg.jax.statistics` in the jitted step), its output layer zero-initialized (weight and
+    bias: a common trick for a regression head). `stop_at`: the parameters kept from that
+    call on (the optimizer stops stepping); `forget_head`: the head's updates masked to 0."""
+    jax = pytest.importorskip("jax")
+    optax = pytest.importorskip("optax")
+    import jax.numpy as jnp
+    import numpy as np
+
+    import mldbg.jax
+
+    k = jax.random.split(jax.random.PRNGKey(0), 2)
+    params = {
+        "w1": jax.random.normal(k[0], (8, 32)) / np.sqrt(8),
+        "b1": jnp.zeros(32),
+        "w_out": jnp.zeros((32, 1)),
+        "b_out": jnp.zeros(1),
+    }
+
+    def loss_fn(params, x, y):
+        h = jnp.tanh(x @ params["w1"] + params["b1"])
+        return jnp.mean((h @ params["w_out"] + params["b_out"] - y) ** 2)
+
+    inner = optax.adam(lr)
+    if forget_head:
+        head = {"w1": False, "b1": False, "w_out": True, "b_out": True}
+        inner = optax.chain(inner, optax.masked(optax.set_to_zero(), head))
+    tx = optax.MultiSteps(inner, every_k_schedule=every)
+    state = tx.init(params)
+
+    @jax.jit
+    def train_step(params, state, x, y, due):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        stats = mldbg.jax.statistics(params, grads, loss, when=due)
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, stats
+
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(8, 1))
+    hook = mldbg.jax.Hook(str(path))
+    for step in range(steps):
+        x = rng.normal(size=(16, 8)).astype(np.float32)
+        y = np.sin(x @ w).astype(np.float32)
+        new, new_state, stats = train_step(params, state, x, y, hook.statistics_due(step))
+        if stop_at is None or step < stop_at:
+            params, state = new, new_state
+        hook.record(step, statistics=stats)
+    hook.close()
+
+
+_ACCUMULATION_RULES = ["unchanged_tensor", "weight_update_ratio", "all_zero"]
+
+
+@pytest.mark.parametrize("every", [2, 4, 8])
+def test_quiet_on_gradient_accumulation(tmp_path, every):
+    """Gradient accumulation (the blind corpus's optax.MultiSteps run alarmed all three rules):
+    the parameters stand still at k - 1 of every k steps by design, and a head initialized at
+    0 stays 0 until the first update. Judged over the accumulation period (the steps that
+    apply an update), nothing is stuck, tiny or zero: quiet. (PyTorch's hook counts optimizer
+    steps, so a PyTorch loop that accumulates shows no still steps; a JAX step function is
+    recorded per call.)"""
+    _train_accumulating(tmp_path / "run", every=every)
+    found = mldbg.check(str(tmp_path / "run"), rules=_ACCUMULATION_RULES)
+    assert not found, [str(f) for f in found]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rule", "tensor"),
+    [
+        ({"stop_at": 20}, "unchanged_tensor", "w_out"),  # the optimizer stops stepping
+        ({"lr": 0.0}, "weight_update_ratio", "w1"),  # a learning rate of 0 from the start
+        ({"forget_head": True}, "all_zero", "w_out"),  # the head left out: it stays at its zero init
+    ],
+)
+def test_accumulating_runs_still_report_what_does_not_move(tmp_path, kwargs, rule, tensor):
+    """The same accumulating run with its defects: they outlast the accumulation period."""
+    _train_accumulating(tmp_path / "run", every=4, **kwargs)
+    found = [f for f in mldbg.check(str(tmp_path / "run"), rules=_ACCUMULATION_RULES) if f.rule == rule]
+    assert found and tensor in found[0].tensors, [str(f) for f in found]

@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import Blowup
+from mldbg.rules.builtin.weight_update_ratio import Blowup, held
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
@@ -28,7 +28,11 @@ class AllZero(Rule):
     biases (often initialized at 0 on purpose), their gradients (a bias that cancels out has
     none: the last bias of a siamese net under a contrastive loss of a - b), inputs and labels
     are not. `patience` lets a
-    layer initialized at zero on purpose (a common trick for the last layer) move first.
+    layer initialized at zero on purpose (a common trick for the last layer) move first; in a
+    run that accumulates gradients (`weight_update_ratio.held`: no parameter moved, within the
+    run's own interval between optimizer steps) the steps with no update due do not count
+    (the parameters are those of the step before: a zero-initialized head, and the zero
+    gradients of the layers before it, stay so until the first step that applies an update).
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
 
@@ -76,6 +80,7 @@ class AllZero(Rule):
         `zero_fraction` (or max |x| = 0); their streaks are reset as `check` resets them."""
         interesting = np.zeros(len(steps), dtype=bool)
         cold: list[tuple[str, np.ndarray, np.ndarray]] = []
+        still: np.ndarray | None = None  # per step, `held` (computed once a tensor is at 0)
         for name in self._inspected(selected_all(trial, self.collection_names, self.tensor_regex, _DEFAULT)):
             over = Over(trial, name, steps)
             if not over.present.any():
@@ -86,6 +91,10 @@ class AllZero(Rule):
                 m = over.reduction("max", True)
                 share = np.where(missing & ~over.raw & ~np.isnan(m), np.where(m == 0, 100.0, 0.0), share)
             interesting |= over.present & ((share >= self.threshold) | (over.raw & missing))
+            if (over.present & (share >= self.threshold)).any():
+                if still is None:
+                    still = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
+                interesting |= over.present & still  # check() leaves them out
             cold.append((name, over.present & (share < self.threshold), over.mode))
         n = quiet_prefix(interesting)
         for name, low, modes in cold:
@@ -103,11 +112,14 @@ class AllZero(Rule):
             return None
         mode = trial.mode(step)
         zero = []
+        still = mode == Mode.TRAIN and held(trial, step)
         for name in names:
             share = self._zero_share(trial, name, step)
             if share is None:
                 continue
             key = (name, mode)
+            if share >= self.threshold and still:
+                continue  # accumulating gradients: the parameters had no update to leave 0 by
             if share >= self.threshold:
                 self._streak[key] = self._streak.get(key, 0) + 1
                 self._since.setdefault(key, step)

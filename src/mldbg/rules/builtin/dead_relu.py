@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
 
+from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
+from mldbg.rules.detect import ALPHA, z_normal
 from mldbg.rules.select import model_of, model_prefixes
-from mldbg.rules.stats import UnitWindow, layer_of, pick_per_layer, unit_fraction
+from mldbg.rules.stats import UnitWindow, is_input, layer_of, pick_per_layer, unit_fraction
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -60,11 +63,18 @@ class DeadRelu(Rule):
 
     Units dead in the layer's first full window were never alive on this data (inputs that
     barely vary, a near-constant feature: some units sit on one side of 0 for every sample):
-    a layer more than `threshold_layer` % dead is reported when its first window was too (the
-    init), or when more than `threshold_layer` % of the units alive in its first window died
-    since AND the run shows why (training killed them). A layer 40% dead from the start that
-    drifts to 55% (an N-BEATS stack on windows divided by their level) has lost a quarter of
-    its live units, not most of them.
+    a layer more than `threshold_layer` % dead is reported when its first window was too and
+    the init is to blame: the layer's pre-activations (its ReLU's recorded input) started
+    shifted below 0 beyond what an init symmetric about 0 gives (a one-sided z-test at the
+    false-alarm budget `detect.ALPHA` shared by the layers: a negative bias), or the layer was
+    nearly all dead (`threshold_collapse` %), or the pre-activations were not recorded. With
+    pre-activations centred at 0, half the units start dead wherever the layer's input barely
+    varies yet, each unit's sign then its bias's: a CapsNet's reconstruction decoder fed the
+    masked capsules, near 0 at the start, is 55% "dead" at step 2, by chance, not by its init.
+    A layer is also reported when more than `threshold_layer` % of the units alive in its first
+    window died since AND the run shows why (training killed them). A layer 40% dead from the
+    start that drifts to 55% (an N-BEATS stack on windows divided by their level) has lost a
+    quarter of its live units, not most of them.
 
     Units that die during training are no defect by themselves: a healthy ReLU net trained by
     SGD or Adam often ends with half the units of some layer silent on its data (a VGG's
@@ -134,23 +144,86 @@ class DeadRelu(Rule):
         self._blowup = Blowup()  # an update that blew a weight up: the cause to name
         self._alive: set[str] = set()  # layers whose window was full and not dead at some step
         self._first: dict[str, np.ndarray] = {}  # per layer, the units dead in its first full window
+        self._shift: dict[str, bool | None] = {}  # per layer, `_shifted_below`
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
 
+    def _names(self, trial: TrialView, step: int | None = None) -> list[str]:
+        if self.tensor_regex:
+            return trial.names(None, regex=self.tensor_regex, step=step)
+        return trial.names("relu_activations", step=step)
+
+    def _shifted_below(self, trial: TrialView, layer: str) -> bool | None:
+        """Whether the layer's pre-activations (its ReLU's recorded input) started shifted
+        below 0 beyond what an init symmetric about 0 gives: a negative bias (or a shifted
+        input) put the units under. Under i.i.d. rows symmetric about 0 (PyTorch's, Keras',
+        JAX's default weights and biases) each unit's mean pre-activation over the samples is
+        symmetric about 0, so their mean over the n units is 0 within sqrt(var / n), var (the
+        variance over samples and units) bounding their spread from above: a one-sided z-test
+        at `ALPHA` shared by the layers (n: the smallest axis but the batch, so that a conv
+        layer's positions are not counted as independent units). From the layer's first
+        `patience` saved steps; None where the input is not recorded (only its output)."""
+        if layer in self._shift:
+            return self._shift[layer]
+        names = sorted(n for n in self._names(trial) if is_input(n) and layer_of(n) == layer)
+        shifted = None
+        if names:
+            tensor = trial.tensor(names[0])
+            steps = (tensor.steps(Mode.TRAIN) or tensor.steps())[: max(1, self.patience)]
+            means, variances, rows = [], [], []
+            for step in steps:
+                m, v = trial.statistic(names[0], step, "mean"), trial.statistic(names[0], step, "variance")
+                layout = trial.layout(names[0], step)
+                if not isinstance(m, float) or not isinstance(v, float) or layout is None:
+                    continue
+                if not (math.isfinite(m) and math.isfinite(v)) or len(layout[1]) < 2:
+                    continue
+                means.append(m)
+                variances.append(v)
+                rows.append(min(layout[1][1:]))
+            if means:
+                m, v, n = float(np.mean(means)), float(np.mean(variances)), min(rows)
+                layers = max(1, len({layer_of(x) for x in self._names(trial)}))
+                shifted = m < 0 and (v == 0 or m < -z_normal(ALPHA / layers) * math.sqrt(v / n))
+        self._shift[layer] = shifted
+        return shifted
+
+    def _dead_from_start(self, trial: TrialView, layer: str, first: np.ndarray) -> bool:
+        """More than `threshold_layer` % of the layer's units dead in its first window is a
+        broken init (a bias set far below 0) where the pre-activations started shifted below 0
+        (`_shifted_below`), or where the layer is nearly all dead (`threshold_collapse` %: it
+        passes almost nothing). With pre-activations centred at 0 it is not: there half the
+        units start dead wherever the layer's input barely varies yet, each unit's sign then
+        its bias's (a CapsNet's reconstruction decoder fed the true class's capsule, near 0 at
+        the start: 55% of 128 units "dead" at step 2, alive as the capsules grow). Without the
+        pre-activations recorded, as before: dead from the start is the init's doing."""
+        share = float(first.mean()) if first.size else 0.0
+        if share <= self.threshold_layer / 100:
+            return False
+        if share > self.threshold_collapse / 100:
+            return True
+        return self._shifted_below(trial, layer) is not False
+
     def _reportable(
-        self, dead: np.ndarray, first: np.ndarray, blown: np.ndarray | bool = False
+        self,
+        trial: TrialView,
+        layer: str,
+        dead: np.ndarray,
+        first: np.ndarray,
+        blown: np.ndarray | bool = False,
     ) -> np.ndarray:
         """Per row of `dead` (windows x units): the layer is dead beyond the threshold, and was
-        from its first window (`first`), or lost most of the units alive there after a blown-up
-        update (`blown`, per row), or lost nearly all of its units (`threshold_collapse`)."""
+        from its first window (`first`) by a broken init (`_dead_from_start`), or lost most of
+        the units alive there after a blown-up update (`blown`, per row), or lost nearly all
+        of its units (`threshold_collapse`)."""
         dead = np.atleast_2d(dead)
         t = self.threshold_layer / 100
         share = dead.mean(axis=1)
         alive_first = ~first
         killed = (dead & alive_first).sum(axis=1) / max(1, int(alive_first.sum()))
         died = (killed > t) & (np.asarray(blown) | (share > self.threshold_collapse / 100))
-        return (share > t) & ((first.mean() > t) | died)
+        return (share > t) & (self._dead_from_start(trial, layer, first) | died)
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` at which no layer's window is dead, from the saved
@@ -220,7 +293,7 @@ class DeadRelu(Rule):
             if layer not in self._fired and first is not None:
                 blown = self._blowup.upto(trial, int(steps[rows[-1]]))
                 after = np.zeros(len(rows), dtype=bool) if blown is None else steps[rows] >= blown[0]
-                interesting[rows[full & self._reportable(dead, first, after)]] = True
+                interesting[rows[full & self._reportable(trial, layer, dead, first, after)]] = True
             adds.append((layer, rows, counts, samples[rows], full & (share <= self.threshold_layer)))
             if first_row is not None:
                 firsts.append((layer, int(rows[first_row]), dead[first_row]))
@@ -267,7 +340,7 @@ class DeadRelu(Rule):
             if first.shape != dead.shape:
                 first = self._first[layer] = dead.copy()  # the layer changed shape: its window started over
             after_blowup = self._blowup.upto(trial, step) is not None
-            if self._reportable(dead, first, after_blowup)[0] and not self._few_inputs(
+            if self._reportable(trial, layer, dead, first, after_blowup)[0] and not self._few_inputs(
                 trial, name, win.steps
             ):
                 dead_layers.append((layer, name, share, int(dead.sum()), dead.size, sum(win.samples)))

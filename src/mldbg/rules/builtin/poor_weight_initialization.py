@@ -215,6 +215,8 @@ class PoorWeightInitialization(Rule):
         self._last: dict[str, tuple[str, list[str]]] = {}  # condition -> (message, tensors) last seen
         self._last_step = -1  # the last training step looked at (-1: none yet)
         self._zeroed: dict[str, bool] = {}  # weight -> exactly 0 at its first saved training step
+        # gradient -> exactly 0 at its first saved training step (None: not recorded there)
+        self._grad_zeroed: dict[str, bool | None] = {}
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """Every step once the verdict is in (`check` has nothing left to do); none before."""
@@ -281,6 +283,39 @@ class PoorWeightInitialization(Rule):
         zero = {n for n in weights if known[n]}
         return {n for n in zero if any(_module(o) == _module(n) for o in weights if o not in zero)}
 
+    def _first_gradient_zero(self, trial: TrialView, name: str) -> bool | None:
+        """Whether a weight's gradient was exactly 0 at its first saved training step (None:
+        not recorded). Found once per weight."""
+        if name not in self._grad_zeroed:
+            g = f"gradient/{name}"
+            steps = trial.tensor(g).steps(Mode.TRAIN) if trial.has_tensor(g) else []
+            l2 = trial.statistic(g, steps[0], "l2") if steps else None
+            self._grad_zeroed[name] = (l2 == 0.0) if isinstance(l2, float) else None
+        return self._grad_zeroed[name]
+
+    def _blocked_upstream(self, trial: TrialView, weights: list[str], prefixes: list[str]) -> set[str]:
+        """The weights upstream of a layer zero-initialized on purpose: their gradient was
+        exactly 0 at the first step, in a model where some layer's weight started at exactly 0
+        and learned from the first step (its own gradient was not 0) while the others did not
+        start at 0 (the PyTorch STN tutorial's localization head: weight 0, identity bias;
+        adaLN-zero, a zero-initialized output head). A zero layer passes no gradient to its
+        input (W^T delta = 0), so what lies before it gets none at step 0 and then gradients
+        that grow with that layer's weights from 0: small by design, not a broken init. A
+        model initialized to 0 throughout, or gradients stopped by dead ReLUs (no zero layer
+        beside them), are not excused."""
+        self._zero_started(trial, weights)  # fills self._zeroed
+        zero = {n for n in weights if self._zeroed.get(n)}
+        models: set[str] = set()
+        for n in zero:
+            model = model_of(n, prefixes)
+            others = [o for o in weights if o not in zero and model_of(o, prefixes) == model]
+            if others and self._first_gradient_zero(trial, n) is False:
+                models.add(model)
+        return {
+            n for n in weights
+            if n not in zero and model_of(n, prefixes) in models and self._first_gradient_zero(trial, n)
+        }  # fmt: skip
+
     def _output_keeps_scale(self, trial: TrialView, step: int) -> bool:
         """The models' measured outputs keep their inputs' variance within 1/threshold**2 ..
         threshold**2 (where both are recorded at `step`): weights of low gain are compensated
@@ -296,9 +331,14 @@ class PoorWeightInitialization(Rule):
                 return bool(self.threshold**-2 <= vo / vi <= self.threshold**2)
         return False
 
-    def _in_band(self, lo: float, hi: float) -> bool:
+    def _in_band(self, lo: float, hi: float, normalized: bool = False) -> bool:
         """A weight's gain (var(w) x fan-in, bounded with both fan-in candidates) inside
-        1/`threshold`..`threshold`: it neither blows up nor kills the signal."""
+        1/`threshold`..`threshold`: it neither blows up nor kills the signal. In a model with
+        normalization layers a fading gain is restored by the next normalization (a
+        transformer's std-0.02 init whatever the width: BERT, GPT-2, BART), so only an
+        exploding one is out of band there."""
+        if normalized:
+            return not lo > self.threshold
         return not (lo > self.threshold or hi < 1 / self.threshold)
 
     def _conditions(self, trial: TrialView, step: int) -> tuple[dict[str, tuple[str, list[str]]], set[str]]:
@@ -317,6 +357,7 @@ class PoorWeightInitialization(Rule):
         # and shape the hook records
         in_band: dict[str, bool] = {}
         zero = self._zero_started(trial, weights)
+        blocked = self._blocked_upstream(trial, weights, prefixes)
         # the models whose forward runs through activations the hook knows (a gain's meaning)
         activated = {model_of(n, prefixes) for c in _ACTIVATIONS for n in trial.names(c)}
         trained = set(trial.names("gradients", step=step))
@@ -333,7 +374,7 @@ class PoorWeightInitialization(Rule):
                 gain = _gain_from_statistics(trial, name, step)
                 if gain is not None:
                     model = model_of(name, prefixes)
-                    in_band[model] = in_band.get(model, True) and self._in_band(*gain)
+                    in_band[model] = in_band.get(model, True) and self._in_band(*gain, model in normalized)
                 continue
             if w.dtype.kind != "f" or not np.all(np.isfinite(w)):
                 continue
@@ -347,9 +388,8 @@ class PoorWeightInitialization(Rule):
             judged.add("scale")
             mean_sq = float(np.mean(np.square(w, dtype=np.float64)))
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
-            in_band[model_of(name, prefixes)] = in_band.get(model_of(name, prefixes), True) and self._in_band(
-                lo, hi
-            )
+            model = model_of(name, prefixes)
+            in_band[model] = in_band.get(model, True) and self._in_band(lo, hi, model in normalized)
             if lo > self.threshold:
                 scale.append((name, lo, f"x{lo:.3g}"))
             elif (
@@ -387,8 +427,8 @@ class PoorWeightInitialization(Rule):
         ):
             if g.removeprefix("gradient/") in tables | scales:
                 continue  # sparse by construction (tokens not in the batch); a normalization's scale
-            if _below_zeroed(g.removeprefix("gradient/"), zero):
-                continue  # upstream of a factor zeroed on purpose (LoRA's A under B = 0): small by design
+            if _below_zeroed(g.removeprefix("gradient/"), zero) or g.removeprefix("gradient/") in blocked:
+                continue  # upstream of a factor or a layer zeroed on purpose (LoRA's A under B = 0): small by design
             layout = trial.layout(g, step)
             if layout is not None and len(layout[1]) < 2:
                 continue  # a scalar or a vector (a temperature, a global bias): no distribution to judge

@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import gate_opening, rounds_away
+from mldbg.rules.builtin.weight_update_ratio import gate_opening, held, rounds_away
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
@@ -106,6 +106,17 @@ class UnchangedTensor(Rule):
     what float32 shows next to it (`rounds_away`: the recorded learning rate x its gradient x
     10 for momentum below 2^-25 x its RMS, while other weights move): the optimizer applied
     them and rounding kept them (a learning rate of 1e-10 rounds every update away: reported).
+
+    Gradient accumulation (PyTorch's optimizer.step() every k micro-batches, optax.MultiSteps,
+    Keras' gradient_accumulation_steps) leaves every parameter unchanged at k - 1 of every k
+    steps by design. A step where no parameter moved, within the run's own longest interval
+    between two moves (before the first move: within `ACCUMULATION_MAX` = 16 steps), is
+    `held`: left out of the window, so a parameter is judged over the steps that apply the
+    accumulated update. A model still for longer (an optimizer that stopped, a learning rate
+    of 0 from the start: reported 16 steps in) is not held, nor any step of a run whose hook
+    ends each step at the optimizer's step (PyTorch's: a loop that accumulates steps its
+    optimizer every k backwards and the hook counts those steps; a learning rate of 0, an
+    optimizer built on other parameters are reported at once).
     """
 
     needs = _DEFAULT
@@ -135,6 +146,8 @@ class UnchangedTensor(Rule):
         params = not self.collection_names and not self.tensor_regex
         if params and trial.mode(step) != Mode.TRAIN:
             return None  # weights do not change in evaluation
+        if params and held(trial, step):
+            return None  # accumulating gradients: no update was due (judged at the steps that apply one)
         names = selected(trial, step, self.collection_names, self.tensor_regex, _DEFAULT)
         if not names:
             return None
@@ -261,7 +274,8 @@ class UnchangedTensor(Rule):
         if self.collection_names or self.tensor_regex:
             return 0
         w = self.num_steps
-        interesting = np.zeros(len(steps), dtype=bool)
+        # steps where the run accumulates gradients (`held`): check() leaves them out
+        interesting = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
         adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for name in selected_all(trial, None, None, _DEFAULT):
             over = Over(trial, name, steps)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import bisect
 import math
+import weakref
 from typing import Any
 
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.losses import LEARNING_RATE as LEARNING_RATE_RECORD
 from mldbg.rules.select import gradient_names, short_list
 from mldbg.rules.stats import trend_z
 from mldbg.rules.view import TrialView
+from mldbg.store import layout, markers
+from mldbg.store.markers import WorkerMeta
 
 #: an update at least this share of the weight's size after it (|w_t - w_t-1| / |w_t|) blew the
 #: weight up: a healthy step moves a weight by 1e-4 to 1e-2 of its size, a few such steps between
@@ -26,6 +30,96 @@ BLOWN = 0.5
 #: its size but leaves it small (an init of std 1e-5: any update dwarfs it) blew nothing up:
 #: the init was at fault there, not the learning rate
 GAIN = 10.0
+
+
+#: the longest gradient-accumulation period (training steps between optimizer steps) waited
+#: out before the run has shown one: `held`
+ACCUMULATION_MAX = 16
+
+_MOTION: weakref.WeakKeyDictionary[TrialView, _Motion] = weakref.WeakKeyDictionary()
+
+
+class _Motion:
+    """Per saved training step where the hook measured a parameter's change (`delta_l2`):
+    its mode step, and whether any parameter moved there. Grown as the run grows."""
+
+    def __init__(self) -> None:
+        self.covered = 0  # training steps of the trial looked at
+        self.steps: list[int] = []  # global steps with a measured change
+        self.held: list[bool] = []  # there: `held`
+        self.last: int | None = None  # the mode step of the last move (at first: of the first step)
+        self.gap: int | None = None  # the longest interval between two moves so far
+        self.per_update = False  # the hook's training steps are optimizer steps (`_steps_are_updates`)
+
+    def extend(self, trial: TrialView) -> None:
+        train = trial.steps(Mode.TRAIN)
+        if len(train) <= self.covered:
+            return
+        new = np.asarray(train[self.covered :], dtype=np.int64)
+        if self.last is None:
+            self.last = trial.mode_step(int(new[0]))
+        self.covered = len(train)
+        known = np.zeros(len(new), dtype=bool)
+        moved = np.zeros(len(new), dtype=bool)
+        for name in trial.names(("weights", "biases")):
+            over = Over(trial, name, new)
+            delta = over.stat("delta_l2")
+            ok = over.present & (over.mode == int(Mode.TRAIN)) & np.isfinite(delta)
+            known |= ok
+            moved |= ok & (np.nan_to_num(delta) > 0)
+        for k in np.flatnonzero(known).tolist():
+            at = trial.mode_step(int(new[k]))
+            self.steps.append(int(new[k]))
+            if moved[k]:
+                self.gap = max(self.gap or 0, at - self.last)
+                self.last = at
+                self.held.append(False)
+            else:
+                self.held.append(at - self.last < (self.gap or ACCUMULATION_MAX))
+
+
+def _steps_are_updates(trial: TrialView) -> bool:
+    """The run was recorded by PyTorch's hook (its worker's meta names the framework), whose
+    training steps end at the optimizer's step."""
+    for worker in trial.workers():
+        try:
+            meta = markers.load(trial.store, layout.meta_key(worker), WorkerMeta)
+        except MldbgError:
+            continue
+        if meta is not None:
+            return meta.framework.startswith("torch")
+    return False
+
+
+def held(trial: TrialView, step: int) -> bool:
+    """Whether no parameter moved at the saved training `step` because the run accumulates
+    gradients (PyTorch's optimizer.step() every k micro-batches, optax.MultiSteps, Keras'
+    gradient_accumulation_steps): every parameter's measured change there is exactly 0, and the
+    model has stood still since its last move (or the run's first step) for fewer training
+    steps than the longest interval between two moves the run has shown, or, before its first
+    move, than `ACCUMULATION_MAX`. Such a step is no evidence that a weight is stuck, zero or
+    updated too little: judged over the accumulation period, the weights move every k steps.
+    A model still for longer than that (an optimizer that stopped, a learning rate of 0 from
+    the start) is not held. False where the change was not measured (raw tensors only), and
+    in a run whose hook ends each training step at the optimizer's step (the PyTorch hook,
+    which records the optimizer's learning rate, `learning_rate/<model>`, once it has seen
+    one): every step there applied an update, so a model that stood still was not
+    accumulating (a learning rate of 0 or 1e-10 is reported at once). PyTorch's hook ends a
+    step at the optimizer's step, or at the backward where no optimizer holds the model: a
+    loop that accumulates steps its optimizer every k backwards, and the hook counts those
+    steps, so no step of a run it recorded is held (an optimizer built on other parameters
+    is reported at once)."""
+    if trial.names(None, regex="^" + LEARNING_RATE_RECORD):
+        return False
+    motion = _MOTION.get(trial)
+    if motion is None:
+        motion = _MOTION[trial] = _Motion()
+        motion.per_update = _steps_are_updates(trial)
+    if motion.per_update:
+        return False
+    motion.extend(trial)
+    i = bisect.bisect_left(motion.steps, step)
+    return i < len(motion.steps) and motion.steps[i] == step and motion.held[i]
 
 
 def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:
@@ -279,6 +373,9 @@ class WeightUpdateRatio(Rule):
     small learning rate (ResNet's zero-init of the last BN gamma of each block) the update
     rounds to nothing next to a weight of 1 in float32 until the gradient has grown; judged
     once the rise stops.
+    Nor the steps of a run that accumulates gradients (`held`: no parameter moved, within the
+    run's own interval between optimizer steps): the ratio of 0 there is no update due, not a
+    tiny one; the ratios are judged at the steps that apply the accumulated update.
     Nor a weight whose update is below what float32 can show next to it (`rounds_away`: the
     recorded learning rate x its gradient x 10 for momentum below 2^-25 x its RMS, while
     other weights move): the optimizer applied an update, and rounding kept it.
@@ -318,7 +415,8 @@ class WeightUpdateRatio(Rule):
                 grad_at[g] = Over(trial, g, steps).present
                 any_grad |= grad_at[g]
         train = np.zeros(len(steps), dtype=bool)
-        interesting = np.zeros(len(steps), dtype=bool)
+        # steps where the run accumulates gradients (`held`): check() leaves them out
+        interesting = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
         blown = np.zeros(len(steps), dtype=bool)  # a weight blew up at that step (`BLOWN`)
         small_reach = np.zeros(len(steps), dtype=bool)  # a "small" streak reaches `patience` there
         updates = []
@@ -404,6 +502,14 @@ class WeightUpdateRatio(Rule):
             return None
         self._count += 1
         if self.num_steps and (self._count - 1) % self.num_steps:
+            return None
+        if held(trial, step):  # accumulating gradients: no update was due, no ratio to judge
+            for name in names:
+                raw = trial.raw(name, step)
+                if raw is not None:
+                    self._prev[name] = (step, raw.astype(np.float64))
+                elif isinstance(l2 := trial.statistic(name, step, "l2"), float):
+                    self._prev[name] = (step, l2)
             return None
         grads = gradient_names(trial) if trial.has_collection("gradients") else {}
         small: list[str] = []
