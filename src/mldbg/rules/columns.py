@@ -127,6 +127,20 @@ def quiet_prefix(interesting: np.ndarray) -> int:
     return int(hit[0]) if len(hit) else len(interesting)
 
 
+def quiet_until_saved(trial: TrialView, names: Sequence[str], steps: np.ndarray) -> int:
+    """The leading `steps` before the first training step at which one of `names` was saved:
+    the quiet prefix of a rule that acts only on those records."""
+    seen = np.zeros(len(steps), dtype=bool)
+    for name in names:
+        cols = trial.columns.tensor(name)
+        if cols is not None and len(cols.steps):
+            seen |= cols.at(steps) >= 0
+    if not seen.any():
+        return len(steps)
+    modes, _ = trial.columns.modes(steps)
+    return quiet_prefix(seen & (modes == int(Mode.TRAIN)))
+
+
 def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | None:
     """The raw values of a small tensor (a loss) at `steps`, one row per step (NaN rows where
     it has no record), when every record of it holds its raw value; None otherwise."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import quiet_prefix
+from mldbg.rules.columns import quiet_until_saved
 from mldbg.rules.view import TrialView
 
 PREFIX = "frozen_held/"
@@ -63,15 +63,7 @@ class FrozenParameterInOptimizer(Rule):
         no parameter is recorded frozen in the optimizer and none is in a streak."""
         if self._streak:
             return 0
-        seen = np.zeros(len(steps), dtype=bool)
-        for name in trial.names(None, regex="^" + PREFIX):
-            cols = trial.columns.tensor(name)
-            if cols is not None and len(cols.steps):
-                seen |= cols.at(steps) >= 0
-        if not seen.any():
-            return len(steps)
-        modes, _ = trial.columns.modes(steps)
-        return quiet_prefix(seen & (modes == int(Mode.TRAIN)))
+        return quiet_until_saved(trial, trial.names(None, regex="^" + PREFIX), steps)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:

@@ -9,7 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.columns import quiet_prefix
+from mldbg.rules.columns import quiet_until_saved
 from mldbg.rules.view import TrialView
 
 PREFIX = "gradient_cut/"
@@ -63,16 +63,8 @@ class ParameterWithoutGradient(Rule):
             run >= max(1, self.patience) and code not in self._fired for run, _, code in self._streak.values()
         ):
             return 0  # a second reason due at the same step is reported at the next
-        seen = np.zeros(len(steps), dtype=bool)
         names = [*trial.names(None, regex="^" + PREFIX), *(f"gradient/{param}" for param in self._streak)]
-        for name in names:
-            cols = trial.columns.tensor(name)
-            if cols is not None and len(cols.steps):
-                seen |= cols.at(steps) >= 0
-        if not seen.any():
-            return len(steps)
-        modes, _ = trial.columns.modes(steps)
-        return quiet_prefix(seen & (modes == int(Mode.TRAIN)))
+        return quiet_until_saved(trial, names, steps)
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         if trial.mode(step) != Mode.TRAIN:
