@@ -9,9 +9,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import Blowup, held
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
+from mldbg.rules.updates import Blowup, held
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "gradients", "outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
@@ -29,7 +29,7 @@ class AllZero(Rule):
     none: the last bias of a siamese net under a contrastive loss of a - b), inputs and labels
     are not. `patience` lets a
     layer initialized at zero on purpose (a common trick for the last layer) move first; in a
-    run that accumulates gradients (`weight_update_ratio.held`: no parameter moved, within the
+    run that accumulates gradients (`updates.held`: no parameter moved, within the
     run's own interval between optimizer steps) the steps with no update due do not count
     (the parameters are those of the step before: a zero-initialized head, and the zero
     gradients of the layers before it, stay so until the first step that applies an update).
@@ -37,7 +37,7 @@ class AllZero(Rule):
     `threshold=100` also saved reductions (max |x| = 0).
 
     Zeros that began after an update blew a weight up (a weight moved by half its size or
-    more, `weight_update_ratio.BLOWN`: a learning rate far too high) are not reported: the
+    more, `updates.BLOWN`: a learning rate far too high) are not reported: the
     ReLUs that update killed output zeros and pass zero gradients, and "initialize weights
     randomly" would blame an init that was fine (`dead_relu` and the loss rules report it).
     A tensor that was not all zeros at an earlier saved step and became so is reported with

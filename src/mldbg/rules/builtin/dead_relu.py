@@ -9,11 +9,11 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.detect import ALPHA, z_normal
 from mldbg.rules.select import model_of, model_prefixes
 from mldbg.rules.stats import UnitWindow, is_input, layer_of, pick_per_layer, unit_fraction
+from mldbg.rules.updates import LR_TOO_HIGH, Blowup
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -56,7 +56,7 @@ class DeadRelu(Rule):
     forward, the same start state at each step, would look dead after 3 samples.
 
     When an update blew a weight up before (a weight moved by half its size or more,
-    `weight_update_ratio.BLOWN`), the finding names that update and advises the learning
+    `updates.BLOWN`), the finding names that update and advises the learning
     rate alone: the init was not at fault; so does a layer whose window was alive at an
     earlier saved step (the units died during training: updates too large), while a layer
     dead from its first window keeps the init advice (biases initialized negative).
@@ -82,7 +82,7 @@ class DeadRelu(Rule):
     at the first update 53%: all healthy), and the layer still passes what its live units
     carry. Units killed in training are a defect only where they hurt, or where their cause
     is in the run's evidence:
-    - an update blew a weight up before (`weight_update_ratio.BLOWN`): the learning rate
+    - an update blew a weight up before (`updates.BLOWN`): the learning rate
       killed them; reported at `threshold_layer` % as before, with that update named;
     - else the layer is (nearly) all dead, more than `threshold_collapse` % of its units
       (90: it passes almost nothing, whatever killed them).

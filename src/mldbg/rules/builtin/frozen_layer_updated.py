@@ -10,9 +10,9 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import blown_weight
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import as_list, short_list
+from mldbg.rules.updates import blown_weight
 from mldbg.rules.view import TrialView
 
 
@@ -44,7 +44,7 @@ class FrozenLayerUpdated(Rule):
     backward, with `zero_grad(set_to_none=False)`, leaves a zero gradient the optimizer still
     reads); the change between its last two saved training steps is judged as above. A zero
     gradient is evidence of a freeze only while no update has blown the weights up (a weight
-    moved by half its size or more, `weight_update_ratio.BLOWN`) and no ReLU layer is silent
+    moved by half its size or more, `updates.BLOWN`) and no ReLU layer is silent
     on the whole batch (`unit_active` all 0): after a learning rate too high, whole layers of
     dead ReLUs pass exactly zero gradients to the weights around them, which nobody froze and
     which momentum or Adam's moments still move. A freeze leaves the layers alive.

@@ -9,9 +9,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import blown_weight
 from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
+from mldbg.rules.updates import blown_weight
 from mldbg.rules.view import TrialView
 
 _ACTIVATIONS = ("relu_activations", "tanh_activations", "sigmoid_activations")
@@ -156,7 +156,7 @@ class PoorWeightInitialization(Rule):
     activations are not one chain of layers, their gradients have scales of their own.
 
     Only the steps before the first update that blew a weight up are judged (a weight moved by
-    half its size or more, `weight_update_ratio.BLOWN`: a learning rate far too high): what
+    half its size or more, `updates.BLOWN`: a learning rate far too high): what
     the layers look like after it is that update's doing, not the initialization's.
 
     A gradient 10x below its model's others is blamed on the init only where the init is out

@@ -11,10 +11,10 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.errors import TensorUnavailableForStep
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import gate_opening, held, rounds_away
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
+from mldbg.rules.updates import gate_opening, held, rounds_away
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "biases")

@@ -9,9 +9,9 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.weight_update_ratio import LR_TOO_HIGH, Blowup, gate_opening
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
+from mldbg.rules.updates import LR_TOO_HIGH, Blowup, gate_opening
 from mldbg.rules.view import TrialView
 
 

@@ -23,7 +23,7 @@ cost (the first saved training steps, two windows of the loss), decide between t
   training step alone, before any update (an init fault shows there; a gain or gradient that
   leaves its band only after updates is the updates' doing);
 - `blowup`: an update moved a weight by half its size or more and left it with a gain that
-  explodes the signal (`weight_update_ratio.blown_weight`, the test dead_relu and
+  explodes the signal (`updates.blown_weight`, the test dead_relu and
   poor_weight_initialization use): steps far too large, whatever else the findings blame;
 - `at_prior`: the training loss fell from its start to the entropy of the labels' class
   distribution and stays there: the model learned which classes are common (the optimizer
@@ -293,8 +293,8 @@ MAX_BLOWUP_STEPS = 2000  # saved training steps scanned for an update that blew 
 
 def _blowup(trial: Any) -> Fact | None:
     """The first saved training step (of the first `MAX_BLOWUP_STEPS`) where an update blew a
-    weight up (`weight_update_ratio.Blowup`)."""
-    from mldbg.rules.builtin.weight_update_ratio import Blowup
+    weight up (`updates.Blowup`)."""
+    from mldbg.rules.updates import Blowup
     from mldbg.rules.view import TrialView
 
     try:
