@@ -208,7 +208,9 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
             on_chart = page.evaluate(
                 f"() => [...new Set({traces('plot-reduction')}.filter(t => !t.meta.finding).map(t => t.meta.tensor))]"
             )
-            assert len(on_chart) >= 2 and set(on_chart) <= set(found["tensors"])  # several tensors at once
+            # several tensors at once, where the finding names several (which finding comes first
+            # live depends on the machine's speed)
+            assert len(on_chart) >= min(2, len(found["tensors"])) and set(on_chart) <= set(found["tensors"])
             assert not [t for t in on_chart if t.startswith("CrossEntropyLoss_output")]  # on the Losses chart
             shoot(page, tmp_path, "dashboard_tensors_finding", clip=_box(page, "#card-tensor"))
 

@@ -165,6 +165,14 @@ def test_a_paused_training_turns_stalled_then_running_with_observed_times(tmp_pa
         while status() != "stalled" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert status() == "stalled"
+
+        def status_events() -> list[str]:
+            return [e[2]["status"] for e in app.state.dashboard.events.since(0) if e[1] == "status"]
+
+        # the refresher tells the page (a `status` event) at its next pass: on a loaded machine
+        # that may come after the API has said it; resume only once it has
+        while "stalled" not in status_events() and time.monotonic() < deadline + 10:
+            time.sleep(0.05)
         before = client.get("/api/runs/slow/scalars").json()
         assert before["time_source"] == "interpolated"  # recorded before the dashboard looked
         resumed = time.time()

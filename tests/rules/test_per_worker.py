@@ -63,8 +63,9 @@ def test_check_per_worker_finds_the_rank_that_exploded(job):
     exploded = [f for f in split if f.rule == "exploding_tensor"]
     assert exploded and {f.worker for f in exploded} == {"worker_1"}
     assert {f.worker for f in split} == {"worker_1"}  # and worker_0 alone is still healthy
-    # a rule sensitive enough to fire on the healthy rank: the whole run is its first worker
-    sensitive = ["dead_relu:threshold_layer=1"]
+    # a rule sensitive enough to fire on the healthy rank (1% of a layer dead, blamed on the init
+    # or on training alike): the whole run is its first worker
+    sensitive = ["dead_relu:threshold_layer=1,threshold_collapse=1"]
     whole = mldbg.check(job, rules=sensitive)
     both = mldbg.check(job, rules=sensitive, per_worker=True)
     assert whole and {f.worker for f in both} == {"worker_0", "worker_1"}
