@@ -302,8 +302,9 @@ class AttentionCapture:
             local.dropout.append(training)
 
     def _owner(self) -> nn.Module | None:
-        """The innermost module of a watched model on the Python stack (None: none)."""
-        frame = sys._getframe(3)
+        """The innermost module of a watched model on the Python stack (None: none). The
+        frames of this capture's own calls are skipped alike: their `self` is no module."""
+        frame = sys._getframe(2)
         objects = self._objects
         while frame is not None:
             code = frame.f_code
@@ -317,16 +318,10 @@ class AttentionCapture:
     def _module(self) -> tuple[str, bool] | None:
         """The innermost module of a registered model on the stack (None: an
         nn.MultiheadAttention's own work, or none of ours)."""
-        frame = sys._getframe(2)
-        names, skip = self._names, self._skip
-        while frame is not None:
-            code = frame.f_code
-            if code.co_argcount and code.co_varnames[0] == "self":
-                owner = frame.f_locals.get("self")
-                if owner is not None and id(owner) in names:
-                    return None if id(owner) in skip else names[id(owner)]
-            frame = frame.f_back  # type: ignore[assignment]
-        return None
+        owner = self._owner()
+        if owner is None or id(owner) in self._skip:
+            return None
+        return self._names[id(owner)]
 
 
 class Ending(Attached):
