@@ -116,17 +116,27 @@ def held(trial: TrialView, step: int) -> bool:
     loop that accumulates steps its optimizer every k backwards, and the hook counts those
     steps, so no step of a run it recorded is held (an optimizer built on other parameters
     is reported at once)."""
+    return bool(held_at(trial, np.asarray([step], dtype=np.int64))[0])
+
+
+def held_at(trial: TrialView, steps: np.ndarray) -> np.ndarray:
+    """`held` at each of `steps` (a boolean array): the run's kind and motion read once,
+    then one lookup for all of them (the rules' fast paths)."""
+    out = np.zeros(len(steps), dtype=bool)
     if trial.names(None, regex="^" + LEARNING_RATE_RECORD):
-        return False
+        return out
     motion = _MOTION.get(trial)
     if motion is None:
         motion = _MOTION[trial] = _Motion()
         motion.per_update = _steps_are_updates(trial)
-    if motion.per_update:
-        return False
+    if motion.per_update or not len(steps):
+        return out
     motion.extend(trial)
-    i = bisect.bisect_left(motion.steps, step)
-    return i < len(motion.steps) and motion.steps[i] == step and motion.held[i]
+    if not motion.steps:
+        return out
+    known = np.asarray(motion.steps, dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, steps), len(known) - 1)
+    return (known[at] == steps) & np.asarray(motion.held, dtype=bool)[at]
 
 
 def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:

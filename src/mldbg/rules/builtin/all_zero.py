@@ -11,7 +11,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.select import needed, selected, short_list
-from mldbg.rules.updates import Blowup, held
+from mldbg.rules.updates import Blowup, held, held_at
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "gradients", "outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
@@ -93,7 +93,7 @@ class AllZero(Rule):
             interesting |= over.present & ((share >= self.threshold) | (over.raw & missing))
             if (over.present & (share >= self.threshold)).any():
                 if still is None:
-                    still = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
+                    still = held_at(trial, steps)
                 interesting |= over.present & still  # check() leaves them out
             cold.append((name, over.present & (share < self.threshold), over.mode))
         n = quiet_prefix(interesting)

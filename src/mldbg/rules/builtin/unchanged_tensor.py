@@ -14,7 +14,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
-from mldbg.rules.updates import gate_opening, held, rounds_away
+from mldbg.rules.updates import gate_opening, held, held_at, rounds_away
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "biases")
@@ -275,7 +275,7 @@ class UnchangedTensor(Rule):
             return 0
         w = self.num_steps
         # steps where the run accumulates gradients (`held`): check() leaves them out
-        interesting = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
+        interesting = held_at(trial, steps)
         adds: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for name in selected_all(trial, None, None, _DEFAULT):
             over = Over(trial, name, steps)

@@ -15,6 +15,7 @@ from mldbg.rules.updates import (
     blows,
     gate_opening,
     held,
+    held_at,
     rounds_away,
     weight_shape,
 )
@@ -93,7 +94,7 @@ class WeightUpdateRatio(Rule):
                 any_grad |= grad_at[g]
         train = np.zeros(len(steps), dtype=bool)
         # steps where the run accumulates gradients (`held`): check() leaves them out
-        interesting = np.asarray([held(trial, int(s)) for s in steps], dtype=bool)
+        interesting = held_at(trial, steps)
         blown = np.zeros(len(steps), dtype=bool)  # a weight blew up at that step (`BLOWN`)
         small_reach = np.zeros(len(steps), dtype=bool)  # a "small" streak reaches `patience` there
         updates = []
