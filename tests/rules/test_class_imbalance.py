@@ -162,7 +162,7 @@ def test_quiet_on_imbalance_handled_by_class_weights(tmp_path):
 
 
 def test_binomial_tail():
-    from mldbg.rules.builtin.class_imbalance import binomial_tail
+    from mldbg.rules.stats import binomial_tail
 
     assert binomial_tail(0, 20, 0.3) == pytest.approx(0.7**20)
     assert binomial_tail(3, 10, 0.5) == pytest.approx(176 / 1024)

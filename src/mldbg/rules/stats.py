@@ -36,6 +36,26 @@ def _norm_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
+def binomial_tail(k: int, n: int, q: float, upper: bool = False) -> float:
+    """P(X <= k) for X ~ Binomial(n, q), or P(X >= k) with `upper`, summed in log space (no
+    overflow of the binomial coefficients, no scipy)."""
+    if upper and k <= 0 or not upper and k >= n:
+        return 1.0
+    if q <= 0 or q >= 1:  # X is 0, or n, for sure
+        x = 0 if q <= 0 else n
+        return float(x >= k if upper else x <= k)
+    lq, l1q = math.log(q), math.log1p(-q)
+    span = range(k, n + 1) if upper else range(k + 1)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lq + (n - i) * l1q
+        for i in span
+    ]
+    if not terms:
+        return 0.0
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
 def p_lower(a: Sequence[float], b: Sequence[float]) -> float:
     """One-sided Mann-Whitney p-value that the values of `a` tend to be lower than `b`'s
     (normal approximation with tie correction; continuity corrected). 1.0 when undecidable."""

@@ -12,24 +12,12 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned
 from mldbg.rules.labels import ClassStats, per_position
+from mldbg.rules.stats import binomial_tail
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
 # the inputs of a binary loss taken per tag (multi-label): PyTorch's names of the registered loss
 _MULTI_LABEL = r"(?i)(BCE(WithLogits)?Loss|MultiLabel(SoftMargin|Margin)Loss)(_\d+)?_input_"
-
-
-def binomial_tail(k: int, n: int, q: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, q), summed in log space (no scipy)."""
-    if k >= n:
-        return 1.0
-    lq, l1q = math.log(q), math.log1p(-q)
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lq + (n - i) * l1q
-        for i in range(k + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
 
 @register

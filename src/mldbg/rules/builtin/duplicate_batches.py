@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned, quiet_prefix
+from mldbg.rules.stats import binomial_tail
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -263,14 +262,7 @@ class DuplicateBatches(Rule):
         """P(Bin(n, before / distinct) >= repeats): the chance that random draws from a data
         set of at least `distinct` samples repeat `repeats` of `n` from `before` seen."""
         p = min(1.0, before / max(1, distinct))
-        if p >= 1.0:
-            return 1.0
-        terms = [
-            math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1))
-            * p**k * (1 - p) ** (n - k)
-            for k in range(repeats, n + 1)
-        ]  # fmt: skip
-        return min(1.0, sum(terms))
+        return 1.0 if p >= 1.0 else binomial_tail(repeats, n, p, upper=True)
 
     def _within(self, trial: TrialView, step: int) -> Finding | None:
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")
