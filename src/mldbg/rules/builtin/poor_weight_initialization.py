@@ -269,18 +269,23 @@ class PoorWeightInitialization(Rule):
             tensors=tensors,
         )  # fmt: skip
 
-    def _zero_started(self, trial: TrialView, weights: list[str]) -> set[str]:
-        """The weights that were exactly 0 at their first saved training step beside a weight
-        of the same module that was not (LoRA's B beside its A): a factor zeroed on purpose,
-        not a broken init. A layer whose weights all start at 0 is still judged (identical
-        weights). Found once per weight."""
+    def _zero_at_first(self, trial: TrialView, weights: list[str]) -> set[str]:
+        """The weights that were exactly 0 at their first saved training step. Found once per
+        weight."""
         known = self._zeroed
         for name in weights:
             if name not in known:
                 steps = trial.tensor(name).steps(Mode.TRAIN)
                 l2 = trial.statistic(name, steps[0], "l2") if steps else None
                 known[name] = isinstance(l2, float) and l2 == 0.0
-        zero = {n for n in weights if known[n]}
+        return {n for n in weights if known[n]}
+
+    def _zero_started(self, trial: TrialView, weights: list[str]) -> set[str]:
+        """The weights that were exactly 0 at their first saved training step beside a weight
+        of the same module that was not (LoRA's B beside its A): a factor zeroed on purpose,
+        not a broken init. A layer whose weights all start at 0 is still judged (identical
+        weights)."""
+        zero = self._zero_at_first(trial, weights)
         return {n for n in zero if any(_module(o) == _module(n) for o in weights if o not in zero)}
 
     def _first_gradient_zero(self, trial: TrialView, name: str) -> bool | None:
@@ -303,8 +308,7 @@ class PoorWeightInitialization(Rule):
         that grow with that layer's weights from 0: small by design, not a broken init. A
         model initialized to 0 throughout, or gradients stopped by dead ReLUs (no zero layer
         beside them), are not excused."""
-        self._zero_started(trial, weights)  # fills self._zeroed
-        zero = {n for n in weights if self._zeroed.get(n)}
+        zero = self._zero_at_first(trial, weights)
         models: set[str] = set()
         for n in zero:
             model = model_of(n, prefixes)
