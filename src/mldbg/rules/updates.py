@@ -4,7 +4,8 @@ gradients (`weight_update_ratio`, `unchanged_tensor`, `all_zero`, `vanishing_gra
 
 - an update that blew a weight up (`blows`, `blown_weight`, `Blowup`: a learning rate far too high);
 - a step held by gradient accumulation (`held`: no parameter moved, within the run's own period);
-- a gradient waking behind a gate initialized at 0 (`gradient_rising`, `gate_opening`);
+- a gradient's mean |g| over the entries that got one (`mean_nonzero`), and one waking behind
+  a gate initialized at 0 (`gradient_rising`, `gate_opening`);
 - an update below float32's resolution next to its weight (`rounds_away`, `learning_rate`,
   `fastest_update`).
 """
@@ -205,6 +206,24 @@ class Blowup:
         return self.found if self.found is not None and self.found[0] <= step else None
 
 
+def over_nonzero(mean_abs: np.ndarray, zero_fraction: np.ndarray) -> np.ndarray:
+    """mean |g| over the entries that got a gradient: mean_abs / (1 - zero_fraction), where
+    the zero fraction is known and below 1 (else mean_abs as it is)."""
+    nonzero = 1.0 - np.nan_to_num(zero_fraction, nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(nonzero > 0, mean_abs / np.where(nonzero > 0, nonzero, 1.0), mean_abs)
+
+
+def mean_nonzero(trial: TrialView, name: str, step: int) -> float | None:
+    """`over_nonzero` of one gradient at one step; None when mean_abs is not saved there."""
+    m = trial.statistic(name, step, "mean_abs")
+    if not isinstance(m, float):
+        return None
+    z = trial.statistic(name, step, "zero_fraction")
+    zero = z if isinstance(z, float) else float("nan")
+    return float(over_nonzero(np.array([m]), np.array([zero]))[0])
+
+
 #: `gradient_rising`: the saved steps it looks back over, the one-sided Mann-Kendall z its
 #: trend must reach (5%), and how many times the smallest of them the last must be
 RISING_WINDOW = 10
@@ -236,11 +255,9 @@ def gradient_rising(trial: TrialView, grad: str, step: int) -> bool:
         return False
     values = []
     for s in steps:
-        m, z = trial.statistic(grad, s, "mean_abs"), trial.statistic(grad, s, "zero_fraction")
-        if not isinstance(m, float) or not math.isfinite(m):
+        m = mean_nonzero(trial, grad, s)
+        if m is None or not math.isfinite(m):
             return False
-        if isinstance(z, float) and 0 <= z < 1:
-            m /= 1.0 - z
         values.append(m)
     return trend_z(values) >= RISING_Z and values[-1] >= RISING_GROWTH * min(values) and values[-1] > 0
 

@@ -11,7 +11,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
-from mldbg.rules.updates import LR_TOO_HIGH, Blowup, gate_opening
+from mldbg.rules.updates import LR_TOO_HIGH, Blowup, gate_opening, mean_nonzero, over_nonzero
 from mldbg.rules.view import TrialView
 
 
@@ -35,24 +35,6 @@ def loss_scale(trial: TrialView) -> float | None:
         for v in (trial.statistic(name, at, "mean"),) if isinstance(v, float) and math.isfinite(v) and v != 0
     ]  # fmt: skip
     return float(np.median(values)) if values else None
-
-
-def _over_nonzero(mean_abs: np.ndarray, zero_fraction: np.ndarray) -> np.ndarray:
-    """mean |g| over the entries that got a gradient: mean_abs / (1 - zero_fraction), where
-    the zero fraction is known and below 1 (else mean_abs as it is)."""
-    nonzero = 1.0 - np.nan_to_num(zero_fraction, nan=0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(nonzero > 0, mean_abs / np.where(nonzero > 0, nonzero, 1.0), mean_abs)
-
-
-def _mean_nonzero(trial: TrialView, name: str, step: int) -> float | None:
-    """`_over_nonzero` of one gradient at one step; None when mean_abs is not saved there."""
-    m = trial.statistic(name, step, "mean_abs")
-    if not isinstance(m, float):
-        return None
-    z = trial.statistic(name, step, "zero_fraction")
-    zero = z if isinstance(z, float) else float("nan")
-    return float(_over_nonzero(np.array([m]), np.array([zero]))[0])
 
 
 @register
@@ -157,7 +139,7 @@ class VanishingGradient(Rule):
         known: list[tuple[str, np.ndarray]] = []
         for name in trial.names("gradients", regex=self.tensor_regex, exclude=exclude):
             over = Over(trial, name, steps)
-            m = _over_nonzero(over.stat("mean_abs"), over.stat("zero_fraction"))
+            m = over_nonzero(over.stat("mean_abs"), over.stat("zero_fraction"))
             nan = np.isnan(m)  # not saved (no verdict), or a NaN gradient (resets a streak)
             hot = (m < self._limit(trial)) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
             interesting |= over.present & hot
@@ -175,7 +157,7 @@ class VanishingGradient(Rule):
                             exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
         if not names:
             return None
-        means = {n: m for n in names if isinstance(m := _mean_nonzero(trial, n, step), float)}
+        means = {n: m for n in names if isinstance(m := mean_nonzero(trial, n, step), float)}
         if not means:
             return None
         low = []
