@@ -193,14 +193,11 @@ def _functional_dropout_net():
     return Net()
 
 
-@pytest.mark.parametrize("case", ["twin", "forgot-train", "linear-probe"])
-def test_functional_dropout_shows_the_mode(tmp_path, case):
-    """pyGAT's loop: one full-batch training step, then a validation forward, each epoch. The
-    bug calls model.train() once before the loop, so every later epoch trains in eval mode with
-    its dropout off; its training forwards (recorded as EVAL, the optimizer stepping) alternate
-    with validation forwards, which say nothing of the training's mode. Caught within a few
-    epochs; quiet on the twin (model.train() each epoch) and on a linear probe trained in eval
-    mode whose dropout sits in the frozen encoder."""
+def _train_and_validate(path, case: str) -> None:
+    """pyGAT's loop on `_functional_dropout_net`, recorded by the two lines: a training step
+    on 48 samples, then a validation forward on 16, 12 epochs. `case`: "twin" calls
+    model.train() each epoch, "forgot-train" once before the loop, "linear-probe" trains the
+    head in eval mode with the encoder frozen."""
     import torch
     import torch.nn.functional as F
 
@@ -215,7 +212,7 @@ def test_functional_dropout_shows_the_mode(tmp_path, case):
         model.train()
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=5e-3)
     x, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+    with mldbg.torch.Hook(str(path)) as hook:
         hook.register_module(model)
         for _ in range(12):
             if case == "twin":
@@ -226,6 +223,17 @@ def test_functional_dropout_shows_the_mode(tmp_path, case):
             model.eval()
             with torch.no_grad():
                 model(x[48:])
+
+
+@pytest.mark.parametrize("case", ["twin", "forgot-train", "linear-probe"])
+def test_functional_dropout_shows_the_mode(tmp_path, case):
+    """pyGAT's loop: one full-batch training step, then a validation forward, each epoch. The
+    bug calls model.train() once before the loop, so every later epoch trains in eval mode with
+    its dropout off; its training forwards (recorded as EVAL, the optimizer stepping) alternate
+    with validation forwards, which say nothing of the training's mode. Caught within a few
+    epochs; quiet on the twin (model.train() each epoch) and on a linear probe trained in eval
+    mode whose dropout sits in the frozen encoder."""
+    _train_and_validate(tmp_path / "run", case)
     found = mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
     trial = mldbg.create_trial(str(tmp_path / "run"))
     if case != "forgot-train":
@@ -247,26 +255,9 @@ def test_functional_dropout_shows_the_mode(tmp_path, case):
 def test_functional_dropout_the_same_on_both_paths(tmp_path):
     """The fast path (`check_columns`) gives the per-step reference's findings on the
     functional-dropout run left in eval mode."""
-    import torch
-    import torch.nn.functional as F
-
-    import mldbg.torch
     from mldbg.rules.runner import RuleRunner
 
-    torch.manual_seed(0)
-    model = _functional_dropout_net()
-    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
-    x, y = torch.randn(64, 10), torch.randint(0, 3, (64,))
-    model.train()
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
-        hook.register_module(model)
-        for _ in range(12):
-            opt.zero_grad()
-            F.nll_loss(model(x[:48]), y[:48]).backward()
-            opt.step()
-            model.eval()
-            with torch.no_grad():
-                model(x[48:])
+    _train_and_validate(tmp_path / "run", "forgot-train")
 
     def outcome(columns: bool) -> list:
         runner = RuleRunner(
