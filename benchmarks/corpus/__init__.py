@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,12 @@ def split(name: str) -> str:
     """`tune` or `heldout`, from the parity of the first byte of SHA-1(name): stable across
     machines and runs, and independent of anything a run produces."""
     return SPLITS[hashlib.sha1(name.encode()).digest()[0] & 1]
+
+
+def installed(*modules: str) -> bool:
+    """Whether every one of `modules` is importable here: a module leaves the pipelines of a
+    framework that is not out of its `PIPELINES`."""
+    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def healthy(name: str, kind: str, fn: Callable[..., Any], **kw: Any) -> Pipeline:

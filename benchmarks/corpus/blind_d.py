@@ -27,7 +27,6 @@ imported inside its pipeline, so importing this module costs only torch. `SPLIT 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import random
@@ -42,15 +41,11 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from mldbg.torch import Hook
 
-from . import BLIND2, buggy, healthy
+from . import BLIND2, buggy, healthy, installed
 
 SPLIT = BLIND2
 
 torch.set_num_threads(1)
-
-
-def _has(*modules: str) -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def _seed(seed: int) -> torch.Generator:
@@ -1948,7 +1943,7 @@ def torchvision_reference_train_one_epoch(
 
 PIPELINES = []
 
-if _has("lightning", "torchmetrics"):
+if installed("lightning", "torchmetrics"):
     _lit_cnn = healthy(
         "lightning_cnn_torchmetrics_adam_val", "Lightning image classification", lit_cnn_digits
     )
@@ -1976,7 +1971,7 @@ if _has("lightning", "torchmetrics"):
         buggy(_lit_lstm, "frozen_by_mistake"),
     ]
 
-if _has("transformers", "accelerate"):
+if installed("transformers", "accelerate"):
     _hf_gpt2 = healthy(
         "hf_trainer_gpt2_clm_cosine_accum2", "HF Trainer causal LM", hf_gpt2_clm_cosine_accumulate
     )
@@ -2002,7 +1997,7 @@ if _has("transformers", "accelerate"):
         buggy(_hf_vit, "inputs_x255"),
     ]
 
-if _has("keras"):
+if installed("keras"):
     _keras_cnn = healthy(
         "keras_cnn_early_stopping", "Keras image classification", keras_cnn_digits_early_stopping
     )
@@ -2018,7 +2013,7 @@ if _has("keras"):
         buggy(_keras_cnn, "inputs_x255"),  # (a softmax + from_logits=True: Keras on TF uses the logits)
     ]
 
-if _has("jax", "optax", "flax"):
+if installed("jax", "optax", "flax"):
     _jax_mlp = healthy("jax_mlp_regression_optax_adam", "JAX regression", jax_mlp_regression_optax_adam)
     PIPELINES += [
         healthy(
@@ -2031,7 +2026,7 @@ if _has("jax", "optax", "flax"):
         buggy(_jax_mlp, "dead_relu_init"),
     ]
 
-if _has("xgboost", "sklearn"):
+if installed("xgboost", "sklearn"):
     _xgb = healthy(
         "xgboost_train_binary_early_stopping", "XGBoost classification", xgb_train_binary_early_stopping
     )

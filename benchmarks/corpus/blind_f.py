@@ -38,7 +38,6 @@ imported inside its pipeline, so importing this module costs only torch. `SPLIT 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
 import os
 import random
@@ -53,15 +52,11 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from mldbg.torch import Hook
 
-from . import BLIND3, buggy, healthy
+from . import BLIND3, buggy, healthy, installed
 
 SPLIT = BLIND3
 
 torch.set_num_threads(1)
-
-
-def _has(*modules: str) -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def _seed(seed: int) -> torch.Generator:
@@ -2526,7 +2521,7 @@ PIPELINES += [
     buggy(_mingpt, "softmax_before_ce"),
 ]
 
-if _has("transformers"):
+if installed("transformers"):
     _glue = healthy(
         "run_glue_no_trainer_deberta_v2_pairs", "HF manual loop sentence pairs", run_glue_no_trainer_deberta
     )
@@ -2535,7 +2530,7 @@ if _has("transformers"):
         buggy(_glue, "frozen_by_mistake"),
     ]
 
-if _has("transformers", "accelerate", "tokenizers"):
+if installed("transformers", "accelerate", "tokenizers"):
     _hf_roberta = healthy(
         "hf_trainer_roberta_topics_label_smoothing",
         "HF Trainer RoBERTa classification",
@@ -2565,7 +2560,7 @@ if _has("transformers", "accelerate", "tokenizers"):
         buggy(_hf_roberta, "shuffled_labels"),
     ]
 
-if _has("lightning"):
+if installed("lightning"):
     _lit_vae = healthy("lightning_vae_kl_warmup_log_dict", "Lightning VAE", lit_vae_kl_warmup)
     _lit_swa = healthy(
         "lightning_swa_callback_housing_huber", "Lightning SWA regression", lit_swa_tabular_regression
@@ -2588,7 +2583,7 @@ if _has("lightning"):
         buggy(_lit_swa, "deep_sigmoid"),
     ]
 
-if _has("keras"):
+if installed("keras"):
     PIPELINES += [
         healthy(
             "keras_conv1d_timeseries_classification_plateau",
@@ -2612,7 +2607,7 @@ if _has("keras"):
         ),
     ]
 
-if _has("jax", "optax", "flax"):
+if installed("jax", "optax", "flax"):
     PIPELINES += [
         healthy(
             "flax_linen_cnn_batchnorm_trainstate_nesterov",
@@ -2627,7 +2622,7 @@ if _has("jax", "optax", "flax"):
         ),
     ]
 
-if _has("xgboost", "sklearn"):
+if installed("xgboost", "sklearn"):
     PIPELINES += [
         healthy("xgboost_ranker_rank_ndcg", "XGBoost learning to rank", xgb_ranker_ndcg),
         healthy(
