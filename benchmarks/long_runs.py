@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only]
+        [--seeds 5] [--loss-only] [--blind]
 
 Twenty-two kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -16,6 +16,11 @@ hook does (`learning_rate/model` at statistics steps; `--loss-only`: not). The s
 figures reported are the second's. Buggy twins (`BUGS`) inject a defect at a known step
 into the `noisy` kind; the detection delay is the first finding of any loss rule (or
 `exploding_tensor`, whose the NaN is) minus that step. Prints two markdown tables (BENCHMARKS.md, "Long runs").
+
+`--blind` measures the blind set instead: `long_blind.KINDS` (14 more healthy kinds, one with
+evaluation passes in EVAL mode, two with a learning rate) and `long_blind.BUGS` (4 bugs), on the
+held-out seeds, written and checked the same way. No rule ran on them while they were written;
+run it once, and do not tune on what it shows.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import long_blind  # noqa: E402
 
 import mldbg  # noqa: E402
 from mldbg.record.recorder import Recorder  # noqa: E402
@@ -458,12 +466,18 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
 
 
 LR = "learning_rate/model"  # as the PyTorch hook records it: a statistic `sum`, at statistics steps
+MODE = long_blind.MODE  # a run's mode per step (`long_blind.eval_pauses`): mldbg.Mode codes, and
+EVAL_UNSAVED = long_blind.EVAL_UNSAVED  # an evaluation step that saves no loss
+assert long_blind.LR == LR
 
 
 def write(path: Path, series: dict[str, np.ndarray]) -> None:
     """Each series as a scalar of the `losses` collection, one TRAIN step per value, through
     the recorder as a framework adapter drives it; a learning rate (`LR` in `series`) as the
-    PyTorch hook records it, at the two-line hook's statistics steps (0-20, then every 100th)."""
+    PyTorch hook records it, at the two-line hook's statistics steps (0-20, then every 100th).
+    With `MODE` in `series` a step is opened in its mode (`mldbg.Mode`'s code) and saves its
+    values there; an `EVAL_UNSAVED` step is an EVAL step that saves nothing (the global step
+    counts on)."""
     rec = Recorder(
         str(path),
         save_config=mldbg.SaveConfig(save_interval=1),
@@ -471,12 +485,15 @@ def write(path: Path, series: dict[str, np.ndarray]) -> None:
         overwrite=True,
     )
     lr = series.pop(LR, None)
+    modes = series.pop(MODE, None)
     n = len(next(iter(series.values())))
     try:
         for i in range(n):
-            rec.start_step(mldbg.Mode.TRAIN)
+            code = int(mldbg.Mode.TRAIN) if modes is None else int(modes[i])
+            rec.start_step(mldbg.Mode(abs(code)))
             for name, x in series.items():
-                rec.save_scalar(name, float(x[i]), ("losses",))
+                if code != EVAL_UNSAVED:
+                    rec.save_scalar(name, float(x[i]), ("losses",))
             if lr is not None and (i <= 20 or i % 100 == 0):
                 value = float(lr[i])
                 rec.save_statistics(lambda v=value: {LR: {"sum": v}}, {LR: ("F32", (1,), ())}, 16)
@@ -503,16 +520,125 @@ def healthy_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> 
     return out
 
 
+def blind_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> dict[str, np.ndarray]:
+    """A run of `long_blind`'s `kind`, as `healthy_series` gives one of `KINDS`."""
+    out = long_blind.series(kind, n, long_blind.rng_for(kind, seed))
+    if not learning_rate:
+        out.pop(LR, None)
+    return out
+
+
+def bug_series(bug: str, n: int, seed: int) -> tuple[np.ndarray, int]:
+    """A buggy twin of `BUGS` and the step its defect begins."""
+    return BUGS[bug](n, np.random.default_rng([seed, 100 + list(BUGS).index(bug)]))
+
+
+def blind_bug_series(bug: str, n: int, seed: int) -> tuple[np.ndarray, int]:
+    return long_blind.BUGS[bug](n, long_blind.bug_rng_for(bug, seed))
+
+
+def _written(path: Path, cache: str | None, make: Callable[[], dict[str, np.ndarray]]) -> Path:
+    """Write the run `make()` gives at `path`, unless the cache has it already."""
+    if not (cache and (path / ".written").exists()):
+        write(path, make())
+        (path / ".written").touch()
+    return path
+
+
+def healthy_table(
+    kinds: list[str],
+    seeds: tuple[int, ...],
+    steps: int,
+    rules: tuple[str, ...],
+    make: Callable[[str, int], dict[str, np.ndarray]],
+    tmp: str,
+    cache: str | None,
+    tag: str,
+    label: str,
+    prefix: str = "",
+    verbose: bool = False,
+) -> None:
+    """Write and check each kind's run for each seed; print the two healthy tables."""
+    fired = {r: 0 for r in rules}
+    steps_total = 0
+    per_kind: dict[str, list[str]] = {}
+    for kind in kinds:
+        for seed in seeds:
+            path = Path(tmp) / f"{prefix}{kind}-{seed}-{steps}{tag}"
+            _written(path, cache, lambda kind=kind, seed=seed: make(kind, seed))
+            t = time.perf_counter()
+            first = check(path, rules)
+            secs = time.perf_counter() - t
+            steps_total += steps
+            for r in first:
+                fired[r] += 1
+            per_kind.setdefault(kind, []).append(
+                ", ".join(f"{r}@{s}" for r, s in sorted(first.items())) or "quiet"
+            )
+            if verbose:
+                print(f"{kind} seed {seed}: {first or 'quiet'} ({secs:.1f} s)", file=sys.stderr)
+    print(f"Healthy: {len(kinds)} kinds x {len(seeds)} seeds ({label}) x {steps:,} steps\n")
+    print("| kind | runs alarmed | findings (rule@first step) |")
+    print("| --- | --- | --- |")
+    for kind, cells in per_kind.items():
+        alarmed = sum(c != "quiet" for c in cells)
+        shown = "; ".join(c for c in cells if c != "quiet") or "-"
+        print(f"| {kind} | {alarmed} of {len(cells)} | {shown} |")
+    print("\n| rule | healthy runs alarmed | false alarms per 10^6 healthy steps |")
+    print("| --- | --- | --- |")
+    runs = len(kinds) * len(seeds)
+    for r in rules:
+        print(f"| `{r}` | {fired[r]} of {runs} | {fired[r] / max(1, steps_total) * 1e6:.2g} |")
+
+
+def bug_table(
+    bugs: list[str],
+    seeds: tuple[int, ...],
+    steps: int,
+    rules: tuple[str, ...],
+    make: Callable[[str, int, int], tuple[np.ndarray, int]],
+    tmp: str,
+    cache: str | None,
+    prefix: str,
+    verbose: bool = False,
+) -> None:
+    """Write and check each buggy run for each seed; print the detection table."""
+    print(f"\nBuggy twins: {len(seeds)} seeds x {steps:,} steps\n")
+    print("| defect | runs caught | delay (steps after onset): median, max | rules (first step - onset) |")
+    print("| --- | --- | --- | --- |")
+    for bug in bugs:
+        delays: list[int] = []
+        cells = []
+        for seed in seeds:
+            x, t0 = make(bug, steps, seed)
+            path = _written(Path(tmp) / f"{prefix}{bug}-{seed}-{steps}", cache, lambda x=x: {"loss": x})
+            first = check(path, (*rules, "exploding_tensor"))
+            late = {r: s - t0 for r, s in first.items()}
+            hits = [d for d in late.values() if d >= 0]
+            if hits:
+                delays.append(min(hits))
+            cells.append(", ".join(f"{r} {d:+d}" for r, d in sorted(late.items())) or "none")
+            if verbose:
+                print(f"{bug} seed {seed}: onset {t0}, {first or 'none'}", file=sys.stderr)
+        med = f"{int(np.median(delays))}, {max(delays)}" if delays else "-"
+        print(f"| {bug} | {len(delays)} of {len(seeds)} | {med} | {'; '.join(cells)} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--bug-steps", type=int, default=20_000)
     ap.add_argument("--half", choices=("heldout", "tune", "both"), default="heldout")
-    ap.add_argument("--kinds", nargs="*", default=list(KINDS))
-    ap.add_argument("--bugs", nargs="*", default=list(BUGS))
+    ap.add_argument("--kinds", nargs="*", help="default: all of KINDS (with --blind: of long_blind.KINDS)")
+    ap.add_argument("--bugs", nargs="*", help="default: all of BUGS (with --blind: of long_blind.BUGS)")
     ap.add_argument("--rules", nargs="*", default=list(RULES))
     ap.add_argument(
         "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
+    )
+    ap.add_argument(
+        "--blind",
+        action="store_true",
+        help="the blind set (long_blind.KINDS and .BUGS, never tuned on) on the held-out seeds: measure it once",
     )
     ap.add_argument(
         "--loss-only",
@@ -524,73 +650,52 @@ def main() -> int:
     )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
-    seeds = {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
+    if args.blind and args.half != "heldout":
+        ap.error("--blind runs on the held-out seeds only")
+    source_kinds, source_bugs = (long_blind.KINDS, long_blind.BUGS) if args.blind else (KINDS, BUGS)
+    kinds = list(source_kinds) if args.kinds is None else args.kinds
+    bugs = list(source_bugs) if args.bugs is None else args.bugs
+    unknown = [k for k in kinds if k not in source_kinds] + [b for b in bugs if b not in source_bugs]
+    if unknown:
+        ap.error(f"not in the {'blind ' if args.blind else ''}set: {', '.join(unknown)}")
+    seeds = (
+        long_blind.SEEDS
+        if args.blind
+        else {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
+    )
     if args.seeds:
         seeds = tuple(s for s in seeds if s in args.seeds)
     rules = tuple(args.rules)
-    fired = {r: 0 for r in rules}
-    steps_total = 0
-    per_kind: dict[str, list[str]] = {}
+    lr_tag = "" if args.loss_only else "-lr"
+    make = blind_series if args.blind else healthy_series
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.cache or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)
-        for kind in args.kinds:
-            for seed in seeds:
-                lr_tag = "" if args.loss_only else "-lr"
-                path = Path(tmp) / f"{kind}-{seed}-{args.steps}{lr_tag}"
-                if not (args.cache and (path / ".written").exists()):
-                    series = healthy_series(kind, args.steps, seed, learning_rate=not args.loss_only)
-                    write(path, series)
-                    (path / ".written").touch()
-                t = time.perf_counter()
-                first = check(path, rules)
-                secs = time.perf_counter() - t
-                steps_total += args.steps
-                for r in first:
-                    fired[r] += 1
-                per_kind.setdefault(kind, []).append(
-                    ", ".join(f"{r}@{s}" for r, s in sorted(first.items())) or "quiet"
-                )
-                if args.verbose:
-                    print(f"{kind} seed {seed}: {first or 'quiet'} ({secs:.1f} s)", file=sys.stderr)
-        print(f"Healthy: {len(args.kinds)} kinds x {len(seeds)} seeds ({args.half}) x {args.steps:,} steps\n")
-        print("| kind | runs alarmed | findings (rule@first step) |")
-        print("| --- | --- | --- |")
-        for kind, cells in per_kind.items():
-            alarmed = sum(c != "quiet" for c in cells)
-            shown = "; ".join(c for c in cells if c != "quiet") or "-"
-            print(f"| {kind} | {alarmed} of {len(cells)} | {shown} |")
-        print("\n| rule | healthy runs alarmed | false alarms per 10^6 healthy steps |")
-        print("| --- | --- | --- |")
-        runs = len(args.kinds) * len(seeds)
-        for r in rules:
-            print(f"| `{r}` | {fired[r]} of {runs} | {fired[r] / max(1, steps_total) * 1e6:.2g} |")
-        if args.bugs:
-            print(f"\nBuggy twins: {len(seeds)} seeds x {args.bug_steps:,} steps\n")
-            print(
-                "| defect | runs caught | delay (steps after onset): median, max | rules (first step - onset) |"
+        healthy_table(
+            kinds,
+            seeds,
+            args.steps,
+            rules,
+            lambda kind, seed: make(kind, args.steps, seed, learning_rate=not args.loss_only),
+            tmp,
+            args.cache,
+            tag=lr_tag,
+            label=f"{args.half}, blind" if args.blind else args.half,
+            prefix="blind-" if args.blind else "",
+            verbose=args.verbose,
+        )
+        if bugs:
+            bug_table(
+                bugs,
+                seeds,
+                args.bug_steps,
+                rules,
+                blind_bug_series if args.blind else bug_series,
+                tmp,
+                args.cache,
+                prefix="bug-blind-" if args.blind else "bug-",
+                verbose=args.verbose,
             )
-            print("| --- | --- | --- | --- |")
-            for bug in args.bugs:
-                delays: list[int] = []
-                cells = []
-                for seed in seeds:
-                    rng = np.random.default_rng([seed, 100 + list(BUGS).index(bug)])
-                    x, t0 = BUGS[bug](args.bug_steps, rng)
-                    path = Path(tmp) / f"bug-{bug}-{seed}-{args.bug_steps}"
-                    if not (args.cache and (path / ".written").exists()):
-                        write(path, {"loss": x})
-                        (path / ".written").touch()
-                    first = check(path, (*rules, "exploding_tensor"))
-                    late = {r: s - t0 for r, s in first.items()}
-                    hits = [d for d in late.values() if d >= 0]
-                    if hits:
-                        delays.append(min(hits))
-                    cells.append(", ".join(f"{r} {d:+d}" for r, d in sorted(late.items())) or "none")
-                    if args.verbose:
-                        print(f"{bug} seed {seed}: onset {t0}, {first or 'none'}", file=sys.stderr)
-                med = f"{int(np.median(delays))}, {max(delays)}" if delays else "-"
-                print(f"| {bug} | {len(delays)} of {len(seeds)} | {med} | {'; '.join(cells)} |")
     return 0
 
 
