@@ -2,7 +2,8 @@
 `python deepspeed_job.py OUT STAGE REFS` with RANK, LOCAL_RANK, WORLD_SIZE set. The model and data
 of `fsdp_job.py` (a parameter of 3 elements: ZeRO-3's last partition is padded; ZeRO-1/2's flat
 partitions split a weight between the ranks); ZeRO-3 partitions every parameter
-(`stage3_param_persistence_threshold` 0). The hook has the two lines (statistics at every step).
+(`stage3_param_persistence_threshold` 0). The hook has the two lines (statistics at every step):
+registered on the model before `deepspeed.initialize` (stages 1, 2) or on the engine after it (3).
 
 Worker 0 writes to REFS, per step, the statistics (`mldbg.store.statistics.compute`) of the global
 fp32 weights and of the global averaged gradients, gathered with
@@ -32,7 +33,8 @@ def main(out_dir: str, stage: int, refs_path: str) -> None:
     single = make_model()  # the same weights, trained here on the full batch
     single_opt = torch.optim.SGD(single.parameters(), lr=0.1)
     hook = Hook(out_dir, statistics_every=1)
-    hook.register_module(model)
+    if stage != 3:
+        hook.register_module(model)  # before deepspeed.initialize
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
     zero = {"stage": stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})}
@@ -42,6 +44,8 @@ def main(out_dir: str, stage: int, refs_path: str) -> None:
         "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
     }  # fmt: skip
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    if stage == 3:
+        hook.register_module(engine)  # the engine, after: the hook records the model it wraps
     per = BATCH // world
     refs: dict = {}
     previous: dict = {}
