@@ -1,5 +1,6 @@
 """One worker of a 2-process DeepSpeed ZeRO job on the CPU (DeepSpeed's CPU accelerator, gloo):
-`python deepspeed_job.py OUT STAGE REFS` with RANK, LOCAL_RANK, WORLD_SIZE set. The model and data
+`python deepspeed_job.py OUT STAGE REFS [explode]` with RANK, LOCAL_RANK, WORLD_SIZE set
+(`explode`: the defect of `fsdp_job.py`, lr 1e12). The model and data
 of `fsdp_job.py` (a parameter of 3 elements: ZeRO-3's last partition is padded; ZeRO-1/2's flat
 partitions split a weight between the ranks); ZeRO-3 partitions every parameter
 (`stage3_param_persistence_threshold` 0). The hook has the two lines (statistics at every step):
@@ -23,7 +24,7 @@ from mldbg.store import statistics as st
 from mldbg.torch import Hook
 
 
-def main(out_dir: str, stage: int, refs_path: str) -> None:
+def main(out_dir: str, stage: int, refs_path: str, defect: str = "") -> None:
     import deepspeed
     from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_grad
 
@@ -41,7 +42,7 @@ def main(out_dir: str, stage: int, refs_path: str) -> None:
     config = {
         "train_micro_batch_size_per_gpu": BATCH // world, "gradient_accumulation_steps": 1,
         "zero_optimization": zero, "zero_allow_untested_optimizer": True,
-        "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+        "optimizer": {"type": "SGD", "params": {"lr": 1e12 if defect == "explode" else 0.1}},
     }  # fmt: skip
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     if stage == 3:
@@ -84,5 +85,5 @@ def main(out_dir: str, stage: int, refs_path: str) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:])
     os._exit(0)

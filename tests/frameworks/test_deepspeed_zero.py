@@ -34,11 +34,11 @@ pytestmark = pytest.mark.skipif(
 JOB = Path(__file__).with_name("deepspeed_job.py")
 
 
-def run(out: Path, stage: int) -> tuple[Path, list[str]]:
+def run(out: Path, stage: int, defect: str = "") -> tuple[Path, list[str]]:
     port, refs = str(free_port()), out.with_suffix(".json")
     workers = [
         subprocess.Popen(
-            [sys.executable, str(JOB), str(out), str(stage), str(refs)],
+            [sys.executable, str(JOB), str(out), str(stage), str(refs), *([defect] if defect else [])],
             env=dict(
                 os.environ,
                 RANK=str(r),
@@ -102,3 +102,13 @@ def test_zero_statistics_are_the_global_reduced_gradients_and_weights(tmp_path: 
     assert weights >= 6 * 6 * 6
     code, findings = check(tmp_path / "run")  # a healthy job: quiet
     assert code == 0, findings
+
+
+def test_an_exploding_run_is_caught_under_zero2(tmp_path: Path) -> None:
+    """The FSDP2 tests' defect (lr 1e12) under ZeRO-2: caught from the global statistics (the
+    healthy twin is quiet: the test above). DeepSpeed skips the steps whose gradient norm is not
+    finite (its overflow check), so the weights stay huge but finite and no gradient is recorded at
+    a skipped step: the weights' variance and the loss tell, not `exploding_tensor`."""
+    run(tmp_path / "explode", 2, "explode")
+    code, findings = check(tmp_path / "explode")
+    assert code == 1 and "tensor_variance" in {f["rule"] for f in findings}, findings
