@@ -69,7 +69,6 @@ class DeepSpeedZero:
         self._zero3: dict[int, Any] = {}  # id(parameter) -> its ZeRO-3 parameter, for the weights
         self.gradients: set[int] = set()  # the parameters whose gradients are recorded here
         self._optimizers: list[Any] = []  # the ZeRO optimizers (DeepSpeedZeroOptimizer, _Stage3)
-        self._failed = False
 
     @classmethod
     def attach(
@@ -131,7 +130,7 @@ class DeepSpeedZero:
     # ZeRO-3's weights: at a registered model's forward start ---------------------------------
     def parameters(self, params: Sequence[tuple[str, Any, Any]]) -> None:
         """The global statistics of the model's ZeRO-3 weights, from each rank's `ds_tensor`."""
-        if not self._zero3 or self._failed:
+        if not self._zero3:
             return
         due, _ = self.sharded.due()
         if not due:
@@ -149,8 +148,6 @@ class DeepSpeedZero:
     def optimizer_step(self, optimizer: Any) -> None:
         """A `torch.optim` optimizer is about to step: if it is the inner optimizer of a ZeRO
         optimizer of ours, the global statistics of the gradients of the partitions it steps."""
-        if self._failed:
-            return
         zero = next((o for o in self._optimizers if optimizer is _inner(o) or optimizer is _backup(o)), None)
         if zero is None:
             return
