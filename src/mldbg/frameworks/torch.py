@@ -40,6 +40,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.torch_attention import AttentionCapture
+from mldbg.frameworks.torch_deepspeed import DeepSpeedZero, is_engine
 from mldbg.frameworks.torch_defaults import (
     BUDGET,
     CLASSIFICATION_LOSSES,
@@ -164,6 +165,7 @@ class Hook(StepEnds, Adapter):
         self._loss = LossCapture(self)  # the loss without register_loss (torch_loss)
         self._loss.off = not self.finds_loss
         self._sharded = None  # made with the run (`_open_run`)
+        self._deepspeed: DeepSpeedZero | None = None  # DeepSpeed ZeRO, found at a model's first forward
         self._pieces = None
         self._told_shards = False
 
@@ -177,11 +179,11 @@ class Hook(StepEnds, Adapter):
         `discriminator.model_input_0`), by default their class name (`Discriminator.`, then
         `Discriminator_2.` ...). Registering a model again does nothing; a model another
         hook records is taken over: that hook is closed, with a warning. Given a
-        `DistributedDataParallel` wrapper, the hook records the module it wraps: forwards that
-        bypass the wrapper (`model.module(x)`) are recorded too."""
+        `DistributedDataParallel` wrapper or a DeepSpeed engine, the hook records the module it
+        wraps: forwards that bypass the wrapper (`model.module(x)`) are recorded too."""
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
-        ddp = _is_ddp(inner)
+        ddp = _is_ddp(inner) or is_engine(inner)  # a DeepSpeed engine: the model it wraps
         inner = getattr(inner, "module", inner) if ddp else inner
         if ddp and not compiled:
             # the hooks go on the module inside a DistributedDataParallel: the wrapper's forward
@@ -360,6 +362,8 @@ class Hook(StepEnds, Adapter):
             self._sharded_since(m, module)
         if self._sharded is not None:  # on every rank, before the statistics look the values up
             self._sharded.parameters(m.params)
+        if self._deepspeed is not None:  # ZeRO-3's partitioned weights, merged (on every rank)
+            self._deepspeed.parameters(m.params)
         self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, () if m.input_replica else inputs, m.prefix, module.training)
@@ -375,8 +379,10 @@ class Hook(StepEnds, Adapter):
         if not rec.saving:
             return
         if rec.saves_any(m.param_keys):
+            deepspeed = self._deepspeed
             for name, p, natural in m.params:
-                self._save(name, p, natural)
+                if deepspeed is None or not deepspeed.partitioned(p):  # not ZeRO-3's empty placeholder
+                    self._save(name, p, natural)
         for i, a in enumerate(inputs):
             self._save(m.input_name(i), a, ("inputs",))
 
@@ -434,12 +440,9 @@ class Hook(StepEnds, Adapter):
         """At a model's first forward: a model registered before `fully_shard` or
         `parallelize_module` replaced its parameters with DTensors is recorded through the
         new ones (same names), as if it had been registered after."""
-        deepspeed = sys.modules.get("deepspeed")
-        if deepspeed is not None and getattr(getattr(deepspeed, "comm", None), "is_initialized", bool)():
-            log.warning(
-                "mldbg: DeepSpeed is not supported yet: the gradients recorded are each rank's own, "
-                "before DeepSpeed reduces them, and ZeRO-3's partitioned weights read empty outside its "
-                "forward (docs/frameworks.md, 'Sharded training')"
+        if "deepspeed" in sys.modules:  # ZeRO's reduced gradient partitions and ZeRO-3's weights
+            self._deepspeed = DeepSpeedZero.attach(
+                self._deepspeed, m, self._sharded, self._stats, _saves_raw(self._settings)
             )
         if any(is_sharded(p) for _, p, _ in m.params):
             return

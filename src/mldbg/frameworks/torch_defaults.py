@@ -262,6 +262,9 @@ class StepStatistics:
         self._frozen = FrozenHeld()  # frozen parameters an optimizer holds (torch_frozen)
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
         self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
+        # parameters whose gradients are recorded elsewhere (DeepSpeed ZeRO: the reduced partitions
+        # at its optimizer's step, `torch_deepspeed`), not from their `.grad` at the end of backward
+        self.gradients_elsewhere: set[int] = set()
         # (mode, labels' name) -> the confusion matrix of its steps since its last statistics step
         self._confusion: dict[tuple[Mode, str], deque[tuple[torch.Tensor, int]]] = {}
         self._confused_at: tuple[int, str] | None = None  # the step and labels last counted
@@ -437,10 +440,11 @@ class StepStatistics:
     def before_models_step(self, models: Sequence[RegisteredModel]) -> None:
         """`before_optimizer` for every parameter of `models` (no list made at plain steps)."""
         if self.due():
+            elsewhere = self.gradients_elsewhere
             for m in models:
                 for name, p, _ in m.params:
-                    if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
-                        self.add(m.grad_name(name), p.grad, "gradients")
+                    if p.grad is not None and p.requires_grad and id(p) not in elsewhere:
+                        self.add(m.grad_name(name), p.grad, "gradients")  # a frozen one's .grad is stale
         self.finish()
 
     def optimizer_holds(self, held: set[int]) -> None:
@@ -482,6 +486,21 @@ class StepStatistics:
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
         self._took(start)
+
+    def add_known(
+        self,
+        name: str,
+        values: dict[str, st.Value],
+        described: tuple[str, tuple[int, ...], tuple[str, ...]],
+    ) -> None:
+        """Statistics of a tensor computed elsewhere (merged across the ranks: a DeepSpeed ZeRO
+        partition's, `torch_deepspeed`), recorded with the step's others; `described`: its
+        (dtype, global shape, natural collections). A tensor already handed over is left as is."""
+        if not values or name in self._tensors:
+            return
+        self.batch.add_values(name, values)
+        self._tensors[name] = described
+        self._nbytes += 16 * len(values)
 
     def add_classes(self, loss: str, predictions: object, labels: object) -> None:
         """Class statistics of a classification loss's labels and predictions; both are

@@ -56,6 +56,7 @@ from mldbg.frameworks.torch_sharded_merge import (
     PARTIALS,
     Summary,
     by_rank,
+    flat_positions,
     merge,
     positions,
     sample_change,
@@ -126,6 +127,14 @@ class _Piece:
     box: tuple[tuple[int, ...], tuple[int, ...]] | None  # (global offset, local shape); None: not a box
     whole_rows: bool  # each row (slice of axis 0) lies on one rank
     subsample: bool
+    # the global shape, where `tensor` does not carry it (a DeepSpeed ZeRO-3 placeholder)
+    shape: tuple[int, ...] | None = None
+    # a piece that is one run of the flattened global tensor: (first element, elements), the
+    # positions of the subsample (a DeepSpeed ZeRO partition, `torch_deepspeed`)
+    flat: tuple[int, int] | None = None
+
+    def global_shape(self) -> tuple[int, ...]:
+        return self.shape if self.shape is not None else tuple(self.tensor.shape)
 
 
 @dataclass
@@ -199,7 +208,13 @@ class ShardedStatistics:
                 logging.WARNING,
             )
             return {}
-        summary = found[2]
+        return self.summary_values(name, found[2], stats, requires_grad)
+
+    def summary_values(
+        self, name: str, summary: Summary, stats: Sequence[Statistic], requires_grad: bool
+    ) -> dict[str, Value]:
+        """The values of `stats` from a merged summary (the keys that merge; the others left
+        out, said once a run)."""
         out: dict[str, Value] = {}
         left: list[str] = []
         if summary.by_rank is not None and any(s.name in ("nan_count", "inf_count") for s in stats):
@@ -244,9 +259,14 @@ class ShardedStatistics:
                     self._summaries[id(p.original)] = (step, weakref.ref(p.original), summary)
 
     def _exchange_mesh(self, mesh: Any, pieces: list[_Piece], full: bool) -> list[Summary]:
+        return self.exchange_group(_group(mesh), pieces, full)
+
+    def exchange_group(self, group: Any, pieces: list[_Piece], full: bool) -> list[Summary]:
+        """The merged summaries of `pieces` (the same tensors, in the same order, on every rank
+        of `group`: None, the default group), with one all_gather of their partials (and one
+        all_reduce of the subsamples that some piece wants)."""
         device = pieces[0].local.device
         mine = torch.stack([self._partials(p, full) for p in pieces])  # (tensors, partials)
-        group = _group(mesh)
         size = dist.get_world_size(group)
         if size > 1:
             gathered = [torch.empty_like(mine) for _ in range(size)]
@@ -263,7 +283,7 @@ class ShardedStatistics:
             if p.replicated and not p.owner:
                 local_fingerprint = _fingerprint(p.local)  # this replica's own, as a data-parallel worker's
             summary = Summary(
-                tuple(p.tensor.shape), merge(every[:, i, :]), local_fingerprint, p.replicated, p.whole_rows
+                p.global_shape(), merge(every[:, i, :]), local_fingerprint, p.replicated, p.whole_rows
             )
             summary.world = _world()
             summary.by_rank = by_rank(every[:, i, INDEX["local_nonfinite"]], ranks, _world())
@@ -327,9 +347,15 @@ class ShardedStatistics:
             if not p.subsample:
                 parts.append(torch.zeros(0, dtype=torch.float64, device=device))
                 continue
-            n = math.prod(p.tensor.shape)
+            n = math.prod(p.global_shape())
             buf = torch.zeros(min(n, st.QUANTILE_SAMPLE), dtype=torch.float64, device=device)
-            if p.owner and p.box is not None and p.local.numel():
+            if p.flat is not None:
+                if p.owner and p.local.numel():
+                    where, local = flat_positions(n, p.flat)
+                    if where.size:
+                        values = p.local.detach().reshape(-1)[torch.as_tensor(local, device=device)]
+                        buf[torch.as_tensor(where, device=device)] = values.to(torch.float64)
+            elif p.owner and p.box is not None and p.local.numel():
                 where, local = positions(tuple(p.tensor.shape), p.box)
                 if where.size:
                     values = p.local.detach().reshape(-1)[torch.as_tensor(local, device=device)]

@@ -183,3 +183,12 @@ def positions(
         tuple(c[where] - o for c, o in zip(coords, offset, strict=True)), local_shape
     ) if where.size else np.zeros(0, dtype=np.int64)  # fmt: skip
     return where, np.asarray(local, dtype=np.int64)
+
+
+def flat_positions(n: int, run: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """`positions` of a piece that is one run of the flattened global tensor of `n` elements,
+    (first element, elements): a DeepSpeed ZeRO partition."""
+    index = st.subsample_index(n)
+    start, count = run
+    where = np.nonzero((index >= start) & (index < start + count))[0]
+    return where, (index[where] - start).astype(np.int64)

@@ -216,6 +216,12 @@ class StatisticsBatch:
         if values:
             self._sharded_values.setdefault(name, {}).update(values)
 
+    def add_values(self, name: str, values: dict[str, Value]) -> None:
+        """Values known already (merged across the ranks where they were computed: a DeepSpeed
+        ZeRO partition's, `torch_deepspeed`), shipped with the step's other statistics."""
+        if values:
+            self._sharded_values.setdefault(name, {}).update(values)
+
     def add_classes(
         self,
         labels_name: str | None,

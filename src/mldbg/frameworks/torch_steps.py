@@ -48,6 +48,7 @@ class StepEnds:
     _evals: EvalForwards
     _models: list[RegisteredModel]
     _param_ids: set[int]
+    _deepspeed: Any  # torch_deepspeed.DeepSpeedZero | None
 
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         raise NotImplementedError
@@ -131,8 +132,11 @@ class StepEnds:
             self._stats.before_models_step(models)
         for m in models:
             if self.recorder.saves_any(m.grad_keys):
+                # not DeepSpeed ZeRO's: each rank's own .grad, before ZeRO reduces it (`torch_deepspeed`)
+                elsewhere = self._deepspeed.gradients if self._deepspeed is not None else ()
                 for name, p, _ in m.params:
-                    if p.grad is not None and p.requires_grad:  # a frozen one's .grad is stale
+                    # a frozen one's .grad is stale
+                    if p.grad is not None and p.requires_grad and id(p) not in elsewhere:
                         self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
         self._reductions.finish()  # the weights' reductions too, before the optimizer's step
 
@@ -170,6 +174,8 @@ class StepEnds:
         closure first returns (the pre-hook then hands the optimizer a wrapped closure)."""
         models = self._ours(optimizer)
         self._evals.end_run()  # any optimizer: training goes on
+        if not models and self._deepspeed is not None:  # DeepSpeed ZeRO's inner optimizer, maybe
+            self._deepspeed.optimizer_step(optimizer)
         self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
         if not models or not self.recorder.in_step:
             return None
