@@ -18,7 +18,8 @@ second held-out set (the modules with `SPLIT = "fresh"`, written after `heldout`
 at): `--split fresh` measures it alone; `all` includes it. `blind` is a third (`SPLIT = "blind"`,
 written after `fresh` had been looked at).
 
-Writes benchmarks/results/calibration_<split>.json and .md (not with --only or --no-save);
+Writes benchmarks/results/calibration_<split>.json and .md (not with --no-save, nor with --only
+unless --stem names the files);
 `--from-json` merges saved runs (the two halves) into calibration_all.json and .md.
 Each training takes 0.5-6 s on a quiet core (the whole corpus about 10 minutes with --jobs 2
 on a shared 2-core machine, most of it starting workers and importing torch). Mind the
@@ -416,7 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     ap.add_argument("--from-json", nargs="+", type=Path, help="merge saved runs into calibration_all")
-    ap.add_argument("--stem", default="calibration_all", help="--from-json: the merged results' file name")
+    ap.add_argument(
+        "--stem",
+        default=None,
+        help="the results' file name (--from-json: default calibration_all; with --only: saved only when given)",
+    )
     args = ap.parse_args(argv)
     if args.from_json:
         records, metas = {}, []
@@ -430,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         recs = sorted(records.values(), key=lambda r: r["name"])
         print(markdown(recs, meta))
         if not args.no_save:
-            save(recs, meta, args.stem, args.out)
+            save(recs, meta, args.stem or "calibration_all", args.out)
         return 0
     names = select(list(corpus.pipelines()), args.split, args.which, args.only)
     if args.list:
@@ -449,13 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = _meta(args.jobs)
     records = run(names, args.jobs)
     print(markdown(records, meta))
-    if not args.no_save and not args.only:
-        save(
-            records,
-            meta,
-            f"calibration_{args.split}" + ("" if args.which == "all" else f"_{args.which}"),
-            args.out,
-        )
+    if not args.no_save and (args.stem or not args.only):
+        default = f"calibration_{args.split}" + ("" if args.which == "all" else f"_{args.which}")
+        save(records, meta, args.stem or default, args.out)
     return 0
 
 
