@@ -93,7 +93,9 @@ def test_batch1_slow_start_is_not_flat_live_and_shuffled_twin_is(slow_start):
     assert p is not None and p.drop < 0.1 and p.pace_high > 0.1
 
 
-def stalled_optimizer(path, stall_at: int | None, steps: int = 200, decimals: int | None = None) -> list[float]:
+def stalled_optimizer(
+    path, stall_at: int | None, steps: int = 200, decimals: int | None = None
+) -> list[float]:
     """A real minibatch training (a small MLP, Adam, a new batch each step) recorded through
     the README's hook. From `stall_at` on the optimizer no longer steps and the loader re-yields
     its last batch (an optimizer whose state went bad, a cached batch): the loss it logs is
