@@ -79,7 +79,12 @@ _SWING_ADVICE = (
 
 @register
 class LossDivergence(LossSeriesRule):
-    """A young training loss jumps to more than `factor` x its first value within its first
+    """Two tests. *Swings*, at any length: the values beyond `factor` x their local level
+    (`far_flags`) among the last 50 are too many for the run's own rate of them (`swings`: a
+    binomial test at the n-th value's share of a 1e-3-per-run budget): a loss oscillating
+    with a growing swing around an unchanged median, past the edge of stability.
+
+    *At once*: a young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
     lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
 

@@ -69,6 +69,10 @@ class LossNotDecreasing(Rule):
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
       the lowest earlier block's, and beyond the noise (the selection of the lowest allowed
       for).
+    - *stuck*: the loss has been exactly one value for longer than the run's own rate of
+      exact repeats allows at the n-th value's share of the budget (`mldbg.rules.losses.streak`:
+      a float loss under batch noise almost never repeats; a quantized log repeats at a rate
+      of its own). The model or its data stopped changing. A loss of exactly 0 is a fit.
     `mode` picks TRAIN or EVAL series (default: the training loss; a loss saved only in EVAL,
     such as a validation metric, is judged per evaluation). Tensors of the `losses`
     collection (and scalars named like "loss") are read, plus `tensor_regex`. `patience`
