@@ -156,3 +156,35 @@ def test_quiet_on_a_quantized_loss_that_repeats_at_its_own_rate(tmp_path):
     rounded = [round(v, 1) for v in logged]
     assert sum(a == b for a, b in zip(rounded, rounded[1:], strict=False)) > 50
     assert not mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
+
+
+def test_quiet_on_a_full_batch_loss_that_converges_to_repeat_itself(tmp_path):
+    """Full-batch gradient descent on a linear regression converges: its loss stops changing
+    in float32 and repeats exactly for hundreds of steps. That is no stall: its changes were
+    the loss's own slope, shrinking to the rounding, not batch noise (the noise model's chance
+    of a repeat, r / (s sqrt(2 pi)), is ~1 there)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    y = x @ torch.randn(8, 1) + 0.1 * torch.randn(256, 1)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    crit = nn.MSELoss()
+    hook = mldbg.torch.Hook(str(tmp_path / "run"))
+    hook.register_module(model)
+    hook.register_loss(crit)
+    logged = []
+    for _ in range(600):
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        logged.append(loss.item())
+    hook.close()
+    assert sum(a == b for a, b in zip(logged, logged[1:], strict=False)) > 100  # it repeats
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
+    assert not [f for f in found if "has been exactly" in f.message], [str(f) for f in found]
