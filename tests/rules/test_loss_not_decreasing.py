@@ -161,8 +161,8 @@ def test_quiet_on_a_quantized_loss_that_repeats_at_its_own_rate(tmp_path):
 def test_quiet_on_a_full_batch_loss_that_converges_to_repeat_itself(tmp_path):
     """Full-batch gradient descent on a linear regression converges: its loss stops changing
     in float32 and repeats exactly for hundreds of steps. That is no stall: its changes were
-    the loss's own slope, shrinking to the rounding, not batch noise (the noise model's chance
-    of a repeat, r / (s sqrt(2 pi)), is ~1 there)."""
+    the loss's own slope, shrinking to the rounding, and its repeats come gradually as they
+    do: the run's own rate of repeats covers the streaks that follow."""
     import torch
     from torch import nn
 
