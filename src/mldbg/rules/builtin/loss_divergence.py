@@ -20,9 +20,9 @@ _RECENT = 50  # the values whose share beyond `factor` x their local level is te
 _HISTORY = 1000  # ... against the run's own rate of such values over as many before them
 
 
-def far_flags(x: np.ndarray) -> np.ndarray:
+def far_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
     """For each value of `x` with `_HALF` values on either side, whether it lies beyond
-    `factor` (10) x its local level, the median of the 21 values centred on it (a level at or
+    `factor` x its local level, the median of the 21 values centred on it (a level at or
     below 0: no); the first and last `_HALF` values are False. A spike that shifts the loss
     for a while moves the centred median with it; an oscillation of a period up to ~10 values
     does not: its median stays at the level its swings go both ways from."""
@@ -33,12 +33,12 @@ def far_flags(x: np.ndarray) -> np.ndarray:
     level = sliding_median(x, w)
     mid = x[_HALF : len(x) - _HALF]
     with np.errstate(invalid="ignore"):
-        out[_HALF : len(x) - _HALF] = np.isfinite(mid) & (level > 0) & (mid > LossDivergence.factor * level)
+        out[_HALF : len(x) - _HALF] = np.isfinite(mid) & (level > 0) & (mid > factor * level)
     return out
 
 
 def swings(
-    values: Sequence[float] | np.ndarray, n: int, flags: np.ndarray | None = None
+    values: Sequence[float] | np.ndarray, n: int, flags: np.ndarray | None = None, factor: float = 10.0
 ) -> tuple[int, int, float, float] | None:
     """The decision of a divergence that swings: (values beyond 10x their local level among the
     last `_RECENT` judged, of how many, the run's own rate of them, the chance) when, at the
@@ -56,7 +56,7 @@ def swings(
     if flags is None:
         start = max(0, lo - _HISTORY - _HALF)
         seg = np.asarray(values[start:n], dtype=np.float64)
-        got = far_flags(seg)
+        got = far_flags(seg, factor)
         flags = np.zeros(n, dtype=bool)
         flags[start:n] = got
     if not flags[i]:
@@ -182,11 +182,11 @@ class LossDivergence(LossSeriesRule):
             top = int(lengths.max())
             start = max(0, int(lengths.min()) - 1 - _HALF - _RECENT - _HISTORY - _HALF)
             flags = np.zeros(top, dtype=bool)
-            flags[start:top] = far_flags(x[start:top])
+            flags[start:top] = far_flags(x[start:top], self.factor)
             at = np.asarray(lengths, dtype=np.int64) - 1 - _HALF
             cand = np.flatnonzero((at >= 0) & flags[np.clip(at, 0, top - 1)])
             for k in cand.tolist():  # only where a newly judged value swings far: `swings`
-                if swings(x, int(lengths[k]), flags) is not None:
+                if swings(x, int(lengths[k]), flags, self.factor) is not None:
                     out[k] = True
                     break
         return out
@@ -207,7 +207,7 @@ class LossDivergence(LossSeriesRule):
         level = median(values[i - _HALF : n])
         if not (math.isfinite(mid) and level > 0 and mid > self.factor * level):
             return []  # the newly judged value is no swing: nothing to test (as `swings`)
-        found = swings(values, n)
+        found = swings(values, n, factor=self.factor)
         if found is None or not self.first((name, "swings")):
             return []
         k, m, rate, chance = found
