@@ -275,8 +275,9 @@ def test_fires_on_a_loss_that_swings_ever_wider_around_an_unchanged_median(tmp_p
     ten = onset + int(np.argmax(amp > np.log(10)))  # the first step the swing can pass 10x
     assert ten < found[0].step < ten + 300, (ten, found[0].step)
     assert_explains(found[0])
-    # `factor` is the bar a swing must pass: at 10^4 x, swings of 10^3 x are none
-    assert not mldbg.check(path, rules=["loss_divergence:factor=10000"])
+    # `factor` is the bar a swing must pass: the swings here reach 1.8 x 10^4 from trough to
+    # peak (a centred median of half high, half low values can be a trough), not 10^5
+    assert not mldbg.check(path, rules=["loss_divergence:factor=100000"])
 
 
 def test_quiet_on_rare_outlier_batches_and_a_spike_that_recovers(tmp_path):
