@@ -6,6 +6,7 @@ test_healthy_pipelines*.py run the whole default set)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -227,3 +228,69 @@ def test_a_loss_that_doubles_at_every_step_still_diverges():
     assert rule._diverged(doubling, 8) == 5
     steady = [0.024 + 0.05 * k for k in range(8)]
     assert rule._diverged(steady, 8) is None
+
+
+def _write_losses(path, losses) -> str:
+    """A loss series written through the recorder as a framework adapter drives it (as
+    benchmarks/long_runs.py writes its long runs): one TRAIN step per value, the loss a scalar
+    of the `losses` collection."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(
+        str(path),
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["losses"],
+        overwrite=True,
+    )
+    try:
+        for v in losses:
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save_scalar("loss", float(v), ("losses",))
+            rec.end_step()
+    finally:
+        rec.close()
+    return str(path)
+
+
+def _decaying(n: int, rng: np.random.Generator) -> np.ndarray:
+    t = np.arange(n, dtype=np.float64)
+    return (0.3 + 2.0 / (1 + t / 100) ** 0.8) * np.exp(0.05 * rng.standard_normal(n))
+
+
+def test_fires_on_a_loss_that_swings_ever_wider_around_an_unchanged_median(tmp_path):
+    """Past the edge of stability the loss alternates up and down (period 4), its swing
+    growing e-fold every 60 steps from step 1,500 to 10^3 x: its median does not move, so the
+    median-based rules see nothing, while half its values lie 10^2-10^3 x above their local
+    level, where the run before had none: a binomial test against that rate fires within a
+    few hundred steps of the swing passing 10x."""
+    rng = np.random.default_rng(0)
+    n, onset = 3000, 1500
+    x = _decaying(n, rng)
+    k = np.arange(n - onset)
+    amp = np.minimum(0.01 * np.exp(k / 60), np.log(1e3))
+    x[onset:] *= np.exp(amp * np.sin(2 * np.pi * (k + 0.5) / 4))
+    path = _write_losses(tmp_path / "run", x)
+    found = mldbg.check(path, rules=["loss_divergence"])
+    assert found and "swings far above its level" in found[0].message, [str(f) for f in found]
+    ten = onset + int(np.argmax(amp > np.log(10)))  # the first step the swing can pass 10x
+    assert ten < found[0].step < ten + 300, (ten, found[0].step)
+    assert_explains(found[0])
+    # `factor` is the bar a swing must pass: the swings here reach 1.8 x 10^4 from trough to
+    # peak (a centred median of half high, half low values can be a trough), not 10^5
+    assert not mldbg.check(path, rules=["loss_divergence:factor=100000"])
+
+
+def test_quiet_on_rare_outlier_batches_and_a_spike_that_recovers(tmp_path):
+    """The healthy twin: the same loss with outlier batches 3-15x at 0.3% of its steps (one
+    every few hundred: language-model pretraining's bad batches), and a loss spike to 2.5x
+    that recovers over 200 steps. Each outlier is one value among many at its level; the
+    spike moves its local level with it."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    x = _decaying(n, rng)
+    out = rng.random(n) < 0.003
+    x[out] *= rng.uniform(3, 15, int(out.sum()))
+    t = np.arange(n - 2000, dtype=np.float64)
+    x[2000:] *= 1 + 1.5 * np.where(t < 10, t / 10, np.exp(-(t - 10) / 60))
+    path = _write_losses(tmp_path / "run", x)
+    assert not mldbg.check(path, rules=["loss_divergence"])

@@ -91,3 +91,100 @@ def test_batch1_slow_start_is_not_flat_live_and_shuffled_twin_is(slow_start):
     # the healthy run had shed less than 10% by mid-run: the pace screen is what keeps it quiet
     p = progress(losses[:1480], 2)
     assert p is not None and p.drop < 0.1 and p.pace_high > 0.1
+
+
+def stalled_optimizer(
+    path, stall_at: int | None, steps: int = 200, decimals: int | None = None
+) -> list[float]:
+    """A real minibatch training (a small MLP, Adam, a new batch each step) recorded through
+    the README's hook. From `stall_at` on the optimizer no longer steps and the loader re-yields
+    its last batch (an optimizer whose state went bad, a cached batch): the loss it logs is
+    exactly the same value every step. With `decimals`, the loss is logged as a scalar
+    rounded to that many decimals (a quantized log, which repeats by itself)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    d, c = 16, 5
+    means = torch.randn(c, d, generator=g)
+    model = nn.Sequential(nn.Linear(d, 32), nn.ReLU(), nn.Linear(32, c))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    crit = nn.CrossEntropyLoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    if decimals is None:
+        hook.register_loss(crit)
+    logged = []
+    x = y = None
+    for step in range(steps):
+        stalled = stall_at is not None and step >= stall_at
+        if not stalled or x is None:
+            y = torch.randint(0, c, (32,), generator=g)
+            x = means[y] + 1.5 * torch.randn(32, d, generator=g)
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        if not stalled:
+            opt.step()
+        if decimals is not None:
+            hook.save_scalar("loss", round(loss.item(), decimals))
+        logged.append(loss.item())
+    hook.close()
+    return logged
+
+
+def test_fires_on_a_loss_held_exactly_by_a_stalled_optimizer(tmp_path):
+    """From step 130 the optimizer no longer steps and the same batch comes back: the logged
+    loss is one float, repeated. Under the run's batch noise (no exact repeat in 130 values)
+    a streak of ~20 repeats is beyond the 1e-3-per-run budget: reported within a few dozen
+    steps, long before a progress judgement (1,000 values) could see it."""
+    logged = stalled_optimizer(tmp_path / "run", stall_at=130)
+    assert len(set(logged[130:])) == 1 and len(set(logged[:130])) == 130
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
+    assert found and "has been exactly" in found[0].message, [str(f) for f in found]
+    assert 130 < found[0].step <= 190
+    assert_explains(found[0])
+
+
+def test_quiet_on_a_quantized_loss_that_repeats_at_its_own_rate(tmp_path):
+    """The same training, healthy, its loss logged to 1 decimal: it repeats often (about a
+    quarter of its steps), in streaks of several values: its own noise, not a stall."""
+    logged = stalled_optimizer(tmp_path / "run", stall_at=None, steps=400, decimals=1)
+    rounded = [round(v, 1) for v in logged]
+    assert sum(a == b for a, b in zip(rounded, rounded[1:], strict=False)) > 50
+    assert not mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
+
+
+def test_quiet_on_a_full_batch_loss_that_converges_to_repeat_itself(tmp_path):
+    """Full-batch gradient descent on a linear regression converges: its loss stops changing
+    in float32 and repeats exactly for hundreds of steps. That is no stall: its changes were
+    the loss's own slope, shrinking to the rounding, and its repeats come gradually as they
+    do: the run's own rate of repeats covers the streaks that follow."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    y = x @ torch.randn(8, 1) + 0.1 * torch.randn(256, 1)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    crit = nn.MSELoss()
+    hook = mldbg.torch.Hook(str(tmp_path / "run"))
+    hook.register_module(model)
+    hook.register_loss(crit)
+    logged = []
+    for _ in range(600):
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        logged.append(loss.item())
+    hook.close()
+    assert sum(a == b for a, b in zip(logged, logged[1:], strict=False)) > 100  # it repeats
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
+    assert not [f for f in found if "has been exactly" in f.message], [str(f) for f in found]

@@ -487,3 +487,117 @@ def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
         if ua.std() > 0 and ub.std() > 0 and float(np.corrcoef(ua, ub)[0, 1]) < -0.4:
             return True
     return False
+
+
+# a loss that stopped moving: a streak of exactly equal values ------------------------------------
+STREAK_HISTORY = 1000  # values before a streak whose repeats set the run's own rate of them
+_STREAK_MIN = 100  # fewer values before a streak: no rate to judge it by (a noise-free run: `_cycle`)
+
+
+@dataclass(frozen=True)
+class Streak:
+    """A streak of exactly equal loss values too long for the run's own rate of repeats."""
+
+    start: int  # index of its first value
+    repeats: int  # values after the first equal to it
+    value: float
+    chance: float  # the upper bound of its chance under the run's own rate of repeats
+    bar: float  # the share of the per-run budget its test may spend
+
+
+def _repeat_counts(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(eq, E, B, last) of a series x: eq[i] whether x[i + 1] == x[i] (finite, not 0); E and
+    B the cumulative counts (a leading 0) of repeats and of repeats that follow a repeat
+    (B[k]: those among eq[1 : k + 1]); last[i] the index of the last i' <= i with eq[i']
+    False (-1: none)."""
+    with np.errstate(invalid="ignore"):
+        eq = (x[1:] == x[:-1]) & np.isfinite(x[1:]) & (x[1:] != 0)
+    both = eq[1:] & eq[:-1]
+    last = np.maximum.accumulate(np.where(eq, -1, np.arange(len(eq))))
+    return eq, np.concatenate([[0], np.cumsum(eq)]), np.concatenate([[0], np.cumsum(both)]), last
+
+
+def _streak_chance(x: np.ndarray, start: int, repeats: int, counts: tuple[np.ndarray, ...]) -> float:
+    """The upper bound of the chance that a run's value at `start` is followed by `repeats`
+    equal ones, from the run's own rate of repeats over the `STREAK_HISTORY` values before it:
+    a first repeat at the rate p, each further one at the rate q of a repeat after a repeat,
+    both as their Laplace (rule of succession) estimates, and neither below what the noise
+    model of those values gives (`_repeat_model`): p q^(repeats - 1)."""
+    _, e_cum, b_cum, _ = counts
+    lo = max(0, start - STREAK_HISTORY)
+    pairs = start - lo  # the pairs (x[i], x[i + 1]), i in [lo, start): within x[lo : start + 1]
+    rep = float(e_cum[start] - e_cum[lo])
+    cont = float(b_cum[max(start - 1, lo)] - b_cum[lo])  # eq[t] and eq[t + 1], lo <= t < start - 1
+    p = (rep + 1) / (pairs + 2)
+    q = (cont + 1) / (rep + 2)
+    if p * q ** max(0, repeats - 1) >= 1e-300:  # only a candidate needs the model: it costs more
+        model = _repeat_model(x[lo : start + 1])
+        p, q = max(p, model), max(q, model)
+    return p * q ** max(0, repeats - 1)
+
+
+def _repeat_model(h: np.ndarray) -> float:
+    """The chance of an exact repeat under the noise of the values `h`: their step-to-step
+    changes, less the local slope (`detect._local_level` over 21), have a robust spread s; the
+    values lie on a grid of resolution r (the smallest nonzero change: float rounding, or the
+    logging's decimals), and a change rounds to 0 with chance about r / (s sqrt(2 pi)). A
+    loss without noise (a full batch converging: its changes all the slope) repeats as soon
+    as its steps fall below the rounding: chance 1, never a streak."""
+    from mldbg.rules import detect
+
+    h = h[np.isfinite(h)]
+    d = np.diff(h)
+    if len(d) < 2 * 21:
+        return 1.0
+    nz = np.abs(d[d != 0])
+    if not len(nz):
+        return 1.0
+    s = detect._spread(d - detect._local_level(d, 21))
+    if s <= 0:
+        return 1.0
+    return min(1.0, float(nz.min()) / (s * math.sqrt(2 * math.pi)))
+
+
+def streak(
+    values: Sequence[float] | np.ndarray, n: int, counts: tuple[np.ndarray, ...] | None = None
+) -> Streak | None:
+    """The streak of values equal to the `n`-th (the last judged), when its chance under the
+    run's own rate of exact repeats (`_streak_chance`) is below the `n`-th value's share of a
+    false-alarm budget of `detect.ALPHA` per run (`detect.spend(n)`); else None. A float loss
+    under minibatch noise almost never repeats exactly; the logged loss held at one value
+    says the optimizer no longer changes the model (or its data no longer changes). A
+    quantized loss (3 significant digits, 4 decimals) repeats often, and its own rate says
+    how long a streak it gives by chance. A loss of exactly 0 is a perfect fit, not a stall;
+    a series with fewer than `_STREAK_MIN` values before its streak is not judged."""
+    from mldbg.rules import detect
+
+    if n < 2 or n - 1 <= _STREAK_MIN or values[n - 1] != values[n - 2] or values[n - 1] == 0:
+        return None  # (a NaN is no repeat: NaN != NaN; an inf is exploding_tensor's)
+    if not math.isfinite(values[n - 1]):
+        return None
+    x = np.asarray(values[:n], dtype=np.float64)
+    if counts is None:
+        counts = _repeat_counts(x)
+    start = int(counts[3][n - 2]) + 1  # the streak's first value (eq[n - 2]: x[n - 1] == x[n - 2])
+    repeats = n - 1 - start
+    if start < _STREAK_MIN:
+        return None
+    bar = detect.spend(n)
+    chance = _streak_chance(x, start, repeats, counts)
+    if chance >= bar:
+        return None
+    return Streak(start, repeats, float(x[-1]), chance, bar)
+
+
+def streaks_at(values: Sequence[float] | np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """`streak` at each of `lengths` at once (a bool per length: True where it reports)."""
+    x = np.asarray(values, dtype=np.float64)
+    out = np.zeros(len(lengths), dtype=bool)
+    if len(x) < 2:
+        return out
+    counts = _repeat_counts(x)
+    eq = counts[0]
+    for k, n in enumerate(np.asarray(lengths, dtype=np.int64).tolist()):
+        if 2 <= n <= len(x) and eq[n - 2]:
+            out[k] = streak(x, n, counts) is not None
+    return out

@@ -8,16 +8,83 @@ from typing import ClassVar
 
 import numpy as np
 
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.params import Range
-from mldbg.rules.stats import median
+from mldbg.rules.stats import binomial_tail, median, sliding_median
 from mldbg.rules.view import TrialView
+
+_HALF = 10  # a value's local level: the median of the 2 x 10 + 1 values centred on it
+_RECENT = 50  # the values whose share beyond `factor` x their local level is tested
+_HISTORY = 1000  # ... against the run's own rate of such values over as many before them
+
+
+def far_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
+    """For each value of `x` with `_HALF` values on either side, whether it lies beyond
+    `factor` x its local level, the median of the 21 values centred on it (a level at or
+    below 0: no); the first and last `_HALF` values are False. A spike that shifts the loss
+    for a while moves the centred median with it; an oscillation of a period up to ~10 values
+    does not: its median stays at the level its swings go both ways from."""
+    out = np.zeros(len(x), dtype=bool)
+    w = 2 * _HALF + 1
+    if len(x) < w:
+        return out
+    level = sliding_median(x, w)
+    mid = x[_HALF : len(x) - _HALF]
+    with np.errstate(invalid="ignore"):
+        out[_HALF : len(x) - _HALF] = np.isfinite(mid) & (level > 0) & (mid > factor * level)
+    return out
+
+
+def swings(
+    values: Sequence[float] | np.ndarray, n: int, flags: np.ndarray | None = None, factor: float = 10.0
+) -> tuple[int, int, float, float] | None:
+    """The decision of a divergence that swings: (values beyond 10x their local level among the
+    last `_RECENT` judged, of how many, the run's own rate of them, the chance) when, at the
+    series length `n`, the newly judged value (index n - 1 - `_HALF`) is one (`far_flags`) and
+    that many among the last `_RECENT` are improbable under the run's own rate of them over
+    the `_HISTORY` values before (Laplace: (k + 1) / (m + 2)): the binomial upper tail below
+    the n-th value's share of a 1e-3-per-run budget (`detect.spend`); else None. A loss that
+    oscillates with a growing swing (the edge of stability crossed) keeps its median while
+    half its values leave for 10^2-10^4 x it; a run's rare outlier batches (a few in 10^4) are
+    its own rate, and a spike or a schedule's rise moves the local level with it."""
+    i = n - 1 - _HALF
+    lo = i + 1 - _RECENT
+    if lo - _HISTORY // 10 < 0:  # too few values before to know the run's own rate
+        return None
+    if flags is None:
+        start = max(0, lo - _HISTORY - _HALF)
+        seg = np.asarray(values[start:n], dtype=np.float64)
+        got = far_flags(seg, factor)
+        flags = np.zeros(n, dtype=bool)
+        flags[start:n] = got
+    if not flags[i]:
+        return None
+    before = flags[max(0, lo - _HISTORY) : lo]
+    rate = (float(before.sum()) + 1) / (len(before) + 2)
+    k = int(flags[lo : i + 1].sum())
+    chance = binomial_tail(k, _RECENT, rate, upper=True)
+    if chance >= detect.spend(n):
+        return None
+    return k, _RECENT, rate, chance
+
+
+_SWING_ADVICE = (
+    "The loss oscillates with a growing swing: the learning rate is past the edge of stability "
+    "for the current curvature. Lower it (or decay it sooner), clip gradients "
+    "(torch.nn.utils.clip_grad_norm_), and roll back to a checkpoint from before the swings grew."
+)
 
 
 @register
 class LossDivergence(LossSeriesRule):
-    """A young training loss jumps to more than `factor` x its first value within its first
+    """Two tests. *Swings*, at any length: the values beyond `factor` x their local level
+    (`far_flags`) among the last 50 are too many for the run's own rate of them (`swings`: a
+    binomial test at the n-th value's share of a 1e-3-per-run budget): a loss oscillating
+    with a growing swing around an unchanged median, past the edge of stability.
+
+    *At once*: a young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
     lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
 
@@ -105,15 +172,59 @@ class LossDivergence(LossSeriesRule):
         """The fast path's screen: `_diverged` at each length (only the first `horizon`
         values of a series are judged)."""
         out = np.zeros(len(lengths), dtype=bool)
-        if name in self._fired:
-            return out
-        for i, n in enumerate(lengths.tolist()):
-            if n > self.horizon:
-                break
-            out[i] = self._diverged(values, n) is not None
+        if name not in self._fired:
+            for i, n in enumerate(lengths.tolist()):
+                if n > self.horizon:
+                    break
+                out[i] = self._diverged(values, n) is not None
+        if (name, "swings") not in self._fired and len(lengths):
+            x = np.asarray(values, dtype=np.float64)
+            top = int(lengths.max())
+            start = max(0, int(lengths.min()) - 1 - _HALF - _RECENT - _HISTORY - _HALF)
+            flags = np.zeros(top, dtype=bool)
+            flags[start:top] = far_flags(x[start:top], self.factor)
+            at = np.asarray(lengths, dtype=np.int64) - 1 - _HALF
+            cand = np.flatnonzero((at >= 0) & flags[np.clip(at, 0, top - 1)])
+            for k in cand.tolist():  # only where a newly judged value swings far: `swings`
+                if swings(x, int(lengths[k]), flags, self.factor) is not None:
+                    out[k] = True
+                    break
         return out
 
     def _judge(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
+        return self._at_once(trial, name, steps, values) + self._swinging(trial, name, steps, values)
+
+    def _swinging(
+        self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
+    ) -> list[Finding]:
+        n = len(values)
+        if (name, "swings") in self._fired or n <= 2 * _HALF:
+            return []
+        i = n - 1 - _HALF
+        mid = values[i]
+        level = median(values[i - _HALF : n])
+        if not (math.isfinite(mid) and level > 0 and mid > self.factor * level):
+            return []  # the newly judged value is no swing: nothing to test (as `swings`)
+        found = swings(values, n, factor=self.factor)
+        if found is None or not self.first((name, "swings")):
+            return []
+        k, m, rate, chance = found
+        return [
+            self.finding(
+                trial, steps[-1],
+                f"{name} (TRAIN) swings far above its level: {k} of its last {m} values to step {steps[i]} "
+                f"lie beyond {self.factor:g}x the median of the {2 * _HALF + 1} values around each (up to "
+                f"{max(values[i + 1 - m : i + 1]):.4g}, the level {level:.4g}), where this run had such "
+                f"values at a rate of {rate:.2g} (chance {chance:.2g}, below the bar of 1e-3 false alarms "
+                "per run): an oscillation that grows, the first sign of a divergence (the edge of stability)",
+                tensors=[name],
+                suggestion=_SWING_ADVICE,
+            )
+        ]  # fmt: skip
+
+    def _at_once(
         self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
     ) -> list[Finding]:
         n = len(values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,11 +14,12 @@ from mldbg.rules.losses import (
     _TREND_Z,
     GAME_STEPS,
     LossTracker,
-    Progress,
     judged_at,
     judgement,
     opposed,
     progress,
+    streak,
+    streaks_at,
     warming_up,
 )
 from mldbg.rules.select import adversarial
@@ -31,6 +33,12 @@ _FLAT_ADVICE = (
     "optimizer was built is not in it), raise the learning rate (it may be orders of magnitude too "
     "small), check that the labels match the inputs, and look for dead_relu, vanishing_gradient, "
     "unchanged_tensor or weight_update_ratio findings."
+)
+_STUCK_ADVICE = (
+    "The model or its data stopped changing: check that optimizer.step() still runs (a scaler "
+    "that skips every step after an overflow, an optimizer whose state went NaN, a learning "
+    "rate scheduled to 0), that the parameters change, and that the loader still yields new "
+    "batches (a cached batch, an exhausted iterator re-yielding its last batch)."
 )
 _RISING_ADVICE = (
     "The loss ended above where it started: lower the learning rate or decay it with a schedule, "
@@ -61,6 +69,10 @@ class LossNotDecreasing(Rule):
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
       the lowest earlier block's, and beyond the noise (the selection of the lowest allowed
       for).
+    - *stuck*: the loss has been exactly one value for longer than the run's own rate of
+      exact repeats allows at the n-th value's share of the budget (`mldbg.rules.losses.streak`:
+      a float loss under batch noise almost never repeats; a quantized log repeats at a rate
+      of its own). The model or its data stopped changing. A loss of exactly 0 is a fit.
     `mode` picks TRAIN or EVAL series (default: the training loss; a loss saved only in EVAL,
     such as a validation metric, is judged per evaluation). Tensors of the `losses`
     collection (and scalars named like "loss") are read, plus `tensor_regex`. `patience`
@@ -109,21 +121,34 @@ class LossNotDecreasing(Rule):
         out = np.zeros(len(lengths), dtype=bool)
         for i in np.flatnonzero(judged_at(self.num_steps, self.patience, lengths)).tolist():
             out[i] = bool(self._verdicts(name, "TRAIN", values, int(lengths[i]), final=False))
+        if (name, "TRAIN", "stuck") not in self._fired:
+            out |= streaks_at(values, lengths)
         return out
+
+    def _stuck(self, name: str, mode: str, values: Sequence[float] | np.ndarray, n: int) -> list:
+        """("stuck", the streak) when the first `n` of `values` end in a streak of exactly
+        equal values too long for the run's own rate of repeats (`mldbg.rules.losses.streak`),
+        judged where a window of `num_steps` closes (as the fast path screens them)."""
+        w = max(2, self.num_steps)
+        if (name, mode, "stuck") in self._fired or n % w or n < max(2, self.patience) * w:
+            return []
+        found = streak(values, n)
+        return [] if found is None else [("stuck", found)]
 
     def _verdicts(
         self, name: str, mode: str, values: Sequence[float] | np.ndarray, n: int, final: bool
-    ) -> list[tuple[str, Progress]]:
-        """The decision: ("flat" | "rise", the progress) for each condition the first `n` of
+    ) -> list[tuple[str, Any]]:
+        """The decision: ("flat" | "rise", the progress; or "stuck", the `Streak`) for each condition the first `n` of
         `values` meet (judged only at `checkpoints`, or at the end with `final`), not yet
         reported. The GAN screens are left to the caller (they read the trial)."""
+        stuck = self._stuck(name, mode, values, n) if mode == "TRAIN" else []
         k = judgement(self.num_steps, self.patience, values, n, final)
         if k is None:
-            return []
+            return stuck
         p = progress(values[:n], k)
         if p is None:
-            return []
-        out: list[tuple[str, Progress]] = []
+            return stuck
+        out: list[tuple[str, Any]] = stuck
         material = max(self.diff_percent, _MATERIAL) / 100
         if (
             (name, mode, "flat") not in self._fired
@@ -234,6 +259,17 @@ class LossNotDecreasing(Rule):
         for kind, p in found:
             if (kind == "flat" and warm) or not self.first((name, mode, kind)):
                 continue  # a flat loss while the learning rate warms up is the warm-up's
+            if kind == "stuck":
+                out.append(self.finding(
+                    trial, step,
+                    f"{what} has been exactly {p.value:.9g} for {p.repeats + 1} saved values, since step "
+                    f"{steps[p.start]}: a float loss under batch noise almost never repeats, and this run "
+                    f"repeated at its own rate a streak this long with chance below {p.chance:.2g} "
+                    f"(the bar: {p.bar:.2g}, 1e-3 false alarms per run)",
+                    tensors=[name],
+                    suggestion=_STUCK_ADVICE,
+                ))  # fmt: skip
+                continue
             n, m = p.n, p.block
             if kind == "flat":
                 out.append(self.finding(
