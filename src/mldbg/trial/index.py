@@ -15,6 +15,7 @@ import logging
 import types
 import warnings
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, KeysView, Mapping
 from functools import partial
 
@@ -43,6 +44,10 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+_Reductions = tuple[np.ndarray, np.ndarray, np.ndarray]  # a segment's saved (row, code, value)
+# segments whose saved statistics are read again from their index file, once released, kept
+_RELOADED = 8
+_RELEASE_BYTES = 32 << 20  # saved statistics held beyond which decoded ones are released
 # records of a segment built one row at a time before its whole table is decoded
 _ROWS_BEFORE_TABLE = 64
 # a read this large first checks that the data file holds it (one `size` per segment)
@@ -155,6 +160,22 @@ class _TensorColumns:
         return self._by_mode_step
 
 
+def _reductions_of(seg: SegmentIndex) -> _Reductions:
+    """A segment's saved statistics as (row, code, value) arrays of their own, sorted by row,
+    the codes it does not know (a newer writer's) left out (FORMAT.md, Compatibility)."""
+    c = seg.columns
+    rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
+    table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
+    table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
+    known = table[codes]
+    if not known.all():
+        rows, codes, values = rows[known], codes[known], values[known]
+    if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
+        order = np.argsort(rows, kind="stable")
+        rows, codes, values = rows[order], codes[order], values[order]
+    return _own(rows), _own(codes), _own(values)
+
+
 def _own(a: np.ndarray) -> np.ndarray:
     """`a`, or a copy where it is a view into other memory (an index file's bytes)."""
     return a if a.base is None else a.copy()
@@ -187,6 +208,16 @@ class RunReplaced(Exception):
     """The run being read was replaced by a new one (a restart with `overwrite=True`): its
     worker's `meta.json` names another process and its first segment changed. The Trial
     starts over on the new run (`Trial.refresh`)."""
+
+
+class _Lazy:
+    """seg -> its saved statistics, looked up when indexed (`gather_statistics`' argument)."""
+
+    def __init__(self, get: Callable[[int], _Reductions]) -> None:
+        self._get = get
+
+    def __getitem__(self, seg: int) -> _Reductions:
+        return self._get(seg)
 
 
 def _identity(meta: WorkerMeta | None) -> tuple[object, ...] | None:
@@ -228,9 +259,12 @@ class RunIndex:
         self.loaded_records = 0  # only grows
         self._segments: list[SegmentIndex] = []
         self._segment_worker: list[int] = []
-        # per segment: its saved reductions (row, code, value), sorted by row
-        self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._reduction_tables: dict[int, _ReductionTable] = {}
+        self._segment_keys: list[str] = []  # each segment's index file, a key of the store
+        # per segment: its saved reductions (row, code, value), sorted by row; None once
+        # released (`release_statistics`): read again from its index file when asked
+        self._segment_reductions: list[_Reductions | None] = []
+        self._reloaded: OrderedDict[int, _Reductions] = OrderedDict()
+        self._reduction_tables: OrderedDict[int, _ReductionTable] = OrderedDict()
         self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
         # statistic keys met so far, run-wide (`statistic_columns_of`), and each segment's
         # code -> key id table, built when its statistics are first gathered
@@ -515,7 +549,7 @@ class RunIndex:
         seg, row = cols["seg"][start:], cols["row"][start:]
         out: dict[str, np.ndarray] = {}
         for s in np.unique(seg).tolist():
-            red_rows, red_codes, red_values = self._segment_reductions[s]
+            red_rows, red_codes, red_values = self._reductions(s)
             dest = np.flatnonzero(seg == s)
             scatter_statistics(
                 out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
@@ -534,10 +568,46 @@ class RunIndex:
         return dict(
             zip(
                 starts,
-                gather_statistics(sizes, seg, row, self._segment_reductions, luts, self._stat_keys),
+                gather_statistics(sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys),
                 strict=True,
             )
         )
+
+    def _reductions(self, seg: int) -> _Reductions:
+        """A segment's saved statistics (row, code, value): as loaded, or, once released, read
+        again from its index file (the last few kept)."""
+        found = self._segment_reductions[seg]
+        if found is not None:
+            return found
+        found = self._reloaded.get(seg)
+        if found is not None:
+            self._reloaded.move_to_end(seg)
+            return found
+        old, key = self._segments[seg], self._segment_keys[seg]
+        where = f"{self.store.url}/{key}"
+        try:
+            again = decode_index(self.store.read(key), where)
+        except OSError as e:
+            raise CorruptRecord(f"{where}: cannot be read again ({e.strerror or e})") from None
+        if len(again) != len(old) or again.data_key != old.data_key:
+            raise CorruptRecord(f"{where}: changed since it was read (index files are written once)")
+        found = self._reloaded[seg] = _reductions_of(again)
+        while len(self._reloaded) > _RELOADED:
+            self._reloaded.popitem(last=False)
+        return found
+
+    def release_statistics(self) -> None:
+        """Drop the saved statistics of the segments loaded so far, where they hold more than
+        `_RELEASE_BYTES` (their scalar statistics are decoded into columns already:
+        `mldbg.trial.columns.Columns`; a 10^6-step run held ~240 MB of them). A record's
+        statistics asked later are read again from its segment's index file."""
+        held = [r for r in self._segment_reductions if r is not None]
+        if sum(a.nbytes for r in held for a in r) < _RELEASE_BYTES:
+            return
+        for seg, found in enumerate(self._segment_reductions):
+            if found is not None and seg not in self._segment_key_ids:
+                self._key_ids(seg)  # the segment's key table, built while its codes are here
+            self._segment_reductions[seg] = None
 
     def _key_ids(self, seg: int) -> np.ndarray:
         """A segment's statistic code (0-255) -> a run-wide key id (`_stat_keys`), -1 for a
@@ -546,7 +616,7 @@ class RunIndex:
         if found is None:
             key_of = self._key_of(seg)
             found = np.full(256, -1, dtype=np.int32)  # ids joined per entry: 4 bytes each
-            for code in np.flatnonzero(np.bincount(self._segment_reductions[seg][1])).tolist():
+            for code in np.flatnonzero(np.bincount(self._reductions(seg)[1])).tolist():
                 key = key_of(int(code))
                 if key is None:
                     continue
@@ -766,6 +836,8 @@ class RunIndex:
                 self._rows_asked[seg] = asked + 1
                 return self._row_statistics(seg, row)
             table = self._reduction_tables[seg] = self._reduction_table(seg)
+            while len(self._reduction_tables) > _RELOADED:  # Python lists: ~7 MB a segment
+                self._reduction_tables.popitem(last=False)
         if table is _NO_TABLE:
             return _NO_REDUCTIONS, _NO_STATISTICS
         starts, keys, reductions, values = table
@@ -784,7 +856,7 @@ class RunIndex:
         """`_statistics_at` of one row, from the segment's NumPy columns (two binary searches):
         what a segment of which only a few records are built costs, instead of its whole
         table (a reader of the columns builds a Record at a raw step now and then)."""
-        rows, codes, values = self._segment_reductions[seg]
+        rows, codes, values = self._reductions(seg)
         lo = int(rows.searchsorted(row, "left"))
         hi = int(rows.searchsorted(row, "right"))
         if lo == hi:
@@ -799,7 +871,7 @@ class RunIndex:
     def _reduction_table(self, seg: int) -> _ReductionTable:
         """A segment's saved statistics as Python lists, decoded once, the first time a record
         of it is asked for (codes 64-255 through the segment's own code table)."""
-        rows, codes, values = self._segment_reductions[seg]
+        rows, codes, values = self._reductions(seg)
         if not len(rows):
             return _NO_TABLE
         starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
@@ -965,18 +1037,10 @@ class RunIndex:
         seg_idx = len(self._segments)
         self._segments.append(seg)
         self._segment_worker.append(worker_id)
+        self._segment_keys.append(key)
         self.loaded_records += len(seg)
         c = seg.columns
-        rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
-        table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
-        table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
-        known = table[codes]
-        if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
-            rows, codes, values = rows[known], codes[known], values[known]
-        if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
-            order = np.argsort(rows, kind="stable")
-            rows, codes, values = rows[order], codes[order], values[order]
-        self._segment_reductions.append((_own(rows), _own(codes), _own(values)))
+        self._segment_reductions.append(_reductions_of(seg))
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
@@ -1035,7 +1099,12 @@ class RunIndex:
     def step_info(self, step: int) -> tuple[int, int] | None:
         """(mode value, mode step) of global step `step`, or None when it has no saved data."""
         steps, modes, msteps = self.step_table()
-        i = int(np.searchsorted(steps, step))
+        n = len(steps)
+        if n and isinstance(step, (int, np.integer)) and steps.item(n - 1) - steps.item(0) == n - 1:
+            i = int(step) - steps.item(0)  # every step of a stretch: an offset, no search
+            i = i if 0 <= i < n else n
+        else:
+            i = int(np.searchsorted(steps, step))
         if i < len(steps) and int(steps[i]) == step:
             return int(modes[i]), int(msteps[i])
         return None
@@ -1045,7 +1114,10 @@ class RunIndex:
         self.step_table()
         if self._by_mode is None:
             order = np.lexsort((self._step_seq, self._step_msteps, self._step_modes))
-            self._by_mode = (self._step_modes[order], self._step_msteps[order], self._steps[order])
+            if bool(np.all(order[1:] > order[:-1])):  # in that order already (one mode): shared
+                self._by_mode = (self._step_modes, self._step_msteps, self._steps)
+            else:
+                self._by_mode = (self._step_modes[order], self._step_msteps[order], self._steps[order])
         return self._by_mode
 
     def mode_steps(self, mode: int) -> np.ndarray:

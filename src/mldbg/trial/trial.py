@@ -499,6 +499,11 @@ class Trial:
             self._unknown(name)
         return self._index.statistic_columns(name, start)
 
+    def _statistics_decoded(self) -> None:
+        """Every tensor's scalar statistics of the records loaded so far are decoded into
+        columns (`Columns`): the index may drop its copy of them (`RunIndex.release_statistics`)."""
+        self._index.release_statistics()
+
     def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
         """`statistic_columns(name, start)` of several tensors (name -> start), decoded together
         in one pass over each segment: what `Columns` asks when it decodes a run's tensors."""
