@@ -19,7 +19,7 @@ NAMES = 80  # more than the 64 beyond which the index gathers every tensor toget
 
 def write(out: str) -> None:
     """80 scalars (through save_scalar; every 7th only on even steps, one NaN throughout) over
-    6 steps with an eval pass, a float32, an int64 and a bool one-number tensor, a 3-value
+    6 steps with an eval pass, a loss, a float32, an int64 and a bool one-number tensor, a 3-value
     vector and a tensor of one value, then two."""
     rec = Recorder(
         out,
@@ -35,6 +35,7 @@ def write(out: str) -> None:
             if i % 7 == 0 and step % 2:
                 continue
             rec.save_scalar(f"metric/{i:03d}", float(rng.standard_normal()) if i != 5 else float("nan"))
+        rec.save_scalar("loss", 1.0 / (step + 1) + 0.1 * (mode == mldbg.Mode.EVAL), ("losses",))
         rec.save("t/f32", np.asarray(rng.standard_normal(), dtype=np.float32), rec.plan("t/f32", ()))
         rec.save("t/i64", np.asarray(step * 3, dtype=np.int64), rec.plan("t/i64", ()))
         rec.save("t/bool", np.asarray([step % 2 == 0]), rec.plan("t/bool", ()))
@@ -102,3 +103,4 @@ def test_the_dashboard_scalars_read_together_are_the_same(tmp_path, monkeypatch)
     together, one_by_one = body(0), body(10**9)
     assert together == one_by_one
     assert '"NaN"' in together  # metric/005 is NaN throughout: served as JavaScript reads it
+    assert '"passes": [{' in together  # the loss's eval pass

@@ -370,13 +370,13 @@ class RunData:
         trial = self._trial()
         if known is None:
             return [trial.mode(s).name for s in steps]
-        out = []
-        for s in steps:
-            name = known.get(s)
-            if name is None:
-                name = known[s] = trial.mode(s).name
-            out.append(name)
-        return out
+        try:
+            return [known[s] for s in steps]
+        except KeyError:
+            for s in steps:
+                if s not in known:
+                    known[s] = trial.mode(s).name
+            return [known[s] for s in steps]
 
     def _pace(self, series: _Series) -> dict[str, Any]:
         """How often `series` was saved, per mode (`mldbg.report.cadence`): `breaks`, the steps
@@ -421,25 +421,35 @@ class RunData:
             mode_names: dict[int, str] = {}  # step -> its mode's name, asked once per step
             for collection in SCALAR_COLLECTIONS:
                 for name in collections.get(collection, []):
-                    series = self._cached(("scalar", name))
                     read = together.get(name)
-                    if read is not None:
-                        series.add(*read)
+                    series: _Series | None = None
+                    if read is not None:  # read whole: served as read, no series cached
+                        cut = 0 if since is None else int(np.searchsorted(read[0], since, "right"))
+                        steps = read[0][cut:].tolist()
+                        values = read[1][cut:].tolist()
+                        if not math.isfinite(sum(values)):  # a NaN or an infinity (or an overflow)
+                            values = [num(v) for v in values]
                     else:
+                        series = self._cached(("scalar", name))
                         tensor = trial.tensor(name)
                         series.extend(tensor.steps(), functools.partial(_scalar_at, tensor))
-                    steps = [s for s in series.since(since) if series.values[s] is not None]
+                        steps = [s for s in series.since(since) if series.values[s] is not None]
+                        values = [num(series.values[s]) for s in steps]
                     modes = self._modes(steps, mode_names)
                     item: dict[str, Any] = {
                         "name": name,
                         "collection": collection,
                         "steps": steps,
                         "modes": modes,
-                        "values": [num(series.values[s]) for s in steps],
+                        "values": values,
                         "wall_time": [times.get(s) for s in steps],
                         "epochs": None if epochs is None else [_at_or_before(epochs, s) for s in steps],
                     }
                     if collection == "losses":
+                        if series is None:
+                            assert read is not None
+                            series = _Series(self.damaged)
+                            series.add(*read)
                         item["passes"] = self._passes(series, since, times)
                     out.append(item)
         return {"run": self.name, "series": out, "last_step": self.last_step, "time_source": kinds}

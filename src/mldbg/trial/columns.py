@@ -519,6 +519,11 @@ class Columns:
         if release is not None and self.trial.loaded_records == loaded:
             release()  # every tensor's statistics loaded so far are in the columns now
 
+    def steps(self) -> np.ndarray:
+        """The run's global steps with saved data (`Trial.steps()`), sorted, as the trial's
+        own int64 array (shared: not to be written to)."""
+        return self.trial._step_table()[0]
+
     def modes(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
         the run), as `Trial.mode` and `Trial.mode_step` give them, from the run's table of its
