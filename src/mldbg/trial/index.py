@@ -61,6 +61,19 @@ class _TensorColumns:
     as segments load and gathered into the columns on the next query, into buffers that grow
     by doubling, so a refresh costs what is new. Step lookups grow the same way."""
 
+    __slots__ = (
+        "_buffers",
+        "_by_mode_step",
+        "_by_mode_step_upto",
+        "_by_step",
+        "_by_step_upto",
+        "_chunks",
+        "_n",
+        "_ordered",
+        "_ordered_upto",
+        "_view",
+    )
+
     def __init__(self) -> None:
         self._chunks: list[tuple[int, np.ndarray]] = []  # loaded, not yet in the columns
         self._buffers: dict[str, np.ndarray] = {}
@@ -560,6 +573,8 @@ class RunIndex:
         """`statistic_columns` of several known tensors (name -> start) at once: each segment's
         saved statistics are located for all of them together (`gather_statistics`), so the
         cost is a pass per segment, not per tensor and segment."""
+        if all(r is not None and not len(r[0]) for r in self._segment_reductions):
+            return {name: {} for name in starts}  # no statistics saved (a run of scalars)
         picked = {name: self._tensors[name].columns(self) for name in starts}
         seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
         row = np.concatenate([picked[n]["row"][s:] for n, s in starts.items()] or [_EMPTY])
@@ -1044,15 +1059,17 @@ class RunIndex:
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
+        starts = starts.tolist()
         bounds = [*starts[1:], len(order)] if len(order) else []  # an empty segment: zero rows
-        for lid, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True):
-            name = seg.names[lid]
-            tensor = self._tensors.get(name)
+        names, tensors = seg.names, self._tensors  # a pass per name: locals (100,000 names)
+        for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
+            name = names[lid]
+            tensor = tensors.get(name)
             if tensor is None:
-                tensor = self._tensors[name] = _TensorColumns()
-            tensor.add(seg_idx, order[a:b])
+                tensor = tensors[name] = _TensorColumns()
+            tensor._chunks.append((seg_idx, order[a:b]))
         for coll, lids in seg.collections.items():
-            self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
+            self.collections.setdefault(coll, set()).update(map(names.__getitem__, lids))
         steps, first = np.unique(c["step"], return_index=True)
         if len(steps):
             met = np.arange(self._step_seq_next, self._step_seq_next + len(steps), dtype=np.int64)
