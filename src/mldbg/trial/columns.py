@@ -252,9 +252,9 @@ def _located(known: np.ndarray, steps: np.ndarray) -> np.ndarray:
     saved at every step of a stretch (a loss, a run's table of 10^6 steps) are a range:
     then an offset, not a binary search of each."""
     n = len(known)
-    if n and known.item(n - 1) - known.item(0) == n - 1:  # contiguous
+    if n > _DICT_STEPS and known.item(n - 1) - known.item(0) == n - 1:  # a long range
         return np.clip(np.asarray(steps, dtype=np.int64) - known.item(0), 0, n - 1)
-    return np.minimum(np.searchsorted(known, steps), max(0, n - 1))
+    return np.minimum(np.searchsorted(known, steps), max(0, n - 1))  # few: a search costs less
 
 
 def _increasing(steps: np.ndarray) -> bool:
