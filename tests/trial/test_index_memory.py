@@ -73,3 +73,38 @@ def test_the_readers_of_a_trial_share_its_columns(tmp_path):
     assert w is not None and w.has_statistics
     np.testing.assert_array_equal(w.statistic("mean"), np.arange(6) + 0.25)
     assert Columns.of(mldbg.create_trial(tmp_path)) is not first.columns  # another trial: its own
+
+
+def test_statistics_released_once_decoded_are_read_again_the_same(tmp_path, monkeypatch):
+    """Once every tensor's statistics are decoded into columns, the index drops its copy of
+    them (where they are large: here any size) and reads a segment's again from its index
+    file when a record's statistics are asked: the same numbers, the same columns."""
+    from mldbg.trial import index as index_module
+
+    write(str(tmp_path))
+    kept = mldbg.create_trial(tmp_path)
+    want = [(r.step, dict(r.statistics), dict(r.reductions)) for r in kept.records("w")]
+    want_columns = kept.statistic_columns("w")
+
+    monkeypatch.setattr(index_module, "_RELEASE_BYTES", 0)
+    monkeypatch.setattr(index_module, "_RELOADED", 1)  # read again at each change of segment
+    trial = mldbg.create_trial(tmp_path)
+    columns = TrialView(trial).columns.tensor("w")
+    assert columns is not None and columns.statistic("mean") is not None
+    index = trial._index
+    assert all(r is None for r in index._segment_reductions)  # released
+    got = [(r.step, dict(r.statistics), dict(r.reductions)) for r in trial.records("w")]
+    assert got == want
+    assert len(index._reloaded) <= 1
+    again = trial.statistic_columns("w")
+    assert again.keys() == want_columns.keys()
+    for key, col in want_columns.items():
+        np.testing.assert_array_equal(again[key], col)
+    np.testing.assert_array_equal(columns.statistic("mean"), want_columns["mean"])
+
+
+def test_a_small_run_keeps_its_statistics(tmp_path):
+    write(str(tmp_path))
+    trial = mldbg.create_trial(tmp_path)
+    assert TrialView(trial).columns.tensor("w") is not None
+    assert all(r is not None for r in trial._index._segment_reductions)

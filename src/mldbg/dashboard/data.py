@@ -47,6 +47,7 @@ log = logging.getLogger("mldbg")
 SCALAR_COLLECTIONS = ("losses", "scalars")
 MAX_CACHED_SERIES = 256
 MAX_SERIES = 64  # tensors per /series call
+MANY_SCALARS = 64  # scalar series beyond which their values are read together
 OPEN_AT_START = 20  # runs opened before the app serves; the others in the background
 EVIDENCE_STEPS = 50  # saved steps either side of a finding
 
@@ -92,6 +93,16 @@ class _Series:
             except CorruptRecord as e:  # a damaged data file: report it, serve the other steps
                 self.skipped[step] = str(e)
                 self.damaged.add(str(e))
+
+    def add(self, steps: np.ndarray, values: np.ndarray) -> None:
+        """The values read together (`Trial.one_number_series`): those of steps not held yet."""
+        have = self.values
+        if not have and not self.skipped:  # a new series: all of them
+            have.update(zip(steps.tolist(), values.tolist(), strict=True))
+            return
+        for step, value in zip(steps.tolist(), values.tolist(), strict=True):
+            if step not in have and step not in self.skipped:
+                have[step] = value
 
     def since(self, since: int | None) -> list[int]:
         return sorted(s for s in self.values if since is None or s > since)
@@ -353,9 +364,19 @@ class RunData:
             self._series.move_to_end(key)
         return series
 
-    def _modes(self, steps: list[int]) -> list[str]:
+    def _modes(self, steps: list[int], known: dict[int, str] | None = None) -> list[str]:
+        """The mode's name of each step; `known`: step -> name, kept across calls (the many
+        series of a run share their steps)."""
         trial = self._trial()
-        return [trial.mode(s).name for s in steps]
+        if known is None:
+            return [trial.mode(s).name for s in steps]
+        try:
+            return [known[s] for s in steps]
+        except KeyError:
+            for s in steps:
+                if s not in known:
+                    known[s] = trial.mode(s).name
+            return [known[s] for s in steps]
 
     def _pace(self, series: _Series) -> dict[str, Any]:
         """How often `series` was saved, per mode (`mldbg.report.cadence`): `breaks`, the steps
@@ -394,23 +415,41 @@ class RunData:
             collections = trial.collections()
             times, kinds = self._wall_times()
             epochs = self._epochs()
+            # many names: the one-number series read together (`Trial.one_number_series`)
+            listed = [n for c in SCALAR_COLLECTIONS for n in collections.get(c, [])]
+            together = trial.one_number_series(listed) if len(listed) > MANY_SCALARS else {}
+            mode_names: dict[int, str] = {}  # step -> its mode's name, asked once per step
             for collection in SCALAR_COLLECTIONS:
                 for name in collections.get(collection, []):
-                    tensor = trial.tensor(name)
-                    series = self._cached(("scalar", name))
-                    series.extend(tensor.steps(), functools.partial(_scalar_at, tensor))
-                    steps = [s for s in series.since(since) if series.values[s] is not None]
-                    modes = self._modes(steps)
+                    read = together.get(name)
+                    series: _Series | None = None
+                    if read is not None:  # read whole: served as read, no series cached
+                        cut = 0 if since is None else int(np.searchsorted(read[0], since, "right"))
+                        steps = read[0][cut:].tolist()
+                        values = read[1][cut:].tolist()
+                        if not math.isfinite(sum(values)):  # a NaN or an infinity (or an overflow)
+                            values = [num(v) for v in values]
+                    else:
+                        series = self._cached(("scalar", name))
+                        tensor = trial.tensor(name)
+                        series.extend(tensor.steps(), functools.partial(_scalar_at, tensor))
+                        steps = [s for s in series.since(since) if series.values[s] is not None]
+                        values = [num(series.values[s]) for s in steps]
+                    modes = self._modes(steps, mode_names)
                     item: dict[str, Any] = {
                         "name": name,
                         "collection": collection,
                         "steps": steps,
                         "modes": modes,
-                        "values": [num(series.values[s]) for s in steps],
+                        "values": values,
                         "wall_time": [times.get(s) for s in steps],
                         "epochs": None if epochs is None else [_at_or_before(epochs, s) for s in steps],
                     }
                     if collection == "losses":
+                        if series is None:
+                            assert read is not None
+                            series = _Series(self.damaged)
+                            series.add(*read)
                         item["passes"] = self._passes(series, since, times)
                     out.append(item)
         return {"run": self.name, "series": out, "last_step": self.last_step, "time_source": kinds}

@@ -127,12 +127,11 @@ class RuleRunner:
 
     # internals ------------------------------------------------------------------------------
     def _run(self, complete: bool) -> list[Finding]:
-        steps = self.trial.steps()
-        if len(steps) != self._seen_steps:
-            self._seen_steps = len(steps)
+        every = self.view.columns.steps()  # the run's steps as an array: no list of 10^6 ints
+        if len(every) != self._seen_steps:
+            self._seen_steps = len(every)
             self.view.refreshed()
         self._activate(complete)
-        every = np.asarray(steps, dtype=np.int64)
         lo = int(np.searchsorted(every, self._last, side="right"))
         hi = len(every) if self.end_step is None else int(np.searchsorted(every, self.end_step))
         new = every[lo:hi].copy()
@@ -300,7 +299,7 @@ class RuleRunner:
     def _activate(self, complete: bool) -> None:
         if not self._waiting:
             return
-        if not self.trial.steps():
+        if not len(self.view.columns.steps()):
             # rules on other series (the profiler's) need no saved tensor step to start
             self._active.extend(r for r in self._waiting if not r.needs_steps)
             self._waiting = [r for r in self._waiting if r.needs_steps]

@@ -219,17 +219,74 @@ def rising_share(x: Sequence[float]) -> float:
 
 # the same over whole series at once, for the rules' fast path (`check_columns`) ---------------
 _MEDIAN_BLOCK = 1 << 20  # values `sliding_median` sorts at a time (8 MB)
+_WIDE = 64  # windows at least this wide: `_order_statistics` (time independent of the width)
+_CHUNK = 1 << 16  # windows `_order_statistics` ranks together (~5 MB of tables)
 
 
 def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
     """The median of each run of `width` consecutive values of `x` (len(x) - width + 1 of
     them): `np.median` over a sliding window view, a block of windows at a time (the median
-    copies what it sorts: all of 10^6 windows of 200 at once would be 1.6 GB)."""
+    copies what it sorts: all of 10^6 windows of 200 at once would be 1.6 GB); for wide
+    windows, the same numbers from `_order_statistics` (the middle values, exactly; NaN where
+    a window holds a NaN, as `np.median` gives)."""
+    if width >= _WIDE and len(x) - width + 1 >= 16 * width and x.dtype == np.float64:
+        middle = [(width - 1) // 2] if width % 2 else [width // 2 - 1, width // 2]
+        found = _order_statistics(x, width, middle)
+        out = found[0] if len(found) == 1 else (found[0] + found[1]) / 2  # np.median's mean of two
+        nan = np.concatenate(([0], np.cumsum(np.isnan(x))))
+        out[nan[width:] > nan[:-width]] = np.nan
+        return out
     windows = np.lib.stride_tricks.sliding_window_view(x, width)
     block = max(1, _MEDIAN_BLOCK // width)
     if len(windows) <= block:
         return np.median(windows, axis=1)
     return np.concatenate([np.median(windows[a : a + block], axis=1) for a in range(0, len(windows), block)])
+
+
+def _order_statistics(x: np.ndarray, width: int, ks: Sequence[int]) -> list[np.ndarray]:
+    """For each k of `ks`, the k-th smallest value (0-based) of each run of `width`
+    consecutive values of `x`: a wavelet matrix over the values' ranks, queried for every
+    window at once (about 17 levels of a few array operations per chunk of 2^16 windows), in
+    place of a partial sort of each window (`np.median`'s time grows with the width: 2.6 s
+    for 10^6 windows of 200, against ~0.6 s here). The values themselves are returned, so a
+    window's k-th value is the one a sort of it puts at k (NaN sorts last: mask the windows
+    that hold one)."""
+    m = len(x) - width + 1
+    out = [np.empty(m) for _ in ks]
+    for a in range(0, m, max(_CHUNK, 4 * width)):
+        b = min(m, a + max(_CHUNK, 4 * width))
+        seg = x[a : b + width - 1]
+        size = len(seg)
+        order = np.argsort(seg, kind="stable")
+        rank = np.empty(size, dtype=np.int32)
+        rank[order] = np.arange(size, dtype=np.int32)
+        bits = max(1, (size - 1).bit_length())
+        zeros_before = []  # per level (high bit first): how many 0 bits precede each position
+        cur = rank
+        for bit in range(bits - 1, -1, -1):
+            one = ((cur >> bit) & 1).astype(bool)
+            zc = np.empty(size + 1, dtype=np.int32)
+            zc[0] = 0
+            np.cumsum(~one, out=zc[1:])
+            zeros_before.append(zc)
+            cur = np.concatenate((cur[~one], cur[one]))  # stable: 0 bits first
+        for j, k in enumerate(ks):
+            lo = np.arange(b - a, dtype=np.int32)
+            hi = lo + width
+            kk = np.full(b - a, k, dtype=np.int32)
+            found = np.zeros(b - a, dtype=np.int32)
+            for level, bit in enumerate(range(bits - 1, -1, -1)):
+                zc = zeros_before[level]
+                nz = zc[-1]
+                zl, zr = zc[lo], zc[hi]
+                zeros = zr - zl
+                right = kk >= zeros  # the k-th has this bit set: among the ones
+                kk = np.where(right, kk - zeros, kk)
+                lo = np.where(right, lo - zl + nz, zl)
+                hi = np.where(right, hi - zr + nz, zr)
+                found |= right.astype(np.int32) << bit
+            out[j][a:b] = seg[order[found]]
+    return out
 
 
 def trailing_median(x: np.ndarray, width: int) -> np.ndarray:

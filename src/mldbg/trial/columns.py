@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -30,6 +30,12 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 _MANY = 64  # tensors, beyond which the small ones' values are read together
 _DICT_STEPS = 4096  # a tensor saved at more steps is looked up by binary search (`index`)
 _GROUP_ENTRIES = 1 << 20  # saved statistics decoded together (`gather_statistics`): ~20 MB joined
+
+
+class _BySegment(Protocol):
+    """Segment number -> its saved statistics (row, code, value): a list, or a lookup."""
+
+    def __getitem__(self, seg: int, /) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 def scatter_statistics(
@@ -60,7 +66,7 @@ def gather_statistics(
     sizes: Sequence[int],
     seg: np.ndarray,
     row: np.ndarray,
-    reductions: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    reductions: _BySegment,
     key_ids: Mapping[int, np.ndarray],
     keys: Sequence[str],
 ) -> list[dict[str, np.ndarray]]:
@@ -107,7 +113,7 @@ def _gather_group(
     seg: np.ndarray,
     row: np.ndarray,
     used: Sequence[int],
-    reductions: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    reductions: _BySegment,
     key_ids: Mapping[int, np.ndarray],
     keys: Sequence[str],
 ) -> None:
@@ -240,6 +246,17 @@ def bad_checksums(pieces: Sequence[bytes], expected: np.ndarray) -> np.ndarray:
     return np.flatnonzero(found != expected)
 
 
+def _located(known: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """For each of `steps`, the index of the first of `known` (sorted, distinct) not below
+    it, clipped to the last (0 when `known` is empty): where it is, when it is there. Steps
+    saved at every step of a stretch (a loss, a run's table of 10^6 steps) are a range:
+    then an offset, not a binary search of each."""
+    n = len(known)
+    if n > _DICT_STEPS and known.item(n - 1) - known.item(0) == n - 1:  # a long range
+        return np.clip(np.asarray(steps, dtype=np.int64) - known.item(0), 0, n - 1)
+    return np.minimum(np.searchsorted(known, steps), max(0, n - 1))  # few: a search costs less
+
+
 def _increasing(steps: np.ndarray) -> bool:
     """Are `steps` strictly increasing?"""
     return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
@@ -309,8 +326,12 @@ class TensorColumns:
     def index(self, step: int) -> int:
         """The index of a global step in `steps`; -1 when the tensor has no record there."""
         if len(self.steps) > _DICT_STEPS:  # a dict of 10^6 steps held ~100 MB: binary search
+            n, first = len(self.steps), self.steps.item(0)
+            if isinstance(step, (int, np.integer)) and self.steps.item(n - 1) - first == n - 1:
+                i = int(step) - first  # every step of a stretch: an offset, no search
+                return i if 0 <= i < n else -1
             i = int(self.steps.searchsorted(step))
-            return i if i < len(self.steps) and self.steps.item(i) == step else -1
+            return i if i < n and self.steps.item(i) == step else -1
         pos = self._positions
         if pos is None:
             pos = self._positions = dict(zip(self.steps.tolist(), range(len(self.steps)), strict=True))
@@ -366,8 +387,7 @@ class TensorColumns:
             out = np.full(len(steps), -1, dtype=np.int64)
             out[pos[hit]] = np.flatnonzero(hit)
             return out
-        i = np.searchsorted(self.steps, steps)
-        i = np.minimum(i, len(self.steps) - 1)
+        i = _located(self.steps, steps)
         return np.where(self.steps[i] == steps, i, -1)
 
     @property
@@ -495,6 +515,14 @@ class Columns:
         for cols in todo:
             cols._grow(self.trial, decoded[cols.name])
             self._seen[cols.name] = loaded
+        release = getattr(self.trial, "_statistics_decoded", None)
+        if release is not None and self.trial.loaded_records == loaded:
+            release()  # every tensor's statistics loaded so far are in the columns now
+
+    def steps(self) -> np.ndarray:
+        """The run's global steps with saved data (`Trial.steps()`), sorted, as the trial's
+        own int64 array (shared: not to be written to)."""
+        return self.trial._step_table()[0]
 
     def modes(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mode value (`Mode`) and the mode's own step of each of `steps` (global steps of
@@ -502,14 +530,13 @@ class Columns:
         steps (NumPy arrays, shared with the trial: nothing copied per call)."""
         for _ in range(2):
             known, modes, mode_steps = self.trial._step_table()
-            i = np.minimum(np.searchsorted(known, steps), max(0, len(known) - 1))
+            i = _located(known, steps)
             if len(known) and bool((known[i] == steps).all()):
                 return modes[i], mode_steps[i]
             missing = steps[known[i] != steps] if len(known) else steps
             self.trial.mode(int(missing[0]))  # raises the trial's error for a step it does not have
         known, modes, mode_steps = self.trial._step_table()  # loaded by that refresh
-        i = np.minimum(np.searchsorted(known, steps), max(0, len(known) - 1))
-        return modes[i], mode_steps[i]
+        return modes[_located(known, steps)], mode_steps[_located(known, steps)]
 
     def values(self, name: str, max_elements: int = 1024) -> tuple[np.ndarray, np.ndarray] | None:
         """The saved values of a small tensor (a loss, a vector statistic record

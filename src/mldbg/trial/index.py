@@ -15,6 +15,7 @@ import logging
 import types
 import warnings
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, KeysView, Mapping
 from functools import partial
 
@@ -43,6 +44,10 @@ _FIXED_KEYS = {code: key for key, code in FIXED_CODES.items()}  # reductions and
 # their (reduction, abs) for the codes that are reductions (else None), values
 _ReductionTable = tuple[list[int], list[str], list[tuple[str, bool] | None], list[float]]
 _NO_TABLE: _ReductionTable = ([], [], [], [])
+_Reductions = tuple[np.ndarray, np.ndarray, np.ndarray]  # a segment's saved (row, code, value)
+# segments whose saved statistics are read again from their index file, once released, kept
+_RELOADED = 8
+_RELEASE_BYTES = 32 << 20  # saved statistics held beyond which decoded ones are released
 # records of a segment built one row at a time before its whole table is decoded
 _ROWS_BEFORE_TABLE = 64
 # a read this large first checks that the data file holds it (one `size` per segment)
@@ -55,6 +60,19 @@ class _TensorColumns:
     """One tensor's records as NumPy columns in load order: (segment, row) chunks are appended
     as segments load and gathered into the columns on the next query, into buffers that grow
     by doubling, so a refresh costs what is new. Step lookups grow the same way."""
+
+    __slots__ = (
+        "_buffers",
+        "_by_mode_step",
+        "_by_mode_step_upto",
+        "_by_step",
+        "_by_step_upto",
+        "_chunks",
+        "_n",
+        "_ordered",
+        "_ordered_upto",
+        "_view",
+    )
 
     def __init__(self) -> None:
         self._chunks: list[tuple[int, np.ndarray]] = []  # loaded, not yet in the columns
@@ -155,6 +173,22 @@ class _TensorColumns:
         return self._by_mode_step
 
 
+def _reductions_of(seg: SegmentIndex) -> _Reductions:
+    """A segment's saved statistics as (row, code, value) arrays of their own, sorted by row,
+    the codes it does not know (a newer writer's) left out (FORMAT.md, Compatibility)."""
+    c = seg.columns
+    rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
+    table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
+    table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
+    known = table[codes]
+    if not known.all():
+        rows, codes, values = rows[known], codes[known], values[known]
+    if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
+        order = np.argsort(rows, kind="stable")
+        rows, codes, values = rows[order], codes[order], values[order]
+    return _own(rows), _own(codes), _own(values)
+
+
 def _own(a: np.ndarray) -> np.ndarray:
     """`a`, or a copy where it is a view into other memory (an index file's bytes)."""
     return a if a.base is None else a.copy()
@@ -187,6 +221,16 @@ class RunReplaced(Exception):
     """The run being read was replaced by a new one (a restart with `overwrite=True`): its
     worker's `meta.json` names another process and its first segment changed. The Trial
     starts over on the new run (`Trial.refresh`)."""
+
+
+class _Lazy:
+    """seg -> its saved statistics, looked up when indexed (`gather_statistics`' argument)."""
+
+    def __init__(self, get: Callable[[int], _Reductions]) -> None:
+        self._get = get
+
+    def __getitem__(self, seg: int) -> _Reductions:
+        return self._get(seg)
 
 
 def _identity(meta: WorkerMeta | None) -> tuple[object, ...] | None:
@@ -228,9 +272,12 @@ class RunIndex:
         self.loaded_records = 0  # only grows
         self._segments: list[SegmentIndex] = []
         self._segment_worker: list[int] = []
-        # per segment: its saved reductions (row, code, value), sorted by row
-        self._segment_reductions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._reduction_tables: dict[int, _ReductionTable] = {}
+        self._segment_keys: list[str] = []  # each segment's index file, a key of the store
+        # per segment: its saved reductions (row, code, value), sorted by row; None once
+        # released (`release_statistics`): read again from its index file when asked
+        self._segment_reductions: list[_Reductions | None] = []
+        self._reloaded: OrderedDict[int, _Reductions] = OrderedDict()
+        self._reduction_tables: OrderedDict[int, _ReductionTable] = OrderedDict()
         self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
         # statistic keys met so far, run-wide (`statistic_columns_of`), and each segment's
         # code -> key id table, built when its statistics are first gathered
@@ -324,6 +371,116 @@ class RunIndex:
                 positions = tuple(p for p in positions if cols["worker"][p] == wid)
         return Records(name, cols, positions, self.workers, lambda p: self._record_at(name, cols, p))
 
+    def step_counts(self, names: list[str]) -> np.ndarray:
+        """How many distinct global steps each known tensor of `names` has records at (what
+        `len(Tensor.steps())` says), for all of them in one pass over their step columns
+        joined: `mldbg ls` of 100,000 names, where a `Records` and a sort per name cost
+        tens of microseconds each."""
+        tensors = [self._tensors[n] for n in names]
+        pending = next((t for t in tensors if t._chunks), None)
+        if pending is not None:
+            self._gather_pending(pending)  # every pending tensor of a run of many names
+            for t in tensors:
+                if t._chunks:
+                    t.columns(self)
+        sizes = np.fromiter((t._n for t in tensors), dtype=np.int64, count=len(tensors))
+        counts = np.zeros(len(tensors), dtype=np.int64)
+        if not int(sizes.sum()):
+            return counts
+        steps = np.concatenate([t._buffers["step"][: t._n] for t in tensors if t._n])
+        owner = np.repeat(np.arange(len(tensors), dtype=np.int64), sizes)
+        if len(steps) > 1 and not bool(np.all((steps[1:] > steps[:-1]) | (owner[1:] != owner[:-1]))):
+            order = np.lexsort((steps, owner))  # some tensor's steps out of order or repeated
+            steps, owner = steps[order], owner[order]
+        first = np.ones(len(steps), dtype=bool)
+        first[1:] = (steps[1:] != steps[:-1]) | (owner[1:] != owner[:-1])
+        counts += np.bincount(owner[first], minlength=len(tensors))
+        return counts
+
+    def one_number_series(self, names: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """name -> (its global steps, its values as float64) for each known tensor of `names`
+        saved as one number (one element, raw) at one record a step, its steps in load order:
+        what reading it step by step (`read` of the record at each step) gives, read for all of
+        them together, a read per segment and array operations over every record. A tensor
+        that does not read cleanly so (several records a step, a vector, only reductions
+        saved, a record scattered among large ones, a short read or a checksum that differs)
+        is left out: read it step by step, which says what is wrong. A run of 100,000 scalar
+        names is a few reads and no Python per record."""
+        tensors = [self._tensors[n] for n in names]
+        pending = next((t for t in tensors if t._chunks), None)
+        if pending is not None:
+            self._gather_pending(pending)
+            for t in tensors:
+                if t._chunks:
+                    t.columns(self)
+        kept = [i for i, t in enumerate(tensors) if t._n]
+        if not kept:
+            return {}
+        tensors = [tensors[i] for i in kept]
+        names = [names[i] for i in kept]
+        sizes = np.fromiter((t._n for t in tensors), dtype=np.int64, count=len(tensors))
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        cols = {
+            k: np.concatenate([t._buffers[k][: t._n] for t in tensors]) for k in ("seg", "row", "step", "raw")
+        }
+        seg, row, step = cols["seg"], cols["row"], cols["step"].astype(np.int64, copy=False)
+        owner = np.repeat(np.arange(len(tensors), dtype=np.int64), sizes)
+        ok = cols["raw"].copy()  # per record: reads cleanly as one number
+        if len(step) > 1:
+            later = np.ones(len(step), dtype=bool)
+            later[1:] = (step[1:] > step[:-1]) | (owner[1:] != owner[:-1])
+            ok &= later
+        dtype = np.zeros(len(row), dtype=np.int64)
+        offset = np.zeros(len(row), dtype=np.int64)
+        nbytes = np.zeros(len(row), dtype=np.int64)
+        values = np.full(len(row), np.nan)
+        itemsize = np.asarray([numpy_dtype(d).itemsize for d in DTYPES], dtype=np.int64)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            c, r = self._segments[s].columns, row[at]
+            dtype[at], offset[at], nbytes[at] = c["dtype"][r], c["offset"][r], c["nbytes"][r]
+            ok[at] &= nbytes[at] == itemsize[dtype[at]]
+            at = at[ok[at]]
+            if not len(at):
+                continue
+            base, end = int(offset[at].min()), int((offset[at] + nbytes[at]).max())
+            if end - base > max(8 * int(nbytes[at].sum()), 1 << 20):
+                ok[at] = False  # scattered among larger records: read step by step
+                continue
+            key = self._segments[s].data_key
+            try:
+                blob = self.store.read(key, base, end - base)
+            except OSError:
+                ok[at] = False
+                continue
+            if len(blob) != end - base:
+                ok[at] = False
+                continue
+            crc = c.get("crc")
+            if crc is not None:  # format 3: every record's bytes verified, as read() does
+                pieces = [
+                    blob[o : o + n]
+                    for o, n in zip((offset[at] - base).tolist(), nbytes[at].tolist(), strict=True)
+                ]
+                bad = bad_checksums(pieces, crc[row[at]])
+                if len(bad):
+                    ok[at[bad]] = False
+                    at = np.delete(at, bad)
+            raw = np.frombuffer(blob, dtype=np.uint8)
+            for code in np.unique(dtype[at]).tolist():
+                these = at[dtype[at] == code]
+                name = DTYPES[code]
+                width = int(itemsize[code])
+                where = (offset[these] - base)[:, None] + np.arange(width)
+                got = raw[where].reshape(-1).view(numpy_dtype(name))
+                values[these] = to_numpy_value(got, name).astype(np.float64)
+        whole = np.logical_and.reduceat(ok, starts).tolist()
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, a, n, good in zip(names, starts.tolist(), sizes.tolist(), whole, strict=True):
+            if good:
+                out[name] = (step[a : a + n], values[a : a + n])
+        return out
+
     def positions(self, name: str, step: int, mode: Mode | None = None) -> tuple[int, ...]:
         """Positions of the records of a known tensor `name` at `step` (the mode's step when
         `mode` is given): what `records()` selects, without building it (Trial.record's path)."""
@@ -405,7 +562,7 @@ class RunIndex:
         seg, row = cols["seg"][start:], cols["row"][start:]
         out: dict[str, np.ndarray] = {}
         for s in np.unique(seg).tolist():
-            red_rows, red_codes, red_values = self._segment_reductions[s]
+            red_rows, red_codes, red_values = self._reductions(s)
             dest = np.flatnonzero(seg == s)
             scatter_statistics(
                 out, len(seg), dest, row[dest], red_rows, red_codes, red_values, self._key_of(s)
@@ -416,6 +573,8 @@ class RunIndex:
         """`statistic_columns` of several known tensors (name -> start) at once: each segment's
         saved statistics are located for all of them together (`gather_statistics`), so the
         cost is a pass per segment, not per tensor and segment."""
+        if all(r is not None and not len(r[0]) for r in self._segment_reductions):
+            return {name: {} for name in starts}  # no statistics saved (a run of scalars)
         picked = {name: self._tensors[name].columns(self) for name in starts}
         seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
         row = np.concatenate([picked[n]["row"][s:] for n, s in starts.items()] or [_EMPTY])
@@ -424,10 +583,46 @@ class RunIndex:
         return dict(
             zip(
                 starts,
-                gather_statistics(sizes, seg, row, self._segment_reductions, luts, self._stat_keys),
+                gather_statistics(sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys),
                 strict=True,
             )
         )
+
+    def _reductions(self, seg: int) -> _Reductions:
+        """A segment's saved statistics (row, code, value): as loaded, or, once released, read
+        again from its index file (the last few kept)."""
+        found = self._segment_reductions[seg]
+        if found is not None:
+            return found
+        found = self._reloaded.get(seg)
+        if found is not None:
+            self._reloaded.move_to_end(seg)
+            return found
+        old, key = self._segments[seg], self._segment_keys[seg]
+        where = f"{self.store.url}/{key}"
+        try:
+            again = decode_index(self.store.read(key), where)
+        except OSError as e:
+            raise CorruptRecord(f"{where}: cannot be read again ({e.strerror or e})") from None
+        if len(again) != len(old) or again.data_key != old.data_key:
+            raise CorruptRecord(f"{where}: changed since it was read (index files are written once)")
+        found = self._reloaded[seg] = _reductions_of(again)
+        while len(self._reloaded) > _RELOADED:
+            self._reloaded.popitem(last=False)
+        return found
+
+    def release_statistics(self) -> None:
+        """Drop the saved statistics of the segments loaded so far, where they hold more than
+        `_RELEASE_BYTES` (their scalar statistics are decoded into columns already:
+        `mldbg.trial.columns.Columns`; a 10^6-step run held ~240 MB of them). A record's
+        statistics asked later are read again from its segment's index file."""
+        held = [r for r in self._segment_reductions if r is not None]
+        if sum(a.nbytes for r in held for a in r) < _RELEASE_BYTES:
+            return
+        for seg, found in enumerate(self._segment_reductions):
+            if found is not None and seg not in self._segment_key_ids:
+                self._key_ids(seg)  # the segment's key table, built while its codes are here
+            self._segment_reductions[seg] = None
 
     def _key_ids(self, seg: int) -> np.ndarray:
         """A segment's statistic code (0-255) -> a run-wide key id (`_stat_keys`), -1 for a
@@ -436,7 +631,7 @@ class RunIndex:
         if found is None:
             key_of = self._key_of(seg)
             found = np.full(256, -1, dtype=np.int32)  # ids joined per entry: 4 bytes each
-            for code in np.flatnonzero(np.bincount(self._segment_reductions[seg][1])).tolist():
+            for code in np.flatnonzero(np.bincount(self._reductions(seg)[1])).tolist():
                 key = key_of(int(code))
                 if key is None:
                     continue
@@ -656,6 +851,8 @@ class RunIndex:
                 self._rows_asked[seg] = asked + 1
                 return self._row_statistics(seg, row)
             table = self._reduction_tables[seg] = self._reduction_table(seg)
+            while len(self._reduction_tables) > _RELOADED:  # Python lists: ~7 MB a segment
+                self._reduction_tables.popitem(last=False)
         if table is _NO_TABLE:
             return _NO_REDUCTIONS, _NO_STATISTICS
         starts, keys, reductions, values = table
@@ -674,7 +871,7 @@ class RunIndex:
         """`_statistics_at` of one row, from the segment's NumPy columns (two binary searches):
         what a segment of which only a few records are built costs, instead of its whole
         table (a reader of the columns builds a Record at a raw step now and then)."""
-        rows, codes, values = self._segment_reductions[seg]
+        rows, codes, values = self._reductions(seg)
         lo = int(rows.searchsorted(row, "left"))
         hi = int(rows.searchsorted(row, "right"))
         if lo == hi:
@@ -689,7 +886,7 @@ class RunIndex:
     def _reduction_table(self, seg: int) -> _ReductionTable:
         """A segment's saved statistics as Python lists, decoded once, the first time a record
         of it is asked for (codes 64-255 through the segment's own code table)."""
-        rows, codes, values = self._segment_reductions[seg]
+        rows, codes, values = self._reductions(seg)
         if not len(rows):
             return _NO_TABLE
         starts = np.searchsorted(rows, np.arange(len(self._segments[seg]) + 1, dtype=rows.dtype))
@@ -855,30 +1052,24 @@ class RunIndex:
         seg_idx = len(self._segments)
         self._segments.append(seg)
         self._segment_worker.append(worker_id)
+        self._segment_keys.append(key)
         self.loaded_records += len(seg)
         c = seg.columns
-        rows, codes, values = c["red_row"], c["red_code"], c["red_value"]
-        table = np.zeros(256, dtype=bool)  # a lookup per code (np.isin sorts every code)
-        table[np.asarray([*_FIXED_KEYS, *map(int, seg.codes.metadata())], dtype=np.int64)] = True
-        known = table[codes]
-        if not known.all():  # codes of a newer writer: ignored (FORMAT.md, Compatibility)
-            rows, codes, values = rows[known], codes[known], values[known]
-        if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # our writer's are sorted
-            order = np.argsort(rows, kind="stable")
-            rows, codes, values = rows[order], codes[order], values[order]
-        self._segment_reductions.append((_own(rows), _own(codes), _own(values)))
+        self._segment_reductions.append(_reductions_of(seg))
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)
+        starts = starts.tolist()
         bounds = [*starts[1:], len(order)] if len(order) else []  # an empty segment: zero rows
-        for lid, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True):
-            name = seg.names[lid]
-            tensor = self._tensors.get(name)
+        names, tensors = seg.names, self._tensors  # a pass per name: locals (100,000 names)
+        for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
+            name = names[lid]
+            tensor = tensors.get(name)
             if tensor is None:
-                tensor = self._tensors[name] = _TensorColumns()
-            tensor.add(seg_idx, order[a:b])
+                tensor = tensors[name] = _TensorColumns()
+            tensor._chunks.append((seg_idx, order[a:b]))
         for coll, lids in seg.collections.items():
-            self.collections.setdefault(coll, set()).update(seg.names[i] for i in lids)
+            self.collections.setdefault(coll, set()).update(map(names.__getitem__, lids))
         steps, first = np.unique(c["step"], return_index=True)
         if len(steps):
             met = np.arange(self._step_seq_next, self._step_seq_next + len(steps), dtype=np.int64)
@@ -925,7 +1116,12 @@ class RunIndex:
     def step_info(self, step: int) -> tuple[int, int] | None:
         """(mode value, mode step) of global step `step`, or None when it has no saved data."""
         steps, modes, msteps = self.step_table()
-        i = int(np.searchsorted(steps, step))
+        n = len(steps)
+        if n and isinstance(step, (int, np.integer)) and steps.item(n - 1) - steps.item(0) == n - 1:
+            i = int(step) - steps.item(0)  # every step of a stretch: an offset, no search
+            i = i if 0 <= i < n else n
+        else:
+            i = int(np.searchsorted(steps, step))
         if i < len(steps) and int(steps[i]) == step:
             return int(modes[i]), int(msteps[i])
         return None
@@ -935,7 +1131,10 @@ class RunIndex:
         self.step_table()
         if self._by_mode is None:
             order = np.lexsort((self._step_seq, self._step_msteps, self._step_modes))
-            self._by_mode = (self._step_modes[order], self._step_msteps[order], self._steps[order])
+            if bool(np.all(order[1:] > order[:-1])):  # in that order already (one mode): shared
+                self._by_mode = (self._step_modes, self._step_msteps, self._steps)
+            else:
+                self._by_mode = (self._step_modes[order], self._step_msteps[order], self._steps[order])
         return self._by_mode
 
     def mode_steps(self, mode: int) -> np.ndarray:

@@ -27,6 +27,7 @@ from mldbg.errors import (
     TensorUnavailableForStep,
 )
 from mldbg.store import Store, open_store
+from mldbg.store.shards import layout_name
 from mldbg.store.statistics import STATS_PREFIX, parse_vector_name
 from mldbg.trial.index import RunIndex, RunReplaced
 from mldbg.trial.records import Record, Records
@@ -470,6 +471,26 @@ class Trial:
             f"it was by {sorted(r.worker for r in records)}"
         )
 
+    def step_counts(self, names: list[str]) -> list[int]:
+        """For each tensor of `names`, how many global steps it was saved at
+        (`len(tensor(name).steps())`), counted for all of them at once."""
+        for name in names:
+            if name not in self._index.names:
+                self._unknown(name)
+        return self._index.step_counts(names).tolist()
+
+    def one_number_series(self, names: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """name -> (steps, float64 values) of each tensor of `names` saved as one number
+        at each of its steps (one record a step, raw), read together: the values
+        `tensor(name).value(step)` gives, as one array per tensor. A tensor that does not read
+        cleanly that way (a vector, several workers' records at a step, only reductions, a
+        damaged data file) is left out: read it with `Tensor.value`, which says why."""
+        for name in names:
+            if name not in self._index.names:
+                self._unknown(name)
+        known = self._index.names  # a sharded tensor's value is its pieces put together: not here
+        return self._index.one_number_series([n for n in names if layout_name(n) not in known])
+
     def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
         """The saved scalar statistics of tensor `name`'s records from position `start` of
         `records(name)` on, as float64 columns by key (NaN where a record has none), decoded
@@ -477,6 +498,11 @@ class Trial:
         if name not in self._index.names:
             self._unknown(name)
         return self._index.statistic_columns(name, start)
+
+    def _statistics_decoded(self) -> None:
+        """Every tensor's scalar statistics of the records loaded so far are decoded into
+        columns (`Columns`): the index may drop its copy of them (`RunIndex.release_statistics`)."""
+        self._index.release_statistics()
 
     def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
         """`statistic_columns(name, start)` of several tensors (name -> start), decoded together
