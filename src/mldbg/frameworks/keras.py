@@ -20,6 +20,7 @@ the loss runs a lighter recording variant from which nothing else leaves the com
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -83,6 +84,8 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._kind = "train"
         self._raw: Any = None  # JAX: the traced "does this step save raw tensors"
         self._logs: dict[str, dict[str, Any]] = {}  # kind -> Keras' logs of its last recorded step
+        self._graph: Any = None  # TensorFlow: the graph the recording step is traced in
+        self._unreachable: set[str] = set()  # TensorFlow: names seen only in a graph the step cannot read
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -175,8 +178,9 @@ class Hook(Adapter, keras.callbacks.Callback):
                 )
                 tap_layers(stack, model, self._put)
                 if kind != "predict":
-                    loss_attr = "_compute_loss" if hasattr(model, "_compute_loss") else "compute_loss"
-                    tap(stack, model, loss_attr, lambda a, loss: self._put("loss", loss, ("losses",)))
+                    # `compute_loss` itself: Keras' `_compute_loss` calls it, and so does a
+                    # custom `train_step`
+                    tap(stack, model, "compute_loss", lambda a, loss: self._put("loss", loss, ("losses",)))
                 if kind == "train" and getattr(model, "optimizer", None) is not None:
                     opt = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # unscaled gradients
                     tap(stack, opt, "apply", partial(self._gradients, opt))
@@ -207,7 +211,11 @@ class Hook(Adapter, keras.callbacks.Callback):
                 {},
             )  # tf.function may trace a step twice
             self._kind, self._raw = kind, None
-            if self.backend == "jax":  # does the step save raw tensors: asked at run time
+            if self.backend == "tensorflow":
+                import tensorflow as tf
+
+                self._graph = tf.compat.v1.get_default_graph()
+            elif self.backend == "jax":  # does the step save raw tensors: asked at run time
                 import jax
 
                 self._raw = jax.pure_callback(
@@ -246,6 +254,8 @@ class Hook(Adapter, keras.callbacks.Callback):
             )
         if not wanted:
             return
+        if self.backend == "tensorflow" and not self._reachable(name, value):
+            return
         seen.add(name)
         self._natural[name] = natural
         if self.backend == "tensorflow":
@@ -254,6 +264,32 @@ class Hook(Adapter, keras.callbacks.Callback):
             self._put_jax(name, natural, value)
         else:
             self._save_host(name, natural, value)
+
+    def _reachable(self, name: str, value: Any) -> bool:
+        """Can the traced step hand this TensorFlow tensor out? Not one made in a graph nested
+        in the step's (a `tf.while_loop` or `tf.cond` body: a layer called inside a loop, such
+        as a recurrent cell after its first time step, or inside a nested `tf.function`): the
+        step could not read it and TensorFlow would raise `InaccessibleTensorError`. Such a
+        tensor is skipped, with one warning per hook naming it; its name stays free for a
+        later call the step can read (an eager tensor has no graph and is always fine)."""
+        graph = getattr(value, "graph", None)
+        if graph is None or self._graph is None:
+            return True
+        outer = self._graph
+        while outer is not None:  # the step's graph, or one it is traced inside
+            if graph is outer:
+                return True
+            outer = getattr(outer, "outer_graph", None)
+        if not self._unreachable:
+            warnings.warn(
+                f"mldbg: {name} is not recorded: it is computed inside a graph nested in the traced "
+                f"Keras step ({getattr(graph, 'name', graph)}), which the step cannot read; any other "
+                "such tensor is skipped too. The training is unchanged.",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._unreachable.add(name)
+        return False
 
     def _put_jax(self, name: str, natural: tuple[str, ...], value: Any) -> None:
         """A traced JAX tensor: its statistics are computed where it is seen, inside the step

@@ -17,6 +17,14 @@ import numpy as np
 
 from mldbg.frameworks.host import array_source
 
+try:  # Keras runs a layer on placeholders (KerasTensors, a scratch graph, meta tensors) under it
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+except ImportError:  # pragma: no cover - a Keras 3 without it
+
+    def in_symbolic_scope() -> bool:
+        return False
+
+
 ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
 Put = Callable[[str, Any, tuple[str, ...]], None]
 
@@ -73,7 +81,11 @@ def patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
 
 
 def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., None]) -> None:
-    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`. An attribute the
+    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`, except inside
+    Keras' symbolic scope: there Keras only infers shapes (`compute_output_spec`, as when a
+    subclassed model or a layer builds itself on its first call inside the traced step), on
+    placeholders of a scratch graph (TensorFlow), abstract values (JAX) or meta or filler
+    tensors (PyTorch) that the step can neither read nor record. An attribute the
     class defines as a property (a Keras LSTM's `activation` is its cell's, read-only) is left
     alone: setting it would raise, or change the model through its setter."""
     if isinstance(inspect.getattr_static(type(obj), attr, None), property):
@@ -82,7 +94,8 @@ def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., No
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
-        seen(args, out)
+        if not in_symbolic_scope():
+            seen(args, out)
         return out
 
     stack.enter_context(patched(obj, attr, wrapper))
