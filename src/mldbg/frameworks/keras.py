@@ -86,6 +86,9 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._logs: dict[str, dict[str, Any]] = {}  # kind -> Keras' logs of its last recorded step
         self._graph: Any = None  # TensorFlow: the graph the recording step is traced in
         self._unreachable: set[str] = set()  # TensorFlow: names seen only in a graph the step cannot read
+        self._known: set[int] = set()  # ids of the model's variables that existed before the step
+        self._pre_saved: set[str] = set()  # the variables read before the step being run
+        self._flags: dict[str, bool | None] = {}  # TensorFlow: weights read in the step -> trainable
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -148,6 +151,7 @@ class Hook(Adapter, keras.callbacks.Callback):
     def _record(self, kind: str, args: tuple[Any, ...], light: bool = False) -> Any:
         model = self._model
         self._light = light
+        self._pre_saved = set()
         if not light:
             self._save_variables(kind, args)
         variant = self._variants.get((kind, light))
@@ -184,11 +188,14 @@ class Hook(Adapter, keras.callbacks.Callback):
                 if kind == "train" and getattr(model, "optimizer", None) is not None:
                     opt = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # unscaled gradients
                     tap(stack, opt, "apply", partial(self._gradients, opt))
+                    if self.backend == "tensorflow":
+                        self._read_new_weights_first(stack, opt)
                 out = variant(*args)
             if self.backend == "tensorflow":
                 out, extras = out
                 for name, value in extras.items():
-                    self._save_host(name, self._natural[name], value)
+                    if name not in self._pre_saved:  # else read before the step already
+                        self._save_host(name, self._natural[name], value, self._flags.get(name))
             elif self.backend == "jax":
                 import jax
 
@@ -221,14 +228,41 @@ class Hook(Adapter, keras.callbacks.Callback):
                 self._raw = jax.pure_callback(
                     lambda: np.bool_(self.recorder.saving), jax.ShapeDtypeStruct((), np.bool_)
                 )
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(args[-1])
+            data = args[-1]
+            if isinstance(data, (list, tuple)) and len(data) > 3:  # a custom step's own layout
+                data = (data[0],)
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
             put_each(self._put, "model_input", x, ("inputs",))
-            if kind != "predict":
+            if kind != "predict" and y is not None:
                 put_each(self._put, "labels", y, ("labels",))
             out = original(*args)
             return (out, self._extras) if self.backend == "tensorflow" else out
 
         return step
+
+    def _read_new_weights_first(self, stack: contextlib.ExitStack, opt: Any) -> None:
+        """TensorFlow builds a subclassed model while it traces the first step, after the hook
+        read the weights before the step: the variables it creates are read inside the step,
+        before the optimizer writes them, and leave it as extra outputs (ignored on the later
+        steps, whose weights are read before the step)."""
+        apply = opt.apply
+
+        def read_then_apply(*args: Any, **kwargs: Any) -> Any:
+            if self._seen is not None:
+                import tensorflow as tf
+
+                model, parameters = self._model, None
+                for v in model.weights:
+                    if id(v) in self._known:
+                        continue
+                    parameters = self._declared_trainable() if parameters is None else parameters
+                    name = variable_name(v, model.name)
+                    self._flags[name] = parameters.get(id(v))
+                    natural = ("biases",) if v.name in ("bias", "beta") else ("weights",)
+                    self._put(name, tf.identity(v.value), natural)
+            return apply(*args, **kwargs)
+
+        stack.enter_context(patched(opt, "apply", read_then_apply))
 
     def _gradients(self, opt: Any, args: tuple[Any, ...], out: Any) -> None:
         grads = args[0]
@@ -396,10 +430,13 @@ class Hook(Adapter, keras.callbacks.Callback):
             groups = [(model.weights, [v.value for v in model.weights])]
             optimizer = (opt.variables, [v.value for v in opt.variables]) if kind == "train" and opt else None
         parameters = self._declared_trainable()
+        self._known = {id(v) for v in model.weights}
         for variables, values in groups:
             for v, value in zip(variables, values, strict=True):
                 natural = ("biases",) if v.name in ("bias", "beta") else ("weights",)
-                self._save_host(variable_name(v, model.name), natural, value, parameters.get(id(v)))
+                name = variable_name(v, model.name)
+                self._pre_saved.add(name)
+                self._save_host(name, natural, value, parameters.get(id(v)))
         if optimizer is not None:
             for v, value in zip(*optimizer, strict=True):
                 self._save_host(f"optimizer/{v.path}", ("optimizer_variables",), value)
