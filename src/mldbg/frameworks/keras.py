@@ -20,6 +20,7 @@ the loss runs a lighter recording variant from which nothing else leaves the com
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -83,6 +84,11 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._kind = "train"
         self._raw: Any = None  # JAX: the traced "does this step save raw tensors"
         self._logs: dict[str, dict[str, Any]] = {}  # kind -> Keras' logs of its last recorded step
+        self._graph: Any = None  # TensorFlow: the graph the recording step is traced in
+        self._unreachable: set[str] = set()  # TensorFlow: names seen only in a graph the step cannot read
+        self._known: set[int] = set()  # ids of the model's variables that existed before the step
+        self._pre_saved: set[str] = set()  # the variables read before the step being run
+        self._flags: dict[str, bool | None] = {}  # TensorFlow: weights read in the step -> trainable
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -145,6 +151,7 @@ class Hook(Adapter, keras.callbacks.Callback):
     def _record(self, kind: str, args: tuple[Any, ...], light: bool = False) -> Any:
         model = self._model
         self._light = light
+        self._pre_saved = set()
         if not light:
             self._save_variables(kind, args)
         variant = self._variants.get((kind, light))
@@ -175,16 +182,20 @@ class Hook(Adapter, keras.callbacks.Callback):
                 )
                 tap_layers(stack, model, self._put)
                 if kind != "predict":
-                    loss_attr = "_compute_loss" if hasattr(model, "_compute_loss") else "compute_loss"
-                    tap(stack, model, loss_attr, lambda a, loss: self._put("loss", loss, ("losses",)))
+                    # `compute_loss` itself: Keras' `_compute_loss` calls it, and so does a
+                    # custom `train_step`
+                    tap(stack, model, "compute_loss", lambda a, loss: self._put("loss", loss, ("losses",)))
                 if kind == "train" and getattr(model, "optimizer", None) is not None:
                     opt = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # unscaled gradients
                     tap(stack, opt, "apply", partial(self._gradients, opt))
+                    if self.backend == "tensorflow":
+                        self._read_new_weights_first(stack, opt)
                 out = variant(*args)
             if self.backend == "tensorflow":
                 out, extras = out
                 for name, value in extras.items():
-                    self._save_host(name, self._natural[name], value)
+                    if name not in self._pre_saved:  # else read before the step already
+                        self._save_host(name, self._natural[name], value, self._flags.get(name))
             elif self.backend == "jax":
                 import jax
 
@@ -207,20 +218,51 @@ class Hook(Adapter, keras.callbacks.Callback):
                 {},
             )  # tf.function may trace a step twice
             self._kind, self._raw = kind, None
-            if self.backend == "jax":  # does the step save raw tensors: asked at run time
+            if self.backend == "tensorflow":
+                import tensorflow as tf
+
+                self._graph = tf.compat.v1.get_default_graph()
+            elif self.backend == "jax":  # does the step save raw tensors: asked at run time
                 import jax
 
                 self._raw = jax.pure_callback(
                     lambda: np.bool_(self.recorder.saving), jax.ShapeDtypeStruct((), np.bool_)
                 )
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(args[-1])
+            data = args[-1]
+            if isinstance(data, (list, tuple)) and len(data) > 3:  # a custom step's own layout
+                data = (data[0],)
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
             put_each(self._put, "model_input", x, ("inputs",))
-            if kind != "predict":
+            if kind != "predict" and y is not None:
                 put_each(self._put, "labels", y, ("labels",))
             out = original(*args)
             return (out, self._extras) if self.backend == "tensorflow" else out
 
         return step
+
+    def _read_new_weights_first(self, stack: contextlib.ExitStack, opt: Any) -> None:
+        """TensorFlow builds a subclassed model while it traces the first step, after the hook
+        read the weights before the step: the variables it creates are read inside the step,
+        before the optimizer writes them, and leave it as extra outputs (ignored on the later
+        steps, whose weights are read before the step)."""
+        apply = opt.apply
+
+        def read_then_apply(*args: Any, **kwargs: Any) -> Any:
+            if self._seen is not None:
+                import tensorflow as tf
+
+                model, parameters = self._model, None
+                for v in model.weights:
+                    if id(v) in self._known:
+                        continue
+                    parameters = self._declared_trainable() if parameters is None else parameters
+                    name = variable_name(v, model.name)
+                    self._flags[name] = parameters.get(id(v))
+                    natural = ("biases",) if v.name in ("bias", "beta") else ("weights",)
+                    self._put(name, tf.identity(v.value), natural)
+            return apply(*args, **kwargs)
+
+        stack.enter_context(patched(opt, "apply", read_then_apply))
 
     def _gradients(self, opt: Any, args: tuple[Any, ...], out: Any) -> None:
         grads = args[0]
@@ -246,6 +288,8 @@ class Hook(Adapter, keras.callbacks.Callback):
             )
         if not wanted:
             return
+        if self.backend == "tensorflow" and not self._reachable(name, value):
+            return
         seen.add(name)
         self._natural[name] = natural
         if self.backend == "tensorflow":
@@ -254,6 +298,32 @@ class Hook(Adapter, keras.callbacks.Callback):
             self._put_jax(name, natural, value)
         else:
             self._save_host(name, natural, value)
+
+    def _reachable(self, name: str, value: Any) -> bool:
+        """Can the traced step hand this TensorFlow tensor out? Not one made in a graph nested
+        in the step's (a `tf.while_loop` or `tf.cond` body: a layer called inside a loop, such
+        as a recurrent cell after its first time step, or inside a nested `tf.function`): the
+        step could not read it and TensorFlow would raise `InaccessibleTensorError`. Such a
+        tensor is skipped, with one warning per hook naming it; its name stays free for a
+        later call the step can read (an eager tensor has no graph and is always fine)."""
+        graph = getattr(value, "graph", None)
+        if graph is None or self._graph is None:
+            return True
+        outer = self._graph
+        while outer is not None:  # the step's graph, or one it is traced inside
+            if graph is outer:
+                return True
+            outer = getattr(outer, "outer_graph", None)
+        if not self._unreachable:
+            warnings.warn(
+                f"mldbg: {name} is not recorded: it is computed inside a graph nested in the traced "
+                f"Keras step ({getattr(graph, 'name', graph)}), which the step cannot read; any other "
+                "such tensor is skipped too. The training is unchanged.",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._unreachable.add(name)
+        return False
 
     def _put_jax(self, name: str, natural: tuple[str, ...], value: Any) -> None:
         """A traced JAX tensor: its statistics are computed where it is seen, inside the step
@@ -360,10 +430,13 @@ class Hook(Adapter, keras.callbacks.Callback):
             groups = [(model.weights, [v.value for v in model.weights])]
             optimizer = (opt.variables, [v.value for v in opt.variables]) if kind == "train" and opt else None
         parameters = self._declared_trainable()
+        self._known = {id(v) for v in model.weights}
         for variables, values in groups:
             for v, value in zip(variables, values, strict=True):
                 natural = ("biases",) if v.name in ("bias", "beta") else ("weights",)
-                self._save_host(variable_name(v, model.name), natural, value, parameters.get(id(v)))
+                name = variable_name(v, model.name)
+                self._pre_saved.add(name)
+                self._save_host(name, natural, value, parameters.get(id(v)))
         if optimizer is not None:
             for v, value in zip(*optimizer, strict=True):
                 self._save_host(f"optimizer/{v.path}", ("optimizer_variables",), value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,14 @@ import keras
 import numpy as np
 
 from mldbg.frameworks.host import array_source
+
+try:  # Keras runs a layer on placeholders (KerasTensors, a scratch graph, meta tensors) under it
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+except ImportError:  # pragma: no cover - a Keras 3 without it
+
+    def in_symbolic_scope() -> bool:
+        return False
+
 
 ACTIVATIONS = {"relu": "relu_activations", "tanh": "tanh_activations", "sigmoid": "sigmoid_activations"}
 Put = Callable[[str, Any, tuple[str, ...]], None]
@@ -72,8 +81,28 @@ def patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
             object.__delattr__(obj, attr)
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(where: str, error: Exception) -> None:
+    if where not in _WARNED:
+        _WARNED.add(where)
+        first = str(error).splitlines()[0] if str(error) else ""
+        warnings.warn(
+            f"mldbg: what {where} computes is not recorded ({type(error).__name__}: {first}); "
+            "the training is unchanged",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., None]) -> None:
-    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`. An attribute the
+    """While `stack` is open, `obj.attr(*args)` also calls `seen(args, out)`, except inside
+    Keras' symbolic scope: there Keras only infers shapes (`compute_output_spec`, as when a
+    subclassed model or a layer builds itself on its first call inside the traced step), on
+    placeholders of a scratch graph (TensorFlow), abstract values (JAX) or meta or filler
+    tensors (PyTorch) that the step can neither read nor record. An error in `seen` is a
+    warning (once per class and method), never the training's. An attribute the
     class defines as a property (a Keras LSTM's `activation` is its cell's, read-only) is left
     alone: setting it would raise, or change the model through its setter."""
     if isinstance(inspect.getattr_static(type(obj), attr, None), property):
@@ -82,7 +111,11 @@ def tap(stack: contextlib.ExitStack, obj: Any, attr: str, seen: Callable[..., No
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
-        seen(args, out)
+        if not in_symbolic_scope():
+            try:
+                seen(args, out)
+            except Exception as error:  # the recording must never break the training
+                _warn_once(f"{type(obj).__name__}.{attr}", error)
         return out
 
     stack.enter_context(patched(obj, attr, wrapper))
