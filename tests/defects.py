@@ -69,4 +69,4 @@ SCENARIOS: dict[str, tuple[dict, tuple[str, ...]]] = {
 
 # model rules outside the default set, run by name too (marked * in the table; they do not
 # count against a healthy row)
-EXTRA = ("confusion", "overtraining", "saturated_activation", "check_input_images")
+EXTRA = ("confusion", "overtraining", "saturated_activation", "check_input_images", "label_confusion")
