@@ -194,3 +194,32 @@ def test_registered_module_dict_records_its_parts(tmp_path, scale):
     assert len(trial.steps()) >= 30
     found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
     assert bool(found) == (scale > 1), "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.01], ids=["constant fill", "fill with a spread"])
+@pytest.mark.parametrize("default_hook", [False, True], ids=["raw inputs", "the hook's channel statistics"])
+def test_a_constant_fill_value_is_not_a_feature_to_standardize(tmp_path, default_hook, spread):
+    """Log-magnitudes of signals zero-padded after a burst: the padded positions hold log(1e-3)
+    = -6.9 in every sample, a constant the moments give a std of rounding (~1e-7), not a spread:
+    quiet. The same positions holding the -6.9 plus a real spread of 0.01 are judged and fire."""
+    from mldbg import SaveConfig
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    raw = dict(save_config=SaveConfig(save_interval=1), include_collections=["inputs"])
+    hook = Hook(str(tmp_path), **({} if default_hook else raw))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(30):
+        signal = torch.randn(32, 10)
+        fill = torch.full((32, 6), 1e-3).log() + spread * torch.randn(32, 6)
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.cat([signal, fill], 1)), (signal[:, 0] > 0).long()
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert bool(found) == (spread > 0), "\n".join(map(str, found))
