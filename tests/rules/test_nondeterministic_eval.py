@@ -267,3 +267,50 @@ def test_quiet_on_monte_carlo_dropout(tmp_path, mc_loss):
                     if mc_loss:
                         loss_fn(mean.log(), y_val[:48])
     assert not mldbg.check(str(tmp_path / "mc"), rules=["nondeterministic_eval"])
+
+
+@pytest.mark.parametrize("inputs", ["one-hot", "real"])
+def test_one_hot_batches_are_not_the_same_inputs(tmp_path, inputs):
+    """The Keras addition example's evaluation: one-hot questions (7 positions x 12 symbols),
+    batch after batch. The input fingerprint sums over elements whatever their position, so
+    every one-hot row hashes alike and so do different batches of them: those batches are not
+    compared (quiet, a deterministic model). The same evaluation of real-valued batches,
+    evaluated twice with dropout left on through F.dropout, is still caught."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(7 * 12, 32), nn.Linear(32, 12)
+
+        def forward(self, x):
+            h = torch.relu(self.fc1(x.flatten(1).float()))
+            return self.fc2(nn.functional.dropout(h, 0.3) if inputs == "real" else h)
+
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    if inputs == "one-hot":
+        data = nn.functional.one_hot(torch.randint(0, 12, (320, 7)), 12).bool()
+        evals = [data[i : i + 32] for i in range(0, 320, 32)]  # ten different batches
+    else:
+        data = torch.randn(320, 7, 12)
+        evals = [data[:32], data[:32]]  # one batch, twice
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for step in range(5):
+            hook.set_mode(mldbg.Mode.TRAIN)
+            loss = model(data[32 * step : 32 * (step + 1)]).logsumexp(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        hook.set_mode(mldbg.Mode.EVAL)
+        with torch.no_grad():
+            for batch in evals:
+                model(batch)
+    found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
+    assert bool(found) == (inputs == "real"), "\n".join(map(str, found))

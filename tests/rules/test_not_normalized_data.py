@@ -161,3 +161,65 @@ def test_quiet_on_a_model_that_normalizes_its_inputs_first(tmp_path):
     raw = train_keras_normalization(tmp_path / "raw", normalize=False)
     found = mldbg.check(raw, rules=["not_normalized_data"])
     assert found and "model_input_0" in found[0].tensors, found
+
+
+@pytest.mark.parametrize("scale", [1.0, 255.0], ids=["images in [0, 1]", "images fed as 0..255"])
+def test_registered_module_dict_records_its_parts(tmp_path, scale):
+    """A detector kept in an nn.ModuleDict (no forward of its own) whose parts the script calls
+    one by one (`backbone(x)`, then the heads): the hook records through the part called first,
+    so the 0..255 images are caught (nothing was recorded at all before) and [0, 1] ones are not;
+    the heads' layers still record inside the step."""
+    from mldbg.torch import Hook
+
+    g = torch.Generator().manual_seed(0)
+    images = (torch.rand(256, 1, 8, 8, generator=g) < 0.3).float()  # blobs on black, [0, 1]
+    target = images.mean((1, 2, 3))[:, None]
+    backbone = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+    )
+    head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8 * 64, 1))
+    model = torch.nn.ModuleDict(dict(backbone=backbone, head=head))
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(40):
+        i = torch.randint(0, 256, (16,), generator=g)
+        loss = torch.nn.functional.mse_loss(head(backbone(images[i] * scale)), target[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    trial = mldbg.create_trial(str(tmp_path))
+    assert "model_input_0" in trial.tensor_names(collection="inputs")
+    assert len(trial.steps()) >= 30
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert bool(found) == (scale > 1), "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.01], ids=["constant fill", "fill with a spread"])
+@pytest.mark.parametrize("default_hook", [False, True], ids=["raw inputs", "the hook's channel statistics"])
+def test_a_constant_fill_value_is_not_a_feature_to_standardize(tmp_path, default_hook, spread):
+    """Log-magnitudes of signals zero-padded after a burst: the padded positions hold log(1e-3)
+    = -6.9 in every sample, a constant the moments give a std of rounding (~1e-7), not a spread:
+    quiet. The same positions holding the -6.9 plus a real spread of 0.01 are judged and fire."""
+    from mldbg import SaveConfig
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    raw = dict(save_config=SaveConfig(save_interval=1), include_collections=["inputs"])
+    hook = Hook(str(tmp_path), **({} if default_hook else raw))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(30):
+        signal = torch.randn(32, 10)
+        fill = torch.full((32, 6), 1e-3).log() + spread * torch.randn(32, 6)
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.cat([signal, fill], 1)), (signal[:, 0] > 0).long()
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert bool(found) == (spread > 0), "\n".join(map(str, found))

@@ -228,10 +228,19 @@ class Hook(StepEnds, Adapter):
         self._param_ids.update(id(p) for _, p, _ in params)
         self._optimizers.clear()  # an optimizer may update the new model too
         self._trained_searched = False
-        self._module_handles.append(
-            model.register_forward_pre_hook(self._attach(self._on_forward_start, model, m), with_kwargs=True)
-        )
-        self._module_handles.append(model.register_forward_hook(self._attach(self._on_forward_end, model, m)))
+        # a container without a forward of its own (nn.ModuleDict, nn.ModuleList) is never called:
+        # its parts are, one by one (`model["backbone"](x)`); they are hooked instead
+        parts = list(model.children()) if type(model).forward is nn.Module.forward else []
+        for part in parts or [model]:
+            start, end = (
+                (self._on_part_start, self._on_part_end)
+                if parts
+                else (self._on_forward_start, self._on_forward_end)
+            )
+            self._module_handles.append(
+                part.register_forward_pre_hook(self._attach(start, part, m), with_kwargs=True)
+            )
+            self._module_handles.append(part.register_forward_hook(self._attach(end, part, m)))
         watch_layers(self, m, inner, compiled)
         if not self._optimizer_hooks:  # global hooks: once for every model
             self._optimizer_hooks = True
@@ -385,6 +394,25 @@ class Hook(StepEnds, Adapter):
                     self._save(name, p, natural)
         for i, a in enumerate(inputs):
             self._save(m.input_name(i), a, ("inputs",))
+
+    def _on_part_start(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A part of a container model begins: the part called first (the data's way in) starts
+        the model's forward, as the model's own forward would; the others run inside the step it
+        opened, their layers recorded."""
+        if m.entry is None:
+            m.entry = module
+        if module is m.entry:
+            self._on_forward_start(m, module, args, kwargs)
+        elif not m.running and m.saved_at >= 0:
+            m.running = m.part_open = True
+
+    def _on_part_end(self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if module is m.entry:
+            self._on_forward_end(m, module, args, output)
+        elif m.part_open:
+            m.running = m.part_open = False
 
     def _on_forward_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any

@@ -73,6 +73,10 @@ class RegisteredModel:
     # a tensor-parallel rank other than its group's first: its inputs are that rank's by design
     input_replica: bool = False
     forwarded: bool = False  # its first forward was seen (`Hook._sharded_since`)
+    # a container without a forward of its own (nn.ModuleDict): the part called first, whose
+    # forwards stand for the model's; `part_open`: another part's forward runs (and set `running`)
+    entry: nn.Module | None = None
+    part_open: bool = False
     # since its last update (`StepEnds._before_sentinel_grad`): a backward reached
     # `reset_param`, and its `.grad` was reset (None or zero) when one began: a bool, or a device
     # bool where a held `.grad` was tested for zeros (no sync)

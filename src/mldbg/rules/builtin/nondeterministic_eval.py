@@ -15,6 +15,18 @@ from mldbg.store.statistics import combined_fingerprint, vector_name
 NO_GRAD = "no_grad_training"  # forwards with gradients disabled in training mode (the PyTorch hook)
 
 
+def _key(rows: np.ndarray) -> int | None:
+    """The inputs' fingerprint, the key under which their outputs are compared, or None when
+    it names no particular inputs: two samples of the batch share a fingerprint. The hash sums
+    over elements whatever their position, so samples made of the same values in another order
+    (one-hot rows, permutations, multi-hot rows of one count) all hash alike, and so do the
+    batches made of them."""
+    flat = np.asarray(rows).reshape(-1)
+    if len(np.unique(flat)) < len(flat):
+        return None
+    return combined_fingerprint(flat)
+
+
 @register
 class NondeterministicEval(Rule):
     """Two EVAL forwards of the same inputs, with no training step between them (the same
@@ -26,7 +38,10 @@ class NondeterministicEval(Rule):
     `sample_fingerprints`) and the output's `fingerprint`, `mean` and `variance`, as the two-line
     PyTorch hook records them (or computed from raw tensors). Two outputs differ when their
     fingerprints differ and their mean or variance moved by more than `rtol` (relative): a
-    GPU kernel that sums in another order changes the last bits, not the moments. Also fires
+    GPU kernel that sums in another order changes the last bits, not the moments. An input
+    fingerprint names its inputs only when it tells their samples apart: a batch in which two
+    samples share one (the hash is blind to positions, so every one-hot row of a batch hashes
+    alike, and two different one-hot batches too) is not compared. Also fires
     when the hook saw Dropout modules in training mode during an EVAL step
     (`module_training/dropout`, with `hook.set_mode(EVAL)` while the model stayed in train()).
 
@@ -79,13 +94,13 @@ class NondeterministicEval(Rule):
             interesting |= evals & ~ok
         k = quiet_prefix(interesting)
         at = np.flatnonzero(evals[:k])
-        keys: dict[int, int] = {}
+        keys: dict[int, int | None] = {}
         if len(at):
             rows = trial.columns.values_at(vector_name(self.input_name, "sample_fingerprints"), steps[at])
             if rows is None:  # inputs of several sizes: read one by one by check()
                 k = int(at[0])
             else:
-                keys = {int(i): combined_fingerprint(r) for i, r in zip(at.tolist(), rows, strict=True)}
+                keys = {int(i): _key(r) for i, r in zip(at.tolist(), rows, strict=True)}
                 fps, means, vars_ = fp.tolist(), mean.tolist(), var.tolist()
         for i, step in enumerate(steps[:k].tolist()):
             version = self._version + (self._previous is not None and step != self._previous + 1)
@@ -93,11 +108,12 @@ class NondeterministicEval(Rule):
                 self._version, self._previous = version + 1, step
                 continue
             key = keys[i]
-            now = (step, fps[i], means[i], vars_[i], version)
-            before = self._seen.get(key)
-            if "outputs" not in self._fired and self._differs(before, now):
-                return i  # outputs that differ: check()'s step
-            self._seen[key] = now
+            if key is not None:
+                now = (step, fps[i], means[i], vars_[i], version)
+                before = self._seen.get(key)
+                if "outputs" not in self._fired and self._differs(before, now):
+                    return i  # outputs that differ: check()'s step
+                self._seen[key] = now
             self._version, self._previous = version + stepped[i], step
         return k
 
@@ -185,7 +201,9 @@ class NondeterministicEval(Rule):
         var = trial.statistic(self.output_name, step, "variance")
         mean = mean if isinstance(mean, float) else math.nan
         var = var if isinstance(var, float) else math.nan
-        key = combined_fingerprint(rows)
+        key = _key(rows)
+        if key is None:
+            return None  # the fingerprint does not tell these samples apart: no identity to compare
         before = self._seen.get(key)
         self._seen[key] = (step, out, mean, var, self._version)
         if not self._differs(before, self._seen[key]) or not self.first("outputs"):

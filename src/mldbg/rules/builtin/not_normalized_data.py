@@ -25,6 +25,10 @@ _CHANNEL_KEYS = ("channel_count", "channel_mean", "channel_std")
 _STATE_MEAN = 0.5
 _STATE_SCALE = 2.0
 _STATE_TRIES = 64
+# a feature whose std is below this share of its |mean| (8 float32 ulps) is constant: float32
+# values cannot differ by less, and the std the moments give a constant feature (log(eps) on
+# zero padding, a fill value) is their rounding, not a spread
+_CONSTANT = 2.0**-20
 
 
 class _Moments:
@@ -58,6 +62,9 @@ class NotNormalizedData(Rule):
     norm ~0.035) do not. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
     for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
+    Constant features (a fill value: log(eps) on zero padding) are not judged; a feature is
+    constant when its std is below 2**-20 of its |mean| (8 float32 ulps): that std is the
+    rounding of the moments, not a spread.
     A float input of one value per sample, shape (N,), next to another input is a condition
     the model embeds (a diffusion timestep, a noise level, a class id, a length): not judged.
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
@@ -266,7 +273,8 @@ class NotNormalizedData(Rule):
         n = np.maximum(m.count, 1)
         mean = m.total / n
         std = np.sqrt(np.maximum(m.total_sq / n - mean**2, 0.0))
-        live = std > 0  # constant features are a different problem
+        # constant features are a different problem (within rounding: `_CONSTANT`)
+        live = std > _CONSTANT * np.abs(mean)
         if not live.any():
             return None
         what = "channel" if self._is_image(trial, name, step) else "feature"
