@@ -11,6 +11,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.view import TrialView
 
+_MIN_TENSORS = 4  # parameter tensors of a block
 # a block of a stack: `<stack>.<index>.<rest>` (`encoder.layer.3.attention...`, `h.5.mlp...`,
 # `blocks.2.norm1.weight`), the first integer component of the parameter's name
 _BLOCK = re.compile(r"^gradient/(?P<stack>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
@@ -18,8 +19,9 @@ _BLOCK = re.compile(r"^gradient/(?P<stack>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
 
 def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
     """The gradient names of each stack of at least `min_blocks` blocks indexed 0..L-1 with
-    the same parameters in each (a `ModuleList` of copies of one layer, not a `Sequential` of
-    a convolution, a norm, ...), by block: {stack: [names of block 0, ..., names of block L-1]}."""
+    the same parameters in each, at least 4 of them (a `ModuleList` of copies of one layer,
+    not a `Sequential` of a convolution, a norm, ..., nor a list of embedding tables), by
+    block: {stack: [names of block 0, ..., names of block L-1]}."""
     found: dict[str, dict[int, list[str]]] = {}
     for name in names:
         m = _BLOCK.match(name)
@@ -31,7 +33,10 @@ def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
         if n < min_blocks or sorted(blocks) != list(range(n)):
             continue
         shapes = {frozenset(name.split(f"{stack}.{i}.", 1)[1] for name in blocks[i]) for i in range(n)}
-        if len(shapes) == 1:  # the same parameters in every block: copies of one layer
+        # the same parameters in every block (copies of one layer), and a layer of several
+        # parts (a transformer layer holds 6-16 tensors), not a list of parallel embedding
+        # tables or heads (1-2 each)
+        if len(shapes) == 1 and len(blocks[0]) >= _MIN_TENSORS:
             out[stack] = [sorted(blocks[i]) for i in range(n)]
     return out
 
@@ -42,8 +47,9 @@ class GradientDepthCollapse(Rule):
     stack's output-side blocks to its input-side blocks' grows `threshold` times above its
     value at the first training step, at `patience` saved training steps in a row.
 
-    A stack is a `ModuleList` of at least `min_blocks` copies of one block (parameters named
-    `<stack>.<i>.<...>`, i = 0..L-1, the same names under every i: a transformer's layers). Its input side is its lowest
+    A stack is a `ModuleList` of at least `min_blocks` copies of one block of at least 4
+    parameter tensors (parameters named `<stack>.<i>.<...>`, i = 0..L-1, the same names under
+    every i: a transformer's layers). Its input side is its lowest
     quarter of blocks, its output side its highest quarter. The norm of a side is the root of
     the sum of its gradients' squared norms. The ratio is compared with its own value at the
     first saved training step, so the rule does not depend on the model's scale or on its
