@@ -12,6 +12,8 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.view import TrialView
 
 _MIN_TENSORS = 4  # parameter tensors of a block
+# lists of modules that run side by side, not one after the other: a mixture's experts
+_PARALLEL = re.compile(r"(?i)expert")
 # a block of a stack: `<stack>.<index>.<rest>` (`encoder.layer.3.attention...`, `h.5.mlp...`,
 # `blocks.2.norm1.weight`), the first integer component of the parameter's name
 _BLOCK = re.compile(r"^gradient/(?P<stack>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
@@ -20,8 +22,8 @@ _BLOCK = re.compile(r"^gradient/(?P<stack>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
 def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
     """The gradient names of each stack of at least `min_blocks` blocks indexed 0..L-1 with
     the same parameters in each, at least 4 of them (a `ModuleList` of copies of one layer,
-    not a `Sequential` of a convolution, a norm, ..., nor a list of embedding tables), by
-    block: {stack: [names of block 0, ..., names of block L-1]}."""
+    not a `Sequential` of a convolution, a norm, ..., nor a list of embedding tables or of a
+    mixture's experts), by block: {stack: [names of block 0, ..., names of block L-1]}."""
     found: dict[str, dict[int, list[str]]] = {}
     for name in names:
         m = _BLOCK.match(name)
@@ -30,7 +32,7 @@ def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
     out = {}
     for stack, blocks in found.items():
         n = len(blocks)
-        if n < min_blocks or sorted(blocks) != list(range(n)):
+        if n < min_blocks or sorted(blocks) != list(range(n)) or _PARALLEL.search(stack.rsplit(".", 1)[-1]):
             continue
         shapes = {frozenset(name.split(f"{stack}.{i}.", 1)[1] for name in blocks[i]) for i in range(n)}
         # the same parameters in every block (copies of one layer), and a layer of several
@@ -49,7 +51,7 @@ class GradientDepthCollapse(Rule):
 
     A stack is a `ModuleList` of at least `min_blocks` copies of one block of at least 4
     parameter tensors (parameters named `<stack>.<i>.<...>`, i = 0..L-1, the same names under
-    every i: a transformer's layers). Its input side is its lowest
+    every i: a transformer's layers; not a mixture's experts, which run side by side). Its input side is its lowest
     quarter of blocks, its output side its highest quarter. The norm of a side is the root of
     the sum of its gradients' squared norms. The ratio is compared with its own value at the
     first saved training step, so the rule does not depend on the model's scale or on its
