@@ -105,7 +105,7 @@ class GradientDepthCollapse(Rule):
             self._first_train = step
         if step - self._first_train > self.horizon:
             return None
-        if self._stacks is None:
+        if not self._stacks:  # read again while none is found (a live run's first steps)
             self._stacks = stacks(trial.names("gradients"), max(2, self.min_blocks))
         for stack, blocks in self._stacks.items():
             ratio = self._log_ratio(trial, step, blocks)
