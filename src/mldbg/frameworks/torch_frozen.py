@@ -56,6 +56,7 @@ _EMBEDDING_STDS = (1.0, 0.02)  # nn.Embedding's default N(0, 1); GPT/BERT's init
 _NORMAL_Z = 5.0  # standard errors each moment of fresh normal draws may stray (a miss: < 1e-5)
 _NORMAL_MAX_VALUES = 1 << 20  # a larger table is judged on an even subsample of this many
 _SPIKE_ROWS = 2048  # rows of a larger table read for its top singular value (an even subsample)
+_POWER_STEPS = 100  # power iterations for it (an underestimate only ever says "at init")
 
 
 class FrozenHeld:
@@ -65,6 +66,7 @@ class FrozenHeld:
     def __init__(self) -> None:
         self._at_init: dict[int, Callable[[torch.Tensor], bool]] = {}  # parameter id -> its init's test
         self._trained: set[int] = set()  # frozen parameters found not at their initialization
+        self._fresh: dict[int, int] = {}  # parameter id -> its version when found at its initialization
 
     def watch(self, model: nn.Module) -> None:
         for module in model.modules():
@@ -93,7 +95,10 @@ class FrozenHeld:
             if selected:
                 found.append((name, SELECTED))
             elif id(p) in self._at_init and id(p) not in self._trained:
-                if self._at_init[id(p)](p):
+                version = getattr(p, "_version", None)  # unchanged in place since: the same verdict
+                if (version is not None and self._fresh.get(id(p)) == version) or self._at_init[id(p)](p):
+                    if version is not None:
+                        self._fresh[id(p)] = version
                     found.append((name, AT_INIT))
                 else:
                     self._trained.add(id(p))
@@ -180,7 +185,9 @@ def _spiked(rows: torch.Tensor) -> bool:
     (1/sqrt(V - 1) + 1/sqrt(d))^(1/3). Training puts structure into a table (rows that move
     together along the few directions their gradients share): a spike, even after a short
     training whose moments still look like the draws'. Bar: `_NORMAL_Z` scales above the
-    centre (TW1 beyond 5: ~1e-4). Rows are subsampled evenly to `_SPIKE_ROWS`."""
+    centre (TW1 beyond 5: ~1e-4). Rows are subsampled evenly to `_SPIKE_ROWS`; s_max^2 by
+    power iteration on the Gram matrix (an eigendecomposition of a 768 x 768 Gram takes seconds
+    on a busy CPU; the iteration's estimate is never above it, so it errs towards "at init")."""
     x = rows.float()
     if x.shape[0] > _SPIKE_ROWS:
         x = x[:: -(-x.shape[0] // _SPIKE_ROWS)]
@@ -191,11 +198,20 @@ def _spiked(rows: torch.Tensor) -> bool:
         return False
     try:
         with torch.no_grad():
-            top, var = (float(v) for v in (torch.linalg.matrix_norm(x, ord=2), x.square().mean()))
+            x = x.double()
+            gram = x.T @ x
+            v = torch.randn(p, 1, generator=torch.Generator().manual_seed(0), dtype=gram.dtype).to(
+                gram.device
+            )
+            for _ in range(_POWER_STEPS):  # power iteration: a Rayleigh quotient is never above s_max^2
+                v = gram @ v
+                v = v / v.norm().clamp_min(1e-300)
+            top2 = float((v.T @ gram @ v).squeeze())  # s_max^2 (a spike converges fast: its gap is wide)
+            var = float(x.square().mean())
     except Exception:  # an unusual device or dtype: no spike shown
         return False
-    if not (var > 0 and math.isfinite(top)):
+    if not (var > 0 and math.isfinite(top2)):
         return False
     root = math.sqrt(n - 1) + math.sqrt(p)
     scale = root * (1 / math.sqrt(n - 1) + 1 / math.sqrt(p)) ** (1 / 3)
-    return top * top / var > root * root + _NORMAL_Z * scale
+    return top2 / var > root * root + _NORMAL_Z * scale
