@@ -53,7 +53,7 @@ _LAYERS = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase, nn.RNNCellBase)
 _MIN_VALUES = 128
 _UNIFORM_RATIO = 4.0  # max^2 / variance: 3 for uniform draws (sampling: < 4 at n >= 128), ~2 ln n trained
 _EMBEDDING_STDS = (1.0, 0.02)  # nn.Embedding's default N(0, 1); GPT/BERT's initializer_range
-_NORMAL_Z = 5.0  # standard errors each moment of fresh normal draws may stray (a miss: < 1e-5)
+_NORMAL_Z = 5.0  # standard errors (TW scales) fresh draws may stray: a miss ~1e-4, the spike's tail
 _NORMAL_MAX_VALUES = 1 << 20  # a larger table is judged on an even subsample of this many
 _SPIKE_ROWS = 2048  # rows of a larger table read for its top singular value (an even subsample)
 _POWER_STEPS = 100  # power iterations for it (an underestimate only ever says "at init")
