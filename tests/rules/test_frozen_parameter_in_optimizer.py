@@ -180,3 +180,108 @@ def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
             bce(d_gen, torch.ones_like(d_gen)).backward()
             opt_g.step()
     assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])
+
+
+class Bag(nn.Module):
+    """A tiny token classifier: an embedding table, mean-pooled, under a linear head."""
+
+    def __init__(self, table: nn.Embedding):
+        super().__init__()
+        self.emb, self.head = table, nn.Linear(table.embedding_dim, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.emb(tokens).mean(1))
+
+
+def _tokens(n: int = 256, vocab: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(2)
+    tokens = torch.randint(1, vocab, (n, 8), generator=g)
+    return tokens, (tokens % 3 == 0).sum(1).clamp(max=2)
+
+
+def _train_tokens(path, model: nn.Module, steps: int = 12) -> None:
+    tokens, y = _tokens()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # frozen parts and all
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for i in range(steps):
+            xb, yb = tokens[(i * 32) % 224 :][:32], y[(i * 32) % 224 :][:32]
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+
+
+def _pretrained_table(vocab: int = 64, dim: int = 16) -> nn.Embedding:
+    """An embedding trained on another task (unrecorded): its rows left their N(0, 1) draws."""
+    table = nn.Embedding(vocab, dim, padding_idx=0)
+    tokens, _ = _tokens()
+    head = nn.Linear(dim, 2)
+    opt = torch.optim.Adam([*table.parameters(), *head.parameters()], lr=5e-2)
+    for i in range(200):
+        xb = tokens[(i * 32) % 224 :][:32]
+        opt.zero_grad()
+        F.cross_entropy(head(table(xb).mean(1)), (xb[:, 0] % 2).long()).backward()
+        opt.step()
+    return table
+
+
+@pytest.mark.parametrize("std", [None, 0.02], ids=["torch-default", "normal-0.02"])
+@pytest.mark.parametrize("bug", [True, False], ids=["frozen-at-init", "twin"])
+def test_an_embedding_frozen_at_its_init(tmp_path, bug, std):
+    """A token embedding frozen by mistake (a warm-up freeze never undone) while the optimizer
+    holds it: still fresh N(0, 1) draws (nn.Embedding's default, padding row zero) or N(0, 0.02)."""
+    torch.manual_seed(0)
+    table = nn.Embedding(64, 16, padding_idx=0)
+    if std is not None:
+        nn.init.normal_(table.weight, std=std)
+    model = Bag(table)
+    if bug:
+        model.emb.weight.requires_grad_(False)
+    _train_tokens(tmp_path / "run", model)
+    found = mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    if not bug:
+        assert not found, found
+        return
+    assert found, "missed"
+    assert found[0].tensors == ["emb.weight"] and "N(0, 1)" in found[0].message, found[0]
+    assert found[0].step <= 4 and found[0].severity == "warning"
+    assert_explains(found[0])
+
+
+@pytest.mark.parametrize("table", ["pretrained", "sinusoidal", "pretrained-tied"])
+def test_a_frozen_pretrained_or_fixed_embedding_is_healthy(tmp_path, table):
+    """Frozen on purpose and handed over with `model.parameters()`: a pretrained table (its
+    rows moved in training), one tied to the head, a sinusoidal table: not fresh normal draws."""
+    torch.manual_seed(0)
+    if table == "sinusoidal":
+        pos = torch.arange(64, dtype=torch.float32)[:, None]
+        freq = torch.exp(-torch.arange(0, 16, 2, dtype=torch.float32) * (torch.log(torch.tensor(1e4)) / 16))
+        sin = torch.zeros(64, 16)
+        sin[:, 0::2], sin[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+        emb = nn.Embedding.from_pretrained(sin, freeze=True)
+    else:
+        emb = _pretrained_table()
+        emb.weight.requires_grad_(False)
+    model = Bag(emb)
+    if table == "pretrained-tied":  # a language model's output layer tied to its input table
+        model.head = nn.Linear(16, 64)  # its bias trains
+        model.head.weight = emb.weight
+    _train_tokens(tmp_path / "run", model)
+    assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    trial = mldbg.create_trial(str(tmp_path / "run"))  # judged (held and frozen), and found trained
+    assert trial.record("emb.weight", 3).statistics["requires_grad"] == 0
+
+
+def test_fresh_normal_tables_pass_and_trained_ones_do_not():
+    """The normality test itself: fresh N(0, 1) and N(0, 0.02) tables of many shapes pass
+    (5 standard errors a moment: a miss is rarer than 1e-5), uniform and trained ones do not."""
+    from mldbg.frameworks.torch_frozen import _at_normal_init
+
+    g = torch.Generator().manual_seed(0)
+    for shape in [(16, 8), (64, 16), (1000, 32), (30000, 64)]:
+        for _ in range(5):
+            assert _at_normal_init(torch.randn(shape, generator=g))
+            assert _at_normal_init(0.02 * torch.randn(shape, generator=g))
+    assert not _at_normal_init(torch.rand(1000, 32, generator=g) * 2 - 1)  # uniform: kurtosis 1.8
+    assert not _at_normal_init(0.5 * torch.randn(1000, 32, generator=g))  # another scale
+    assert not _at_normal_init(_pretrained_table().weight, skip=0)

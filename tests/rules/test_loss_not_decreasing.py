@@ -188,3 +188,50 @@ def test_quiet_on_a_full_batch_loss_that_converges_to_repeat_itself(tmp_path):
     assert sum(a == b for a, b in zip(logged, logged[1:], strict=False)) > 100  # it repeats
     found = mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing"])
     assert not [f for f in found if "has been exactly" in f.message], [str(f) for f in found]
+
+
+def _energy_model(path, steps: int = 150) -> list[float]:
+    """A JEM-style energy-based model on a 2-D Gaussian, trained with persistent Langevin
+    chains: its loss, the energy gap E(data) - E(samples) (plus a small square penalty),
+    starts well below 0 while the chains are far from the data and rises to hover near 0 as
+    they reach it: a contrastive game, not a loss meant to fall."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    energy = nn.Sequential(nn.Linear(2, 32), nn.SiLU(), nn.Linear(32, 32), nn.SiLU(), nn.Linear(32, 1))
+    opt = torch.optim.Adam(energy.parameters(), lr=2e-3, betas=(0.0, 0.999))
+    chains = torch.rand(256, 2, generator=g) * 8 - 4
+    losses = []
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(energy)
+        for _ in range(steps):
+            data = torch.randn(256, 2, generator=g) * 0.3 + torch.tensor([1.0, -1.0])
+            xs = chains.requires_grad_(True)
+            for _ in range(3):
+                (gx,) = torch.autograd.grad(energy(xs).sum(), xs)
+                xs = (xs - 0.1 * gx + 0.02 * torch.randn(xs.shape, generator=g)).detach().requires_grad_(True)
+            chains = xs.detach()
+            e_pos, e_neg = energy(data), energy(chains)
+            loss = e_pos.mean() - e_neg.mean() + 0.1 * (e_pos**2 + e_neg**2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses
+
+
+def test_a_contrastive_energy_gap_that_rises_to_0_is_not_judged(tmp_path):
+    """The energy gap rose from about -0.5 to hover near 0 (the old rule: "rose by 103%", a
+    share of a level that has no floor). A loss of both signs (`losses.floorless`) is judged by
+    neither loss_not_decreasing nor underfitting; a loss bounded below by 0 always is."""
+    from mldbg.rules.losses import floorless
+
+    losses = _energy_model(tmp_path / "run")
+    assert min(losses) < -0.2 and abs(sorted(losses)[len(losses) // 2]) < 0.1  # below 0, then near it
+    assert floorless(losses)
+    assert not mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing", "underfitting"])
+    assert not floorless([abs(v) + 1e-3 for v in losses])  # a loss of one sign keeps its floor

@@ -20,11 +20,18 @@ frozen when the step ends:
   every value within b, the largest near b, and max^2 / variance near 3, as uniform draws
   give (n >= 128 values). Any training pushes some of the values near the ends beyond b.
   Nobody freezes a layer at its random initialization in a model that trains (a pretrained
-  backbone is trained); a freeze meant for a warm start and never undone does.
+  backbone is trained); a freeze meant for a warm start and never undone does. The weight
+  of an embedding (`nn.Embedding`, `nn.EmbeddingBag`; its padding row left out) likewise,
+  at PyTorch's default N(0, 1) or the N(0, 0.02) of GPT/BERT-style inits: a normality test
+  (mean, variance and kurtosis each within 5 standard errors of fresh draws': 0, sigma^2,
+  3), and no spike: its largest singular value within the Tracy-Widom law of i.i.d. draws.
+  A pretrained or trained table is not fresh draws (its rows moved together along the
+  directions their gradients share, its variance and tails with them), nor is a sinusoidal
+  table (kurtosis 1.5, and a few directions).
 
 Neither is claimed of a parameter that no optimizer holds, one that trains, a pretrained
-frozen part handed over with `model.parameters()` (its weights are no longer uniform draws),
-embeddings, norms and tables of the model's own (sinusoidal position tables are not judged).
+frozen part handed over with `model.parameters()` (its weights are no longer their init's
+draws), norms and tables of the model's own (sinusoidal position tables are not judged).
 Cost: at the statistics steps, for the frozen parameters an optimizer holds only; a parameter
 found trained-looking is not looked at again.
 """
@@ -32,6 +39,8 @@ found trained-looking is not looked at again.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import nn
@@ -43,6 +52,11 @@ AT_INIT = 2
 _LAYERS = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase, nn.RNNCellBase)
 _MIN_VALUES = 128
 _UNIFORM_RATIO = 4.0  # max^2 / variance: 3 for uniform draws (sampling: < 4 at n >= 128), ~2 ln n trained
+_EMBEDDING_STDS = (1.0, 0.02)  # nn.Embedding's default N(0, 1); GPT/BERT's initializer_range
+_NORMAL_Z = 5.0  # standard errors (TW scales) fresh draws may stray: a miss ~1e-4, the spike's tail
+_NORMAL_MAX_VALUES = 1 << 20  # a larger table is judged on an even subsample of this many
+_SPIKE_ROWS = 2048  # rows of a larger table read for its top singular value (an even subsample)
+_POWER_STEPS = 100  # power iterations for it (an underestimate only ever says "at init")
 
 
 class FrozenHeld:
@@ -50,16 +64,21 @@ class FrozenHeld:
     parameters an optimizer holds that show one of the two facts."""
 
     def __init__(self) -> None:
-        self._bound: dict[int, float] = {}  # parameter id -> its layer's default init bound
+        self._at_init: dict[int, Callable[[torch.Tensor], bool]] = {}  # parameter id -> its init's test
         self._trained: set[int] = set()  # frozen parameters found not at their initialization
+        self._fresh: dict[int, int] = {}  # parameter id -> its version when found at its initialization
 
     def watch(self, model: nn.Module) -> None:
         for module in model.modules():
+            if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
+                skip = getattr(module, "padding_idx", None)  # its row is zeros, not a draw
+                self._at_init.setdefault(id(module.weight), partial(_at_normal_init, skip=skip))
+                continue
             bound = _default_bound(module)
             if bound is None:
                 continue
             for p in module.parameters(recurse=False):
-                self._bound.setdefault(id(p), bound)
+                self._at_init.setdefault(id(p), partial(_at_default_init, bound=bound))
 
     def judge(self, params: list[tuple[str, nn.Parameter]], held: set[int]) -> list[tuple[str, int]]:
         """(name, code) of the frozen parameters among `params` (one model's) that the
@@ -75,8 +94,11 @@ class FrozenHeld:
         for name, p in kept:
             if selected:
                 found.append((name, SELECTED))
-            elif id(p) in self._bound and id(p) not in self._trained:
-                if _at_default_init(p, self._bound[id(p)]):
+            elif id(p) in self._at_init and id(p) not in self._trained:
+                version = getattr(p, "_version", None)  # unchanged in place since: the same verdict
+                if (version is not None and self._fresh.get(id(p)) == version) or self._at_init[id(p)](p):
+                    if version is not None:
+                        self._fresh[id(p)] = version
                     found.append((name, AT_INIT))
                 else:
                     self._trained.add(id(p))
@@ -115,3 +137,81 @@ def _at_default_init(p: torch.Tensor, bound: float) -> bool:
     if not (var > 0 and 0.9 * bound <= top <= bound * (1 + 1e-5)):
         return False
     return min(-lo, hi) >= 0.9 * bound and abs(mean) <= 0.1 * bound and top * top / var <= _UNIFORM_RATIO
+
+
+def _at_normal_init(p: torch.Tensor, skip: int | None = None) -> bool:
+    """Do the values of an embedding table `p` (without its padding row `skip`) look like
+    fresh draws of N(0, s^2), s one of `_EMBEDDING_STDS`? Mean, variance and kurtosis each
+    within `_NORMAL_Z` standard errors of the draws' (s / sqrt(n), s^2 sqrt(2 / (n - 1)),
+    sqrt(24 / n)). A table that trained moved its rows: its variance and tails left these."""
+    try:
+        with torch.no_grad():
+            local = p.to_local() if is_sharded(p) else p  # type: ignore[attr-defined]
+            if local.dim() != 2 or not local.is_floating_point() or local.is_sparse:
+                return False
+            rows = local.detach()
+            if skip is not None and -rows.shape[0] <= skip < rows.shape[0]:
+                keep = torch.ones(rows.shape[0], dtype=torch.bool, device=rows.device)
+                keep[skip] = False
+                rows = rows[keep]
+            x = rows.float().reshape(-1)
+            if x.numel() > _NORMAL_MAX_VALUES:
+                x = x[:: -(-x.numel() // _NORMAL_MAX_VALUES)]
+            n = x.numel()
+            if n < _MIN_VALUES:
+                return False
+            mean = x.mean()
+            d = x - mean
+            var = d.square().mean()
+            mean_f, var_f, m4 = (float(v) for v in torch.stack([mean, var, d.pow(4).mean()]).tolist())
+    except Exception:  # a sharded or meta parameter: not judged (never break the training)
+        return False
+    if not (var_f > 0 and math.isfinite(m4)):
+        return False
+    kurtosis = m4 / (var_f * var_f)
+    if abs(kurtosis - 3) > _NORMAL_Z * math.sqrt(24 / n):
+        return False
+    return any(
+        abs(mean_f) <= _NORMAL_Z * s / math.sqrt(n)
+        and abs(var_f / (s * s) - 1) <= _NORMAL_Z * math.sqrt(2 / (n - 1))
+        for s in _EMBEDDING_STDS
+    ) and not _spiked(rows)
+
+
+def _spiked(rows: torch.Tensor) -> bool:
+    """Whether the table's largest singular value stands above what i.i.d. draws give: for a
+    V x d table of independent draws, s_max^2 / variance lies within the Tracy-Widom law at
+    Johnstone's centre (sqrt(V - 1) + sqrt(d))^2 and scale (sqrt(V - 1) + sqrt(d))
+    (1/sqrt(V - 1) + 1/sqrt(d))^(1/3). Training puts structure into a table (rows that move
+    together along the few directions their gradients share): a spike, even after a short
+    training whose moments still look like the draws'. Bar: `_NORMAL_Z` scales above the
+    centre (TW1 beyond 5: ~1e-4). Rows are subsampled evenly to `_SPIKE_ROWS`; s_max^2 by
+    power iteration on the Gram matrix (an eigendecomposition of a 768 x 768 Gram takes seconds
+    on a busy CPU; the iteration's estimate is never above it, so it errs towards "at init")."""
+    x = rows.float()
+    if x.shape[0] > _SPIKE_ROWS:
+        x = x[:: -(-x.shape[0] // _SPIKE_ROWS)]
+    if x.shape[0] < x.shape[1]:
+        x = x.T
+    n, p = x.shape
+    if p < 2:
+        return False
+    try:
+        with torch.no_grad():
+            x = x.double()
+            gram = x.T @ x
+            v = torch.randn(p, 1, generator=torch.Generator().manual_seed(0), dtype=gram.dtype).to(
+                gram.device
+            )
+            for _ in range(_POWER_STEPS):  # power iteration: a Rayleigh quotient is never above s_max^2
+                v = gram @ v
+                v = v / v.norm().clamp_min(1e-300)
+            top2 = float((v.T @ gram @ v).squeeze())  # s_max^2 (a spike converges fast: its gap is wide)
+            var = float(x.square().mean())
+    except Exception:  # an unusual device or dtype: no spike shown
+        return False
+    if not (var > 0 and math.isfinite(top2)):
+        return False
+    root = math.sqrt(n - 1) + math.sqrt(p)
+    scale = root * (1 / math.sqrt(n - 1) + 1 / math.sqrt(p)) ** (1 / 3)
+    return top2 / var > root * root + _NORMAL_Z * scale

@@ -450,6 +450,25 @@ def _recent_trend(x: np.ndarray) -> float:
     return stats.trend_z(meds)
 
 
+def floorless(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether a loss series has no floor at 0 to judge its progress against: its values take
+    both signs, the middle 90% of them straddling 0 (its level is near 0 against its own
+    noise), or its level does (the median of its first values and of its tenths are not all
+    of one sign: it crossed 0). A loss bounded below by 0 (cross-entropy, MSE) never does; an
+    adversarial or contrastive objective does (an energy gap E(data) - E(samples), a WGAN
+    critic, a policy-gradient term): it is not meant to fall, it hovers near 0 or changes sign,
+    and "shed x% of its level" or "rose y%" is a share of nothing."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) < 4:
+        return False
+    m = max(2, len(x) // 10)
+    levels = [float(v) for v in np.quantile(x, [0.05, 0.95])]
+    levels.append(float(np.median(x[: min(len(x) // 2, max(10, min(50, len(x) // 10)))])))
+    levels += np.median(x[len(x) - (len(x) // m) * m :].reshape(-1, m), axis=1).tolist()
+    return min(levels) < 0 < max(levels)
+
+
 LEARNING_RATE = "learning_rate/"  # the PyTorch hook's record of each model's learning rate
 
 

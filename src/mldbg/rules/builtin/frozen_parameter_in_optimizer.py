@@ -18,8 +18,9 @@ WHY = {
     SELECTED: "the optimizer was given a selection of the model's parameters (other frozen ones are left "
     "out of it), and these frozen ones are in it: chosen to train, then frozen (a freezing loop run "
     "again after new layers were put in?)",
-    AT_INIT: "they are still at PyTorch's default random initialization (uniform draws within "
-    "1/sqrt(fan_in)): a layer frozen before it ever trained (a freeze meant for a warm start, never undone?)",
+    AT_INIT: "they are still at their default random initialization (uniform draws within "
+    "1/sqrt(fan_in); an embedding's fresh N(0, 1) or N(0, 0.02) draws): a layer frozen before it ever "
+    "trained (a freeze meant for a warm start, never undone?)",
 }
 
 
@@ -37,12 +38,14 @@ class FrozenParameterInOptimizer(Rule):
     selection of the model's parameters that leaves other frozen ones out, yet holds this one
     (the user chose it to train), or (2) it belongs to a Linear, convolution or recurrent layer
     and is still at PyTorch's default initialization (uniform draws within 1/sqrt(fan_in), or
-    1/sqrt(hidden_size)): nobody freezes a layer at its random init in a model that trains; a
-    pretrained frozen part is trained, so its values left those bounds. A streak counts
+    1/sqrt(hidden_size)), or is an embedding table still fresh N(0, 1) or N(0, 0.02) draws
+    (mean, variance and kurtosis within 5 standard errors of the draws'): nobody freezes a
+    layer at its random init in a model that trains; a pretrained frozen part is trained, so
+    its values left those bounds and that normal shape. A streak counts
     statistics steps and ends at one where the parameter trains again (a freeze for a warm-up,
     undone). Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
-    out of the optimizer), a pretrained frozen backbone handed over with `model.parameters()`,
-    a frozen embedding or normalization at any value, a sinusoidal table. First finding at the
+    out of the optimizer), a pretrained frozen backbone or embedding handed over with
+    `model.parameters()`, a frozen normalization at any value, a sinusoidal table. First finding at the
     `patience`-th training statistics step (step 2 from step 0). The second evidence is weaker
     (a layer of random features frozen on purpose looks the same): its findings are warnings,
     which a stop action does not act on by default. A parameter counts only where

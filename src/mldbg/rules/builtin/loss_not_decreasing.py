@@ -81,6 +81,9 @@ class LossNotDecreasing(Rule):
     against each other, `mldbg.rules.losses.opposed`) plays a game whose loss is not meant
     to fall: it is not judged. Nor is a flat training loss while the recorded learning rate
     still rises (`mldbg.rules.losses.warming_up`: a warm-up moves the loss little at first).
+    Nor is a loss without a floor at 0 (`mldbg.rules.losses.floorless`: its middle 90%, or
+    its start and tenths, take both signs): a contrastive or adversarial objective (an EBM's
+    energy gap, a WGAN critic) hovers near 0 or crosses it; a share of its level means nothing.
     """
 
     needs = ("losses", "scalars")
@@ -230,7 +233,12 @@ class LossNotDecreasing(Rule):
         self, trial: TrialView, name: str, mode: str, steps: Sequence[int], values: Sequence[float]
     ) -> bool:
         """A GAN's loss: two models trained on one-class targets, or another training loss
-        that moves against this one."""
+        that moves against this one; or any loss without a floor (`floorless`: of both signs,
+        as a contrastive energy gap)."""
+        from mldbg.rules.losses import floorless  # here: the import list above is busy elsewhere
+
+        if floorless(values):
+            return True
         if mode != "TRAIN":
             return False
         # the labels and gradients that tell a GAN are saved at statistics steps (every 100th

@@ -16,6 +16,7 @@ from mldbg.rules.losses import (
     GAME_STEPS,
     LossTracker,
     Progress,
+    floorless,
     judged_at,
     judgement,
     opposed,
@@ -58,7 +59,8 @@ class Underfitting(Rule):
     it. A GAN (two models trained on one-class targets, or two losses that move against each
     other) plays a game whose loss is not meant to fall: it is not judged. Nor is a loss that
     has not risen while the recorded learning rate still rises (a warm-up,
-    `mldbg.rules.losses.warming_up`).
+    `mldbg.rules.losses.warming_up`). Nor is a loss of both signs (`mldbg.rules.losses.floorless`:
+    an EBM's energy gap, a WGAN critic, near 0 or crossing it): it has no floor to fall to.
     """
 
     needs = ("losses", "scalars")
@@ -148,6 +150,8 @@ class Underfitting(Rule):
             # the labels and gradients that tell a GAN are saved at statistics steps (every
             # 100th of the two-line hook's, after 20): read them over the last GAME_STEPS
             w = max(self.patience * max(2, self.window), GAME_STEPS)
+            if floorless(s.values):
+                continue  # of both signs (a contrastive energy gap): no floor to measure progress from
             if adversarial(trial, s.steps[-w:]) or any(
                 other != name and opposed(s.values, o.values) for other, o in self._tracker.train.items()
             ):
