@@ -27,6 +27,7 @@ ONE_WORKER_FOLDERS = ("tests/scale/",)
 SOLO = frozenset({
     "tests/profiler/test_profiler_monitor.py",  # CPU use while training
     "tests/profiler/test_profiler_rules_cpu.py",  # step_outlier on injected 0.12 s stalls
+    "tests/cli/test_exit_codes_strict.py",  # step_outlier on injected 0.1 s stalls
     "tests/store/test_s3_fault.py",  # no step waits on the bucket beyond a bound
     "tests/store/test_s3_start_down.py",
     "tests/store/test_s3_spill_limits.py",
