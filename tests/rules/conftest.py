@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 import mldbg
 from mldbg.rules import Finding
+from tests.defects import EXTRA
+from tests.defects import SCENARIOS as DEFECT_TABLE
 from tests.rules.silent import silent_run  # noqa: F401 - the silent bugs of issue 17 (tests/rules/silent.py)
 from tests.tiny import train
 
@@ -67,6 +70,39 @@ def default_findings(run: Callable[[str], str]) -> Callable[[str], list[Finding]
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def defect_table_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], tuple[Path, list[Finding], list[warnings.WarningMessage]]]:
+    """defect_table_runs(name) -> (path, findings, warnings) of row `name` of the defect table
+    (tests/defects.py) trained with the two lines for 100 steps, and checked by the default
+    rules and EXTRA, as benchmarks/rule_defects.py does; `warnings`: those the check raised (a
+    rule that failed). Trained on first use, for test_default_hook.py and test_diagnosis.py."""
+    root = tmp_path_factory.mktemp("defect_table")
+    done: dict[str, tuple[Path, list[Finding], list[warnings.WarningMessage]]] = {}
+
+    def get(name: str) -> tuple[Path, list[Finding], list[warnings.WarningMessage]]:
+        if name not in done:
+            path = root / f"row{list(DEFECT_TABLE).index(name)}"
+            train(path, default_hook=True, **{"steps": 100, **DEFECT_TABLE[name][0]})
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                findings = mldbg.check(str(path), rules=["default", *EXTRA])
+            done[name] = (path, findings, caught)
+        return done[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def ddp_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The real two-process gloo jobs of test_rank_divergence.py (bug -> run path), recorded
+    once for it and test_columns.py."""
+    from tests.rules.test_rank_divergence import record_jobs
+
+    return record_jobs(tmp_path_factory.mktemp("ddp_silent"))
 
 
 def fired(findings: list[Finding]) -> dict[str, int]:

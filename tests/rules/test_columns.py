@@ -18,7 +18,6 @@ from mldbg.rules import BUILTIN
 from mldbg.rules.runner import RuleRunner
 from mldbg.trial.columns import Columns
 from tests.defects import EXTRA
-from tests.rules.test_rank_divergence import jobs as ddp_jobs  # noqa: F401 (a fixture)
 from tests.tiny import train
 
 REDUCTIONS = mldbg.ReductionConfig(
@@ -190,7 +189,7 @@ def test_router_collapse_the_same_on_both_paths(tmp_path, balance, save):
         assert both[1] == both[0], spec
 
 
-def test_rank_divergence_the_same_on_both_paths(ddp_jobs):  # noqa: F811 (the fixture)
+def test_rank_divergence_the_same_on_both_paths(ddp_jobs):
     """Real two-process gloo jobs (tests/rules/test_rank_divergence.py; ~15 s: the only
     recordings of several workers): a rank that drifts, ranks reading the same batches, the
     healthy twin, and every worker recording everything."""

@@ -19,7 +19,7 @@ from mldbg.rules import BUILTIN, Finding
 from mldbg.rules.diagnosis import CAUSES, STOP_CONFIDENCE, Diagnosis, RunFacts, group
 from mldbg.rules.diagnosis.causes import HOME, OPPOSITE
 from mldbg.rules.diagnosis.facts import Fact
-from tests.defects import EXTRA, SCENARIOS
+from tests.defects import SCENARIOS
 from tests.tiny import train
 
 # defect row -> the causes its diagnosis may name (the first is the one it names today)
@@ -59,20 +59,17 @@ def test_every_defect_row_has_an_expected_cause():
 
 
 @pytest.fixture(scope="module")
-def defect_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[Finding], list[Diagnosis]]]:
+def defect_runs(defect_table_runs) -> dict[str, tuple[list[Finding], list[Diagnosis]]]:
     """Every row of the defect table, trained once with the two lines (100 steps), its findings
     (the default rules and the model rules outside the default set, as benchmarks/rule_defects.py)
-    and its diagnoses."""
-    root = tmp_path_factory.mktemp("diagnosis_runs")
+    and its diagnoses (the session's recordings, tests/rules/conftest.py, which
+    test_default_hook.py asserts)."""
     out = {}
-    for i, (name, (kwargs, _)) in enumerate(SCENARIOS.items()):
-        path = Path(root) / f"row{i}"
-        train(path, **{"steps": 100, "default_hook": True, **kwargs})
-        trial = mldbg.create_trial(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a rule that failed is not the point here
-            findings = mldbg.check(trial, rules=["default", *EXTRA])
-        out[name] = (findings, group(findings, RunFacts.of(trial)))
+    for name in SCENARIOS:
+        path, findings, caught = defect_table_runs(name)
+        # a rule that failed (RuntimeWarning) is not the point here; any other warning is
+        assert all(issubclass(w.category, RuntimeWarning) for w in caught), [str(w.message) for w in caught]
+        out[name] = (findings, group(findings, RunFacts.of(mldbg.create_trial(path))))
     return out
 
 

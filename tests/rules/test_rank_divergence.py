@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import mldbg
 from tests.frameworks.test_multi_worker import start_workers
 from tests.rules.conftest import assert_explains
@@ -66,9 +64,9 @@ os._exit(0)  # no interpreter finalization: see the end of tests/frameworks/ddp_
 """
 
 
-@pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    base = tmp_path_factory.mktemp("ddp_silent")
+def record_jobs(base: Path) -> dict[str, str]:
+    """Each job above, recorded under `base`: bug -> run path (the session fixture `ddp_jobs` of
+    tests/rules/conftest.py, shared with test_columns.py)."""
     out = {}
     for bug in ("diverge", "no_sampler", "healthy", "diverge_all", "diverge_bypass"):
         path = base / bug
@@ -81,9 +79,9 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return out
 
 
-def test_every_worker_records_its_fingerprints(jobs):
+def test_every_worker_records_its_fingerprints(ddp_jobs):
     """include_workers="one" records worker 0's statistics only, and the fingerprints of all."""
-    trial = mldbg.create_trial(jobs["healthy"])
+    trial = mldbg.create_trial(ddp_jobs["healthy"])
     assert trial.workers() == ["worker_0", "worker_1"] and trial.loaded_all_steps
     ones = [r for r in trial.records("0.weight") if r.worker == "worker_1"]
     steps = [r.step for r in ones]
@@ -95,8 +93,8 @@ def test_every_worker_records_its_fingerprints(jobs):
     assert not [r for r in trial.records("CrossEntropyLoss_output_0") if r.worker == "worker_1"]
 
 
-def test_fires_when_a_rank_drifts(jobs):
-    found = mldbg.check(jobs["diverge"], rules=["rank_divergence"])
+def test_fires_when_a_rank_drifts(ddp_jobs):
+    found = mldbg.check(ddp_jobs["diverge"], rules=["rank_divergence"])
     assert len(found) == 1
     f = found[0]
     assert f.step == 6, f  # rank 1 changed 0.weight after step 5's optimizer step
@@ -104,8 +102,8 @@ def test_fires_when_a_rank_drifts(jobs):
     assert_explains(f)
 
 
-def test_fires_when_ddp_is_bypassed(jobs):
-    found = mldbg.check(jobs["diverge_bypass"])  # the default set
+def test_fires_when_ddp_is_bypassed(ddp_jobs):
+    found = mldbg.check(ddp_jobs["diverge_bypass"])  # the default set
     assert [f.rule for f in found] == ["rank_divergence"], "\n".join(map(str, found))
     f = found[0]
     assert f.step == 6, f  # step 5 updated without the all-reduce; parameters are read before the update
@@ -113,8 +111,8 @@ def test_fires_when_ddp_is_bypassed(jobs):
     assert_explains(f)
 
 
-def test_fires_when_ranks_read_the_same_batches(jobs):
-    found = mldbg.check(jobs["no_sampler"], rules=["duplicate_batches"])
+def test_fires_when_ranks_read_the_same_batches(ddp_jobs):
+    found = mldbg.check(ddp_jobs["no_sampler"], rules=["duplicate_batches"])
     assert len(found) == 1
     f = found[0]
     assert f.step == 1, f  # the same samples on both ranks at steps 0 and 1 (patience 2)
@@ -123,23 +121,23 @@ def test_fires_when_ranks_read_the_same_batches(jobs):
     assert_explains(f)
 
 
-def test_quiet_on_the_twins(jobs):
-    assert not mldbg.check(jobs["no_sampler"], rules=["rank_divergence"])
-    assert not mldbg.check(jobs["diverge"], rules=["duplicate_batches"])
-    found = mldbg.check(jobs["healthy"])  # the whole default set
+def test_quiet_on_the_twins(ddp_jobs):
+    assert not mldbg.check(ddp_jobs["no_sampler"], rules=["rank_divergence"])
+    assert not mldbg.check(ddp_jobs["diverge"], rules=["duplicate_batches"])
+    found = mldbg.check(ddp_jobs["healthy"])  # the whole default set
     assert not found, "\n".join(map(str, found))
 
 
-def test_each_worker_alone_has_nothing_to_compare(jobs):
+def test_each_worker_alone_has_nothing_to_compare(ddp_jobs):
     """Per-worker checking gives each rule one worker: rank_divergence has no pair to compare."""
-    assert not mldbg.check(jobs["diverge"], rules=["rank_divergence"], per_worker=True)
+    assert not mldbg.check(ddp_jobs["diverge"], rules=["rank_divergence"], per_worker=True)
 
 
-def test_fires_with_every_worker_recording_everything(jobs):
+def test_fires_with_every_worker_recording_everything(ddp_jobs):
     """include_workers="all": each worker records the default statistics at its own cadence,
     and the fingerprints at the same fingerprint steps."""
-    trial = mldbg.create_trial(jobs["diverge_all"])
+    trial = mldbg.create_trial(ddp_jobs["diverge_all"])
     assert trial.workers() == ["worker_0", "worker_1"]
     assert {r.worker for r in trial.records("CrossEntropyLoss_output_0")} == {"worker_0", "worker_1"}
-    found = mldbg.check(jobs["diverge_all"], rules=["rank_divergence"])
+    found = mldbg.check(ddp_jobs["diverge_all"], rules=["rank_divergence"])
     assert [(f.step, f.tensors) for f in found] == [(6, ["0.weight"])], found

@@ -18,10 +18,13 @@ from tests.scale.failing_rule import AlwaysFails
 
 
 def corrupt_copy(src: str, dst: Path) -> str:
-    """A copy of a run whose index file is overwritten with garbage."""
+    """A copy of a run whose index files are overwritten with garbage (a loaded machine's writer
+    may have sealed more than one)."""
     shutil.copytree(src, dst)
-    (index,) = sorted(dst.glob("workers/*/index/*.safetensors"))
-    index.write_bytes(b"not a safetensors index" * 4)
+    indexes = sorted(dst.glob("workers/*/index/*.safetensors"))
+    assert indexes, f"no index file in {src}"
+    for index in indexes:
+        index.write_bytes(b"not a safetensors index" * 4)
     return str(dst)
 
 
