@@ -65,8 +65,9 @@ def dask_client(
         raise InvalidConfig(f"client={client!r}: give a distributed.Client, a scheduler address, or None")
     size = n_workers or max(1, min(os.cpu_count() or 1, jobs or os.cpu_count() or 1))
     with (
+        # its dashboard on a free port: None still binds 8787, and a second cluster at once warns
         distributed.LocalCluster(
-            n_workers=size, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=size, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster, set_as_default=False) as local,
     ):
