@@ -18,9 +18,8 @@ SHARED = {
     "tests/rules/test_diagnosis.py": "tests/rules/test_default_hook.py",  # defect_table_runs
 }
 
-# each starts a Dask LocalCluster, whose scheduler listens on port 8787 (distributed's default,
-# even with no dashboard): a second one at the same time warns that the port is taken, and the
-# suite's filterwarnings=error fails the test
+# each starts a Dask LocalCluster: one at a time (mldbg's own put their dashboard on a free
+# port, but a test's cluster of its own may not, and a second on port 8787 warns: an error here)
 ONE_WORKER_FOLDERS = ("tests/scale/",)
 
 # they time real training steps on this machine: alone, as in one process
