@@ -334,3 +334,31 @@ def test_a_gradient_far_below_the_threshold_that_adam_still_moves_is_not_reporte
     trial = mldbg.create_trial(path)
     assert trial.record("gradient/1.fc1.weight", 5).statistics["mean_abs"] < 1e-9  # 100x below
     assert not mldbg.check(path, rules=["vanishing_gradient"])
+
+
+def test_a_widening_sigmoid_cnn_is_reported_from_its_second_layer(tmp_path):
+    """A detector's backbone of sigmoid convs whose channels widen (8, 16, 16, 32, 32, 32):
+    the stack's shapes differ, so its first layer (fed by the data, whose gradient has the
+    data's scale) is left out, and the rest still fall ~1000x toward the input."""
+    torch.manual_seed(0)
+    chans = [1, 8, 16, 16, 32, 32, 32]
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(chans[:-1], chans[1:], strict=True):
+        layers += [torch.nn.Conv2d(a, b, 3, padding=1), torch.nn.Sigmoid()]
+    model = torch.nn.Sequential(
+        *layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 4)
+    )
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 1, 8, 8, generator=g)
+    y = (x.flatten(1) @ torch.randn(64, 4, generator=g)).argmax(1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for step in range(12):
+            idx = torch.arange(step * 32, step * 32 + 32) % 256
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+    assert found and "gradient/2.weight" in found[0].tensors, found
+    assert "fall toward its input" in found[0].message and "gradient/0.weight" not in found[0].message

@@ -29,11 +29,11 @@ _QUERY_KEY = r"(?i)(^|[._/])(query|key|[qk]_?proj|[qk]_?lin|to_[qk]|w_?[qk])($|[
 # +-0.1), so their gradients are 10-100x below the decoder's by construction
 _RECURRENT = r"(?i)(^|[._/])(weight_(ih|hh)(_l\d+)?(_reverse)?|recurrent_kernel)($|[._/])"
 # a layer's weight as frameworks name it (PyTorch's `weight`, `weight_ih_l0`, `in_proj_weight`;
-# Keras' and Flax's `kernel`; a hand-written `W`, `W1`, `w_q`): what var(w) x fan-in is the
+# Keras' and Flax's `kernel`; a hand-written `W`, `W1`, `w_q`, `W_enc`): what var(w) x fan-in is the
 # gain of. Other parameters (a selective SSM's `A_log`, RWKV's `decay` and `mix_k`, `D`, a
 # `cls_token`, a `logit_scale`) are used elementwise or added, not multiplied as a fan-in
 # matrix: their "gain" means nothing (Mamba's A_log = log(1..16) per row: x17 "explodes")
-_LAYER_WEIGHT = r"(?i)(weight|kernel)[^./]*$|(^|[._/])w(_?[a-z]{0,2}\d*)?$"
+_LAYER_WEIGHT = r"(?i)(weight|kernel)[^./]*$|(^|[._/])w(_?[a-z0-9]{1,5})?$"
 
 
 def _variance(trial: TrialView, name: str, step: int) -> float | None:

@@ -46,22 +46,30 @@ _INDEX = re.compile(r"(?:(?<=[._/])|_)(\d+)(?=[._/]|$)")
 
 def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | None]) -> list[list[str]]:
     """The plain stacks among weight gradients `names`: the names that differ only in one
-    integer component (`hidden.0.weight` .. `hidden.5.weight`, `Dense_1/kernel` ..
-    `Dense_7/kernel`) and have one shape, at least `DEPTH_LAYERS` of them, in the order of
-    that index (the order they were built in, which is the forward's in a ModuleList, a
-    Sequential or a Flax compact module)."""
-    groups: dict[tuple[str, tuple[int, ...]], list[tuple[int, str]]] = {}
+    integer component (`hidden.0.weight` .. `hidden.5.weight`, `backbone.0.weight` ..
+    `backbone.15.weight`, `Dense_1/kernel` .. `Dense_7/kernel`) and have as many axes, in the
+    order of that index (the order they were built in, which is the forward's in a
+    ModuleList, a Sequential or a Flax compact module), at least `DEPTH_LAYERS` of them. Where
+    their shapes differ the first is left out: it may be the layer fed by the data, whose
+    gradient has the data's scale (inputs x 1e-3: a gradient 1000x smaller), not the depth's."""
+    groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
     for name in names:
         shp = shape(name)
         if shp is None:
             continue
         for m in _INDEX.finditer(name):
             key = name[: m.start(1)] + "#" + name[m.end(1) :]
-            groups.setdefault((key, shp), []).append((int(m.group(1)), name))
-    return [
-        [n for _, n in sorted(members)] for members in groups.values()
-        if len(members) >= DEPTH_LAYERS and len({i for i, _ in members}) == len(members)
-    ]  # fmt: skip
+            groups.setdefault((key, len(shp)), []).append((int(m.group(1)), name))
+    stacks = []
+    for members in groups.values():
+        if len({i for i, _ in members}) < len(members):
+            continue
+        stack = [n for _, n in sorted(members)]
+        if len({shape(n) for n in stack}) > 1:
+            stack = stack[1:]
+        if len(stack) >= DEPTH_LAYERS:
+            stacks.append(stack)
+    return stacks
 
 
 #: `depth_fall`: the fewest layers of a stack it judges, the least fall over the stack (in
@@ -147,9 +155,11 @@ class VanishingGradient(Rule):
     the raw gradient).
 
     The second test needs no threshold: the gradient falling through a plain stack's depth
-    (`depth_fall`). The weights of one shape whose names differ only in one index (a
+    (`depth_fall`). The weights of as many axes whose names differ only in one index (a
     ModuleList's `hidden.0.weight` .. `hidden.5.weight`, Flax's `Dense_1/kernel` ..
-    `Dense_7/kernel`), at least 4 of them, in the order of that index: where their mean |g|
+    `Dense_7/kernel`, a Sequential's convs), at least 4 of them, in the order of that index,
+    the first left out where their shapes differ (it may be fed by the data, whose gradient
+    has the data's scale): where their mean |g|
     rises toward the output by at least 100x over the stack (a least-squares line of
     log10 mean |g| over the positions) and consistently (Spearman >= 0.9) at `patience`
     consecutive saved steps, the stack's first layers learn from an error signal orders of
