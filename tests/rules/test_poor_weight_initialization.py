@@ -408,3 +408,74 @@ def test_quiet_on_a_transformer_at_std_002(tmp_path):
             opt.step()
     found = mldbg.check(str(tmp_path), rules=["poor_weight_initialization"])
     assert not found, [str(f) for f in found]
+
+
+@pytest.mark.parametrize("inputs", ["one-hot", "dense"])
+def test_a_one_layer_table_of_standard_normals_is_judged_on_its_output(tmp_path, inputs):
+    """makemore's neural bigram: W = torch.randn(27, 27) times the one-hot of the previous
+    character, full-batch SGD at lr 50. var(w) x fan-in is 27, but the input's per-feature
+    variance is 1/27: the logits have variance 1 (an embedding lookup written as a matmul),
+    and a model of one layer is no chain to explode through: quiet. The same layer fed
+    standardized dense features gives logits of variance 27: reported."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    xs = torch.randint(0, 27, (2000,), generator=g)
+    ys = (xs * 7 + torch.randint(0, 3, (2000,), generator=g)) % 27
+    x = nn.functional.one_hot(xs, 27).float() if inputs == "one-hot" else torch.randn(2000, 27, generator=g)
+    model = nn.Linear(27, 27, bias=False)
+    nn.init.normal_(model.weight)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for _ in range(15):
+            loss = nn.functional.cross_entropy(model(x), ys)
+            model.weight.grad = None
+            loss.backward()
+            model.weight.data += -50 * model.weight.grad
+    found = mldbg.check(str(tmp_path / "run"), rules=["poor_weight_initialization"])
+    if inputs == "one-hot":
+        assert not found, [str(f) for f in found]
+    else:
+        assert found and "weight" in found[0].tensors and "explodes" in found[0].message, found
+
+
+class _Decay(nn.Module):
+    """A selective SSM's decay in miniature: A_log = log(1..8) per channel (Mamba's init), used
+    elementwise (exp(-exp(A_log)) scales a running state), between two default Linears."""
+
+    def __init__(self, d: int = 32, n: int = 8):
+        super().__init__()
+        self.inp, self.out = nn.Linear(16, d), nn.Linear(d, 4)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, n + 1).float()).repeat(d, 1))
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        decay = torch.exp(-torch.exp(self.A_log)).mean(-1)  # (d,): most of it ~e^-8
+        state = h
+        for _ in range(3):
+            state = decay * state + h
+        return self.out(state)
+
+
+def test_a_parameter_used_elementwise_has_no_gain(tmp_path):
+    """A_log is a (32, 8) matrix of values log(1..8): as a fan-in layer its var(w) x fan-in
+    would be ~17 ("explodes"), which made the model's init out of band, and then the small
+    gradients an SSM's decay gets by construction were blamed on it. It is no layer's weight
+    (not `weight`/`kernel`/`W`): no gain, and the default Linears are in band: quiet."""
+    torch.manual_seed(0)
+    model = _Decay()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_budget=0) as hook:
+        hook.register_module(model)
+        for step in range(12):
+            idx = torch.arange(step * 32, step * 32 + 32) % 512
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    spread = trial.record("gradient/A_log", 1).statistics
+    assert spread["quantile(95.0)"] - spread["quantile(5.0)"] < 1e-3  # small by construction
+    found = mldbg.check(str(tmp_path / "run"), rules=["poor_weight_initialization"])
+    assert not found, [str(f) for f in found]

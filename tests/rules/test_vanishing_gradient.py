@@ -251,3 +251,114 @@ def test_fires_once_the_rise_stops_when_the_optimizer_misses_a_block(tmp_path):
     for rule in ("unchanged_tensor", "weight_update_ratio"):
         assert any(f.rule == rule and "1.conv1.weight" in f.tensors for f in found), found
     assert not any(t.startswith("2.") for f in found for t in f.tensors), found  # the held block is fine
+
+
+class SigmoidStack(torch.nn.Module):
+    """muP's MLP in miniature: hidden weights N(0, 1/fan_in), the readout started at 0, one
+    activation module applied after every layer."""
+
+    def __init__(self, act: type[torch.nn.Module], depth: int = 6, width: int = 32):
+        super().__init__()
+        self.inp = torch.nn.Linear(16, width)
+        self.hidden = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
+        self.act = act()
+        self.readout = torch.nn.Linear(width, 4)
+        for h in self.hidden:
+            torch.nn.init.normal_(h.weight, std=width**-0.5)
+        torch.nn.init.zeros_(self.readout.weight)
+
+    def forward(self, x):
+        h = self.act(self.inp(x))
+        for layer in self.hidden:
+            h = self.act(layer(h))
+        return self.readout(h)
+
+
+@pytest.mark.parametrize("act", [torch.nn.Sigmoid, torch.nn.ReLU], ids=["sigmoid", "relu"])
+def test_a_gradient_falling_through_a_deep_sigmoid_stack_is_reported_under_adam(tmp_path, act):
+    """Six sigmoid layers pass back at most 1/4 of the error each: the first hidden layer's
+    gradient is ~1000x below the last's. Adam moves every layer at full speed and the readout
+    starts at 0 (its gradients rise from exactly 0: a gate opening), so the absolute test
+    stays quiet; the fall over the stack's depth is the vanishing gradient. The same stack of
+    ReLUs keeps its gradient's size through the depth: quiet."""
+    torch.manual_seed(0)
+    model = SigmoidStack(act)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    found = mldbg.check(train_branches(tmp_path / "run", model, opt, 30), rules=["vanishing_gradient"])
+    if act is torch.nn.ReLU:
+        assert not found, found
+        return
+    assert found and "gradient/hidden.0.weight" in found[0].tensors, found
+    assert "gradient/hidden.5.weight" not in found[0].tensors and "fall toward its input" in found[0].message
+    assert_explains(found[0])
+
+
+class GainedBranch(torch.nn.Module):
+    """`ScaledBranch` whose second layer has a per-channel gain (a weight-standardized conv's,
+    an NF-ResNet's): a vector, not a layer."""
+
+    def __init__(self, width: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.fc1, self.fc2 = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+        self.gain = torch.nn.Parameter(torch.ones(width, 1))
+
+    def forward(self, x):
+        return x + self.scale * torch.nn.functional.linear(
+            torch.relu(self.fc1(x)), self.fc2.weight * self.gain
+        )
+
+
+def test_a_gain_vector_is_not_a_layer(tmp_path):
+    """Under SGD the branch's layers barely move (reported), but its per-channel gain, a
+    (width, 1) scale, is not a layer that a small gradient starves (as a LayerNorm's scale or
+    a layer scale gamma): not among the tensors."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), GainedBranch(32, 1e-6), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    found = mldbg.check(train_branches(tmp_path / "run", model, opt, 30), rules=["vanishing_gradient"])
+    assert found and "gradient/1.fc1.weight" in found[0].tensors, found
+    assert not any("gain" in t for f in found for t in f.tensors), found
+
+
+def test_a_gradient_far_below_the_threshold_that_adam_still_moves_is_not_reported(tmp_path):
+    """A branch scaled by 1e-8 (DeBERTa's relative-position projections, an attention's query
+    at std 0.02: gradients 1e-9, 100x below the threshold): Adam's eps damps the updates, but
+    the weights still move at a good share of the typical weight's speed, measured. They
+    learn: quiet (the 100x-below shortcut reported them). A gradient of exactly 0 is still
+    not learning, whatever the optimizer's momentum does."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), GainedBranch(32, 1e-8), torch.nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-10)
+    path = train_branches(tmp_path / "run", model, opt, 30)
+    trial = mldbg.create_trial(path)
+    assert trial.record("gradient/1.fc1.weight", 5).statistics["mean_abs"] < 1e-9  # 100x below
+    assert not mldbg.check(path, rules=["vanishing_gradient"])
+
+
+def test_a_widening_sigmoid_cnn_is_reported_from_its_second_layer(tmp_path):
+    """A detector's backbone of sigmoid convs whose channels widen (8, 16, 16, 32, 32, 32):
+    the stack's shapes differ, so its first layer (fed by the data, whose gradient has the
+    data's scale) is left out, and the rest still fall ~1000x toward the input."""
+    torch.manual_seed(0)
+    chans = [1, 8, 16, 16, 32, 32, 32]
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(chans[:-1], chans[1:], strict=True):
+        layers += [torch.nn.Conv2d(a, b, 3, padding=1), torch.nn.Sigmoid()]
+    model = torch.nn.Sequential(
+        *layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 4)
+    )
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 1, 8, 8, generator=g)
+    y = (x.flatten(1) @ torch.randn(64, 4, generator=g)).argmax(1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        for step in range(12):
+            idx = torch.arange(step * 32, step * 32 + 32) % 256
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
+    assert found and "gradient/2.weight" in found[0].tensors, found
+    assert "fall toward its input" in found[0].message and "gradient/0.weight" not in found[0].message

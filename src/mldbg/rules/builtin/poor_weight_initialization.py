@@ -28,6 +28,12 @@ _QUERY_KEY = r"(?i)(^|[._/])(query|key|[qk]_?proj|[qk]_?lin|to_[qk]|w_?[qk])($|[
 # derivatives, and the first layer's input is an embedding (the word-LM example inits it
 # +-0.1), so their gradients are 10-100x below the decoder's by construction
 _RECURRENT = r"(?i)(^|[._/])(weight_(ih|hh)(_l\d+)?(_reverse)?|recurrent_kernel)($|[._/])"
+# a layer's weight as frameworks name it (PyTorch's `weight`, `weight_ih_l0`, `in_proj_weight`;
+# Keras' and Flax's `kernel`; a hand-written `W`, `W1`, `w_q`, `W_enc`): what var(w) x fan-in is the
+# gain of. Other parameters (a selective SSM's `A_log`, RWKV's `decay` and `mix_k`, `D`, a
+# `cls_token`, a `logit_scale`) are used elementwise or added, not multiplied as a fan-in
+# matrix: their "gain" means nothing (Mamba's A_log = log(1..16) per row: x17 "explodes")
+_LAYER_WEIGHT = r"(?i)(weight|kernel)[^./]*$|(^|[._/])w(_?[a-z0-9]{1,5})?$"
 
 
 def _variance(trial: TrialView, name: str, step: int) -> float | None:
@@ -182,6 +188,17 @@ class PoorWeightInitialization(Rule):
       TD3 actor fed raw pendulum states, default-initialized: 1.86 at the first ReLU, 0.014 at
       the output Tanh, 133x over 3 layers).
 
+    A gain is a fan-in layer's: only weights named as frameworks name a layer's (`weight`,
+    `weight_ih_l0`, `in_proj_weight`, `kernel`, a hand-written `W`, `W1`, `w_q`) have one. A
+    parameter used elementwise or added (a selective SSM's `A_log` = log(1..16) per row, RWKV's
+    `decay` and `mix_k`, `D`, a `cls_token`) would show a meaningless "gain" (Mamba's A_log:
+    x17), which made the model's init out of band and blamed the SSM's small decay gradients
+    on it. A model of one layer (a bigram's logit table: makemore's W = torch.randn(27, 27)
+    times a one-hot row) is no chain for its signal to explode through: its gain is reported
+    only where its measured output's variance (`model_output_N`) is outside
+    1/`threshold`..`threshold` (a one-hot input's per-feature variance is 1/27: logits of
+    variance 1; the same layer on standardized dense features: 27, reported).
+
     Raw tensors are read when saved; without them, the statistics a two-line hook records:
     `row_range` = 0 (every neuron's incoming weights one value; `col_range` = 0 too when
     saved: all neurons the same), the gradient's `quantile(5.0)` and `quantile(95.0)` (of a
@@ -335,6 +352,18 @@ class PoorWeightInitialization(Rule):
                 return bool(self.threshold**-2 <= vo / vi <= self.threshold**2)
         return False
 
+    def _output_in_band(self, trial: TrialView, step: int) -> bool:
+        """Every model output measured at `step` (`model_output_N`) has a variance inside
+        1/`threshold`..`threshold`; False when none is measured."""
+        found = False
+        for out in trial.names("outputs", step=step):
+            if re.search(r"model_output_\d+$", out):
+                v = trial.statistic(out, step, "variance")
+                if not isinstance(v, float) or not 1 / self.threshold <= v <= self.threshold:
+                    return False
+                found = True
+        return found
+
     def _in_band(self, lo: float, hi: float, normalized: bool = False) -> bool:
         """A weight's gain (var(w) x fan-in, bounded with both fan-in candidates) inside
         1/`threshold`..`threshold`: it neither blows up nor kills the signal. In a model with
@@ -365,6 +394,7 @@ class PoorWeightInitialization(Rule):
         # the models whose forward runs through activations the hook knows (a gain's meaning)
         activated = {model_of(n, prefixes) for c in _ACTIVATIONS for n in trial.names(c)}
         trained = set(trial.names("gradients", step=step))
+        fan_in: list[str] = []  # the fan-in layers whose gain is judged from raw weights
         for name in weights:
             if name in zero or f"gradient/{name}" not in trained:
                 continue  # a factor zeroed on purpose (LoRA's B), a weight no gradient trains (an EMA codebook)
@@ -375,7 +405,7 @@ class PoorWeightInitialization(Rule):
                     judged.add("identical")
                 if constant:
                     same.append(name)
-                gain = _gain_from_statistics(trial, name, step)
+                gain = _gain_from_statistics(trial, name, step) if re.search(_LAYER_WEIGHT, name) else None
                 if gain is not None:
                     model = model_of(name, prefixes)
                     in_band[model] = in_band.get(model, True) and self._in_band(*gain, model in normalized)
@@ -387,9 +417,10 @@ class PoorWeightInitialization(Rule):
                 same.append(name)
                 continue
             fans = _fans(w)
-            if fans is None or (w.ndim == 3 and w.shape[0] == 1):
-                continue
+            if fans is None or (w.ndim == 3 and w.shape[0] == 1) or not re.search(_LAYER_WEIGHT, name):
+                continue  # no fan-in layer's weight: no gain
             judged.add("scale")
+            fan_in.append(name)
             mean_sq = float(np.mean(np.square(w, dtype=np.float64)))
             lo, hi = mean_sq * fans[0], mean_sq * fans[1]
             model = model_of(name, prefixes)
@@ -413,6 +444,17 @@ class PoorWeightInitialization(Rule):
             # one layer does not make a chain to fade through; a model whose measured output keeps
             # its input's scale multiplies inside its forward (SIREN's sin(30 x))
             scale = [s for s in scale if s[0] not in fading]
+        if (
+            len(scale) == 1
+            and scale[0][1] > 1
+            and fan_in == [scale[0][0]]
+            and self._output_in_band(trial, step)
+        ):
+            # a model of one layer is no chain to explode through, and its measured output (that
+            # layer's) has a variance inside 1/threshold..threshold: the gain met inputs of small
+            # per-feature variance (makemore's bigram: W = torch.randn(27, 27) times a one-hot
+            # row, an embedding lookup written as a matmul: logits of variance 1)
+            scale = []
         if scale:
             hits["scale"] = (
                 "weights scale their input's variance by "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -35,6 +37,75 @@ def loss_scale(trial: TrialView) -> float | None:
         for v in (trial.statistic(name, at, "mean"),) if isinstance(v, float) and math.isfinite(v) and v != 0
     ]  # fmt: skip
     return float(np.median(values)) if values else None
+
+
+# an integer component of a parameter's name: a ModuleList's or Sequential's position
+# (`hidden.3.weight`, `blocks.11.attn`, `0.weight`) or Flax's auto-name (`Dense_3/kernel`)
+_INDEX = re.compile(r"(?:(?<=[._/])|_)(\d+)(?=[._/]|$)")
+
+
+def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | None]) -> list[list[str]]:
+    """The plain stacks among weight gradients `names`: the names that differ only in one
+    integer component (`hidden.0.weight` .. `hidden.5.weight`, `backbone.0.weight` ..
+    `backbone.15.weight`, `Dense_1/kernel` .. `Dense_7/kernel`) and have as many axes, in the
+    order of that index (the order they were built in, which is the forward's in a
+    ModuleList, a Sequential or a Flax compact module), at least `DEPTH_LAYERS` of them. Where
+    their shapes differ the first is left out: it may be the layer fed by the data, whose
+    gradient has the data's scale (inputs x 1e-3: a gradient 1000x smaller), not the depth's."""
+    groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for name in names:
+        shp = shape(name)
+        if shp is None:
+            continue
+        for m in _INDEX.finditer(name):
+            key = name[: m.start(1)] + "#" + name[m.end(1) :]
+            groups.setdefault((key, len(shp)), []).append((int(m.group(1)), name))
+    stacks = []
+    for members in groups.values():
+        if len({i for i, _ in members}) < len(members):
+            continue
+        stack = [n for _, n in sorted(members)]
+        if len({shape(n) for n in stack}) > 1:
+            stack = stack[1:]
+        if len(stack) >= DEPTH_LAYERS:
+            stacks.append(stack)
+    return stacks
+
+
+#: `depth_fall`: the fewest layers of a stack it judges, the least fall over the stack (in
+#: decades) and the least rank correlation of the gradient's size with the depth
+DEPTH_LAYERS = 4
+DEPTH_DECADES = 2.0
+DEPTH_RHO = 0.9
+
+
+def depth_fall(means: list[float]) -> float | None:
+    """How many decades the mean |gradient| of a stack's layers (`means`, input side first)
+    falls toward the input, where it falls through the whole stack: a least-squares line of
+    log10 mean |g| over the layers' positions rising toward the output by at least
+    `DEPTH_DECADES` over the stack, with a Spearman correlation of at least `DEPTH_RHO` (the
+    layers nearer the input get consistently less). None where it does not (or a mean is 0,
+    not finite, or missing).
+
+    In a chain of layers the gradient of layer l's weight is (the signal into l) x (the error
+    signal back from the loss to l): the forward scales the first by each layer's gain below
+    l, the backward the second by each layer's gain above, so with the same gain everywhere
+    every layer's weight gradient has the same size, whatever the init's scale (ReLU or tanh
+    stacks, PyTorch's default init). What makes it fall toward the input is a backward gain
+    the forward does not share: a sigmoid passes at most 1/4 of the error back (its slope)
+    while its output keeps its size (0..1), so 8 sigmoid layers shrink the first layer's
+    gradient ~4^8 times, the vanishing gradient itself."""
+    if len(means) < DEPTH_LAYERS or not all(math.isfinite(m) and m > 0 for m in means):
+        return None
+    y = np.log10(np.asarray(means, dtype=np.float64))
+    x = np.arange(len(y), dtype=np.float64)
+    slope = float(np.polyfit(x, y, 1)[0])
+    fall = slope * (len(y) - 1)
+    if fall < DEPTH_DECADES:
+        return None
+    ranks = np.argsort(np.argsort(y)).astype(np.float64)
+    rho = float(np.corrcoef(x, ranks)[0, 1])
+    return fall if rho >= DEPTH_RHO else None
 
 
 @register
@@ -71,10 +142,34 @@ class VanishingGradient(Rule):
     typical weight's, relative to their sizes (the median of delta_l2 / l2 over the weights):
     under SGD a gradient 10^6 times too small moves its layer 10^6 times too little. Where no
     change is measured (raw gradients only) the gradient alone decides, as before; so does a
-    gradient 100 times below the threshold (or 0: dead ReLUs), past what an optimizer's eps
-    lets it rescale: such a weight may still coast on Adam's momentum, but it learns nothing. Bias gradients are left out unless `include_biases`: a bias followed by
-    BatchNorm has a gradient of (almost) zero by construction, which is healthy. Reads the
-    `mean_abs` statistic (saved, or from the raw gradient).
+    gradient of exactly 0 (dead ReLUs): such a weight may still coast on Adam's momentum, but
+    it learns nothing. A gradient far below the threshold but not 0 is judged by its measured
+    change too (Adam's eps damps its updates; DeBERTa's relative-position projections and an
+    attention's query at std 0.02 get 1e-9 and still move at a quarter of the typical speed).
+    Bias gradients are left out unless `include_biases`: a bias followed by BatchNorm has a
+    gradient of (almost) zero by construction, which is healthy. So are scalars and vectors
+    (fewer than 2 axes longer than 1: a normalization's scale, a layer scale gamma, ReZero's
+    alpha, a weight-standardized conv's per-channel gain of shape (C, 1, 1, 1)): they scale a
+    layer's output, no layer behind them is starved, and behind a gate opening from 0 they
+    get almost no gradient by construction. Reads the `mean_abs` statistic (saved, or from
+    the raw gradient).
+
+    The second test needs no threshold: the gradient falling through a plain stack's depth
+    (`depth_fall`). The weights of as many axes whose names differ only in one index (a
+    ModuleList's `hidden.0.weight` .. `hidden.5.weight`, Flax's `Dense_1/kernel` ..
+    `Dense_7/kernel`, a Sequential's convs), at least 4 of them, in the order of that index,
+    the first left out where their shapes differ (it may be fed by the data, whose gradient
+    has the data's scale): where their mean |g|
+    rises toward the output by at least 100x over the stack (a least-squares line of
+    log10 mean |g| over the positions) and consistently (Spearman >= 0.9) at `patience`
+    consecutive saved steps, the stack's first layers learn from an error signal orders of
+    magnitude weaker than its last, whatever the optimizer makes of it. Scale-free (a ratio
+    of gradients at one step). In a chain whose layers share one gain the weight gradients
+    have the same size at every depth (the forward shrinks the signal into layer l as much as
+    the backward grows the error into it): ReLU stacks at any init scale, residual blocks,
+    transformers stay level; a sigmoid passes back at most 1/4 of the error while its output
+    keeps its size, so 6 sigmoid layers fall ~1000x, with Adam moving every layer at full
+    speed (and a zero-initialized readout: muP) so the threshold test is blind to it.
 
     The mean is over the entries that got a gradient (`mean_abs / (1 - zero_fraction)` where
     `zero_fraction` is saved): an embedding's gradient is zero on every row not in the batch,
@@ -125,6 +220,10 @@ class VanishingGradient(Rule):
         self._least: dict[str, float] = {}  # the smallest mean |g| of that streak
         self._scale: float | None = None  # `loss_scale`, once read
         self._blowup = Blowup()
+        self._shape: dict[str, tuple[int, ...] | None] = {}  # gradient -> its shape (None: unknown)
+        self._stacks: dict[tuple[str, ...], list[list[str]]] = {}  # names -> `stack_families`
+        self._depth: dict[tuple[str, ...], int] = {}  # stack -> consecutive saved steps it fell
+        self._depth_first: dict[tuple[str, ...], int] = {}  # where that streak began
 
     def _limit(self, trial: TrialView) -> float:
         if self._scale is None:
@@ -137,29 +236,73 @@ class VanishingGradient(Rule):
         exclude = None if self.include_biases else r"(?i)bias"
         interesting = np.zeros(len(steps), dtype=bool)
         known: list[tuple[str, np.ndarray]] = []
-        for name in trial.names("gradients", regex=self.tensor_regex, exclude=exclude):
+        sizes: dict[str, np.ndarray] = {}
+        names = self._layers(trial, trial.names("gradients", regex=self.tensor_regex, exclude=exclude))
+        for name in names:
             over = Over(trial, name, steps)
             m = over_nonzero(over.stat("mean_abs"), over.stat("zero_fraction"))
             nan = np.isnan(m)  # not saved (no verdict), or a NaN gradient (resets a streak)
             hot = (m < self._limit(trial)) | (over.raw & nan) | (nan & (self._streak.get(name, 0) > 0))
             interesting |= over.present & hot
             known.append((name, over.present & ~nan))
+            sizes[name] = np.where(over.present, m, np.nan)  # a raw record's NaN is interesting above
+        stacks = self._stack_families(trial, names)
+        for stack in stacks:  # the steps where a stack's gradient falls toward its input
+            values = np.stack([sizes[s] for s in stack])
+            for i in np.flatnonzero(~np.isnan(values).any(axis=0)):
+                interesting[i] |= depth_fall(list(values[:, i])) is not None
         n = quiet_prefix(interesting)
         for name, seen in known:
             if seen[:n].any():
                 self._streak[name] = 0
                 self._first.pop(name, None)
                 self._least.pop(name, None)
+        for stack in stacks:
+            if all(dict(known)[s][:n].any() for s in stack):
+                self._depth[tuple(stack)] = 0
+                self._depth_first.pop(tuple(stack), None)
         return n
+
+    def _shape_of(self, trial: TrialView, name: str) -> tuple[int, ...] | None:
+        """A gradient's shape, from its first saved step (None: unknown). Found once."""
+        if name not in self._shape:
+            steps = trial.tensor(name).steps()
+            layout = trial.layout(name, steps[0]) if steps else None
+            self._shape[name] = None if layout is None else tuple(layout[1])
+        return self._shape[name]
+
+    def _layers(self, trial: TrialView, names: list[str]) -> list[str]:
+        """The gradients of `names` that are a layer's weights: of 2 or more axes longer than 1
+        (or of unknown shape). A scalar or a vector (a normalization's scale, a layer scale, a
+        weight-standardized conv's per-channel gain of shape (C, 1, 1, 1), ReZero's alpha, a
+        skip-init gain) scales what a layer computes, as a bias shifts it: no layer behind it
+        learns less when its gradient is small (behind a gate opening from 0, a scale of 1
+        gets almost none, by construction)."""
+        out = []
+        for name in names:
+            shape = self._shape_of(trial, name)
+            if shape is None or sum(d > 1 for d in shape) >= 2:
+                out.append(name)
+        return out
+
+    def _stack_families(self, trial: TrialView, names: list[str]) -> list[list[str]]:
+        key = tuple(names)
+        if key not in self._stacks:
+            self._stacks[key] = stack_families(names, lambda n: self._shape_of(trial, n))
+        return self._stacks[key]
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names = trial.names("gradients", regex=self.tensor_regex, step=step,
                             exclude=None if self.include_biases else r"(?i)bias")  # fmt: skip
+        names = self._layers(trial, names)
         if not names:
             return None
         means = {n: m for n in names if isinstance(m := mean_nonzero(trial, n, step), float)}
         if not means:
             return None
+        stack = self._falling_stack(trial, step, names, means)
+        if stack is not None:
+            return stack
         low = []
         limit = self._limit(trial)
         for n, m in means.items():
@@ -235,7 +378,7 @@ class VanishingGradient(Rule):
         change was measured). A gradient 100x below the threshold (or 0: dead ReLUs) is past
         what an adaptive optimizer rescales (its eps, 1e-8): its weight may still coast on
         momentum, but it does not learn, whatever it moved."""
-        if all(means[n] < 0.01 * limit for n in low):  # nothing to measure
+        if all(means[n] == 0 for n in low):  # nothing to measure
             return low
         moved: dict[str, float] = {}
         for grad in names:
@@ -251,8 +394,49 @@ class VanishingGradient(Rule):
         # does a weight that stands still learn
         return [
             n for n in low
-            if means[n] < 0.01 * limit or n not in moved or moved[n] <= self.learning_share * typical
+            if means[n] == 0 or n not in moved or moved[n] <= self.learning_share * typical
         ]  # fmt: skip
+
+    def _falling_stack(
+        self, trial: TrialView, step: int, names: list[str], means: dict[str, float]
+    ) -> Finding | None:
+        """A finding where a plain stack's weight gradients have fallen toward its input
+        (`depth_fall`) at `patience` consecutive saved steps; counts the streaks."""
+        hit: tuple[list[str], float] | None = None
+        for stack in self._stack_families(trial, names):
+            key = tuple(stack)
+            if not all(n in means for n in stack):
+                continue  # not saved here: no verdict
+            fall = depth_fall([means[n] for n in stack])
+            if fall is None:
+                self._depth[key] = 0
+                self._depth_first.pop(key, None)
+                continue
+            self._depth[key] = self._depth.get(key, 0) + 1
+            self._depth_first.setdefault(key, step)
+            if (
+                self._depth[key] >= self.patience
+                and (hit is None or fall > hit[1])
+                and key not in self._fired
+            ):
+                hit = (stack, fall)
+        if hit is None:
+            return None
+        stack, fall = hit
+        self.first(tuple(stack))
+        top = means[stack[-1]]
+        starved = [n for n in stack if means[n] < top / 10]
+        per_layer = 10 ** (fall / (len(stack) - 1))
+        return self.finding(
+            trial, step,
+            f"the weight gradients of a stack of {len(stack)} layers ({stack[0]} .. {stack[-1]}) fall toward "
+            f"its input by {10**fall:.3g}x ({per_layer:.2g}x per layer; {stack[0]}: {means[stack[0]]:.2g}, "
+            f"{stack[-1]}: {top:.2g}) at {self._depth[tuple(stack)]} saved steps since step "
+            f"{self._depth_first[tuple(stack)]}: the error signal vanishes on its way back, and the "
+            "first layers learn from a gradient orders of magnitude weaker than the last",
+            tensors=starved,
+            suggestion=self.suggestion,
+        )  # fmt: skip
 
     @staticmethod
     def _alive_at_first(trial: TrialView, names: list[str]) -> bool:
