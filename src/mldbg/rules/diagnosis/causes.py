@@ -248,6 +248,7 @@ CAUSES: tuple[Cause, ...] = (
             "weight_update_ratio",
             "dead_relu",
             "poor_weight_initialization",
+            "gradient_depth_collapse",  # a post-LN stack's first full-size steps, without warm-up
         ),
         when={
             "poor_weight_initialization": _init_fault_after_updates,
