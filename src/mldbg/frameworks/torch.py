@@ -230,7 +230,9 @@ class Hook(StepEnds, Adapter):
         self._trained_searched = False
         # a container without a forward of its own (nn.ModuleDict, nn.ModuleList) is never called:
         # its parts are, one by one (`model["backbone"](x)`); they are hooked instead
-        parts = list(model.children()) if type(model).forward is nn.Module.forward else []
+        # (not a compiled model's wrapper: its forward is set on the instance, not the class)
+        container = not compiled and type(model).forward is nn.Module.forward
+        parts = list(model.children()) if container else []
         for part in parts or [model]:
             start, end = (
                 (self._on_part_start, self._on_part_end)
