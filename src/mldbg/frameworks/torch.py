@@ -230,8 +230,10 @@ class Hook(StepEnds, Adapter):
         self._trained_searched = False
         # a container without a forward of its own (nn.ModuleDict, nn.ModuleList) is never called:
         # its parts are, one by one (`model["backbone"](x)`); they are hooked instead
-        # (not a compiled model's wrapper: its forward is set on the instance, not the class)
-        container = not compiled and type(model).forward is nn.Module.forward
+        # (only those: a module of the user's own without a forward, CleanRL's `Agent`, whose
+        # `get_value` serves rollouts and updates alike, has no one call that is its training
+        # step; nor a compiled model's wrapper)
+        container = not compiled and isinstance(model, (nn.ModuleDict, nn.ModuleList))
         parts = list(model.children()) if container else []
         for part in parts or [model]:
             start, end = (
