@@ -1682,8 +1682,7 @@ def dragonnet_causal(path: str, epochs: int = 30, seed: int = 0, bug: str | None
                 h = tt / tp_c - (1 - tt) / (1 - tp_c)
                 tl = ((yy - (y_pred + eps * h)) ** 2).sum()
                 loss = (reg + bce + tl) / len(idx)
-                if bug != "no_zero_grad":
-                    opt.zero_grad()
+                opt.zero_grad()
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
@@ -1798,7 +1797,8 @@ def vgae_link_graph(path: str, epochs: int = 200, seed: int = 0, bug: str | None
         recon = norm * F.binary_cross_entropy_with_logits(logits, label, pos_weight=pos_weight)
         kl = -0.5 / n * torch.mean(torch.sum(1 + 2 * logstd - mu**2 - logstd.exp() ** 2, 1))
         loss = recon + kl
-        opt.zero_grad()
+        if bug != "no_zero_grad":  # the bug: the zero_grad line lost in a refactor
+            opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -2269,7 +2269,7 @@ def gflownet_hypergrid(path: str, steps: int = 300, seed: int = 0, bug: str | No
             log_pf = log_pf + torch.where(active, logp.gather(1, a[:, None]).squeeze(1), 0.0)
             stop = a == dim
             move = active & ~stop
-            s = s + F.one_hot(a.clamp(max=dim - 1), dim) * move[:, None]
+            s = (s + F.one_hot(a.clamp(max=dim - 1), dim) * move[:, None]).clamp(max=h - 1)
             n_parents = (s > 0).sum(1).clamp(min=1).float()
             log_pb = log_pb + torch.where(move, -torch.log(n_parents), 0.0)
             done = done | (active & stop)
@@ -2520,9 +2520,7 @@ def matryoshka_representation(
 # ----------------------------------------------------------------------------- registry
 
 _swin = healthy("swin_shifted_windows_relpos_label_smoothing", "vision (Swin)", swin_classifier)
-_dragonnet = healthy(
-    "dragonnet_targeted_regularization_two_phase", "causal inference (Dragonnet)", dragonnet_causal
-)
+_vgae = healthy("vgae_inner_product_decoder_sbm", "graph autoencoder (VGAE)", vgae_link_graph)
 _p4 = healthy("p4_group_equivariant_cnn_rotated_shapes", "group-equivariant CNN (p4)", p4cnn_rotated_shapes)
 _simsiam = healthy("simsiam_stop_gradient_predictor_fixed_lr", "self-supervised (SimSiam)", simsiam)
 _memn2n = healthy("memn2n_three_hops_position_encoding", "memory network (MemN2N)", memn2n_babi)
@@ -2558,7 +2556,7 @@ PIPELINES = [
     healthy("fsq_autoencoder_levels_8555", "finite scalar quantization (FSQ)", fsq_autoencoder),
     healthy("node_oblivious_trees_sparsemax", "tabular (NODE)", node_oblivious_trees),
     healthy("nalu_static_arithmetic_rmsprop", "neural arithmetic (NALU)", nalu_arithmetic),
-    healthy("vgae_inner_product_decoder_sbm", "graph autoencoder (VGAE)", vgae_link_graph),
+    healthy("dragonnet_targeted_regularization_two_phase", "causal inference (Dragonnet)", dragonnet_causal),
     healthy("ijepa_ema_target_block_prediction", "self-supervised (I-JEPA)", ijepa_patches),
     healthy("co_teaching_small_loss_exchange", "noisy labels (co-teaching)", co_teaching_noisy_labels),
     healthy("fedavg_non_iid_clients_local_sgd", "federated learning (FedAvg)", fedavg_non_iid_clients),
@@ -2572,7 +2570,7 @@ PIPELINES = [
         matryoshka_representation,
     ),
     _swin,
-    _dragonnet,
+    _vgae,
     _p4,
     _simsiam,
     _memn2n,
@@ -2582,7 +2580,7 @@ PIPELINES = [
     _gflownet,
     _graph_tf,
     buggy(_swin, "lr_x100"),
-    buggy(_dragonnet, "no_zero_grad"),
+    buggy(_vgae, "no_zero_grad"),
     buggy(_p4, "shuffled_labels"),
     buggy(_simsiam, "inputs_x255"),
     buggy(_memn2n, "softmax_before_ce"),
