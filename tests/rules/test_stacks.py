@@ -45,7 +45,7 @@ def test_the_integer_components_of_a_name():
         "gradient/h.0a.weight",
     ):
         assert indices(word) == [], word  # digits inside a word are no index
-    assert [p.index for p in indices("gradient/w_3")] == [3]  # at the end of the name
+    assert [p.number for p in indices("gradient/w_3")] == [3]  # at the end of the name
 
 
 def test_the_blocks_are_the_old_parsing_s():

@@ -19,10 +19,10 @@ _INDEX = re.compile(r"(?:(?<=[._/])|_)(\d+)(?=[._/]|$)")
 
 
 class Index(NamedTuple):
-    """One integer component of a name: the text `before` it, its value, the text `after` it."""
+    """One integer component of a name: the text `before` it, its value (`number`), the text `after` it."""
 
     before: str
-    index: int
+    number: int
     after: str
 
     @property

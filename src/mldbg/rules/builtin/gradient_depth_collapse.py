@@ -26,7 +26,7 @@ def _block(name: str) -> tuple[str, int, str] | None:
         return None
     for part in indices(name):
         if part.dotted and len(part.before) > len(_GRADIENT) + 1 and len(part.after) > 1:
-            return part.before[len(_GRADIENT) : -1], part.index, part.after[1:]
+            return part.before[len(_GRADIENT) : -1], part.number, part.after[1:]
     return None
 
 

@@ -53,7 +53,7 @@ def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | No
         if shp is None:
             continue
         for part in indices(name):
-            groups.setdefault((part.family, len(shp)), []).append((part.index, name))
+            groups.setdefault((part.family, len(shp)), []).append((part.number, name))
     stacks = []
     for members in groups.values():
         if len({i for i, _ in members}) < len(members):
