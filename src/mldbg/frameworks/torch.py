@@ -388,8 +388,10 @@ class Hook(StepEnds, Adapter):
             self._sharded.parameters(m.params)
         if self._deepspeed is not None:  # ZeRO-3's partitioned weights, merged (on every rank)
             self._deepspeed.parameters(m.params)
-        if held:
-            m.held = (rec.step, args, kwargs, inputs, None)
+        if held:  # its data held only where the step records inputs (else a mark)
+            m.held = (
+                (rec.step, args, kwargs, inputs, None) if self._inputs_due() else (rec.step, (), {}, (), None)
+            )
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, (), m.prefix, module.training)
             if self._stats.due():
@@ -453,6 +455,11 @@ class Hook(StepEnds, Adapter):
             for i, a in enumerate(inputs):
                 self._save(m.input_name(i), a, ("inputs",))
 
+    def _inputs_due(self) -> bool:
+        """Does the open step record model inputs (statistics, fingerprints or saved tensors)?"""
+        stats = self._stats
+        return self.recorder.saving or (stats is not None and (stats.due() or stats.fingerprints_due()))
+
     def _record_held(self) -> None:
         """At a step's end: the models whose forwards in it all ran with gradients disabled
         record the first one's inputs and outputs, as any first forward's."""
@@ -462,6 +469,9 @@ class Hook(StepEnds, Adapter):
             if held is None or held[0] != rec.step:
                 continue
             _, args, kwargs, inputs, output = held
+            if not inputs:  # nothing recorded at this step: no identity to compare the next with
+                m.last_input = None
+                continue
             self._record_inputs(m, m.module, args, kwargs, inputs, end=True)
             if output is not None:
                 self._record_outputs(m, output[0])
@@ -496,7 +506,7 @@ class Hook(StepEnds, Adapter):
         if m.outputs_due:
             m.outputs_due = False
             self._record_outputs(m, output)
-        elif m.held is not None and m.held[4] is None and m.held[0] == self.recorder.step:
+        elif m.held is not None and m.held[4] is None and m.held[0] == self.recorder.step and m.held[3]:
             m.held = m.held[:4] + ((output,),)  # recorded at the step's end if no forward with gradients
         self._loss.forward_output(output)
 
