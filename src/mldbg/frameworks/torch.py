@@ -392,6 +392,7 @@ class Hook(StepEnds, Adapter):
             m.held = (
                 (rec.step, args, kwargs, inputs, None) if self._inputs_due() else (rec.step, (), {}, (), None)
             )
+            self._loss.tokens(args, kwargs, module)  # a forward with gradients replaces them
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(m.params, (), m.prefix, module.training)
             if self._stats.due():
