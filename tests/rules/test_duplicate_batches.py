@@ -98,11 +98,92 @@ def test_two_passes_of_one_optimizer_step_are_not_a_batch_drawn_twice(tmp_path, 
                     opt.step()
                     opt.zero_grad()
                 else:
-                    for _ in range(2):
+                    for _ in range(2):  # a loader collates each serving into a new tensor
                         opt.zero_grad()
-                        loss_fn(model(xb), yb).backward()
+                        loss_fn(model(x[idx]), y[idx]).backward()
                         opt.step()
     found = mldbg.check(str(tmp_path / "run"), rules=["duplicate_batches"])
     assert bool(found) == (passes == "served-twice"), [str(f) for f in found]
     runner = RuleRunner(mldbg.create_trial(str(tmp_path / "run")), ["duplicate_batches"], columns=False)
     assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]
+
+
+def _scored_pool_training(path: str, served: str) -> None:
+    """IMLE's shape (Li & Malik): every 5 steps the model scores a pool of 512 fresh latent
+    candidates under `torch.no_grad()` (in training mode), and trains on the 64 it picks, with
+    a new target, for the next steps. `served`: "reused" trains the 5 steps on the very same
+    tensor (the healthy script); "loader-twice" takes 2 steps on each pick, the second on a
+    copy (the bug: a loader that serves every batch twice collates a new tensor each time)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    every = 5 if served == "reused" else 2
+    with mldbg.torch.Hook(path, statistics_every=1) as hook:
+        hook.register_module(model)
+        for step in range(40):
+            if step % every == 0:
+                pool = torch.randn(512, 4)
+                with torch.no_grad():  # score the candidates: no batch of the step
+                    picked = model(pool).norm(dim=1).topk(64).indices
+                z, target = pool[picked], torch.randn(64, 2)
+            batch = z if served == "reused" or step % every == 0 else z.clone()
+            loss = ((model(batch) - target) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+@pytest.mark.parametrize("served", ["reused", "loader-twice"])
+def test_a_no_grad_candidate_pool_and_a_batch_trained_on_again_are_not_batches_drawn_again(tmp_path, served):
+    """The batch of a step is the one its loss is backpropagated through: the hook records a
+    model's inputs at its first forward with gradients, not the candidate pool it scored under
+    no_grad before (the old hook recorded the pool, so the picked batch read as 64 repeats of
+    it, and the next pool as new samples: "samples recur within an epoch"). A batch trained
+    on again as the very same tensor is not drawn again (quiet); a loader serving each batch
+    twice, a new tensor each time, is caught as before. Both paths agree."""
+    from mldbg.rules.runner import RuleRunner
+    from mldbg.rules.view import TrialView
+
+    path = str(tmp_path / "run")
+    _scored_pool_training(path, served)
+    view = TrialView(mldbg.create_trial(path))
+    assert (
+        len(view.statistic("model_input_0", 0, "sample_fingerprints")) == 64
+    )  # the picked batch, not the pool
+    found = mldbg.check(path, rules=["duplicate_batches"])
+    assert bool(found) == (served == "loader-twice"), [str(f) for f in found]
+    if found:
+        assert "within an epoch" in found[0].message
+    runner = RuleRunner(mldbg.create_trial(path), ["duplicate_batches"], columns=False)
+    assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]
+
+
+def test_a_step_with_only_no_grad_forwards_records_their_inputs(tmp_path):
+    """A TRAIN step whose forwards all run without gradients (a check in training mode after
+    the update) records its first forward's inputs and outputs at the step's end, as before."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+    from mldbg.rules.view import TrialView
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
+        hook.register_module(model)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(16, 4)).pow(2).mean().backward()
+            opt.step()
+        with torch.no_grad():
+            model(torch.randn(8, 4))
+    view = TrialView(mldbg.create_trial(str(tmp_path / "run")))
+    last = max(view.trial.steps())
+    assert len(view.statistic("model_input_0", last, "sample_fingerprints")) == 8
+    assert view.statistic("model_output_0", last, "mean") is not None

@@ -116,6 +116,7 @@ class Hook(StepEnds, Adapter):
         super()._open_run(out_dir)
         rec = self.recorder
         rec.before_step_end.append(self._step_layers.detach)
+        rec.before_step_end.append(self._record_held)  # before the statistics' `finish`
         rank, world = _rank_and_world()
         self._stats: StepStatistics | None = None
         if rec.statistics and rec.enabled:
@@ -367,9 +368,19 @@ class Hook(StepEnds, Adapter):
             m.running = False
             self._unrecorded.add(id(m))
             return
+        # a forward with gradients disabled in a TRAIN step trains on nothing (IMLE's candidate
+        # pool, a DQN's target): its inputs and outputs are not the step's batch while a forward
+        # with gradients follows in the step (`RegisteredModel.held`)
+        held = mode == Mode.TRAIN and not self._stepping and not torch.is_grad_enabled()
         if m.saved_at == rec.step:
-            return  # a model called several times per step: its first call is recorded
+            # a model called several times per step: its first call is recorded, its first
+            # call with gradients for its inputs and outputs
+            if m.held is not None and not held:
+                m.held = None
+                self._record_inputs(m, module, args, kwargs, inputs, again=True)
+            return
         m.saved_at = rec.step
+        m.held = None
         if not m.forwarded:
             m.forwarded = True
             self._sharded_since(m, module)
@@ -377,9 +388,13 @@ class Hook(StepEnds, Adapter):
             self._sharded.parameters(m.params)
         if self._deepspeed is not None:  # ZeRO-3's partitioned weights, merged (on every rank)
             self._deepspeed.parameters(m.params)
-        self._loss.tokens(args, kwargs, module)  # its token ids, at statistics steps (torch_lm)
+        if held:  # its data held only where the step records inputs (else a mark)
+            m.held = (
+                (rec.step, args, kwargs, inputs, None) if self._inputs_due() else (rec.step, (), {}, (), None)
+            )
+            self._loss.tokens(args, kwargs, module)  # a forward with gradients replaces them
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, () if m.input_replica else inputs, m.prefix, module.training)
+            self._stats.forward_start(m.params, (), m.prefix, module.training)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
@@ -389,15 +404,78 @@ class Hook(StepEnds, Adapter):
             for name, p, natural in m.params if side is not None else ():
                 if is_sharded(p):
                     self._save(name, p, natural, recorder=side)
-        if not rec.saving:
-            return
-        if rec.saves_any(m.param_keys):
+        if rec.saving and rec.saves_any(m.param_keys):
             deepspeed = self._deepspeed
             for name, p, natural in m.params:
                 if deepspeed is None or not deepspeed.partitioned(p):  # not ZeRO-3's empty placeholder
                     self._save(name, p, natural)
-        for i, a in enumerate(inputs):
-            self._save(m.input_name(i), a, ("inputs",))
+        if not held:
+            self._record_inputs(m, module, args, kwargs, inputs)
+
+    def _record_inputs(
+        self,
+        m: RegisteredModel,
+        module: nn.Module,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        inputs: tuple[Any, ...],
+        again: bool = False,
+        end: bool = False,
+    ) -> None:
+        """The inputs of `m`'s recorded forward of the open step (its outputs follow at its end;
+        `again`: a forward with gradients after a held one, whose token ids replace its;
+        `end`: a held forward's, at the step's end, when none with gradients came). In a TRAIN
+        step, `same_input/<model>` (1) at a statistics step whose first input is the very tensor
+        of the previous TRAIN step's recorded forward, alive and not written since (its
+        `_version`: a static buffer refilled in place holds a new batch): the script trained on
+        its batch again (IMLE's inner steps, data echoing), no loader served it again."""
+        rec = self.recorder
+        if not end:
+            self._loss.tokens(args, kwargs, module, again=again)
+            m.outputs_due = True
+        stats = self._stats
+        if stats is not None and not m.input_replica:
+            stats.forward_inputs(inputs, m.prefix)
+        if rec.mode == Mode.TRAIN and inputs:
+            first = inputs[0]
+            try:
+                version = first._version if isinstance(first, torch.Tensor) else None
+            except RuntimeError:  # an inference tensor keeps no version: no identity kept
+                version = None
+            last = m.last_input[0]() if m.last_input is not None else None
+            if (
+                last is not None and last is first and m.last_input is not None
+                and version is not None and m.last_input[1] == version and stats is not None and stats.due()
+            ):  # fmt: skip
+                stats.add_kinds(m.record_name("same_input"), torch.ones(1, dtype=torch.uint8), ("sum",), ())
+            try:  # held weakly: a freed batch's memory may hold the next one
+                m.last_input = (weakref.ref(first), version)
+            except TypeError:  # not a tensor: no identity kept
+                m.last_input = None
+        if rec.saving:
+            for i, a in enumerate(inputs):
+                self._save(m.input_name(i), a, ("inputs",))
+
+    def _inputs_due(self) -> bool:
+        """Does the open step record model inputs (statistics, fingerprints or saved tensors)?"""
+        stats = self._stats
+        return self.recorder.saving or (stats is not None and (stats.due() or stats.fingerprints_due()))
+
+    def _record_held(self) -> None:
+        """At a step's end: the models whose forwards in it all ran with gradients disabled
+        record the first one's inputs and outputs, as any first forward's."""
+        rec = self.recorder
+        for m in self._models:
+            held, m.held = m.held, None
+            if held is None or held[0] != rec.step:
+                continue
+            _, args, kwargs, inputs, output = held
+            if not inputs:  # nothing recorded at this step: no identity to compare the next with
+                m.last_input = None
+                continue
+            self._record_inputs(m, m.module, args, kwargs, inputs, end=True)
+            if output is not None:
+                self._record_outputs(m, output[0])
 
     def _on_part_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -426,9 +504,16 @@ class Hook(StepEnds, Adapter):
         if id(m) in self._unrecorded:
             self._unrecorded.discard(id(m))
             return
+        if m.outputs_due:
+            m.outputs_due = False
+            self._record_outputs(m, output)
+        elif m.held is not None and m.held[4] is None and m.held[0] == self.recorder.step and m.held[3]:
+            m.held = m.held[:4] + ((output,),)  # recorded at the step's end if no forward with gradients
+        self._loss.forward_output(output)
+
+    def _record_outputs(self, m: RegisteredModel, output: Any) -> None:
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
-        self._loss.forward_output(output)
         if self.recorder.saving:
             self._save_outputs(f"{m.prefix}model", output, ("outputs",))
 

@@ -341,9 +341,7 @@ class StepStatistics:
                 kinds = st.DEFAULTS[natural[0]] if full else ()
                 kinds = (kinds + st.REPLICA_DEFAULTS[natural[0]]) if fp else kinds
                 self.add_kinds(name, p, kinds, natural, p.requires_grad or name in thawed)
-        for i, a in enumerate(args):
-            kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
-            self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
+        self.forward_inputs(args, prefix)
         if full:
             judged = False
             for kind, members in self._modules:
@@ -359,6 +357,16 @@ class StepStatistics:
                 # purpose (BatchNorm statistics in QAT, a detector's frozen BN) leaves it on
                 flag = torch.tensor([root_training], dtype=torch.uint8)
                 self.add_kinds("module_training/model", flag, ("sum", "count"), ())
+
+    def forward_inputs(self, args: tuple[object, ...], prefix: str = "") -> None:
+        """The inputs of a registered model's recorded forward (`model_input_<i>`), at a
+        statistics or fingerprint step."""
+        full, fp = self.due(), self.fingerprints_due()
+        if not (full or fp):
+            return
+        kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
+        for i, a in enumerate(args):
+            self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
 
     def _param_names(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> frozenset[str]:
         """The names of a model's `params` (the hook's list of them, which lives as long as it)."""

@@ -109,13 +109,16 @@ class LossCapture:
         _unlisten(self)
 
     # where the loss shows ---------------------------------------------------------------
-    def tokens(self, args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) -> None:
-        """A registered model's first call in the step: its token ids, at a statistics step
-        (what the language-model statistics align the targets with). Also when `off`: the
+    def tokens(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None, again: bool = False
+    ) -> None:
+        """A registered model's recorded call in the step: its token ids, at a statistics step
+        (what the language-model statistics align the targets with; `again`: its first call
+        with gradients after ones without, whose ids it replaces). Also when `off`: the
         trainer callbacks and `register_loss` hand their loss to `language_model`."""
         stats = self.hook._stats
         rec = self.hook.recorder
-        if stats is None or self._ids_at == rec.step or not stats.due():
+        if stats is None or (self._ids_at == rec.step and not again) or not stats.due():
             return
         self._ids_at = rec.step
         self._ids = torch_lm.token_ids(args, kwargs, model)

@@ -83,6 +83,15 @@ class RegisteredModel:
     incoming: bool = False
     reset: bool | torch.Tensor = False
     reset_param: nn.Parameter | None = None  # whose `.grad` tells (a leaf layer's first trainable one)
+    # a forward with gradients disabled in a TRAIN step (a candidate pool scored, a target
+    # computed) is not the step's batch: its (step, args, kwargs, inputs, output) wait for the
+    # step's first forward with gradients, which records its own instead, or for the step's end
+    # (`Hook._record_held`); `outputs_due`: the running forward recorded its inputs
+    held: tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, ...], Any] | None = None
+    outputs_due: bool = False
+    # the first input of its last recorded TRAIN forward, while it lives, and its `_version`
+    # then (`same_input/<model>`)
+    last_input: tuple[weakref.ref[Any], int | None] | None = None
     # asked once per schedule whether anything of them saves (the recorder keeps the answer)
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from mldbg.config import Mode
@@ -32,8 +34,9 @@ class DuplicateBatches(Rule):
       machine's load); and the repeats must be too many for chance: a data set that
       yields a new batch after the repeated one holds at least the `d` distinct samples seen
       by then, so a sample drawn at random (with replacement: random windows of a token
-      stream, nanoGPT's `get_batch`) repeats one of the `d0` seen before the repeated batch
-      with chance at most p = d0 / d; the repeats of that batch must be a binomial tail
+      stream, nanoGPT's `get_batch`) repeats one of the `d0` seen by the end of the repeated
+      batch (before it, or earlier in it: a batch drawn with replacement repeats itself) with
+      chance at most p = d0 / d; the repeats of that batch must be a binomial tail
       P(Bin(n, p) >= repeats) below `budget` / (j (j + 1)) at the j-th such test (alpha
       spending: at most `budget` per run). A batch served twice in a row repeats 32 of 32 at
       p = 1/2 (2e-10); a language model's random windows of a short corpus repeat 4 of 4
@@ -43,7 +46,14 @@ class DuplicateBatches(Rule):
       runs a second forward and backward; the hook starts a step at a forward after a
       backward): not a sample drawn again, so neither a repeat nor evidence. The PyTorch hook
       records `learning_rate/<model>` at each statistics step in which an optimizer stepped;
-      where no step of the run has one, a batch served twice is judged as before. With `dataset_size` given, a batch
+      where no step of the run has one, a batch served twice is judged as before. Nor is the
+      previous step's batch trained on again as the very same tensor, unwritten (the hook's
+      `same_input/<model>`): the script takes several steps on one batch (IMLE's inner
+      steps, data echoing); a loader serving a batch twice collates a new tensor each time.
+      Only the batches that train count: the hook records a model's inputs at its first
+      forward with gradients in a TRAIN step, not at forwards under `torch.no_grad()` or
+      `torch.inference_mode()` before it (IMLE scores a pool of candidates, a DQN its
+      targets), which are recorded only where no forward with gradients follows. With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
     - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
@@ -66,11 +76,17 @@ class DuplicateBatches(Rule):
     eval_ratio: float = 2.0
     budget: float = 1e-3
 
+    @property
+    def _model(self) -> str:
+        """The `<model>` of `same_input/<model>` for `input_name` (`<prefix>model_input_<i>`)."""
+        prefix = self.input_name.rsplit("model_input_", 1)[0].rstrip(".")
+        return re.escape(prefix or "model")
+
     def reset(self) -> None:
         super().reset()
         self._seen: set[int] = set()
         self._drawn = 0  # samples of the TRAIN steps up to the last one read (estimated from batch sizes)
-        # (step, share, repeats, samples, distinct seen before it) of the first mostly-repeated batch
+        # (step, share, repeats, samples, distinct seen by its end) of the first mostly-repeated batch
         self._repeated: tuple[int, float, int, int, int] | None = None
         self._complete = True  # every training step read so far carried fingerprints (mode steps 0, 1, ...)
         self._next = 0  # the mode step the next training fingerprints should have, while complete
@@ -243,17 +259,22 @@ class DuplicateBatches(Rule):
             self._complete = bool((mode_steps == expected).all())
             self._next = int(mode_steps[-1]) + 1
 
-    @staticmethod
     def _second_pass(
-        trial: TrialView, last: tuple[int, int, tuple[int, ...]], now: tuple[int, int, tuple[int, ...]]
+        self, trial: TrialView, last: tuple[int, int, tuple[int, ...]], now: tuple[int, int, tuple[int, ...]]
     ) -> bool:
         """`now` (step, mode step, batch) reads the batch of the training step just before it,
-        `last`, in which no optimizer stepped while one stepped in `now`: a second pass of one
-        optimizer step (SAM, a gradient penalty, R-Drop). Known where the PyTorch hook recorded
+        `last`, and did not draw it again: either the PyTorch hook recorded `same_input/<model>`
+        at `now` (the model's first input is the very tensor of `last`, not written since: the
+        script trains on its batch for several steps, as IMLE's inner steps and data echoing
+        do; a loader serving a batch twice hands over a new tensor each time), or no optimizer
+        stepped in `last` while one stepped in `now`: a second pass of one optimizer step (SAM,
+        a gradient penalty, R-Drop). The latter is known where the hook recorded
         `learning_rate/<model>` at `now` (a statistics step whose optimizer stepped); else
         unknown, and judged as a batch drawn again."""
         if now[1] != last[1] + 1 or now[2] != last[2]:
             return False
+        if trial.names(None, regex=f"^same_input/{self._model}$", step=now[0]):
+            return True  # the very tensor of the step before, unwritten: trained on again, not drawn again
         if not trial.names(None, regex="^learning_rate/", step=now[0]):
             return False  # no optimizer step recorded at the second pass: unknown
         return not trial.names(None, regex="^learning_rate/", step=last[0])
@@ -271,7 +292,6 @@ class DuplicateBatches(Rule):
         batch = [int(v) for v in np.asarray(rows).reshape(-1)]
         n = len(batch)
         self._follow(np.array([trial.mode_step(step)]))
-        before = len(self._seen)
         if not self._fixed_broken:
             now = frozenset(batch)
             if self._fixed is None or self._fixed[0] == now:
@@ -298,7 +318,9 @@ class DuplicateBatches(Rule):
                 suggestion=self._suggestion(),
             )  # fmt: skip
         if share >= self.threshold and self._repeated is None:
-            self._repeated = (step, share, repeats, n, before)
+            # a draw of this batch could repeat the samples seen before it or its own earlier
+            # draws: at most those seen after it (a batch drawn with replacement repeats itself)
+            self._repeated = (step, share, repeats, n, len(self._seen))
             return None
         if (
             self._repeated is None
@@ -317,7 +339,7 @@ class DuplicateBatches(Rule):
             f"samples recur within an epoch: {was:.0%} of the batch at step {first} had been seen "
             f"before, yet {1 - share:.0%} of the batch at step {step} are new ({len(self._seen)} "
             f"distinct samples so far; drawn at random from them, {k} of {m} would repeat the {seen} seen "
-            f"before with chance {chance:.2g}): the data had not run out when samples came back",
+            f"by then with chance {chance:.2g}): the data had not run out when samples came back",
             tensors=[self.input_name],
             suggestion=self._suggestion(),
         )  # fmt: skip

@@ -9,14 +9,25 @@ import re
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.stacks import indices
 from mldbg.rules.view import TrialView
 
 _MIN_TENSORS = 4  # parameter tensors of a block
 # lists of modules that run side by side, not one after the other: a mixture's experts
 _PARALLEL = re.compile(r"(?i)expert")
-# a block of a stack: `<stack>.<index>.<rest>` (`encoder.layer.3.attention...`, `h.5.mlp...`,
-# `blocks.2.norm1.weight`), the first integer component of the parameter's name
-_BLOCK = re.compile(r"^gradient/(?P<stack>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
+_GRADIENT = "gradient/"
+
+
+def _block(name: str) -> tuple[str, int, str] | None:
+    """(stack, index, rest) of a parameter's gradient `gradient/<stack>.<index>.<rest>`
+    (`encoder.layer.3.attention...`, `h.5.mlp...`, `blocks.2.norm1.weight`): its first integer
+    component between dots (`mldbg.rules.stacks.indices`)."""
+    if not name.startswith(_GRADIENT):
+        return None
+    for part in indices(name):
+        if part.dotted and len(part.before) > len(_GRADIENT) + 1 and len(part.after) > 1:
+            return part.before[len(_GRADIENT) : -1], part.number, part.after[1:]
+    return None
 
 
 def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
@@ -26,9 +37,9 @@ def stacks(names: list[str], min_blocks: int) -> dict[str, list[list[str]]]:
     mixture's experts), by block: {stack: [names of block 0, ..., names of block L-1]}."""
     found: dict[str, dict[int, list[str]]] = {}
     for name in names:
-        m = _BLOCK.match(name)
-        if m:
-            found.setdefault(m["stack"], {}).setdefault(int(m["index"]), []).append(name)
+        block = _block(name)
+        if block is not None:
+            found.setdefault(block[0], {}).setdefault(block[1], []).append(name)
     out = {}
     for stack, blocks in found.items():
         n = len(blocks)

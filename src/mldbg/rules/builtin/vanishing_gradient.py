@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -13,6 +12,7 @@ from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
+from mldbg.rules.stacks import indices
 from mldbg.rules.updates import LR_TOO_HIGH, Blowup, gate_opening, mean_nonzero, over_nonzero
 from mldbg.rules.view import TrialView
 
@@ -39,14 +39,9 @@ def loss_scale(trial: TrialView) -> float | None:
     return float(np.median(values)) if values else None
 
 
-# an integer component of a parameter's name: a ModuleList's or Sequential's position
-# (`hidden.3.weight`, `blocks.11.attn`, `0.weight`) or Flax's auto-name (`Dense_3/kernel`)
-_INDEX = re.compile(r"(?:(?<=[._/])|_)(\d+)(?=[._/]|$)")
-
-
 def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | None]) -> list[list[str]]:
     """The plain stacks among weight gradients `names`: the names that differ only in one
-    integer component (`hidden.0.weight` .. `hidden.5.weight`, `backbone.0.weight` ..
+    integer component (`mldbg.rules.stacks.indices`: `hidden.0.weight` .. `hidden.5.weight`, `backbone.0.weight` ..
     `backbone.15.weight`, `Dense_1/kernel` .. `Dense_7/kernel`) and have as many axes, in the
     order of that index (the order they were built in, which is the forward's in a
     ModuleList, a Sequential or a Flax compact module), at least `DEPTH_LAYERS` of them. Where
@@ -57,9 +52,8 @@ def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | No
         shp = shape(name)
         if shp is None:
             continue
-        for m in _INDEX.finditer(name):
-            key = name[: m.start(1)] + "#" + name[m.end(1) :]
-            groups.setdefault((key, len(shp)), []).append((int(m.group(1)), name))
+        for part in indices(name):
+            groups.setdefault((part.family, len(shp)), []).append((part.number, name))
     stacks = []
     for members in groups.values():
         if len({i for i, _ in members}) < len(members):
