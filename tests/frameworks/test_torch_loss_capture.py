@@ -207,6 +207,31 @@ def test_an_evaluation_does_not_take_the_auxiliary_term_for_its_loss(tmp_path):
     assert len(trial.tensor("loss").steps(Mode.TRAIN)) == 3
 
 
+def test_a_loss_the_model_names_stays_the_loss_when_the_script_adds_a_term(tmp_path):
+    """A Hugging Face-style `.loss` (or `"loss"`) is the model's task loss: a script that adds a
+    term for training (`out.loss + 1e-3 * aux`) still has it recorded, in TRAIN and in EVAL,
+    so the two compare."""
+    torch.manual_seed(0)
+    model = ObjectModel()
+    x, y = _data(4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for i in range(3):
+            model.train()
+            out = model(x[i], labels=y[i])
+            expected.append(out.loss.item())
+            opt.zero_grad()
+            (out.loss + 1e-3 * out.logits.pow(2).mean()).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            model(x[3], labels=y[3])
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+    assert len(_recorded(tmp_path, mode=Mode.EVAL)) == 1
+
+
 def test_a_sum_of_two_cross_entropies_records_the_loss_but_no_labels(tmp_path):
     """Two classification losses in one sum: which labels go with which predictions is not
     known, so none are recorded (the loss is)."""

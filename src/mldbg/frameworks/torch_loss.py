@@ -11,8 +11,9 @@ step's loss as `loss` in `losses`, where every loss rule and the report's loss c
   sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
   back by its scale. Only while a TRAIN step of a registered model is open, after one of its
   models ran its forward in that step, and only a one-element floating tensor.
-A TRAIN step's backward decides between the two: the returned scalar is the loss when the
-tensor given to backward is made from it by scalings alone (`loss / accumulation`, a
+A TRAIN step's backward decides between the two where the loss was picked from a tuple (a
+model's `"loss"` or `.loss` is its loss, whatever the script adds to it for training): the
+returned scalar is the loss when the tensor given to backward is made from it by scalings alone (`loss / accumulation`, a
 GradScaler's `* scale`); when it is something else (TabNet's or an MoE's `logits, aux =
 model(x)` with `F.cross_entropy(logits, y) + 1e-3 * aux` given to backward), the returned
 scalar is a term of the loss: the tensor given to backward is recorded, and from then on an
@@ -101,6 +102,7 @@ class LossCapture:
         # an evaluation's returned scalar is not recorded as its loss
         self._returned_is_loss: bool | None = None
         self._aside = False  # this step gave backward a tensor other than the returned losses
+        self._named = False  # a returned loss of this step was named so (`"loss"`, `.loss`)
         # the tensors given to backward this step, detached, with their graphs' roots (None once
         # the run is known to give one loss): what each pass reached is read as the step ends
         self._backward: list[tuple[Any, torch.Tensor]] = []
@@ -166,8 +168,10 @@ class LossCapture:
         loss = returned_loss(output)
         if loss is None:
             return
-        if self.hook.recorder.mode != Mode.TRAIN and self._returned_is_loss is False:
+        named = not isinstance(output, (tuple, list))  # a mapping's "loss", an object's `.loss`
+        if not named and self.hook.recorder.mode != Mode.TRAIN and self._returned_is_loss is False:
             return  # the scalar this model returns is a term of the loss (an auxiliary loss)
+        self._named = self._named or named
         self._returned.append(loss.detach())
         if loss.grad_fn is not None:
             self._returned_nodes.append(loss.grad_fn)
@@ -185,6 +189,8 @@ class LossCapture:
             return  # not a pass through a model this hook records in the open step
         hook.timeline.mark(marks.BACKWARD_START)
         if self._returned:
+            if self._named:
+                return  # the model names it its loss (a task loss the script may add terms to)
             if _scaled_from(tensor.grad_fn, self._returned_nodes):
                 self._returned_is_loss = True  # the model's returned loss, perhaps scaled: it is the loss
                 return
@@ -272,7 +278,8 @@ class LossCapture:
 
     def _step_end(self) -> None:
         returned, passes, aside = self._returned, self._backward, self._aside
-        self._returned, self._backward, self._returned_nodes, self._aside = [], [], [], False
+        self._returned, self._backward, self._returned_nodes = [], [], []
+        self._aside = self._named = False
         if self.off or not (returned or passes):
             return
         if returned and not (aside and passes):
