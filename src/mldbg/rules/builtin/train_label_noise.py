@@ -42,6 +42,18 @@ class _Labels:
             self.matrix -= self.steps.popleft()
             self.total -= self.sums.popleft()
 
+    def older(self) -> np.ndarray | None:
+        """The matrix of the window's older entries, up to where half of its labels are in;
+        None when the window is one entry, or its last entry holds more than half."""
+        if len(self.steps) < 2 or self.matrix is None:
+            return None
+        out, n = np.zeros_like(self.matrix), 0
+        for c, k in zip(list(self.steps)[:-1], list(self.sums)[:-1], strict=True):
+            out, n = out + c, n + k
+            if n >= self.total / 2:
+                return out
+        return None
+
 
 @register
 class TrainLabelNoise(Rule):
@@ -67,6 +79,13 @@ class TrainLabelNoise(Rule):
       labels (z below 1.645). Noise turns a's into b's and leaves the a's alone; a train-time
       augmentation that makes two classes look alike (a flip mapping one onto the other)
       confuses both ways;
+    - its excess holds against the training share's spread between saved steps (the steps as
+      clusters, where that variance exceeds the binomial's): a model whose predictions on a
+      class swing from step to step errs in bursts, and an evaluation pass may fall on a good
+      moment;
+    - it is not fading: its share in the newer half of the training window is not lower than
+      in the older half (one-sided 1%). A confusion the model is unlearning shows in training
+      predictions made before the evaluation pass that no longer makes it;
     - the same pair is found at `patience` judgements in a row.
 
     Reads the `confusion` statistic of the labels in TRAIN and EVAL steps (`confusion_steps`,
@@ -127,7 +146,9 @@ class TrainLabelNoise(Rule):
         if train.matrix is None or evals.matrix is None or train.matrix.shape != evals.matrix.shape:
             return None
         train.fresh = 0
-        found = self._pairs(train.matrix, evals.matrix)
+        found = self._pairs(train.matrix, evals.matrix, np.stack(list(train.steps)))
+        older = train.older() if found else None
+        found = {p: v for p, v in found.items() if not _fading(train.matrix, older, *p)}
         self._streak = {pair: self._streak.get(pair, 0) + 1 for pair in found}
         due = [p for p, run in self._streak.items() if run >= self.patience and p not in self._fired]
         if not due:
@@ -146,10 +167,11 @@ class TrainLabelNoise(Rule):
         )  # fmt: skip
 
     def _pairs(
-        self, t: np.ndarray, e: np.ndarray
+        self, t: np.ndarray, e: np.ndarray, entries: np.ndarray
     ) -> dict[tuple[int, int], tuple[float, float, float, int, int, float, int]]:
         """(label b, predicted a) -> (z, training share, expected share, count, b's training
-        labels, evaluation share, b's evaluation labels) for the pairs in excess, one way."""
+        labels, evaluation share, b's evaluation labels) for the pairs in excess, one way;
+        `entries`: the training window's matrices, one per saved step."""
         t_rows, e_rows = t.sum(axis=1), e.sum(axis=1)
         t_err = 1 - np.trace(t) / max(int(t.sum()), 1)
         e_err = 1 - np.trace(e) / max(int(e.sum()), 1)
@@ -166,8 +188,9 @@ class TrainLabelNoise(Rule):
             for a in range(len(t)):
                 if a == b or t[b, a] < self.min_count:
                     continue
+                spread = _between_steps(entries[:, b, a], entries[:, b].sum(axis=1))
                 z, share, expected = _excess(
-                    int(t[b, a]), int(t_rows[b]), int(e[b, a]), int(e_rows[b]), scale
+                    int(t[b, a]), int(t_rows[b]), int(e[b, a]), int(e_rows[b]), scale, spread
                 )
                 if z <= z_bar or share - expected < self.min_excess:
                     continue
@@ -188,16 +211,52 @@ class TrainLabelNoise(Rule):
 
 
 _ONE_WAY_Z = 1.645  # one-sided 5%: the reverse pair in excess too
+_FADING_Z = 2.326  # one-sided 1%: a confusion the model is unlearning
 
 
-def _excess(k_t: int, n_t: int, k_e: int, n_e: int, scale: float) -> tuple[float, float, float]:
+def _fading(window: np.ndarray, older: np.ndarray | None, b: int, a: int) -> bool:
+    """Whether the share of label b predicted a is lower in the training window's newer half
+    than in its `older` half (a one-sided two-proportion z-test, pooled): a confusion the
+    model is unlearning, whose older predictions the evaluation pass after them no longer
+    makes. Label noise stays, half after half."""
+    if older is None:
+        return False
+    newer = window - older
+    n1, n2 = int(older[b].sum()), int(newer[b].sum())
+    if n1 == 0 or n2 == 0:
+        return False
+    k1, k2 = int(older[b, a]), int(newer[b, a])
+    pooled = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    return se > 0 and (k1 / n1 - k2 / n2) / se > _FADING_Z
+
+
+def _between_steps(k: np.ndarray, n: np.ndarray) -> float:
+    """The variance of the share sum(k) / sum(n) estimated from its spread between saved steps
+    (a ratio estimator over the steps as clusters): the labels of one step share the model of
+    that step, and a model whose predictions on a class swing from step to step (a noisy
+    optimizer) errs in bursts, not sample by sample. 0 with fewer than 3 steps holding labels
+    of the class."""
+    held = n > 0
+    m = int(held.sum())
+    if m < 3:
+        return 0.0
+    k, n = k[held].astype(float), n[held].astype(float)
+    p = k.sum() / n.sum()
+    return float(m / (m - 1) * ((k - p * n) ** 2).sum() / n.sum() ** 2)
+
+
+def _excess(
+    k_t: int, n_t: int, k_e: int, n_e: int, scale: float, spread: float = 0.0
+) -> tuple[float, float, float]:
     """(z, training share, expected share) of a one-sided two-proportion z-test that `k_t` of
     `n_t` training labels is more than `scale` times `k_e` of `n_e` evaluation labels (that
-    share floored at half a sample)."""
+    share floored at half a sample); the training share's variance the larger of the
+    binomial's and `spread` (its spread between steps)."""
     share = k_t / n_t
     p_e = max(k_e, 0.5) / n_e
     expected = min(1.0, scale * p_e)
-    se = math.sqrt(share * (1 - share) / n_t + scale * scale * p_e * (1 - p_e) / n_e)
+    se = math.sqrt(max(share * (1 - share) / n_t, spread) + scale * scale * p_e * (1 - p_e) / n_e)
     return ((share - expected) / se if se > 0 else 0.0), share, expected
 
 
