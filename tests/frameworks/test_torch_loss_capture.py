@@ -58,6 +58,20 @@ class GPTLike(nn.Module):
         return logits, loss
 
 
+class AuxNet(nn.Module):
+    """TabNet's or a mixture of experts' shape: `logits, aux = model(x)`, an auxiliary scalar
+    (a sparsity or balancing term) the script adds to its own `F.cross_entropy`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(N_IN, 32)
+        self.fc2 = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.fc1(x))
+        return self.fc2(h), h.pow(2).mean()
+
+
 @dataclass
 class Output:  # a Hugging Face ModelOutput's shape: attributes, `.loss`
     loss: torch.Tensor | None
@@ -96,6 +110,12 @@ def _train(model: nn.Module, kind: str, out: Path | None, lr: float = 0.1, steps
         for xb, yb in zip(x[i].chunk(accumulate), y[i].chunk(accumulate), strict=True):
             if kind == "functional":
                 loss = F.nll_loss(model(xb), yb)
+            elif kind == "aux":  # the model's scalar is a term of the loss, not the loss
+                logits, aux = model(xb)
+                loss = F.cross_entropy(logits, yb) + 1e-3 * aux
+            elif kind == "two_heads":  # two cross-entropies: whose labels is not known
+                logits = model(xb)
+                loss = F.cross_entropy(logits, yb) + 0.5 * F.cross_entropy(logits.flip(1), yb)
             elif kind == "register_loss":
                 loss = loss_fn(model(xb), yb)
             elif kind == "tuple":
@@ -148,6 +168,76 @@ def test_a_functional_loss_given_to_backward_is_the_loss(tmp_path):
     # F.nll_loss saved its log-probabilities and targets: the class statistics of the labels
     assert {"loss_input_0", "loss_input_1"} <= set(trial.tensor_names())
     assert torch.autograd.backward.__name__ == "backward"  # the wrapper is gone with the hook
+
+
+def test_a_functional_loss_plus_the_models_auxiliary_term_is_the_loss_with_its_labels(tmp_path):
+    """`logits, aux = model(x)`; `F.cross_entropy(logits, y) + 1e-3 * aux` is given to
+    backward: that sum is the loss (not the model's returned scalar), and the cross-entropy's
+    predictions and labels are found behind the sum: the labels' class counts are the batch's."""
+    _same_training(AuxNet, "aux", tmp_path)
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="losses") == ["loss"]
+    _, y = _data()
+    counts = trial.tensor("stats/loss_input_1/class_counts").value(0)
+    np.testing.assert_array_equal(counts[:N_CLASSES], np.bincount(y[0].numpy(), minlength=N_CLASSES))
+    assert "loss_input_0" in trial.tensor_names(collection="predictions")
+
+
+def test_an_evaluation_does_not_take_the_auxiliary_term_for_its_loss(tmp_path):
+    """Once training showed the returned scalar is only a term of the loss, an evaluation's
+    forward does not record it as the evaluation's loss."""
+    torch.manual_seed(0)
+    model = AuxNet()
+    x, y = _data(4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for i in range(3):
+            model.train()
+            logits, aux = model(x[i])
+            loss = F.cross_entropy(logits, y[i]) + 1e-3 * aux
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            model(x[3])
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor("loss").steps(Mode.EVAL) == []
+    assert len(trial.tensor("loss").steps(Mode.TRAIN)) == 3
+
+
+def test_a_loss_the_model_names_stays_the_loss_when_the_script_adds_a_term(tmp_path):
+    """A Hugging Face-style `.loss` (or `"loss"`) is the model's task loss: a script that adds a
+    term for training (`out.loss + 1e-3 * aux`) still has it recorded, in TRAIN and in EVAL,
+    so the two compare."""
+    torch.manual_seed(0)
+    model = ObjectModel()
+    x, y = _data(4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for i in range(3):
+            model.train()
+            out = model(x[i], labels=y[i])
+            expected.append(out.loss.item())
+            opt.zero_grad()
+            (out.loss + 1e-3 * out.logits.pow(2).mean()).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            model(x[3], labels=y[3])
+    np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
+    assert len(_recorded(tmp_path, mode=Mode.EVAL)) == 1
+
+
+def test_a_sum_of_two_cross_entropies_records_the_loss_but_no_labels(tmp_path):
+    """Two classification losses in one sum: which labels go with which predictions is not
+    known, so none are recorded (the loss is)."""
+    _same_training(MnistNet, "two_heads", tmp_path)
+    names = mldbg.create_trial(str(tmp_path)).tensor_names()
+    assert "loss_input_1" not in names and not any(n.startswith("stats/loss_input") for n in names)
 
 
 def test_a_gradscaler_scaled_loss_is_recorded_unscaled(tmp_path):

@@ -10,7 +10,8 @@ or a bidirectional GRU when False), `padding` (variable-length rows padded with 
 "ignored" sets the labels there to -100, "kept" leaves the pad id in the labels), `softmax`
 (a softmax before the cross-entropy), `loss` ("functional" F.cross_entropy over flat logits,
 "module" a registered nn.CrossEntropyLoss over (B, V, T) logits, "returned" a nanoGPT-style
-model(x, y) -> (logits, loss), "hf" a model called with input_ids= and labels= that shifts
+model(x, y) -> (logits, loss), "aux" a mixture of experts' shape, model(x) -> (logits, aux) with
+the script's F.cross_entropy(logits, y) + 0.01 * aux given to backward, "hf" a model called with input_ids= and labels= that shifts
 the labels itself, as Hugging Face models do), `label_smoothing`, `seq_first` (PyTorch's
 word_language_model layout: (T, B) batches).
 """
@@ -44,6 +45,7 @@ class LM(nn.Module):
     ):
         super().__init__()
         self.kind, self.causal, self.seq_first = kind, causal, seq_first
+        self.aux = False  # return (logits, an auxiliary scalar) when called without labels
         self.emb = nn.Embedding(vocabulary, width)
         self.pos = nn.Embedding(64, width)
         if kind == "gru":
@@ -73,7 +75,7 @@ class LM(nn.Module):
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> Any:
         logits = self.logits(input_ids)
         if labels is None:
-            return logits
+            return (logits, logits.float().logsumexp(-1).pow(2).mean()) if self.aux else logits
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
@@ -126,6 +128,7 @@ def train_lm(
     stream = make(batch * (length + 2) * 50, vocabulary, seed)
     g = torch.Generator().manual_seed(seed)
     model = (HFStyle if loss == "hf" else LM)(vocabulary, kind=kind, causal=causal, seq_first=seq_first)
+    model.aux = loss == "aux"
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     offset = shift - 1 if loss == "hf" else shift  # the Hugging Face-style model shifts once itself
@@ -151,6 +154,9 @@ def train_lm(
                 value = model(input_ids=x, labels=y)["loss"]
             elif loss == "returned":
                 _, value = model(x, y)
+            elif loss == "aux":  # a z-loss-like term the model returns, added by the script
+                logits, aux = model(x)
+                value = F.cross_entropy(logits.reshape(-1, vocabulary), y.reshape(-1)) + 0.01 * aux
             else:
                 logits = model(x)
                 if softmax:

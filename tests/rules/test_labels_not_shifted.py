@@ -1,6 +1,6 @@
 """labels_not_shifted: a tiny word LM trained on its own inputs as targets (the labels not
-shifted) is found within 5 steps, through a functional loss, a registered module loss and a
-model that returns its loss; its fixed twin (labels shifted by one) is quiet."""
+shifted) is found within 5 steps, through a functional loss, a registered module loss, a
+model that returns its loss, and a functional loss plus an auxiliary term the model returns; its fixed twin (labels shifted by one) is quiet."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.rules.lm_defects import train_lm
 RULE = ["labels_not_shifted"]
 
 
-@pytest.mark.parametrize("loss", ["functional", "module", "returned"])
+@pytest.mark.parametrize("loss", ["functional", "module", "returned", "aux"])
 def test_unshifted_labels_are_found_within_five_steps(tmp_path, loss):
     train_lm(tmp_path / "bug", shift=0, loss=loss, steps=8)
     found = mldbg.check(str(tmp_path / "bug"), rules=RULE)

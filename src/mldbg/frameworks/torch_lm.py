@@ -54,7 +54,7 @@ from torch.autograd.graph import GradientEdge
 PREFIX = "lm/"  # the records: `lm/<key>`, statistic `sum`
 NLL_NODES = frozenset({"NllLossBackward0", "NllLoss2DBackward0"})
 # nodes a loss passes through on its way from the cross-entropy: scalings and sums
-_THROUGH = frozenset(
+THROUGH = frozenset(
     {"MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "AddBackward0", "SubBackward0",
      "MeanBackward0", "SumBackward0", "ToCopyBackward0", "ViewBackward0", "ReshapeAliasBackward0"}
 )  # fmt: skip
@@ -63,7 +63,8 @@ _SHAPES = (
     "View", "UnsafeView", "ReshapeAlias", "Transpose", "Permute", "TBackward", "Clone", "ToCopy",
     "Slice", "Select", "Squeeze", "Unsqueeze", "Expand", "AsStrided", "Alias", "Index",
 )  # fmt: skip
-_DEPTH = 8  # nodes searched from the loss for the cross-entropy, and before it for a softmax
+DEPTH = 8  # nodes searched from the loss for the cross-entropy, and before it for a softmax
+WIDTH = 8  # nodes of each depth searched from the loss (the terms of a sum)
 _PROB_TOL = 1e-3
 _PROB_ROWS = 64  # rows read for the probabilities check
 AXES = (0, 1)
@@ -96,7 +97,7 @@ def nll_node(loss: torch.Tensor) -> Any | None:
     heads): which targets go with which inputs is then not known."""
     found: list[Any] = []
     frontier = [loss.grad_fn]
-    for _ in range(_DEPTH):
+    for _ in range(DEPTH):
         nxt: list[Any] = []
         for node in frontier:
             if node is None:
@@ -104,9 +105,9 @@ def nll_node(loss: torch.Tensor) -> Any | None:
             name = node.name()
             if name in NLL_NODES:
                 found.append(node)
-            elif name in _THROUGH:
+            elif name in THROUGH:
                 nxt.extend(f for f, _ in node.next_functions if f is not None)
-        frontier = nxt[:8]
+        frontier = nxt[:WIDTH]
         if not frontier:
             break
     return found[0] if len(found) == 1 else None
@@ -115,7 +116,7 @@ def nll_node(loss: torch.Tensor) -> Any | None:
 def _before(node: Any) -> Any | None:
     """The first node before `node` that does more than move values (None: a leaf, or a
     node with several inputs among the shape-only ones)."""
-    for _ in range(_DEPTH):
+    for _ in range(DEPTH):
         nexts = [f for f, _ in node.next_functions if f is not None]
         if len(nexts) != 1:
             return None

@@ -11,6 +11,13 @@ step's loss as `loss` in `losses`, where every loss rule and the report's loss c
   sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
   back by its scale. Only while a TRAIN step of a registered model is open, after one of its
   models ran its forward in that step, and only a one-element floating tensor.
+A TRAIN step's backward decides between the two where the loss was picked from a tuple (a
+model's `"loss"` or `.loss` is its loss, whatever the script adds to it for training): the
+returned scalar is the loss when the tensor given to backward is made from it by scalings alone (`loss / accumulation`, a
+GradScaler's `* scale`); when it is something else (TabNet's or an MoE's `logits, aux =
+model(x)` with `F.cross_entropy(logits, y) + 1e-3 * aux` given to backward), the returned
+scalar is a term of the loss: the tensor given to backward is recorded, and from then on an
+evaluation's returned scalar is not taken for its loss.
 Several in one step: their mean when they train the same parameters (gradient accumulation:
 micro-batches of one loss). Backward passes of one step that reach different parameters (a
 GAN: the discriminator's loss, then the generator's, which also runs through the
@@ -33,7 +40,9 @@ listens and nothing has wrapped it since.
 
 Predictions and labels: a loss whose autograd node saved them (`F.cross_entropy`,
 `F.nll_loss`, `nn.CrossEntropyLoss` inside the model: the log-probabilities and targets; the
-binary cross-entropies; MSE, L1-smooth, Huber) gives them at statistics steps as
+binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scalings and sums
+(an auxiliary term added: the one classification loss of the sum, else its one regression
+loss; none when a sum holds two of a kind), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
 classification losses, their `samples` for the others, as a registered loss's inputs.
 """
@@ -68,11 +77,15 @@ CLASS_NODES = frozenset(
     }
 )
 SAMPLE_NODES = frozenset({"MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0"})
+# what a loss may go through between the model's return and backward, and stay that loss
+SCALINGS = frozenset(
+    {"MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "MeanBackward0", "SumBackward0",
+     "ToCopyBackward0", "ViewBackward0", "ReshapeAliasBackward0"}
+)  # fmt: skip
 PROBE_STEPS = 16  # steps whose backward passes are told apart by what they reach, before deciding
 MAX_NODES = 100_000  # autograd nodes walked at most to tell what a backward pass reaches
 OTHER = "?"  # the parts a pass reaches outside the registered models
 MAX_SCANS = 4  # searches for GradScalers per hook (a scaler keeps its scale tensor for the run)
-SCALES = frozenset({"MulBackward0", "DivBackward0", "MulBackward1", "DivBackward1"})  # loss * w, loss / n
 
 
 class LossCapture:
@@ -82,6 +95,14 @@ class LossCapture:
         self.hook = hook
         self.off = False
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
+        self._returned_nodes: list[Any] = []  # their autograd nodes (TRAIN: is one given to backward?)
+        # is the scalar a model returns what the script trains on? None: not yet seen; False once a
+        # TRAIN step gave backward something else (`F.cross_entropy(logits, y) + 1e-3 * aux` where
+        # the model returns `(logits, aux)`): then the tensors given to backward are the loss, and
+        # an evaluation's returned scalar is not recorded as its loss
+        self._returned_is_loss: bool | None = None
+        self._aside = False  # this step gave backward a tensor other than the returned losses
+        self._named = False  # a returned loss of this step was named so (`"loss"`, `.loss`)
         # the tensors given to backward this step, detached, with their graphs' roots (None once
         # the run is known to give one loss): what each pass reached is read as the step ends
         self._backward: list[tuple[Any, torch.Tensor]] = []
@@ -131,12 +152,15 @@ class LossCapture:
         if stats is None or self._lm_at == rec.step or not stats.due() or not isinstance(loss, torch.Tensor):
             return
         ids = self._ids if self._ids_at == rec.step else None
-        self._lm_at = rec.step
         try:
             found = torch_lm.statistics(loss, ids, self._probe if rec.mode == Mode.TRAIN else None)
         except Exception as e:  # statistics must never stop training
+            self._lm_at = rec.step
             log.warning("mldbg: language-model statistics of step %d failed: %s", rec.step, e)
             return
+        if found is None:
+            return  # no cross-entropy behind it: a later loss of the step may have one
+        self._lm_at = rec.step
         for key, value in (found or {}).items():
             stats.add_kinds(f"{torch_lm.PREFIX}{key}", value, ("sum",), ())
 
@@ -147,7 +171,13 @@ class LossCapture:
         loss = returned_loss(output)
         if loss is None:
             return
+        named = not isinstance(output, (tuple, list))  # a mapping's "loss", an object's `.loss`
+        if not named and self.hook.recorder.mode != Mode.TRAIN and self._returned_is_loss is False:
+            return  # the scalar this model returns is a term of the loss (an auxiliary loss)
+        self._named = self._named or named
         self._returned.append(loss.detach())
+        if loss.grad_fn is not None:
+            self._returned_nodes.append(loss.grad_fn)
         self._inputs(loss)
 
     def backward(self, tensor: Any) -> None:
@@ -161,10 +191,19 @@ class LossCapture:
         if tensor.grad_fn is None or not any(m.saved_at == rec.step for m in hook._models):
             return  # not a pass through a model this hook records in the open step
         hook.timeline.mark(marks.BACKWARD_START)
-        if not self._returned:
-            root = tensor.grad_fn if self._split is not False else None
-            self._backward.append((root, self._unscaled(tensor)))
-            self._inputs(tensor)
+        if self._returned:
+            if self._named:
+                return  # the model names it its loss (a task loss the script may add terms to)
+            if _scaled_from(tensor.grad_fn, self._returned_nodes):
+                self._returned_is_loss = True  # the model's returned loss, perhaps scaled: it is the loss
+                return
+            # the script trains on something else (the returned scalar plus a cross-entropy the
+            # script computes): what it gives to backward is the loss
+            self._returned_is_loss = False
+            self._aside = True
+        root = tensor.grad_fn if self._split is not False else None
+        self._backward.append((root, self._unscaled(tensor)))
+        self._inputs(tensor)
 
     def _reached(self, root: Any) -> frozenset[str] | None:
         """The parts of the registered models (top-level submodules, with the model's prefix)
@@ -227,7 +266,7 @@ class LossCapture:
             self.language_model(loss)
         found = saved_inputs(loss)
         if found is None:
-            return
+            return  # a later loss of the step may have them (the one given to backward)
         self._classes_at = rec.step
         kind, predictions, labels = found
         if kind == "classes":
@@ -241,11 +280,12 @@ class LossCapture:
             stats.add_kinds(f"{PREFIX}_input_1", labels, ("samples",), ("labels",))
 
     def _step_end(self) -> None:
-        returned, passes = self._returned, self._backward
-        self._returned, self._backward = [], []
+        returned, passes, aside = self._returned, self._backward, self._aside
+        self._returned, self._backward, self._returned_nodes = [], [], []
+        self._aside = self._named = False
         if self.off or not (returned or passes):
             return
-        if returned:
+        if returned and not (aside and passes):
             self.hook._save(NAME, _mean(returned), ("losses",))
             return
         for name, values in self._losses(passes).items():
@@ -277,6 +317,24 @@ class LossCapture:
                 self._series[key] = name
             out.setdefault(name, []).extend(values)
         return out
+
+
+def _scaled_from(node: Any, sources: list[Any]) -> bool:
+    """Is the autograd `node` one of `sources`, or made from one by scalings alone (`loss /
+    accumulation`, a GradScaler's `loss * scale`, `.mean()` of DataParallel's per-device
+    losses, `.float()`)? A few nodes deep, each with one input in the graph."""
+    for _ in range(torch_lm.DEPTH):
+        if node is None:
+            return False
+        if any(node is s for s in sources):
+            return True
+        if node.name() not in SCALINGS:
+            return False
+        nexts = [f for f, _ in node.next_functions if f is not None]
+        if len(nexts) != 1:
+            return False
+        node = nexts[0]
+    return False
 
 
 def _mean(values: list[torch.Tensor]) -> torch.Tensor:
@@ -312,28 +370,44 @@ def _is_loss(value: Any) -> bool:
 
 
 def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] | None:
-    """("classes" or "samples", predictions, labels) that the loss's node saved, through at
-    most a few scalings (`loss / accumulation`, a GradScaler's `loss * scale`); else None."""
-    node = loss.grad_fn
-    for _ in range(4):
-        if node is None:
-            return None
-        name = node.name()
-        if name in CLASS_NODES or name in SAMPLE_NODES:
-            try:
-                predictions, labels = getattr(node, "_saved_self"), getattr(node, "_saved_target")  # noqa: B009
-            except RuntimeError:  # freed by a backward pass already run
-                return None
-            if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
-                return None
-            return ("classes" if name in CLASS_NODES else "samples"), predictions, labels
-        if name not in SCALES:
-            return None
-        nexts = [f for f, _ in node.next_functions if f is not None]
-        if len(nexts) != 1:
-            return None
-        node = nexts[0]
-    return None
+    """("classes" or "samples", predictions, labels) that the loss's node saved; else None.
+
+    The node is searched breadth first, a few nodes deep, through scalings and sums (`loss /
+    accumulation`, a GradScaler's `loss * scale`, `F.cross_entropy(logits, y) + 1e-3 * aux`,
+    `(w * F.mse_loss(p, t, reduction="none")).mean()`), as `torch_lm.nll_node` finds the
+    cross-entropy. The one classification loss found is taken; else the one regression loss.
+    Several of one kind (two heads, a GAN's real and fake terms): which labels go with which
+    predictions is not known, and None is returned."""
+    classes: list[Any] = []
+    samples: list[Any] = []
+    frontier = [loss.grad_fn]
+    seen: set[int] = set()
+    for _ in range(torch_lm.DEPTH):
+        nxt: list[Any] = []
+        for node in frontier:
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            name = node.name()
+            if name in CLASS_NODES:
+                classes.append(node)
+            elif name in SAMPLE_NODES:
+                samples.append(node)
+            elif name in torch_lm.THROUGH:
+                nxt.extend(f for f, _ in node.next_functions if f is not None)
+        frontier = nxt[: torch_lm.WIDTH]
+        if not frontier:
+            break
+    kind, found = ("classes", classes) if classes else ("samples", samples)
+    if len(found) != 1:
+        return None
+    try:
+        predictions, labels = getattr(found[0], "_saved_self"), getattr(found[0], "_saved_target")  # noqa: B009
+    except RuntimeError:  # freed by a backward pass already run
+        return None
+    if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
+        return None
+    return kind, predictions, labels
 
 
 # the one wrapper around torch.autograd.backward ------------------------------------------
