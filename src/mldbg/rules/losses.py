@@ -292,10 +292,18 @@ def _cycle(x: np.ndarray) -> int | None:
     if len(x) < 8 or not np.isfinite(x).all():
         return None
     tol = 1e-5 * max(float(np.max(np.abs(x))), 1e-12)
+    head = x[: _CYCLE_HEAD + 64]
     for period in range(1, min(64, len(x) // 4) + 1):
+        # the first values rule most periods out (a maximum only grows with more values):
+        # a noisy series of 10^6 values is not passed over 64 times per judgement
+        if len(x) > len(head) and float(np.max(np.abs(head[period:] - head[:-period]))) > tol:
+            continue
         if float(np.max(np.abs(x[period:] - x[:-period]))) <= tol:
             return period
     return None
+
+
+_CYCLE_HEAD = 1024  # values `_cycle` first looks at for each period
 
 
 @dataclass(frozen=True)

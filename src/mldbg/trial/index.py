@@ -276,6 +276,8 @@ class RunIndex:
         # per segment: its saved reductions (row, code, value), sorted by row; None once
         # released (`release_statistics`): read again from its index file when asked
         self._segment_reductions: list[_Reductions | None] = []
+        self._segment_entries: list[int] = []  # per segment: how many statistics it saved
+        self._held_bytes = 0  # of saved statistics kept as loaded (`_load_segment`)
         self._reloaded: OrderedDict[int, _Reductions] = OrderedDict()
         self._reduction_tables: OrderedDict[int, _ReductionTable] = OrderedDict()
         self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
@@ -573,7 +575,7 @@ class RunIndex:
         """`statistic_columns` of several known tensors (name -> start) at once: each segment's
         saved statistics are located for all of them together (`gather_statistics`), so the
         cost is a pass per segment, not per tensor and segment."""
-        if all(r is not None and not len(r[0]) for r in self._segment_reductions):
+        if not any(self._segment_entries):
             return {name: {} for name in starts}  # no statistics saved (a run of scalars)
         picked = {name: self._tensors[name].columns(self) for name in starts}
         seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
@@ -583,7 +585,9 @@ class RunIndex:
         return dict(
             zip(
                 starts,
-                gather_statistics(sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys),
+                gather_statistics(
+                    sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys, self._segment_entries
+                ),
                 strict=True,
             )
         )
@@ -1055,7 +1059,20 @@ class RunIndex:
         self._segment_keys.append(key)
         self.loaded_records += len(seg)
         c = seg.columns
-        self._segment_reductions.append(_reductions_of(seg))
+        # the saved statistics: kept as loaded up to `_RELEASE_BYTES` in all; beyond, read
+        # again from the index file when they are decoded into columns (`Columns`) or a
+        # record's are asked (`_reductions`): a run of 10^6 steps held ~220 MB of them from
+        # its opening until they were decoded, the peak of `mldbg check`'s memory
+        reds = _reductions_of(seg)
+        size = sum(a.nbytes for a in reds)
+        self._segment_entries.append(len(reds[0]))
+        self._segment_reductions.append(reds)
+        if len(reds[0]):
+            self._key_ids(seg_idx)  # the segment's key table, built while its codes are here
+            if self._held_bytes + size > _RELEASE_BYTES:
+                self._segment_reductions[seg_idx] = None
+            else:
+                self._held_bytes += size
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)

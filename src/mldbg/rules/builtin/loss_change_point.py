@@ -441,7 +441,8 @@ class LossChangePoint(LossSeriesRule):
         for entry in done:
             if entry[0] == "quiet":
                 _, at, lv, js = entry
-                k = int(np.searchsorted(at, taken)) if math.isfinite(taken) else len(at)
+                # (no search when every index is below `taken`: a stretch of the many a scan takes)
+                k = len(at) if not len(at) or at[-1] < taken else int(np.searchsorted(at, taken))
                 if k:
                     i = int(at[k - 1])
                     ref = (float(lv[k - 1]), *self._models[(name, int(js[k - 1]))])  # type: ignore[misc]
