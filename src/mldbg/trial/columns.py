@@ -69,7 +69,7 @@ def gather_statistics(
     reductions: _BySegment,
     key_ids: Mapping[int, np.ndarray],
     keys: Sequence[str],
-    entries: Sequence[int] | None = None,
+    entry_counts: Sequence[int] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """The saved scalar statistics of several tensors' records at once, as `scatter_statistics`
     writes them, one dict of columns per tensor.
@@ -82,7 +82,7 @@ def gather_statistics(
     tensor together (its columns joined once), then each tensor's records of the group are
     written in one pass. No NumPy call per tensor and segment (which dominated when every
     tensor of a run was decoded), and no copy of the whole run's statistics at once (a run of
-    10^6 steps held 16 million entries: 300 MB of joined columns). `entries[s]`, where given,
+    10^6 steps held 16 million entries: 300 MB of joined columns). `entry_counts[s]`, where given,
     is how many statistics segment `s` saved (the groups are formed without reading them)."""
     out: list[dict[str, np.ndarray]] = [{} for _ in sizes]
     if not len(seg):
@@ -93,7 +93,7 @@ def gather_statistics(
         for a, b in zip(bounds, bounds[1:], strict=False)
     ]
     used = sorted(key_ids)
-    counts = entries  # each segment's saved statistics, where known: not read to be counted
+    counts = entry_counts  # each segment's saved statistics, where known: not read to count them
     groups: list[list[int]] = [[]]
     entries = 0
     for s in used:

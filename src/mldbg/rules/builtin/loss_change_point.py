@@ -153,7 +153,9 @@ class LossChangePoint(LossSeriesRule):
         out = np.zeros(len(lengths), dtype=bool)
         if not len(lengths):
             return out
-        self._pending[name], at = self._scan(name, values, int(lengths[0]) - 1)
+        # the scan reads the values one at a time, in a Python loop: as a list
+        seq = values if isinstance(values, list) else np.asarray(values, dtype=np.float64).tolist()
+        self._pending[name], at = self._scan(name, seq, int(lengths[0]) - 1)
         if at is not None:
             out[lengths == at + 1] = True
         return out
