@@ -172,7 +172,9 @@ class SharedColumn(Sequence[Any]):
         self._extend(np.asarray([x], dtype=buf.data.dtype))
 
     def extend(self, new: Any) -> None:
-        self._extend(np.asarray(new if isinstance(new, np.ndarray) else list(new), dtype=self._buf.data.dtype))
+        self._extend(
+            np.asarray(new if isinstance(new, np.ndarray) else list(new), dtype=self._buf.data.dtype)
+        )
 
     def _extend(self, new: np.ndarray) -> None:
         new = np.ascontiguousarray(new)
@@ -283,7 +285,9 @@ class LossTracker:
                 ev.total += v
                 ev.count += 1
             else:
-                s = self.other.get((name, mode)) or self.other.setdefault((name, mode), self.series(name, mode))
+                s = self.other.get((name, mode)) or self.other.setdefault(
+                    (name, mode), self.series(name, mode)
+                )
                 s.steps.append(step)
                 s.values.append(v)
         return mode, names, closed
