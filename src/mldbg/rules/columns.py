@@ -148,7 +148,7 @@ def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | No
     if found is None:
         return None
     have, values = found
-    if len(have) and int(have[-1]) - int(have[0]) == len(have) - 1:
+    if len(have) > 4096 and int(have[-1]) - int(have[0]) == len(have) - 1:
         # steps saved one after another (a loss every step; `have` strictly increases): the
         # place of each is its offset, what a binary search over 10^6 steps would find
         i = np.clip(steps - have[0], 0, len(have))
