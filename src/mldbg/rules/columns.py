@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import Mode
-from mldbg.rules.losses import Evaluation, LossTracker, Series, higher_is_better
+from mldbg.rules.losses import Evaluation, LossTracker, Series, SharedColumn, higher_is_better
 from mldbg.rules.select import as_list
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import reduction_key
@@ -148,11 +148,18 @@ def raw_values(view: TrialView, name: str, steps: np.ndarray) -> np.ndarray | No
     if found is None:
         return None
     have, values = found
-    i = np.searchsorted(have, steps)
+    if len(have) > 4096 and int(have[-1]) - int(have[0]) == len(have) - 1:
+        # steps saved one after another (a loss every step; `have` strictly increases): the
+        # place of each is its offset, what a binary search over 10^6 steps would find
+        i = np.clip(steps - have[0], 0, len(have))
+    else:
+        i = np.searchsorted(have, steps)
     i = np.minimum(i, len(have) - 1)
     ok = have[i] == steps
-    flat = values.reshape(len(values), -1).astype(np.float64, copy=False)
+    flat = values.reshape(len(values), -1)
     out = np.full((len(steps), flat.shape[1]), np.nan)
+    # only the rows asked are converted (a loss of 10^6 float32 values was copied whole as
+    # float64 at each call); the assignment converts them as `astype` does
     out[ok] = flat[i[ok]]
     return out
 
@@ -190,6 +197,8 @@ def loss_prefix(
     where given, is told of each pass closed in place (for a rule that keeps state on them)."""
     if tracker._open and quiet_close is None:  # check() closes the pass at the next step
         return 0
+    if tracker._shared is None:
+        tracker.bind(view)
     if need < NEVER and screen is None:
         steps = steps[: 2 * window + 8]  # a window closes within `window` losses: look no further
     if not len(steps):
@@ -255,7 +264,7 @@ def loss_prefix(
             if not len(take):
                 continue
             tracker.seen_any = True
-            s = tracker.train.setdefault(name, Series(name, Mode.TRAIN))
+            s = tracker.train.get(name) or tracker.train.setdefault(name, tracker.series(name, Mode.TRAIN))
             _extend(s.steps, steps[take], np.int64)
             _extend(s.values, values[take], np.float64)
         done = max(done, upto)
@@ -273,7 +282,9 @@ def _extend(into: Any, new: np.ndarray, dtype: type[np.generic]) -> None:
     """Append `new` to a series' typed array (`losses.Series`: `array('q')`, `array('d')`)
     as its bytes, or as a list where the series holds a list: no Python object per value (the
     10^6 losses of a long run were 10^6 floats and ints made and dropped per rule)."""
-    if isinstance(into, array) and into.typecode == _TYPECODES[dtype]:
+    if isinstance(into, SharedColumn):
+        into.extend(np.asarray(new, dtype=dtype))
+    elif isinstance(into, array) and into.typecode == _TYPECODES[dtype]:
         into.frombytes(np.ascontiguousarray(new, dtype=dtype).tobytes())
     else:
         into.extend(new.tolist())
@@ -288,6 +299,10 @@ def _extended(view: TrialView, series: Series | None, new: np.ndarray) -> np.nda
     if series is None:
         return np.asarray(new, dtype=np.float64)
     values, steps = series.values, series.steps
+    if isinstance(values, SharedColumn):  # held once for every rule: no mirror of its own
+        out = np.concatenate((np.asarray(values), np.asarray(new, dtype=np.float64)))
+        out.flags.writeable = False
+        return out
     n = len(values)
     found = view.series_buffers.get(id(series))
     if found is not None and found[0] is series:

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mldbg.rules.stats import sliding_median
+from mldbg.rules.stats import sliding_median, window_medians
 
 ALPHA = 1e-3  # false alarms per rule per healthy run
 HORIZON = 1_000_000  # the longest run (tests) the budget covers
@@ -130,6 +130,25 @@ def nu_of(ratio: float) -> float:
     r = list(reversed(_RATIO))
     x = float(np.interp(ratio, r, list(reversed(inv))))
     return math.inf if x <= 0 else 1 / x
+
+
+_INV_NU = [1 / v for v in _NU]
+
+
+def _nus_of(ratios: np.ndarray) -> np.ndarray:
+    """`nu_of` of each of `ratios` (the same numbers: one `np.interp` over them all)."""
+    out = np.full(len(ratios), math.inf)
+    finite = np.isfinite(ratios)
+    x = np.interp(np.where(finite, ratios, 0.0), list(reversed(_RATIO)), list(reversed(_INV_NU)))
+    with np.errstate(divide="ignore"):
+        inner = np.where(x <= 0, math.inf, 1 / np.where(x <= 0, 1.0, x))
+    out = np.where(ratios <= _RATIO[-1], math.inf, inner)
+    return np.where(~finite | (ratios >= _RATIO[0]), _NU[0], out)
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    """`np.median(a, axis=1)`, the same numbers (a partition at the middle only)."""
+    return window_medians(a)
 
 
 def quantile(p: float, nu: float = math.inf) -> float:
@@ -272,7 +291,7 @@ def _ends_level(med: np.ndarray, starts: np.ndarray, size: int, width: int) -> n
 
 def _spreads(d: np.ndarray) -> np.ndarray:
     """`_spread` of each row of `d` (before its division by 0.6573)."""
-    a = np.sort(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+    a = np.sort(np.abs(d - _row_medians(d)[:, None]), axis=1)
     return a[:, : max(1, int(math.ceil(0.9 * d.shape[1])))].mean(axis=1)
 
 
@@ -299,7 +318,7 @@ def noise_windows(
         d1 = d1g[rows[:, :-1]] - _ends_level(sliding_median(d1g, _SLOPE), starts, size - 1, _SLOPE)
         d2 = d2g[rows[:, :-2]] - _ends_level(sliding_median(d2g, _SLOPE), starts, size - 2, _SLOPE)
         s1, s2 = _spreads(d1), _spreads(d2)
-        levels = np.median(xs, axis=1)
+        levels = _row_medians(xs)
         r = xs - _ends_level(sliding_median(seg, 11), starts, size, 11)
         models: list[Noise] = []
         rhos = np.zeros(len(chunk))
@@ -309,15 +328,16 @@ def noise_windows(
             rhos[i] = rho
             models.append(Noise(float(levels[i]), m1 / math.sqrt(2 * (1 - rho)), rho, math.inf, size))
         e = r[:, 1:] - rhos[:, None] * r[:, :-1]
-        a = np.abs(e - np.median(e, axis=1, keepdims=True))
-        q50s, q90s = np.quantile(a, 0.5, axis=1), np.quantile(a, 0.9, axis=1)
+        a = np.abs(e - _row_medians(e)[:, None])
+        q50s, q90s = np.quantile(a, [0.5, 0.9], axis=1)  # one partition for both: the same values
+        margin = tail_margin * math.sqrt(HISTORY / size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            nus = _nus_of(q90s / q50s + margin)
         scales = np.ones(len(chunk))
         for i, model in enumerate(models):
             nu = math.inf
-            if model.sigma > 0:
-                q50 = float(q50s[i])
-                if q50 > 0:
-                    nu = nu_of(float(q90s[i]) / q50 + tail_margin * math.sqrt(HISTORY / size))
+            if model.sigma > 0 and float(q50s[i]) > 0:
+                nu = float(nus[i])
             floor = floor_share * abs(model.level)
             models[i] = Noise(model.level, max(model.sigma, floor, 1e-12), model.rho, nu, size)
             scales[i] = models[i].sigma * math.sqrt(1 - models[i].rho ** 2)
@@ -332,7 +352,7 @@ def noise_windows(
                     continue
                 means = z[:, size - 1 - nb * span :].reshape(len(chunk), nb, span).mean(axis=2)
                 d = np.diff(means, axis=1)
-                mads = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+                mads = _row_medians(np.abs(d - _row_medians(d)[:, None]))
                 for i in range(len(chunk)):
                     spread = MAD_SCALE * float(mads[i]) / math.sqrt(2)
                     phis[i] = max(phis[i], spread**2 * span)

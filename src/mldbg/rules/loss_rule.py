@@ -17,7 +17,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule
 from mldbg.rules.columns import loss_prefix
-from mldbg.rules.losses import Evaluation, LossTracker, opposed
+from mldbg.rules.losses import Evaluation, LossTracker, SharedColumn, opposed
 from mldbg.rules.view import TrialView
 
 _HORIZON = 512  # steps one call of the fast path looks at, at least
@@ -76,7 +76,9 @@ class LossSeriesRule(Rule):
     def _screen(self, name: str, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         if not self._judges(Mode.TRAIN):
             return np.zeros(len(lengths), dtype=bool)
-        return self._may_fire(name, values.tolist(), lengths)
+        # read as `check` reads a series (`SharedColumn`: an index a Python float, a slice a
+        # typed array, `np.asarray` no copy), not as a list of 10^6 floats made per call
+        return self._may_fire(name, SharedColumn.over(values), lengths)
 
     def _game(self, name: str) -> bool:
         """Whether the training loss `name` moves against another training loss of the run

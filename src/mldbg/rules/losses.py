@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -87,6 +88,119 @@ def _float64s() -> array[float]:
     return array("d")
 
 
+class _Buffer:
+    """A typed buffer that grows by doubling: the values of one loss series as read, shared by
+    the trackers of every rule of a view that reads it (`SharedColumn`)."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, dtype: type[np.generic], data: np.ndarray | None = None) -> None:
+        self.data = np.empty(0, dtype=dtype) if data is None else data
+        self.n = 0 if data is None else len(data)
+
+    def push(self, new: np.ndarray) -> None:
+        need = self.n + len(new)
+        if need > len(self.data):
+            grown = np.empty(max(need, 2 * len(self.data), 1024), dtype=self.data.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : need] = new
+        self.n = need
+
+
+class SharedColumn(Sequence[Any]):
+    """One tracker's steps or values of a loss series: the first `len` entries of a buffer
+    that every tracker reading that series through one view shares (`LossTracker.bind`).
+    The loss rules each kept their own copy (six copies of a 10^6-step loss, with their
+    float64 mirrors: ~150 MB); the same values appended by several trackers are held once.
+    A tracker that appends something else (its series was cut back and goes on otherwise)
+    takes its own copy then. Reads as `array('q')` / `array('d')` do: an index gives a
+    Python number, a slice a typed array, `np.asarray` the entries without a copy
+    (read-only); `append`, `extend`, `del c[k:]` as on a list."""
+
+    __slots__ = ("_buf", "_n", "_own", "_typecode")
+
+    def __init__(self, buf: _Buffer, typecode: str) -> None:
+        self._buf, self._n, self._own, self._typecode = buf, 0, False, typecode
+
+    @classmethod
+    def over(cls, values: np.ndarray) -> SharedColumn:
+        """The float64 `values` (read, never written to) as a column of their own."""
+        col = cls(_Buffer(np.float64, np.asarray(values, dtype=np.float64)), "d")
+        col._n, col._own = len(values), True
+        return col
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return array(self._typecode, self._buf.data[: self._n][i].tobytes())
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("series index out of range")
+        return self._buf.data.item(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._buf.data[: self._n].tolist())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        view = self._buf.data[: self._n]
+        if copy or (dtype is not None and np.dtype(dtype) != view.dtype):
+            return view.astype(view.dtype if dtype is None else dtype)
+        view = view.view()
+        view.flags.writeable = False
+        return view
+
+    def __repr__(self) -> str:
+        return f"SharedColumn({self.tolist()!r})"
+
+    def tolist(self) -> list[Any]:
+        return self._buf.data[: self._n].tolist()
+
+    def append(self, x: Any) -> None:
+        buf, n = self._buf, self._n
+        if n < buf.n and not self._own:
+            y = buf.data.item(n)
+            if y == x and (y != 0 or math.copysign(1, y) == math.copysign(1, x)) or (y != y and x != x):
+                self._n = n + 1  # another tracker appended it already
+                return
+        self._extend(np.asarray([x], dtype=buf.data.dtype))
+
+    def extend(self, new: Any) -> None:
+        self._extend(
+            np.asarray(new if isinstance(new, np.ndarray) else list(new), dtype=self._buf.data.dtype)
+        )
+
+    def _extend(self, new: np.ndarray) -> None:
+        new = np.ascontiguousarray(new)
+        buf, n = self._buf, self._n
+        if n < buf.n and not self._own:
+            k = min(len(new), buf.n - n)  # what the others appended already: the same bits?
+            if np.array_equal(buf.data[n : n + k].view(np.uint8), new[:k].view(np.uint8)):
+                self._n = n + k
+                new, n = new[k:], n + k
+                if not len(new):
+                    return
+            if n < buf.n:  # something else: a copy of its own from here
+                self._buf = buf = _Buffer(buf.data.dtype.type, buf.data[:n].copy())
+                self._own = True
+        buf.push(new)
+        self._n = buf.n
+
+    def __delitem__(self, i: slice) -> None:
+        if not isinstance(i, slice) or i.step is not None or i.stop is not None:
+            raise TypeError("only the tail of a series is cut: del column[k:]")
+        k = min(self._n, max(0, (i.start or 0) + (self._n if (i.start or 0) < 0 else 0)))
+        self._n = k
+        if self._own:
+            self._buf.n = k
+
+
 @dataclass
 class Series:
     """One loss tensor's values in one mode, in step order. Kept as typed arrays (8 bytes a
@@ -96,8 +210,8 @@ class Series:
 
     name: str
     mode: Mode
-    steps: array[int] = field(default_factory=_int64s)
-    values: array[float] = field(default_factory=_float64s)
+    steps: array[int] | SharedColumn = field(default_factory=_int64s)
+    values: array[float] | SharedColumn = field(default_factory=_float64s)
 
 
 class LossTracker:
@@ -111,6 +225,27 @@ class LossTracker:
         self.evals: dict[str, list[Evaluation]] = {}
         self._open: dict[str, Evaluation] = {}
         self.seen_any = False
+        self._shared: dict[tuple[str, Mode, str], _Buffer] | None = None
+
+    def bind(self, view: TrialView) -> None:
+        """Share the series' values with the other trackers reading through `view` (its
+        `loss_columns`): from here on, a new series holds them once for all of them."""
+        shared = getattr(view, "loss_columns", None)
+        if shared is not None:
+            self._shared = shared
+
+    def series(self, name: str, mode: Mode) -> Series:
+        """A new series of `name` in `mode`, its columns shared where the tracker is bound."""
+        if self._shared is None:
+            return Series(name, mode)
+        buffers = self._shared
+        cols = []
+        for kind, dtype, code in (("steps", np.int64, "q"), ("values", np.float64, "d")):
+            buf = buffers.get((name, mode, kind))
+            if buf is None:
+                buf = buffers[(name, mode, kind)] = _Buffer(dtype)
+            cols.append(SharedColumn(buf, code))
+        return Series(name, mode, steps=cols[0], values=cols[1])
 
     def names(self, view: TrialView, step: int) -> list[str]:
         names: list[str] = []
@@ -123,6 +258,8 @@ class LossTracker:
 
     def update(self, view: TrialView, step: int) -> tuple[Mode, list[str], list[tuple[str, Evaluation]]]:
         """Read the losses of `step`. Returns (mode, the tensors read, evaluations closed by it)."""
+        if self._shared is None:
+            self.bind(view)
         mode = view.mode(step)
         closed: list[tuple[str, Evaluation]] = []
         for name, open_ev in list(self._open.items()):  # a pass ends at a gap or another mode
@@ -136,7 +273,7 @@ class LossTracker:
                 continue
             self.seen_any = True
             if mode == Mode.TRAIN:
-                s = self.train.setdefault(name, Series(name, mode))
+                s = self.train.get(name) or self.train.setdefault(name, self.series(name, mode))
                 s.steps.append(step)
                 s.values.append(v)
             elif mode == Mode.EVAL:
@@ -148,7 +285,9 @@ class LossTracker:
                 ev.total += v
                 ev.count += 1
             else:
-                s = self.other.setdefault((name, mode), Series(name, mode))
+                s = self.other.get((name, mode)) or self.other.setdefault(
+                    (name, mode), self.series(name, mode)
+                )
                 s.steps.append(step)
                 s.values.append(v)
         return mode, names, closed
@@ -292,10 +431,18 @@ def _cycle(x: np.ndarray) -> int | None:
     if len(x) < 8 or not np.isfinite(x).all():
         return None
     tol = 1e-5 * max(float(np.max(np.abs(x))), 1e-12)
+    head = x[: _CYCLE_HEAD + 64]
     for period in range(1, min(64, len(x) // 4) + 1):
+        # the first values rule most periods out (a maximum only grows with more values):
+        # a noisy series of 10^6 values is not passed over 64 times per judgement
+        if len(x) > len(head) and float(np.max(np.abs(head[period:] - head[:-period]))) > tol:
+            continue
         if float(np.max(np.abs(x[period:] - x[:-period]))) <= tol:
             return period
     return None
+
+
+_CYCLE_HEAD = 1024  # values `_cycle` first looks at for each period
 
 
 @dataclass(frozen=True)

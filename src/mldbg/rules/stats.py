@@ -239,8 +239,28 @@ def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
     windows = np.lib.stride_tricks.sliding_window_view(x, width)
     block = max(1, _MEDIAN_BLOCK // width)
     if len(windows) <= block:
+        return window_medians(windows)
+    return np.concatenate([window_medians(windows[a : a + block]) for a in range(0, len(windows), block)])
+
+
+def window_medians(windows: np.ndarray) -> np.ndarray:
+    """`np.median(windows, axis=1)`, the same numbers, in about half its time: a partition at
+    the middle position(s) only (`np.median` also partitions at the last, to find a NaN, and
+    averages through `np.mean`); a window holding a NaN is NaN, as `np.median` gives, and an
+    even width takes the mean of the two middle values, (a + b) / 2, as `np.mean` of two does."""
+    n, width = windows.shape
+    if not n or not width or windows.dtype != np.float64:
         return np.median(windows, axis=1)
-    return np.concatenate([np.median(windows[a : a + block], axis=1) for a in range(0, len(windows), block)])
+    h = width // 2
+    if width % 2:
+        out = np.partition(windows, h, axis=1)[:, h]
+    else:
+        part = np.partition(windows, [h - 1, h], axis=1)
+        out = (part[:, h - 1] + part[:, h]) / 2
+    nan = np.isnan(windows).any(axis=1)
+    if nan.any():
+        out[nan] = np.nan
+    return out
 
 
 def _order_statistics(x: np.ndarray, width: int, ks: Sequence[int]) -> list[np.ndarray]:

@@ -85,6 +85,9 @@ class TrialView:
         # id(a loss tracker's series) -> (the series, a float64 buffer mirroring its values,
         # how many it mirrors, the step of the last): `mldbg.rules.columns._extended`
         self.series_buffers: dict[int, tuple[Any, np.ndarray, int, Any]] = {}
+        # (loss tensor, mode, "steps" or "values") -> the buffer the loss rules' trackers
+        # share (`mldbg.rules.losses.SharedColumn`): a loss series held once, not per rule
+        self.loss_columns: dict[tuple[str, Any, str], Any] = {}
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"

@@ -50,6 +50,8 @@ _RELOADED = 8
 _RELEASE_BYTES = 32 << 20  # saved statistics held beyond which decoded ones are released
 # records of a segment built one row at a time before its whole table is decoded
 _ROWS_BEFORE_TABLE = 64
+# a tensor of more records than this is looked up by mode step in sorted arrays, not a dict
+_MODE_TABLE_MAX = 4096
 # a read this large first checks that the data file holds it (one `size` per segment)
 _CHECKED_READ_BYTES = 64 << 20
 # safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
@@ -65,6 +67,7 @@ class _TensorColumns:
         "_buffers",
         "_by_mode_step",
         "_by_mode_step_upto",
+        "_mode_sorted",
         "_by_step",
         "_by_step_upto",
         "_chunks",
@@ -85,6 +88,7 @@ class _TensorColumns:
         self._ordered_upto = 0  # ... as checked over this many records
         self._by_mode_step: dict[tuple[int, int], list[int]] = {}
         self._by_mode_step_upto = 0
+        self._mode_sorted: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def add(self, seg_idx: int, rows: np.ndarray) -> None:
         self._chunks.append((seg_idx, rows))
@@ -160,6 +164,24 @@ class _TensorColumns:
                 self._by_step.setdefault(s, []).append(pos)
             self._by_step_upto = self._n
         return self._by_step
+
+    def at_mode_step(self, index: RunIndex, mode: int, step: int) -> tuple[int, ...]:
+        """The positions of the records at (mode, mode step), in load order: `by_mode_step`'s
+        table for a tensor of few records; for many, its records ordered by (mode, mode step)
+        (a stable sort: load order among equals) and two binary searches, where the table of
+        a loss saved at 10^6 steps held ~150 MB of Python objects (`mldbg check`'s diagnosis
+        of a finding reads a few of its values by mode step)."""
+        cols = self.columns(index)
+        if self._n <= _MODE_TABLE_MAX:
+            return tuple(self.by_mode_step(index).get((mode, step), ()))
+        if self._mode_sorted is None or self._mode_sorted[0] != self._n:
+            order = np.lexsort((cols["mode_step"], cols["mode"]))
+            self._mode_sorted = (self._n, order, cols["mode"][order], cols["mode_step"][order])
+        _, order, modes, msteps = self._mode_sorted
+        lo, hi = int(modes.searchsorted(mode, "left")), int(modes.searchsorted(mode, "right"))
+        a = lo + int(msteps[lo:hi].searchsorted(step, "left"))
+        b = lo + int(msteps[lo:hi].searchsorted(step, "right"))
+        return tuple(order[a:b].tolist())
 
     def by_mode_step(self, index: RunIndex) -> dict[tuple[int, int], list[int]]:
         """(mode, mode_step) -> positions of its records."""
@@ -276,6 +298,8 @@ class RunIndex:
         # per segment: its saved reductions (row, code, value), sorted by row; None once
         # released (`release_statistics`): read again from its index file when asked
         self._segment_reductions: list[_Reductions | None] = []
+        self._segment_entries: list[int] = []  # per segment: how many statistics it saved
+        self._held_bytes = 0  # of saved statistics kept as loaded (`_load_segment`)
         self._reloaded: OrderedDict[int, _Reductions] = OrderedDict()
         self._reduction_tables: OrderedDict[int, _ReductionTable] = OrderedDict()
         self._rows_asked: dict[int, int] = {}  # segment -> records built before its table
@@ -487,7 +511,7 @@ class RunIndex:
         tensor = self._tensors[name]
         if mode is None or mode == Mode.GLOBAL:
             return tensor.at_step(self, step)
-        return tuple(tensor.by_mode_step(self).get((int(mode), step), ()))
+        return tensor.at_mode_step(self, int(mode), step)
 
     def record(self, name: str, position: int) -> Record:
         """The record of a known tensor `name` at `position` of its columns."""
@@ -573,7 +597,7 @@ class RunIndex:
         """`statistic_columns` of several known tensors (name -> start) at once: each segment's
         saved statistics are located for all of them together (`gather_statistics`), so the
         cost is a pass per segment, not per tensor and segment."""
-        if all(r is not None and not len(r[0]) for r in self._segment_reductions):
+        if not any(self._segment_entries):
             return {name: {} for name in starts}  # no statistics saved (a run of scalars)
         picked = {name: self._tensors[name].columns(self) for name in starts}
         seg = np.concatenate([picked[n]["seg"][s:] for n, s in starts.items()] or [_EMPTY])
@@ -583,7 +607,9 @@ class RunIndex:
         return dict(
             zip(
                 starts,
-                gather_statistics(sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys),
+                gather_statistics(
+                    sizes, seg, row, _Lazy(self._reductions), luts, self._stat_keys, self._segment_entries
+                ),
                 strict=True,
             )
         )
@@ -1055,7 +1081,20 @@ class RunIndex:
         self._segment_keys.append(key)
         self.loaded_records += len(seg)
         c = seg.columns
-        self._segment_reductions.append(_reductions_of(seg))
+        # the saved statistics: kept as loaded up to `_RELEASE_BYTES` in all; beyond, read
+        # again from the index file when they are decoded into columns (`Columns`) or a
+        # record's are asked (`_reductions`): a run of 10^6 steps held ~220 MB of them from
+        # its opening until they were decoded, the peak of `mldbg check`'s memory
+        reds = _reductions_of(seg)
+        size = sum(a.nbytes for a in reds)
+        self._segment_entries.append(len(reds[0]))
+        self._segment_reductions.append(reds)
+        if len(reds[0]):
+            self._key_ids(seg_idx)  # the segment's key table, built while its codes are here
+            if self._held_bytes + size > _RELEASE_BYTES:
+                self._segment_reductions[seg_idx] = None
+            else:
+                self._held_bytes += size
         ids = c["name_id"]
         order = np.argsort(ids, kind="stable")
         uniq, starts = np.unique(ids[order], return_index=True)

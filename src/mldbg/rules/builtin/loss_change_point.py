@@ -153,7 +153,9 @@ class LossChangePoint(LossSeriesRule):
         out = np.zeros(len(lengths), dtype=bool)
         if not len(lengths):
             return out
-        self._pending[name], at = self._scan(name, values, int(lengths[0]) - 1)
+        # the scan reads the values one at a time, in a Python loop: as a list
+        seq = values if isinstance(values, list) else np.asarray(values, dtype=np.float64).tolist()
+        self._pending[name], at = self._scan(name, seq, int(lengths[0]) - 1)
         if at is not None:
             out[lengths == at + 1] = True
         return out
@@ -441,7 +443,8 @@ class LossChangePoint(LossSeriesRule):
         for entry in done:
             if entry[0] == "quiet":
                 _, at, lv, js = entry
-                k = int(np.searchsorted(at, taken)) if math.isfinite(taken) else len(at)
+                # (no search when every index is below `taken`: a stretch of the many a scan takes)
+                k = len(at) if not len(at) or at[-1] < taken else int(np.searchsorted(at, taken))
                 if k:
                     i = int(at[k - 1])
                     ref = (float(lv[k - 1]), *self._models[(name, int(js[k - 1]))])  # type: ignore[misc]

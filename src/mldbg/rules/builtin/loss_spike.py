@@ -180,9 +180,12 @@ class LossSpike(LossSeriesRule):
         new = x[start:]
         n = np.arange(start, len(x)) + 1  # values up to and including each
         recent = np.minimum(n - 1, self.window)
-        level = trailing_median(x, 5)[start:]
+        # over the new values only (and those their windows reach back to): the same numbers
+        # as over the whole series, which a fast call of a long run recomputed each time
+        lo5, low = max(0, start - 5), max(0, start - self.window) if self.window >= 0 else 0
+        level = trailing_median(x[lo5:], 5)[start - lo5 :]
         first = median(values[: max(1, self.warmup)]) if len(values) >= self.warmup else math.nan
-        bad = trailing_nonfinite(x, self.window)[start:] > 0
+        bad = trailing_nonfinite(x[low:], self.window)[start - low :] > 0
         with np.errstate(invalid="ignore"):
             jump = new - level
             slack = _TOL * (np.abs(new) + np.abs(level) + abs(first))

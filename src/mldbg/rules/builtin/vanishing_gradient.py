@@ -93,6 +93,15 @@ def depth_fall(means: list[float]) -> float | None:
         return None
     y = np.log10(np.asarray(means, dtype=np.float64))
     x = np.arange(len(y), dtype=np.float64)
+    # the fitted line's rise is at most (len - 1) x (max - min) / 2 x sum|x - mean| /
+    # sum (x - mean)^2 (its slope is sum (x - mean)(y - c) / sum (x - mean)^2 for any c, and
+    # |y - c| <= (max - min) / 2 at the middle c): no fit where that cannot reach the bar (a
+    # gradient that does not fall: most steps of most runs)
+    dx = x - x.mean()
+    if (len(y) - 1) * float(y.max() - y.min()) / 2 * float(np.abs(dx).sum() / (dx @ dx)) < DEPTH_DECADES * (
+        1 - 1e-9
+    ):
+        return None
     slope = float(np.polyfit(x, y, 1)[0])
     fall = slope * (len(y) - 1)
     if fall < DEPTH_DECADES:
