@@ -15,7 +15,8 @@ $(STAMP):
 	test -x $(PY) || python3 -m venv $(VENV)
 	# a plain `torch` pulls a CUDA build of several GB: pin the CPU wheel first
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[$(EXTRAS)]"
+	# pytest-xdist: `make test` runs the suite on both cores (pytest -n 2)
+	$(PIP) -e ".[$(EXTRAS)]" pytest-xdist==3.8.0
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -39,7 +40,7 @@ chromium:
 # the module-scoped trainings are made once
 test: $(STAMP) chromium
 	$(MAKE) --no-print-directory test-mxnet
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=600
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=600 -n 2 --dist loadfile
 
 test-mxnet: $(MXSTAMP)
 	$(MXPY) -m pytest -q -p no:cacheprovider --timeout=600 tests/mxnet

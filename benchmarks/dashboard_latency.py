@@ -61,8 +61,14 @@ def serve(app):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
+    # log_config=None: uvicorn's default runs logging.config.dictConfig, which closes every
+    # handler of this process (absl's closes its stream: a test runner's captured stderr) and
+    # binds new ones to the sys.stderr/sys.stdout of the moment; a server in a thread of someone
+    # else's process leaves its logging alone (uvicorn's warnings still reach the root logger)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        uvicorn.Config(
+            app, log_config=None, log_level="warning", access_log=False, timeout_graceful_shutdown=2
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

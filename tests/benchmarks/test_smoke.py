@@ -7,6 +7,8 @@ their own venv and are left out.
 """
 
 import importlib
+import io
+import logging
 import sys
 from pathlib import Path
 
@@ -44,6 +46,42 @@ def test_benchmark_runs(script, bench, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "| --- |" in out or "ms CPU per step" in out  # its table or its figure
     assert "Command: `python benchmarks/" in out
+
+
+async def _empty_app(scope, receive, send):
+    """An ASGI app with a lifespan and nothing to serve."""
+    while scope["type"] == "lifespan":
+        message = await receive()
+        done = message["type"] == "lifespan.shutdown"
+        await send({"type": f"{message['type']}.complete"})
+        if done:
+            return
+
+
+def test_dashboard_server_leaves_the_process_logging_alone(bench):
+    """dashboard_latency serves in a thread of this process (of pytest's, in test_benchmark_runs):
+    uvicorn's default log_config ran logging.config.dictConfig, which closes every handler of the
+    process, and absl's (imported with jax or TensorFlow) closes its stream with it: the captured
+    stderr of the pytest worker, which every later test then failed on ('I/O operation on closed
+    file'). A handler like absl's, made before the server starts, keeps its stream open."""
+
+    class ClosesItsStream(logging.StreamHandler):  # as absl's PythonHandler does
+        def close(self) -> None:
+            self.stream.close()
+            super().close()
+
+    stream = io.StringIO()
+    handler = ClosesItsStream(stream)
+    uvicorn_handlers = logging.getLogger("uvicorn").handlers[:]
+    server, thread, _ = bench("dashboard_latency").serve(_empty_app)
+    try:
+        assert not stream.closed
+        assert logging.getLogger("uvicorn").handlers == uvicorn_handlers  # none bound to this sys.stderr
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        handler.close()
+    assert not thread.is_alive()
 
 
 def test_splice_replaces_only_its_block(bench):
