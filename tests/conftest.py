@@ -33,6 +33,8 @@ SOLO = frozenset({
     "tests/record/test_hung_store.py",
     "tests/record/test_full_disk.py",
     "tests/record/test_flapping_store.py",
+    "tests/watch/test_restarts.py",  # a restarted watcher must catch a run of 16 x 0.3 s steps
+    "tests/dashboard/test_live_events.py",  # the dashboard follows a run written at a pace
 })  # fmt: skip
 
 

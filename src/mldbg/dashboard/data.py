@@ -197,6 +197,9 @@ class RunData:
 
     def _note_steps(self, opening: bool = False) -> None:
         assert self.trial is not None
+        # read first: a refresh inside it may load the last steps and the end, so that the
+        # steps read after it hold every step a finished run promises (never "finished" at 16/18)
+        complete = self.trial.loaded_all_steps
         steps = self.trial.steps()
         now = time.time()
         if len(self.metas) < len(self.trial.workers()):
@@ -207,7 +210,7 @@ class RunData:
                 starts = [m.started for m in self.metas.values() if m.started]
                 begin = min(starts) if starts else None
                 ends = [e.ended for e in self.ends.values() if e.ended]
-                end = max(ends) if ends and self.trial.loaded_all_steps else now
+                end = max(ends) if ends and complete else now
                 if begin is not None and end > begin:
                     span = (end - begin) / len(new)
                     for i, s in enumerate(new):
@@ -220,10 +223,10 @@ class RunData:
             self.step_count = len(steps)
             self.last_step = steps[-1] if steps else None
             self.last_change = now
-        if self.trial.loaded_all_steps and not self.finished:
+        if complete and not self.finished:
             self._read_markers()
             self._read_stop_request()
-        self.finished = self.trial.loaded_all_steps
+        self.finished = complete
 
     def _read_stop_request(self) -> None:
         assert self.trial is not None
