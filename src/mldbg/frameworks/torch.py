@@ -180,7 +180,10 @@ class Hook(StepEnds, Adapter):
         `Discriminator_2.` ...). Registering a model again does nothing; a model another
         hook records is taken over: that hook is closed, with a warning. Given a
         `DistributedDataParallel` wrapper or a DeepSpeed engine, the hook records the module it
-        wraps: forwards that bypass the wrapper (`model.module(x)`) are recorded too."""
+        wraps: forwards that bypass the wrapper (`model.module(x)`) are recorded too. A model
+        that an optimizer updates with no registered forward run since (trained through a part
+        called on its own: `autoencoder[0](x)`) has its direct parts' own calls recorded as its
+        forwards from then on (`_stray_parts`)."""
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         ddp = _is_ddp(inner) or is_engine(inner)  # a DeepSpeed engine: the model it wraps
