@@ -434,7 +434,10 @@ class Hook(StepEnds, Adapter):
         unrecorded, as before."""
         model = m.module
         compiled = getattr(model, "_orig_mod", None) is not None  # its parts are not what runs
-        if m.strays or m.entry is not None or compiled or isinstance(model, (nn.ModuleDict, nn.ModuleList)):
+        # a module without a forward of its own (CleanRL's `Agent`, nn.ModuleDict) has no one call
+        # that is its training step (`register_module`): left as it was
+        forwardless = type(model).forward is nn.Module.forward
+        if m.strays or m.entry is not None or compiled or forwardless:
             return
         m.strays = True
         for part in model.children():
