@@ -329,3 +329,32 @@ def test_a_part_trained_on_its_own_in_eval_mode(tmp_path, left_in_eval):
         weights = {n for n in trial.tensor_names() if n.endswith("weight")}
         assert "0.1.weight" in weights and "1.weight" in weights
         assert "1.weight" not in trial.tensor_names(step=phase2[-1])  # the decoder: not in the step
+
+
+def test_a_model_without_a_forward_keeps_its_parts_unrecorded(tmp_path):
+    """A module without a forward of its own (CleanRL's `Agent`: `get_value` serves rollouts
+    and updates alike) has no one call that is its training step: its parts trained on their
+    own stay unrecorded, as before (only a model with a forward has its parts' calls taken)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    class Agent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    torch.manual_seed(0)
+    agent = Agent()
+    opt = torch.optim.SGD(agent.parameters(), lr=0.01)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(agent)
+        for _ in range(6):
+            loss = agent.critic(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert "model_input_0" not in trial.tensor_names()
+    assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
