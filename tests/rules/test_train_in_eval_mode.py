@@ -267,3 +267,94 @@ def test_functional_dropout_the_same_on_both_paths(tmp_path):
 
     reference = outcome(False)
     assert reference and outcome(True) == reference
+
+
+def _pretrain_then_train_a_part(path, left_in_eval: bool) -> None:
+    """DEC's two phases, tiny: an autoencoder (dropout on its encoder's input) registered and
+    pretrained through its own forward, then its encoder alone trained on a new loss after
+    `encoder.eval()` computed the embeddings; `left_in_eval`: no `encoder.train()` after."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 12)
+    encoder = nn.Sequential(nn.Dropout(0.2), nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+    autoencoder = nn.Sequential(encoder, nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 12))
+    centres = nn.Parameter(torch.randn(3, 4))
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(autoencoder)
+        opt = torch.optim.SGD(autoencoder.parameters(), lr=0.05)
+        for i in range(12):
+            xb = x[i * 16 : (i + 1) * 16]
+            loss = F.mse_loss(autoencoder(xb), xb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        encoder.eval()
+        with torch.no_grad():
+            encoder(x)
+        if not left_in_eval:
+            encoder.train()
+        opt = torch.optim.SGD([*encoder.parameters(), centres], lr=0.05)
+        for i in range(12):
+            h = encoder(x[i * 16 : (i + 1) * 16])
+            loss = ((h[:, None] - centres[None]) ** 2).sum(-1).min(1).values.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+@pytest.mark.parametrize("left_in_eval", [True, False], ids=["encoder-left-in-eval", "twin"])
+def test_a_part_trained_on_its_own_in_eval_mode(tmp_path, left_in_eval):
+    """blind5's DEC twin: the registered autoencoder's own forward never runs in the second
+    phase, its encoder's does: the hook records those forwards as the model's (from the first
+    update that no forward of the model preceded), in the encoder's mode, with its parameters
+    only (the decoder's `.grad` is stale from the pretraining: no `unchanged_tensor`)."""
+    _pretrain_then_train_a_part(tmp_path / "run", left_in_eval)
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    phase2 = [s for s in trial.steps() if s >= 12]
+    assert len(phase2) >= 8, trial.steps()  # the encoder's forwards are recorded (none before the fix)
+    found = mldbg.check(str(tmp_path / "run"))
+    if left_in_eval:
+        assert {trial.mode(s).name for s in phase2} == {"EVAL"}
+        ours = [f for f in found if f.rule == "train_in_eval_mode"]
+        assert ours and ours[0].step >= 12 and "optimizer stepped" in ours[0].message, found
+        assert_explains(ours[0])
+    else:
+        assert {trial.mode(s).name for s in phase2} == {"TRAIN"}
+        assert not [f for f in found if f.rule in ("train_in_eval_mode", "unchanged_tensor")], found
+        weights = {n for n in trial.tensor_names() if n.endswith("weight")}
+        assert "0.1.weight" in weights and "1.weight" in weights
+        assert "1.weight" not in trial.tensor_names(step=phase2[-1])  # the decoder: not in the step
+
+
+def test_a_model_without_a_forward_keeps_its_parts_unrecorded(tmp_path):
+    """A module without a forward of its own (CleanRL's `Agent`: `get_value` serves rollouts
+    and updates alike) has no one call that is its training step: its parts trained on their
+    own stay unrecorded, as before (only a model with a forward has its parts' calls taken)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    class Agent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    torch.manual_seed(0)
+    agent = Agent()
+    opt = torch.optim.SGD(agent.parameters(), lr=0.01)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(agent)
+        for _ in range(6):
+            loss = agent.critic(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert "model_input_0" not in trial.tensor_names()
+    assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])

@@ -181,7 +181,10 @@ class Hook(StepEnds, Adapter):
         `Discriminator_2.` ...). Registering a model again does nothing; a model another
         hook records is taken over: that hook is closed, with a warning. Given a
         `DistributedDataParallel` wrapper or a DeepSpeed engine, the hook records the module it
-        wraps: forwards that bypass the wrapper (`model.module(x)`) are recorded too."""
+        wraps: forwards that bypass the wrapper (`model.module(x)`) are recorded too. A model
+        that an optimizer updates with no registered forward run since (trained through a part
+        called on its own: `autoencoder[0](x)`) has its direct parts' own calls recorded as its
+        forwards from then on (`_stray_parts`)."""
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         ddp = _is_ddp(inner) or is_engine(inner)  # a DeepSpeed engine: the model it wraps
@@ -337,7 +340,8 @@ class Hook(StepEnds, Adapter):
     def _on_forward_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        m.running = True
+        m.running = self._forwarded_since = True
+        m.inside = m.inside or module is m.module
         rec = self.recorder
         mode = self._current_mode(module)
         if mode == Mode.TRAIN:
@@ -381,6 +385,7 @@ class Hook(StepEnds, Adapter):
             return
         m.saved_at = rec.step
         m.held = None
+        params = m.step_params = m.params if m.stray is None else m.part_params(m.stray)
         if not m.forwarded:
             m.forwarded = True
             self._sharded_since(m, module)
@@ -394,7 +399,7 @@ class Hook(StepEnds, Adapter):
             )
             self._loss.tokens(args, kwargs, module)  # a forward with gradients replaces them
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
-            self._stats.forward_start(m.params, (), m.prefix, module.training)
+            self._stats.forward_start(params, (), m.prefix, module.training)
             if self._stats.due():
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
@@ -406,7 +411,7 @@ class Hook(StepEnds, Adapter):
                     self._save(name, p, natural, recorder=side)
         if rec.saving and rec.saves_any(m.param_keys):
             deepspeed = self._deepspeed
-            for name, p, natural in m.params:
+            for name, p, natural in params:
                 if deepspeed is None or not deepspeed.partitioned(p):  # not ZeRO-3's empty placeholder
                     self._save(name, p, natural)
         if not held:
@@ -496,10 +501,51 @@ class Hook(StepEnds, Adapter):
         elif m.part_open:
             m.running = m.part_open = False
 
+    def _stray_parts(self, m: RegisteredModel) -> None:
+        """An optimizer updates `m` though no registered model's forward ran since the last
+        update: `m` trains through a part called on its own (DEC's clustering phase trains `autoencoder[0]`, the
+        encoder, after the whole autoencoder was pretrained). From now on a direct part of it
+        called outside its forward is a forward of the model, its mode that part's `training`
+        flag (a part left in eval mode trains in eval mode: `train_in_eval_mode`). Hooked only
+        on that evidence: a part called on its own for an evaluation or generation (an
+        encoder-decoder's `generate`) of a model that trains through its own forward is left
+        unrecorded, as before."""
+        model = m.module
+        compiled = getattr(model, "_orig_mod", None) is not None  # its parts are not what runs
+        # a module without a forward of its own (CleanRL's `Agent`, nn.ModuleDict) has no one call
+        # that is its training step (`register_module`): left as it was
+        forwardless = type(model).forward is nn.Module.forward
+        if m.strays or m.entry is not None or compiled or forwardless:
+            return
+        m.strays = True
+        for part in model.children():
+            self._module_handles.append(
+                part.register_forward_pre_hook(self._attach(self._on_stray_start, part, m), with_kwargs=True)
+            )
+            self._module_handles.append(part.register_forward_hook(self._attach(self._on_stray_end, part, m)))
+
+    def _on_stray_start(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A direct part of `m` begins (`_stray_parts`): outside the model's forward (and any other
+        part's called on its own), a forward of the model."""
+        if m.stray is not None or any(x.inside for x in self._models):  # (a shallow copy shares parts)
+            return
+        m.stray = module
+        self._on_forward_start(m, module, args, kwargs)
+
+    def _on_stray_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
+        if m.stray is module:
+            m.stray = None
+            self._on_forward_end(m, module, args, output)
+
     def _on_forward_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
     ) -> None:
         m.running = False
+        m.inside = m.inside and module is not m.module
         self.timeline.mark(marks.FORWARD_END)
         if id(m) in self._unrecorded:
             self._unrecorded.discard(id(m))

@@ -450,7 +450,7 @@ class StepStatistics:
         if self.due():
             elsewhere = self.gradients_elsewhere
             for m in models:
-                for name, p, _ in m.params:
+                for name, p, _ in m.step_params:  # a stray part's step: only its own (`Hook._stray_parts`)
                     if p.grad is not None and p.requires_grad and id(p) not in elsewhere:
                         self.add(m.grad_name(name), p.grad, "gradients")  # a frozen one's .grad is stale
         self.finish()

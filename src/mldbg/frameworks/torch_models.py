@@ -77,6 +77,16 @@ class RegisteredModel:
     # forwards stand for the model's; `part_open`: another part's forward runs (and set `running`)
     entry: nn.Module | None = None
     part_open: bool = False
+    # its own forward runs (`inside`); its direct parts are hooked (`strays`), and the one
+    # called outside its forward runs (`stray`): a model trained through a part alone
+    # (`Hook._stray_parts`)
+    inside: bool = False
+    strays: bool = False
+    stray: nn.Module | None = None
+    # the parameters its recorded forward of the open step ran with: all of them, or a stray
+    # part's (the others' `.grad` is stale from an earlier phase: not this step's)
+    step_params: list[Param] = field(init=False)
+    _part_params: dict[int, list[Param]] = field(init=False, default_factory=dict)
     # since its last update (`StepEnds._before_sentinel_grad`): a backward reached
     # `reset_param`, and its `.grad` was reset (None or zero) when one began: a bool, or a device
     # bool where a held `.grad` was tested for zeros (no sync)
@@ -101,6 +111,15 @@ class RegisteredModel:
     def __post_init__(self) -> None:
         self.param_keys = tuple((name, natural) for name, _, natural in self.params)
         self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
+        self.step_params = self.params
+
+    def part_params(self, part: nn.Module) -> list[Param]:
+        """The parameters of a direct part of the model (`Hook._stray_parts`), in its order."""
+        found = self._part_params.get(id(part))
+        if found is None:
+            ids = {id(p) for p in part.parameters()}
+            found = self._part_params[id(part)] = [x for x in self.params if id(x[1]) in ids]
+        return found
 
     def record_name(self, kind: str) -> str:
         """`<kind>/<model>` of a record about the whole model (`gradient_reset`,

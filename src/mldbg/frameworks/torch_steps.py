@@ -53,6 +53,9 @@ class StepEnds:
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         raise NotImplementedError
 
+    def _stray_parts(self, m: RegisteredModel) -> None:
+        raise NotImplementedError
+
     def _setup_step_ends(self) -> None:
         self._grad_handles: list[Any] = []  # per-parameter hooks until an optimizer is seen
         self._optimizer_hooks = False  # the global optimizer hooks are registered
@@ -64,6 +67,7 @@ class StepEnds:
         self._backward_done = False
         self._backward_queued = False
         self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
+        self._forwarded_since = False  # a registered model's forward ran since our last update
 
     def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
         m.backward = True
@@ -134,7 +138,7 @@ class StepEnds:
             if self.recorder.saves_any(m.grad_keys):
                 # not DeepSpeed ZeRO's: each rank's own .grad, before ZeRO reduces it (`torch_deepspeed`)
                 elsewhere = self._deepspeed.gradients if self._deepspeed is not None else ()
-                for name, p, _ in m.params:
+                for name, p, _ in m.step_params:
                     # a frozen one's .grad is stale
                     if p.grad is not None and p.requires_grad and id(p) not in elsewhere:
                         self._save(f"gradient/{name}", p.grad, ("gradients",), replace=True)
@@ -177,6 +181,9 @@ class StepEnds:
         if not models and self._deepspeed is not None:  # DeepSpeed ZeRO's inner optimizer, maybe
             self._deepspeed.optimizer_step(optimizer)
         self._stepping = self._stepping or bool(models)  # a closure's forwards (LBFGS) are in it
+        if not self._forwarded_since and not callable(kwargs.get("closure", args[0] if args else None)):
+            for m in models:  # trained, but no registered model's forward ran: through a part of it
+                self._stray_parts(m)
         if not models or not self.recorder.in_step:
             return None
         self.timeline.mark(marks.OPTIMIZER_START)
@@ -231,6 +238,7 @@ class StepEnds:
     def _on_optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         models = self._ours(optimizer)
         self._stepping = self._stepping and not models
+        self._forwarded_since = self._forwarded_since and not models
         if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
             return
         self._updated.update(id(m) for m in models)

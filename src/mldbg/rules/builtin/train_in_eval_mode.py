@@ -33,7 +33,10 @@ class TrainInEvalMode(Rule):
     Fires after `patience` such steps in a row; more than `threshold` (a share) of the modules
     must be in eval mode. An evaluation forward between two such training forwards (train,
     validate, train... each epoch) neither extends nor resets the streak: it says nothing of
-    the mode the model trains in.
+    the mode the model trains in. A model trained through a part of it called on its own
+    (DEC's encoder, after the whole autoencoder's pretraining) has that part's forwards
+    recorded as its own, in the part's mode (`mldbg.torch.Hook`): an encoder left in eval
+    mode trains in EVAL steps.
 
     Modules in eval mode while the model itself is in training mode were put there on purpose:
     `model.train()` sets every module, so only a call on the module (`freeze_bn_stats` in
