@@ -251,3 +251,57 @@ def test_quiet_on_clipped_healthy_twins(tmp_path, model, clip):
     path = _clipped(tmp_path / "run", model, clip=clip)
     found = mldbg.check(path, rules=["gradient_not_reset"])
     assert not found, [str(f) for f in found]
+
+
+class _Copy(torch.utils.data.Dataset):
+    """A copy task for a seq2seq model: 12 random tokens, the summary their first four."""
+
+    def __init__(self, n: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(4, 60, (n, 12), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i, :4]}
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["Trainer resets", "zero_grad disabled"])
+def test_a_tied_embedding_under_the_hf_trainer_is_seen_reset(tmp_path, reset):
+    """BART (blind5's Seq2SeqTrainer run): the torch hook reads `.grad` when the backward
+    reaches the first leaf layer, `model.shared`, whose own forward never runs (the encoder's
+    and decoder's `embed_tokens` use its weight): no `gradient_reset` was recorded, and the
+    statistics (a norm held at 1 by the Trainer's clip, early gradients aligned: 33% changes)
+    misread it as a clipped sum. The callback reads `.grad` where the Trainer begins a step:
+    all reset, quiet; with the model's `zero_grad` disabled, found."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from transformers import BartConfig, BartForConditionalGeneration, Trainer, TrainingArguments
+
+    from mldbg.transformers import DebuggerCallback
+
+    torch.manual_seed(0)
+    model = BartForConditionalGeneration(
+        BartConfig(
+            vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+        )
+    )  # fmt: skip
+    if not reset:  # the Trainer calls model.zero_grad() after each update
+        model.zero_grad = lambda set_to_none=True: None
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=8, num_train_epochs=3, learning_rate=1e-3,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+    )  # fmt: skip
+    path = str(tmp_path / "run")
+    Trainer(model=model, args=args, train_dataset=_Copy(64), callbacks=[DebuggerCallback(path)]).train()
+    trial = mldbg.create_trial(path)
+    names = trial.tensor_names(regex="^gradient_reset/")
+    assert names, "no gradient_reset recorded"
+    flags = [int(trial.tensor(names[0]).reduction_value(s, "sum")) for s in trial.tensor(names[0]).steps()]
+    found = mldbg.check(path, rules=["gradient_not_reset"])
+    if reset:
+        assert len(flags) >= 20 and set(flags) == {1} and not found, (flags, found)
+    else:
+        assert 0 in flags[1:9] and found, (flags, found)

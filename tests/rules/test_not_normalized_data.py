@@ -223,3 +223,52 @@ def test_a_constant_fill_value_is_not_a_feature_to_standardize(tmp_path, default
     hook.close()
     found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
     assert bool(found) == (spread > 0), "\n".join(map(str, found))
+
+
+class _Denoiser(torch.nn.Module):
+    """EDM's preconditioned denoiser (Karras et al. 2022): D(x, sigma) = c_skip x + c_out
+    F(c_in x, log sigma), c_in = 1 / sqrt(sigma^2 + sigma_data^2): it scales its input itself."""
+
+    def __init__(self, sigma_data: float = 0.5) -> None:
+        super().__init__()
+        self.sigma_data = sigma_data
+        self.net = torch.nn.Sequential(torch.nn.Linear(3, 32), torch.nn.SiLU(), torch.nn.Linear(32, 2))
+
+    def forward(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        sd = self.sigma_data
+        c_in = 1 / (sigma**2 + sd**2).sqrt()
+        c_skip, c_out = sd**2 / (sigma**2 + sd**2), sigma * sd / (sigma**2 + sd**2).sqrt()
+        return c_skip * x + c_out * self.net(torch.cat([c_in * x, sigma.log() / 4], 1))
+
+
+@pytest.mark.parametrize("data_scale", [0.5, 100.0], ids=["data std 0.5", "data x100"])
+def test_inputs_noised_to_a_given_noise_level_are_the_design(tmp_path, data_scale):
+    """x + sigma z with sigma from 0.002 to 80 (Karras' schedule, rho = 7) and sigma given to
+    the model as a (N, 1) input (blind5's consistency model): the noisy input's std is ~25-60,
+    its variance at each step the data's plus the batch's mean sigma^2; the model scales it by
+    c_in. Quiet (the old rule fired on it: 'std > 5', and would on sigma too). The same noise
+    on data scaled by 100 leaves a data part far above unit variance: fires, on the data input."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = _Denoiser()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    ramp = torch.linspace(0, 1, 40)
+    sigmas = (0.002 ** (1 / 7) + ramp * (80 ** (1 / 7) - 0.002 ** (1 / 7))) ** 7
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    for _ in range(20):
+        angle = torch.rand(128, generator=g) * 3.14
+        x0 = data_scale * torch.stack([angle.cos(), angle.sin() - 0.5], 1)
+        sigma = sigmas[torch.randint(0, 40, (128, 1), generator=g)]
+        loss = ((model(x0 + sigma * torch.randn(128, 2, generator=g), sigma) - x0) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    if data_scale < 1:
+        assert not found, "\n".join(map(str, found))
+    else:
+        assert found and found[0].tensors == ["model_input_0"], "\n".join(map(str, found))

@@ -151,6 +151,10 @@ class DebuggerCallback(TrainerCallback):
             hook.save_loss(loss)
         self._seen[Mode.TRAIN if hook.recorder.mode == Mode.TRAIN else Mode.EVAL] = True
 
+    def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self._live(control, model) is not None and self.hook is not None:
+            self.hook.reset_seen_at_step_begin()
+
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         hook = self._live(control, model)
         if hook is None:
@@ -257,6 +261,23 @@ class _LoopHook(TrainerHook):
             m.running = False
             return
         super()._on_forward_end(m, module, args, output)
+
+    def reset_seen_at_step_begin(self) -> None:
+        """Whether each model's `.grad` was reset, read where the `Trainer` begins an optimizer
+        step (before its first micro-batch's forward): what the torch hook reads when the
+        backward reaches the layer of `reset_param` (`gradient_reset`), read here too because
+        that layer's own forward may never run: a tied embedding (BART's, T5's `shared`, whose
+        weight the encoder's and decoder's `embed_tokens` use) gets its gradient through other
+        modules. Tested on the device, no sync; written at the update of a statistics step."""
+        for m in self._models:
+            if m.reset_param is None:
+                continue
+            held = m.reset_param.grad
+            m.incoming = True
+            if held is None or held.is_sparse or held.is_complex():
+                m.reset = True
+            else:
+                m.reset = (held == 0).all()
 
     def _current_mode(self, module: nn.Module) -> Mode:
         if self._mode is None and self._loop == Mode.PREDICT:

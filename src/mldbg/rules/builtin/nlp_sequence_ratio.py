@@ -8,6 +8,7 @@ import numpy as np
 
 from mldbg.errors import InvalidConfig
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.gradient_not_reset import t_quantile
 from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.stats import binomial_tail
 from mldbg.rules.view import TrialView
@@ -70,6 +71,16 @@ def _token_counts(trial: TrialView, name: str, step: int, tokens: list[int]) -> 
     return np.array(shares, dtype=np.int64), total
 
 
+def _t_upper(p: float, nu: int) -> float:
+    """The upper `p` quantile of Student's t: exact at 1 and 2 degrees of freedom (where the
+    Cornish-Fisher series is far off), that series from 3 on."""
+    if nu == 1:
+        return 1.0 / math.tan(math.pi * p)
+    if nu == 2:
+        return (1 - 2 * p) / math.sqrt(2 * p * (1 - p))
+    return t_quantile(p, nu)
+
+
 @register
 class NlpSequenceRatio(Rule):
     """The share of given token ids in the input sequences exceeds its threshold:
@@ -83,6 +94,14 @@ class NlpSequenceRatio(Rule):
     collection, or `tensor_regex`); images and float features are not sequences. Without
     raw inputs it reads the `equal(v)` statistic of each token (the share of the batch's
     elements equal to it) that a hook records, `equal(0.0)` by default.
+
+    The share is the run's, not the first batches': batches are the units (a batch's rows
+    share its padded length), and a token is over its limit only when the pooled share exceeds
+    it by a one-sided t bound on the mean of the steps' shares (level `budget` / (j (j + 1))
+    at the j-th test, at least two steps; one step alone is judged at the run's end). Dynamic
+    padding (`pad_sequence` to the batch's longest) varies from batch to batch (a GRU
+    classifier's first batch 52% padding, its run 40%); padding to a fixed length is nearly
+    constant and confirmed within a few batches.
 
     A start token that fills fixed context windows is not padding: a model that predicts the
     next token from the `B` tokens before it (makemore's MLP and WaveNet, Bengio et al.
@@ -124,6 +143,8 @@ class NlpSequenceRatio(Rule):
         self._tests: dict[str, int] = {}  # start-token tests made (alpha spending)
         self._next_test: dict[str, int] = {}  # the rows at which the next one runs
         self._started: dict[str, set[int]] = {}  # tokens whose rows a start token explained at the last test
+        self._shares: dict[str, list[np.ndarray]] = {}  # per input tensor, each step's share of each token
+        self._share_tests: dict[str, int] = {}  # share tests made (alpha spending)
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.tensor_regex else self.needs
@@ -179,6 +200,8 @@ class NlpSequenceRatio(Rule):
             counts = self._counts.setdefault(name, np.zeros(len(pairs), dtype=np.int64))
             counts += got[0]
             self._totals[name] = self._totals.get(name, 0) + got[1]
+            if got[1]:
+                self._shares.setdefault(name, []).append(got[0] / got[1])
             rows = _filled_rows(trial, name, step, [tok for tok, _ in pairs])
             if rows is not None:
                 filled = self._filled.setdefault(name, np.zeros(len(pairs), dtype=np.int64))
@@ -209,6 +232,7 @@ class NlpSequenceRatio(Rule):
             for i, (tok, limit) in enumerate(self._tokens())
             if 100.0 * self._counts[name][i] / total > limit
         ]
+        over = self._significant(name, over, final)
         started = self._start_tokens(name, over, final)
         bad = [(i, t, share, limit) for i, t, share, limit in over if t not in started]
         bad = [b for b in bad if self.first((name, b[1]))]
@@ -219,6 +243,31 @@ class NlpSequenceRatio(Rule):
             for i, t, share, limit in bad
         )
         return [self.finding(trial, step, f"in {name} over {total} tokens: {parts}", tensors=[name])]
+
+    def _significant(
+        self, name: str, over: list[tuple[int, int, float, float]], final: bool
+    ) -> list[tuple[int, int, float, float]]:
+        """The over-limit tokens whose share is over its limit for the run, not for the batches
+        read so far: batches are the units (a batch's rows share its padded length), and the
+        pooled share must exceed the limit by a one-sided t bound on the mean of the steps'
+        shares, at level `budget` / (j (j + 1)) at the j-th test (at most `budget` per run).
+        Dynamic padding makes the share vary from batch to batch (the first batch of a GRU
+        classifier's reviews: 52%, the run's: 40%); padding to a fixed length makes it (nearly)
+        constant, and one more batch confirms it. One batch alone is judged at the run's end only."""
+        if not over:
+            return over
+        shares = np.asarray(self._shares.get(name, []), dtype=np.float64)
+        k = len(shares)
+        if k < 2:
+            return over if final else []
+        j = self._share_tests[name] = self._share_tests.get(name, 0) + 1
+        t = _t_upper(self.budget / (j * (j + 1)), k - 1)
+        kept = []
+        for i, tok, share, limit in over:
+            se = float(shares[:, i].std(ddof=1)) / math.sqrt(k)
+            if share / 100.0 - t * se > limit / 100.0:
+                kept.append((i, tok, share, limit))
+        return kept
 
     def _start_tokens(self, name: str, over: list[tuple[int, int, float, float]], final: bool) -> set[int]:
         """The over-limit tokens whose rows made only of them are as many as start contexts of

@@ -9,9 +9,15 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.gradient_not_reset import t_quantile
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
+
+# `_noise_scaled`: the steps whose variances test the noise model (a sequential judgement waits
+# for them), and the level of its two-sided t interval on the data part's variance
+_NOISE_STEPS = 5
+_NOISE_LEVEL = 0.01
 
 # below this root-mean-square L2 norm a whole sample carries next to no signal into the first
 # layer (MNIST divided by 255 twice: ~0.035); row-normalized bag-of-words features (L1 norm 1,
@@ -65,8 +71,13 @@ class NotNormalizedData(Rule):
     Constant features (a fill value: log(eps) on zero padding) are not judged; a feature is
     constant when its std is below 2**-20 of its |mean| (8 float32 ulps): that std is the
     rounding of the moments, not a spread.
-    A float input of one value per sample, shape (N,), next to another input is a condition
-    the model embeds (a diffusion timestep, a noise level, a class id, a length): not judged.
+    A float input of one value per sample, shape (N,) or (N, 1), next to another input is a
+    condition the model embeds (a diffusion timestep, a noise level, a class id, a length):
+    not judged. An input noised to such a level, x = d + c z (consistency models and EDM:
+    sigma up to 80, the model scales its input by c_in = 1 / sqrt(sigma^2 + sigma_data^2)),
+    is the design: its spread is judged on the data part d, whose variance is, at each step,
+    the input's minus the batch's mean c^2 (`_noise_scaled`: a t interval over >= 5 steps,
+    waited for, must meet [0, `threshold_std`^2]; a far mean still fires).
     Without raw inputs it adds up the `channel_count`, `channel_mean` and `channel_std`
     statistics (and `samples`) a two-line hook records every step, on the same axes (not
     with another `channel`: then only raw inputs can answer).
@@ -94,6 +105,7 @@ class NotNormalizedData(Rule):
         super().reset()
         self._moments: dict[str, _Moments] = {}  # per input tensor, sums over the samples seen
         self._checked: set[str] = set()  # inputs judged already
+        self._deferred = False  # the last judgement waits for more steps (`_noise_scaled`)
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.regex else self.needs
@@ -144,7 +156,7 @@ class NotNormalizedData(Rule):
                 for i in range(len(idx)):
                     self._accumulate(m, *self._row(got, i), samples[idx[i]])
                 r = int(reached[0])
-                if self._judge(trial, int(steps[r]), name, m, dry=True) is not None:
+                if self._judge(trial, int(steps[r]), name, m, dry=True) is not None or self._deferred:
                     stop = r
                 else:
                     judged = r
@@ -187,15 +199,17 @@ class NotNormalizedData(Rule):
                 self._add(m, np.asarray(x, dtype=np.float64))
             m = self._moments[name]
             if m.n >= self.threshold_samples:
-                self._checked.add(name)
-                out = out or self._judge(trial, step, name, m)
+                found = self._judge(trial, step, name, m)
+                if not self._deferred:
+                    self._checked.add(name)
+                out = out or found
         return out
 
     def finish(self, trial: TrialView) -> Finding | None:
         for name, m in self._moments.items():
             if name not in self._checked and m.n >= min(100, self.threshold_samples):
                 self._checked.add(name)
-                found = self._judge(trial, trial.steps()[-1], name, m)
+                found = self._judge(trial, trial.steps()[-1], name, m, dry=None)
                 if found:
                     return found
         return None
@@ -263,11 +277,13 @@ class NotNormalizedData(Rule):
         m.n += x.shape[0] if x.ndim > 1 else x.size
 
     def _judge(
-        self, trial: TrialView, step: int, name: str, m: _Moments, dry: bool = False
+        self, trial: TrialView, step: int, name: str, m: _Moments, dry: bool | None = False
     ) -> Finding | None:
         """The finding on an input's moments, if any; `dry`: without marking it reported (the
-        fast path asks whether `check` would report)."""
+        fast path asks whether `check` would report); None: the run's last judgement (`finish`),
+        which no longer waits for steps. `_deferred` says whether it waits."""
         assert m.count is not None and m.total is not None and m.total_sq is not None
+        self._deferred = False
         if self._is_condition(trial, name, step):
             return None
         n = np.maximum(m.count, 1)
@@ -305,6 +321,8 @@ class NotNormalizedData(Rule):
                 f"L2 norm is {rms_norm:.2g} (RMS) < {_TINY_SAMPLE:g}"
             )
         if not problems or self._model_normalizes(trial, step, mean, std, live):
+            return None
+        if not off_mean.size and self._noise_scaled(trial, step, name, live, final=dry is None):
             return None
         if not (dry or self.first(name)):
             return None
@@ -356,10 +374,96 @@ class NotNormalizedData(Rule):
                 return True
         return False
 
+    def _conditions(self, trial: TrialView, name: str, step: int) -> list[str]:
+        """The other float inputs of one value per sample, shape (N,) or (N, 1), at a step."""
+        others = trial.names(None, regex=self.regex) if self.regex else trial.names("inputs")
+        out = []
+        for other in others:
+            layout = trial.layout(other, step) if other != name else None
+            if layout is not None and layout[0] == "f" and layout[1][1:] in ((), (1,)):
+                out.append(other)
+        return out
+
+    def _step_variances(self, trial: TrialView, name: str, step: int) -> np.ndarray | None:
+        """Per feature (the axes of `_add`), the variance of an input at one step, from its raw
+        value or its saved `channel_std`; None when neither is there."""
+        x = trial.raw(name, step)
+        if x is not None:
+            x = np.asarray(x, dtype=np.float64)
+            if x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
+                return None
+            axis = self._axis(x)
+            flat = x.reshape(-1, 1) if axis is None else np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+            return np.var(flat, axis=0)
+        if self.channel is not None:
+            return None
+        sd = trial.saved_statistic(name, step, "channel_std")
+        return np.asarray(sd, dtype=np.float64).reshape(-1) ** 2 if isinstance(sd, np.ndarray) else None
+
+    def _step_square(self, trial: TrialView, name: str, step: int) -> float | None:
+        """The mean square of a one-value-per-sample input at one step (raw, else its saved
+        `channel_mean` and `channel_std`)."""
+        x = trial.raw(name, step)
+        if x is not None:
+            x = np.asarray(x, dtype=np.float64)
+            return float(np.mean(x * x)) if x.size else None
+        mean = trial.saved_statistic(name, step, "channel_mean")
+        sd = trial.saved_statistic(name, step, "channel_std")
+        if (
+            not (isinstance(mean, np.ndarray) and isinstance(sd, np.ndarray))
+            or mean.size != 1
+            or sd.size != 1
+        ):
+            return None
+        return float(mean.reshape(-1)[0] ** 2 + sd.reshape(-1)[0] ** 2)
+
+    def _noise_scaled(self, trial: TrialView, step: int, name: str, live: np.ndarray, final: bool) -> bool:
+        """Whether the input's spread is noise of the level another input gives: x = d + c z
+        with c a one-value-per-sample input (a noise level sigma) and z unit-variance noise,
+        as consistency models and EDM feed a denoiser (sigma up to 80: the model scales its
+        input by c_in = 1 / sqrt(sigma^2 + sigma_data^2) itself). Then at every step each
+        feature's variance is the data part's plus the mean of c^2 over the batch: the
+        residuals r_k = var_k - mean_k(c^2) of the training steps so far estimate the data
+        part's variance v. Explained when a two-sided t interval (level 1%) on v from at
+        least `_NOISE_STEPS` steps meets [0, `threshold_std`^2] for every live feature: the data
+        part is (or may be) normalized, and the noise level accounts for the rest. A data part
+        far outside it (inputs x255 under the same noise, a timestep whose square says nothing
+        of the spread) refutes it. With fewer steps the judgement waits (`_deferred`), except
+        at the run's end."""
+        conditions = self._conditions(trial, name, step)
+        if not conditions:
+            return False
+        train = bool(trial.steps(Mode.TRAIN))
+        steps = [
+            s for s in trial.tensor(name).steps()
+            if s <= step and (not train or trial.mode(s) == Mode.TRAIN)
+        ]  # fmt: skip
+        for cond in conditions:
+            rows = []
+            for s in steps:
+                var = self._step_variances(trial, name, s)
+                sq = self._step_square(trial, cond, s) if trial.has_tensor(cond) else None
+                if var is None or sq is None or var.shape != live.shape:
+                    continue
+                rows.append(var - sq)
+            if len(rows) < _NOISE_STEPS:
+                if not final and len(rows) == len(steps):  # every step so far: wait for more
+                    self._deferred = True
+                    return True
+                continue
+            r = np.asarray(rows)[:, live]
+            k = len(r)
+            half = t_quantile(_NOISE_LEVEL / 2, k - 1) * r.std(axis=0, ddof=1) / math.sqrt(k)
+            mid = r.mean(axis=0)
+            if np.all((mid - half <= self.threshold_std**2) & (mid + half >= 0)):
+                return True
+        return False
+
     def _is_condition(self, trial: TrialView, name: str, step: int) -> bool:
-        """One value per sample, shape (N,), beside another input: a timestep, a class id."""
+        """One value per sample, shape (N,) or (N, 1), beside another input: a timestep, a
+        noise level, a class id."""
         layout = trial.layout(name, step)
-        if layout is None or len(layout[1]) != 1:
+        if layout is None or len(layout[1]) not in (1, 2) or layout[1][1:] not in ((), (1,)):
             return False
         others = trial.names(None, regex=self.regex) if self.regex else trial.names("inputs")
         return any(n != name for n in others)
