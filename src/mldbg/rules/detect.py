@@ -119,6 +119,14 @@ def z_normal(p: float) -> float:
     return z if p < 0.5 else -z
 
 
+def t_quantile(p: float, nu: int) -> float:
+    """The upper `p` quantile of Student's t with `nu` degrees of freedom, in units of its
+    standard deviation's scale (Cornish-Fisher from the normal's: within 1% from 5 degrees of
+    freedom on, 5% at 2): the bound of a t test on `nu + 1` values."""
+    z = z_normal(p)
+    return z + (z**3 + z) / (4 * nu) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * nu**2)
+
+
 def nu_of(ratio: float) -> float:
     """The Student-t degrees of freedom for which `noise` measures the tail ratio `ratio`
     (interpolated in 1/nu; normal below 2.73, Cauchy above 6.4)."""

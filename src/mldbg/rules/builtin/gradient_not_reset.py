@@ -692,7 +692,7 @@ class GradientNotReset(Rule):
         sd = float(d.std(ddof=1))
         if sd == 0:
             return not float(d.mean()) > 0
-        return float(d.mean()) / (sd / math.sqrt(len(d))) <= t_quantile(FRESH_LEVEL, len(d) - 1)
+        return float(d.mean()) / (sd / math.sqrt(len(d))) <= detect.t_quantile(FRESH_LEVEL, len(d) - 1)
 
     def _sum_possible(self) -> bool:
         """`_fresh_sized`, and the changes fall as a growing sum's do (`decay`, where known):
@@ -858,10 +858,3 @@ def held_norm(totals: list[float], change: float, margin: float = 1.0) -> bool:
         return False
     spread = (max(totals) - min(totals)) / mid
     return spread < margin * HELD and spread < margin * 0.01 * change
-
-
-def t_quantile(p: float, nu: int) -> float:
-    """The upper `p` quantile of Student's t with `nu` degrees of freedom (Cornish-Fisher from
-    the normal's: within 1% from 5 degrees of freedom on, 5% at 2)."""
-    z = detect.z_normal(p)
-    return z + (z**3 + z) / (4 * nu) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * nu**2)

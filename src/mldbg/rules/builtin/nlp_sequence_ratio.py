@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from mldbg.errors import InvalidConfig
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.gradient_not_reset import t_quantile
 from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.stats import binomial_tail
 from mldbg.rules.view import TrialView
@@ -78,7 +78,7 @@ def _t_upper(p: float, nu: int) -> float:
         return 1.0 / math.tan(math.pi * p)
     if nu == 2:
         return (1 - 2 * p) / math.sqrt(2 * p * (1 - p))
-    return t_quantile(p, nu)
+    return detect.t_quantile(p, nu)
 
 
 @register

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.builtin.gradient_not_reset import t_quantile
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
@@ -453,7 +453,7 @@ class NotNormalizedData(Rule):
                 continue
             r = np.asarray(rows)[:, live]
             k = len(r)
-            half = t_quantile(_NOISE_LEVEL / 2, k - 1) * r.std(axis=0, ddof=1) / math.sqrt(k)
+            half = detect.t_quantile(_NOISE_LEVEL / 2, k - 1) * r.std(axis=0, ddof=1) / math.sqrt(k)
             mid = r.mean(axis=0)
             if np.all((mid - half <= self.threshold_std**2) & (mid + half >= 0)):
                 return True
