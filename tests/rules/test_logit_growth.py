@@ -124,3 +124,49 @@ def test_quiet_on_a_healthy_gpt2(tmp_path):
     trial = mldbg.create_trial(str(tmp_path / "run"))
     assert len(trial.tensor_names(collection="attention_logits")) == 2
     assert not mldbg.check(str(tmp_path / "run"), rules=["logit_growth"])
+
+
+def _recorded(path, losses, scales) -> str:
+    """A classifier's run written through the recorder as a framework adapter drives it: per
+    step its loss (`losses`), its labels (class ids) and its output logits (8 classes, 32
+    samples, at the scale of `scales`)."""
+    import numpy as np
+
+    from mldbg.record.recorder import Recorder
+
+    rng = np.random.default_rng(0)
+    rec = Recorder(
+        str(path),
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["losses", "outputs", "labels"],
+        overwrite=True,
+    )
+    try:
+        for loss, scale in zip(losses, scales, strict=True):
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save_scalar("loss", float(loss), ("losses",))
+            rec.save_tensor("labels_0", rng.integers(0, 8, 32), ("labels",))
+            rec.save_tensor(
+                "model_output_0", (scale * rng.standard_normal((32, 8))).astype("float32"), ("outputs",)
+            )
+            rec.end_step()
+    finally:
+        rec.close()
+    return str(path)
+
+
+def test_quiet_on_the_margins_of_a_fit_and_fires_when_the_loss_does_not_fall(tmp_path):
+    """Cross-entropy on data the model separates (a Muon-trained MLP memorising its training
+    set: 1.9 -> 1e-5) falls only as the logits' margins grow, 0.07 -> 21 (300x, still rising):
+    the growth is the fit, quiet (the old test fired). The same growth while the loss does
+    not fall (a maximized loss, a learned temperature without a clamp) fires."""
+    import numpy as np
+
+    n = 200
+    t = np.arange(n, dtype=np.float64)
+    scales = 0.07 * np.exp(t / 32)  # 0.07 -> ~35
+    fit = 1.9 * np.exp(-t / 12) + 1e-9
+    assert not mldbg.check(_recorded(tmp_path / "fit", fit, scales), rules=["logit_growth"])
+    flat = 1.9 + 0.02 * np.sin(t)
+    found = mldbg.check(_recorded(tmp_path / "flat", flat, scales), rules=["logit_growth"])
+    assert found and "grew" in found[0].message, found

@@ -294,3 +294,31 @@ def test_quiet_on_rare_outlier_batches_and_a_spike_that_recovers(tmp_path):
     x[2000:] *= 1 + 1.5 * np.where(t < 10, t / 10, np.exp(-(t - 10) / 60))
     path = _write_losses(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
+
+
+def test_quiet_on_a_memorised_fit_whose_loss_jitters_at_its_float_floor(tmp_path, monkeypatch):
+    """A healthy run that memorises its training set (a Muon-trained MLP: 1.9 -> 1e-9 in 150
+    steps) ends at the float floor of its cross-entropy: its batches read 0..1e-9, and one
+    in six 10-3,000x that (a sample's logit margin rounding in float32), up to 1e-5. Each
+    such value is far above its local level, at a rate the falling loss before never had,
+    yet the loss has shed 99.9999% of where it began: a swing below 1e-3 of the starting
+    level is no divergence (the old test fired here). The same swings at 10x a level that
+    is still material (a loss at 0.3 of its 2.3 start) are still found (the test above)."""
+    rng = np.random.default_rng(2)
+    n, fit = 400, 150
+    t = np.arange(n, dtype=np.float64)
+    x = 2.0 * np.exp(-t / 7) * np.exp(0.05 * rng.standard_normal(n))
+    tail = 3e-9 * np.exp(0.3 * rng.standard_normal(n - fit))
+    jitter = rng.random(n - fit) < 1 / 6
+    tail[jitter] *= 10 ** rng.uniform(1, 3.5, int(jitter.sum()))
+    x[fit:] = tail
+    path = _write_losses(tmp_path / "run", x)
+    assert not mldbg.check(path, rules=["loss_divergence"])
+    from mldbg.rules.builtin import loss_divergence
+
+    floor = loss_divergence.floor_of(x)
+    assert 1e-3 < floor < 1e-2 and float(x[fit:].max()) < floor
+    # the floor is what keeps it quiet: without it, the swings test fires
+    monkeypatch.setattr(loss_divergence, "_RESOLVED", 0.0)
+    found = mldbg.check(path, rules=["loss_divergence"])
+    assert found and "swings far above its level" in found[0].message

@@ -235,3 +235,56 @@ def test_a_contrastive_energy_gap_that_rises_to_0_is_not_judged(tmp_path):
     assert floorless(losses)
     assert not mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing", "underfitting"])
     assert not floorless([abs(v) + 1e-3 for v in losses])  # a loss of one sign keeps its floor
+
+
+def _siamese(path, lr: float, steps: int = 120) -> list[float]:
+    """A real SimSiam-style training (Chen & He 2021, as its reference code): the criterion
+    is `nn.CosineSimilarity`, registered as the loss, and the loss is minus its mean. The
+    hook saves the criterion's output, a similarity that rises towards 1 as the two views of
+    an input agree. Returns the similarities."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    d = 16
+    proto = torch.randn(8, d, generator=g)
+    enc = nn.Sequential(nn.Linear(d, 32), nn.ReLU(), nn.Linear(32, 16))
+    pred = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    model = nn.ModuleDict({"enc": enc, "pred": pred})
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    crit = nn.CosineSimilarity(dim=1)
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(crit)
+    sims = []
+    for _ in range(steps):
+        x = proto[torch.randint(0, 8, (64,), generator=g)]
+        x1 = x + 0.5 * torch.randn(x.shape, generator=g)
+        x2 = x + 0.5 * torch.randn(x.shape, generator=g)
+        z1, z2 = enc(x1), enc(x2)
+        p1, p2 = pred(z1), pred(z2)
+        sim = (crit(p1, z2.detach()).mean() + crit(p2, z1.detach()).mean()) * 0.5
+        loss = -sim
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sims.append(sim.item())
+    hook.close()
+    return sims
+
+
+def test_a_similarity_criterion_is_read_as_higher_is_better(tmp_path):
+    """A criterion that returns a similarity (nn.CosineSimilarity, as SimSiam registers it)
+    rises as the model learns: read as 1 - similarity, it is a loss that falls; read raw it
+    was "rising" (loss_not_decreasing, underfitting, loss_change_point all fired on a healthy
+    SimSiam). A similarity that does not move (lr 0) is still a loss that does not fall."""
+    rules = ["loss_not_decreasing", "underfitting", "loss_change_point"]
+    sims = _siamese(tmp_path / "ok", lr=0.05)
+    assert sims[-1] > sims[0] + 0.2, sims[::10]
+    assert not mldbg.check(str(tmp_path / "ok"), rules=rules)
+    _siamese(tmp_path / "frozen", lr=0.0)
+    found = mldbg.check(str(tmp_path / "frozen"), rules=["loss_not_decreasing"])
+    assert any("has not decreased" in f.message for f in found), found

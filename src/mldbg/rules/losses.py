@@ -36,6 +36,12 @@ _HIGHER_IS_BETTER = {
     "f1",
     "r2",
     "pre",
+    # similarity coefficients, bounded above by 1: a criterion module that returns one
+    # (SimSiam's nn.CosineSimilarity, whose negative mean is the loss) logs a value that rises
+    "similarity",
+    "dice",
+    "iou",
+    "jaccard",
 }
 _MODE_WORDS = {
     "train",
@@ -51,11 +57,21 @@ _MODE_WORDS = {
     "dvalid",
 }
 _TOKENS = re.compile(r"[A-Za-z]+|\d+")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # camelCase split: CosineSimilarity_output_0
 
 
 def higher_is_better(name: str) -> bool:
+    """Whether a series measures something that should rise (accuracy, AUC, a similarity
+    coefficient: the PyTorch hook names a criterion module's output after its class,
+    `CosineSimilarity_output_0`), unless its name also says loss, error or distance."""
     tokens = {t.lower() for t in _TOKENS.findall(name.split("/")[-1])}
-    return bool(tokens & _HIGHER_IS_BETTER) and "loss" not in tokens and "error" not in tokens
+    words = {t.lower() for t in _WORDS.findall(name.split("/")[-1])}  # whole words only: not "Pre"Norm
+    tokens |= words & {"similarity", "dice", "jaccard", "accuracy", "precision", "recall"} | words & {
+        "loss",
+        "error",
+        "distance",
+    }
+    return bool(tokens & _HIGHER_IS_BETTER) and not tokens & {"loss", "error", "distance"}
 
 
 def metric_key(name: str) -> str:

@@ -13,6 +13,29 @@ from mldbg.rules.stats import median, trend_z
 from mldbg.rules.view import TrialView
 
 _Z = 2.5  # Mann-Kendall z of the last window: still clearly rising
+_FIT = 0.1  # a loss at or below this share of its start has fitted: the logits' growth is its margin
+
+
+def _fitted(trial: TrialView, step: int, window: int) -> bool:
+    """Whether a training loss (the `losses` collection, scalars named like "loss") fell to
+    at most `_FIT` of where it started by `step`: the median of its last `window` values up
+    to `step` against that of its first `window`. Cross-entropy on data the model separates
+    (a memorised training set) keeps shrinking only as the logits' margins grow (Soudry et
+    al. 2018: as log t, without bound): that growth is the fit, not a harm to it."""
+    from mldbg.rules.losses import value_of
+
+    names = trial.names("losses") + trial.names("scalars", regex=r"(?i)loss")
+    for name in sorted(set(names)):
+        steps = [s for s in trial.tensor(name).steps(Mode.TRAIN) if s <= step]
+        if len(steps) < 2 * window:
+            continue
+        head = [value_of(trial, name, s) for s in steps[:window]]
+        tail = [value_of(trial, name, s) for s in steps[-window:]]
+        first = [v for v in head if v is not None and math.isfinite(v)]
+        last = [v for v in tail if v is not None and math.isfinite(v)]
+        if first and last and median(first) > 0 and median(last) <= _FIT * median(first):
+            return True
+    return False
 
 
 @register
@@ -34,6 +57,11 @@ class LogitGrowth(Rule):
     and eager attention softmax (`attention_logits`: q.k * scale of the first sample of the
     batch, its `max_abs`), and any tensor matching `tensor_regex`
     (attention logits you save, e.g. `attn_scores`). Per mode.
+
+    Output logits that grow while the training loss fell to a tenth of its start or less
+    (`_fitted`) are the fit's margins: cross-entropy on data the model separates (a memorised
+    training set, its loss at 1e-5) falls only as they grow. Not reported; the harm claimed
+    here (a saturated softmax, then a spike) shows in a loss that does not fall.
     """
 
     needs = ("outputs", "predictions", "attention_logits")
@@ -155,6 +183,14 @@ class LogitGrowth(Rule):
                 return i
         return None
 
+    def _margin(self, trial: TrialView, name: str, step: int) -> bool:
+        """Output logits (not attention logits) whose loss fell to a tenth: `_fitted`."""
+        if name in trial.names("attention_logits") or (
+            self.tensor_regex and name in trial.names(None, regex=self.tensor_regex)
+        ):
+            return False
+        return _fitted(trial, step, max(3, self.window))
+
     def check(self, trial: TrialView, step: int) -> Finding | None:
         names: list[str] = []
         if self.tensor_regex:
@@ -177,7 +213,8 @@ class LogitGrowth(Rule):
             last = [v for _, v in series[-w:]]
             z = trend_z(last)
             grew = early > 0 and value > self.factor * early and value > self.min_value
-            if grew and z > _Z and self.first((name, mode)):
+            margin = grew and z > _Z and (name, mode) not in self._fired and self._margin(trial, name, step)
+            if grew and z > _Z and not margin and self.first((name, mode)):
                 grown.append((name, early, value, z, series[0][0]))
         if not grown:
             return None

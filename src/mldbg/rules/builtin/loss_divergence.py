@@ -18,14 +18,29 @@ from mldbg.rules.view import TrialView
 _HALF = 10  # a value's local level: the median of the 2 x 10 + 1 values centred on it
 _RECENT = 50  # the values whose share beyond `factor` x their local level is tested
 _HISTORY = 1000  # ... against the run's own rate of such values over as many before them
+_RESOLVED = 1e-3  # a swing must reach this share of the loss's starting level (its 4th digit)
 
 
-def far_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
+def floor_of(values: Sequence[float] | np.ndarray) -> float:
+    """The least value a swing must reach: `_RESOLVED` x the loss's starting level (the
+    median of its first 10 values; 0 when that is not positive). Below it the loss has
+    shed 99.9% of where it began and sits at its floor: a memorised training set's
+    cross-entropy at 1e-9, whose batches read 1e-8..1e-5 as float rounding moves them, is
+    10^4 x its level and still nothing; a ratio to a level near 0 says nothing."""
+    head = np.asarray(values[:10], dtype=np.float64)
+    head = head[np.isfinite(head)]
+    if not len(head):
+        return 0.0
+    return max(0.0, _RESOLVED * float(np.median(head)))
+
+
+def far_flags(x: np.ndarray, factor: float = 10.0, floor: float = 0.0) -> np.ndarray:
     """For each value of `x` with `_HALF` values on either side, whether it lies beyond
     `factor` x its local level, the median of the 21 values centred on it (a level at or
     below 0: no); the first and last `_HALF` values are False. A spike that shifts the loss
     for a while moves the centred median with it; an oscillation of a period up to ~10 values
-    does not: its median stays at the level its swings go both ways from."""
+    does not: its median stays at the level its swings go both ways from. A value at or
+    below `floor` (`floor_of`) is not far, whatever its ratio."""
     out = np.zeros(len(x), dtype=bool)
     w = 2 * _HALF + 1
     if len(x) < w:
@@ -33,7 +48,7 @@ def far_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
     level = sliding_median(x, w)
     mid = x[_HALF : len(x) - _HALF]
     with np.errstate(invalid="ignore"):
-        out[_HALF : len(x) - _HALF] = np.isfinite(mid) & (level > 0) & (mid > factor * level)
+        out[_HALF : len(x) - _HALF] = np.isfinite(mid) & (level > 0) & (mid > factor * level) & (mid > floor)
     return out
 
 
@@ -56,7 +71,7 @@ def swings(
     if flags is None:
         start = max(0, lo - _HISTORY - _HALF)
         seg = np.asarray(values[start:n], dtype=np.float64)
-        got = far_flags(seg, factor)
+        got = far_flags(seg, factor, floor_of(values[:n]))
         flags = np.zeros(n, dtype=bool)
         flags[start:n] = got
     if not flags[i]:
@@ -82,7 +97,9 @@ class LossDivergence(LossSeriesRule):
     """Two tests. *Swings*, at any length: the values beyond `factor` x their local level
     (`far_flags`) among the last 50 are too many for the run's own rate of them (`swings`: a
     binomial test at the n-th value's share of a 1e-3-per-run budget): a loss oscillating
-    with a growing swing around an unchanged median, past the edge of stability.
+    with a growing swing around an unchanged median, past the edge of stability. A swing must
+    also reach 1e-3 of the loss's starting level (`floor_of`): a loss that has shed 99.9% sits
+    at its floor, where float rounding moves a memorised fit's 1e-9 to 1e-5 (10^4 x, still 0).
 
     *At once*: a young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
@@ -182,7 +199,7 @@ class LossDivergence(LossSeriesRule):
             top = int(lengths.max())
             start = max(0, int(lengths.min()) - 1 - _HALF - _RECENT - _HISTORY - _HALF)
             flags = np.zeros(top, dtype=bool)
-            flags[start:top] = far_flags(x[start:top], self.factor)
+            flags[start:top] = far_flags(x[start:top], self.factor, floor_of(x))
             at = np.asarray(lengths, dtype=np.int64) - 1 - _HALF
             cand = np.flatnonzero((at >= 0) & flags[np.clip(at, 0, top - 1)])
             for k in cand.tolist():  # only where a newly judged value swings far: `swings`
@@ -205,7 +222,7 @@ class LossDivergence(LossSeriesRule):
         i = n - 1 - _HALF
         mid = values[i]
         level = median(values[i - _HALF : n])
-        if not (math.isfinite(mid) and level > 0 and mid > self.factor * level):
+        if not (math.isfinite(mid) and level > 0 and mid > max(self.factor * level, floor_of(values))):
             return []  # the newly judged value is no swing: nothing to test (as `swings`)
         found = swings(values, n, factor=self.factor)
         if found is None or not self.first((name, "swings")):
