@@ -123,7 +123,8 @@ def held(trial: TrialView, step: int) -> bool:
     gradients for saliency or influence) ends its step too, and records no learning rate.
     A step where no parameter moved and no learning rate was recorded over the interval its
     change is measured over (from the previous measured step up to it) applied no update:
-    held. An optimizer that steps with a learning rate of 0 records it: not held."""
+    held (judged when the run ends, `idle_tail`: a loop that stops calling optimizer.step()
+    for good). An optimizer that steps with a learning rate of 0 records it: not held."""
     return bool(held_at(trial, np.asarray([step], dtype=np.int64))[0])
 
 
@@ -153,6 +154,26 @@ def held_at(trial: TrialView, steps: np.ndarray) -> np.ndarray:
     since = np.where(at > 0, known[np.maximum(at - 1, 0)], -1)
     none = np.searchsorted(stepped, steps, side="left") == np.searchsorted(stepped, since, side="left")
     return (known[at] == steps) & still[at] & (since >= 0) & none
+
+
+def idle_tail(trial: TrialView) -> tuple[int, int, int] | None:
+    """In a run whose hook records the optimizer's steps (PyTorch's learning rate records):
+    the trailing measured training steps that applied no update (`held` there: nothing moved,
+    no optimizer stepped) as (first, last, how many); None when the run's last measured
+    training step updated, or the run records no learning rate."""
+    if not trial.names(None, regex="^" + LEARNING_RATE_RECORD):
+        return None
+    held_at(trial, np.zeros(1, dtype=np.int64))  # the run's motion, read up to now
+    motion = _MOTION.get(trial)
+    if motion is None or not motion.steps:
+        return None
+    known = np.asarray(motion.steps, dtype=np.int64)
+    idle = held_at(trial, known)
+    if not idle[-1]:
+        return None
+    moved = np.flatnonzero(~idle)
+    start = int(moved[-1]) + 1 if len(moved) else 0
+    return int(known[start]), int(known[-1]), len(known) - start
 
 
 def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:
