@@ -106,3 +106,54 @@ def test_frozen_throughout_the_steps_between_sparse_statistics_steps(tmp_path):
     assert flags == {0: 1.0, 100: 1.0, 200: 0.0, 300: 0.0}  # 100: trainable at steps 1-4
     found = mldbg.check(str(tmp_path / "momentum"), rules=["frozen_layer_updated"])
     assert [f.step for f in found] == [300], found  # frozen at 200 and throughout up to 300
+
+
+def _alternating_gan(path, steps: int = 30, freeze_from: int | None = None) -> None:
+    """A tiny GAN trained as CycleGAN's reference does: per iteration the discriminator's
+    `requires_grad` off for the generator's update (its optimizer), then on again for the
+    discriminator's (its own optimizer): one step of the hook, D frozen at its first forward.
+    `freeze_from`: from that iteration D is never thawed, while its Adam (gradients zeroed,
+    not set to None) keeps moving it: the defect."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 4))
+    d = nn.Sequential(nn.Linear(4, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    opt_g = torch.optim.Adam(g.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(d.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    real = torch.randn(256, 4) * 0.5 + 1.0
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(g, name="G")
+        hook.register_module(d, name="D")
+        for step in range(steps):
+            for p in d.parameters():
+                p.requires_grad_(False)
+            fake = g(torch.randn(32, 2))
+            opt_g.zero_grad()
+            (d(fake) - 1).pow(2).mean().backward()
+            opt_g.step()
+            thaw = freeze_from is None or step < freeze_from
+            for p in d.parameters():
+                p.requires_grad_(thaw)
+            opt_d.zero_grad(set_to_none=False)
+            if thaw:
+                batch = real[torch.randint(0, 256, (32,))]
+                (0.5 * ((d(batch) - 1).pow(2).mean() + d(fake.detach()).pow(2).mean())).backward()
+            opt_d.step()
+
+
+def test_quiet_on_a_discriminator_frozen_for_the_generator_update_in_each_step(tmp_path):
+    """blind5's CycleGAN alarmed: D frozen at its first forward of every step (the
+    generator's update), thawed and trained by its own optimizer in the same step."""
+    _alternating_gan(tmp_path / "run")
+    assert not mldbg.check(str(tmp_path / "run"), rules=["frozen_layer_updated"])
+
+
+def test_fires_on_a_discriminator_frozen_for_good_that_adam_keeps_moving(tmp_path):
+    _alternating_gan(tmp_path / "run", freeze_from=10)
+    found = mldbg.check(str(tmp_path / "run"), rules=["frozen_layer_updated"])
+    assert found and any(t.startswith("D.") for t in found[0].tensors), [str(f) for f in found]
+    assert found[0].step >= 10, found[0]

@@ -479,3 +479,47 @@ def test_a_parameter_used_elementwise_has_no_gain(tmp_path):
     assert spread["quantile(95.0)"] - spread["quantile(5.0)"] < 1e-3  # small by construction
     found = mldbg.check(str(tmp_path / "run"), rules=["poor_weight_initialization"])
     assert not found, [str(f) for f in found]
+
+
+class _WithEpsilon(nn.Module):
+    """An MLP regressor with Dragonnet's targeted-regularisation epsilon: one scalar kept in
+    `nn.Linear(1, 1, bias=False)`, its gradient one value (`const`: every parameter of the
+    body that one value, the defect of the twin)."""
+
+    def __init__(self, const: float | None = None):
+        super().__init__()
+        self.body = mlp(8, 1, depth=2)
+        if const is not None:
+            with torch.no_grad():
+                for p in self.body.parameters():  # every hidden unit a copy of the others
+                    p.fill_(const)
+        self.epsilon = nn.Linear(1, 1, bias=False)
+
+    def forward(self, x):
+        y = self.body(x).squeeze(1)
+        return y + self.epsilon(torch.ones(len(x), 1)).squeeze(1) * x[:, 0]
+
+
+@pytest.mark.parametrize("const", [None, 0.1], ids=["healthy", "constant-init"])
+def test_a_one_element_weight_has_no_distribution(tmp_path, const):
+    """blind5's Dragonnet alarmed: the gradient of its epsilon, a (1, 1) weight, has a 5th-95th
+    percentile spread of 0 by construction (one value); the two-line hook's statistics path
+    judged it, the raw path did not. A constant init of the body still fires."""
+    torch.manual_seed(0)
+    model = _WithEpsilon(const)
+    w = torch.randn(8)
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for _ in range(20):
+            x = torch.randn(64, 8)
+            loss = (model(x) - torch.tanh(x @ w)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=["poor_weight_initialization"])
+    if const is None:
+        assert not found, [str(f) for f in found]
+    else:
+        assert found and "body." in " ".join(found[0].tensors), [str(f) for f in found]
+        assert "epsilon" not in " ".join(found[0].tensors), found[0]

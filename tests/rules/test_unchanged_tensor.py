@@ -169,3 +169,75 @@ def test_accumulating_runs_still_report_what_does_not_move(tmp_path, kwargs, rul
     _train_accumulating(tmp_path / "run", every=4, **kwargs)
     found = [f for f in mldbg.check(str(tmp_path / "run"), rules=_ACCUMULATION_RULES) if f.rule == rule]
     assert found and tensor in found[0].tensors, [str(f) for f in found]
+
+
+def _train_then_fisher(path, fisher_steps=40, lr_after=None, after=10, stop=False):
+    """A tiny PyTorch MLP trained 30 steps with SGD, then (EWC's diagonal Fisher after a task)
+    `fisher_steps` TRAIN forwards and backwards that no optimizer step follows, then 10 more
+    training steps. `lr_after`: instead of the Fisher loop, the optimizer keeps stepping with
+    this learning rate (0: the defect, an optimizer that no longer moves the weights)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 8), torch.randint(0, 3, (256,))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    hook = mldbg.torch.Hook(str(path), statistics_every=5)  # statistics every 5th step after 20
+    hook.register_module(model)
+    criterion = nn.CrossEntropyLoss()
+    hook.register_loss(criterion)  # the training loss (the Fisher loop's log-likelihoods are not it)
+
+    def train(n):
+        for _ in range(n):
+            idx = torch.randint(0, 256, (32,))
+            loss = criterion(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    train(30)
+    if stop:  # the defect: the loop goes on, optimizer.step() is no longer called
+        for _ in range(fisher_steps):
+            idx = torch.randint(0, 256, (32,))
+            opt.zero_grad()
+            criterion(model(x[idx]), y[idx]).backward()
+    elif lr_after is None:
+        for i in range(fisher_steps):  # per-sample log-likelihood gradients: no update
+            model.zero_grad()
+            out = nn.functional.log_softmax(model(x[i : i + 1]), 1)
+            out[0, int(y[i])].backward()
+    else:
+        for g in opt.param_groups:
+            g["lr"] = lr_after
+        train(fisher_steps)
+    train(after)
+    hook.close()
+
+
+@pytest.mark.parametrize("after", [10, 0], ids=["between-tasks", "at-the-end"])
+def test_quiet_on_gradients_taken_without_an_update(tmp_path, after):
+    """EWC's Fisher estimate (blind5's ewc_fisher_penalty_permuted_tasks alarmed): TRAIN
+    forwards and backwards between tasks (or after the last) that no optimizer step follows
+    are steps of the hook that apply no update; the weights standing still there are not
+    stuck. The script computes no training loss there (its criterion is not called)."""
+    _train_then_fisher(tmp_path / "run", after=after)
+    found = mldbg.check(str(tmp_path / "run"), rules=_ACCUMULATION_RULES)
+    assert not found, [str(f) for f in found]
+
+
+def test_fires_when_the_optimizer_steps_with_a_learning_rate_of_0(tmp_path):
+    _train_then_fisher(tmp_path / "run", lr_after=0.0)
+    found = mldbg.check(str(tmp_path / "run"), rules=["unchanged_tensor"])
+    assert found and "0.weight" in found[0].tensors, [str(f) for f in found]
+
+
+def test_fires_when_the_loop_stops_calling_the_optimizer(tmp_path):
+    """The loop goes on computing and backpropagating its loss, optimizer.step() no longer
+    called: the run ends in steps without updates, the training loss computed at each."""
+    _train_then_fisher(tmp_path / "run", stop=True, after=0)
+    found = mldbg.check(str(tmp_path / "run"), rules=["unchanged_tensor"])
+    assert found and "0.weight" in found[0].tensors and found[0].step >= 30, [str(f) for f in found]
+    assert_explains(found[0])

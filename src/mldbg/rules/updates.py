@@ -55,6 +55,7 @@ class _Motion:
         self.covered = 0  # training steps of the trial looked at
         self.steps: list[int] = []  # global steps with a measured change
         self.held: list[bool] = []  # there: `held`
+        self.still: list[bool] = []  # there: no parameter moved
         self.last: int | None = None  # the mode step of the last move (at first: of the first step)
         self.gap: int | None = None  # the longest interval between two moves so far
         self.per_update = False  # the hook's training steps are optimizer steps (`_steps_are_updates`)
@@ -78,6 +79,7 @@ class _Motion:
         for k in np.flatnonzero(known).tolist():
             at = trial.mode_step(int(new[k]))
             self.steps.append(int(new[k]))
+            self.still.append(not moved[k])
             if moved[k]:
                 self.gap = max(self.gap or 0, at - self.last)
                 self.last = at
@@ -116,7 +118,13 @@ def held(trial: TrialView, step: int) -> bool:
     step at the optimizer's step, or at the backward where no optimizer holds the model: a
     loop that accumulates steps its optimizer every k backwards, and the hook counts those
     steps, so no step of a run it recorded is held (an optimizer built on other parameters
-    is reported at once)."""
+    is reported at once), but one where no optimizer stepped: a TRAIN forward and backward
+    that no `optimizer.step()` follows (EWC's Fisher estimate after a task, per-sample
+    gradients for saliency or influence) ends its step too, and records no learning rate.
+    A step where no parameter moved and no learning rate was recorded over the interval its
+    change is measured over (from the previous measured step up to it) applied no update:
+    held (judged when the run ends, `idle_tail`: a loop that stops calling optimizer.step()
+    for good). An optimizer that steps with a learning rate of 0 records it: not held."""
     return bool(held_at(trial, np.asarray([step], dtype=np.int64))[0])
 
 
@@ -124,20 +132,48 @@ def held_at(trial: TrialView, steps: np.ndarray) -> np.ndarray:
     """`held` at each of `steps` (a boolean array): the run's kind and motion read once,
     then one lookup for all of them (the rules' fast paths)."""
     out = np.zeros(len(steps), dtype=bool)
-    if trial.names(None, regex="^" + LEARNING_RATE_RECORD):
-        return out
+    rates = trial.names(None, regex="^" + LEARNING_RATE_RECORD)
     motion = _MOTION.get(trial)
     if motion is None:
         motion = _MOTION[trial] = _Motion()
         motion.per_update = _steps_are_updates(trial)
-    if motion.per_update or not len(steps):
+    if (motion.per_update and not rates) or not len(steps):
         return out
     motion.extend(trial)
     if not motion.steps:
         return out
     known = np.asarray(motion.steps, dtype=np.int64)
     at = np.minimum(np.searchsorted(known, steps), len(known) - 1)
-    return (known[at] == steps) & np.asarray(motion.held, dtype=bool)[at]
+    if not rates:
+        return (known[at] == steps) & np.asarray(motion.held, dtype=bool)[at]
+    # PyTorch's hook records the learning rate at each statistics step where an optimizer
+    # stepped: a step where nothing moved and no optimizer stepped over the interval its
+    # change is measured from (the previous measured step up to it) applied no update
+    stepped = np.unique(np.concatenate([np.asarray(trial.tensor(n).steps(), dtype=np.int64) for n in rates]))
+    still = np.asarray(motion.still, dtype=bool)
+    since = np.where(at > 0, known[np.maximum(at - 1, 0)], -1)
+    none = np.searchsorted(stepped, steps, side="left") == np.searchsorted(stepped, since, side="left")
+    return (known[at] == steps) & still[at] & (since >= 0) & none
+
+
+def idle_tail(trial: TrialView) -> tuple[int, int, int] | None:
+    """In a run whose hook records the optimizer's steps (PyTorch's learning rate records):
+    the trailing measured training steps that applied no update (`held` there: nothing moved,
+    no optimizer stepped) as (first, last, how many); None when the run's last measured
+    training step updated, or the run records no learning rate."""
+    if not trial.names(None, regex="^" + LEARNING_RATE_RECORD):
+        return None
+    held_at(trial, np.zeros(1, dtype=np.int64))  # the run's motion, read up to now
+    motion = _MOTION.get(trial)
+    if motion is None or not motion.steps:
+        return None
+    known = np.asarray(motion.steps, dtype=np.int64)
+    idle = held_at(trial, known)
+    if not idle[-1]:
+        return None
+    moved = np.flatnonzero(~idle)
+    start = int(moved[-1]) + 1 if len(moved) else 0
+    return int(known[start]), int(known[-1]), len(known) - start
 
 
 def blows(delta: Any, size: Any, shape: tuple[int, ...] | None) -> Any:

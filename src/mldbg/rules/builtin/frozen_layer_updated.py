@@ -33,7 +33,12 @@ class FrozenLayerUpdated(Rule):
     two saved training steps with the parameter frozen at both and, by the hook's flag, at
     every step between (so a GAN that freezes its discriminator for the generator's step, and
     trains it the next step, is healthy; a name matched by `tensor_regex` is frozen
-    throughout); a change above `atol` + `rtol` * |w| fires. Buffers (BatchNorm's running
+    throughout); a change above `atol` + `rtol` * |w| fires. The flag is read at the model's
+    first forward of the step; a parameter whose gradient the hook saved at the step's
+    optimizer step (it saves none for `requires_grad=False`) was thawed for that update and
+    trained: not frozen at that step. Alternating optimization does exactly that within one
+    step (CycleGAN's `set_requires_grad(netD, False)` for the generators' update, then True
+    for the discriminators' own: the hook's step is one update of every model). Buffers (BatchNorm's running
     statistics) are not parameters and do not count: a frozen backbone left in training mode
     updates them, which is PyTorch's documented behaviour (see `train_in_eval_mode`).
 
@@ -86,13 +91,15 @@ class FrozenLayerUpdated(Rule):
             over = Over(trial, name, steps)
             declared = any(p.search(name) for p in self._patterns)
             flag = over.stat("requires_grad")
+            trained = np.zeros(n, dtype=bool)
             if trial.has_tensor(f"gradient/{name}"):  # check() reads the raw gradients, or their absence
                 grad = Over(trial, f"gradient/{name}", steps)
                 interesting |= train & ~np.isfinite(flag) & (grad.raw | (over.present & ~grad.present))
+                trained = grad.present  # its gradient saved at the step's update: it trained then
             known = train & over.present & (declared | np.isfinite(flag))
             if not known.any():
                 continue
-            frozen = np.full(n, declared) | (flag == 0.0)
+            frozen = np.full(n, declared) | ((flag == 0.0) & ~trained)
             idx = np.flatnonzero(known)
             last = self._last.get(name)
             prev = np.empty(len(idx), dtype=bool)
@@ -129,6 +136,8 @@ class FrozenLayerUpdated(Rule):
             flag = trial.saved_statistic(name, step, "requires_grad")
             if not declared and (flag is None or not math.isfinite(flag)):
                 flag = self._zero_gradient(trial, name, step)
+            elif not declared and flag == 0.0 and self._trained_here(trial, name, step):
+                flag = 1.0  # frozen at its forward, thawed for the update (a GAN's discriminator)
             if not declared and flag is None:
                 continue  # not known at this step (a fingerprint-only record, a raw run)
             frozen = declared or flag == 0.0
@@ -165,6 +174,13 @@ class FrozenLayerUpdated(Rule):
             "move them even with zero gradients; zero gradients with optimizer.zero_grad(set_to_none=True); "
             "freeze with p.requires_grad_(False) on each parameter, not an attribute on the module.",
         )  # fmt: skip
+
+    def _trained_here(self, trial: TrialView, name: str, step: int) -> bool:
+        """Whether the hook saved the parameter's gradient at `step`: it saves one at the
+        optimizer's step only for a parameter that requires a gradient then."""
+        if self._gradients_here is None:
+            self._gradients_here = set(trial.names("gradients", step=step))
+        return f"gradient/{name}" in self._gradients_here
 
     def _silent_layer(self, trial: TrialView, step: int) -> bool:
         """Whether a ReLU layer had no unit active on any sample of the batch at `step`

@@ -43,10 +43,12 @@ class FrozenParameterInOptimizer(Rule):
     layer at its random init in a model that trains; a pretrained frozen part is trained, so
     its values left those bounds and that normal shape. A streak counts
     statistics steps and ends at one where the parameter trains again (a freeze for a warm-up,
-    undone). Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
+    undone: Proxy Anchor's warm epoch, a backbone frozen while a new head or the proxies
+    settle). A freeze ends only later, so the second evidence is judged when the run ends: a
+    parameter at its init frozen to the last statistics step (`finish`), the freeze never
+    undone; the first (the user chose it to train) at the `patience`-th statistics step. Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
     out of the optimizer), a pretrained frozen backbone or embedding handed over with
-    `model.parameters()`, a frozen normalization at any value, a sinusoidal table. First finding at the
-    `patience`-th training statistics step (step 2 from step 0). The second evidence is weaker
+    `model.parameters()`, a frozen normalization at any value, a sinusoidal table. The second evidence is weaker
     (a layer of random features frozen on purpose looks the same): its findings are warnings,
     which a stop action does not act on by default. A parameter counts only where
     it was frozen at every training step since the previous statistics step (its
@@ -60,6 +62,7 @@ class FrozenParameterInOptimizer(Rule):
     def reset(self) -> None:
         super().reset()
         self._streak: dict[str, tuple[int, int, int]] = {}  # parameter -> (steps in a row, first step, code)
+        self._seen = -1  # the last training step looked at
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading `steps` where `check` does nothing: not a training step, or one where
@@ -89,7 +92,18 @@ class FrozenParameterInOptimizer(Rule):
         for param, code in now.items():
             run, first, _ = self._streak.get(param, (0, step, code))
             self._streak[param] = (run + 1, first, code)
-        due = {p: v for p, v in self._streak.items() if v[0] >= max(1, self.patience)}
+        self._seen = step
+        return self._report(trial, step, codes=(SELECTED,))  # at init: judged when the run ends
+
+    def finish(self, trial: TrialView) -> Finding | None:
+        """A parameter at its random init still frozen at the run's last statistics step: the
+        freeze was never undone (a warm-up freeze ends, and is healthy)."""
+        if self._seen < 0:
+            return None
+        return self._report(trial, self._seen, codes=(AT_INIT,))
+
+    def _report(self, trial: TrialView, step: int, codes: tuple[int, ...]) -> Finding | None:
+        due = {p: v for p, v in self._streak.items() if v[0] >= max(1, self.patience) and v[2] in codes}
         for code in sorted({v[2] for v in due.values()}):
             if not self.first(code):
                 continue
@@ -99,7 +113,8 @@ class FrozenParameterInOptimizer(Rule):
             found = self.finding(
                 trial, step,
                 f"{len(params)} parameters the optimizer holds stayed frozen (requires_grad False) at "
-                f"{max(1, self.patience)} training steps in a row (steps {first}-{step}): {shown}; "
+                f"{min(due[p][0] for p in params)} statistics training steps in a row (steps {first}-{step}"
+                f"{', to the end of the run' if code == AT_INIT else ''}): {shown}; "
                 f"{WHY[code]}. The optimizer skips them: they never train",
                 tensors=params[:20],
                 suggestion="If these layers should train, set requires_grad_(True) on them after the freezing "

@@ -157,7 +157,8 @@ class PoorWeightInitialization(Rule):
     scaled by the other's weights), of a recurrent layer's gate weights (`weight_ih_l0`,
     `weight_hh_l0`, `recurrent_kernel`: each LSTM/GRU layer down scales them by the gates'
     derivatives, and PyTorch's word-LM example feeds the first one an embedding initialized
-    +-0.1) and of normalization scales. Several models on one hook (a GAN's generator and
+    +-0.1), of normalization scales, and of a weight of one element (a scalar kept in a
+    layer, Dragonnet's epsilon `nn.Linear(1, 1)`: one value has a spread of 0 by construction). Several models on one hook (a GAN's generator and
     discriminator, told apart by their name prefix) are judged each on its own: their
     activations are not one chain of layers, their gradients have scales of their own.
 
@@ -476,8 +477,10 @@ class PoorWeightInitialization(Rule):
             if _below_zeroed(g.removeprefix("gradient/"), zero) or g.removeprefix("gradient/") in blocked:
                 continue  # upstream of a factor or a layer zeroed on purpose (LoRA's A under B = 0): small by design
             layout = trial.layout(g, step)
-            if layout is not None and len(layout[1]) < 2:
-                continue  # a scalar or a vector (a temperature, a global bias): no distribution to judge
+            if layout is not None and (len(layout[1]) < 2 or math.prod(layout[1]) < 2):
+                # a scalar or a vector (a temperature, a global bias), or one element in a layer's
+                # shape (Dragonnet's epsilon, nn.Linear(1, 1)): its spread is 0 by construction
+                continue
             x = trial.raw(g, step)
             if x is None:
                 p5, p95 = (

@@ -14,7 +14,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, quiet_prefix, selected_all
 from mldbg.rules.losses import warming_up
 from mldbg.rules.select import gradient_names, needed, selected, short_list
-from mldbg.rules.updates import gate_opening, held, held_at, rounds_away
+from mldbg.rules.updates import gate_opening, held, held_at, idle_tail, rounds_away
 from mldbg.rules.view import TrialView
 
 _DEFAULT = ("weights", "biases")
@@ -117,6 +117,11 @@ class UnchangedTensor(Rule):
     ends each step at the optimizer's step (PyTorch's: a loop that accumulates steps its
     optimizer every k backwards and the hook counts those steps; a learning rate of 0, an
     optimizer built on other parameters are reported at once).
+
+    A PyTorch step where no optimizer stepped and nothing moved (`held`: EWC's Fisher
+    estimate, TRAIN forwards and backwards between tasks) is held too; a run that ends in
+    such steps with the training loss still computed at each (the loop no longer calls
+    optimizer.step()) is reported when it ends (`finish`).
     """
 
     needs = _DEFAULT
@@ -209,6 +214,34 @@ class UnchangedTensor(Rule):
             trial, step,
             f"{len(names_)} tensor{'s' if len(names_) > 1 else ''} unchanged {over}{why}: {short_list(names_)}",
             tensors=names_,
+        )  # fmt: skip
+
+    def finish(self, trial: TrialView) -> Finding | None:
+        """The run ended in steps where no optimizer stepped and nothing moved (`held`, no
+        learning rate recorded), the training loss still computed at each of them: the loop
+        went on training without updates (an optimizer.step() that stopped being called).
+        Such steps mid-run, followed by updates again, are an interlude (EWC's Fisher
+        estimate), and a tail without the training loss is no training (gradients taken for
+        a Fisher estimate or a saliency map after the last update)."""
+        if self.collection_names or self.tensor_regex:
+            return None
+        tail = idle_tail(trial)
+        if tail is None or tail[2] < max(2, self.num_steps):
+            return None
+        first, last, count = tail
+        steps = [s for s in trial.steps(Mode.TRAIN) if first <= s <= last]
+        if not all(trial.names("losses", step=s) for s in steps):
+            return None
+        names = [n for n in selected(trial, last, None, None, _DEFAULT) if self.first(n)]
+        if not names:
+            return None
+        return self.finding(
+            trial, last,
+            f"{len(names)} tensor{'s' if len(names) > 1 else ''} unchanged from step {first} to step {last}, "
+            f"the run's last measured training step ({count} saved steps): the training loss was computed at "
+            f"each of them, but no optimizer stepped (no learning rate recorded) and no parameter moved: "
+            f"{short_list(names)}",
+            tensors=names,
         )  # fmt: skip
 
     def _covered(self, hist: list[tuple[int, object]], run: int | None, step: int) -> list[int]:
