@@ -35,24 +35,20 @@ def test_quiet_on_the_twins(tmp_path):
         assert "unchanged_tensor" not in found and "loss_not_decreasing" not in found, found
 
 
-def test_an_optimizer_that_stops_between_statistics_steps_is_seen_at_the_next_one(tmp_path):
-    """Statistics every 50th step (as the CPU budget spaces them on a slow step): one
-    statistics step's `delta_l2` of 0 covers 50 training steps, more than the num_steps - 1 = 2
-    the rule asks for, so the rule fires there, not a statistics step later."""
+def test_an_optimizer_that_stops_between_statistics_steps_is_reported_by_the_runs_end(tmp_path):
+    """Statistics every 50th step (as the CPU budget spaces them on a slow step), the optimizer
+    stops at step 120 while forwards and backwards go on. Steps where no optimizer stepped and
+    nothing moved are held, not judged one by one (EWC's Fisher pass between tasks is such a
+    stretch, and healthy): a run that ends in them is reported, at the latest by its end, never
+    before the stop."""
     every = {"statistics_every": 50}
     run = train(tmp_path / "run", default_hook=True, stop_updating_at=120, steps=260, hook_kwargs=every)
     trial = mldbg.create_trial(run.path)
     weight_steps = trial.tensor("fc1.weight").steps(mldbg.Mode.TRAIN)  # training steps
-    # the first statistics step whose change began after the stop (the last update is step 119's)
-    first_still = min(s for s in weight_steps if s > 120)
-    assert weight_steps.index(first_still) < len(weight_steps) - 1  # not the last: rule needed one fewer
+    first_still = min(s for s in weight_steps if s > 120)  # the first statistics step after the stop
     found = [f for f in mldbg.check(run.path) if f.rule == "unchanged_tensor"]
     assert found, "unchanged_tensor did not fire"
-    assert trial.mode_step(found[0].step) == first_still, (
-        first_still,
-        trial.mode_step(found[0].step),
-        weight_steps,
-    )
+    assert trial.mode_step(found[0].step) >= first_still, (first_still, trial.mode_step(found[0].step))
     assert "fc1.weight" in found[0].tensors
     healthy = train(tmp_path / "twin", default_hook=True, steps=260, hook_kwargs=every)
     assert "unchanged_tensor" not in fired(mldbg.check(healthy.path))
