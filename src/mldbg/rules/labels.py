@@ -191,3 +191,16 @@ def per_position(view: TrialView, step: int, labels: tuple[str, tuple[int, ...]]
         if size in (math.prod(x[1][:2]), math.prod(x[1])):
             return True
     return False
+
+
+def step_confusion(view: TrialView, step: int, labels: str, predictions: str) -> np.ndarray | None:
+    """The confusion matrix (labels x predictions, counts) of `step`'s `labels` and
+    `predictions`: the statistic the hook saved (`confusion_steps`), else counted from their
+    raw tensors; None where the step has neither."""
+    saved = view.saved_statistic(labels, step, "confusion_steps")
+    if isinstance(saved, np.ndarray):
+        return np.asarray(saved, dtype=np.int64)
+    got = view.class_statistics(labels, predictions, step)
+    if got is None or got.confusion is None:
+        return None
+    return np.asarray(got.confusion, dtype=np.int64)

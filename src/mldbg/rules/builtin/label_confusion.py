@@ -11,6 +11,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned, quiet_prefix
+from mldbg.rules.labels import step_confusion
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -291,19 +292,12 @@ class LabelConfusion(Rule):
             return None
         labels = trial.names("labels", step=step)
         preds = trial.names("predictions", step=step)
-        if not labels or not preds:
+        confusion = step_confusion(trial, step, labels[0], preds[0]) if labels and preds else None
+        if confusion is None:
             return None
-        since = trial.saved_statistic(labels[0], step, "confusion_steps")
-        if isinstance(since, np.ndarray):
-            confusion = since
-        else:
-            got = trial.class_statistics(labels[0], preds[0], step)
-            if got is None or got.confusion is None:
-                return None
-            confusion = got.confusion
         key = mode.name
         w = self._windows.setdefault(key, _Window())
-        w.push(np.asarray(confusion, dtype=np.int64), self.window)
+        w.push(confusion, self.window)
         if w.pushed < self.window or w.fresh < self.every or step < self.min_step:
             return None
         found, due = self._judge(w)

@@ -11,6 +11,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.labels import step_confusion
 from mldbg.rules.view import TrialView
 
 
@@ -126,18 +127,11 @@ class TrainLabelNoise(Rule):
             return None
         labels = trial.names("labels", step=step)
         preds = trial.names("predictions", step=step)
-        if not labels or not preds:
+        confusion = step_confusion(trial, step, labels[0], preds[0]) if labels and preds else None
+        if confusion is None:
             return None
-        since = trial.saved_statistic(labels[0], step, "confusion_steps")
-        if isinstance(since, np.ndarray):
-            confusion = since
-        else:
-            got = trial.class_statistics(labels[0], preds[0], step)
-            if got is None or got.confusion is None:
-                return None
-            confusion = got.confusion
         mine = self._labels.setdefault(mode, _Labels())
-        mine.push(np.asarray(confusion, dtype=np.int64), self.window)
+        mine.push(confusion, self.window)
         train, evals = self._labels.get(Mode.TRAIN), self._labels.get(Mode.EVAL)
         if mode != Mode.TRAIN or train is None or evals is None or step < self.min_step:
             return None
