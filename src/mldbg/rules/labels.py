@@ -14,6 +14,7 @@ exactly across steps, so a rule's windows are sums.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -204,3 +205,35 @@ def step_confusion(view: TrialView, step: int, labels: str, predictions: str) ->
     if got is None or got.confusion is None:
         return None
     return np.asarray(got.confusion, dtype=np.int64)
+
+
+class ConfusionWindow:
+    """The confusion matrix (rows: labels, columns: predictions) of one mode's last `size`
+    labels, in whole steps (the oldest step leaves once the others hold `size`), with the
+    labels pushed since the matrices took this shape and since the last judgement."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.steps: deque[np.ndarray] = deque()
+        self.sums: deque[int] = deque()
+        self.matrix: np.ndarray | None = None
+        self.total = 0  # labels in the window
+        self.pushed = 0  # labels pushed since the matrices took this shape
+        self.fresh = 0  # labels pushed since the last judgement
+
+    def push(self, c: np.ndarray, size: int) -> None:
+        if self.matrix is None or self.matrix.shape != c.shape:
+            self.clear()  # another class count: start over
+            self.matrix = np.zeros(c.shape, dtype=np.int64)
+        n = int(c.sum())
+        self.steps.append(c)
+        self.sums.append(n)
+        self.matrix += c
+        self.total += n
+        self.pushed += n
+        self.fresh += n
+        while self.total - self.sums[0] >= size:
+            self.matrix -= self.steps.popleft()
+            self.total -= self.sums.popleft()

@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, aligned, quiet_prefix
-from mldbg.rules.labels import step_confusion
+from mldbg.rules.labels import ConfusionWindow, step_confusion
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
@@ -28,23 +28,13 @@ class _Table(NamedTuple):
     sums: np.ndarray
 
 
-class _Window:
-    """The confusion matrix of one mode's last `size` labels (whole steps: the oldest step
-    leaves once the others hold `size`), the labels pushed since the last judgement, and per
-    pair the judgements in a row that found it."""
-
-    def __init__(self) -> None:
-        self.streak: dict[tuple[int, int], int] = {}
-        self.clear()
+class _Window(ConfusionWindow):
+    """A mode's confusion window (`ConfusionWindow`) and, per pair, the judgements in a row
+    that found it."""
 
     def clear(self) -> None:
-        self.steps: deque[np.ndarray] = deque()
-        self.sums: deque[int] = deque()
-        self.matrix: np.ndarray | None = None
-        self.total = 0  # labels in the window
-        self.pushed = 0  # labels pushed since the matrices took this shape
-        self.fresh = 0  # labels pushed since the last judgement
-        self.streak = {}
+        super().clear()
+        self.streak: dict[tuple[int, int], int] = {}
 
     def snapshot(self) -> _Window:
         """A copy, to restore the window as it was (the fast path's judgement that reports)."""
@@ -53,21 +43,6 @@ class _Window:
         out.matrix = None if self.matrix is None else self.matrix.copy()
         out.total, out.pushed, out.fresh, out.streak = self.total, self.pushed, self.fresh, dict(self.streak)
         return out
-
-    def push(self, c: np.ndarray, size: int) -> None:
-        if self.matrix is None or self.matrix.shape != c.shape:
-            self.clear()  # another class count: start over
-            self.matrix = np.zeros(c.shape, dtype=np.int64)
-        n = int(c.sum())
-        self.steps.append(c)
-        self.sums.append(n)
-        self.matrix += c
-        self.total += n
-        self.pushed += n
-        self.fresh += n
-        while self.total - self.sums[0] >= size:
-            self.matrix -= self.steps.popleft()
-            self.total -= self.sums.popleft()
 
 
 def _window_at(

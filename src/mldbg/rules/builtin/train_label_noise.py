@@ -4,44 +4,18 @@ far more often than it does on the evaluation's labels, one way."""
 from __future__ import annotations
 
 import math
-from collections import deque
 from statistics import NormalDist
 
 import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
-from mldbg.rules.labels import step_confusion
+from mldbg.rules.labels import ConfusionWindow, step_confusion
 from mldbg.rules.view import TrialView
 
 
-class _Labels:
-    """One mode's confusion matrices (rows: labels, columns: predictions) over its last
-    `size` labels (whole steps: the oldest leaves once the others hold `size`)."""
-
-    def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        self.steps: deque[np.ndarray] = deque()
-        self.sums: deque[int] = deque()
-        self.matrix: np.ndarray | None = None
-        self.total = 0
-        self.fresh = 0  # labels pushed since the last judgement
-
-    def push(self, c: np.ndarray, size: int) -> None:
-        if self.matrix is None or self.matrix.shape != c.shape:
-            self.clear()  # another class count: start over
-            self.matrix = np.zeros(c.shape, dtype=np.int64)
-        n = int(c.sum())
-        self.steps.append(c)
-        self.sums.append(n)
-        self.matrix += c
-        self.total += n
-        self.fresh += n
-        while self.total - self.sums[0] >= size:
-            self.matrix -= self.steps.popleft()
-            self.total -= self.sums.popleft()
+class _Labels(ConfusionWindow):
+    """One mode's confusion window (`ConfusionWindow`), and its older half."""
 
     def older(self) -> np.ndarray | None:
         """The matrix of the window's older entries, up to where half of its labels are in;
