@@ -100,7 +100,13 @@ def run_one(name: str) -> dict[str, Any]:
                     warnings.warn(f"mldbg: rule {rule} failed: {err}", RuntimeWarning, stacklevel=1)
                 judged = sorted({r.name for r in runner.rules} - set(runner.skipped) - set(runner.errors))
                 diagnose = getattr(mldbg, "diagnose", None)
-                diagnoses = diagnose(path) if diagnose is not None else None
+                # the rules' findings grouped once (what `mldbg.check(path)` returns are those
+                # of the reported diagnoses; the suspicions below the bar are kept apart)
+                diagnoses = diagnose(findings, trial=path) if diagnose is not None else None
+                unconfirmed = list(getattr(diagnoses, "unconfirmed", []))
+                if diagnoses is not None:
+                    kept = {id(f) for d in diagnoses for f in d.findings}
+                    findings = [f for f in findings if id(f) in kept]
             rec["rule_errors"] = sorted({str(w.message) for w in caught if "mldbg: rule" in str(w.message)})
         except Exception:
             rec["error"] = "mldbg.check: " + traceback.format_exc(limit=8)
@@ -110,6 +116,10 @@ def run_one(name: str) -> dict[str, Any]:
         rec["findings"] = [
             {"rule": f.rule, "step": int(f.step), "severity": f.severity, "message": str(f.message)[:300]}
             for f in findings
+        ]
+        rec["unconfirmed"] = [
+            {"cause": d.cause, "confidence": float(d.confidence), "rules": sorted({f.rule for f in d.findings})}
+            for d in unconfirmed
         ]
         if diagnoses is not None:
             rec["diagnoses"] = [

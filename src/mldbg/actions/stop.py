@@ -92,10 +92,13 @@ class StopTraining(Action):
                 self._evidence.append(f)
                 new += 1
         if self.diagnosis is None and new:
-            from mldbg.rules.diagnosis import RunFacts, group
+            from mldbg.rules.diagnosis import REPORT_CONFIDENCE, RunFacts, group
 
             facts = RunFacts.of(context.trial) if context.trial is not None else None
-            self.diagnosis = next((d for d in group(self._evidence, facts) if self.due(d)), None)
+            grouped = group(self._evidence, facts)
+            # a bar set below the reporting bar acts on suspicions too: the user chose it
+            weak = grouped.unconfirmed if self.min_confidence < REPORT_CONFIDENCE else []
+            self.diagnosis = next((d for d in [*grouped, *weak] if self.due(d)), None)
         if self.diagnosis is None:
             return 0
         return super().__call__(self.diagnosis.findings, context, final)

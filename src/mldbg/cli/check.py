@@ -50,8 +50,27 @@ def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
 def diagnoses_of(findings: list[Any], trial: Any, specs: Any = None) -> list[Any]:
     """The findings grouped into diagnoses, with the facts of `trial` (the run they came from)."""
     from mldbg.rules.diagnosis import RunFacts, group, rule_causes
+    from mldbg.rules.specs import chosen_rules
 
-    return group(findings, RunFacts.of(trial) if findings else None, causes_of=rule_causes(specs))
+    return group(
+        findings,
+        RunFacts.of(trial) if findings else None,
+        causes_of=rule_causes(specs),
+        chosen=chosen_rules(specs),
+    )
+
+
+def echo_unconfirmed(suspicions: list[Any]) -> None:
+    """The suspicions (`Diagnoses.unconfirmed`: one finding of a rule that alone is wrong as
+    often as right) on stderr, one line each: listed, not counted."""
+    for d in suspicions:
+        for f in d.findings:
+            where = f"step {f.step}" + (f" ({f.mode})" if f.mode else "")
+            click.echo(
+                f"mldbg check: unconfirmed (a lone finding of a rule below the reporting bar, not "
+                f"counted): [{f.rule}] {where}: {f.message}",
+                err=True,
+            )
 
 
 def echo_diagnosis(diagnosis: Any, as_json: bool, **extra: Any) -> None:
@@ -188,20 +207,22 @@ def check(
     except OSError as e:
         _fail(f"cannot read {path}: {e}")
         return
-    diagnoses: list[Any] = []
+    try:
+        diagnoses = diagnoses_of(findings, trial, specs)
+    except MldbgError as e:
+        _fail(str(e))
+        return
+    kept = {id(f) for d in diagnoses for f in d.findings}
+    findings = [f for f in findings if id(f) in kept]  # those of reported diagnoses
     if flat:
         for f in findings:
             echo_finding(f, as_json)
     else:
-        try:
-            diagnoses = diagnoses_of(findings, trial, specs)
-        except MldbgError as e:
-            _fail(str(e))
-            return
         for i, d in enumerate(diagnoses):
             if i and not as_json:
                 click.echo("")
             echo_diagnosis(d, as_json)
+    echo_unconfirmed(getattr(diagnoses, "unconfirmed", []))
     unchecked = runner.unchecked
     for name, why in unchecked.items():  # each said, with its counts: never silent
         echo_unchecked(name, why, as_json)

@@ -45,11 +45,17 @@ class Finding:
     #: the hook recorded them (`sample_fingerprints`); `mldbg.find_samples(dataset,
     #: finding.samples)` gives their indices in the data set.
     samples: list[int] = field(default_factory=list)
+    #: how often a finding of this kind means a real defect (0-1), where the rule knows
+    #: better than its own reliability (`mldbg.rules.diagnosis.causes.RELIABILITY`): the one
+    #: of its tests that fired is surer or weaker than the rule's findings on the whole. None:
+    #: the rule's.
+    reliability: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        if out["worker"] is None:
-            del out["worker"]
+        for key in ("worker", "reliability"):
+            if out[key] is None:
+                del out[key]
         if not out["samples"]:
             del out["samples"]
         return out
@@ -245,6 +251,7 @@ class Rule:
         suggestion: str | None = None,
         worker: str | None = None,
         samples: Iterable[int] = (),
+        reliability: float | None = None,
     ) -> Finding:
         mode = None
         if trial is not None:
@@ -262,6 +269,7 @@ class Rule:
             worker=worker,
             severity=self.severity,
             samples=[int(s) for s in samples],
+            reliability=reliability,
         )
 
     def __repr__(self) -> str:

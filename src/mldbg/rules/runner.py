@@ -501,18 +501,37 @@ def check(
     """Run rules over a recorded run and return what they found.
 
     `rules=None` runs the default set: every built-in rule whose data was recorded. A rule
-    that raised is reported as a RuntimeWarning (the others still ran).
+    that raised is reported as a RuntimeWarning (the others still ran). The findings are
+    those of the reported diagnoses (`mldbg.diagnose`): a lone finding of a rule that alone is
+    wrong as often as right (reliability below `REPORT_CONFIDENCE`) is a suspicion, kept in
+    `mldbg.diagnose(path).unconfirmed`, unless `rules` names that rule.
 
     In a run written by several workers (`include_workers="all"`) the rules read each step
     from its first worker. `per_worker=True` checks each worker on its own (worker by worker,
     in that order) and every finding names its `worker`; a one-worker run is checked as usual.
     """
+    from mldbg.rules.diagnosis import reported
+
+    trial = path if isinstance(path, Trial) else create_trial(path)
+    findings = run_rules(trial, rules, start_step=start_step, end_step=end_step, per_worker=per_worker)
+    return Findings(reported(findings, trial, rules))
+
+
+def run_rules(
+    path: str | os.PathLike[str] | Trial,
+    rules: RuleSpec | Iterable[RuleSpec] | None = None,
+    start_step: int | None = None,
+    end_step: int | None = None,
+    per_worker: bool = False,
+) -> list[Finding]:
+    """Every finding the rules make over a recorded run, reported or not (`check` keeps
+    those of reported diagnoses). A rule that raised is a RuntimeWarning."""
     cls = PerWorkerRunner if per_worker else RuleRunner
     runner = cls(path, rules, start_step=start_step, end_step=end_step)
     findings = runner.run_available() + runner.finish()
     for name, err in runner.errors.items():
-        warnings.warn(f"mldbg: rule {name} failed: {err}", RuntimeWarning, stacklevel=2)
-    return Findings(findings)
+        warnings.warn(f"mldbg: rule {name} failed: {err}", RuntimeWarning, stacklevel=3)
+    return findings
 
 
 def invoke_rule(
@@ -532,4 +551,4 @@ def invoke_rule(
     return findings
 
 
-__all__ = ["PerWorkerRunner", "RuleRunner", "check", "invoke_rule"]
+__all__ = ["PerWorkerRunner", "RuleRunner", "check", "invoke_rule", "run_rules"]

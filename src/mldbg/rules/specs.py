@@ -62,6 +62,29 @@ def resolve_rules(specs: RuleSpec | Iterable[RuleSpec] | None, trial: Trial | No
     return rules
 
 
+def chosen_rules(specs: RuleSpec | Iterable[RuleSpec] | None) -> set[str]:
+    """The names of the rules `specs` names one by one (not the default set: None or
+    `"default"`): the user chose them, so their findings are reported whatever their
+    reliability (`mldbg.rules.diagnosis.REPORT_CONFIDENCE`)."""
+    if specs is None:
+        return set()
+    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
+        specs = [specs]
+    if isinstance(specs, Mapping):
+        return {str(k) for k in specs}
+    out: set[str] = set()
+    for spec in specs:
+        if isinstance(spec, str):
+            name, params = parse_rule_spec(spec)
+            if name != "default" or params:
+                out.add(name)
+        elif isinstance(spec, Mapping):
+            out.add(str(spec.get("name")))
+        elif isinstance(spec, Rule) or (isinstance(spec, type) and issubclass(spec, Rule)):
+            out.add(spec.name)
+    return out
+
+
 def _resolve_one(spec: RuleSpec, trial: Trial | None) -> list[Rule]:
     if isinstance(spec, str):
         name, params = parse_rule_spec(spec)

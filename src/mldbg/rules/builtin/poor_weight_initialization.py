@@ -36,6 +36,13 @@ _RECURRENT = r"(?i)(^|[._/])(weight_(ih|hh)(_l\d+)?(_reverse)?|recurrent_kernel)
 _LAYER_WEIGHT = r"(?i)(weight|kernel)[^./]*$|(^|[._/])w(_?[a-z0-9]{1,5})?$"
 
 
+#: how often identical incoming weights (a zero or constant init) mean a real defect: no
+#: training is meant to start with copies of one neuron. The rule's other tests (a degenerate
+#: gradient spread, a gain or a variance out of band) read a scale that many healthy designs
+#: set on purpose: their lone findings weigh the rule's reliability, below the reporting bar.
+IDENTICAL_RELIABILITY = 0.9
+
+
 def _variance(trial: TrialView, name: str, step: int) -> float | None:
     """A tensor's variance at `step`: its `variance`, else from its per-channel means and
     standard deviations (what the hook records of model inputs)."""
@@ -285,6 +292,7 @@ class PoorWeightInitialization(Rule):
             trial, self._last_step,
             "; ".join(messages) + f" (at {max(self._streak[k] for k in fired)} consecutive saved steps of the first {self.steps})",
             tensors=tensors,
+            reliability=IDENTICAL_RELIABILITY if "identical" in fired else None,
         )  # fmt: skip
 
     def _zero_at_first(self, trial: TrialView, weights: list[str]) -> set[str]:

@@ -21,8 +21,16 @@ whole and each further one half, so agreeing evidence raises it and no single we
 it high. Facts choose the cause but do not make weak findings strong: the confidence stays
 within `FACT_MARGIN` (0.1) of what the findings alone give. `why` says what it rests on. Severity is "error" when a finding of it is one.
 
-Nothing is lost: `mldbg.check` returns exactly the findings of the diagnoses, and a finding no
-cause claims is a diagnosis of its own.
+A diagnosis is reported (an alert: what `mldbg.check` returns, what `mldbg check` prints and
+exits 1 on) when its evidence reaches `REPORT_CONFIDENCE`: its findings' reliabilities
+combined as above, each counted as direct evidence, or its confidence (facts of the run that
+corroborate them: a loss that jumped 270x). One finding of a rule whose
+lone findings have been wrong more often than right on trainings it was not tuned on
+(reliability below the bar: `poor_weight_initialization`'s gradient-spread and gain tests,
+`nlp_sequence_ratio`, `gradient_norm_spike`...) is a suspicion, not an alert: it needs a second
+finding of the same cause to corroborate it. Nothing is lost: the suspicions are
+`Diagnoses.unconfirmed`, listed apart by `mldbg check`, and a finding no cause claims is a
+diagnosis of its own.
 """
 
 from __future__ import annotations
@@ -40,14 +48,21 @@ from mldbg.rules.diagnosis.causes import (
     OPPOSITE,
     SYMPTOM_WEIGHT,
     Cause,
-    reliability,
+    finding_reliability,
 )
 from mldbg.rules.diagnosis.facts import Fact, RunFacts
+from mldbg.rules.specs import chosen_rules
 
 #: the confidence from which a stop action acts on an error diagnosis (`StopTraining`)
 STOP_CONFIDENCE = 0.75
 #: how far facts of the run may raise a diagnosis's confidence above its findings' own
 FACT_MARGIN = 0.1
+#: the evidence (its findings' reliabilities combined) or confidence (with the facts of the
+#: run) from which a diagnosis is reported. On the first looks at the five blind sets of issue
+#: 26 (307 healthy, 92 buggy runs, `benchmarks/results/calibration_first_looks.json`), the
+#: diagnoses below it alarmed 15 healthy runs alone and caught no buggy run by an expected rule
+#: that the diagnoses above it did not catch too.
+REPORT_CONFIDENCE = 0.65
 
 JSON_FINDING_KEYS = ("rule", "step", "mode", "message", "tensors", "suggestion", "severity")
 
@@ -65,6 +80,15 @@ class Diagnosis:
     severity: str = "error"  # "error" when one of its findings is an error, else "warning"
     title: str = ""  # the cause in words ("the learning rate is too high")
     explanation: str = ""  # why the cause shows as its findings do
+    # its findings' reliabilities combined, each as direct evidence, facts aside: reported
+    # (an alert) from `REPORT_CONFIDENCE`, else a suspicion (`Diagnoses.unconfirmed`)
+    evidence: float = 1.0
+
+    @property
+    def reported(self) -> bool:
+        """Whether it is an alert, not a suspicion: its findings' evidence, or its confidence
+        (facts of the run that corroborate them), reaches `REPORT_CONFIDENCE`."""
+        return max(self.evidence, self.confidence) >= REPORT_CONFIDENCE
 
     @property
     def rules(self) -> list[str]:
@@ -102,7 +126,13 @@ class Diagnosis:
 
 
 class Diagnoses(list[Diagnosis]):
-    """What `mldbg.diagnose` returns: a list of diagnoses that shows as a table in a notebook."""
+    """What `mldbg.diagnose` returns: a list of diagnoses that shows as a table in a notebook.
+    `unconfirmed` holds the suspicions: diagnoses whose evidence is below `REPORT_CONFIDENCE`
+    (one finding of a rule that alone is wrong as often as right), not reported."""
+
+    def __init__(self, reported: Iterable[Diagnosis] = (), unconfirmed: Iterable[Diagnosis] = ()) -> None:
+        super().__init__(reported)
+        self.unconfirmed: list[Diagnosis] = list(unconfirmed)
 
     @property
     def findings(self) -> list[Finding]:
@@ -135,12 +165,24 @@ def diagnose(
         findings = list(run)
         if facts is None and trial is not None:
             facts = RunFacts.of(trial if isinstance(trial, Trial) else create_trial(trial))
-        return group(findings, facts, causes_of=rule_causes(rules))
-    from mldbg.rules.runner import check
+        return group(findings, facts, causes_of=rule_causes(rules), chosen=chosen_rules(rules))
+    from mldbg.rules.runner import run_rules
 
     opened = run if isinstance(run, Trial) else create_trial(run)  # type: ignore[arg-type]
-    findings = check(opened, rules, start_step=start_step, end_step=end_step, per_worker=per_worker)
-    return group(findings, facts if facts is not None else RunFacts.of(opened), causes_of=rule_causes(rules))
+    findings = run_rules(opened, rules, start_step=start_step, end_step=end_step, per_worker=per_worker)
+    if facts is None:
+        facts = RunFacts.of(opened) if findings else RunFacts()
+    return group(findings, facts, causes_of=rule_causes(rules), chosen=chosen_rules(rules))
+
+
+def reported(findings: Sequence[Finding], trial: Any, rules: Any = None) -> list[Finding]:
+    """Of `findings` (the rules' over `trial`, a `Trial`), those of the reported diagnoses,
+    in their order: what `mldbg.check` returns."""
+    if not findings:
+        return []
+    grouped = group(findings, RunFacts.of(trial), causes_of=rule_causes(rules), chosen=chosen_rules(rules))
+    kept = {id(f) for d in grouped for f in d.findings}
+    return [f for f in findings if id(f) in kept]
 
 
 def _findings(value: Any) -> bool:
@@ -166,10 +208,13 @@ def group(
     *,
     causes_of: Mapping[str, str] | None = None,
     catalogue: Sequence[Cause] = CAUSES,
+    chosen: Iterable[str] = (),
 ) -> Diagnoses:
     """Group `findings` into diagnoses (the steps of the module doc). `facts` are the run's
     (`RunFacts.of(trial)`); without them only the findings' rules, tensors and steps count.
-    `causes_of` maps a rule to the cause it declares (a custom rule's `cause`)."""
+    `causes_of` maps a rule to the cause it declares (a custom rule's `cause`). A diagnosis
+    with a finding of a rule in `chosen` (named by the user: `specs.chosen_rules`) is
+    reported whatever its evidence."""
     facts = facts or RunFacts()
     causes_of = dict(causes_of or {})
     order = {c.name: i for i, c in enumerate(catalogue)}
@@ -224,7 +269,9 @@ def group(
         if name in taken
     ]
     out.sort(key=lambda d: (d.severity != "error", -d.confidence, d.step))
-    return Diagnoses(out)
+    picked = set(chosen)
+    shown = [d for d in out if d.reported or any(f.rule in picked for f in d.findings)]
+    return Diagnoses(shown, [d for d in out if all(d is not s for s in shown)])
 
 
 def _opposed(a: Cause | None, b: Cause | None) -> bool:
@@ -240,7 +287,7 @@ def _diagnosis(
     direct: dict[str, float] = {}
     symptoms: dict[str, float] = {}
     for f, is_direct in evidence:
-        w = reliability(f.rule)
+        w = finding_reliability(f)
         if is_direct:
             direct[f.rule] = max(direct.get(f.rule, 0.0), w)
         else:
@@ -249,7 +296,10 @@ def _diagnosis(
         symptoms.pop(rule, None)
     # facts tell which cause; they do not make weak findings strong: the confidence stays
     # within FACT_MARGIN of what the findings alone would give, each counted as direct evidence
-    alone = _combined([reliability(r) for r in {**direct, **symptoms}])
+    own: dict[str, float] = {}  # rule -> its surest finding's reliability
+    for f, _ in evidence:
+        own[f.rule] = max(own.get(f.rule, 0.0), finding_reliability(f))
+    alone = _combined(list(own.values()))
     weights = [*direct.values(), *symptoms.values(), *(f.strength for f in facts)]
     confidence = round(min(0.99, _combined(weights), alone + FACT_MARGIN), 2)
     parts = []
@@ -275,6 +325,7 @@ def _diagnosis(
         severity="error" if any(f.severity == "error" for f in findings) else "warning",
         title=title,
         explanation=cause.explanation if cause is not None else "",
+        evidence=round(alone, 2),
     )
 
 
