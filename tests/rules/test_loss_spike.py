@@ -80,3 +80,37 @@ def test_quiet_on_cutmix_batches_whose_loss_is_heavy_tailed(tmp_path):
     assert (late > 4 * np.median(late)).sum() >= 3  # heavy-tailed: several batches 4x the level
     found = mldbg.check(str(tmp_path), rules=["loss_spike"])
     assert not found, [str(f) for f in found]
+
+
+def _replay(path, values):
+    """`values` as the training loss, one saved step each, through the recorder."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
+    for v in values:
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_scalar("loss", float(v), ("losses",))
+        rec.end_step()
+    rec.close()
+    return mldbg.check(str(path), rules=["loss_spike"])
+
+
+def test_fewer_values_never_make_the_tails_lighter(tmp_path):
+    """Student-t batch noise (3 degrees of freedom, 3% of the loss) looks normal over 100
+    values, then throws a batch 23 robust sigmas up (a 1-in-2,000 draw: 1 in 20 such runs
+    does it in its first 100 steps). With 100 values before it the run's tail is estimated,
+    with a margin for so few values, and the batch is noise; with 95 before it the tail was
+    taken as normal (the bar 20) and it fired: fewer values must not mean lighter tails. The
+    bar there stays finite: a corrupted batch 10x the loss is still a spike."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    base = 2.0 * (1 + 0.03 * rng.standard_normal(160))
+    for at in (95, 105):
+        x = base.copy()
+        x[at] = 2.0 * (1 + 0.03 * 23)
+        found = _replay(tmp_path / f"t{at}", x)
+        assert not found, (at, [str(f) for f in found])
+    x = base.copy()
+    x[95] *= 10  # a corrupted batch
+    assert fired(_replay(tmp_path / "bad", x)) == {"loss_spike": 95}
