@@ -114,3 +114,21 @@ def test_fewer_values_never_make_the_tails_lighter(tmp_path):
     x = base.copy()
     x[95] *= 10  # a corrupted batch
     assert fired(_replay(tmp_path / "bad", x)) == {"loss_spike": 95}
+
+
+def test_a_run_that_showed_heavy_tails_keeps_them(tmp_path):
+    """Batch noise of 1% whose bulk looks normal (a ratio of its quantiles measures the bulk)
+    but which has thrown one batch 15 robust sigmas up (too small a jump to report: 15% of
+    the loss): the run has shown heavy tails, and its later batch 60 sigmas up (+60%) is
+    within them. The bulk's tail alone read it as a spike; the run's own largest excursion
+    keeps the tail it showed. A smooth run's corrupted batch is still one (above)."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    x = 2.0 * (1 + 0.01 * rng.standard_normal(900))
+    x[300] = 2.0 * 1.15
+    x[700] = 2.0 * 1.6
+    found = _replay(tmp_path / "heavy", x)
+    assert not found, [str(f) for f in found]
+    x[300] = 2.0  # no excursion shown before: the same jump is a spike
+    assert fired(_replay(tmp_path / "smooth", x)) == {"loss_spike": 700}
