@@ -53,9 +53,13 @@ class LossSpike(LossSeriesRule):
     noise at the n-th value's share of the budget (`detect.spend`: 1e-3 / (n (ln 10^6 + 1))),
     under the tails the run shows (Student-t, `detect.quantile`): about 6 for normal noise,
     so `threshold` (20) decides there, and hundreds for Student-t batch noise with 3 degrees
-    of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise.
+    of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise. The
+    run's tail is the heavier of its bulk's (from 20 values on, with a margin that grows as
+    the values get fewer: fewer values never mean a lighter tail) and the one its own
+    largest excursion so far shows (rare outliers, which the bulk does not show: `_far`).
 
-    The run's tails need 100 values; before, the window's own values say how heavy they are:
+    Before 50 values (and beside the run's tail after) the window's own values say how heavy
+    the tails are:
     each earlier value of the window is the same statistic (its jump over the median of the 5
     before it, in the same robust sigmas), so the largest of them is the largest of m draws
     of the noise. The tail is taken as the lightest Student-t (normal, 30, 10, ... 1 degrees
