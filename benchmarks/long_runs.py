@@ -5,9 +5,11 @@ fast do they fire on their buggy twins?
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
         [--seeds 5] [--loss-only] [--blind]
 
-Twenty-two kinds of realistic healthy training-loss series (`KINDS`: the first nine,
+Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
-noise level 1-30% and its autocorrelation drawn per seed), each generated from a seed,
+noise level 1-30% and its autocorrelation drawn per seed; a third set of five, `THIRD_SET`,
+written the same way: upward evaluation spikes, a per-token loss over variable lengths, a
+two-phase fine-tune with a re-warm, fp16-skipped steps logged as repeats, a multi-task mixture), each generated from a seed,
 written step by step through the real recorder (`mldbg.record.Recorder`, the loss in the
 `losses` collection, saved every step) and checked with `mldbg.check` (the loss rules by
 name, `RULES`); the two kinds driven by a learning-rate schedule record it too, as the PyTorch
@@ -331,6 +333,77 @@ def unfreeze(n: int, rng: np.random.Generator) -> np.ndarray:
     return x * _batch_noise(n, rng)
 
 
+# the third set of healthy kinds (written before any rule ran on them, 2026-11-29 afternoon):
+# shapes none of the kinds above has -----------------------------------------------------------------
+def eval_spikes(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A validation loss logged into the training loss at each epoch's end (every 1-5% of the
+    run): 1-3 consecutive values 10-60% ABOVE the training loss (the generalization gap, which
+    widens over the run by up to 2x), on 2-15% batch noise."""
+    x = _decay(n, rng) * _batch_noise(n, rng, 0.02, 0.15)
+    every, width = int(n * rng.uniform(0.01, 0.05)), int(rng.integers(1, 4))
+    gap, widen = rng.uniform(0.1, 0.6), rng.uniform(1.0, 2.0)
+    for s0 in range(every, n, every):
+        x[s0 : s0 + width] *= 1 + gap * (1 + (widen - 1) * s0 / n)
+    return x
+
+
+def per_token_varlen(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A loss averaged per token over batches of variable total length (packed-free LM or ASR
+    batches): the number of tokens per batch is log-normal (spread 0.3-1.0 in log), so the
+    noise of the mean scales as 1/sqrt(tokens), 2-10% at the median length and several times
+    that on the shortest batches; short batches also sit 0-10% higher per token (less context)."""
+    tokens = np.exp(rng.uniform(0.3, 1.0) * rng.standard_normal(n))  # relative to the median
+    sd = rng.uniform(0.02, 0.1) / np.sqrt(tokens)
+    context = 1 + rng.uniform(0.0, 0.1) * np.clip(-np.log(tokens), 0, None)
+    return _decay(n, rng) * context * np.exp(sd * rng.standard_normal(n) - sd**2 / 2)
+
+
+def rewarm_finetune(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Two phases: pretraining for 30-60% of the run, then fine-tuning on new data with the
+    learning rate re-warmed over 1-5% of the run: the loss jumps UP by 10-40% within 5-50 steps
+    (a new domain), rises another 3-15% during the re-warm (the high rate forgets), then falls
+    through a cosine decay to below where the first phase ended; 1-10% batch noise."""
+    t = np.arange(n, dtype=np.float64)
+    x = _decay(n, rng)
+    at = int(n * rng.uniform(0.3, 0.6))
+    warm, shift_in = n * rng.uniform(0.01, 0.05), rng.uniform(5, 50)
+    k = t[at:] - at
+    shift = rng.uniform(0.1, 0.4) * np.minimum(k / shift_in, 1.0)
+    bump = rng.uniform(0.03, 0.15) * np.where(k < warm, k / warm, np.exp(-(k - warm) / warm))
+    fall = rng.uniform(0.3, 0.7) * (1 - np.exp(-k / (0.2 * (n - at))))
+    x[at:] = x[at] * (1 + shift + bump) * (1 - fall)
+    return x * _batch_noise(n, rng, 0.01, 0.1)
+
+
+def amp_skipped(n: int, rng: np.random.Generator) -> np.ndarray:
+    """fp16 with a dynamic loss scaler whose skipped steps log the previous value: the first
+    5-20 steps all overflow (the scale search: the initial loss repeated exactly), then one
+    overflow per growth interval (every 500-2,000 steps) and rare bursts of 2-5 in a row
+    (0.01-0.1% of steps), each an exact repeat of the value before; 2-10% batch noise."""
+    x = _decay(n, rng) * _batch_noise(n, rng, 0.02, 0.1)
+    skip = np.zeros(n, dtype=bool)
+    skip[1 : int(rng.integers(5, 21))] = True
+    interval = int(rng.integers(500, 2001))
+    skip[interval::interval] = True
+    for s0 in np.flatnonzero(rng.random(n) < rng.uniform(1e-4, 1e-3)):
+        skip[s0 : s0 + int(rng.integers(2, 6))] = True
+    skip[0] = False
+    for i in np.flatnonzero(skip):  # in order: a run of skips repeats the last real value
+        x[i] = x[i - 1]
+    return x
+
+
+def multitask_mix(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Multi-task training, one task per batch (sampled with fixed odds): 2-4 tasks whose losses
+    sit 2-10x apart and fall at their own rates, so the logged loss jumps between levels every
+    step (a multi-modal series with no single level); 2-10% noise within a task."""
+    tasks = int(rng.integers(2, 5))
+    odds = rng.dirichlet(np.ones(tasks) * 2)
+    which = rng.choice(tasks, size=n, p=odds)
+    levels = np.stack([_decay(n, rng) * rng.uniform(1, 10) for _ in range(tasks)])
+    return levels[which, np.arange(n)] * _batch_noise(n, rng, 0.02, 0.1)
+
+
 KINDS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
     "noisy": noisy,
     "heavy": heavy,
@@ -355,11 +428,18 @@ KINDS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
     "linear_decline": linear_decline,
     "grokking": grokking,
     "unfreeze": unfreeze,
+    # the third set
+    "eval_spikes": eval_spikes,
+    "per_token_varlen": per_token_varlen,
+    "rewarm_finetune": rewarm_finetune,
+    "amp_skipped": amp_skipped,
+    "multitask_mix": multitask_mix,
 }
 FIRST_SET = (
     "noisy", "heavy", "warmup_cosine", "step_schedule", "sawtooth", "plateau_drop", "gan",
     "bf16_accumulation", "ar1",
 )  # fmt: skip
+THIRD_SET = ("eval_spikes", "per_token_varlen", "rewarm_finetune", "amp_skipped", "multitask_mix")
 
 
 # buggy twins of `noisy`: (series, the step the defect begins) ------------------------------------
@@ -450,6 +530,32 @@ def jump3(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     return x * _batch_noise(n, rng), t0
 
 
+def spike_ratchet(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Unrecovered loss spikes (an unstable LM, Adam's epsilon too small): from the onset a spike
+    every 200-1,000 steps, to 1.5-3x, recovering only part of the way: each leaves the level
+    10-30% higher, so the loss ratchets up; 1-10% batch noise."""
+    x, t0 = _decay(n, rng), _onset(n, rng)
+    t = np.arange(n, dtype=np.float64)
+    factor, at = np.ones(n), t0
+    while at < n:
+        k = t[at:] - at
+        peak, keep = rng.uniform(1.5, 3.0), rng.uniform(0.1, 0.3)
+        factor[at:] *= (1 + keep) + (peak - 1 - keep) * np.exp(-k / rng.uniform(10, 50))
+        at += int(rng.integers(200, 1001))
+    return x * factor * _batch_noise(n, rng, 0.01, 0.1), t0
+
+
+def rewarm_too_high(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """A fine-tune whose re-warmed learning rate is 10x too high: from the onset the loss rises
+    over the re-warm (1-5% of the run) to 2-4x where pretraining ended and stays there, noisy
+    (the pretrained features are destroyed); 1-10% batch noise."""
+    x, t0 = _decay(n, rng), _onset(n, rng)
+    k = np.arange(n - t0, dtype=np.float64)
+    warm = n * rng.uniform(0.01, 0.05)
+    x[t0:] = x[t0] * (1 + (rng.uniform(2, 4) - 1) * np.minimum(k / warm, 1.0))
+    return x * _batch_noise(n, rng, 0.01, 0.1), t0
+
+
 BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = {
     "divergence": divergence,
     "diverge_at_once": diverge_at_once,
@@ -462,6 +568,9 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
     "chance_after_spike": chance_after_spike,
     "nan_midrun": nan_midrun,
     "jump3": jump3,
+    # the third set
+    "spike_ratchet": spike_ratchet,
+    "rewarm_too_high": rewarm_too_high,
 }
 
 

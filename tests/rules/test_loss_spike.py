@@ -80,3 +80,55 @@ def test_quiet_on_cutmix_batches_whose_loss_is_heavy_tailed(tmp_path):
     assert (late > 4 * np.median(late)).sum() >= 3  # heavy-tailed: several batches 4x the level
     found = mldbg.check(str(tmp_path), rules=["loss_spike"])
     assert not found, [str(f) for f in found]
+
+
+def _replay(path, values):
+    """`values` as the training loss, one saved step each, through the recorder."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
+    for v in values:
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_scalar("loss", float(v), ("losses",))
+        rec.end_step()
+    rec.close()
+    return mldbg.check(str(path), rules=["loss_spike"])
+
+
+def test_fewer_values_never_make_the_tails_lighter(tmp_path):
+    """Student-t batch noise (3 degrees of freedom, 3% of the loss) looks normal over 100
+    values, then throws a batch 23 robust sigmas up (a 1-in-2,000 draw: 1 in 20 such runs
+    does it in its first 100 steps). With 100 values before it the run's tail is estimated,
+    with a margin for so few values, and the batch is noise; with 95 before it the tail was
+    taken as normal (the bar 20) and it fired: fewer values must not mean lighter tails. The
+    bar there stays finite: a corrupted batch 10x the loss is still a spike."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    base = 2.0 * (1 + 0.03 * rng.standard_normal(160))
+    for at in (95, 105):
+        x = base.copy()
+        x[at] = 2.0 * (1 + 0.03 * 23)
+        found = _replay(tmp_path / f"t{at}", x)
+        assert not found, (at, [str(f) for f in found])
+    x = base.copy()
+    x[95] *= 10  # a corrupted batch
+    assert fired(_replay(tmp_path / "bad", x)) == {"loss_spike": 95}
+
+
+def test_a_run_that_showed_heavy_tails_keeps_them(tmp_path):
+    """Batch noise of 1% whose bulk looks normal (a ratio of its quantiles measures the bulk)
+    but which has thrown one batch 15 robust sigmas up (too small a jump to report: 15% of
+    the loss): the run has shown heavy tails, and its later batch 60 sigmas up (+60%) is
+    within them. The bulk's tail alone read it as a spike; the run's own largest excursion
+    keeps the tail it showed. A smooth run's corrupted batch is still one (above)."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    x = 2.0 * (1 + 0.01 * rng.standard_normal(900))
+    x[300] = 2.0 * 1.15
+    x[700] = 2.0 * 1.6
+    found = _replay(tmp_path / "heavy", x)
+    assert not found, [str(f) for f in found]
+    x[300] = 2.0  # no excursion shown before: the same jump is a spike
+    assert fired(_replay(tmp_path / "smooth", x)) == {"loss_spike": 700}

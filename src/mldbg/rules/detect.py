@@ -228,13 +228,18 @@ def _local_level(x: np.ndarray, width: int = 11) -> np.ndarray:
 
 
 def noise(
-    values: np.ndarray | list[float], floor: float = 0.0, tail_margin: float = TAIL_MARGIN
+    values: np.ndarray | list[float],
+    floor: float = 0.0,
+    tail_margin: float = TAIL_MARGIN,
+    min_tail: int = MIN_TAIL,
 ) -> Noise | None:
     """The noise model of the finite values of `values` (at most the last `HISTORY`); None
     when fewer than 4. `floor`: the least sigma (a flat series has none, and any change would
     be infinitely many sigmas: a rule floors it at a share of the level). `tail_margin`: how
     many spreads heavier than measured the tail is taken (0 for a test whose bound has slack
-    of its own: the CUSUM's)."""
+    of its own: the CUSUM's). `min_tail`: from fewer values the tail is taken as normal (a
+    test that must not take a short stretch for lighter-tailed than a longer one lowers it:
+    the margin, x sqrt(1000 / n), grows as the values get fewer)."""
     x = np.asarray(values, dtype=np.float64)[-HISTORY:]
     x = x[np.isfinite(x)]
     if len(x) < 4:
@@ -247,7 +252,7 @@ def noise(
     rho = min(max((m2 / m1) ** 2 - 1, 0.0), 0.98) if m1 > 0 else 0.0
     sigma = m1 / math.sqrt(2 * (1 - rho))
     nu = math.inf
-    if len(x) >= MIN_TAIL and sigma > 0:
+    if len(x) >= max(4, min_tail) and sigma > 0:
         r = x - _local_level(x)
         e = r[1:] - rho * r[:-1]
         a = np.abs(e - np.median(e))

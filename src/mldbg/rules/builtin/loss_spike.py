@@ -20,6 +20,7 @@ _BLOCK = 50  # the run's noise model is estimated again every this many values
 _HISTORY = 1000  # ... from at most this many values before
 # the Student-t degrees of freedom the window's own excursions are weighed against, lightest first
 _TAILS = (math.inf, 30.0, 10.0, 6.0, 4.0, 3.0, 2.0, 1.5, 1.0)
+_MIN_TAIL = 20  # values from which the run's tail is estimated (with a margin that grows as they get fewer)
 _RARE = 0.05  # a window's largest excursion beyond the max of its size at this chance: tails heavier
 
 
@@ -52,9 +53,13 @@ class LossSpike(LossSeriesRule):
     noise at the n-th value's share of the budget (`detect.spend`: 1e-3 / (n (ln 10^6 + 1))),
     under the tails the run shows (Student-t, `detect.quantile`): about 6 for normal noise,
     so `threshold` (20) decides there, and hundreds for Student-t batch noise with 3 degrees
-    of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise.
+    of freedom, where jumps of 20 robust deviations are a healthy run's everyday noise. The
+    run's tail is the heavier of its bulk's (from 20 values on, with a margin that grows as
+    the values get fewer: fewer values never mean a lighter tail) and the one its own
+    largest excursion so far shows (rare outliers, which the bulk does not show: `_far`).
 
-    The run's tails need 100 values; before, the window's own values say how heavy they are:
+    Before 50 values (and beside the run's tail after) the window's own values say how heavy
+    the tails are:
     each earlier value of the window is the same statistic (its jump over the median of the 5
     before it, in the same robust sigmas), so the largest of them is the largest of m draws
     of the noise. The tail is taken as the lightest Student-t (normal, 30, 10, ... 1 degrees
@@ -90,8 +95,9 @@ class LossSpike(LossSeriesRule):
 
     def reset(self) -> None:
         super().reset()
-        # (name, mode), j -> the noise model of the values before index j (they do not change)
-        self._models: dict[tuple[tuple[str, str], int], detect.Noise | None] = {}
+        # (name, mode), j -> the noise model of the values before index j and the tail their
+        # largest excursions show (they do not change)
+        self._models: dict[tuple[tuple[str, str], int], tuple[detect.Noise, float] | None] = {}
 
     def _judges(self, mode: Mode) -> bool:
         return self.mode is None or Mode.parse(self.mode) == mode
@@ -146,18 +152,42 @@ class LossSpike(LossSeriesRule):
         scale, nu, count = near, window_nu(excursions), len(recent)
         j = (n - 1) // _BLOCK * _BLOCK
         if j >= _BLOCK:
-            far = self._models.get((key, j))
-            if far is None:
-                far = self._models[(key, j)] = detect.noise(
-                    np.asarray(values[max(0, j - _HISTORY) : j], dtype=np.float64)
-                )
+            if (key, j) not in self._models:
+                self._models[(key, j)] = self._far(values, j)
+            far = self._models[(key, j)]
             if far is not None:  # the run's noise: its tails, and how far correlated noise wanders
-                scale, nu, count = max(near, far.sigma), min(nu, far.nu), far.n
+                model, seen = far
+                scale, nu, count = max(near, model.sigma), min(nu, model.nu, seen), model.n
         z = jump / scale
         bar = max(self.threshold, detect.quantile(detect.spend(n), nu))
         if not z > bar:
             return None
         return value, level, z, jump, count, bar
+
+    def _far(self, values: Sequence[float], j: int) -> tuple[detect.Noise, float] | None:
+        """The run's noise before index `j` (`detect.noise` over up to `_HISTORY` values), and
+        the tail its own largest excursions show (`window_nu` over every value of that stretch
+        after `warmup`: each one's jump over the median of the 5 before it, in the model's
+        sigmas). The model's tail comes from the bulk (a ratio of quantiles of 90% and 50%),
+        which rare outliers do not move (hard batches at 0.2-1% of the steps, an LM's outlier
+        batches at 0.01%), and from fewer than 100 values it is taken as normal; the largest
+        excursion of the stretch is what the run has shown it does: its next jump as large is
+        not rarer than that. From 20 values on the bulk's tail is estimated too, with its
+        margin (x sqrt(1000 / n): fewer values, a heavier tail taken), so that 50-99 values are
+        not taken as lighter-tailed than 100 (`detect.MIN_TAIL`, where the model alone would
+        start to estimate it: Student-t noise with 3 degrees of freedom has normal-looking
+        stretches of 100 values, and then a 23-sigma batch)."""
+        x = np.asarray(values[max(0, j - _HISTORY) : j], dtype=np.float64)
+        model = detect.noise(x, min_tail=_MIN_TAIL)
+        if model is None:
+            return None
+        lo = max(5, max(1, self.warmup) - max(0, j - _HISTORY))
+        if len(x) <= lo:
+            return model, math.inf
+        level = trailing_median(x, 5)[lo:]
+        jumps = (x[lo:] - level) / model.sigma
+        jumps = jumps[np.isfinite(jumps)]
+        return model, window_nu(jumps.tolist())
 
     def _screens(self) -> bool:
         return min(self.window, self.warmup) >= 5  # windows shorter than the level's: check() only
