@@ -61,3 +61,18 @@ def test_one_corrupted_batch_is_listed_as_a_suspicion_not_an_alert(tmp_path):
     train(constant, steps=20, init="constant", default_hook=True)
     found = [f for f in mldbg.check(str(constant)) if f.rule == "poor_weight_initialization"]
     assert found and found[0].reliability is not None and found[0].reliability >= REPORT_CONFIDENCE
+
+
+def test_a_watcher_holds_a_suspicion_and_delivers_nothing_for_it(tmp_path):
+    """`mldbg watch` and the actions see what `mldbg check` reports: the lone loss spike of one
+    corrupted batch is held (`Watcher.held`), never printed as a finding nor delivered."""
+    from mldbg.watch.watcher import Watcher
+
+    run = tmp_path / "spike"
+    train(run, steps=100, spike_at=30, optimizer="adam", default_hook=True)
+    delivered: list[Finding] = []
+    watcher = Watcher(str(run), on_finding=delivered.append, state=False, wait_timeout=30)
+    watcher.run()
+    assert "loss_spike" in {f.rule for f in watcher.held}
+    assert "loss_spike" not in {f.rule for f in delivered} | {f.rule for f in watcher.findings}
+    assert {f.rule for f in delivered} == {f.rule for f in mldbg.check(str(run))}

@@ -60,17 +60,16 @@ def diagnoses_of(findings: list[Any], trial: Any, specs: Any = None) -> list[Any
     )
 
 
-def echo_unconfirmed(suspicions: list[Any]) -> None:
-    """The suspicions (`Diagnoses.unconfirmed`: one finding of a rule that alone is wrong as
-    often as right) on stderr, one line each: listed, not counted."""
-    for d in suspicions:
-        for f in d.findings:
-            where = f"step {f.step}" + (f" ({f.mode})" if f.mode else "")
-            click.echo(
-                f"mldbg check: unconfirmed (a lone finding of a rule below the reporting bar, not "
-                f"counted): [{f.rule}] {where}: {f.message}",
-                err=True,
-            )
+def echo_unconfirmed(suspicions: list[Any], command: str = "check") -> None:
+    """The findings of suspicions (`Diagnoses.unconfirmed`: one finding of a rule that alone is
+    wrong as often as right) on stderr, one line each: listed, not counted."""
+    for f in suspicions:
+        where = f"step {f.step}" + (f" ({f.mode})" if f.mode else "")
+        click.echo(
+            f"mldbg {command}: unconfirmed (a lone finding of a rule below the reporting bar, not "
+            f"counted): [{f.rule}] {where}: {f.message}",
+            err=True,
+        )
 
 
 def echo_diagnosis(diagnosis: Any, as_json: bool, **extra: Any) -> None:
@@ -222,7 +221,7 @@ def check(
             if i and not as_json:
                 click.echo("")
             echo_diagnosis(d, as_json)
-    echo_unconfirmed(getattr(diagnoses, "unconfirmed", []))
+    echo_unconfirmed([f for d in getattr(diagnoses, "unconfirmed", []) for f in d.findings])
     unchecked = runner.unchecked
     for name, why in unchecked.items():  # each said, with its counts: never silent
         echo_unchecked(name, why, as_json)

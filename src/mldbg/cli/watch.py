@@ -148,8 +148,9 @@ def printer(as_json: bool) -> Callable[[Any], None]:
 def echo_diagnoses(watcher: Any, as_json: bool) -> None:
     """After the final pass: the watcher's findings grouped into diagnoses (the per-finding
     lines came as they were found), one block or JSON object per diagnosis."""
-    from mldbg.cli.check import diagnoses_of, echo_diagnosis
+    from mldbg.cli.check import diagnoses_of, echo_diagnosis, echo_unconfirmed
 
+    echo_unconfirmed(watcher.held, "watch")
     if not watcher.findings:
         return
     diagnoses = diagnoses_of(list(watcher.findings), watcher.trial, watcher.rules)

@@ -77,9 +77,13 @@ class Watcher:
         wait_timeout: float | None = None,
         per_worker: bool = False,
     ):
-        from mldbg.rules.specs import resolve_rules
+        from mldbg.rules.specs import chosen_rules, resolve_rules
 
         self.rules: list[Rule] = list(resolve_rules(rules))  # a wrong name fails now, not later
+        self._chosen = chosen_rules(rules)  # named by the user: reported whatever their evidence
+        # suspicions: findings of diagnoses below the reporting bar, held until a later finding
+        # corroborates them (`mldbg.rules.diagnosis.REPORT_CONFIDENCE`); never delivered alone
+        self.held: list[Finding] = []
         # stop first: the sooner the request is written, the fewer steps run past the problem
         self.actions: list[Action] = sorted(
             resolve_actions(actions), key=lambda a: not isinstance(a, StopTraining)
@@ -200,8 +204,27 @@ class Watcher:
                 if final:
                     self.ended = True
         self._report_warnings(caught)
-        self._handle(found)
+        self._handle(self._confirmed(found))
         return new_records
+
+    def _confirmed(self, found: list[Finding]) -> list[Finding]:
+        """Of the new findings and the suspicions held so far, those of reported diagnoses
+        (judged with every finding this watcher reported before, as `mldbg.check` judges a
+        finished run); the others are held. Regrouped only when something new was found."""
+        if not found:
+            return []
+        from mldbg.rules.diagnosis import RunFacts, group, rule_causes
+
+        pending = self.held + found
+        grouped = group(
+            [*self.findings, *pending],
+            RunFacts.of(self.trial),
+            causes_of=rule_causes(self.rules),
+            chosen=self._chosen,
+        )
+        kept = {id(f) for d in grouped for f in d.findings}
+        self.held = [f for f in pending if id(f) not in kept]
+        return [f for f in pending if id(f) in kept]
 
     def _after_replacement(self) -> None:
         """The run was replaced by a new one (a restart with `overwrite=True`) and the trial
