@@ -175,14 +175,17 @@ class ExplodingTensor(Rule):
                 continue
             found = columns.values(name) if n <= _FEW_RECORDS else None
             # `values` is None unless every record holds its raw value of one shape and dtype
-            kind = None if found is None else found[1].dtype
-            if kind is None or not (kind.kind in "biu" or (kind.kind == "f" and kind.itemsize <= 8)):
+            if found is None:
+                rest.append(name)
+                continue
+            saved, values = found
+            kind = values.dtype
+            if not (kind.kind in "biu" or (kind.kind == "f" and kind.itemsize <= 8)):
                 rest.append(name)
                 continue
             if kind.kind != "f":
                 continue  # integers and booleans: always finite
-            values = found[1]
-            have.append(found[0])
+            have.append(saved)
             flat.append(values.reshape(-1))
             count.append(len(values))
             width.append(values[0].size)
