@@ -120,3 +120,46 @@ def test_many_small_tensors_are_read_together_as_one_at_a_time_would(tmp_path):
     together = trial.stacked_many({n: columns.tensor(n)._pick for n in names}, 8)
     assert set(together) == set(names)
     assert not trial.stacked_many({names[0]: columns.tensor(names[0])._pick}, 4)  # too large: left out
+
+
+@pytest.mark.parametrize("bad", [None, "nan", "inf"])
+def test_many_small_tensors_judged_together_find_what_the_reference_finds(tmp_path, bad, monkeypatch):
+    """exploding_tensor over more than 256 small tensors judges the raw ones together
+    (`_raw_together`): scalars, float16 and float64 vectors, integers, a tensor of more
+    records than it takes and one of statistics only: a NaN or inf in one value of one of
+    them is found at the step the reference path finds it, and none is found where none is."""
+    from mldbg.rules.builtin import exploding_tensor as module
+
+    rec = Recorder(str(tmp_path / "run"), save_config=SaveConfig(save_interval=1))
+    rng = np.random.default_rng(3)
+    for step in range(6):
+        rec.start_step()
+        for i in range(300):
+            if (i + step) % 5:  # not every name at every step
+                rec.save_scalar(f"metric/{i:03d}", float(rng.standard_normal()))
+        vec = rng.standard_normal(4)
+        if bad and step == 4:
+            vec[2] = np.nan if bad == "nan" else np.inf
+        rec.save_tensor("vec16", vec.astype(np.float16), collections=("metrics",))
+        rec.save_tensor("vec64", rng.standard_normal((2, 3)), collections=("metrics",))
+        rec.save_tensor("ints", np.arange(3, dtype=np.int64) + step, collections=("metrics",))
+        rec.end_step()
+    for step in range(6, 80):  # one tensor of more records than `_FEW_RECORDS`
+        rec.start_step()
+        rec.save_scalar("long", float(step))
+        rec.end_step()
+    rec.close()
+    taken = []
+    together = module.ExplodingTensor._raw_together
+
+    def spied(*args):
+        rest = together(*args)
+        taken.append((len(args[1]), len(rest)))
+        return rest
+
+    monkeypatch.setattr(module.ExplodingTensor, "_raw_together", staticmethod(spied))
+    fast = _run(tmp_path / "run", ["exploding_tensor"])
+    reference = _run(tmp_path / "run", ["exploding_tensor"], columns=False)
+    assert taken and any(rest < n for n, rest in taken)  # the tensors were judged together
+    assert fast == reference
+    assert [(rule, step) for rule, step, _ in fast] == ([("exploding_tensor", 4)] if bad else [])

@@ -130,3 +130,43 @@ def test_large_saved_statistics_are_not_held_from_the_opening(tmp_path, monkeypa
     for key, col in want_columns.items():
         np.testing.assert_array_equal(columns.statistic(key), col)
     assert [(r.step, dict(r.statistics), dict(r.reductions)) for r in trial.records("w")] == want
+
+
+def _write_workers(out: str, rank: int, world_size: int, names: int) -> None:
+    rec = Recorder(
+        out,
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_workers="all",
+        rank=rank,
+        world_size=world_size,
+    )
+    for step in range(3):
+        rec.start_step(mldbg.Mode.TRAIN)
+        for i in range(names):
+            rec.save_scalar(f"m{i:02d}", float(step + rank))
+        rec.end_step()
+    rec.close()
+
+
+def test_the_worker_column_of_one_worker_and_of_two(tmp_path):
+    """Each record's worker id, gathered one tensor at a time (few tensors) or for all of them
+    together (many): zeros for a run of one worker (not gathered), the writer's id for a run
+    of two, written one after the other."""
+    for names in (3, 20):  # `_append`, `_gather_pending`
+        one = str(tmp_path / f"one{names}")
+        _write_workers(one, 0, 1, names)
+        trial = mldbg.create_trial(one)
+        for i in range(names):
+            records = trial.records(f"m{i:02d}")
+            assert records.worker.dtype == np.int64 and records.worker.tolist() == [0, 0, 0]
+        two = str(tmp_path / f"two{names}")
+        _write_workers(two, 1, 2, names)  # worker_1 first
+        _write_workers(two, 0, 2, names)
+        trial = mldbg.create_trial(two)
+        for i in range(names):
+            records = trial.records(f"m{i:02d}")
+            got = [
+                (records.workers[w], float(trial.read(records[k])))
+                for k, w in enumerate(records.worker.tolist())
+            ]
+            assert sorted(got) == sorted((f"worker_{r}", float(s + r)) for r in (0, 1) for s in range(3))

@@ -111,11 +111,18 @@ def _list_rules() -> None:
         click.echo(f"{name}{flag}\n    {doc}\n    parameters: {params or 'none'}")
 
 
-def _in_range(steps: list[int], start_step: int | None, end_step: int | None) -> int:
-    """How many of `steps` --start-step and --end-step select."""
-    lo = 0 if start_step is None else bisect.bisect_left(steps, start_step)  # `steps` is sorted
+def _in_range(steps: Any, start_step: int | None, end_step: int | None) -> int:
+    """How many of `steps` (sorted: a list, or an array) --start-step and --end-step select."""
+    lo = 0 if start_step is None else bisect.bisect_left(steps, start_step)
     hi = len(steps) if end_step is None else bisect.bisect_left(steps, end_step)
     return max(0, hi - lo)
+
+
+def _steps(trial: Any) -> Any:
+    """The run's global steps, sorted, as the columns' shared array (no list of 10^6 ints)."""
+    from mldbg.trial.columns import Columns
+
+    return Columns.of(trial).steps()
 
 
 def _check_range(trial: Any, start_step: int | None, end_step: int | None) -> None:
@@ -126,13 +133,13 @@ def _check_range(trial: Any, start_step: int | None, end_step: int | None) -> No
             f"--end-step {end_step} is not after --start-step {start_step}: the steps checked are "
             "start <= step < end"
         )
-    steps = trial.steps()
-    if steps and not _in_range(steps, start_step, end_step) and trial.loaded_all_steps:
+    steps = _steps(trial)
+    if len(steps) and not _in_range(steps, start_step, end_step) and trial.loaded_all_steps:
         given = " ".join(
             f"--{k}-step {v}" for k, v in (("start", start_step), ("end", end_step)) if v is not None
         )
         raise InvalidConfig(
-            f"{given} selects no step of {trial.path}: its steps are {steps[0]}..{steps[-1]} (global steps)"
+            f"{given} selects no step of {trial.path}: its steps are {int(steps[0])}..{int(steps[-1])} (global steps)"
         )
 
 
@@ -244,7 +251,7 @@ def check(
         split = getattr(runner, "runners", None)  # the workers checked on their own
         warnings = sum(f.severity != "error" for f in findings)
         causes = f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'}; " if diagnoses else ""
-        steps = _in_range(trial.steps(), start_step, end_step)
+        steps = _in_range(_steps(trial), start_step, end_step)
         shown = [s for s in skips if s.kind != "framework"] if not (verbose or specs) else []
         where = f"over {steps} step{'s' if steps != 1 else ''} of {path}"
         if split:

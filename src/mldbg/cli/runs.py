@@ -45,7 +45,7 @@ def open_run(path: str, on_corrupt: str = "raise") -> Trial:
 
     check_run_path(path)
     trial = create_trial(path, on_corrupt=on_corrupt)
-    if trial.steps() or trial.workers():
+    if trial.workers() or trial.steps():  # the workers first: no list of every step
         return trial
     refuse_folder_of_runs(path)
     raise RunNotFound(

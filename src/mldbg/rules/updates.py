@@ -21,7 +21,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.errors import MldbgError
-from mldbg.rules.columns import Over
+from mldbg.rules.columns import Over, present_rows
 from mldbg.rules.losses import LEARNING_RATE as LEARNING_RATE_RECORD
 from mldbg.rules.stats import trend_z
 from mldbg.rules.view import TrialView
@@ -49,43 +49,94 @@ _MOTION: weakref.WeakKeyDictionary[TrialView, _Motion] = weakref.WeakKeyDictiona
 
 class _Motion:
     """Per saved training step where the hook measured a parameter's change (`delta_l2`):
-    its mode step, and whether any parameter moved there. Grown as the run grows."""
+    its global step, and whether any parameter moved there (and whether that was `held`),
+    as arrays grown as the run grows; and the steps where the optimizer's learning rate was
+    recorded, kept until one of its records is added. `held_at` reads them in one binary
+    search per call: nothing is rebuilt per call (per step, that was O(run) each)."""
 
     def __init__(self) -> None:
-        self.covered = 0  # training steps of the trial looked at
-        self.steps: list[int] = []  # global steps with a measured change
-        self.held: list[bool] = []  # there: `held`
-        self.still: list[bool] = []  # there: no parameter moved
-        self.last: int | None = None  # the mode step of the last move (at first: of the first step)
+        self.covered = 0  # the run's global steps (`columns.steps()`) looked at
+        self.steps = np.zeros(0, dtype=np.int64)  # global training steps with a measured change
+        self.held = np.zeros(0, dtype=bool)  # there: `held`
+        self.still = np.zeros(0, dtype=bool)  # there: no parameter moved
+        self.last: int | None = None  # the mode step of the last move (at first: of the first training step)
         self.gap: int | None = None  # the longest interval between two moves so far
         self.per_update = False  # the hook's training steps are optimizer steps (`_steps_are_updates`)
+        # (the learning-rate records' names and how many steps each has) -> their steps, merged
+        self._stepped: tuple[tuple[tuple[str, int], ...], np.ndarray] | None = None
 
     def extend(self, trial: TrialView) -> None:
-        train = trial.steps(Mode.TRAIN)
-        if len(train) <= self.covered:
+        """Take in the run's global steps loaded since the last call: of its training steps,
+        those where a weight or bias has a measured change (a binary search of each
+        parameter's own steps, then its statistics at those steps only)."""
+        every = trial.columns.steps()
+        if len(every) <= self.covered:
             return
-        new = np.asarray(train[self.covered :], dtype=np.int64)
+        fresh = every[self.covered :]
+        self.covered = len(every)
+        modes, mode_steps = trial.columns.modes(fresh)
+        train = modes == int(Mode.TRAIN)
+        if not train.any():
+            return
+        new, new_at = fresh[train], mode_steps[train]
         if self.last is None:
-            self.last = trial.mode_step(int(new[0]))
-        self.covered = len(train)
+            self.last = int(new_at[0])
+        names = trial.names(("weights", "biases"))
+        saved = np.zeros(len(new), dtype=bool)  # a parameter has a record there
+        for name in names:
+            saved[present_rows(trial, name, new)] = True
+        rows = np.flatnonzero(saved)
+        if not len(rows):
+            return
+        new, new_at = new[rows], new_at[rows]
         known = np.zeros(len(new), dtype=bool)
         moved = np.zeros(len(new), dtype=bool)
-        for name in trial.names(("weights", "biases")):
+        for name in names:
             over = Over(trial, name, new)
             delta = over.stat("delta_l2")
             ok = over.present & (over.mode == int(Mode.TRAIN)) & np.isfinite(delta)
             known |= ok
             moved |= ok & (np.nan_to_num(delta) > 0)
-        for k in np.flatnonzero(known).tolist():
-            at = trial.mode_step(int(new[k]))
-            self.steps.append(int(new[k]))
-            self.still.append(not moved[k])
-            if moved[k]:
-                self.gap = max(self.gap or 0, at - self.last)
-                self.last = at
-                self.held.append(False)
-            else:
-                self.held.append(at - self.last < (self.gap or ACCUMULATION_MAX))
+        keep = np.flatnonzero(known)
+        if not len(keep):
+            return
+        at, move = new_at[keep].astype(np.int64), moved[keep]
+        # the model's moves in order: each one's interval from the move before it (the first
+        # from `last`), and the longest interval up to it; a still step is held while it is
+        # closer to the move before it than the longest interval so far (`ACCUMULATION_MAX`
+        # before any interval)
+        moves = at[move]
+        before = np.concatenate(([self.last], moves[:-1])) if len(moves) else moves
+        longest = np.maximum.accumulate(moves - before) if len(moves) else moves
+        if self.gap is not None and len(longest):
+            longest = np.maximum(longest, self.gap)
+        k = np.cumsum(move) - 1  # the last move at or before each step (-1: none in this batch)
+        prev = np.where(k >= 0, moves[np.maximum(k, 0)] if len(moves) else 0, self.last)
+        if len(moves):
+            limit = np.where(k >= 0, longest[np.maximum(k, 0)], self.gap or 0)
+        else:
+            limit = np.full(len(at), self.gap or 0, dtype=np.int64)
+        limit = np.where(limit > 0, limit, ACCUMULATION_MAX)  # `gap or ACCUMULATION_MAX`
+        held = ~move & (at - prev < limit)
+        if len(moves):
+            self.gap = int(longest[-1])
+            self.last = int(moves[-1])
+        self.steps = np.concatenate((self.steps, new[keep]))
+        self.still = np.concatenate((self.still, ~move))
+        self.held = np.concatenate((self.held, held))
+
+    def stepped(self, trial: TrialView, rates: list[str]) -> np.ndarray:
+        """The global steps where a learning rate (`rates`, its records) was recorded, merged;
+        merged again only when a record was added."""
+        cols = [trial.columns.tensor(n) for n in rates]
+        key = tuple((n, -1 if c is None else len(c.steps)) for n, c in zip(rates, cols, strict=True))
+        if self._stepped is None or self._stepped[0] != key:
+            found = [c.steps for c in cols if c is not None and len(c.steps)]
+            merged = (
+                np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+            )
+            self._stepped = (key, merged)
+        return self._stepped[1]
 
 
 def _steps_are_updates(trial: TrialView) -> bool:
@@ -140,20 +191,19 @@ def held_at(trial: TrialView, steps: np.ndarray) -> np.ndarray:
     if (motion.per_update and not rates) or not len(steps):
         return out
     motion.extend(trial)
-    if not motion.steps:
+    if not len(motion.steps):
         return out
-    known = np.asarray(motion.steps, dtype=np.int64)
+    known = motion.steps
     at = np.minimum(np.searchsorted(known, steps), len(known) - 1)
     if not rates:
-        return (known[at] == steps) & np.asarray(motion.held, dtype=bool)[at]
+        return (known[at] == steps) & motion.held[at]
     # PyTorch's hook records the learning rate at each statistics step where an optimizer
     # stepped: a step where nothing moved and no optimizer stepped over the interval its
     # change is measured from (the previous measured step up to it) applied no update
-    stepped = np.unique(np.concatenate([np.asarray(trial.tensor(n).steps(), dtype=np.int64) for n in rates]))
-    still = np.asarray(motion.still, dtype=bool)
+    stepped = motion.stepped(trial, rates)
     since = np.where(at > 0, known[np.maximum(at - 1, 0)], -1)
     none = np.searchsorted(stepped, steps, side="left") == np.searchsorted(stepped, since, side="left")
-    return (known[at] == steps) & still[at] & (since >= 0) & none
+    return (known[at] == steps) & motion.still[at] & (since >= 0) & none
 
 
 def idle_tail(trial: TrialView) -> tuple[int, int, int] | None:
@@ -165,9 +215,9 @@ def idle_tail(trial: TrialView) -> tuple[int, int, int] | None:
         return None
     held_at(trial, np.zeros(1, dtype=np.int64))  # the run's motion, read up to now
     motion = _MOTION.get(trial)
-    if motion is None or not motion.steps:
+    if motion is None or not len(motion.steps):
         return None
-    known = np.asarray(motion.steps, dtype=np.int64)
+    known = motion.steps
     idle = held_at(trial, known)
     if not idle[-1]:
         return None

@@ -26,6 +26,12 @@ _PROBES = (
     ("variance", False),
 )
 
+#: with more tensors than this, those of at most `_FEW_RECORDS` records that all hold their raw
+#: value (a run of 100,000 scalar names) are judged together (`_raw_together`), not one by one
+_MANY_TENSORS = 256
+_FEW_RECORDS = 64
+_CHUNK = 1 << 22  # values judged per pass of `_raw_together`
+
 
 def nonfinite(
     view: TrialView, name: str, step: int, probes: dict[str, tuple[str, bool]] | None = None
@@ -98,7 +104,10 @@ class ExplodingTensor(Rule):
         if None in self._fired:  # reported already (once per run): nothing more to find
             return len(steps)
         interesting = np.zeros(len(steps), dtype=bool)
-        for name in selected_all(trial, self.collection_names, self.tensor_regex, None):
+        names = selected_all(trial, self.collection_names, self.tensor_regex, None)
+        if len(names) > _MANY_TENSORS and len(steps):
+            names = self._raw_together(trial, names, steps, interesting)
+        for name in names:
             # judged at the steps where it has a record only (a gradient saved at 10^4 of
             # 10^6 steps: arrays of 10^4, not 10^6, per statistic)
             rows = present_rows(trial, name, steps)
@@ -120,6 +129,72 @@ class ExplodingTensor(Rule):
                 bad |= self._raw_nonfinite(trial, name, at, over.raw)
             interesting[rows] |= bad
         return quiet_prefix(interesting)
+
+    @staticmethod
+    def _raw_together(
+        trial: TrialView, names: list[str], steps: np.ndarray, interesting: np.ndarray
+    ) -> list[str]:
+        """Judge together the tensors of `names` with at most `_FEW_RECORDS` records, all
+        holding their raw value, of a real or integer dtype (`Columns.values`, read together
+        for many tensors): `interesting` is set at the steps where one holds a NaN or an inf,
+        as the loop over tensors judges them (a raw record is judged by its value alone, as
+        float64). Returns the names left to that loop. A tensor with no record among `steps`
+        is left out, as the loop leaves it."""
+        columns = trial.columns
+        lo, hi = int(steps[0]), int(steps[-1])
+        rest: list[str] = []
+        have: list[np.ndarray] = []  # per tensor judged: its steps,
+        flat: list[np.ndarray] = []  # its values, flat,
+        count: list[int] = []  # its records' number,
+        width: list[int] = []  # and each one's number of values
+        size = 0
+
+        def judge() -> None:
+            if not have:
+                return
+            nonfinite = ~np.isfinite(np.concatenate(flat, dtype=np.float64))
+            upto = np.concatenate(([0], np.cumsum(nonfinite, dtype=np.int64)))
+            k = np.repeat(np.asarray(width, dtype=np.int64), count)  # per record
+            start = np.concatenate(([0], np.cumsum(k)[:-1])).astype(np.int64)
+            bad = upto[start + k] > upto[start]
+            at = np.concatenate(have)[bad]
+            pos = np.searchsorted(steps, at)
+            inside = pos < len(steps)
+            pos, at = pos[inside], at[inside]
+            interesting[pos[steps[pos] == at]] = True
+            for done in (have, flat, count, width):
+                done.clear()
+
+        for name in names:
+            cols = columns.tensor(name)
+            if cols is None:
+                continue
+            own = cols.steps
+            n = len(own)
+            if not n or own.item(0) > hi or own.item(n - 1) < lo:
+                continue
+            found = columns.values(name) if n <= _FEW_RECORDS else None
+            # `values` is None unless every record holds its raw value of one shape and dtype
+            if found is None:
+                rest.append(name)
+                continue
+            saved, values = found
+            kind = values.dtype
+            if not (kind.kind in "biu" or (kind.kind == "f" and kind.itemsize <= 8)):
+                rest.append(name)
+                continue
+            if kind.kind != "f":
+                continue  # integers and booleans: always finite
+            have.append(saved)
+            flat.append(values.reshape(-1))
+            count.append(len(values))
+            width.append(values[0].size)
+            size += values.size
+            if size > _CHUNK:
+                judge()
+                size = 0
+        judge()
+        return rest
 
     @staticmethod
     def _raw_nonfinite(trial: TrialView, name: str, steps: np.ndarray, raw: np.ndarray) -> np.ndarray:

@@ -120,7 +120,10 @@ class NotNormalizedData(Rule):
         todo = [n for n in names if n not in self._checked]
         if not todo:
             return len(steps)
-        if self.channel is not None or not len(steps) or not trial.steps(Mode.TRAIN):
+        if self.channel is not None or not len(steps):
+            return 0
+        every = trial.columns.steps()
+        if not (trial.columns.modes(every)[0] == int(Mode.TRAIN)).any():  # no training step yet
             return 0
         modes, _ = trial.columns.modes(steps)
         train = modes == int(Mode.TRAIN)  # check() passes over the other modes' steps

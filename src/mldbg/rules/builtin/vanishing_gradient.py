@@ -26,9 +26,10 @@ def loss_scale(trial: TrialView) -> float | None:
     gradients with it. None while no training loss is saved (the unit is then 1)."""
     firsts = []
     for name in trial.names("losses"):
-        train = trial.tensor(name).steps(Mode.TRAIN)
-        if train:
-            firsts.append((train[0], name))
+        # its first training step (`tensor.steps(Mode.TRAIN)[0]`), without a list of them all
+        train = trial.trial.records(name, mode=Mode.TRAIN).mode_step
+        if len(train):
+            firsts.append((int(train.min()), name))
     if not firsts:
         return None
     first = min(at for at, _ in firsts)
