@@ -167,3 +167,46 @@ def test_binomial_tail():
     assert binomial_tail(0, 20, 0.3) == pytest.approx(0.7**20)
     assert binomial_tail(3, 10, 0.5) == pytest.approx(176 / 1024)
     assert binomial_tail(10, 10, 0.3) == 1.0
+
+
+# -- per-step targets of a sequence model (blind6: sketch-RNN's pen states) -------------------------
+
+
+def test_quiet_on_per_step_targets_of_a_sequence_model(tmp_path):
+    """A GRU reads (batch, steps, 5) float frames and predicts a 3-way state per step (the pen
+    of a stroke decoder: 90% "down", the rest at random steps, unpredictable from the input), the
+    targets flattened to (batch x steps,): their frequencies are those of the steps, not of a
+    data set's samples. The same labels one per sample of a classifier of (batch, 5) rows are
+    imbalanced labels the model ignores, and fire."""
+    import torch
+    from torch import nn
+
+    g = torch.Generator().manual_seed(0)
+    steps = 24
+
+    def frames(batch):
+        x = torch.randn(batch, steps, 5, generator=g)
+        u = torch.rand(batch, steps, generator=g)
+        y = (u > 0.9).long() + (u > 0.975).long()  # 90% class 0, 7.5% class 1, 2.5% class 2
+        return x, y
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(5, 16, batch_first=True)
+            self.pen = nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.pen(self.gru(x)[0]).reshape(-1, 3)
+
+    data = [frames(16) for _ in range(30)]
+    torch.manual_seed(0)
+    _train(tmp_path / "seq", Decoder(), nn.CrossEntropyLoss(), [(x, y.reshape(-1)) for x, y in data], lr=0.01,
+           optimizer="adam")  # fmt: skip
+    assert mldbg.check(str(tmp_path / "seq"), rules=["class_imbalance"]) == []
+    torch.manual_seed(0)
+    flat = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 3))
+    _train(tmp_path / "rows", flat, nn.CrossEntropyLoss(), [(x.reshape(-1, 5), y.reshape(-1)) for x, y in data],
+           lr=0.01, optimizer="adam")  # fmt: skip
+    found = mldbg.check(str(tmp_path / "rows"), rules=["class_imbalance"])
+    assert [f.rule for f in found] == ["class_imbalance"], found

@@ -187,3 +187,51 @@ def test_a_step_with_only_no_grad_forwards_records_their_inputs(tmp_path):
     last = max(view.trial.steps())
     assert len(view.statistic("model_input_0", last, "sample_fingerprints")) == 8
     assert view.statistic("model_output_0", last, "mean") is not None
+
+
+def test_evolution_strategies_evaluate_one_batch_many_times_and_are_quiet(tmp_path):
+    """OpenAI-style evolution strategies (blind6): each iteration scores antithetic perturbations
+    of the weights on one batch under `torch.no_grad()`, hands the estimated gradient to Adam
+    through `.grad`, and scores the update on the same batch again; no backward. The hook's
+    TRAIN step (an optimizer step) records a batch no gradient came from (`no_grad_input/model`):
+    the next step opens with the last one's batch again, then a new one, which read as samples
+    recurring within an epoch before."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2))
+    params = list(policy.parameters())
+    opt = torch.optim.Adam(params, lr=0.03)
+    hook = mldbg.torch.Hook(str(tmp_path))
+    hook.register_module(policy)
+
+    def score(batch: torch.Tensor) -> float:
+        with torch.no_grad():
+            return -policy(batch.clone()).pow(2).mean().item()
+
+    for _ in range(12):
+        batch = torch.randn(8, 6, generator=g)
+        flat = nn.utils.parameters_to_vector(params).detach()
+        eps = torch.randn(4, flat.numel(), generator=g)
+        returns = []
+        for k in range(8):
+            nn.utils.vector_to_parameters(flat + 0.1 * (eps[k // 2] if k % 2 == 0 else -eps[k // 2]), params)
+            returns.append(score(batch))
+        r = torch.tensor(returns)
+        grad = ((r[0::2] - r[1::2])[:, None] * eps).sum(0) / (8 * 0.1)
+        nn.utils.vector_to_parameters(flat, params)
+        opt.zero_grad()
+        offset = 0
+        for p in params:
+            p.grad = -grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+        opt.step()
+        score(batch)  # the update scored on the same batch
+    hook.close()
+    trial = mldbg.create_trial(str(tmp_path))
+    assert any(n.startswith("no_grad_input/") for n in trial.tensor_names()), trial.tensor_names()
+    assert mldbg.check(str(tmp_path), rules=["duplicate_batches"]) == []

@@ -433,12 +433,17 @@ class Hook(StepEnds, Adapter):
         step, `same_input/<model>` (1) at a statistics step whose first input is the very tensor
         of the previous TRAIN step's recorded forward, alive and not written since (its
         `_version`: a static buffer refilled in place holds a new batch): the script trained on
-        its batch again (IMLE's inner steps, data echoing), no loader served it again."""
+        its batch again (IMLE's inner steps, data echoing), no loader served it again; and
+        `no_grad_input/<model>` (1) at a statistics step whose recorded forward is a held one:
+        no forward of the model ran with gradients in it, so no gradient came from its batch
+        (evolution strategies score perturbed weights on one batch, no backward)."""
         rec = self.recorder
         if not end:
             self._loss.tokens(args, kwargs, module, again=again)
             m.outputs_due = True
         stats = self._stats
+        if end and rec.mode == Mode.TRAIN and stats is not None and stats.due():
+            stats.add_kinds(m.record_name("no_grad_input"), torch.ones(1, dtype=torch.uint8), ("sum",), ())
         if stats is not None and not m.input_replica:
             stats.forward_inputs(inputs, m.prefix)
         if rec.mode == Mode.TRAIN and inputs:

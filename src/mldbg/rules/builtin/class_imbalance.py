@@ -79,7 +79,10 @@ class ClassImbalance(Rule):
     (batch, length, vocabulary) or (batch, vocabulary, length) logits), the labels are words
     of a language, whose Zipf distribution is the data, not a defect; so are labels flattened
     from such sequences, one per position of an integer model input ((batch x length,) ids for
-    a (batch, length) input of token ids: a language model's `logits.view(-1, vocabulary)`).
+    a (batch, length) input of token ids: a language model's `logits.view(-1, vocabulary)`),
+    or one per position of a float input of (batch, positions..., features) or (batch,
+    channels, positions...): the per-step targets of a sequence or dense model (sketch-RNN's
+    pen states, mostly "pen down" by the nature of strokes; a signal's frames).
     So are targets made per
     batch: when every batch of two or more labels holds one class only (a GAN's "real" and
     "fake" targets, the positive and negative passes of a contrastive loss), the labels are
@@ -278,7 +281,27 @@ class ClassImbalance(Rule):
             and y[1][1:] in (p[1][2:], p[1][1:-1])
         ):  # fmt: skip
             return True  # ids per position (tokens, pixels): scored by (batch, classes, *positions) logits or channels-last
-        return per_position(trial, step, y)
+        return per_position(trial, step, y) or self._per_frame(trial, step, y)
+
+    @staticmethod
+    def _per_frame(trial: TrialView, step: int, y: tuple[str, tuple[int, ...]] | None) -> bool:
+        """Integer labels, flattened or not, one per position of a float model input of
+        (batch, positions..., features) or (batch, channels, positions...), more than one
+        position: as many labels as the input's batch x positions. The per-step targets of a
+        sequence or dense model (the pen states of a stroke decoder, the frames of a tagged
+        signal, the pixels of a segmentation), whose class frequencies are those of the
+        positions, not of samples."""
+        if y is None or y[0] not in "iu":
+            return False
+        size = math.prod(y[1])
+        for name in trial.names("inputs", step=step):
+            x = trial.layout(name, step)
+            if x is None or x[0] != "f" or len(x[1]) < 3:
+                continue
+            shape = x[1]
+            if size in (math.prod(shape[:-1]), shape[0] * math.prod(shape[2:])) and size > shape[0]:
+                return True
+        return False
 
     def _one_score(self, trial: TrialView, step: int, labels: str, preds: str | None) -> bool:
         """One float score per label ((batch,) or (batch, 1) predictions of (batch,) labels): a

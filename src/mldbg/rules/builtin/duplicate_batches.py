@@ -53,7 +53,11 @@ class DuplicateBatches(Rule):
       Only the batches that train count: the hook records a model's inputs at its first
       forward with gradients in a TRAIN step, not at forwards under `torch.no_grad()` or
       `torch.inference_mode()` before it (IMLE scores a pool of candidates, a DQN its
-      targets), which are recorded only where no forward with gradients follows. With `dataset_size` given, a batch
+      targets), which are recorded only where no forward with gradients follows; a step where
+      none did (the hook's `no_grad_input/<model>`) drew no gradient from its batch, which is
+      no training batch: neither a repeat nor evidence, and the steps since the first no
+      longer all carry one (evolution strategies score many perturbations of the weights on
+      one batch, then the update on it, with no backward). With `dataset_size` given, a batch
       mostly of samples already seen before `dataset_size` samples were drawn fires at once
       (the same batch every step);
     - *a fixed batch*: every training step so far (at least `patience` + 1 saved ones) read
@@ -81,6 +85,13 @@ class DuplicateBatches(Rule):
         """The `<model>` of `same_input/<model>` for `input_name` (`<prefix>model_input_<i>`)."""
         prefix = self.input_name.rsplit("model_input_", 1)[0].rstrip(".")
         return re.escape(prefix or "model")
+
+    @property
+    def _no_grad(self) -> str:
+        """`no_grad_input/<model>`: the hook's mark of a TRAIN step whose recorded forward ran
+        with gradients disabled, no forward with gradients after it."""
+        prefix = self.input_name.rsplit("model_input_", 1)[0].rstrip(".")
+        return f"no_grad_input/{prefix or 'model'}"
 
     def reset(self) -> None:
         super().reset()
@@ -146,6 +157,7 @@ class DuplicateBatches(Rule):
         vec, inp = Over(trial, name, steps), Over(trial, self.input_name, steps)
         saved = train & vec.raw  # check() reads the saved vector there
         cut = quiet_prefix(train & ~saved & inp.raw)  # to compute from the raw input: check()
+        cut = min(cut, quiet_prefix(train & Over(trial, self._no_grad, steps).present))  # check() skips it
         if not self._fixed_broken:  # while every batch was the same, check() reads the evaluation
             cut = min(cut, quiet_prefix((modes == int(Mode.EVAL)) & (vec.raw | inp.raw)))
         rows = np.flatnonzero(saved[:cut])
@@ -289,6 +301,8 @@ class DuplicateBatches(Rule):
         rows = trial.statistic(self.input_name, step, "sample_fingerprints")
         if rows is None or isinstance(rows, float) or not len(rows):
             return None
+        if trial.names(None, regex=f"^{re.escape(self._no_grad)}$", step=step):
+            return None  # no gradient from this batch: not a training batch (and the steps not complete)
         batch = [int(v) for v in np.asarray(rows).reshape(-1)]
         n = len(batch)
         self._follow(np.array([trial.mode_step(step)]))
