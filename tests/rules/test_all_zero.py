@@ -28,3 +28,73 @@ def test_quiet_on_healthy(name, run, default_findings):
 
 def test_class_name():
     assert BUILTIN["all_zero"].__name__ == "AllZero"
+
+
+def free_nats_run(out, bug: str | None = None, steps: int = 30) -> None:
+    """A tiny latent model trained as Dreamer trains its world model: a posterior from the
+    observation (a ReLU trunk), a learned prior from a context (its own small net), a decoder,
+    and the KL clamped at a free-nats floor (`torch.clamp(kl, min=free_nats)`) that it never
+    leaves here: the prior gets exactly zero gradient, by design, while the rest learns. A
+    frozen positional table of zeros (ViT-MAE's fixed embedding as some transformers versions
+    leave it) is added to the observation. `bug`: "dead_relu" (the trunk's biases at -10: its
+    ReLUs silent, its gradients 0 as a dead network's are), "loss_times_zero" (`(0 * loss)
+    .backward()`: no gradient anywhere)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Parameter(torch.zeros(1, 8), requires_grad=False)
+            self.trunk = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+            self.prior = nn.Sequential(nn.Linear(4, 32), nn.ELU(), nn.Linear(32, 8))
+            self.decoder = nn.Linear(4, 8)
+            if bug == "dead_relu":
+                nn.init.constant_(self.trunk[0].bias, -10.0)
+
+        def forward(self, x, c):
+            mq, sq = self.trunk(x + self.pos).chunk(2, -1)
+            mp, sp = self.prior(c).chunk(2, -1)
+            q = torch.distributions.Normal(mq, nn.functional.softplus(sq) + 0.1)
+            p = torch.distributions.Normal(mp, nn.functional.softplus(sp) + 0.1)
+            return self.decoder(q.rsample()), torch.distributions.kl_divergence(q, p).sum(-1).mean()
+
+    model = Model()
+    hook = mldbg.torch.Hook(str(out))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    free_nats = 100.0
+    for _ in range(steps):
+        x, c = torch.randn(32, 8), torch.randn(32, 4)
+        recon, kl = model(x, c)
+        assert kl.item() < free_nats  # the premise: the floor holds, the prior gets no gradient
+        loss = (recon - x).pow(2).mean() + torch.clamp(kl, min=free_nats)
+        opt.zero_grad()
+        (0 * loss if bug == "loss_times_zero" else loss).backward()
+        opt.step()
+    hook.close()
+
+
+def test_quiet_on_a_gradient_cut_by_design_and_a_frozen_zero_table(tmp_path):
+    """The prior behind a KL under its free-nats floor gets exactly 0 (its weights' and its
+    biases' gradients), the rest of the model learns, nothing is dead: the path to the loss is
+    cut by design (the old rule fired on gradient/prior.*); the frozen zero table never learns."""
+    free_nats_run(tmp_path)
+    found = mldbg.check(str(tmp_path), rules=["all_zero"])
+    assert not found, "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("bug", ["dead_relu", "loss_times_zero"])
+def test_fires_on_zero_gradients_of_a_dead_network(tmp_path, bug):
+    """The same model with its trunk's ReLUs killed at init (the layer above them gets a weight
+    gradient of 0 beside a bias gradient that is not: its input is dead), or with no gradient
+    anywhere: the zero gradients are reported."""
+    free_nats_run(tmp_path, bug=bug)
+    found = mldbg.check(str(tmp_path), rules=["all_zero"])
+    assert found, f"all_zero did not fire on {bug}"
+    assert "gradient/trunk.0.weight" in found[0].tensors, found[0]
+    assert_explains(found[0])

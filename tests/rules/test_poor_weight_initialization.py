@@ -523,3 +523,17 @@ def test_a_one_element_weight_has_no_distribution(tmp_path, const):
     else:
         assert found and "body." in " ".join(found[0].tensors), [str(f) for f in found]
         assert "epsilon" not in " ".join(found[0].tensors), found[0]
+
+
+def test_quiet_on_a_gradient_cut_by_design_fires_on_a_dead_network(tmp_path):
+    """A learned prior behind a KL clamped at a free-nats floor (Dreamer's world model) gets
+    exactly 0, by design, while the rest learns: not judged (the old rule fired on
+    gradient/prior.*). The same model with its ReLUs killed at init (biases at -10) is."""
+    from tests.rules.test_all_zero import free_nats_run
+
+    free_nats_run(tmp_path / "cut")
+    found = mldbg.check(str(tmp_path / "cut"), rules=["poor_weight_initialization"])
+    assert not found, "\n".join(map(str, found))
+    free_nats_run(tmp_path / "dead", bug="dead_relu")
+    found = mldbg.check(str(tmp_path / "dead"), rules=["poor_weight_initialization"])
+    assert found and "gradient/trunk.0.weight" in found[0].tensors, found

@@ -362,3 +362,17 @@ def test_a_widening_sigmoid_cnn_is_reported_from_its_second_layer(tmp_path):
     found = mldbg.check(str(tmp_path / "run"), rules=["vanishing_gradient"])
     assert found and "gradient/2.weight" in found[0].tensors, found
     assert "fall toward its input" in found[0].message and "gradient/0.weight" not in found[0].message
+
+
+def test_quiet_on_a_gradient_cut_by_design_fires_on_a_dead_network(tmp_path):
+    """A learned prior behind a KL clamped at a free-nats floor (Dreamer's world model) gets
+    exactly 0, by design, while the rest learns: not judged (the old rule fired on
+    gradient/prior.*). The same model with its ReLUs killed at init (biases at -10) is."""
+    from tests.rules.test_all_zero import free_nats_run
+
+    free_nats_run(tmp_path / "cut")
+    found = mldbg.check(str(tmp_path / "cut"), rules=["vanishing_gradient"])
+    assert not found, "\n".join(map(str, found))
+    free_nats_run(tmp_path / "dead", bug="dead_relu")
+    found = mldbg.check(str(tmp_path / "dead"), rules=["vanishing_gradient"])
+    assert found and "gradient/trunk.0.weight" in found[0].tensors, found

@@ -17,6 +17,70 @@ from mldbg.rules.view import TrialView
 _DEFAULT = ("weights", "gradients", "outputs", "relu_activations", "tanh_activations", "sigmoid_activations")
 
 
+def _all_zero(trial: TrialView, name: str, step: int) -> bool | None:
+    """Whether a tensor is exactly 0 everywhere at `step` (None: not known)."""
+    share = trial.statistic(name, step, "zero_fraction")
+    if isinstance(share, float) and not math.isnan(share):
+        return share >= 1.0
+    l2 = trial.statistic(name, step, "l2")
+    return (l2 == 0.0) if isinstance(l2, float) and not math.isnan(l2) else None
+
+
+def _bias_of(name: str) -> str | None:
+    """The bias beside a weight of the same layer (`fc.weight` -> `fc.bias`, Keras'
+    `dense/kernel` -> `dense/bias`, `weight_ih_l0` -> `bias_ih_l0`), None where none is named."""
+    for weight in ("weight", "kernel"):
+        at = name.rfind(weight)
+        if at >= 0 and not any(c.isalpha() for c in name[at + len(weight) :]):
+            return name[:at] + "bias" + name[at + len(weight) :]
+    return None
+
+
+def cut_off(trial: TrialView, step: int) -> frozenset[str]:
+    """The weight gradients that are exactly 0 at `step` because no gradient reaches their
+    layer's output, in a run that shows no dead or zero part: the path from these layers to
+    the loss is cut by design for now, not by a broken network.
+
+    For a layer y = W x + b (a Linear, a conv, a normalization's scale and shift) the bias's
+    gradient is the sum of dL/dy and the weight's that sum weighted by the input x. A weight
+    gradient of 0 beside a bias gradient that is not says the layer's INPUT is 0: dead ReLUs
+    below it (a bias at -10, a learning rate too high), a zero-initialized layer: a dead
+    network. Both 0 say that dL/dy is 0: nothing downstream passes a gradient back. That is
+    either a dead part downstream, which shows itself elsewhere in the run (a trainable weight
+    all zeros, a layer output all zeros, a ReLU layer with most units active in no sample, a
+    weight gradient 0 beside a bias gradient that is not), or a loss that is flat in this
+    part by construction: a KL clamped at a free-nats floor (`torch.max(kl, free_nats)`,
+    Dreamer's world model: below the floor the prior gets no gradient), a hinge whose margin
+    is met, an MoE expert that got no token, a head whose loss term is masked out at this
+    step. So these gradients are returned only when some other gradient of the step is not 0
+    (a model that gets no gradient anywhere, `(0 * loss).backward()`, is broken, not cut) and
+    none of the signs of a dead network above is present. Read only when a gradient is all
+    zeros: nothing on most steps of most runs."""
+    known = {
+        n: z for n in trial.names("gradients", step=step) if (z := _all_zero(trial, n, step)) is not None
+    }
+    if not known or all(known.values()):
+        return frozenset()
+    zero = [n for n, z in known.items() if z and not n.lower().endswith("bias")]
+    if not zero:
+        return frozenset()
+    for name in zero:  # a weight's gradient 0 beside its bias's that is not: its input is dead
+        bias = _bias_of(name)
+        if bias is not None and known.get(bias) is False:
+            return frozenset()
+    for name in trial.names("relu_activations", step=step):
+        active = trial.statistic(name, step, "unit_active")
+        if isinstance(active, np.ndarray) and active.size and float(np.mean(active == 0)) > 0.5:
+            return frozenset()
+    for name in trial.names("outputs", step=step):
+        if _all_zero(trial, name, step):
+            return frozenset()
+    for name in trial.names("weights", step=step):
+        if _all_zero(trial, name, step) and trial.statistic(name, step, "requires_grad") != 0.0:
+            return frozenset()
+    return frozenset(zero)
+
+
 @register
 class AllZero(Rule):
     """At least `threshold` % of a tensor's values are exactly 0, at `patience` consecutive
@@ -36,6 +100,14 @@ class AllZero(Rule):
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
 
+    A weight frozen at the step (`requires_grad` 0, as the hook records it) is not judged: it
+    never learns, so zeros in it are a constant, not a symmetric init (a fixed positional
+    embedding, ViT-MAE's sin-cos table as some versions of transformers leave it: zeros).
+    A weight gradient that is exactly 0 because the path from its layer to the loss is cut
+    for now (`cut_off`: its bias's gradient 0 too, other layers learning, no dead or zero part
+    anywhere in the run at that step: a KL under its free-nats floor, a hinge whose margin is
+    met) does not count either; a dead network (a bias at -10, zero init) shows itself.
+
     Zeros that began after an update blew a weight up (a weight moved by half its size or
     more, `updates.BLOWN`: a learning rate far too high) are not reported: the
     ReLUs that update killed output zeros and pass zero gradients, and "initialize weights
@@ -45,7 +117,7 @@ class AllZero(Rule):
     """
 
     needs = _DEFAULT
-    reads = {c: ("zero_fraction",) for c in _DEFAULT}
+    reads = {c: ("zero_fraction", "l2", "unit_active", "requires_grad") for c in _DEFAULT}
     needs_any = True
     collection_names: list[str] | None = None
     tensor_regex: list[str] | None = None
@@ -113,6 +185,7 @@ class AllZero(Rule):
         mode = trial.mode(step)
         zero = []
         still = mode == Mode.TRAIN and held(trial, step)
+        cut: frozenset[str] | None = None  # `cut_off`, read once a gradient is at the threshold
         for name in names:
             share = self._zero_share(trial, name, step)
             if share is None:
@@ -120,6 +193,17 @@ class AllZero(Rule):
             key = (name, mode)
             if share >= self.threshold and still:
                 continue  # accumulating gradients: the parameters had no update to leave 0 by
+            if share >= self.threshold and name.startswith("gradient/"):
+                if cut is None:
+                    cut = cut_off(trial, step)
+                if name in cut:  # no gradient reaches the layer by design, for now
+                    self._streak[key] = 0
+                    self._since.pop(key, None)
+                    continue
+            elif share >= self.threshold and trial.statistic(name, step, "requires_grad") == 0.0:
+                self._streak[key] = 0  # frozen: a constant, it does not learn
+                self._since.pop(key, None)
+                continue
             if share >= self.threshold:
                 self._streak[key] = self._streak.get(key, 0) + 1
                 self._since.setdefault(key, step)

@@ -9,6 +9,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.all_zero import cut_off
 from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
 from mldbg.rules.updates import blown_weight
@@ -168,6 +169,12 @@ class PoorWeightInitialization(Rule):
     layer, Dragonnet's epsilon `nn.Linear(1, 1)`: one value has a spread of 0 by construction). Several models on one hook (a GAN's generator and
     discriminator, told apart by their name prefix) are judged each on its own: their
     activations are not one chain of layers, their gradients have scales of their own.
+
+    A weight gradient exactly 0 because the path from its layer to the loss is cut for now
+    (`all_zero.cut_off`: its bias's gradient 0 too, other layers learning, no dead or zero
+    part in the run at that step: Dreamer's KL under its free-nats floor leaves the prior
+    without gradient) is left out of the distribution check: its spread says nothing of the
+    init. A dead network (zero init, a bias at -10) shows itself and is still judged.
 
     Only the steps before the first update that blew a weight up are judged (a weight moved by
     half its size or more, `updates.BLOWN`: a learning rate far too high): what
@@ -475,6 +482,7 @@ class PoorWeightInitialization(Rule):
             )
         flat: list[tuple[str, float]] = []
         spreads: dict[str, list[float]] = {}  # per model
+        cut: frozenset[str] | None = None  # `cut_off`, read once
         for g in trial.names(
             "gradients",
             step=step,
@@ -484,6 +492,10 @@ class PoorWeightInitialization(Rule):
                 continue  # sparse by construction (tokens not in the batch); a normalization's scale
             if _below_zeroed(g.removeprefix("gradient/"), zero) or g.removeprefix("gradient/") in blocked:
                 continue  # upstream of a factor or a layer zeroed on purpose (LoRA's A under B = 0): small by design
+            if cut is None:
+                cut = cut_off(trial, step)
+            if g in cut:
+                continue  # no gradient reaches the layer by design for now (a KL under its free-nats floor)
             layout = trial.layout(g, step)
             if layout is not None and (len(layout[1]) < 2 or math.prod(layout[1]) < 2):
                 # a scalar or a vector (a temperature, a global bias), or one element in a layer's

@@ -10,6 +10,7 @@ import numpy as np
 
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
+from mldbg.rules.builtin.all_zero import cut_off
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.stacks import indices
@@ -181,6 +182,14 @@ class VanishingGradient(Rule):
     10^4 rows touched by 10^2 tokens) while each looked-up row learns at full size. A gradient
     that is zero everywhere stays 0.
 
+    A gradient exactly 0 by construction is no vanishing gradient: where the path from a layer
+    to the loss is cut for now (`all_zero.cut_off`: its weight's and its bias's gradients both
+    exactly 0, other layers learning, no dead or zero part in the run at that step: a KL
+    clamped at a free-nats floor, `torch.max(kl, free_nats)`, leaves Dreamer's prior without
+    gradient while the KL is under it) the layer is not judged at that step (its streak
+    starts over), nor does it count in a stack. Dead ReLUs, a zero init, `(0 * loss).backward()`
+    still are: they show themselves.
+
     The advice follows the evidence: when the run's ReLU layers are dead (most units active
     in no sample, from `unit_active`), it points at what kills ReLUs (learning rate, init),
     not at "use ReLU"; with sigmoid or tanh layers, at ReLU-family activations; otherwise at
@@ -302,6 +311,13 @@ class VanishingGradient(Rule):
         if not names:
             return None
         means = {n: m for n in names if isinstance(m := mean_nonzero(trial, n, step), float)}
+        if any(m == 0 for m in means.values()):  # exactly 0: a dead layer, or a path cut by design
+            cut = cut_off(trial, step)
+            means = {n: m for n, m in means.items() if n not in cut}
+            for n in cut:  # not judged here: its streak starts over
+                self._streak[n] = 0
+                self._first.pop(n, None)
+                self._least.pop(n, None)
         if not means:
             return None
         stack = self._falling_stack(trial, step, names, means)
