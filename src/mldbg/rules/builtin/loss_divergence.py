@@ -103,7 +103,12 @@ class LossDivergence(LossSeriesRule):
 
     *At once*: a young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
-    lie above `hold_factor` x the first. Judged while the series holds at most `horizon` values.
+    lie above `hold_factor` x the first; or it falls back from the jump but never gets back to
+    where it started (`_unrecovered`): none of the `recover` or more values after the jump
+    reaches it again, and their median lies above the first value, the untrained model's
+    loss. Adam at 100x its rate on a weight-normed TCN: 1.15, 2,041, then 0.88 rising to 2.5
+    over 20 steps (its ReLUs dead, the head's bias relearned) and 0.9 for good, where its
+    twin reaches 0.14. Judged while the series holds at most `horizon` values.
 
     A learning rate far too high (a tiny GPT-2 at lr 10: 3.9 at step 0, 3,700 at step 1, then
     thousands) diverges at the first update and never comes back, yet stays finite, so
@@ -137,12 +142,14 @@ class LossDivergence(LossSeriesRule):
     onset: int = 5
     persist: int = 3
     horizon: int = 20
+    recover: int = 10
     bounds: ClassVar[dict[str, Range]] = {
         "factor": Range(1, None),
         "hold_factor": Range(1, None),
         "onset": Range(1, None),
         "persist": Range(1, None),
         "horizon": Range(2, None),
+        "recover": Range(1, None),
     }
     suggestion = (
         "The training diverged at its first updates: lower the learning rate (10x or more), add a "
@@ -174,7 +181,22 @@ class LossDivergence(LossSeriesRule):
             return None
         hold = self.hold_factor * self._scale(head, above)
         last = values[n - persist : n]
-        return above if all(math.isfinite(v) and v > hold for v in last) else None
+        if all(math.isfinite(v) and v > hold for v in last):
+            return above
+        return above if self._unrecovered(head, above) else None
+
+    def _unrecovered(self, values: Sequence[float], above: int) -> bool:
+        """After the jump at index `above`, the loss never got back to where it started:
+        the median of the (at least `recover`) values after it lies above the first value,
+        the untrained model's loss, and none of them reaches the jump again (it was a throw,
+        not the series' own noise: a per-sample loss whose first value happened to be low
+        has later values as high as its "jump"). A jump that threw the model off and left it
+        worse than untrained over as many values (its units dead, a constant output
+        relearned) is the damage done, even once the loss has fallen back from its peak."""
+        after = list(values[above + 1 :])
+        if len(after) < max(1, self.recover) or not all(math.isfinite(v) for v in after):
+            return False
+        return max(after) < values[above] and median(after) > values[0]
 
     @staticmethod
     def _scale(values: Sequence[float], k: int) -> float:
@@ -256,12 +278,23 @@ class LossDivergence(LossSeriesRule):
             if scale == start
             else f"its scale before the jump ({scale:.4g}, its moves per step)"
         )
+        held = all(math.isfinite(v) and v > self.hold_factor * scale for v in values[n - self.persist : n])
+        if held:
+            after = (
+                f"it stays above {self.hold_factor:g}x {of} (median {recent:.4g} over the last "
+                f"{min(n, self.persist)} saved values, to step {steps[-1]})"
+            )
+        else:
+            after = (
+                f"it never got back below its start: the median of the {n - above - 1} saved values "
+                f"since, to step {steps[-1]}, is {median(values[above + 1 : n]):.4g}, above the untrained "
+                "model's loss"
+            )
         return [
             self.finding(
                 trial, steps[-1],
                 f"{name} (TRAIN) diverged at once: {start:.4g} at step {steps[0]}, {jump:.4g} at step "
-                f"{steps[above]} ({jump / start:.3g}x), and it stays above {self.hold_factor:g}x {of} "
-                f"(median {recent:.4g} over the last {min(n, self.persist)} saved values, to step {steps[-1]}): "
+                f"{steps[above]} ({jump / start:.3g}x), and {after}: "
                 "the first updates threw the model far from where it started",
                 tensors=[name],
             )
