@@ -417,14 +417,27 @@ _original: Any = torch.autograd.backward  # what the wrapper calls (the one foun
 
 
 def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-    if _listeners:
-        one = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
-        for capture in list(_listeners):
+    if not _listeners:
+        return _original(tensors, *args, **kwargs)
+    one = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+    captures = list(_listeners)
+    for capture in captures:
+        try:
+            capture.backward(one)
+        except Exception:  # never in the way of the user's backward
+            log.exception("mldbg: the loss given to backward was not recorded")
+        try:
+            capture.hook._grads_before_backward()  # was `.grad` reset? (gradient_reset)
+        except Exception:
+            log.exception("mldbg: the gradients before backward were not read")
+    try:
+        return _original(tensors, *args, **kwargs)
+    finally:
+        for capture in captures:
             try:
-                capture.backward(one)
-            except Exception:  # never in the way of the user's backward
-                log.exception("mldbg: the loss given to backward was not recorded")
-    return _original(tensors, *args, **kwargs)
+                capture.hook._grads_after_backward()
+            except Exception:
+                log.exception("mldbg: the gradients after backward were not read")
 
 
 def _listen(capture: LossCapture) -> None:
