@@ -55,8 +55,10 @@ from torch.overrides import TorchFunctionMode
 
 log = logging.getLogger("mldbg")
 
-CLASS_LOSSES = frozenset({F.nll_loss, F.cross_entropy})  # integer targets, ignore_index, class weights
-SAMPLE_LOSSES = frozenset(
+CLASS_LOSSES: frozenset[Any] = frozenset(
+    {F.nll_loss, F.cross_entropy}
+)  # integer targets, ignore_index, class weights
+SAMPLE_LOSSES: frozenset[Any] = frozenset(
     {
         F.mse_loss,
         F.l1_loss,

@@ -28,6 +28,7 @@ from torch import nn
 
 from mldbg.config import Mode
 from mldbg.frameworks.torch_models import RegisteredModel
+from mldbg.frameworks.torch_sharded import is_sharded
 from mldbg.profiler import timeline as marks
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class StepEnds:
             return
         for m in self._models:
             p = m.reset_param
-            if p is None or m.reset is True:
+            if p is None or m.reset is True or is_sharded(p):  # a DTensor's test would be a collective
                 continue
             held = p.grad
             try:
