@@ -22,7 +22,9 @@ from mldbg.frameworks.torch_attention import sdpa_logits, softmax_logits
 
 
 def _depth() -> int:
-    return torch._C._len_torch_function_stack()
+    """Torch function modes on the stack, but the window an evaluation's forward leaves open
+    until its loss is computed or the next forward begins (torch_eval_loss)."""
+    return sum(type(m).__name__ != "_Window" for m in torch.overrides._get_current_function_mode_stack())
 
 
 class SelfAttention(nn.Module):
@@ -250,6 +252,7 @@ def test_a_forward_that_raises_leaves_no_mode_behind(tmp_path):
         assert _depth() == 0
         net(torch.randint(0, 20, (2, 6)))
         assert net.block.depths == [1] and _depth() == 0
+    assert torch._C._len_torch_function_stack() == 0  # the evaluation's loss window too
 
 
 def test_a_hook_closed_during_a_captured_forward_still_ends_it(tmp_path):

@@ -305,3 +305,61 @@ def test_a_tied_embedding_under_the_hf_trainer_is_seen_reset(tmp_path, reset):
         assert len(flags) >= 20 and set(flags) == {1} and not found, (flags, found)
     else:
         assert 0 in flags[1:9] and found, (flags, found)
+
+
+class _TiedSeq2Seq(nn.Module):
+    """BART's tying in plain PyTorch: `shared` (an embedding whose own forward never runs, the
+    first leaf layer) lends its weight to the encoder's and the decoder's embeddings and to the
+    output head."""
+
+    def __init__(self, vocab: int = 64, width: int = 32) -> None:
+        super().__init__()
+        self.shared = nn.Embedding(vocab, width)
+        self.enc_embed = nn.Embedding(vocab, width)
+        self.dec_embed = nn.Embedding(vocab, width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.enc_embed.weight = self.dec_embed.weight = self.lm_head.weight = self.shared.weight
+        self.encoder = nn.TransformerEncoderLayer(width, 2, 64, dropout=0.0, batch_first=True)
+        self.decoder = nn.TransformerDecoderLayer(width, 2, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        h = self.decoder(
+            self.dec_embed(tgt), self.encoder(self.enc_embed(src)), tgt_mask=mask, tgt_is_causal=True
+        )
+        return self.lm_head(h)
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["zero_grad", "zero_grad missing"])
+def test_a_tied_embedding_in_a_plain_loop_is_seen_reset(tmp_path, reset):
+    """The plain-loop twin of the Trainer test above: `shared`'s forward never runs, so no
+    layer hook read `.grad`; with the Trainer's clip the statistics cannot tell a sum. The
+    hook reads `.grad` as each backward begins (the pass that writes `shared.weight.grad`
+    counts): a loop with `zero_grad()` is quiet, one without it is found within a few
+    updates."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 60, (256, 12), generator=g)
+    model = _TiedSeq2Seq()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    path = str(tmp_path / "run")
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(model)
+        for step in range(24):
+            x = src[(step * 8) % 256 :][:8]
+            tgt = torch.cat([torch.ones(8, 1, dtype=torch.long), x[:, :3]], 1)  # BOS, then the summary
+            loss = nn.functional.cross_entropy(model(x, tgt).reshape(-1, 64), x[:, :4].reshape(-1))
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if reset:
+                opt.zero_grad()
+    trial = mldbg.create_trial(path)
+    names = trial.tensor_names(regex="^gradient_reset/")
+    assert names, "no gradient_reset recorded"
+    flags = [int(trial.tensor(names[0]).reduction_value(s, "sum")) for s in trial.tensor(names[0]).steps()]
+    found = mldbg.check(path, rules=["gradient_not_reset"])
+    if reset:
+        assert len(flags) >= 15 and set(flags) == {1} and not found, (flags, found)
+    else:
+        assert set(flags[1:]) == {0} and found and found[0].step <= 5, (flags, [str(f) for f in found])

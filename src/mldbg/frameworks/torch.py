@@ -342,6 +342,7 @@ class Hook(StepEnds, Adapter):
     ) -> None:
         m.running = self._forwarded_since = True
         m.inside = m.inside or module is m.module
+        self._loss.forward_begins(m)
         rec = self.recorder
         mode = self._current_mode(module)
         if mode == Mode.TRAIN:
@@ -560,7 +561,7 @@ class Hook(StepEnds, Adapter):
             self._record_outputs(m, output)
         elif m.held is not None and m.held[4] is None and m.held[0] == self.recorder.step and m.held[3]:
             m.held = m.held[:4] + ((output,),)  # recorded at the step's end if no forward with gradients
-        self._loss.forward_output(output)
+        self._loss.forward_output(output, m)
 
     def _record_outputs(self, m: RegisteredModel, output: Any) -> None:
         if self._stats is not None:

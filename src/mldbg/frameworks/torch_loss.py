@@ -10,7 +10,10 @@ step's loss as `loss` in `losses`, where every loss rule and the report's loss c
   `torch.autograd.backward(loss)`): whatever computed it (`F.nll_loss`, `F.cross_entropy`, a
   sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
   back by its scale. Only while a TRAIN step of a registered model is open, after one of its
-  models ran its forward in that step, and only a one-element floating tensor.
+  models ran its forward in that step, and only a one-element floating tensor;
+- else, in an EVAL step, the first loss function called on what the registered model's
+  output made (`F.nll_loss(output, target, reduction="sum")` in a `test()` under no_grad):
+  `torch_eval_loss`, as its mean.
 A TRAIN step's backward decides between the two where the loss was picked from a tuple (a
 model's `"loss"` or `.loss` is its loss, whatever the script adds to it for training): the
 returned scalar is the loss when the tensor given to backward is made from it by scalings alone (`loss / accumulation`, a
@@ -59,6 +62,7 @@ import torch
 
 from mldbg.config import Mode
 from mldbg.frameworks import torch_lm
+from mldbg.frameworks.torch_eval_loss import EvalLoss, depth
 from mldbg.profiler import timeline as marks
 
 if TYPE_CHECKING:
@@ -119,6 +123,8 @@ class LossCapture:
         self._ids_at = -1  # the step they belong to
         self._lm_at = -1  # the step whose language-model statistics are recorded
         self._probe = torch_lm.Probe()  # when the causal probe runs (TRAIN statistics steps)
+        self._eval = EvalLoss()  # an evaluation's loss computed by a function (torch_eval_loss)
+        self._depths: dict[int, int] = {}  # id(model) -> torch function modes as its forward began
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
@@ -128,6 +134,7 @@ class LossCapture:
     def close(self) -> None:
         """Stop listening (the open step's loss is still saved as the run closes it)."""
         _unlisten(self)
+        self._eval.close()
 
     # where the loss shows ---------------------------------------------------------------
     def tokens(
@@ -164,16 +171,27 @@ class LossCapture:
         for key, value in (found or {}).items():
             stats.add_kinds(f"{torch_lm.PREFIX}{key}", value, ("sum",), ())
 
-    def forward_output(self, output: Any) -> None:
+    def forward_begins(self, model: Any) -> None:
+        """A registered model's forward begins: an evaluation's window closes; the torch
+        function modes on the stack now are where the next one opens (`torch_eval_loss`)."""
+        if self.off:
+            return
+        self._eval.close()
+        self._depths[id(model)] = depth()
+
+    def forward_output(self, output: Any, model: Any = None) -> None:
         """A registered model's recorded forward ended with `output`."""
         if self.off:
             return
+        evaluating = self.hook.recorder.mode != Mode.TRAIN
         loss = returned_loss(output)
-        if loss is None:
-            return
         named = not isinstance(output, (tuple, list))  # a mapping's "loss", an object's `.loss`
-        if not named and self.hook.recorder.mode != Mode.TRAIN and self._returned_is_loss is False:
-            return  # the scalar this model returns is a term of the loss (an auxiliary loss)
+        if loss is not None and not named and evaluating and self._returned_is_loss is False:
+            loss = None  # the scalar this model returns is a term of the loss (an auxiliary loss)
+        if loss is None:
+            if evaluating:  # the loss a function computes from the output (torch_eval_loss)
+                self._eval.open(output, self._depths.get(id(model), depth()))
+            return
         self._named = self._named or named
         self._returned.append(loss.detach())
         if loss.grad_fn is not None:
@@ -184,6 +202,8 @@ class LossCapture:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
         hook = self.hook
         rec = hook.recorder
+        if rec.mode != Mode.TRAIN:
+            self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
         if self.off or hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
             return
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
@@ -280,6 +300,11 @@ class LossCapture:
             stats.add_kinds(f"{PREFIX}_input_1", labels, ("samples",), ("labels",))
 
     def _step_end(self) -> None:
+        evaluated = self._eval.take()
+        if evaluated is not None:
+            self._returned.append(evaluated)
+        if self.hook.recorder.mode == Mode.TRAIN:
+            self._eval.trained()
         returned, passes, aside = self._returned, self._backward, self._aside
         self._returned, self._backward, self._returned_nodes = [], [], []
         self._aside = self._named = False
@@ -417,14 +442,27 @@ _original: Any = torch.autograd.backward  # what the wrapper calls (the one foun
 
 
 def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-    if _listeners:
-        one = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
-        for capture in list(_listeners):
+    if not _listeners:
+        return _original(tensors, *args, **kwargs)
+    one = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+    captures = list(_listeners)
+    for capture in captures:
+        try:
+            capture.backward(one)
+        except Exception:  # never in the way of the user's backward
+            log.exception("mldbg: the loss given to backward was not recorded")
+        try:
+            capture.hook._grads_before_backward()  # was `.grad` reset? (gradient_reset)
+        except Exception:
+            log.exception("mldbg: the gradients before backward were not read")
+    try:
+        return _original(tensors, *args, **kwargs)
+    finally:
+        for capture in captures:
             try:
-                capture.backward(one)
-            except Exception:  # never in the way of the user's backward
-                log.exception("mldbg: the loss given to backward was not recorded")
-    return _original(tensors, *args, **kwargs)
+                capture.hook._grads_after_backward()
+            except Exception:
+                log.exception("mldbg: the gradients after backward were not read")
 
 
 def _listen(capture: LossCapture) -> None:

@@ -93,6 +93,9 @@ class RegisteredModel:
     incoming: bool = False
     reset: bool | torch.Tensor = False
     reset_param: nn.Parameter | None = None  # whose `.grad` tells (a leaf layer's first trainable one)
+    # the `.grad` of `reset_param` as a backward pass began (`StepEnds._grads_before_backward`):
+    # (that tensor, its version, whether it was reset); None outside a pass
+    before_pass: tuple[Any, int, bool | torch.Tensor] | None = None
     # a forward with gradients disabled in a TRAIN step (a candidate pool scored, a target
     # computed) is not the step's batch: its (step, args, kwargs, inputs, output) wait for the
     # step's first forward with gradients, which records its own instead, or for the step's end

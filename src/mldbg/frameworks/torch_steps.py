@@ -28,6 +28,7 @@ from torch import nn
 
 from mldbg.config import Mode
 from mldbg.frameworks.torch_models import RegisteredModel
+from mldbg.frameworks.torch_sharded import is_sharded
 from mldbg.profiler import timeline as marks
 
 if TYPE_CHECKING:
@@ -87,15 +88,44 @@ class StepEnds:
         m.incoming = True
         if m.reset is True:
             return
-        held = m.reset_param.grad if m.reset_param is not None else None
-        if held is None or held.is_sparse or held.is_complex():  # reset, or not testable: no alarm
-            m.reset = True
+        _note_reset(m, _was_reset(m.reset_param.grad if m.reset_param is not None else None))
+
+    def _grads_before_backward(self) -> None:
+        """A backward pass begins (`torch_loss`'s wrapper around `torch.autograd.backward`, in
+        a TRAIN statistics step): each model's `reset_param.grad` as it is now, and whether it
+        is reset. What the layer hook of `_on_sentinel_layer` reads, read where no layer hook
+        can: a tied weight (BART's `shared` embedding, also the encoder's and decoder's
+        `embed_tokens` and the `lm_head`) whose leaf module never runs, or that a use outside
+        any leaf accumulates into before the layer's output gets its gradient."""
+        rec, stats = self.recorder, self._stats
+        if not rec.in_step or rec.mode != Mode.TRAIN or stats is None or not stats.due():
             return
-        try:  # zero_grad(set_to_none=False) leaves zeros: tested on the device, read at the step's end
-            zero = (held == 0).all()
-            m.reset = zero if m.reset is False else m.reset | zero
-        except Exception:  # noqa: BLE001 - never break the user's backward
-            m.reset = True
+        for m in self._models:
+            p = m.reset_param
+            if p is None or m.reset is True or is_sharded(p):  # a DTensor's test would be a collective
+                continue
+            held = p.grad
+            try:
+                m.before_pass = (held, -1 if held is None else held._version, _was_reset(held))
+            except RuntimeError:  # a gradient without a version counter: not testable
+                m.before_pass = None
+
+    def _grads_after_backward(self) -> None:
+        """The pass of `_grads_before_backward` ended: a model whose `reset_param.grad` it
+        wrote (a new tensor, or the same one written in place) was reached, and its reading
+        counts as `_before_sentinel_grad`'s (a pass that did not reach it, a GAN's
+        discriminator pass over a detached fake, says nothing about it)."""
+        for m in self._models:
+            before, m.before_pass = m.before_pass, None
+            if before is None or m.reset_param is None:
+                continue
+            held, version, reset = before
+            now = m.reset_param.grad
+            if now is None or (now is held and now._version == version):
+                continue  # not reached
+            m.incoming = True
+            if m.reset is not True:
+                _note_reset(m, reset)
 
     def _reset_seen(
         self, models: tuple[RegisteredModel, ...] | list[RegisteredModel], held: set[int] | None
@@ -269,6 +299,23 @@ def _after_first_call(
     if "closure" in kwargs:
         return args, {**kwargs, "closure": closure_then}
     return (closure_then, *args[1:]), kwargs
+
+
+def _was_reset(held: torch.Tensor | None) -> bool | torch.Tensor:
+    """Was this `.grad` reset: None, or all zeros (`zero_grad(set_to_none=False)`), tested on
+    the device (read at the step's end, no sync)? A sparse or complex one is not tested: True."""
+    if held is None or held.is_sparse or held.is_complex():
+        return True
+    try:
+        return (held == 0).all()
+    except Exception:  # noqa: BLE001 - never break the user's backward
+        return True
+
+
+def _note_reset(m: RegisteredModel, reset: bool | torch.Tensor) -> None:
+    """One reading of whether `m`'s `.grad` was reset since its last update: it was if any
+    reading says so (a later micro-batch sees the earlier ones' sum)."""
+    m.reset = reset if m.reset is False or reset is True else m.reset | reset
 
 
 def _grad_tensors(output: Any, depth: int = 2) -> list[torch.Tensor]:

@@ -1,0 +1,269 @@
+"""An evaluation's loss computed by a function under `torch.no_grad()` (`torch_eval_loss`):
+with only `register_module`, the hook records it as `loss` in EVAL steps, as the mean the
+training loss is; what is not computed from the registered model's output is not recorded.
+Real tiny trainings, shaped as pytorch/examples mnist's `test()` and nanoGPT's
+`estimate_loss()`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from tests.frameworks.test_torch_loss_capture import BATCH, MnistNet, TinyGPT, _data
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from mldbg.config import Mode
+
+torch.set_num_threads(1)
+
+
+def _eval_losses(path) -> list[float]:
+    values = mldbg.create_trial(str(path)).tensor("loss").values(Mode.EVAL)
+    return [float(values[k]) for k in sorted(values)]
+
+
+def _mnist(path, hooked: bool = True, epochs: int = 3, train_batches: int = 8, test_batches: int = 4):
+    """pytorch/examples mnist: `train()` with `F.nll_loss`, `test()` under `torch.no_grad()`
+    summing `F.nll_loss(output, target, reduction="sum")` and counting correct predictions.
+    Returns (the per-batch mean test losses, each epoch's test loss, the final weights)."""
+    torch.manual_seed(0)
+    model = MnistNet()
+    x, y = _data(train_batches + test_batches)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = mldbg.torch.Hook(str(path)) if hooked else None
+    if hook is not None:
+        hook.register_module(model)
+    batch_means, epoch_losses = [], []
+    for _ in range(epochs):
+        model.train()
+        for i in range(train_batches):
+            opt.zero_grad()
+            loss = F.nll_loss(model(x[i]), y[i])
+            loss.backward()
+            opt.step()
+        model.eval()
+        test_loss, correct = 0.0, 0
+        with torch.no_grad():
+            for i in range(train_batches, train_batches + test_batches):
+                output = model(x[i])
+                batch = F.nll_loss(output, y[i], reduction="sum").item()
+                test_loss += batch
+                batch_means.append(batch / BATCH)
+                pred = output.argmax(dim=1, keepdim=True)
+                correct += pred.eq(y[i].view_as(pred)).sum().item()
+        epoch_losses.append(test_loss / (test_batches * BATCH))
+    if hook is not None:
+        hook.close()
+    return batch_means, epoch_losses, [p.detach().clone() for p in model.parameters()]
+
+
+def test_an_mnist_test_loop_records_its_summed_loss_as_the_mean(tmp_path):
+    """Each test batch is an EVAL step whose `loss` is `F.nll_loss(..., reduction="sum")`
+    divided by the batch: the epoch's mean over its steps is the script's test loss. The
+    training is the same as without the hook, and no torch function mode is left behind."""
+    means, epochs, weights = _mnist(tmp_path / "run")
+    _, plain_epochs, plain_weights = _mnist(None, hooked=False)
+    assert epochs == plain_epochs
+    assert all(torch.equal(a, b) for a, b in zip(weights, plain_weights, strict=True))
+    recorded = _eval_losses(tmp_path / "run")
+    np.testing.assert_allclose(recorded, means, rtol=1e-5)
+    np.testing.assert_allclose(np.mean(np.reshape(recorded, (3, -1)), axis=1), epochs, rtol=1e-5)
+    assert torch._C._len_torch_function_stack() == 0
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.tensor("loss").steps(Mode.TRAIN)) == 24  # the training loss as before
+
+
+def _memorizing(path, n_train: int, epochs: int) -> str:
+    """An MLP under Adam on `n_train` samples with noisy labels (a loss floor), mnist's loop:
+    `F.nll_loss` to train, each epoch's `test()` summing it over 256 held-out samples."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    teacher = torch.randn(16, 4, generator=g)
+
+    def data(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 16, generator=g)
+        return x, (x @ teacher + torch.randn(n, 4, generator=g)).argmax(1)
+
+    (xt, yt), (xv, yv) = data(n_train), data(256)
+    model = nn.Sequential(nn.Linear(16, 128), nn.ReLU(), nn.Linear(128, 4), nn.LogSoftmax(1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for _ in range(epochs):
+            model.train()
+            for xb, yb in zip(xt.split(32), yt.split(32), strict=True):
+                opt.zero_grad()
+                F.nll_loss(model(xb), yb).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for xb, yb in zip(xv.split(64), yv.split(64), strict=True):
+                    F.nll_loss(model(xb), yb, reduction="sum").item()
+    return str(path)
+
+
+def test_overfit_reads_the_validation_loss_a_function_computed(tmp_path):
+    """64 samples memorized over 40 epochs: overfit fires from the functional test loss (it had
+    no validation loss to read before); the twin on 1024 samples: no rule of the default set."""
+    found = mldbg.check(_memorizing(tmp_path / "memorizing", 64, 40))
+    assert [f.rule for f in found] == ["overfit"] and found[0].mode == "EVAL", [str(f) for f in found]
+    healthy = mldbg.check(_memorizing(tmp_path / "healthy", 1024, 10))
+    assert not healthy, [str(f) for f in healthy]
+
+
+def test_a_nanogpt_estimate_loss_records_each_evaluation(tmp_path):
+    """nanoGPT's `estimate_loss()`: `@torch.no_grad()`, `model.eval()`, `logits, loss =
+    model(X, Y)` over a few batches of each split, `model.train()`: each call is an EVAL step
+    holding the returned loss; the training steps keep theirs."""
+    g = torch.Generator().manual_seed(0)
+    data = torch.arange(4000) % 12
+    torch.manual_seed(0)
+    model = TinyGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+
+    def batch():
+        ix = torch.randint(len(data) - 9, (6,), generator=g)
+        return torch.stack([data[i : i + 8] for i in ix]), torch.stack([data[i + 1 : i + 9] for i in ix])
+
+    evaluated: list[float] = []
+
+    @torch.no_grad()
+    def estimate_loss() -> None:
+        model.eval()
+        for _ in range(2):  # splits
+            for _ in range(3):
+                _, loss = model(*batch())
+                evaluated.append(loss.item())
+        model.train()
+
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for it in range(20):
+            if it % 10 == 0:
+                estimate_loss()
+            _, loss = model(*batch())
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    np.testing.assert_allclose(_eval_losses(tmp_path), evaluated, rtol=1e-5)
+    assert len(mldbg.create_trial(str(tmp_path)).tensor("loss").steps(Mode.TRAIN)) == 20
+
+
+class _AttentionLM(nn.Module):
+    """A causal language model that returns its logits only, with
+    `F.scaled_dot_product_attention` (which the hook's attention capture watches at statistics
+    steps, a torch function mode of its own inside the forward)."""
+
+    def __init__(self, vocab: int = 12, width: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h = self.embed(idx)
+        q, k, v = self.qkv(h).unsqueeze(1).chunk(3, dim=-1)
+        return self.head(h + F.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(1))
+
+
+def test_a_shifted_cross_entropy_over_padded_sequences_is_the_mean_over_valid_targets(tmp_path):
+    """A script's own language-model evaluation: `logits[:, :-1].contiguous().view(-1, V)` (a
+    copy, made from the output) against the shifted ids with padding ignored, summed, through
+    an unregistered `nn.CrossEntropyLoss`; the attention capture's mode inside the forward
+    stays as it was. The loss of the loop's unrelated `F.mse_loss` on the data is not taken."""
+    torch.manual_seed(0)
+    model = _AttentionLM()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 12, (6, 4, 10), generator=g)
+    ids[:, :, 7:] = 0  # padding
+    loss_fn = nn.CrossEntropyLoss(ignore_index=0, reduction="sum")
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        model.eval()
+        with torch.no_grad():
+            for batch in ids:
+                F.mse_loss(batch.float(), batch.float() + 1)  # not the model's: not recorded
+                logits = model(batch)
+                F.mse_loss(batch.float(), batch.float() + 1)  # not made from the output either
+                shifted = logits[:, :-1].contiguous().view(-1, logits.shape[-1])
+                targets = batch[:, 1:].reshape(-1)
+                total = loss_fn(shifted, targets)
+                expected.append((total / (targets != 0).sum()).item())
+    assert torch._C._len_torch_function_stack() == 0
+    np.testing.assert_allclose(_eval_losses(tmp_path), expected, rtol=1e-5)
+    names = mldbg.create_trial(str(tmp_path)).tensor_names()
+    assert any(n.endswith("_attention_logits") for n in names), names  # the capture ran as before
+
+
+@pytest.mark.parametrize("kind", ["predict", "unrelated"])
+def test_an_evaluation_without_a_loss_of_its_output_records_none(tmp_path, kind):
+    """A predict loop (argmax, no loss) and a loop whose only loss function takes no tensor
+    made from the model's output: no EVAL `loss`; after `MISSES` such forwards in a row the
+    window stops opening (the loop goes on unchanged)."""
+    torch.manual_seed(0)
+    model = MnistNet()
+    x, y = _data(40)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        model.eval()
+        with torch.no_grad():
+            for i in range(40):
+                pred = model(x[i]).argmax(1)
+                if kind == "unrelated":
+                    F.cross_entropy(torch.randn(BATCH, 4), y[i])
+                assert pred.shape == (BATCH,)
+    trial = mldbg.create_trial(str(tmp_path))
+    assert "loss" not in trial.tensor_names()
+    assert torch._C._len_torch_function_stack() == 0
+
+
+@pytest.mark.parametrize(
+    ("func", "kwargs"),
+    [
+        (F.cross_entropy, {"reduction": "none", "ignore_index": 2}),
+        (F.cross_entropy, {"reduction": "sum", "weight": torch.tensor([1.0, 2.0, 0.5, 1.0])}),
+        (F.nll_loss, {"reduction": "sum"}),
+        (F.mse_loss, {"reduction": "sum"}),
+        (F.l1_loss, {"reduction": "none"}),
+        (F.binary_cross_entropy_with_logits, {"reduction": "mean"}),
+    ],
+)
+def test_the_recorded_value_is_the_mean_reduction(func, kwargs):
+    """`mean_loss` gives what `reduction="mean"` gives, whatever the call's reduction."""
+    from mldbg.frameworks.torch_eval_loss import _SIGNATURES, mean_loss
+
+    torch.manual_seed(0)
+    inp = torch.randn(8, 4)
+    if func in (F.cross_entropy, F.nll_loss):
+        target = torch.randint(0, 4, (8,))
+        inp = inp.log_softmax(1) if func is F.nll_loss else inp
+    elif func is F.binary_cross_entropy_with_logits:
+        target = torch.rand(8, 4)
+    else:
+        target = torch.randn(8, 4)
+    out = func(inp, target, **kwargs)
+    bound = _SIGNATURES[func].bind(inp, target, **kwargs).arguments
+    reference = func(inp, target, **{**kwargs, "reduction": "mean"})
+    torch.testing.assert_close(mean_loss(func, bound, out), reference)
+
+
+def test_a_loss_trained_on_in_eval_mode_is_no_evaluations(tmp_path):
+    """A model trained in eval mode (its forwards EVAL steps): the functional loss it gives to
+    backward is not recorded as an evaluation's loss."""
+    torch.manual_seed(0)
+    model = MnistNet().eval()
+    x, y = _data(6)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for i in range(6):
+            opt.zero_grad()
+            F.nll_loss(model(x[i]), y[i]).backward()
+            opt.step()
+    assert "loss" not in mldbg.create_trial(str(tmp_path)).tensor_names()
+    assert torch._C._len_torch_function_stack() == 0
