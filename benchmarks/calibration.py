@@ -118,7 +118,11 @@ def run_one(name: str) -> dict[str, Any]:
             for f in findings
         ]
         rec["unconfirmed"] = [
-            {"cause": d.cause, "confidence": float(d.confidence), "rules": sorted({f.rule for f in d.findings})}
+            {
+                "cause": d.cause,
+                "confidence": float(d.confidence),
+                "rules": sorted({f.rule for f in d.findings}),
+            }
             for d in unconfirmed
         ]
         if diagnoses is not None:

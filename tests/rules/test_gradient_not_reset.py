@@ -363,3 +363,56 @@ def test_a_tied_embedding_in_a_plain_loop_is_seen_reset(tmp_path, reset):
         assert len(flags) >= 15 and set(flags) == {1} and not found, (flags, found)
     else:
         assert set(flags[1:]) == {0} and found and found[0].step <= 5, (flags, [str(f) for f in found])
+
+
+def _debiasing(path, surgery: bool, steps: int = 30) -> str:
+    """Adversarial debiasing (Zhang et al. 2018) as AIF360 writes it: the predictor's gradient
+    comes from `torch.autograd.grad` of its loss and of the adversary's, has its projection on
+    the adversary's removed, and is assigned to `.grad` (`surgery`); the adversary learns from
+    its own `backward(inputs=...)`. Without `surgery`, the predictor learns from
+    `loss.backward()` and its `zero_grad()` is missing: its gradients add up."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 6, generator=g)
+    z = (x[:, 0] > 0).float()
+    y = ((x[:, 1] + 0.5 * x[:, 0]) > 0).float()
+    predictor = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1))
+    adversary = nn.Sequential(nn.Linear(1, 1))
+    p_opt = torch.optim.Adam(predictor.parameters(), lr=1e-3)
+    a_opt = torch.optim.Adam(adversary.parameters(), lr=1e-3)
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(predictor)
+    hook.register_module(adversary)
+    bce = nn.functional.binary_cross_entropy_with_logits
+    for _ in range(steps):
+        i = torch.randint(0, 512, (64,), generator=g)
+        logit = predictor(x[i]).squeeze(1)
+        p_loss = bce(logit, y[i])
+        a_loss = bce(adversary(torch.sigmoid(logit).unsqueeze(1)).squeeze(1), z[i])
+        params = list(predictor.parameters())
+        if surgery:
+            gp = torch.autograd.grad(p_loss, params, retain_graph=True)
+            ga = torch.autograd.grad(a_loss, params, retain_graph=True)
+            p_opt.zero_grad()
+            for p, a, b in zip(params, gp, ga, strict=True):
+                unit = b / (b.norm() + 1e-8)
+                p.grad = a - (a * unit).sum() * unit - 0.1 * b
+        else:  # no p_opt.zero_grad(): the predictor's .grad sums every step's
+            p_loss.backward(retain_graph=True, inputs=params)
+        p_opt.step()
+        a_opt.zero_grad()
+        a_loss.backward(inputs=list(adversary.parameters()))
+        a_opt.step()
+    hook.close()
+    return str(path)
+
+
+def test_gradient_surgery_through_autograd_grad_is_not_a_missing_zero_grad(tmp_path):
+    """`torch.autograd.grad` reaches the first layer while `.grad` still holds the last
+    update's gradient, but it adds nothing to `.grad` (the script assigns it after its reset):
+    the hook counts only backward passes that accumulate into the parameter. The same loop
+    whose predictor learns from a `backward()` without `zero_grad()` is still found."""
+    assert not mldbg.check(_debiasing(tmp_path / "ok", surgery=True), rules=["gradient_not_reset"])
+    found = mldbg.check(_debiasing(tmp_path / "bug", surgery=False), rules=["gradient_not_reset"])
+    assert fired(found)["gradient_not_reset"] <= 8, [str(f) for f in found]
+    assert "not been reset" in found[0].message

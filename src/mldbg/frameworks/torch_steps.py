@@ -85,6 +85,8 @@ class StepEnds:
             out.register_hook(hook)
 
     def _before_sentinel_grad(self, m: RegisteredModel, grad: torch.Tensor) -> None:
+        if not _accumulates(m.reset_param):
+            return  # `torch.autograd.grad` (gradient surgery) or a backward limited by `inputs=`: no `.grad` adds up
         m.incoming = True
         if m.reset is True:
             return
@@ -349,3 +351,19 @@ def time_backward(
     engine = torch.autograd.Variable._execution_engine
     end = functools.partial(timeline.mark, marks.BACKWARD_END)
     return [first.register_post_accumulate_grad_hook(lambda p: engine.queue_callback(end))]
+
+
+def _accumulates(p: torch.Tensor | None) -> bool:
+    """Whether the backward pass running now adds into `p.grad`: not `torch.autograd.grad`
+    (which returns gradients and leaves `.grad` alone: a script that projects or mixes its
+    gradients, then assigns `.grad`), nor a `backward(inputs=...)` that leaves `p` out. Only
+    such a pass can apply a stale `.grad` again (`gradient_reset`). Unknown: True."""
+    if p is None:
+        return True
+    try:
+        node = torch.autograd.graph.get_gradient_edge(p).node
+        return bool(torch._C._will_engine_execute_node(node))
+    except RuntimeError:  # raised for a leaf's node inside `torch.autograd.grad`: it never accumulates
+        return False
+    except Exception:  # noqa: BLE001 - never break the user's backward
+        return True

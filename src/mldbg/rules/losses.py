@@ -481,6 +481,7 @@ class Progress:
     rise: float  # (last - best) / |best|
     rise_best_z: float  # the last block above the best, in standard errors (selection allowed for)
     z: float  # the bar a z must pass at this judgement (from the per-run budget)
+    late_fall_z: float = 0.0  # the fall from the second block to the level now, in standard errors
 
 
 def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None = None) -> Progress | None:
@@ -495,7 +496,10 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     share of the run's false-alarm budget (`detect.spend`). Between-block variation (an epoch
     sawtooth, a GAN's oscillation, correlated noise) that the within-block model misses is
     added from the block medians themselves (their robust step-to-step spread, beyond what
-    the model gives a median), so structure that comes and goes is not taken for a change."""
+    the model gives a median), so structure that comes and goes is not taken for a change.
+    `late_fall_z` is the fall from the second block to the level now in standard errors (the
+    same noise model): a loss still falling past its first tenth, significantly, is learning
+    however small its share (a pre-training loss near the unigram entropy)."""
     from mldbg.rules import detect
 
     x = np.asarray(values, dtype=np.float64)
@@ -537,6 +541,16 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
     if period is not None:
         se = floor  # what float32 rounding leaves
+    # still learning after its start: the fall from the second block (past a quick first fit,
+    # the class prior that shuffled labels allow too) to the level now, against the same noise
+    late = x[m : 2 * m][np.isfinite(x[m : 2 * m])]
+    c = detect.noise(x[m : m + max(m, 100)], floor) if len(late) >= 2 and k_blocks >= 3 else None
+    late_se = (
+        math.inf if c is None else math.sqrt(c.se_median(len(late)) ** 2 + b.se_median(end) ** 2 + 2 * excess)
+    )
+    if period is not None:
+        late_se = floor
+    late_fall_z = (float(np.median(late)) - last) / max(late_se, 1e-300) if len(late) else 0.0
     z = detect.z_normal(detect.spend(k) if alpha is None else detect.spend(k, alpha))
     drop = (first - last) / scale
     earlier = meds[:-1]
@@ -567,6 +581,7 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
         rise=(last - best) / max(abs(best), 1e-12),
         rise_best_z=rise_best_z,
         z=z,
+        late_fall_z=late_fall_z,
     )
 
 

@@ -137,7 +137,10 @@ class GradientNotReset(Rule):
     one called every other step, at every second update). A healthy run resets before every
     update, whatever its clipping, schedule, optimizer or accumulation (micro-batches add up
     within one update). A GAN's generator backward that reaches the discriminator is not
-    counted: the discriminator's gradient is judged at its own update, after its reset.
+    counted: the discriminator's gradient is judged at its own update, after its reset. Nor
+    is a pass that adds nothing into `.grad`: `torch.autograd.grad` (gradient surgery:
+    adversarial debiasing, PCGrad, which compute gradients, project them and assign `.grad`
+    after its reset) or a `backward(inputs=...)` that leaves the layer out.
 
     `observed_window` and `observed_carried` are counts of updates (8 and 4); `observed=False`
     judges from the statistics alone, as for a run recorded without the flags.

@@ -51,7 +51,9 @@ class Underfitting(Rule):
     judged at geometrically spaced lengths (`window` x `patience`, then x1.25 each time) from
     1,000 saved values on (a stable baseline; a loss without any noise from the first), and at the end of a finished run, each judgement spending its share of a false-alarm budget
     of 1e-3 per run against a noise model of the run itself. A loss that fell a lot and then
-    levelled off has learned, a slow but steady fall is learning too, and a loss too noisy
+    levelled off has learned, a slow but steady fall is learning too (a fall from the second
+    of 10 blocks to the last beyond the noise at the judgement's bar, `Progress.late_fall_z`,
+    however small: a masked LM's pre-training near the unigram entropy), and a loss too noisy
     to tell (a warm-up's first steps) is not reported. Too small a model, a learning rate far
     too low, over-regularization, or labels unrelated to the inputs cause it. A loss that
     rose (its last block above its start, one-sided at 5%, or an upward trend, z > 2) is
@@ -121,7 +123,12 @@ class Underfitting(Rule):
         if p is None or not math.isfinite(p.first) or p.first == 0:
             return None
         material = 1 - self.threshold_percent / 100
-        if p.drop_high < material and p.trend_z > _TREND_Z and (final or p.pace_high < material):
+        if (
+            p.drop_high < material
+            and p.trend_z > _TREND_Z
+            and p.late_fall_z < p.z  # still falling past its first tenth, significantly: it fits
+            and (final or p.pace_high < material)
+        ):
             return p
         return None
 
