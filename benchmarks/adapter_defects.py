@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "tests" / "frameworks"
 sys.path.insert(0, str(JOBS))
 
-from adapter_defects_job import EXTRA, GROUPS, SCENARIOS, applies, as_expected, run_dir  # noqa: E402
+from adapter_defects_job import EXTRA, GROUPS, SCENARIOS, SUSPICIONS, applies, as_expected, run_dir  # noqa: E402
 from framework_jobs import QUIET_ENV  # noqa: E402
 
 import mldbg  # noqa: E402
@@ -53,8 +53,13 @@ def train_group(out: Path, group: str, adapters: list[str], scenarios: list[str]
     return json.loads((out / "manifest.json").read_text())
 
 
-def first_firings(path: Path) -> tuple[dict[str, int], list]:
-    findings = mldbg.check(str(path), rules=["default", *EXTRA])
+def first_firings(path: Path, name: str = "") -> tuple[dict[str, int], list]:
+    """The first step of each rule reported on the run; for a row of `SUSPICIONS`, of its
+    suspicions too (`mldbg.diagnose(...).unconfirmed`)."""
+    diagnoses = mldbg.diagnose(str(path), rules=["default", *EXTRA])
+    findings = list(diagnoses.findings)
+    if name in SUSPICIONS:
+        findings += [f for d in diagnoses.unconfirmed for f in d.findings]
     first: dict[str, int] = {}
     for f in findings:
         first[f.rule] = min(first.get(f.rule, f.step), f.step)
@@ -90,7 +95,7 @@ def main() -> int:
                         first, findings, ok = {}, [], False
                         fired = "(training failed)"
                     else:
-                        first, findings = first_firings(path)
+                        first, findings = first_firings(path, name)
                         ok = as_expected(set(first), expected)
                         fired = (
                             ", ".join(

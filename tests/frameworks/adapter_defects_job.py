@@ -104,6 +104,11 @@ def applies(adapter: str, scenario: str) -> bool:
     return adapter not in NOT_HERE.get(scenario, ((), ""))[0]
 
 
+# rows whose defect alone may show as a suspicion, by design (tests/defects.py `SUSPICIONS`):
+# a lone loss spike is below the reporting bar; counted here from `mldbg.diagnose(...).unconfirmed`
+SUSPICIONS = {"one corrupted batch (inputs x30, wrong labels), Adam"}
+
+
 def as_expected(fired: set[str], expected: tuple[str, ...]) -> bool:
     """A defect: one of its rules fired; a healthy twin: no rule of the default set fired."""
     return bool(fired & set(expected)) if expected else not (fired - set(EXTRA))

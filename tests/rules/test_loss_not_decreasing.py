@@ -337,3 +337,20 @@ def test_a_small_fall_beyond_the_noise_past_the_first_tenth_is_decreasing(tmp_pa
     assert not mldbg.check(str(tmp_path / "slow"), rules=rules)
     _token_prior(tmp_path / "stall", lr=0.0)
     assert set(fired(mldbg.check(str(tmp_path / "stall"), rules=rules))) == set(rules)
+
+
+def test_a_fall_in_the_seventh_digit_is_not_learning_however_significant():
+    """A learning rate of 1e-10 moves a noiseless loss in its 7th digit: significant against
+    no noise, but below `_TREND_MIN` of the level, so it is no late fall; nor is the second
+    epoch's batch order against the last's (the same cycle of batches: Keras' stalled run)."""
+    import numpy as np
+
+    from mldbg.rules.losses import _TREND_MIN, progress
+
+    creeping = 1.1 - 1e-8 * np.arange(400)
+    assert (creeping[40] - creeping[-1]) / creeping[0] < _TREND_MIN
+    assert progress(creeping, 3).late_fall_z == 0.0
+    cycle = np.random.default_rng(0).uniform(0.8, 1.2, 8)
+    assert progress(np.tile(cycle, 8), 3).late_fall_z == 0.0
+    falling = 1.1 - 2e-4 * np.arange(400) + np.random.default_rng(1).normal(0, 1e-3, 400)
+    assert progress(falling, 3).late_fall_z > progress(falling, 3).z  # a real fall still counts

@@ -499,7 +499,8 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     the model gives a median), so structure that comes and goes is not taken for a change.
     `late_fall_z` is the fall from the second block to the level now in standard errors (the
     same noise model): a loss still falling past its first tenth, significantly, is learning
-    however small its share (a pre-training loss near the unigram entropy)."""
+    however small its share (a pre-training loss near the unigram entropy), from `_TREND_MIN`
+    of its level on."""
     from mldbg.rules import detect
 
     x = np.asarray(values, dtype=np.float64)
@@ -550,7 +551,12 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     )
     if period is not None:
         late_se = floor
-    late_fall_z = (float(np.median(late)) - last) / max(late_se, 1e-300) if len(late) else 0.0
+    late_fall = float(np.median(late)) - last if len(late) else 0.0
+    if period is not None:  # the same cycle of batches: the second cycle against the last
+        late_fall = float(np.mean(x[period : 2 * period])) - last if n >= 3 * period else 0.0
+    # a fall too small to be learning (below `_TREND_MIN` of the level: a learning rate of 1e-10
+    # moves a noiseless loss in its 7th digit, significantly) does not count, as for the trend
+    late_fall_z = late_fall / max(late_se, 1e-300) if late_fall >= _TREND_MIN * scale else 0.0
     z = detect.z_normal(detect.spend(k) if alpha is None else detect.spend(k, alpha))
     drop = (first - last) / scale
     earlier = meds[:-1]
