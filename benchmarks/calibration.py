@@ -105,8 +105,7 @@ def run_one(name: str) -> dict[str, Any]:
                 diagnoses = diagnose(findings, trial=path) if diagnose is not None else None
                 unconfirmed = list(getattr(diagnoses, "unconfirmed", []))
                 if diagnoses is not None:
-                    kept = {id(f) for d in diagnoses for f in d.findings}
-                    findings = [f for f in findings if id(f) in kept]
+                    findings = diagnoses.reported_of(findings)
             rec["rule_errors"] = sorted({str(w.message) for w in caught if "mldbg: rule" in str(w.message)})
         except Exception:
             rec["error"] = "mldbg.check: " + traceback.format_exc(limit=8)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import bisect
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mldbg.errors import InvalidConfig, MldbgError
+
+if TYPE_CHECKING:
+    from mldbg.rules.diagnosis import Diagnoses
 
 
 def _fail(message: str) -> None:
@@ -47,7 +50,7 @@ def echo_finding(finding: Any, as_json: bool, **extra: Any) -> None:
         click.echo(f"{worker}: {finding}" if worker else str(finding))
 
 
-def diagnoses_of(findings: list[Any], trial: Any, specs: Any = None) -> list[Any]:
+def diagnoses_of(findings: list[Any], trial: Any, specs: Any = None) -> Diagnoses:
     """The findings grouped into diagnoses, with the facts of `trial` (the run they came from)."""
     from mldbg.rules.diagnosis import RunFacts, group, rule_causes
     from mldbg.rules.specs import chosen_rules
@@ -218,8 +221,7 @@ def check(
     except MldbgError as e:
         _fail(str(e))
         return
-    kept = {id(f) for d in diagnoses for f in d.findings}
-    findings = [f for f in findings if id(f) in kept]  # those of reported diagnoses
+    findings = diagnoses.reported_of(findings)
     if flat:
         for f in findings:
             echo_finding(f, as_json)

@@ -222,9 +222,10 @@ class Watcher:
             causes_of=rule_causes(self.rules),
             chosen=self._chosen,
         )
-        kept = {id(f) for d in grouped for f in d.findings}
-        self.held = [f for f in pending if id(f) not in kept]
-        return [f for f in pending if id(f) in kept]
+        confirmed = grouped.reported_of(pending)
+        shown = {id(f) for f in confirmed}
+        self.held = [f for f in pending if id(f) not in shown]
+        return confirmed
 
     def _after_replacement(self) -> None:
         """The run was replaced by a new one (a restart with `overwrite=True`) and the trial

@@ -134,6 +134,12 @@ class Diagnoses(list[Diagnosis]):
         super().__init__(reported)
         self.unconfirmed: list[Diagnosis] = list(unconfirmed)
 
+    def reported_of(self, findings: Iterable[Finding]) -> list[Finding]:
+        """Those of `findings` (the ones grouped) that belong to a reported diagnosis, in their
+        order: what `mldbg.check` returns of them."""
+        kept = {id(f) for d in self for f in d.findings}
+        return [f for f in findings if id(f) in kept]
+
     @property
     def findings(self) -> list[Finding]:
         """Every finding of every diagnosis (what `mldbg.check` returns), in step order."""
@@ -181,8 +187,7 @@ def reported(findings: Sequence[Finding], trial: Any, rules: Any = None) -> list
     if not findings:
         return []
     grouped = group(findings, RunFacts.of(trial), causes_of=rule_causes(rules), chosen=chosen_rules(rules))
-    kept = {id(f) for d in grouped for f in d.findings}
-    return [f for f in findings if id(f) in kept]
+    return grouped.reported_of(findings)
 
 
 def _findings(value: Any) -> bool:
