@@ -52,14 +52,20 @@ def resolve_rules(specs: RuleSpec | Iterable[RuleSpec] | None, trial: Trial | No
     the default set."""
     if specs is None:
         return [cls(trial) for cls in default_rules()]
-    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
-        specs = [specs]
-    if isinstance(specs, Mapping):  # {name: {params}, ...}
-        specs = [named_spec(k, v, "rules") for k, v in specs.items()]
     rules: list[Rule] = []
-    for spec in specs:
+    for spec in _listed(specs):
         rules.extend(_resolve_one(spec, trial))
     return rules
+
+
+def _listed(specs: RuleSpec | Iterable[RuleSpec]) -> list[RuleSpec]:
+    """`specs` as a list of single specs: one spec alone, or a mapping {name: {params}, ...}
+    as its named specs."""
+    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
+        return [specs]
+    if isinstance(specs, Mapping):  # {name: {params}, ...}
+        return [named_spec(k, v, "rules") for k, v in specs.items()]
+    return list(specs)
 
 
 def chosen_rules(specs: RuleSpec | Iterable[RuleSpec] | None) -> set[str]:
@@ -68,12 +74,8 @@ def chosen_rules(specs: RuleSpec | Iterable[RuleSpec] | None) -> set[str]:
     reliability (`mldbg.rules.diagnosis.REPORT_CONFIDENCE`)."""
     if specs is None:
         return set()
-    if isinstance(specs, (str, Rule, type)) or isinstance(specs, Mapping) and "name" in specs:
-        specs = [specs]
-    if isinstance(specs, Mapping):
-        return {str(k) for k in specs}
     out: set[str] = set()
-    for spec in specs:
+    for spec in _listed(specs):
         if isinstance(spec, str):
             name, params = parse_rule_spec(spec)
             if name != "default" or params:
