@@ -16,7 +16,8 @@ A module that sets `SPLIT` to one of `LATER` puts all of its pipelines (and thei
 in that later held-out set instead: pipelines written after the earlier figures had been looked
 at, measured once, never tuned on (`fresh`: benchmarks/corpus/fresh.py; `blind`:
 benchmarks/corpus/blind_a.py and blind_b.py; `blind2`: blind_c.py and blind_d.py;
-`blind3`: blind_e.py and blind_f.py; `blind4`: blind_g.py and blind_h.py; `blind5`: blind_i.py and blind_j.py; `blind6`: blind_k.py and blind_l.py). The SHA-1 split of
+`blind3`: blind_e.py and blind_f.py; `blind4`: blind_g.py and blind_h.py; `blind5`: blind_i.py and blind_j.py; `blind6`: blind_k.py and blind_l.py;
+`blind7`: blind_m.py and blind_n.py). The SHA-1 split of
 every other pipeline is unchanged.
 """
 
@@ -40,7 +41,8 @@ BLIND3 = "blind3"  # the fourth, written and measured after `blind2` had been lo
 BLIND4 = "blind4"  # the fifth, written and measured after `blind3` had been looked at
 BLIND5 = "blind5"  # the sixth, written and measured after `blind4` had been looked at
 BLIND6 = "blind6"  # the seventh, written and measured after `blind5` had been looked at
-LATER = (FRESH, BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6)
+BLIND7 = "blind7"  # the eighth, written and measured after `blind6` had been looked at
+LATER = (FRESH, BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7)
 ALL_SPLITS = (*SPLITS, *LATER)
 
 # bug -> (rules any of which is expected to fire, the cause a diagnosis should name)
