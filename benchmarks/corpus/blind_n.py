@@ -1313,7 +1313,7 @@ def keras_switch_transformer_text(path: str, seed: int = 0, bug: str | None = No
     10, a `Router` with multiplicative jitter in training, top-1 routing, the expert capacity
     `tokens_per_batch // num_experts`, the load-balancing loss through `self.add_loss`),
     `GlobalAveragePooling1D`, dropout, a softmax head, `Adam(0.001)`,
-    `sparse_categorical_crossentropy`; batch 50 (the router's fixed token count), 3 epochs."""
+    `sparse_categorical_crossentropy`; batch 50 (the router's fixed token count), 2 epochs."""
     import keras
     from keras import layers, ops
 
@@ -1428,7 +1428,7 @@ def keras_switch_transformer_text(path: str, seed: int = 0, bug: str | None = No
     )
     history = _keras_losses()
     model.fit(
-        x[:1500], y[:1500], batch_size=batch_size, epochs=3, validation_data=(x[1500:], y[1500:]), verbose=0,
+        x[:1500], y[:1500], batch_size=batch_size, epochs=2, validation_data=(x[1500:], y[1500:]), verbose=0,
         callbacks=[mldbg.keras.Hook(path), history],
     )  # fmt: skip
     return history.losses
