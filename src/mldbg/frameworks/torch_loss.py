@@ -47,7 +47,8 @@ binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scal
 (an auxiliary term added: the one classification loss of the sum, else its one regression
 loss; none when a sum holds two of a kind), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
-classification losses, their `samples` for the others, as a registered loss's inputs.
+classification losses, their `samples` for the others, as a registered loss's inputs. An
+evaluation's, under no_grad, from the loss call `torch_eval_loss` finds (`_record_inputs`).
 """
 
 from __future__ import annotations
@@ -123,12 +124,15 @@ class LossCapture:
         self._ids_at = -1  # the step they belong to
         self._lm_at = -1  # the step whose language-model statistics are recorded
         self._probe = torch_lm.Probe()  # when the causal probe runs (TRAIN statistics steps)
-        self._eval = EvalLoss()  # an evaluation's loss computed by a function (torch_eval_loss)
+        # an evaluation's loss computed by a function or written out (torch_eval_loss)
+        self._eval = EvalLoss(self._record_inputs)
         self._depths: dict[int, int] = {}  # id(model) -> torch function modes as its forward began
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
-        self.hook.recorder.before_step_end.append(self._step_end)
+        ends = self.hook.recorder.before_step_end
+        ends.insert(0, self._eval.close)  # before the hook's own work on the step's tensors
+        ends.append(self._step_end)
         _listen(self)
 
     def close(self) -> None:
@@ -287,11 +291,20 @@ class LossCapture:
         found = saved_inputs(loss)
         if found is None:
             return  # a later loss of the step may have them (the one given to backward)
+        self._record_inputs(*found)
+
+    def _record_inputs(self, kind: str, predictions: torch.Tensor, labels: torch.Tensor) -> None:
+        """The step's loss's predictions and labels ("classes": their class statistics, and
+        the confusion matrix every step; else their `samples`), once per step: found in its
+        autograd node (`saved_inputs`), or in an evaluation's loss call (`torch_eval_loss`)."""
+        stats = self.hook._stats
+        rec = self.hook.recorder
+        if stats is None or self.off or self._classes_at == rec.step or not rec.in_step:
+            return
         self._classes_at = rec.step
-        kind, predictions, labels = found
         if kind == "classes":
             stats.confusion(PREFIX, predictions, labels)  # every step: `confusion_steps`
-        if not due:
+        if not stats.due():
             return
         if kind == "classes":
             stats.add_classes(PREFIX, predictions, labels)
