@@ -372,11 +372,27 @@ def test_an_mnist_test_loop_records_its_labels_and_predictions(tmp_path):
     assert "loss_input_0" in trial.collections()["predictions"]
 
 
-def _clusters(path, noise: float) -> str:
-    """A 6-class MLP on Gaussian clusters trained with `F.cross_entropy` given to backward, a
-    validation pass every 10 steps under no_grad with `F.cross_entropy(net(x), y)` on clean
-    held-out labels, recorded with the two lines only; `noise`: that share of class 0's
-    training labels turned into class 1."""
+class Classifier(nn.Module):
+    """A Hugging Face-style classifier: `model(x, labels=y)` returns `{"logits", "loss"}`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 6))
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.net(x)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = F.cross_entropy(logits, labels)
+        return out
+
+
+def _clusters(path, noise: float, style: str = "functional") -> str:
+    """A 6-class MLP on Gaussian clusters, a validation pass every 10 steps under no_grad on
+    clean held-out labels, recorded with the two lines only; `noise`: that share of class 0's
+    training labels turned into class 1. `style` "functional": `F.cross_entropy(net(x), y)`
+    given to backward and computed in the validation; "returned": `model(x, labels=y)`
+    returns its loss and logits; "compiled": the same model `torch.compile`d (aot_eager)."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     centers = torch.randn(6, 10, generator=g) * 3
@@ -384,35 +400,46 @@ def _clusters(path, noise: float) -> str:
     x = centers[y] + torch.randn(5120, 10, generator=g)
     x_eval, y_eval, x, y = x[4096:], y[4096:], x[:4096], y[:4096]
     y = torch.where((y == 0) & (torch.rand(4096, generator=g) < noise), 1, y)
-    net = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 6))
+    net = Classifier()
+    model = torch.compile(net, backend="aot_eager") if style == "compiled" else net
+
+    def loss_of(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        if style == "functional":
+            return F.cross_entropy(model(xb)["logits"], yb)
+        return model(xb, labels=yb)["loss"]
+
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     with mldbg.torch.Hook(str(path)) as hook:
-        hook.register_module(net)
+        hook.register_module(model)
         for step in range(300):
-            net.train()
+            model.train()
             idx = torch.randint(0, len(x), (64,), generator=g)
             opt.zero_grad()
-            F.cross_entropy(net(x[idx]), y[idx]).backward()
+            loss_of(x[idx], y[idx]).backward()
             opt.step()
             if (step + 1) % 10 == 0:
-                net.eval()
+                model.eval()
                 with torch.no_grad():
                     for i in range(0, len(x_eval), 256):
-                        F.cross_entropy(net(x_eval[i : i + 256]), y_eval[i : i + 256])
+                        loss_of(x_eval[i : i + 256], y_eval[i : i + 256])
     return str(path)
 
 
-def test_label_noise_is_told_from_the_clean_evaluation_labels_of_a_functional_loss(tmp_path):
+@pytest.mark.parametrize("style", ["functional", "returned", "compiled"])
+def test_label_noise_is_told_from_the_clean_evaluation_labels(tmp_path, style):
     """`train_label_noise` compares the training confusion with the evaluation's: with no
-    loss module registered, the evaluation's labels come from its `F.cross_entropy` call.
+    loss module registered, the labels come from the evaluation's `F.cross_entropy` call, or
+    from the call of a model that computes its own loss (`labels=`) with its returned
+    logits, where no autograd node holds them (under no_grad; inside a compiled graph).
     Noise on class 0's training labels fires on that pair; the clean twin is quiet."""
     rule = ["train_label_noise"]
-    noisy = _clusters(tmp_path / "noisy", noise=0.3)
+    noisy = _clusters(tmp_path / "noisy", noise=0.3, style=style)
     trial = mldbg.create_trial(noisy)
-    assert trial.tensor("stats/loss_input_1/confusion_steps").steps(mode=Mode.EVAL)
+    for mode in (Mode.TRAIN, Mode.EVAL):
+        assert trial.tensor("stats/loss_input_1/confusion_steps").steps(mode=mode), mode
     found = mldbg.check(noisy, rules=rule)
     assert found and "pair 0 -> 1" in found[0].message, [str(f) for f in found]
-    assert not mldbg.check(_clusters(tmp_path / "clean", noise=0.0), rules=rule)
+    assert not mldbg.check(_clusters(tmp_path / "clean", noise=0.0, style=style), rules=rule)
 
 
 def test_a_cross_entropy_written_out_over_one_hot_labels_is_the_loss(tmp_path):
