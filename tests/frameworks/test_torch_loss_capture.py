@@ -322,18 +322,31 @@ def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path)
     np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
 
 
-def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
-    """The two lines on a model that calls F.relu record no `relu_activations`: dead_relu's
-    skip says so, rather than advising include_collections; with nn.ReLU it runs."""
+class HingeNet(MnistNet):
+    """MnistNet plus a hinge inside its forward: `F.relu(1 - margin)`, one value per sample
+    (mostly 0 once the margins hold: no layer, not a dead one)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        self.hinge = F.relu(1.0 - out.max(1).values).mean()
+        return out
+
+
+def test_a_functional_relu_is_checked_as_a_relu_module_is(tmp_path):
+    """The two lines on a model that calls F.relu record its input at statistics steps as
+    `model.F.relu_<n>_input_0` in `relu_activations`, and dead_relu runs; an nn.ReLU module
+    is recorded once, by its own hook; a hinge over one value per sample is no layer."""
     from mldbg.rules.runner import RuleRunner
 
     torch.manual_seed(0)
-    _train(MnistNet(), "functional", tmp_path / "functional", steps=5)
+    _train(HingeNet(), "functional", tmp_path / "functional", steps=5)
+    trial = mldbg.create_trial(str(tmp_path / "functional"))
+    assert trial.collections()["relu_activations"] == ["model.F.relu_0_input_0"]
+    assert trial.tensor("model.F.relu_0_input_0").steps() == list(range(5))
     runner = RuleRunner(str(tmp_path / "functional"), ["dead_relu"])
     runner.run_available()
     runner.finish()
-    why = runner.skipped["dead_relu"]
-    assert "F.relu" in why and "include_collections" not in why, why
+    assert "dead_relu" not in runner.skipped
 
     torch.manual_seed(0)
     _train(
@@ -342,10 +355,29 @@ def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
         tmp_path / "module",
         steps=5,
     )
-    runner = RuleRunner(str(tmp_path / "module"), ["dead_relu"])
+    assert mldbg.create_trial(str(tmp_path / "module")).collections()["relu_activations"] == ["1_input_0"]
+
+
+def test_dead_relu_says_why_a_compiled_models_relus_are_not_checked(tmp_path):
+    """Inside a torch.compile'd model no ReLU is seen: dead_relu's skip says so, rather than
+    advising include_collections."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = torch.compile(MnistNet(), backend="eager")
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        x, y = _data(5)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(5):
+            opt.zero_grad()
+            F.nll_loss(model(x[i]), y[i]).backward()
+            opt.step()
+    runner = RuleRunner(str(tmp_path), ["dead_relu"])
     runner.run_available()
     runner.finish()
-    assert "dead_relu" not in runner.skipped
+    why = runner.skipped["dead_relu"]
+    assert "F.relu" in why and "torch.compile" in why and "include_collections" not in why, why
 
 
 class TinyGPT(nn.Module):
@@ -513,14 +545,15 @@ def _examples_mnist(path: Path, lr: float, epochs: int = 3, batches: int = 12) -
 
 def test_the_examples_mnist_at_lr_x100_is_found_at_once_and_its_twin_is_quiet(tmp_path):
     """lr 100 instead of 1.0: the loss leaps at step 1 (by orders of magnitude) and the ReLUs
-    die. With the two lines the default rules find it within five steps (the gradients of
-    the dead layers), and the loss recorded from backward gets its own finding
-    (`loss_divergence`, once the loss has settled back at chance: here ~10 steps). At lr 1.0
-    (the example's own) the default set is quiet."""
+    die. With the two lines the default rules find it within five steps (`dead_relu` on the
+    inputs of its functional ReLUs; the gradients of the dead layers), and the loss recorded
+    from backward gets its own finding (`loss_divergence`, once the loss has settled back at
+    chance: here ~10 steps). At lr 1.0 (the example's own) the default set is quiet."""
     losses = _examples_mnist(tmp_path / "x100", lr=100.0)
     assert max(losses[1:4]) > 20 * losses[0], losses[:4]  # the leap the issue saw (2.3 -> 40,000)
     found = mldbg.check(str(tmp_path / "x100"))
     assert found and min(f.step for f in found) <= 5, [str(f) for f in found]
+    assert any(f.rule == "dead_relu" and f.step <= 5 and "model.F.relu" in f.message for f in found)
     on_loss = [f.step for f in found if "loss" in f.tensors]
     assert on_loss and min(on_loss) <= 20, [str(f) for f in found]
     healthy = _examples_mnist(tmp_path / "x1", lr=1.0)
