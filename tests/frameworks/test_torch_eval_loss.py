@@ -464,3 +464,38 @@ def test_a_cross_entropy_written_out_over_one_hot_labels_is_the_loss(tmp_path):
                 torch.testing.assert_close(written, F.nll_loss(out, y[6 + i % 2]))
                 expected.append(written.item())
     np.testing.assert_allclose(_eval_losses(tmp_path), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["(B, 1) against (B,)", "squeezed twin"])
+def test_a_broadcast_in_a_loss_written_out_is_found_from_the_evaluation(tmp_path, bug):
+    """`((out - y) ** 2).mean()` with out (B, 1) and y (B,): every prediction is compared with
+    every label. The training's loss leaves no node that saved its inputs; the evaluation's
+    loss written out gives their shapes: `batch_dim_mismatch` fires at the first evaluation,
+    its squeezed twin is quiet."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(8, generator=g)
+    model = Regressor()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        return model(x) if bug else model(x).squeeze(1)
+
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for step in range(12):
+            model.train()
+            x = torch.randn(32, 8, generator=g)
+            opt.zero_grad()
+            ((predict(x) - x @ w) ** 2).mean().backward()
+            opt.step()
+            if step % 5 == 4:
+                model.eval()
+                with torch.no_grad():
+                    x = torch.randn(32, 8, generator=g)
+                    ((predict(x) - x @ w) ** 2).mean()
+    found = mldbg.check(str(tmp_path), rules=["batch_dim_mismatch"])
+    if bug:
+        assert found and found[0].mode == "EVAL" and "[32, 32]" in found[0].message, found
+    else:
+        assert not found
