@@ -133,3 +133,41 @@ def test_the_targets_of_a_model_call():
     assert torch_lm.targets_of((), {"input_ids": x, "labels": x}, x) is x
     assert torch_lm.targets_of((x,), {}, x) is None
     assert torch_lm.targets_of((x, y[:, :3]), {}, x) is None
+
+
+# dynamo's own warning while it traces GPT-2's loss (without mldbg too); an error under pytest
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_a_hugging_face_trainer_with_torch_compile_trains_under_the_callback(tmp_path):
+    """`TrainingArguments(torch_compile=True)`: the callback's hook on the model's output is
+    traced into the compiled graph, where the hook must add nothing (its tensors are not
+    values there): the training runs as without mldbg and its loss is recorded. (Its
+    language-model counts are not: the callback's hook does not run outside the trace.)"""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from mldbg.transformers import DebuggerCallback
+
+    class Rows(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.ids = zipf_stream(32 * LENGTH, VOCABULARY, 0).view(32, LENGTH)
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=VOCABULARY, n_positions=32)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=8, num_train_epochs=1,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+        torch_compile=True, torch_compile_backend="aot_eager",
+    )  # fmt: skip
+    trainer = Trainer(
+        model=GPT2LMHeadModel(config), args=args, train_dataset=Rows(), callbacks=[DebuggerCallback(tmp_path / "run")]
+    )
+    trainer.train()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.tensor("loss").steps()) == 4

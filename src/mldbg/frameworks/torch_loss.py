@@ -175,6 +175,8 @@ class LossCapture:
         rec = self.hook.recorder
         if stats is None or self._lm_at == rec.step or not stats.due() or not isinstance(loss, torch.Tensor):
             return
+        if torch.compiler.is_compiling():
+            return  # a callback's hook traced into a compiled model (its tensors are not values)
         ids = self._ids if self._ids_at == rec.step else None
         try:
             found = torch_lm.statistics(loss, ids, self._probe if rec.mode == Mode.TRAIN else None)
