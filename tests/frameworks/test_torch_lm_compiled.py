@@ -166,7 +166,10 @@ def test_a_hugging_face_trainer_with_torch_compile_trains_under_the_callback(tmp
         torch_compile=True, torch_compile_backend="aot_eager",
     )  # fmt: skip
     trainer = Trainer(
-        model=GPT2LMHeadModel(config), args=args, train_dataset=Rows(), callbacks=[DebuggerCallback(tmp_path / "run")]
+        model=GPT2LMHeadModel(config),
+        args=args,
+        train_dataset=Rows(),
+        callbacks=[DebuggerCallback(tmp_path / "run")],
     )
     trainer.train()
     trial = mldbg.create_trial(str(tmp_path / "run"))
