@@ -1,7 +1,7 @@
 """The rules that could not judge a run are one summary line in `mldbg run`, `status` and
 `check`, with their true reasons on demand (issue #29 item 3): tiny real scripts, a model that
-applies its ReLU as a function (so dead_relu has nothing to read) and computes its loss with
-F.cross_entropy."""
+applies its ReLU as `clamp(min=0)` (no nn.ReLU module, no F.relu: dead_relu has nothing to
+read) and computes its loss with F.cross_entropy."""
 
 import subprocess
 import sys
@@ -24,7 +24,7 @@ class Net(nn.Module):
         self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 2)
 
     def forward(self, x):
-        return self.fc2(F.relu(self.fc1(x)))
+        return self.fc2(self.fc1(x).clamp(min=0))
 
 model = Net()
 {hook}

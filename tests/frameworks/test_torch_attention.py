@@ -224,11 +224,14 @@ class Probe(nn.Module):
 
 def test_a_model_without_attention_is_captured_once_per_mode(tmp_path):
     """An MLP, and a transformer layer whose only attention is nn.MultiheadAttention (its own
-    hook records it): the first captured forward of each mode meets no attention call, and
-    no later forward of that mode is captured."""
+    hook records it) and whose activation is GELU (its default, F.relu, is a functional ReLU
+    the capture records: `test_a_transformer_layers_functional_relu_is_recorded`): the first
+    captured forward of each mode meets no attention call, and no later forward of that mode
+    is captured."""
     torch.manual_seed(0)
     for i, body in enumerate([nn.Sequential(nn.Linear(16, 16), nn.ReLU()),
-                              nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)]):  # fmt: skip
+                              nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True,
+                                                         activation="gelu")]):  # fmt: skip
         probe = Probe()
         net = nn.Sequential(probe, body, nn.Linear(16, 4))
         with mldbg.torch.Hook(str(tmp_path / f"run{i}"), statistics_every=1) as hook:
@@ -241,6 +244,23 @@ def test_a_model_without_attention_is_captured_once_per_mode(tmp_path):
         assert probe.depths == [1, 0, 0, 1, 0]
         names = mldbg.create_trial(str(tmp_path / f"run{i}")).tensor_names(collection="attention_logits")
         assert names == ([] if i == 0 else ["1.self_attn_attention_logits"])
+
+
+def test_a_transformer_layers_functional_relu_is_recorded(tmp_path):
+    """nn.TransformerEncoderLayer's feed-forward applies `F.relu` (its default activation):
+    its input is recorded at each statistics step as `<layer>.F.relu_0_input_0`, the capture
+    kept on for it."""
+    torch.manual_seed(0)
+    probe = Probe()
+    net = nn.Sequential(probe, nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True))
+    with mldbg.torch.Hook(str(tmp_path), statistics_every=1) as hook:
+        hook.register_module(net)
+        for _ in range(3):
+            net(torch.randn(2, 5, 16)).sum().backward()
+    assert probe.depths == [1, 1, 1]
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.collections()["relu_activations"] == ["1.F.relu_0_input_0"]
+    assert trial.tensor("1.F.relu_0_input_0").steps() == [0, 1, 2]
 
 
 def test_a_forward_that_raises_leaves_no_mode_behind(tmp_path):

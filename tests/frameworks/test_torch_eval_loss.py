@@ -276,3 +276,226 @@ def test_a_loss_trained_on_in_eval_mode_is_no_evaluations(tmp_path):
             opt.step()
     assert "loss" not in mldbg.create_trial(str(tmp_path)).tensor_names()
     assert not _windows_left()
+
+
+class Regressor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _regression(path, evaluate, steps: int = 12, every: int = 4) -> list[float]:
+    """A regression trained on `((out - y) ** 2).mean()` given to backward, with an
+    evaluation under `torch.no_grad()` every `every` steps computing `evaluate(out, y)` on
+    two batches. Returns the values `evaluate` gave (floats; None where it gives none)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(8, 1, generator=g)
+    model = Regressor()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    given = []
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for step in range(steps):
+            model.train()
+            x = torch.randn(32, 8, generator=g)
+            opt.zero_grad()
+            ((model(x) - x @ w) ** 2).mean().backward()
+            opt.step()
+            if (step + 1) % every == 0:
+                model.eval()
+                with torch.no_grad():
+                    for _ in range(2):
+                        x = torch.randn(32, 8, generator=g)
+                        value = evaluate(model(x), x @ w)
+                        given.append(None if value is None else float(value))
+    assert not _windows_left()
+    return given
+
+
+WRITTEN_OUT = {
+    "((out - y) ** 2).mean()": lambda out, y: ((out - y) ** 2).mean(),
+    "(out - y).abs().mean()": lambda out, y: (out - y).abs().mean(),
+    "((out - y) ** 2).sum() / n": lambda out, y: ((out - y) ** 2).sum() / out.numel(),
+    "torch.mean(torch.square(out - y))": lambda out, y: torch.mean(torch.square(out - y)),
+}
+
+
+@pytest.mark.parametrize("name", list(WRITTEN_OUT))
+def test_an_evaluation_loss_written_out_in_torch_operations_is_recorded(tmp_path, name):
+    """No loss function, no backward: the first mean or sum to one value of a tensor made
+    from the output and the labels is the evaluation's loss (a sum as its mean), with its
+    predictions and labels (`samples`, their shapes)."""
+    given = _regression(tmp_path, WRITTEN_OUT[name])
+    np.testing.assert_allclose(_eval_losses(tmp_path), given, rtol=1e-5)
+    trial = mldbg.create_trial(str(tmp_path))
+    for tensor, collection in (("loss_input_0", "predictions"), ("loss_input_1", "labels")):
+        assert tensor in trial.collections()[collection]
+        assert trial.tensor(tensor).steps(mode=Mode.EVAL), tensor
+
+
+QUIET = {
+    "the output's own mean (no labels)": lambda out, y: out.mean(),
+    "its mean square": lambda out, y: out.pow(2).mean(),
+    "a sign accuracy": lambda out, y: ((out > 0) == (y > 0)).float().mean(),
+    "through a parameter": lambda out, y: (out * nn.Parameter(torch.ones(1, 1))).sum(),
+    "times a number": lambda out, y: (out * torch.tensor(2.0)).mean(),
+    "nothing": lambda out, y: None,
+}
+
+
+@pytest.mark.parametrize("name", list(QUIET))
+def test_a_statistic_of_the_output_alone_is_no_loss(tmp_path, name):
+    """A reduction of the output with no tensor of the data in it (its mean, a scale, a
+    parameter), or a metric on ids (no floating tensor made from the output): no EVAL loss."""
+    _regression(tmp_path, QUIET[name])
+    trial = mldbg.create_trial(str(tmp_path))
+    assert not trial.tensor("loss").values(Mode.EVAL)
+
+
+def test_an_mnist_test_loop_records_its_labels_and_predictions(tmp_path):
+    """pytorch/examples mnist's `test()`: the labels and predictions `F.nll_loss` is called on
+    under no_grad are the EVAL steps' `loss_input_1` / `loss_input_0`, with their class
+    counts and confusion matrix, as a training step's."""
+    _mnist(tmp_path, epochs=2)
+    trial = mldbg.create_trial(str(tmp_path))
+    labels = trial.tensor("loss_input_1")
+    eval_steps = labels.steps(mode=Mode.EVAL)
+    assert len(eval_steps) == 8, eval_steps  # 2 epochs x 4 test batches, all statistics steps
+    counts = trial.tensor("stats/loss_input_1/class_counts").values(Mode.EVAL)
+    assert sorted(counts) == eval_steps
+    assert all(c.sum() == BATCH for c in counts.values())
+    assert "confusion" in trial.vector_statistics("loss_input_1")
+    assert "loss_input_0" in trial.collections()["predictions"]
+
+
+class Classifier(nn.Module):
+    """A Hugging Face-style classifier: `model(x, labels=y)` returns `{"logits", "loss"}`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 6))
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.net(x)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = F.cross_entropy(logits, labels)
+        return out
+
+
+def _clusters(path, noise: float, style: str = "functional") -> str:
+    """A 6-class MLP on Gaussian clusters, a validation pass every 10 steps under no_grad on
+    clean held-out labels, recorded with the two lines only; `noise`: that share of class 0's
+    training labels turned into class 1. `style` "functional": `F.cross_entropy(net(x), y)`
+    given to backward and computed in the validation; "returned": `model(x, labels=y)`
+    returns its loss and logits; "compiled": the same model `torch.compile`d (aot_eager)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    centers = torch.randn(6, 10, generator=g) * 3
+    y = torch.randint(0, 6, (5120,), generator=g)
+    x = centers[y] + torch.randn(5120, 10, generator=g)
+    x_eval, y_eval, x, y = x[4096:], y[4096:], x[:4096], y[:4096]
+    y = torch.where((y == 0) & (torch.rand(4096, generator=g) < noise), 1, y)
+    net = Classifier()
+    model = torch.compile(net, backend="aot_eager") if style == "compiled" else net
+
+    def loss_of(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        if style == "functional":
+            return F.cross_entropy(model(xb)["logits"], yb)
+        return model(xb, labels=yb)["loss"]
+
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for step in range(300):
+            model.train()
+            idx = torch.randint(0, len(x), (64,), generator=g)
+            opt.zero_grad()
+            loss_of(x[idx], y[idx]).backward()
+            opt.step()
+            if (step + 1) % 10 == 0:
+                model.eval()
+                with torch.no_grad():
+                    for i in range(0, len(x_eval), 256):
+                        loss_of(x_eval[i : i + 256], y_eval[i : i + 256])
+    return str(path)
+
+
+@pytest.mark.parametrize("style", ["functional", "returned", "compiled"])
+def test_label_noise_is_told_from_the_clean_evaluation_labels(tmp_path, style):
+    """`train_label_noise` compares the training confusion with the evaluation's: with no
+    loss module registered, the labels come from the evaluation's `F.cross_entropy` call, or
+    from the call of a model that computes its own loss (`labels=`) with its returned
+    logits, where no autograd node holds them (under no_grad; inside a compiled graph).
+    Noise on class 0's training labels fires on that pair; the clean twin is quiet."""
+    rule = ["train_label_noise"]
+    noisy = _clusters(tmp_path / "noisy", noise=0.3, style=style)
+    trial = mldbg.create_trial(noisy)
+    for mode in (Mode.TRAIN, Mode.EVAL):
+        assert trial.tensor("stats/loss_input_1/confusion_steps").steps(mode=mode), mode
+    found = mldbg.check(noisy, rules=rule)
+    assert found and "pair 0 -> 1" in found[0].message, [str(f) for f in found]
+    assert not mldbg.check(_clusters(tmp_path / "clean", noise=0.0, style=style), rules=rule)
+
+
+def test_a_cross_entropy_written_out_over_one_hot_labels_is_the_loss(tmp_path):
+    """mnist's shape evaluated with `-(F.one_hot(y, C) * log_probs).sum(1).mean()` (no loss
+    function): recorded as the evaluation's loss, the value `F.nll_loss` gives."""
+    torch.manual_seed(0)
+    model = MnistNet()
+    x, y = _data(8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for i in range(6):
+            model.train()
+            opt.zero_grad()
+            F.nll_loss(model(x[i]), y[i]).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                out = model(x[6 + i % 2])
+                written = -(F.one_hot(y[6 + i % 2], out.shape[1]) * out).sum(1).mean()
+                torch.testing.assert_close(written, F.nll_loss(out, y[6 + i % 2]))
+                expected.append(written.item())
+    np.testing.assert_allclose(_eval_losses(tmp_path), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["(B, 1) against (B,)", "squeezed twin"])
+def test_a_broadcast_in_a_loss_written_out_is_found_from_the_evaluation(tmp_path, bug):
+    """`((out - y) ** 2).mean()` with out (B, 1) and y (B,): every prediction is compared with
+    every label. The training's loss leaves no node that saved its inputs; the evaluation's
+    loss written out gives their shapes: `batch_dim_mismatch` fires at the first evaluation,
+    its squeezed twin is quiet."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(8, generator=g)
+    model = Regressor()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        return model(x) if bug else model(x).squeeze(1)
+
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for step in range(12):
+            model.train()
+            x = torch.randn(32, 8, generator=g)
+            opt.zero_grad()
+            ((predict(x) - x @ w) ** 2).mean().backward()
+            opt.step()
+            if step % 5 == 4:
+                model.eval()
+                with torch.no_grad():
+                    x = torch.randn(32, 8, generator=g)
+                    ((predict(x) - x @ w) ** 2).mean()
+    found = mldbg.check(str(tmp_path), rules=["batch_dim_mismatch"])
+    if bug:
+        assert found and found[0].mode == "EVAL" and "[32, 32]" in found[0].message, found
+    else:
+        assert not found

@@ -322,18 +322,31 @@ def test_register_loss_of_a_function_is_harmless_and_a_saved_loss_wins(tmp_path)
     np.testing.assert_allclose(_recorded(tmp_path), expected, rtol=1e-5)
 
 
-def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
-    """The two lines on a model that calls F.relu record no `relu_activations`: dead_relu's
-    skip says so, rather than advising include_collections; with nn.ReLU it runs."""
+class HingeNet(MnistNet):
+    """MnistNet plus a hinge inside its forward: `F.relu(1 - margin)`, one value per sample
+    (mostly 0 once the margins hold: no layer, not a dead one)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        self.hinge = F.relu(1.0 - out.max(1).values).mean()
+        return out
+
+
+def test_a_functional_relu_is_checked_as_a_relu_module_is(tmp_path):
+    """The two lines on a model that calls F.relu record its input at statistics steps as
+    `model.F.relu_<n>_input_0` in `relu_activations`, and dead_relu runs; an nn.ReLU module
+    is recorded once, by its own hook; a hinge over one value per sample is no layer."""
     from mldbg.rules.runner import RuleRunner
 
     torch.manual_seed(0)
-    _train(MnistNet(), "functional", tmp_path / "functional", steps=5)
+    _train(HingeNet(), "functional", tmp_path / "functional", steps=5)
+    trial = mldbg.create_trial(str(tmp_path / "functional"))
+    assert trial.collections()["relu_activations"] == ["model.F.relu_0_input_0"]
+    assert trial.tensor("model.F.relu_0_input_0").steps() == list(range(5))
     runner = RuleRunner(str(tmp_path / "functional"), ["dead_relu"])
     runner.run_available()
     runner.finish()
-    why = runner.skipped["dead_relu"]
-    assert "F.relu" in why and "include_collections" not in why, why
+    assert "dead_relu" not in runner.skipped
 
     torch.manual_seed(0)
     _train(
@@ -342,10 +355,29 @@ def test_dead_relu_says_why_a_functional_relu_is_not_checked(tmp_path):
         tmp_path / "module",
         steps=5,
     )
-    runner = RuleRunner(str(tmp_path / "module"), ["dead_relu"])
+    assert mldbg.create_trial(str(tmp_path / "module")).collections()["relu_activations"] == ["1_input_0"]
+
+
+def test_dead_relu_says_why_a_compiled_models_relus_are_not_checked(tmp_path):
+    """Inside a torch.compile'd model no ReLU is seen: dead_relu's skip says so, rather than
+    advising include_collections."""
+    from mldbg.rules.runner import RuleRunner
+
+    torch.manual_seed(0)
+    model = torch.compile(MnistNet(), backend="eager")
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        x, y = _data(5)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(5):
+            opt.zero_grad()
+            F.nll_loss(model(x[i]), y[i]).backward()
+            opt.step()
+    runner = RuleRunner(str(tmp_path), ["dead_relu"])
     runner.run_available()
     runner.finish()
-    assert "dead_relu" not in runner.skipped
+    why = runner.skipped["dead_relu"]
+    assert "F.relu" in why and "torch.compile" in why and "include_collections" not in why, why
 
 
 class TinyGPT(nn.Module):
@@ -408,3 +440,122 @@ def test_a_hugging_face_model_output_holds_the_loss():
     assert returned_loss(outputs.CausalLMOutput(logits=logits)) is None
     assert returned_loss((loss, logits)) is loss  # return_dict=False
     assert returned_loss((logits, torch.tensor(1.0), torch.tensor(2.0))) is None  # which one? none
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_compiled_model_records_its_loss_weights_gradients_and_evaluation(tmp_path, backend):
+    """`torch.compile(model)` registered with the two lines: the functional loss given to
+    backward (the training unchanged), weights, gradients, labels; an evaluation's loss under
+    no_grad, by a function or written out. Layer inputs (`relu_activations`) are not recorded
+    inside a compiled graph (hooks there would break it). Inductor behaves as these backends
+    here but compiles for a minute on a loaded CPU: the backends of the same front end."""
+    x, y = _data(12)
+
+    def run(out: Path | None) -> tuple[list[float], list[float]]:
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES))
+        model = torch.compile(net, backend=backend)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        hook = mldbg.torch.Hook(str(out)) if out is not None else None
+        if hook is not None:
+            hook.register_module(model)
+        losses, evaluations = [], []
+        for i in range(10):
+            model.train()
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x[i]), y[i])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if i % 3 == 2:
+                model.eval()
+                with torch.no_grad():
+                    out_ = model(x[10])
+                    evaluations.append(F.cross_entropy(out_, y[10]).item())
+                    out_ = model(x[11])
+                    evaluations.append(((out_.softmax(1) - F.one_hot(y[11], N_CLASSES)) ** 2).mean().item())
+        if hook is not None:
+            hook.close()
+        return losses, evaluations
+
+    plain = run(None)
+    hooked = run(tmp_path)
+    assert hooked == plain
+    np.testing.assert_allclose(_recorded(tmp_path), plain[0], rtol=1e-5)
+    np.testing.assert_allclose(_recorded(tmp_path, mode=Mode.EVAL), plain[1], rtol=1e-5)
+    trial = mldbg.create_trial(str(tmp_path))
+    collections = trial.collections()
+    assert {"0.weight", "2.weight"} <= set(collections["weights"])
+    assert {"gradient/0.weight", "gradient/2.weight"} <= set(collections["gradients"])
+    assert "loss_input_1" in collections["labels"] and "loss_input_0" in collections["predictions"]
+    assert trial.tensor("loss_input_1").steps(mode=Mode.EVAL)
+    assert "relu_activations" not in collections
+
+
+class ExamplesMnist(nn.Module):
+    """pytorch/examples mnist's `Net`, small: two convolutions, max-pooling, dropout, two
+    linear layers, functional ReLUs, `log_softmax` out (trained with `F.nll_loss` outside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, 1)
+        self.conv2 = nn.Conv2d(4, 8, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(8 * 4 * 4, 32)
+        self.fc2 = nn.Linear(32, N_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def _examples_mnist(path: Path, lr: float, epochs: int = 3, batches: int = 12) -> list[float]:
+    """pytorch/examples mnist's main loop: Adadelta at `lr` (1.0 by default), StepLR(gamma
+    0.7) per epoch, `train()` with `F.nll_loss`, `test()` under no_grad with
+    `F.nll_loss(..., reduction="sum")`; the two lines only. Returns the training losses."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    templates = torch.randn(N_CLASSES, 1, 12, 12, generator=g)
+    y = torch.randint(0, N_CLASSES, (batches + 2, BATCH), generator=g)
+    x = templates[y] + 0.5 * torch.randn(batches + 2, BATCH, 1, 12, 12, generator=g)
+    model = ExamplesMnist()
+    opt = torch.optim.Adadelta(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+    losses = []
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for _ in range(epochs):
+            model.train()
+            for i in range(batches):
+                opt.zero_grad()
+                loss = F.nll_loss(model(x[i]), y[i])
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            model.eval()
+            with torch.no_grad():
+                for i in range(batches, batches + 2):
+                    F.nll_loss(model(x[i]), y[i], reduction="sum").item()
+            scheduler.step()
+    return losses
+
+
+def test_the_examples_mnist_at_lr_x100_is_found_at_once_and_its_twin_is_quiet(tmp_path):
+    """lr 100 instead of 1.0: the loss leaps at step 1 (by orders of magnitude) and the ReLUs
+    die. With the two lines the default rules find it within five steps (`dead_relu` on the
+    inputs of its functional ReLUs; the gradients of the dead layers), and the loss recorded
+    from backward gets its own finding (`loss_divergence`, once the loss has settled back at
+    chance: here ~10 steps). At lr 1.0 (the example's own) the default set is quiet."""
+    losses = _examples_mnist(tmp_path / "x100", lr=100.0)
+    assert max(losses[1:4]) > 20 * losses[0], losses[:4]  # the leap the issue saw (2.3 -> 40,000)
+    found = mldbg.check(str(tmp_path / "x100"))
+    assert found and min(f.step for f in found) <= 5, [str(f) for f in found]
+    assert any(f.rule == "dead_relu" and f.step <= 5 and "model.F.relu" in f.message for f in found)
+    on_loss = [f.step for f in found if "loss" in f.tensors]
+    assert on_loss and min(on_loss) <= 20, [str(f) for f in found]
+    healthy = _examples_mnist(tmp_path / "x1", lr=1.0)
+    assert healthy[-1] < healthy[0] / 2  # it learns
+    assert not mldbg.check(str(tmp_path / "x1"))

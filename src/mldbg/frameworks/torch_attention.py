@@ -22,6 +22,13 @@ when the forward ends as `module_training/functional` with the model's own flag
 (`train_in_eval_mode`: a model whose only dropout is functional shows its mode there); a
 forward with such a call keeps its model captured in that mode.
 
+The same capture records the input of each ReLU applied as a function (`F.relu`,
+`torch.relu`, `x.relu()`, their in-place forms) inside a module of the model, as an nn.ReLU
+module's hook does: `<module>.F.relu_<n>_input_0` in `relu_activations` (the n-th such call of
+that module in the forward, at most `RELU_CALLS`), so `dead_relu` judges pytorch/examples
+mnist's `F.relu(self.conv1(x))`. Only a layer's activations: at least `MIN_UNITS` values per
+sample (a hinge over one value per sample is left out); an nn.ReLU's own call is its hook's.
+
 How: on a statistics step only, the hook enters an `AttentionCapture` (a `TorchFunctionMode`,
 thread-local like every torch function mode) around the first forward of each registered model
 in the step, and leaves it when the forward ends or raises (or the hook closes, in the same
@@ -29,8 +36,9 @@ thread; from another, the forward's end still ends it). Off statistics steps not
 entered. The module a call belongs to is the innermost module of the model on the Python stack
 at the call (read only when an attention call is seen); its path names the record, and a
 module that makes several calls in one forward numbers them (`..._attention_logits_1`). A
-captured forward that met no attention (a CNN, an MLP, a model whose only attention is
-`nn.MultiheadAttention`, recorded by its hook) ends the capture of that model in that mode:
+captured forward that met no attention, functional dropout or functional ReLU (a CNN of
+modules, an MLP, a model whose only attention is `nn.MultiheadAttention`, recorded by its
+hook) ends the capture of that model in that mode:
 later statistics steps pay nothing for it. A `torch.compile`'d submodule: the capture steps
 aside while dynamo traces (none of its code enters a graph).
 
@@ -67,6 +75,11 @@ _DROPOUT = frozenset(
     {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout}
 )
 _DROPOUT_ARGS = ("input", "p", "training", "inplace")
+# a ReLU applied as a function (pytorch/examples mnist's `F.relu(self.conv1(x))`): its input,
+# as an nn.ReLU module's (`relu_activations`, dead_relu)
+_RELU = frozenset({F.relu, torch.relu, torch.relu_, torch.Tensor.relu, torch.Tensor.relu_})
+MIN_UNITS = 8  # a functional ReLU's input has this many values per sample at least: a layer's
+RELU_CALLS = 16  # functional ReLUs recorded per module and forward at most (an RNN cell's loop)
 
 
 def mha_logits(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
@@ -161,9 +174,11 @@ class AttentionCapture:
         self,
         add: Callable[[str, torch.Tensor], None],
         flags: Callable[[Any, list[bool]], None] | None = None,
+        relu: Callable[[str, torch.Tensor], None] | None = None,
     ):
         self._add = add
         self._flags = flags  # (key, the `training` flags of its functional dropout calls)
+        self._relu = relu  # (name, the input of a functional ReLU)
         self._objects: dict[int, nn.Module] = {}  # id(module) -> module, of the watched models
         self._params: dict[int, list[nn.Parameter]] = {}  # a dropout call's module: its parameters
         self._names: dict[int, tuple[str, bool]] = {}  # id(module) -> (its path, says attention)
@@ -242,6 +257,9 @@ class AttentionCapture:
         if func in _DROPOUT:
             self._dropout(args, kwargs)
             return
+        if func in _RELU:
+            self._functional_relu(args, kwargs)
+            return
         sdpa = func is F.scaled_dot_product_attention
         if not sdpa and func not in _SOFTMAX:
             return
@@ -300,6 +318,30 @@ class AttentionCapture:
             params = self._params[id(owner)] = list(owner.parameters())
         if any(q.requires_grad for q in params):
             local.dropout.append(training)
+
+    def _functional_relu(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A ReLU applied as a function inside a module of the model (not by an nn.ReLU
+        module, whose hook records it): its input as `<module>.F.relu_<n>_input_0`, the n-th
+        such call of that module in the forward. A layer's activations only: at least
+        `MIN_UNITS` values per sample (a hinge `F.relu(margin - d)` over one value per sample
+        is no layer, and rightly mostly 0)."""
+        if self._relu is None:
+            return
+        x = args[0] if args else kwargs.get("input")
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.numel() < MIN_UNITS * x.shape[0]:
+            return
+        owner = self._owner()
+        if owner is None or isinstance(owner, nn.ReLU):
+            return
+        path = self._names[id(owner)][0]
+        local = self._local
+        local.found = True  # the model's activations show here: keep capturing it in this mode
+        key = f"{path}.F.relu"
+        n = local.counts.get(key, 0)
+        if n >= RELU_CALLS:
+            return
+        local.counts[key] = n + 1
+        self._relu(f"{key}_{n}_input_0", x)
 
     def _owner(self) -> nn.Module | None:
         """The innermost module of a watched model on the Python stack (None: none). The

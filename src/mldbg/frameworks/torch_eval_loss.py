@@ -14,8 +14,29 @@ then the result of any torch call that takes one of them: `logits.view(-1, V)`,
 `logits[:, :-1].contiguous()`, `.float()`, an unregistered head's layers) as autograd would,
 by identity. The first loss function of `LOSSES` called on such a tensor is the step's loss:
 recorded as `loss` in that EVAL step, as a returned loss is. A loss function called on
-anything else (a metric over the data, another model's output) is not. The window closes at
-that loss, at the next forward of a registered model, at the step's end, or when the hook
+anything else (a metric over the data, another model's output) is not.
+
+A loss written out in torch operations (`((out - y) ** 2).mean()`, `(out - y).abs().mean()`,
+`(-F.one_hot(y, C) * out.log_softmax(-1)).sum(-1).mean()`): the first mean or sum to one
+floating value (`torch.mean`, `torch.sum`, their methods and `nan` forms) of a tensor made
+from the output *and a tensor of the data* (a tensor met in a call with a followed one that is
+not followed, not a parameter, not one requiring a gradient, not a single number: the labels)
+is the step's loss, a sum divided by the number of values it sums, its sign changed where it is
+negated next (`-(F.one_hot(y, C) * log_p).sum(1).mean()`): the window stays open to see that,
+until the next forward or the step's end. A reduction of the output
+alone (its mean, its mean square, a scale by a number or a parameter) is no loss; a metric on
+ids (`(out.argmax(1) == y).float().mean()`) is not followed at all (only floating tensors
+are). Where an evaluation computes a metric of the same form before its loss (a mean absolute
+error, then a mean squared one) the first is taken.
+
+Predictions and labels: the loss function's `input` and `target` (for the classification
+losses, integer class ids: class statistics and the confusion matrix, as a training loss's;
+else `samples`), or the output-side tensor and the tensor of the data first joined in a loss
+written out (`samples`), are handed to the capture (`on_inputs`) as the loss is found: the
+EVAL steps' `loss_input_0` (`predictions`) and `loss_input_1` (`labels`), which
+`train_label_noise` compares with the training's, `class_imbalance` and `confusion` read. The window closes at
+that loss, at the next forward of a registered model, as the step begins to end (before the
+hook's own work on the step's tensors, which the window must not see), or when the hook
 closes; it is left wherever it sits in the thread's mode stack (modes entered inside the
 forward and still on it, the hook's attention capture, stay above it, as
 `torch.utils._device.DeviceContext` does).
@@ -33,8 +54,8 @@ Cost: nothing in TRAIN steps, nothing until a registered model's forward ends in
 evaluation; in the window a few microseconds per torch call (usually none or a few before the
 loss). An evaluation that computes no loss (a predict loop) closes the window at the next
 forward; after `MISSES` such forwards in a row no window opens until a TRAIN step comes.
-Not seen: a loss computed by a function not in `LOSSES` (written out in torch operations), an
-evaluation run outside the main thread (a mode is per thread, and left by the thread that
+Not seen: a loss computed by a function not in `LOSSES` that ends in no mean or sum (a
+`torch.linalg.norm` of the error), an evaluation run outside the main thread (a mode is per thread, and left by the thread that
 entered it), a loss computed inside a `torch.compile`d function. A function imported before
 the hook existed (`from torch.nn.functional import cross_entropy`) is seen all the same: the
 mode sees the call, not the name.
@@ -46,6 +67,7 @@ import inspect
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -69,15 +91,27 @@ SAMPLE_LOSSES: frozenset[Any] = frozenset(
     }
 )
 LOSSES = CLASS_LOSSES | SAMPLE_LOSSES
+# whose inputs are class scores and labels (class statistics), as `torch_loss.CLASS_NODES`
+CLASS_INPUTS: frozenset[Any] = CLASS_LOSSES | {F.binary_cross_entropy, F.binary_cross_entropy_with_logits}
+# a loss written out in torch operations (`((out - y) ** 2).mean()`) ends in one of these
+MEANS: frozenset[Any] = frozenset({torch.mean, torch.Tensor.mean, torch.nanmean, torch.Tensor.nanmean})
+SUMS: frozenset[Any] = frozenset({torch.sum, torch.Tensor.sum, torch.nansum, torch.Tensor.nansum})
+NEGATIONS: frozenset[Any] = frozenset({torch.neg, torch.negative, torch.Tensor.neg, torch.Tensor.__neg__})
 MISSES = 32  # evaluation forwards in a row without a loss: no window until a TRAIN step
 MAX_FOLLOWED = 256  # tensors followed from one forward's output
 _SIGNATURES = {f: inspect.signature(f) for f in LOSSES}
 
 
-class EvalLoss:
-    """The window of one hook's loss capture (see the module doc)."""
+Inputs = Callable[[str, torch.Tensor, torch.Tensor], None]
 
-    def __init__(self) -> None:
+
+class EvalLoss:
+    """The window of one hook's loss capture (see the module doc); `on_inputs(kind,
+    predictions, labels)` is told the predictions and labels of the loss found ("classes"
+    or "samples", as `torch_loss.saved_inputs` gives a training loss's)."""
+
+    def __init__(self, on_inputs: Inputs | None = None) -> None:
+        self._on_inputs = on_inputs
         self._window: _Window | None = None
         self._found: torch.Tensor | None = None  # the open step's evaluation loss
         self._misses = 0
@@ -130,19 +164,69 @@ class EvalLoss:
         self, window: _Window, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> None:
         """A torch call in the window: follow what it makes from the output; the first loss
-        on a followed tensor is the step's."""
+        on a followed tensor is the step's: a loss function's, or a mean or sum to one value
+        of a tensor made from the output and something else (the labels)."""
+        if window.loss is not None:  # a loss written out was found: only its sign may follow
+            if func in NEGATIONS and args and args[0] is window.loss and isinstance(out, torch.Tensor):
+                window.loss = out
+                self._found = None if self._found is None else -self._found
+            return
         if func in LOSSES:
             bound = _SIGNATURES[func].bind(*args, **kwargs).arguments
-            if window.followed_tensor(bound.get("input")) and isinstance(out, torch.Tensor):
+            inp, target = bound.get("input"), bound.get("target")
+            if window.followed_tensor(inp) and isinstance(out, torch.Tensor):
                 self._found = mean_loss(func, bound, out)
                 self._misses = 0
                 self.close()
+                if isinstance(inp, torch.Tensor) and isinstance(target, torch.Tensor):
+                    classes = func in CLASS_INPUTS and not (
+                        func in CLASS_LOSSES and target.is_floating_point()
+                    )
+                    self._give("classes" if classes else "samples", inp, target)
                 return
-        if isinstance(out, (torch.Tensor, tuple, list)) and any(
-            window.followed_tensor(a) for a in _flat(args, kwargs)
-        ):
-            for t in _tensors(out):
-                window.follow(t)
+        if not isinstance(out, (torch.Tensor, tuple, list)):
+            return
+        flat = _flat(args, kwargs)
+        made = [a for a in flat if window.followed_tensor(a)]
+        if not made:
+            return
+        joined = any(window.joined(a) for a in made)
+        if not joined:  # the output (or what is made of it) against a tensor of the data
+            other = next((a for a in flat if _labels_like(a) and not window.followed_tensor(a)), None)
+            if other is not None:
+                joined = True
+                window.pair = window.pair or (made[0], other)
+        if joined and (func in MEANS or func in SUMS) and _is_scalar(out) and window.pair is not None:
+            assert isinstance(out, torch.Tensor)
+            value = out.detach().float()
+            if func in SUMS:  # as its mean over what it sums
+                value = value / max(made[0].numel(), 1)
+            self._found = value
+            self._misses = 0
+            window.loss = out  # open until the step ends: `-(y * log_p).sum(1).mean()`
+            self._give("samples", *window.pair)
+            return
+        for t in _tensors(out):
+            window.follow(t, joined)
+
+    def _give(self, kind: str, predictions: torch.Tensor, labels: torch.Tensor) -> None:
+        if self._on_inputs is not None:
+            self._on_inputs(kind, predictions, labels)
+
+
+def _is_scalar(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.dim() == 0 and t.is_floating_point()
+
+
+def _labels_like(t: Any) -> bool:
+    """Could `t` be the labels a loss compares the output with? A tensor of the data: not a
+    parameter, not one that requires a gradient, not a single number (`x * torch.tensor(2.)`)."""
+    return (
+        isinstance(t, torch.Tensor)
+        and not isinstance(t, torch.nn.Parameter)
+        and not t.requires_grad
+        and t.dim() >= 1
+    )
 
 
 def mean_loss(func: Any, bound: dict[str, Any], out: torch.Tensor) -> torch.Tensor:
@@ -180,18 +264,25 @@ class _Window(TorchFunctionMode):
     def __init__(self, owner: EvalLoss) -> None:
         super().__init__()
         self.owner: EvalLoss | None = owner
-        self.followed: dict[int, weakref.ref[torch.Tensor]] = {}
+        # id -> (the tensor, made from the output with a tensor of the data: `out - y`)
+        self.followed: dict[int, tuple[weakref.ref[torch.Tensor], bool]] = {}
+        self.pair: tuple[torch.Tensor, torch.Tensor] | None = None  # the first such: (made, data)
+        self.loss: torch.Tensor | None = None  # the loss written out, once found
         self.thread = threading.get_ident()
         self.entered = False
         self.handling = False  # inside its `__torch_function__` (off the stack meanwhile)
 
-    def follow(self, t: torch.Tensor) -> None:
+    def follow(self, t: torch.Tensor, joined: bool = False) -> None:
         if len(self.followed) < MAX_FOLLOWED:
-            self.followed[id(t)] = weakref.ref(t)
+            self.followed[id(t)] = (weakref.ref(t), joined)
 
     def followed_tensor(self, t: Any) -> bool:
-        ref = self.followed.get(id(t)) if isinstance(t, torch.Tensor) else None
-        return ref is not None and ref() is t
+        entry = self.followed.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return entry is not None and entry[0]() is t
+
+    def joined(self, t: Any) -> bool:
+        """Is followed `t` made from the output and a tensor of the data?"""
+        return self.followed_tensor(t) and self.followed[id(t)][1]
 
     def enter(self, at: int) -> None:
         """Enter the mode at depth `at` of this thread's stack (modes above it stay above)."""

@@ -116,7 +116,9 @@ def watch_attention(hook: Hook, m: RegisteredModel, inner: nn.Module) -> None:
         stats = hook._stats
         assert stats is not None
         hook._capture = AttentionCapture(
-            lambda name, x: stats.add(name, x, "attention_logits"), functional_dropout(stats)
+            lambda name, x: stats.add(name, x, "attention_logits"),
+            functional_dropout(stats),
+            lambda name, x: stats.add(name, x, "relu_activations"),  # F.relu's input
         )
     hook._capture.watch(inner, m.prefix, m)
     capture = hook._capture

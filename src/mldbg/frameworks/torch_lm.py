@@ -12,6 +12,15 @@ logits were already probabilities. With the registered model's input ids (its fi
 (batch, time) argument, or `input_ids=`), the targets are laid out as the ids (N = B x T; or
 B x (T - 1), Hugging Face's older cut, padded back with ignored targets).
 
+A loss computed inside a `torch.compile`d model (nanoGPT's `compile = True`) shows no
+cross-entropy node: its graph is one compiled node. When the model returned the loss with its
+logits (B, T, V) and was called with targets (`labels=`, `targets=`, or an integer argument
+after the ids, shaped as them), the counts come from those (`returned_statistics`): the layout
+whose mean cross-entropy equals the returned loss (the targets at their positions, as nanoGPT
+computes it, or shifted by one against the logits, as a Hugging Face model shifts `labels=`)
+is the one counted; none (every count 0) when both or neither match. The probabilities'
+counts are of the returned logits; the causal probe needs the graph and does not run there.
+
 Each value is a count or a sum, a 0-d float32 tensor computed where the loss lives, with no
 wait for the device (no `.item()`, no data-dependent shape); the hook hands them to its
 statistics batch as records `lm/<key>` with the statistic `sum`. Offsets are counted along
@@ -199,36 +208,131 @@ def statistics(
         return None
     with torch.no_grad():
         out = _probabilities(node, logp)
-        v = logp.shape[1]
-        flat_logp = logp.movedim(1, -1).reshape(-1, v) if logp.dim() > 2 else logp
-        flat_target = target.reshape(-1)
-        if flat_target.numel() != flat_logp.shape[0] or flat_target.numel() == 0:
+        found = counts(logp, target, ids, ignore, weight, reduction)
+        if found is None:
             return out
-        seq = [d for d in target.shape[1:] if d != 1]
-        shaped = target.reshape(target.shape[0], -1) if logp.dim() > 2 and len(seq) == 1 else None
-        layout = _layout(flat_target, ids, shaped, ignore)
-        if layout is None:
-            return out
-        tgt, x = layout
-        valid = tgt != ignore
-        if isinstance(weight, torch.Tensor) and weight.numel() == v:  # a class weight of 0 ignores too
-            valid = valid & (
-                weight.gather(0, torch.where(valid & (tgt >= 0) & (tgt < v), tgt, 0).reshape(-1)) > 0
-            ).reshape(tgt.shape)
-        nll = _token_loss(flat_logp, flat_target, ignore, v).reshape(tgt.shape[0], -1)
-        if nll.shape[1] != tgt.shape[1]:  # the older cut, padded back
-            nll = torch.cat([nll, torch.zeros_like(nll[:, :1])], 1)
-        out.update(_losses(nll, valid))
-        if reduction != 0:  # with reduction="none" the script weighs each target itself (a mask): unknown
-            out.update(_padding(tgt, valid, nll, v))
-        if x is not None:
-            out.update(_alignment(tgt, valid, x))
-    if x is not None and probe is not None and probe.due():
-        found = causal_probe(node, logp, flat_target, valid, x, ignore)
-        if found:
+        out.update(found[0])
+    valid, x, flat_target = found[1], ids, target.reshape(-1)
+    if "align_0" in out and x is not None and probe is not None and probe.due():
+        found_probe = causal_probe(node, logp, flat_target, valid, x, ignore)
+        if found_probe:
             probe.ran += 1
-            out.update(found)
+            out.update(found_probe)
     return out
+
+
+def counts(
+    logp: torch.Tensor,
+    target: torch.Tensor,
+    ids: torch.Tensor | None,
+    ignore: int,
+    weight: Any = None,
+    reduction: int = 1,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
+    """The counts of the module docstring but the probabilities' and the probe's, from a
+    cross-entropy's log-probabilities (N, V, ...) and targets, and the valid targets laid out
+    as the ids; None when the targets are no sequence."""
+    v = logp.shape[1]
+    flat_logp = logp.movedim(1, -1).reshape(-1, v) if logp.dim() > 2 else logp
+    flat_target = target.reshape(-1)
+    if flat_target.numel() != flat_logp.shape[0] or flat_target.numel() == 0:
+        return None
+    seq = [d for d in target.shape[1:] if d != 1]
+    shaped = target.reshape(target.shape[0], -1) if logp.dim() > 2 and len(seq) == 1 else None
+    layout = _layout(flat_target, ids, shaped, ignore)
+    if layout is None:
+        return None
+    tgt, x = layout
+    valid = tgt != ignore
+    if isinstance(weight, torch.Tensor) and weight.numel() == v:  # a class weight of 0 ignores too
+        valid = valid & (
+            weight.gather(0, torch.where(valid & (tgt >= 0) & (tgt < v), tgt, 0).reshape(-1)) > 0
+        ).reshape(tgt.shape)
+    nll = _token_loss(flat_logp, flat_target, ignore, v).reshape(tgt.shape[0], -1)
+    if nll.shape[1] != tgt.shape[1]:  # the older cut, padded back
+        nll = torch.cat([nll, torch.zeros_like(nll[:, :1])], 1)
+    out = _losses(nll, valid)
+    if reduction != 0:  # with reduction="none" the script weighs each target itself (a mask): unknown
+        out.update(_padding(tgt, valid, nll, v))
+    if x is not None:
+        out.update(_alignment(tgt, valid, x))
+    return out, valid
+
+
+IGNORED = -100  # a returned loss's ignored targets: any negative one (nanoGPT's -1, Hugging Face's -100)
+MATCH = 1e-4  # relative: a candidate cross-entropy within this of the returned loss is the one computed
+
+
+def targets_of(
+    args: tuple[Any, ...], kwargs: dict[str, Any], ids: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The targets a model call hands its own loss: `labels=` or `targets=`, else a second
+    integer argument shaped as the ids (nanoGPT's `model(x, y)`)."""
+    if ids is None:
+        return None
+    for key in ("labels", "targets"):
+        found = kwargs.get(key)
+        if isinstance(found, torch.Tensor) and _ids(found) and found.shape == ids.shape:
+            return found
+    at = next((i for i, a in enumerate(args) if a is ids), -1)  # the ids' place (`model(x, x)` too)
+    others = [a for a in args[at + 1 :] if isinstance(a, torch.Tensor) and _ids(a) and a.shape == ids.shape]
+    return others[0] if len(others) == 1 else None
+
+
+def logits_of(output: Any, ids: torch.Tensor) -> torch.Tensor | None:
+    """The (B, T, V) logits in a model's output that holds its loss: `.logits`, `"logits"`,
+    or a tuple's one floating tensor laid out as the ids."""
+    found = getattr(output, "logits", None) if not isinstance(output, (tuple, list, dict)) else None
+    if isinstance(output, dict) or (hasattr(output, "keys") and hasattr(output, "get")):
+        found = output.get("logits")
+    elif isinstance(output, (tuple, list)):
+        shaped = [
+            o for o in output if isinstance(o, torch.Tensor) and o.dim() == 3 and o.shape[:2] == ids.shape
+        ]
+        found = shaped[0] if len(shaped) == 1 else None
+    if not (isinstance(found, torch.Tensor) and found.is_floating_point() and found.dim() == 3):
+        return None
+    return found if found.shape[:2] == ids.shape else None
+
+
+def returned_statistics(
+    loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, ids: torch.Tensor
+) -> dict[str, torch.Tensor] | None:
+    """The counts of a loss a model computed inside where no cross-entropy node shows (a
+    `torch.compile`d model: its graph is one compiled node), from its returned logits (B, T,
+    V) and the targets of its call. Whether the model shifts them itself (Hugging Face's
+    `labels=input_ids`) or they come shifted (nanoGPT's `y`) is read from the loss: the mean
+    cross-entropy of each layout (targets at their positions; targets[:, 1:] against
+    logits[:, :-1]) that equals the returned loss within `MATCH` is the one computed. Both or
+    neither (an untrained model's near-uniform logits, label smoothing): every count 0, as no
+    valid target. No wait for the device (the choice is a `torch.where`); the probabilities'
+    counts and the causal probe need the graph: not here."""
+    with torch.no_grad():
+        logp = logits.detach().float().log_softmax(-1)
+        tgt = torch.where(targets < 0, IGNORED, targets)
+        layouts = ((logp, tgt), (logp[:, :-1], tgt[:, 1:]))
+        found: list[tuple[dict[str, torch.Tensor], torch.Tensor]] = []
+        for lp, t in layouts:
+            v = lp.shape[-1]
+            flat_logp, flat_t = lp.reshape(-1, v), t.reshape(-1)
+            nll = _token_loss(flat_logp, flat_t, IGNORED, v)
+            n = (flat_t != IGNORED).sum()
+            mean = nll.sum() / n.clamp(min=1)
+            value = loss.detach().float()
+            match = ((mean - value).abs() <= MATCH * value.abs().clamp(min=1.0)) & (n > 0)
+            got = counts(flat_logp, flat_t, ids, IGNORED)
+            if got is None:
+                return None
+            found.append((got[0], match))
+        (first, m0), (second, m1) = found
+        zero = torch.zeros((), device=logp.device)
+        keys = first.keys() & second.keys()
+        out = {
+            k: torch.where(m0 & ~m1, first[k], torch.where(m1 & ~m0, second[k], zero)) for k in sorted(keys)
+        }
+        # the returned logits given to the loss: probabilities already (a softmax before it)?
+        out.update(probability_rows(logits, -1, 0))
+        return out
 
 
 def causal_probe(
@@ -341,6 +445,11 @@ def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:
     `_PROB_ROWS` evenly spaced rows are read."""
     fed = fed_probabilities(node)
     probs, dim = (fed[0], fed[1]) if fed is not None else (logp, 1)
+    return probability_rows(probs, dim, 0 if fed is None else 1 if fed[2] else 2)
+
+
+def probability_rows(probs: torch.Tensor, dim: int, softmax: int) -> dict[str, torch.Tensor]:
+    """`prob_rows`, `prob_total` of `probs` along `dim` (`_probabilities`), `prob_softmax`."""
     rows = probs.detach().movedim(dim, -1).reshape(-1, probs.shape[dim])
     if rows.shape[0] > _PROB_ROWS:
         rows = rows[:: rows.shape[0] // _PROB_ROWS][:_PROB_ROWS]
@@ -348,8 +457,8 @@ def _probabilities(node: Any, logp: torch.Tensor) -> dict[str, torch.Tensor]:
     good = (rows.min(-1).values >= 0) & (rows.max(-1).values <= 1) & ((rows.sum(-1) - 1).abs() <= _PROB_TOL)
     return {
         "prob_rows": good.sum().float(),
-        "prob_total": _number(rows.shape[0], logp.device),
-        "prob_softmax": _number(0 if fed is None else 1 if fed[2] else 2, logp.device),
+        "prob_total": _number(rows.shape[0], probs.device),
+        "prob_softmax": _number(softmax, probs.device),
     }
 
 

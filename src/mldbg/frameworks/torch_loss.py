@@ -47,7 +47,12 @@ binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scal
 (an auxiliary term added: the one classification loss of the sum, else its one regression
 loss; none when a sum holds two of a kind), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
-classification losses, their `samples` for the others, as a registered loss's inputs.
+classification losses, their `samples` for the others, as a registered loss's inputs. An
+evaluation's, under no_grad, from the loss call `torch_eval_loss` finds (`_record_inputs`).
+A loss a model returned with no node to read them from (a compiled model's graph is one
+node; under no_grad there is none): the class labels of its call (`labels=`, `targets=`, or
+one integer 1-D argument after the first, read at every recorded forward: a few lookups)
+with the (N, C) logits it returned (`class_labels`, `class_scores`).
 """
 
 from __future__ import annotations
@@ -121,14 +126,20 @@ class LossCapture:
             None  # the token ids of the step's first model call (statistics steps)
         )
         self._ids_at = -1  # the step they belong to
+        self._targets: torch.Tensor | None = None  # the targets of that call (`torch_lm.targets_of`)
+        self._labels: torch.Tensor | None = None  # the class labels of the step's first call (`class_labels`)
+        self._labels_at = -1
         self._lm_at = -1  # the step whose language-model statistics are recorded
         self._probe = torch_lm.Probe()  # when the causal probe runs (TRAIN statistics steps)
-        self._eval = EvalLoss()  # an evaluation's loss computed by a function (torch_eval_loss)
+        # an evaluation's loss computed by a function or written out (torch_eval_loss)
+        self._eval = EvalLoss(self._record_inputs)
         self._depths: dict[int, int] = {}  # id(model) -> torch function modes as its forward began
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
-        self.hook.recorder.before_step_end.append(self._step_end)
+        ends = self.hook.recorder.before_step_end
+        ends.insert(0, self._eval.close)  # before the hook's own work on the step's tensors
+        ends.append(self._step_end)
         _listen(self)
 
     def close(self) -> None:
@@ -146,21 +157,40 @@ class LossCapture:
         trainer callbacks and `register_loss` hand their loss to `language_model`."""
         stats = self.hook._stats
         rec = self.hook.recorder
+        if stats is not None and (self._labels_at != rec.step or again):  # every step: a few lookups
+            self._labels_at = rec.step
+            self._labels = class_labels(args, kwargs)
         if stats is None or (self._ids_at == rec.step and not again) or not stats.due():
             return
         self._ids_at = rec.step
         self._ids = torch_lm.token_ids(args, kwargs, model)
+        self._targets = torch_lm.targets_of(args, kwargs, self._ids)
 
-    def language_model(self, loss: Any) -> None:
+    def language_model(self, loss: Any, output: Any = None) -> None:
         """At a statistics step, the language-model statistics (`torch_lm`) of the step's
-        first cross-entropy, as records `lm/<key>`; once per step, before its backward."""
+        first cross-entropy, as records `lm/<key>`; once per step, before its backward. A
+        loss the model returned (its forward's `output`) whose cross-entropy the graph does
+        not show (a compiled model): from its logits and the targets of its call."""
         stats = self.hook._stats
         rec = self.hook.recorder
         if stats is None or self._lm_at == rec.step or not stats.due() or not isinstance(loss, torch.Tensor):
             return
+        if torch.compiler.is_compiling():
+            return  # a callback's hook traced into a compiled model (its tensors are not values)
         ids = self._ids if self._ids_at == rec.step else None
         try:
             found = torch_lm.statistics(loss, ids, self._probe if rec.mode == Mode.TRAIN else None)
+            train = rec.mode == Mode.TRAIN  # what the language-model rules judge
+            if (
+                found is None
+                and train
+                and output is not None
+                and ids is not None
+                and self._targets is not None
+            ):
+                logits = torch_lm.logits_of(output, ids)
+                if logits is not None:
+                    found = torch_lm.returned_statistics(loss, logits, self._targets, ids)
         except Exception as e:  # statistics must never stop training
             self._lm_at = rec.step
             log.warning("mldbg: language-model statistics of step %d failed: %s", rec.step, e)
@@ -196,7 +226,7 @@ class LossCapture:
         self._returned.append(loss.detach())
         if loss.grad_fn is not None:
             self._returned_nodes.append(loss.grad_fn)
-        self._inputs(loss)
+        self._inputs(loss, output)
 
     def backward(self, tensor: Any) -> None:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
@@ -275,23 +305,36 @@ class LossCapture:
             found = self._scalers[key] = any(_scale_ptr(s) == key for s in scalers)
         return found
 
-    def _inputs(self, loss: torch.Tensor) -> None:
-        """At a statistics step, the predictions and labels the loss's autograd node saved."""
+    def _inputs(self, loss: torch.Tensor, output: Any = None) -> None:
+        """At a statistics step, the predictions and labels the loss's autograd node saved
+        (and the language-model statistics; `output`: the forward's that returned `loss`)."""
         stats = self.hook._stats
         rec = self.hook.recorder
         if stats is None or self._classes_at == rec.step:
             return
         due = stats.due()
         if due:
-            self.language_model(loss)
+            self.language_model(loss, output)
         found = saved_inputs(loss)
+        if found is None and output is not None and self._labels_at == rec.step and self._labels is not None:
+            scores = class_scores(output, self._labels)  # no node to read (compiled, or no_grad)
+            found = None if scores is None else ("classes", scores, self._labels)
         if found is None:
             return  # a later loss of the step may have them (the one given to backward)
+        self._record_inputs(*found)
+
+    def _record_inputs(self, kind: str, predictions: torch.Tensor, labels: torch.Tensor) -> None:
+        """The step's loss's predictions and labels ("classes": their class statistics, and
+        the confusion matrix every step; else their `samples`), once per step: found in its
+        autograd node (`saved_inputs`), or in an evaluation's loss call (`torch_eval_loss`)."""
+        stats = self.hook._stats
+        rec = self.hook.recorder
+        if stats is None or self.off or self._classes_at == rec.step or not rec.in_step:
+            return
         self._classes_at = rec.step
-        kind, predictions, labels = found
         if kind == "classes":
             stats.confusion(PREFIX, predictions, labels)  # every step: `confusion_steps`
-        if not due:
+        if not stats.due():
             return
         if kind == "classes":
             stats.add_classes(PREFIX, predictions, labels)
@@ -383,6 +426,48 @@ def returned_loss(output: Any) -> torch.Tensor | None:
     else:
         found = getattr(output, "loss", None)
     return found if _is_loss(found) else None
+
+
+def class_labels(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """A classifier's labels handed to a model that computes its own loss: `labels=` or
+    `targets=`, else one integer 1-D argument after the first (`model(x, y)`)."""
+    for key in ("labels", "targets"):
+        found = kwargs.get(key)
+        if _is_labels(found):
+            return found
+    found = [a for a in args[1:] if _is_labels(a)]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_labels(value: Any) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 1
+        and not value.is_floating_point()
+        and not value.is_complex()
+        and value.dtype != torch.bool
+    )
+
+
+def class_scores(output: Any, labels: torch.Tensor) -> torch.Tensor | None:
+    """The (N, C) class scores in a model's output that holds its loss, N the labels' number:
+    `.logits`, `"logits"`, or a tuple's one such floating tensor."""
+    if isinstance(output, (tuple, list)):
+        items: list[Any] = list(output)
+    elif isinstance(output, dict) or (hasattr(output, "keys") and hasattr(output, "get")):
+        items = [output.get("logits")]
+    else:
+        items = [getattr(output, "logits", None)]
+    found = [
+        o
+        for o in items
+        if isinstance(o, torch.Tensor)
+        and o.is_floating_point()
+        and o.dim() == 2
+        and o.shape[0] == labels.shape[0]
+        and o.shape[1] > 1
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _scale_ptr(scaler: Any) -> int | None:

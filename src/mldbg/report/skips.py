@@ -3,8 +3,8 @@
 The runner says why it skipped each rule in terms of collections ("needs the relu_activations
 collection"). A user reads that as a list of things to fix, most about things their model does
 not have: XGBoost trees on a PyTorch run, an MoE router, loss scaling, nine profiler rules. Here
-each skip gets the reason that holds for this run (the model has no nn.ReLU module: F.relu is
-not seen), advice that fits how the run was recorded (`mldbg run`, the two lines, a trainer
+each skip gets the reason that holds for this run (the model has no ReLU the hook sees: a
+ReLU written as `clamp(min=0)`, or inside a compiled model), advice that fits how the run was recorded (`mldbg run`, the two lines, a trainer
 callback, a hook told which collections to save), and a kind; the commands print one summary
 line, and each reason only when asked (`--verbose`). Rules that read only what another framework
 records (XGBoost's trees and feature importance) are left out of the count on other runs.
@@ -24,7 +24,8 @@ OTHER_FRAMEWORK = {"feature_importance": "XGBoost", "trees": "XGBoost"}
 # shape, and the advice is about the model (a hook with the two lines' statistics, or `mldbg
 # run`, records them whenever the model has them)
 MODEL_PARTS = {
-    "relu_activations": "the model has no nn.ReLU module (a ReLU applied as a function, F.relu or torch.relu, is not seen)",
+    "relu_activations": "the model has no nn.ReLU module, nor an F.relu or torch.relu the hook sees (on a layer's "
+    "activations in a registered model's forward; none inside a torch.compile'd model; `x.clamp(min=0)` is not seen)",
     "tanh_activations": "the model has no nn.Tanh module (torch.tanh or F.tanh as a function is not seen)",
     "sigmoid_activations": "the model has no nn.Sigmoid module (torch.sigmoid as a function is not seen)",
     "router": "the model has no mixture-of-experts router the hook recognises",

@@ -91,8 +91,9 @@ class DeadRelu(Rule):
 
     needs = ("relu_activations",)
     absent = (  # the skip message of a run with the two lines' statistics (runner)
-        "the model has no ReLU layer the hook sees (in PyTorch an nn.ReLU module: a ReLU applied as a "
-        "function, F.relu or torch.relu, is not seen; use nn.ReLU modules to have it checked)"
+        "the model has no ReLU layer the hook sees (in PyTorch an nn.ReLU module, or F.relu / torch.relu "
+        "called on a layer's activations in a registered model's forward; not inside a torch.compile'd "
+        "model: register the uncompiled model's ReLUs as nn.ReLU modules, or check it uncompiled)"
     )
     reads = {"relu_activations": ("unit_active", "samples")}
     threshold_inactivity: float = 1.0
