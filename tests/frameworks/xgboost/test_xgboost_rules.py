@@ -27,6 +27,19 @@ def test_tree_depth_fires_on_a_max_depth_20_booster(run):
     assert "max_depth" in f.suggestion
 
 
+def test_leafwise_trees_are_judged_by_their_leaves(tmp_path):
+    """lossguide with max_depth=0 and max_leaves=31: chains of 11+ levels that hold 31 leaves
+    (the bound the user set) are no deep trees; without the bound on the leaves they are."""
+    import xgb_runs
+
+    bounded = xgb_runs.leafwise_trees(tmp_path / "bounded")
+    depths = mldbg.create_trial(str(bounded["path"])).tensor("trees/depth")
+    assert max(int(depths.value(s).max()) for s in depths.steps()) > 10  # the trees do grow deep
+    assert not fired(bounded["path"], ["tree_depth"])
+    unbounded = xgb_runs.leafwise_trees(tmp_path / "unbounded", max_leaves=0)
+    assert "max_depth=0" in fired(unbounded["path"], ["tree_depth"])["tree_depth"][0].message
+
+
 def test_tree_depth_threshold_is_a_parameter(run):
     path = run("sane_classifier")["path"]
     assert not fired(path, ["tree_depth"])

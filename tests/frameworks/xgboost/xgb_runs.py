@@ -74,6 +74,14 @@ def deep_trees(out: Path) -> dict[str, Any]:
     return train(out, {"max_depth": 20}, X, y, 8)
 
 
+def leafwise_trees(out: Path, max_leaves: int = 31) -> dict[str, Any]:
+    """deep_trees' data grown leaf-wise (LightGBM's way): depth unbounded, 31 leaves a tree;
+    `max_leaves=0` lifts the bound on the leaves too."""
+    X, y = make_friedman1(600, 10, noise=3.0, random_state=0)
+    params = {"tree_method": "hist", "grow_policy": "lossguide", "max_depth": 0, "max_leaves": max_leaves}
+    return train(out, params, X, y, 8)
+
+
 def leaked_regression(out: Path) -> dict[str, Any]:
     """Diabetes with the target (plus a little noise) as an extra column."""
     X, y = load_diabetes(return_X_y=True)

@@ -19,6 +19,12 @@ class TreeDepth(Rule):
     need more than 8-10 levels, while a tree of depth 11 can already hold 2,048 leaves.
     (SageMaker's default of 4 would fire on every default booster.) The rule fires once, at the
     first iteration whose trees cross the line, and reads `trees/depth` of the XGBoost hook.
+
+    A tree grown leaf-wise under a bound on its leaves (`grow_policy="lossguide"` with
+    `max_leaves` and `max_depth=0`, LightGBM's way) is bounded by its leaves, not its depth:
+    31 leaves on a chain of depth 14 hold no more than 31 leaves on depth 5. There the rule
+    judges the leaves against the same budget (`2**depth` leaves, what a tree of depth `depth`
+    can hold) and reads `trees/leaves`.
     """
 
     needs = ("trees",)
@@ -36,10 +42,15 @@ class TreeDepth(Rule):
         if not tensor.has_step(step):
             return None
         depths = tensor.value(step)
-        if depths.size == 0 or int(depths.max()) <= self.depth or not self.first():
+        if depths.size == 0 or int(depths.max()) <= self.depth:
+            return None
+        limit = _hyperparameter(trial, "max_depth")
+        max_leaves = _hyperparameter(trial, "max_leaves")
+        if not limit and max_leaves and max_leaves <= 2**self.depth:
+            return None  # leaf-wise growth bounded by fewer leaves than a tree of `depth` holds
+        if not self.first():
             return None
         deep = int((depths > self.depth).sum())
-        limit = _hyperparameter(trial, "max_depth")
         setting = f" (max_depth={limit:g})" if limit is not None else ""
         if depths.size == 1:
             what = f"the tree grown since the last record reaches depth {int(depths.max())}"
