@@ -65,9 +65,9 @@ class LossAtBaseRates(LossSeriesRule):
 
     The decision, at series lengths that grow by 5% from `min_values` saved training values on:
     the series as the medians of 40 blocks (of at least 5 values); the loss is at the base
-    rates in a block when its median lies within `tolerance` (relative) of that loss, or
-    within 3 standard errors of the difference (the block median's, from its spread, and the
-    rates' estimate's). It is reported when:
+    rates in a block when its level (the median of its own and its two neighbours' medians: one
+    odd block is noise) lies within `tolerance` (relative) of that loss, or within 3 standard
+    errors of the difference (the block median's, from its spread, and the rates' estimate's). It is reported when:
 
     - the loss started well above (its first 5 values' median at least 1 + `min_drop` times
       the base-rate loss): it fell, so the optimizer works and found the rates;
@@ -185,6 +185,9 @@ class LossAtBaseRates(LossSeriesRule):
         med = np.median(blocks, axis=1)
         mad = np.median(np.abs(blocks - med[:, None]), axis=1)
         se = 1.253 * 1.4826 * mad / math.sqrt(size)  # the standard error of a block's median
+        if k >= 3:  # each block's level: the median of it and its two neighbours' (one odd block is noise)
+            padded = np.concatenate([med[:1], med, med[-1:]])
+            med = np.median(np.stack([padded[:-2], padded[1:-1], padded[2:]]), axis=0)
         near = np.abs(med - h) <= np.maximum(self.tolerance * h, 3 * np.sqrt(se * se + se_h * se_h))
         if not near[-1]:
             return None
