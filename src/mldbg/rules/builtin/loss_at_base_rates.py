@@ -77,8 +77,10 @@ class LossAtBaseRates(LossSeriesRule):
     - the plateau is not falling through the band: the median of its later half's blocks is
       not lower than its earlier half's by more than `tolerance` of the base-rate loss (a loss
       still going down is still learning);
-    - no learning rate is still warming up (`mldbg.rules.losses.warming_up`), and the loss has
-      a floor at 0 (`floorless`: not a game's or a contrastive objective).
+    - no learning rate is still warming up (`mldbg.rules.losses.warming_up`), the loss has a
+      floor at 0 (`floorless`: not a contrastive objective), and it does not move against
+      another training loss of the run (`opposed`: a GAN's discriminator on its 0/1 targets
+      plays a game, its loss is not meant to fall).
 
     Not judged: a loss with `pos_weight` or other terms (it does not sit at the base-rate
     loss, so nothing fires), balanced labels (every rate near 0.5: an untrained model already
@@ -152,7 +154,7 @@ class LossAtBaseRates(LossSeriesRule):
         h, se_h, n_labels, samples = got
         x = np.asarray(values, dtype=np.float64)
         found = self._plateau(x, h, se_h)
-        if found is None or floorless(x) or warming_up(trial, steps[-1]) is not None:
+        if found is None or floorless(x) or self._game(name) or warming_up(trial, steps[-1]) is not None:
             return []
         start, level, first_at = found
         if not self.first(name):
