@@ -86,8 +86,10 @@ class LossAtBaseRates(LossSeriesRule):
     loss, so nothing fires), balanced labels (every rate near 0.5: an untrained model already
     predicts them, and no fall tells the optimizer works), and a model that memorizes its
     shuffled training set (its training loss goes below the base rates, as a learning
-    model's does; only an evaluation on held-out data tells them apart). Judged once per loss
-    series; each judgement reads only the recorded labels' rates and the loss series.
+    model's does; only an evaluation on held-out data tells them apart). A limit: soft targets
+    (label smoothing, distillation) floor the loss at their own entropy, which with rare labels
+    and heavy smoothing nears the base-rate loss. Judged once per loss series; each judgement
+    reads only the recorded labels' rates and the loss series.
     """
 
     needs = ("losses", "labels")
