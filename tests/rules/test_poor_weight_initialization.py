@@ -537,3 +537,34 @@ def test_quiet_on_a_gradient_cut_by_design_fires_on_a_dead_network(tmp_path):
     free_nats_run(tmp_path / "dead", bug="dead_relu")
     found = mldbg.check(str(tmp_path / "dead"), rules=["poor_weight_initialization"])
     assert found and "gradient/trunk.0.weight" in found[0].tensors, found
+
+
+def _batchnorm_beta(value: float):
+    def init(model: nn.Module) -> None:
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.bias.fill_(value)
+
+    return init
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fires_on_relus_silenced_by_a_batchnorm_shift(tmp_path, optimizer):
+    """Conv -> BatchNorm -> ReLU with BatchNorm's beta initialized at -2: each ReLU's input is
+    N(-2, 1), so ~98% of its outputs are 0 from the first step (the units are not dead:
+    each channel still fires somewhere in most samples, so dead_relu does not see it). The
+    diagnosis blames the init. Its twin, beta at 0 (PyTorch's default), stays quiet."""
+    from tests.tiny import train
+
+    rules = ["default", "poor_weight_initialization"]
+    broken, healthy = tmp_path / "broken", tmp_path / "healthy"
+    train(broken, model="cnn", optimizer=optimizer, steps=60, default_hook=True, init=_batchnorm_beta(-2.0))
+    train(healthy, model="cnn", optimizer=optimizer, steps=60, default_hook=True)
+    found = [f for f in mldbg.check(str(broken), rules=rules) if f.rule == "poor_weight_initialization"]
+    assert found and "silenced" in found[0].message, found
+    assert_explains(found[0])
+    causes = [d.cause for d in mldbg.diagnose(str(broken), rules=rules)]
+    assert "bad_initialization" in causes, causes
+    quiet = [f for f in mldbg.check(str(healthy), rules=rules) if f.rule == "poor_weight_initialization"]
+    assert not quiet, quiet

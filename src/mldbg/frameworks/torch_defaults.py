@@ -524,8 +524,13 @@ class StepStatistics:
         c = predictions.shape[1] if predictions.dim() > 1 else 2
         self._nbytes += 8 * (c + 1) * 3 + 4 * min(c, st.MAX_CONFUSION_CLASSES) ** 2
         self._took(start)
-        self.add_kinds(f"{loss}_input_1", labels, ("samples",), ("labels",))
-        self.add_kinds(f"{loss}_input_0", predictions, ("samples",), ("predictions",))
+        # per-label targets (a binary cross-entropy's 0/1 or soft targets, of the predictions'
+        # shape): each label's positive rate (`channel_mean` of the labels) and the mean score
+        # the model gives it, which `loss_at_base_rates` weighs the loss against
+        rates = labels.is_floating_point() and labels.shape == predictions.shape
+        per_label = ("channel_mean", "channel_count") if rates else ()
+        self.add_kinds(f"{loss}_input_1", labels, ("samples", *per_label), ("labels",))
+        self.add_kinds(f"{loss}_input_0", predictions, ("samples", *per_label), ("predictions",))
 
     def finish(self) -> None:
         """Enqueue the step's work and hand it to the recorder (no wait for the device)."""

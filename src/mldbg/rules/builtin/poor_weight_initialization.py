@@ -10,6 +10,7 @@ import numpy as np
 from mldbg.config import Mode
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.builtin.all_zero import cut_off
+from mldbg.rules.detect import ALPHA, z_normal
 from mldbg.rules.select import model_of, model_prefixes, short_list
 from mldbg.rules.stats import is_input
 from mldbg.rules.updates import blown_weight
@@ -42,6 +43,41 @@ _LAYER_WEIGHT = r"(?i)(weight|kernel)[^./]*$|(^|[._/])w(_?[a-z0-9]{1,5})?$"
 #: gradient spread, a gain or a variance out of band) read a scale that many healthy designs
 #: set on purpose: their lone findings weigh the rule's reliability, below the reporting bar.
 IDENTICAL_RELIABILITY = 0.9
+#: ... and ReLU layers whose pre-activations start shifted far below 0 (`_silenced`): a
+#: default init (symmetric weights, zero or small symmetric biases, BatchNorm's beta 0) centres
+#: them; most of a layer silent before any update is an init's (or a shift's) doing
+SILENCED_RELIABILITY = 0.8
+# a ReLU layer silenced: its pre-activations' mean below -`_SILENT_Z` of their standard
+# deviations (a normal pre-activation is then <= 0 for more than 90% of its entries)
+_SILENT_Z = 1.2816
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+def _silenced(trial: TrialView, step: int) -> list[tuple[str, float, float]] | None:
+    """The ReLU layers whose recorded inputs (pre-activations) at `step` have a mean below 0
+    by more than `_SILENT_Z` of their standard deviation, and beyond what an init symmetric
+    about 0 gives by chance (`dead_relu`'s one-sided z-test: under i.i.d. units symmetric
+    about 0 the mean over the n units, n the smallest axis but the batch, is 0 within
+    sqrt(var / n), at `detect.ALPHA` shared by the layers): (name, mean, variance) each.
+    None when no ReLU input has its mean and variance at `step` (nothing judged)."""
+    names = [n for n in trial.names("relu_activations", step=step) if is_input(n)]
+    found: list[tuple[str, float, float]] = []
+    judged = False
+    for name in names:
+        m, v = trial.statistic(name, step, "mean"), trial.statistic(name, step, "variance")
+        layout = trial.layout(name, step)
+        if not isinstance(m, float) or not isinstance(v, float) or layout is None or len(layout[1]) < 2:
+            continue
+        if not (math.isfinite(m) and math.isfinite(v)) or v <= 0:
+            continue
+        judged = True
+        n = max(1, min(layout[1][1:]))
+        if m < -_SILENT_Z * math.sqrt(v) and m < -z_normal(ALPHA / len(names)) * math.sqrt(v / n):
+            found.append((name, m, v))
+    return found if judged else None
 
 
 def _variance(trial: TrialView, name: str, step: int) -> float | None:
@@ -299,7 +335,11 @@ class PoorWeightInitialization(Rule):
             trial, self._last_step,
             "; ".join(messages) + f" (at {max(self._streak[k] for k in fired)} consecutive saved steps of the first {self.steps})",
             tensors=tensors,
-            reliability=IDENTICAL_RELIABILITY if "identical" in fired else None,
+            reliability=IDENTICAL_RELIABILITY
+            if "identical" in fired
+            else SILENCED_RELIABILITY
+            if "silenced" in fired
+            else None,
         )  # fmt: skip
 
     def _zero_at_first(self, trial: TrialView, weights: list[str]) -> set[str]:
@@ -564,4 +604,18 @@ class PoorWeightInitialization(Rule):
                     f"({hi_n}: {layers[hi_n]:.3g}, {lo_n}: {layers[lo_n]:.3g}; more than {self.threshold:g}x per layer)",
                     [hi_n, lo_n],
                 )
+        silenced = _silenced(trial, step)
+        if silenced is not None:
+            judged.add("silenced")
+        if silenced:
+            hits["silenced"] = (
+                "ReLU layers silenced from the start: "
+                + ", ".join(
+                    f"{n} (pre-activation mean {m:.3g}, {m / math.sqrt(v):.2f} standard deviations below 0: "
+                    f"~{100 * _normal_cdf(-m / math.sqrt(v)):.0f}% of its outputs 0)"
+                    for n, m, v in silenced[:6]
+                )
+                + " (a bias or a normalization's shift (BatchNorm's beta) initialized below 0)",
+                [n for n, _, _ in silenced],
+            )
         return hits, judged
