@@ -381,7 +381,7 @@ def _name_ids(ids: Any, n: int) -> bool:
     a type test each, then one min and max)."""
     return (
         isinstance(ids, list)
-        and all(type(i) is int for i in ids)
+        and set(map(type, ids)) <= {int}  # one pass in C (100,000 names: a test each)
         and (not ids or (min(ids) >= 0 and max(ids) < n))
     )
 

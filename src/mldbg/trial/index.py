@@ -118,13 +118,19 @@ class _TensorColumns:
         new["raw"] = np.concatenate([segments[s].columns["offset"][r] >= 0 for s, r in chunks])
         self._take(new)
 
-    def _take(self, new: dict[str, np.ndarray]) -> None:
-        """Append gathered columns (`_COLUMNS`, one length) to this tensor's."""
+    def _take(self, new: dict[str, np.ndarray], frozen: bool = False) -> None:
+        """Append gathered columns (`_COLUMNS`, one length) to this tensor's; `frozen`: they
+        are read-only already (`_gather_pending`'s slices)."""
         n, m = self._n, len(new["seg"])
+        if not m:
+            return
         if not n and not self._buffers:  # the first records: the gathered arrays are the buffers
             self._buffers = dict(new)
             self._n = m
-            self._view = None
+            # read-only already (`_gather_pending`'s): they are the view too (100,000 names:
+            # no seven slices per name when each is first asked); a later append copies them
+            # into new buffers, never writes into these
+            self._view = dict(new) if frozen else None
             return
         if not self._buffers or n + m > len(self._buffers["seg"]):
             capacity = max(2 * (n + m), 64)
@@ -377,10 +383,12 @@ class RunIndex:
             cols[name] = joined[at].astype(np.int64, copy=False)
         cols["raw"] = np.concatenate([self._segments[s].columns["offset"] for s in used])[at] >= 0
         cols["worker"] = _workers_of(self._segment_worker, seg)
+        for v in cols.values():
+            v.flags.writeable = False  # each tensor's columns are slices of these: its view
         ends = np.cumsum(sizes).tolist()
         start = 0
         for t, end in zip(todo, ends, strict=True):
-            t._take({k: v[start:end] for k, v in cols.items()})
+            t._take({k: v[start:end] for k, v in cols.items()}, frozen=True)
             start = end
 
     # the public index API, through Trial --------------------------------------------------
@@ -403,6 +411,15 @@ class RunIndex:
             else:
                 positions = tuple(p for p in positions if cols["worker"][p] == wid)
         return Records(name, cols, positions, self.workers, lambda p: self._record_at(name, cols, p))
+
+    def record_columns_of(self, names: list[str]) -> list[dict[str, np.ndarray]]:
+        """The read-only columns of each known tensor of `names` (what `records(name)` holds),
+        every loaded record included, gathered together for all of them."""
+        tensors = [self._tensors[n] for n in names]
+        pending = next((t for t in tensors if t._chunks), None)
+        if pending is not None:
+            self._gather_pending(pending)
+        return [t.columns(self) for t in tensors]
 
     def step_counts(self, names: list[str]) -> np.ndarray:
         """How many distinct global steps each known tensor of `names` has records at (what
@@ -776,18 +793,38 @@ class RunIndex:
         larger than `max_bytes` each, or fail their checksum or a read is left out (its own
         `stacked` then says what is wrong). A run of 100,000 scalar names is a few reads,
         not 100,000."""
-        names, segs, rows, sizes = [], [], [], []
-        for name, positions in requests.items():
-            cols = self._tensors[name].columns(self)
-            if not len(positions) or not bool(cols["raw"][positions].all()):
-                continue
-            names.append(name)
-            segs.append(cols["seg"][positions])
-            rows.append(cols["row"][positions])
-            sizes.append(len(positions))
-        if not names:
+        if not requests:
             return {}
-        seg, row = np.concatenate(segs), np.concatenate(rows)
+        # every tensor's records located at once: the columns of the tensors asked, joined,
+        # and the positions asked shifted into them (no NumPy call per tensor)
+        asked = list(requests)
+        tensors = [self._tensors[name] for name in asked]
+        pending = next((t for t in tensors if t._chunks), None)
+        if pending is not None:
+            self._gather_pending(pending)
+        cols_of = [t.columns(self) for t in tensors]
+        wanted = [np.asarray(requests[name], dtype=np.int64) for name in asked]
+        counts = np.fromiter(map(len, wanted), dtype=np.int64, count=len(wanted))
+        held = np.fromiter((len(c["seg"]) for c in cols_of), dtype=np.int64, count=len(cols_of))
+        at_all = np.concatenate(wanted)
+        limit = np.repeat(held, counts)
+        at_all = np.where(at_all < 0, at_all + limit, at_all)  # from the end, as an index reads it
+        if bool(((at_all < 0) | (at_all >= limit)).any()):
+            raise IndexError("a position outside a tensor's records")
+        at_all += np.repeat(np.cumsum(held) - held, counts)
+        raw_all = np.concatenate([c["raw"] for c in cols_of])[at_all]
+        # a tensor is asked when it has positions and each of them holds a raw value
+        missing = np.bincount(np.repeat(np.arange(len(asked)), counts)[~raw_all], minlength=len(asked))
+        take = (counts > 0) & (missing == 0)
+        if not take.any():
+            return {}
+        chosen = np.repeat(take, counts)
+        at_all = at_all[chosen]
+        seg = np.concatenate([c["seg"] for c in cols_of])[at_all]
+        row = np.concatenate([c["row"] for c in cols_of])[at_all]
+        kept = np.flatnonzero(take).tolist()
+        names = [asked[i] for i in kept]
+        sizes = counts[take].tolist()
         offset = np.empty(len(row), dtype=np.int64)
         nbytes = np.empty(len(row), dtype=np.int64)
         dtype = np.empty(len(row), dtype=np.int64)
@@ -846,18 +883,36 @@ class RunIndex:
         same = ~failed & (nbytes == nbytes[lead]) & (dtype == dtype[lead]) & (ndim == ndim[lead])
         if width:
             same &= (shape == shape[lead]).all(axis=1)
-        whole = np.logical_and.reduceat(same, starts).tolist()
+        whole = np.logical_and.reduceat(same, starts)
         out: dict[str, np.ndarray] = {}
-        for name, size, start, ok in zip(names, sizes, starts.tolist(), whole, strict=True):
-            if not ok:
-                continue
-            dt = DTYPES[int(dtype[start])]
-            dims = tuple(shape[start, : int(ndim[start])].tolist())
-            raw = np.frombuffer(b"".join(pieces[start : start + size]), dtype=np.uint8).view(numpy_dtype(dt))
-            value = to_numpy_value(raw, dt).reshape(size, *dims)
+        good = np.flatnonzero(whole)
+        if not len(good):
+            return out
+        # the tensors stacked, grouped by dtype and shape: each group's bytes joined and
+        # decoded once, each tensor a slice of it (read-only, as `stacked`'s)
+        layout = np.column_stack([dtype[starts[good]], ndim[starts[good]], shape[starts[good]]])
+        kinds, group = np.unique(layout, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        sizes_at = np.asarray(sizes, dtype=np.int64)
+        for g, kind in enumerate(kinds.tolist()):
+            members = good[group == g]
+            dt = DTYPES[int(kind[0])]
+            dims = tuple(kind[2 : 2 + int(kind[1])])
+            counts_g = sizes_at[members]
+            firsts = starts[members]
+            total = int(counts_g.sum())
+            shift = firsts - (np.cumsum(counts_g) - counts_g)
+            records = np.arange(total, dtype=np.int64) + np.repeat(shift, counts_g)
+            joined = b"".join(map(pieces.__getitem__, records.tolist()))
+            raw = np.frombuffer(joined, dtype=np.uint8).view(numpy_dtype(dt))
+            value = to_numpy_value(raw, dt).reshape(total, *dims)
             value.flags.writeable = False
-            out[name] = value
-        return out
+            ends = np.cumsum(counts_g).tolist()
+            begin = 0
+            for i, end in zip(members.tolist(), ends, strict=True):
+                out[names[i]] = value[begin:end]
+                begin = end
+        return {name: out[name] for name in names if name in out}  # in the order asked
 
     def _record_at(self, name: str, cols: Mapping[str, np.ndarray], p: int) -> Record:
         # .item(): a Python scalar with no NumPy scalar in between, and the fields by position:
