@@ -204,7 +204,9 @@ class SegmentIndex:
     format: int = FORMAT_VERSION  # the version that wrote it: 3 and up checksum every record
 
     def __len__(self) -> int:
-        return len(self.columns["step"])
+        # `nbytes`: one per record, kept by every reader (a trial drops a segment's `step`
+        # once its tensors hold their steps)
+        return len(self.columns["nbytes"])
 
 
 def encode_index(records: Sequence[Record], offsets: Sequence[int], worker: str, data_key: str) -> list[Any]:
