@@ -628,10 +628,22 @@ class Columns:
         together (`Trial.stacked_many`: one read per segment): a run of many scalar names
         reads them in a few reads, not one (or more) per name. What does not read cleanly
         that way is left to `values`, one tensor at a time."""
-        asked = {
-            name: cols._pick
+        items = [
+            (name, cols)
             for name, cols in self._tensors.items()
-            if key not in cols._vectors and len(cols.steps) and bool(cols.has_raw.all())
+            if key not in cols._vectors and len(cols.steps)
+        ]
+        if len(items) <= _MANY:
+            return
+        # which hold a raw value at every step: for all of them in one pass
+        sizes = np.fromiter((len(cols.has_raw) for _, cols in items), dtype=np.int64, count=len(items))
+        flags = np.concatenate([cols.has_raw for _, cols in items])
+        every = np.logical_and.reduceat(flags, np.cumsum(sizes) - sizes).tolist()
+        upto = np.arange(int(sizes.max()), dtype=np.int64)  # `_pick` of a tensor in order: a slice
+        asked = {
+            name: (upto[: len(cols.steps)] if cols._identity else cols._pick)
+            for (name, cols), ok in zip(items, every, strict=True)
+            if ok
         }
         if len(asked) <= _MANY:
             return
