@@ -1,0 +1,64 @@
+"""Columns that hold the same numbers are held once (issue 30, a run of 10^6 steps): tensors
+saved at the same steps share their step, mode and mode-step columns, a tensor saved at every
+step of the run reads the run's step table, a statistic of one value at every record is that
+value broadcast, and a segment's own step columns are dropped once its records are gathered.
+Each read gives what a column of its own gave."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mldbg
+from mldbg.record.recorder import Recorder
+from mldbg.trial.columns import Columns
+
+STEPS = 600  # more than the 256 records from which step columns are shared
+
+
+def write(out: str, tensors: int = 70) -> None:
+    """A loss every step; the statistics of `tensors` parameters every 2nd step (a `nan_count`
+    of 0 throughout, a `mean` that moves); a segment every 100 steps."""
+    rec = Recorder(out, save_config=mldbg.SaveConfig(save_interval=1))
+    for step in range(STEPS):
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_scalar("loss", 1.0 / (1 + step))
+        if step % 2 == 0:
+            stats = {f"w{i}": {"mean": step + i / 100, "nan_count": 0.0} for i in range(tensors)}
+            layout = {f"w{i}": ("F32", (4,), ()) for i in range(tensors)}
+            rec.save_statistics(lambda s=stats: s, layout, 16 * tensors)
+        rec.end_step()
+        if step % 100 == 99:
+            rec.flush()
+    rec.close()
+
+
+def test_same_numbers_held_once_and_read_the_same(tmp_path):
+    write(str(tmp_path))
+    trial = mldbg.create_trial(tmp_path)
+    names = [f"w{i}" for i in range(70)]
+    columns = Columns.of(trial)
+    first = columns.tensor("w0")  # decodes every tensor
+    assert first is not None
+    even = np.arange(0, STEPS, 2)
+    for name in names:
+        records = trial.records(name)
+        np.testing.assert_array_equal(records.step, even)
+        np.testing.assert_array_equal(records.mode_step, even)
+        assert records.step.dtype == np.int64 and not records.step.flags.writeable
+        assert np.shares_memory(records.step, trial.records("w0").step)  # one copy for all
+    loss = trial.records("loss")
+    np.testing.assert_array_equal(loss.step, np.arange(STEPS))
+    assert loss.step.dtype == np.int64 and not loss.step.flags.writeable
+    np.testing.assert_array_equal(trial.steps(), np.arange(STEPS))
+    w5 = columns.tensor("w5")
+    assert w5 is not None
+    np.testing.assert_array_equal(w5.statistic("mean"), even + 0.05)
+    zeros = w5.statistic("nan_count")
+    assert zeros is not None and zeros.strides == (0,)  # one value, broadcast
+    np.testing.assert_array_equal(zeros, np.zeros(len(even)))
+    for seg in trial._index._segments:  # gathered: the tensors hold the steps
+        assert "step" not in seg.columns and len(seg) == len(seg.columns["nbytes"])
+    # what a record says is what was written
+    record = trial.records("w3")[10]
+    assert (record.step, record.mode_step, record.statistics["mean"]) == (20, 20, 20.03)
+    assert trial.read(trial.records("loss")[7]) == np.float32(1.0 / 8)
