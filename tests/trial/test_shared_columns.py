@@ -62,3 +62,36 @@ def test_same_numbers_held_once_and_read_the_same(tmp_path):
     record = trial.records("w3")[10]
     assert (record.step, record.mode_step, record.statistics["mean"]) == (20, 20, 20.03)
     assert trial.read(trial.records("loss")[7]) == np.float32(1.0 / 8)
+
+
+def test_crc32_of_rows_is_zlibs():
+    """The checksums of small records, computed together, are zlib's CRC-32 of each."""
+    import zlib
+
+    from mldbg.trial.columns import crc32_rows
+
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 2, 4, 7, 8, 16, 33, 64):
+        rows = rng.integers(0, 256, size=(40, size), dtype=np.uint8)
+        assert crc32_rows(rows).tolist() == [zlib.crc32(r.tobytes()) for r in rows]
+
+
+def test_a_changed_small_record_is_caught_when_stacked(tmp_path):
+    """A loss record whose bytes changed after they were written: `stacked` says which."""
+    import pytest
+
+    from mldbg.errors import CorruptRecord
+
+    write(str(tmp_path), tensors=2)
+    trial = mldbg.create_trial(tmp_path)
+    record = trial.records("loss")[150]
+    _, seg, row = record._at
+    index = trial._index
+    c = index._segments[seg].columns
+    offset = int(c["offset"][row])
+    path = tmp_path / index._segments[seg].data_key
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecord, match="loss at step 150: checksum mismatch"):
+        trial.stacked("loss", np.arange(len(trial.records("loss"))))

@@ -14,6 +14,7 @@ the decoding itself is here, in plain NumPy.
 from __future__ import annotations
 
 import contextlib
+import functools
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -255,6 +256,26 @@ def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> li
     per record: records of one shape and dtype read with one read of their span, then cut
     (a slice per record costs less than a fancy index over every byte)."""
     return [blob[o : o + nbytes] for o in (offsets - base).tolist()]
+
+
+@functools.cache
+def _crc_table() -> np.ndarray:
+    """The CRC-32 byte table of zlib's polynomial (reflected 0xEDB88320)."""
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1).astype(np.uint32)
+    return table
+
+
+def crc32_rows(rows: np.ndarray) -> np.ndarray:
+    """`zlib.crc32` of each row of a 2-D uint8 array (records of one size), computed for all
+    rows together a byte position at a time: the same numbers, no Python per record (a loss
+    of 10^6 records of 4 bytes is four passes, where a call per record took ~0.3 s)."""
+    table = _crc_table()
+    crc = np.full(len(rows), 0xFFFFFFFF, dtype=np.uint32)
+    for k in range(rows.shape[1]):
+        crc = table[(crc ^ rows[:, k]) & 0xFF] ^ (crc >> 8)
+    return crc ^ np.uint32(0xFFFFFFFF)
 
 
 def bad_checksums(pieces: Sequence[bytes], expected: np.ndarray) -> np.ndarray:
@@ -678,6 +699,7 @@ __all__ = [
     "Columns",
     "TensorColumns",
     "bad_checksums",
+    "crc32_rows",
     "gather_fixed",
     "gather_statistics",
     "scatter_statistics",

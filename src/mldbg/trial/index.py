@@ -28,7 +28,7 @@ from mldbg.store.format import DTYPES, SegmentIndex, checksum, decode_index, num
 from mldbg.store.markers import End, M, WorkerMeta
 from mldbg.store.reductions import CODES
 from mldbg.store.statistics import FIXED_CODES
-from mldbg.trial.columns import bad_checksums, gather_fixed, gather_statistics, scatter_statistics
+from mldbg.trial.columns import bad_checksums, crc32_rows, gather_fixed, gather_statistics, scatter_statistics
 from mldbg.trial.records import Record, Records
 
 log = logging.getLogger("mldbg")
@@ -54,6 +54,8 @@ _ROWS_BEFORE_TABLE = 64
 _MODE_TABLE_MAX = 4096
 # a read this large first checks that the data file holds it (one `size` per segment)
 _CHECKED_READ_BYTES = 64 << 20
+# records of at most this many bytes are stacked and checksummed as rows of one array
+_ROW_BYTES = 64
 # safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
 _KINDS = {name: "f" if name == "BF16" else numpy_dtype(name).kind for name in DTYPES}
 
@@ -71,6 +73,7 @@ class _TensorColumns:
         "_by_step",
         "_by_step_upto",
         "_chunks",
+        "_frozen",
         "_n",
         "_ordered",
         "_ordered_upto",
@@ -79,6 +82,7 @@ class _TensorColumns:
 
     def __init__(self) -> None:
         self._chunks: list[tuple[int, np.ndarray]] = []  # loaded, not yet in the columns
+        self._frozen = False  # the buffers are read-only and of the columns' length: the view
         self._buffers: dict[str, np.ndarray] = {}
         self._n = 0
         self._view: dict[str, np.ndarray] | None = None
@@ -97,6 +101,8 @@ class _TensorColumns:
         """Read-only views of the columns, every loaded record included."""
         if self._chunks:
             index._gather_pending(self)
+        if self._view is None and self._frozen:  # the buffers are the view
+            self._view = dict(self._buffers)
         if self._view is None:
             view = {}
             for key, buf in self._buffers.items():
@@ -134,7 +140,8 @@ class _TensorColumns:
             # read-only already (`_gather_pending`'s): they are the view too (100,000 names:
             # no seven slices per name when each is first asked); a later append copies them
             # into new buffers, never writes into these
-            self._view = dict(new) if frozen else None
+            self._view = None
+            self._frozen = frozen
             return
         if not self._buffers or n + m > len(self._buffers["seg"]):
             capacity = max(2 * (n + m), 64)
@@ -143,6 +150,7 @@ class _TensorColumns:
                 if n:
                     buf[:n] = self._buffers[key][:n]
                 self._buffers[key] = buf
+            self._frozen = False
         for key in _COLUMNS:
             self._buffers[key][n : n + m] = new[key]
         self._n = n + m
@@ -834,11 +842,16 @@ class RunIndex:
             offsets, nbytes = c["offset"][rows].astype(np.int64), int(c["nbytes"][rows[0]])
             base, end = int(offsets.min()), int(offsets.max()) + nbytes
             key = self._segments[s].data_key
+            table: np.ndarray | None = None  # small records' bytes, a row each (`crc32_rows`)
             try:
                 if end - base <= max(8 * nbytes * len(rows), 1 << 20):  # one read of the span
                     blob = self.store.read(key, base, end - base)
                     short = len(blob) != end - base
-                    pieces = [] if short else gather_fixed(blob, base, offsets, nbytes)
+                    small = not short and nbytes <= _ROW_BYTES
+                    pieces = [] if short or small else gather_fixed(blob, base, offsets, nbytes)
+                    if small:
+                        spots = (offsets - base)[:, None] + np.arange(nbytes, dtype=np.int64)
+                        table = np.frombuffer(blob, dtype=np.uint8)[spots]
                 else:  # scattered among larger records: one read each, not the span
                     pieces = [self.store.read(key, o, nbytes) for o in offsets.tolist()]
                     short = any(len(b) != nbytes for b in pieces)
@@ -850,7 +863,10 @@ class RunIndex:
                 raise CorruptRecord(f"{self.store.url}/{key}: truncated (needs bytes {base}..{end})")
             crc = c.get("crc")
             if crc is not None:  # format 3: every record's bytes verified, as read() does
-                bad = bad_checksums(pieces, crc[rows])
+                if table is not None:
+                    bad = np.flatnonzero(crc32_rows(table) != crc[rows])
+                else:
+                    bad = bad_checksums(pieces, crc[rows])
                 if len(bad):
                     at_step = int(cols["step"][positions][np.flatnonzero(seg == s)[bad[0]]])
                     raise CorruptRecord(
@@ -858,7 +874,7 @@ class RunIndex:
                         f"checksum mismatch, its bytes changed after they were written "
                         f"(index {self._segments[s].key})"
                     )
-            got = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+            got = table.reshape(-1) if table is not None else np.frombuffer(b"".join(pieces), dtype=np.uint8)
             raw = got.view(numpy_dtype(dt))
             out.append((np.flatnonzero(seg == s), to_numpy_value(raw, dt).reshape(len(rows), *shape)))
         stacked = np.empty((len(seg), *shape), dtype=out[0][1].dtype)
