@@ -242,7 +242,10 @@ class TrialView:
             names = sorted(pool)
             if regex:
                 pats = [self._pattern(r) for r in regex]
-                names = [n for n in names if any(p.search(n) for p in pats)]
+                if len(pats) == 1:  # the usual one pattern: no generator per name
+                    names = list(filter(pats[0].search, names))
+                else:
+                    names = [n for n in names if any(p.search(n) for p in pats)]
             if exclude:
                 pat = self._pattern(exclude)
                 names = [n for n in names if not pat.search(n)]

@@ -344,7 +344,7 @@ class Trial:
         names saved at that step (the mode's step with `mode`); a step the run never saved
         raises StepUnavailable (StepNotYetAvailable while training goes on) naming the
         nearest saved steps, rather than answer with nothing."""
-        names: Iterable[str] = [n for n in self._index.names if not n.startswith(STATS_PREFIX)]
+        names: Iterable[str] = self._plain_names()
         if collection is not None:
             if collection not in self._index.collections:
                 self.refresh()
@@ -365,6 +365,17 @@ class Trial:
         elif mode is not None and mode != Mode.GLOBAL:
             names = [n for n in names if self.tensor(n).steps(mode)]
         return sorted(names)
+
+    def _plain_names(self) -> list[str]:
+        """The recorded names but the vector statistics', in the index's order, kept while no
+        name is added (names only come: a count tells), as a run of 100,000 names asks it
+        for each query."""
+        index = self._index
+        found = getattr(self, "_plain", None)
+        if found is None or found[0] is not index or found[1] != len(index.names):
+            plain = [n for n in index.names if not n.startswith(STATS_PREFIX)]
+            found = self._plain = (index, len(index.names), plain)
+        return found[2]
 
     def _unknown_collection(self, name: str) -> None:
         """A query named a collection the run does not hold. A standard collection (or one
@@ -507,10 +518,21 @@ class Trial:
     def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
         """`statistic_columns(name, start)` of several tensors (name -> start), decoded together
         in one pass over each segment: what `Columns` asks when it decodes a run's tensors."""
+        known = self._index.names
         for name in starts:
-            if name not in self._index.names:
+            if name not in known:
                 self._unknown(name)
         return self._index.statistic_columns_of(starts)
+
+    def record_columns_of(self, names: list[str]) -> list[dict[str, np.ndarray]]:
+        """The columns of `records(name)` (`Records`: `step`, `mode`, `mode_step`, `worker`,
+        `raw`, read-only, load order) of each of `names`, for many tensors at once: no
+        `Records` built per name."""
+        known = self._index.names
+        for name in names:
+            if name not in known:
+                self._unknown(name)
+        return self._index.record_columns_of(names)
 
     def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The dtype kind ('f', 'i', 'u', 'b') and number of dimensions of each of
@@ -536,8 +558,9 @@ class Trial:
         """`stacked` for many small tensors at once (name -> positions in `records(name)`),
         one read per segment for all; a tensor that does not read cleanly that way is left
         out (read it with `stacked`, which says why)."""
+        known = self._index.names
         for name in requests:
-            if name not in self._index.names:
+            if name not in known:
                 self._unknown(name)
         return self._index.stacked_many(requests, max_bytes)
 
