@@ -105,7 +105,7 @@ class LossChangePoint(LossSeriesRule):
     follow). A rise that **reverses by itself within a bounded time** is a schedule's; one
     that climbs on or lasts is not. The candidate is reported when
     - it runs away (`_accelerates`: its climb accelerates, the curvature of a parabola
-      through its last values beyond 5 standard errors, the last a new high: a loss leaving
+      through its last values beyond 5 standard errors, the last two each a new high: a loss leaving
       the edge of stability grows geometrically; an LM's loss spike climbs in steady
       strides and turns), at its crossing or while it awaits confirmation, or
     - it climbs on: a second CUSUM, the same test against the excursion's own level, crosses
@@ -305,7 +305,7 @@ class LossChangePoint(LossSeriesRule):
                 pend = None  # back at its reference: a transient (hard batches, a restart that fell back)
             elif pend is not None:
                 pend, verdict = self._confirm(values, i, start, pend, ref)
-                if verdict is None and self._accelerates(values, start, i, scale):
+                if verdict is None and self._accelerates(values, start, i, scale, level):
                     verdict = True  # it ran away while awaiting confirmation
                 if verdict is False:  # it fell back by itself: a schedule's; judged afresh from here
                     total, pend = 0.0, None
@@ -316,7 +316,7 @@ class LossChangePoint(LossSeriesRule):
                 recent = median([v for v in values[max(0, i - 4) : i + 1] if math.isfinite(v)] or [value])
                 if recent - level > self.min_increase_percent / 100 * abs(level):
                     # crossed: now it must last (or climb on) before it is reported
-                    if self._accelerates(values, start, i, scale):
+                    if self._accelerates(values, start, i, scale, level):
                         done.append((i, total, start, ref, pend))
                         return done, i
                     wait = max(self.window, math.ceil(self.persist * (i + 1)))
@@ -333,27 +333,34 @@ class LossChangePoint(LossSeriesRule):
         return 4 * max(1, self.window)
 
     @staticmethod
-    def _accelerates(values: Sequence[float], start: int, i: int, scale: float) -> bool:
+    def _accelerates(values: Sequence[float], start: int, i: int, scale: float, level: float) -> bool:
         """Whether the excursion runs away by its value `i`: its climb accelerates. A loss
         that runs away from the edge of stability grows geometrically, its strides growing
         step after step; a transient (an LM's loss spike rising over a few steps, a restart,
         a teacher swapped) climbs in steady or shrinking strides and turns. Tested on the
         excursion's last values (from its start, at most `_CURVE`): the curvature of a
-        least-squares parabola through them beyond `_ACCEL` of its standard errors (the
-        innovation scale: 3 values make it their second difference, sqrt(6) scales), its last
-        value a new high (still climbing)."""
+        least-squares parabola through them beyond `_ACCEL` of its standard errors at the
+        noise scale (the reference's innovation scale, grown with the excursion's level
+        over the reference `level`, as batch noise is a share of the loss: 3 values make
+        it their second difference, sqrt(6) scales), its last two values each a new high
+        (climbing through both: one bad batch at the end of a transient, loss_spike's, is
+        one new high, after a value that was none)."""
         lo = max(start, i + 1 - _CURVE)
         if i - lo < 2:
             return False
         y = np.asarray(values[lo : i + 1], dtype=np.float64)
-        if not np.isfinite(y).all() or not y[-1] > float(np.max(y[:-1])):
-            return False  # still climbing: at a new high
-        k = np.arange(len(y), dtype=np.float64)
+        if not np.isfinite(y).all():
+            return False
+        if not (y[-1] > y[-2] > float(np.max(y[:-2]))):
+            return False  # not climbing now: its last two values not each a new high
+        z = y
+        k = np.arange(len(z), dtype=np.float64)
         k -= k.mean()
         design = np.stack([np.ones_like(k), k, k * k], axis=1)
         cov = np.linalg.inv(design.T @ design)
-        curve = float((cov @ design.T @ y)[2])
-        return curve > _ACCEL * scale * math.sqrt(float(cov[2, 2]))
+        curve = float((cov @ design.T @ z)[2])
+        noise = scale * max(1.0, float(np.median(y)) / level) if level > 0 else scale
+        return curve > _ACCEL * noise * math.sqrt(float(cov[2, 2]))
 
     @staticmethod
     def _level_of(values: Sequence[float], start: int, i: int) -> float:
