@@ -263,10 +263,11 @@ def _buggy(bug: str) -> tuple[dict[str, np.ndarray], int, tuple[str, ...], int]:
         x[1:] = 4e4 * (1 + 0.1 * rng.standard_normal(N - 1))
         return {"loss": x}, 1, ("loss_divergence",), 5
     if bug == "diverges later":  # 10x per 100 steps: told from a transient (an LM's loss
-        # spike, which climbs as far in 30 steps, then turns) by its acceleration, which 5%
-        # batch noise shows beyond 5 standard errors some 40-50 steps in (the loss ~3x)
+        # spike, which climbs as far in 30 steps in steady strides, then turns) by climbing on
+        # for as long again as it had lasted, ~75 steps in (the loss ~5x; before issue 26's
+        # long runs, 30: any second climb was taken for a divergence)
         x[6000:] *= 10 ** (np.arange(N - 6000) / 100)
-        return {"loss": x}, 6000, ("loss_change_point",), 60
+        return {"loss": x}, 6000, ("loss_change_point",), 100
     if bug == "jumps":  # a step that lasts: told from a schedule's step (a warm restart, which
         # falls back) once it has lasted as long as the run before it
         x[3000:] *= 2

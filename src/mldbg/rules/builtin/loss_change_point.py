@@ -107,7 +107,7 @@ class LossChangePoint(LossSeriesRule):
     - it runs away (`_accelerates`: its climb accelerates, the curvature of a parabola
       through its last values beyond 5 standard errors, the last two each a new high: a loss leaving
       the edge of stability grows geometrically; an LM's loss spike climbs in steady
-      strides and turns), at its crossing or while it awaits confirmation, or
+      strides and turns), at its crossing or within `_CURVE` values after it, or
     - it climbs on: a second CUSUM, the same test against the excursion's own level, crosses
       the same threshold (a loss that shifted up and rises again: a divergence), unless the
       excursion had been falling back in between (a staircase of relaxing stages), and it
@@ -305,8 +305,13 @@ class LossChangePoint(LossSeriesRule):
                 pend = None  # back at its reference: a transient (hard batches, a restart that fell back)
             elif pend is not None:
                 pend, verdict = self._confirm(values, i, start, pend, ref)
-                if verdict is None and self._accelerates(values, start, i, scale, level):
-                    verdict = True  # it ran away while awaiting confirmation
+                ic = pend[0]
+                if (
+                    verdict is None
+                    and i - ic <= _CURVE
+                    and self._accelerates(values, max(start, ic - 2), i, scale, level)
+                ):
+                    verdict = True  # it ran away soon after its crossing (a new step later on is not)
                 if verdict is False:  # it fell back by itself: a schedule's; judged afresh from here
                     total, pend = 0.0, None
                 elif verdict:
@@ -342,9 +347,11 @@ class LossChangePoint(LossSeriesRule):
         least-squares parabola through them beyond `_ACCEL` of its standard errors at the
         noise scale (the reference's innovation scale, grown with the excursion's level
         over the reference `level`, as batch noise is a share of the loss: 3 values make
-        it their second difference, sqrt(6) scales), its last two values each a new high
-        (climbing through both: one bad batch at the end of a transient, loss_spike's, is
-        one new high, after a value that was none)."""
+        it their second difference, sqrt(6) scales), its last two values each a new high, up
+        by more than `_ACCEL` innovation scales of a difference (sqrt(2) of them) on the one before
+        (climbing in strides through both: one bad batch at the end of a transient,
+        loss_spike's, is one new high after a value that was none; a restart's or a new
+        stage's jump is one stride, then noise)."""
         lo = max(start, i + 1 - _CURVE)
         if i - lo < 2:
             return False
@@ -353,13 +360,15 @@ class LossChangePoint(LossSeriesRule):
             return False
         if not (y[-1] > y[-2] > float(np.max(y[:-2]))):
             return False  # not climbing now: its last two values not each a new high
+        noise = scale * max(1.0, float(np.median(y)) / level) if level > 0 else scale
+        if not min(y[-1] - y[-2], y[-2] - y[-3]) > _ACCEL * math.sqrt(2) * scale:
+            return False  # not climbing in strides: one jump (a restart, a new stage), then noise
         z = y
         k = np.arange(len(z), dtype=np.float64)
         k -= k.mean()
         design = np.stack([np.ones_like(k), k, k * k], axis=1)
         cov = np.linalg.inv(design.T @ design)
         curve = float((cov @ design.T @ z)[2])
-        noise = scale * max(1.0, float(np.median(y)) / level) if level > 0 else scale
         return curve > _ACCEL * noise * math.sqrt(float(cov[2, 2]))
 
     @staticmethod
