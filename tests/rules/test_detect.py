@@ -217,7 +217,10 @@ def _scheduled(kind: str, seed: int) -> np.ndarray:
     """Healthy losses that a schedule moves UP: warm restarts (SGDR, cycles of 1,500 steps:
     the loss jumps up by ~2x at each restart and falls through the cycle), a curriculum
     (every 2,000 steps harder data: +30%, relaxing over 300 steps, a tenth of it staying),
-    evaluation-mode batches logged among the training steps (30 values 25% low every 500)."""
+    evaluation-mode batches logged among the training steps (30 values 25% low every 500),
+    an LM's loss spikes (to 1.5-2.5x in steady strides over 3-30 steps, recovering over
+    50-300: they climb on, but do not accelerate, and turn before they have climbed as long
+    again as they had)."""
     rng = np.random.default_rng([seed, 8])
     t = np.arange(N, dtype=np.float64)
     noise = np.exp(0.05 * rng.standard_normal(N))
@@ -231,13 +234,19 @@ def _scheduled(kind: str, seed: int) -> np.ndarray:
             after = t >= s0
             factor[after] *= 1 + 0.3 * (0.1 + 0.9 * np.exp(-(t[after] - s0) / 300))
         return _fall(rng) * factor * noise
+    if kind == "spikes":  # an LM's loss spikes: to 2-2.5x within 3 or 30 steps, recovering
+        factor = np.ones(N)
+        for s0, rise, peak, tau in ((3000, 3, 2.0, 100), (6000, 30, 2.5, 300), (8000, 10, 1.5, 50)):
+            k = t[s0:] - s0
+            factor[s0:] *= 1 + (peak - 1) * np.where(k < rise, k / rise, np.exp(-(k - rise) / tau))
+        return _fall(rng) * factor * np.exp(0.02 * rng.standard_normal(N))
     x = _fall(rng) * noise
     for s0 in range(500, N, 500):
         x[s0 : s0 + 30] *= 0.75
     return x
 
 
-@pytest.mark.parametrize("kind", ["restarts", "curriculum", "eval_dips"])
+@pytest.mark.parametrize("kind", ["restarts", "curriculum", "eval_dips", "spikes"])
 def test_a_schedule_that_moves_the_loss_up_is_not_a_change(tmp_path, kind):
     """A rise that falls back by itself (a restart, a curriculum stage) or a reference that
     evaluation-mode batches would pull down: the loss rules that judge rises stay quiet."""
@@ -253,9 +262,12 @@ def _buggy(bug: str) -> tuple[dict[str, np.ndarray], int, tuple[str, ...], int]:
     if bug == "diverges at once":  # 2.3 -> 40,000 at step 1
         x[1:] = 4e4 * (1 + 0.1 * rng.standard_normal(N - 1))
         return {"loss": x}, 1, ("loss_divergence",), 5
-    if bug == "diverges later":
+    if bug == "diverges later":  # 10x per 100 steps: told from a transient (an LM's loss
+        # spike, which climbs as far in 30 steps in steady strides, then turns) by climbing on
+        # for as long again as it had lasted, ~75 steps in (the loss ~5x; before issue 26's
+        # long runs, 30: any second climb was taken for a divergence)
         x[6000:] *= 10 ** (np.arange(N - 6000) / 100)
-        return {"loss": x}, 6000, ("loss_change_point",), 30
+        return {"loss": x}, 6000, ("loss_change_point",), 100
     if bug == "jumps":  # a step that lasts: told from a schedule's step (a warm restart, which
         # falls back) once it has lasted as long as the run before it
         x[3000:] *= 2

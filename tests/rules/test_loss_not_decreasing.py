@@ -354,3 +354,26 @@ def test_a_fall_in_the_seventh_digit_is_not_learning_however_significant():
     assert progress(np.tile(cycle, 8), 3).late_fall_z == 0.0
     falling = 1.1 - 2e-4 * np.arange(400) + np.random.default_rng(1).normal(0, 1e-3, 400)
     assert progress(falling, 3).late_fall_z > progress(falling, 3).z  # a real fall still counts
+
+
+def test_a_steady_slow_fall_is_decreasing_along_its_trend():
+    """A loss falling 0.5% per 1,000 values under 1% batch noise (an under-trained large
+    model early in a long run): too little for two block medians to tell at the bar (z ~3.2
+    against 4), a fall of ~6 standard errors along its trend (`losses._slope_fall_z`); the
+    same noise about a level (a stall) gives no such fall, at the per-run budget."""
+    import numpy as np
+
+    from mldbg.rules.losses import _slope_fall_z, progress
+
+    n = 1480
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        slow = 3.0 * (1 - 5e-6 * np.arange(n)) * np.exp(0.01 * rng.standard_normal(n))
+        p = progress(slow, 2)
+        assert p is not None and p.late_fall_z > p.z + 1
+    rng = np.random.default_rng(3)
+    hits = 0
+    for _ in range(300):
+        flat = 3.0 * np.exp(0.01 * rng.standard_normal(n))
+        hits += _slope_fall_z(flat[n // 10 :], 0.002 * 3.0) > 3.0
+    assert hits <= 3  # one-sided normal beyond 3: 0.13%; 1% allowed

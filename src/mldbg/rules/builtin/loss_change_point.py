@@ -21,6 +21,7 @@ _HISTORY = 500  # ... from at most this many values before
 _PACE = 1000  # values before an excursion whose fall sets the pace the loss would go on at
 _BACK = 0.2  # the share of its height (log) an excursion gives back when it falls back by itself
 _ACCEL = 5.0  # noise units (the normal's 3e-7 quantile) by which a runaway climb must accelerate
+_CURVE = 64  # the most values of an excursion its acceleration is measured on
 
 
 def _known(model: detect.Noise, phi: float) -> float:
@@ -35,16 +36,27 @@ def _known(model: detect.Noise, phi: float) -> float:
     return 1 + 2 / math.sqrt(2 * max(1.0, model.n / factor))
 
 
-def _falls(values: Sequence[float] | np.ndarray) -> bool:
-    """Whether a stretch of a series falls: the Mann-Kendall z of the medians of 10 blocks
-    (fewer values: the values) below -2."""
+def _block_trend(values: Sequence[float] | np.ndarray) -> float:
+    """The Mann-Kendall z of the medians of 10 blocks of a stretch of a series (0 for fewer
+    than 10 finite values)."""
     seg = np.asarray(values, dtype=np.float64)
     seg = seg[np.isfinite(seg)]
     if len(seg) < 10:
-        return False
+        return 0.0
     m = len(seg) // 10
-    meds = np.median(seg[len(seg) - 10 * m :].reshape(10, m), axis=1)
-    return bool(trend_z(meds) < -2.0)
+    return float(trend_z(np.median(seg[len(seg) - 10 * m :].reshape(10, m), axis=1)))
+
+
+def _falls(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether a stretch of a series falls: the Mann-Kendall z of the medians of 10 blocks
+    (fewer values: the values) below -2."""
+    return _block_trend(values) < -2.0
+
+
+def _climbs(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether a stretch of a series still climbs: the Mann-Kendall z of the medians of its 10
+    blocks above 2 (a transient that turned and falls back, or holds, does not)."""
+    return _block_trend(values) > 2.0
 
 
 def _pace(values: Sequence[float], rho: float) -> float:
@@ -92,11 +104,16 @@ class LossChangePoint(LossSeriesRule):
     among the training steps, which the reference, the median of 4 `window`s, does not
     follow). A rise that **reverses by itself within a bounded time** is a schedule's; one
     that climbs on or lasts is not. The candidate is reported when
-    - it runs away at once (`_accelerates`: its last two values each rose on the one
-      before by more than 5 noise units: a loss leaving the edge of stability), or
+    - it runs away (`_accelerates`: its climb accelerates, the curvature of a parabola
+      through its last values beyond 5 standard errors, the last two each a new high: a loss leaving
+      the edge of stability grows geometrically; an LM's loss spike climbs in steady
+      strides and turns), at its crossing or within `_CURVE` values after it, or
     - it climbs on: a second CUSUM, the same test against the excursion's own level, crosses
       the same threshold (a loss that shifted up and rises again: a divergence), unless the
-      excursion had been falling back in between (a staircase of relaxing stages), or
+      excursion had been falling back in between (a staircase of relaxing stages), and it
+      then climbs on for as long again as the excursion had lasted (`_climbs`: its 10 block
+      medians since rise; a transient's own time scale, whatever it is: a spike has turned
+      by then), or
     - it lasts: `persist` x the values before the crossing later (as long again as the run
       had run: schedules act on time scales proportional to the run), the excursion has not
       fallen back (its 10 block medians do not fall, Mann-Kendall z > -2, or it gave back
@@ -108,8 +125,8 @@ class LossChangePoint(LossSeriesRule):
     from one step on) is reported only after it has lasted as long as the run before it
     (`loss_not_decreasing`'s rise often sooner), and one that starts in the second half
     of a run is not reported by this rule at all. What it cannot tell apart: a restart
-    whose loss climbs over several steps in strides of 5 noise units each is read as a
-    runaway; a rise that levels off and never falls back (a KL weight warmed up to its
+    whose loss climbs for longer than it had lasted at its second crossing (a slow bump of
+    hundreds of steps) is read as climbing on; a rise that levels off and never falls back (a KL weight warmed up to its
     full value while the reconstruction no longer improves) is read as lasting. A loss creeping
     upward at the edge of stability (a learning rate slightly too high) crosses it several
     steps before the loss doubles (docs/rules.md, "Early warning"). TRAIN losses only, each
@@ -288,6 +305,13 @@ class LossChangePoint(LossSeriesRule):
                 pend = None  # back at its reference: a transient (hard batches, a restart that fell back)
             elif pend is not None:
                 pend, verdict = self._confirm(values, i, start, pend, ref)
+                ic = pend[0]
+                if (
+                    verdict is None
+                    and i - ic <= _CURVE
+                    and self._accelerates(values, max(start, ic - 2), i, scale, level)
+                ):
+                    verdict = True  # it ran away soon after its crossing (a new step later on is not)
                 if verdict is False:  # it fell back by itself: a schedule's; judged afresh from here
                     total, pend = 0.0, None
                 elif verdict:
@@ -297,12 +321,12 @@ class LossChangePoint(LossSeriesRule):
                 recent = median([v for v in values[max(0, i - 4) : i + 1] if math.isfinite(v)] or [value])
                 if recent - level > self.min_increase_percent / 100 * abs(level):
                     # crossed: now it must last (or climb on) before it is reported
-                    if self._accelerates(values, start, i, scale):
+                    if self._accelerates(values, start, i, scale, level):
                         done.append((i, total, start, ref, pend))
                         return done, i
                     wait = max(self.window, math.ceil(self.persist * (i + 1)))
                     lc = self._level_of(values, max(start, i - 2), i)
-                    pend = (i, i + wait, lc, 0.0, i + 4, rho, scale * max(1.0, lc / level))
+                    pend = (i, i + wait, lc, 0.0, i + 4, rho, scale * max(1.0, lc / level), None)
             done.append((i, total, start, ref, pend))
             i += 1
         return done, None
@@ -314,20 +338,38 @@ class LossChangePoint(LossSeriesRule):
         return 4 * max(1, self.window)
 
     @staticmethod
-    def _accelerates(values: Sequence[float], start: int, i: int, scale: float) -> bool:
-        """Whether the excursion runs away at its crossing `i`: each of its last two values
-        rose on the one before by more than `_ACCEL` noise units of a difference (sqrt(2)
-        innovation scales). A loss that runs away from the edge of stability climbs step
-        after step; a schedule's step (a restart, a new curriculum stage) jumps once and then
-        holds or falls. A restart whose loss climbs over several steps in large strides is read
-        as a runaway (docstring)."""
-        if i - start < 2:
+    def _accelerates(values: Sequence[float], start: int, i: int, scale: float, level: float) -> bool:
+        """Whether the excursion runs away by its value `i`: its climb accelerates. A loss
+        that runs away from the edge of stability grows geometrically, its strides growing
+        step after step; a transient (an LM's loss spike rising over a few steps, a restart,
+        a teacher swapped) climbs in steady or shrinking strides and turns. Tested on the
+        excursion's last values (from its start, at most `_CURVE`): the curvature of a
+        least-squares parabola through them beyond `_ACCEL` of its standard errors at the
+        noise scale (the reference's innovation scale, grown with the excursion's level
+        over the reference `level`, as batch noise is a share of the loss: 3 values make
+        it their second difference, sqrt(6) scales), its last two values each a new high, up
+        by more than `_ACCEL` innovation scales of a difference (sqrt(2) of them) on the one before
+        (climbing in strides through both: one bad batch at the end of a transient,
+        loss_spike's, is one new high after a value that was none; a restart's or a new
+        stage's jump is one stride, then noise)."""
+        lo = max(start, i + 1 - _CURVE)
+        if i - lo < 2:
             return False
-        a, b, c = values[i - 2], values[i - 1], values[i]
-        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        y = np.asarray(values[lo : i + 1], dtype=np.float64)
+        if not np.isfinite(y).all():
             return False
-        bar = _ACCEL * math.sqrt(2) * scale
-        return b - a > bar and c - b > bar
+        if not (y[-1] > y[-2] > float(np.max(y[:-2]))):
+            return False  # not climbing now: its last two values not each a new high
+        noise = scale * max(1.0, float(np.median(y)) / level) if level > 0 else scale
+        if not min(y[-1] - y[-2], y[-2] - y[-3]) > _ACCEL * math.sqrt(2) * scale:
+            return False  # not climbing in strides: one jump (a restart, a new stage), then noise
+        z = y
+        k = np.arange(len(z), dtype=np.float64)
+        k -= k.mean()
+        design = np.stack([np.ones_like(k), k, k * k], axis=1)
+        cov = np.linalg.inv(design.T @ design)
+        curve = float((cov @ design.T @ z)[2])
+        return curve > _ACCEL * noise * math.sqrt(float(cov[2, 2]))
 
     @staticmethod
     def _level_of(values: Sequence[float], start: int, i: int) -> float:
@@ -352,8 +394,13 @@ class LossChangePoint(LossSeriesRule):
           Mann-Kendall z above -2) and the last block is still `min_increase_percent` above
           the reference. Confirmed; when they fall, it fell back by itself: a learning-rate
           restart, a curriculum stage, a burst of hard batches (False)."""
-        ic, until, lc, s2, upd, rho2, scale2 = pend
+        ic, until, lc, s2, upd, rho2, scale2, climb = pend
         level, _, _, h = ref
+        if climb is not None:  # it climbed on at climb[0]: does it go on climbing as long again?
+            if i < climb[1]:
+                return pend, None
+            verdict = _climbs(values[climb[0] : i + 1]) and self._lasted(values, ic, i, start, ref)
+            return (ic, until, lc, s2, upd, rho2, scale2, None), True if verdict else None
         if i >= upd:
             lc = self._level_of(values, max(start, ic - 2), i)
             upd = i + min(_BLOCK, max(4, i - ic))
@@ -371,11 +418,15 @@ class LossChangePoint(LossSeriesRule):
             if s2 > h:  # climbed again: unless it had been falling back in between (a staircase
                 # of schedule steps, each relaxing: a curriculum's stages)
                 if i - ic < 10:  # too soon to tell a climb from the step's own level: look again
-                    return (ic, until, lc, 0.0, upd, rho2, scale2), None
-                return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
+                    return (ic, until, lc, 0.0, upd, rho2, scale2, None), None
+                if self._lasted(values, ic, i, start, ref):
+                    # a transient climbs too, then turns: it must go on climbing for as long
+                    # again as the excursion has lasted (its own time scale), not turn
+                    return (ic, until, lc, 0.0, upd, rho2, scale2, (i, i + max(self.window, i - start))), None
+                return (ic, until, lc, s2, upd, rho2, scale2, None), False
         if i < until:
-            return (ic, until, lc, s2, upd, rho2, scale2), None
-        return (ic, until, lc, s2, upd, rho2, scale2), self._lasted(values, ic, i, start, ref)
+            return (ic, until, lc, s2, upd, rho2, scale2, None), None
+        return (ic, until, lc, s2, upd, rho2, scale2, None), self._lasted(values, ic, i, start, ref)
 
     def _lasted(
         self, values: Sequence[float], ic: int, i: int, start: int, ref: tuple[float, float, float, float]

@@ -64,8 +64,8 @@ class LossNotDecreasing(Rule):
       (`Progress.pace_high`: the upper bound of the fall from the third quarter to the last,
       x4): a batch-1 loop's per-sample loss too noisy to show its slow fall is not stalled; the
       end-of-run judgement reports what the run did. Nor is a loss that fell from its
-      second block to its last beyond the noise at the judgement's bar
-      (`Progress.late_fall_z`): a slow but real decline past a first quick fit (a masked
+      second block to its last beyond the noise at the judgement's bar, or along its
+      least-squares trend over that stretch (`Progress.late_fall_z`): a slow but real decline past a first quick fit (a masked
       LM's pre-training near the unigram entropy, 2% in 200 steps at 5 standard errors) is
       decreasing, while a stall (a learning rate of 0 or 1e-10, a frozen model, a dead
       optimizer, labels shuffled once their prior is fitted) shows none. A slow but steady

@@ -52,7 +52,8 @@ class Underfitting(Rule):
     1,000 saved values on (a stable baseline; a loss without any noise from the first), and at the end of a finished run, each judgement spending its share of a false-alarm budget
     of 1e-3 per run against a noise model of the run itself. A loss that fell a lot and then
     levelled off has learned, a slow but steady fall is learning too (a fall from the second
-    of 10 blocks to the last beyond the noise at the judgement's bar, `Progress.late_fall_z`,
+    of 10 blocks to the last, or along its trend over that stretch, beyond the noise at the
+    judgement's bar, `Progress.late_fall_z`,
     however small: a masked LM's pre-training near the unigram entropy), and a loss too noisy
     to tell (a warm-up's first steps) is not reported. Too small a model, a learning rate far
     too low, over-regularization, or labels unrelated to the inputs cause it. A loss that
