@@ -445,10 +445,12 @@ class TFStatistics:
         names = [r.name for r in requests]
         pair = None if classes is None else (names.index(classes[0]), names.index(classes[1]))
         key = (tuple(requests), pair)
-        fn = self._functions.get(key)
-        if fn is None:
-            fn = self._functions[key] = self._function(key)
         samples = [self._samples.get(r.name) if r.sample else None for r in requests]
+        fn = self._functions.get(key)
+        if fn is None:  # traced once per layout; later steps call the concrete function, which
+            # skips tf.function's per-call signature matching (milliseconds for hundreds of tensors)
+            traced: Any = self._function(key)
+            fn = self._functions[key] = traced.get_concrete_function(tensors, previous, samples)
         packed, kept = fn(tensors, previous, samples)
         self.calls += 1
         for r, now in zip(requests, kept, strict=True):
