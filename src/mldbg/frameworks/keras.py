@@ -170,26 +170,10 @@ class Hook(Adapter, keras.callbacks.Callback):
             setattr(model, f"{kind}_function", dispatcher)
         self._seen = set()
         try:
-            with contextlib.ExitStack() as stack:  # traced now (TF, JAX) or run now (torch)
-                stack.enter_context(
-                    patched(model, f"{kind}_step", self._step(kind, getattr(model, f"{kind}_step")))
-                )
-                tap(
-                    stack,
-                    model,
-                    "call",
-                    lambda a, out: put_each(self._put, "model_output", out, ("outputs", "predictions")),
-                )
-                tap_layers(stack, model, self._put)
-                if kind != "predict":
-                    # `compute_loss` itself: Keras' `_compute_loss` calls it, and so does a
-                    # custom `train_step`
-                    tap(stack, model, "compute_loss", lambda a, loss: self._put("loss", loss, ("losses",)))
-                if kind == "train" and getattr(model, "optimizer", None) is not None:
-                    opt = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # unscaled gradients
-                    tap(stack, opt, "apply", partial(self._gradients, opt))
-                    if self.backend == "tensorflow":
-                        self._read_new_weights_first(stack, opt)
+            # the taps go on inside the step (`_step`): when the backend traces it (TF, JAX:
+            # once per flavour and input signature) or runs it (torch); a run of a traced
+            # variant touches no layer
+            with patched(model, f"{kind}_step", self._step(kind, getattr(model, f"{kind}_step"))):
                 out = variant(*args)
             if self.backend == "tensorflow":
                 out, extras = out
@@ -235,10 +219,32 @@ class Hook(Adapter, keras.callbacks.Callback):
             put_each(self._put, "model_input", x, ("inputs",))
             if kind != "predict" and y is not None:
                 put_each(self._put, "labels", y, ("labels",))
-            out = original(*args)
+            with contextlib.ExitStack() as stack:
+                self._tap_step(stack, kind)
+                out = original(*args)
             return (out, self._extras) if self.backend == "tensorflow" else out
 
         return step
+
+    def _tap_step(self, stack: contextlib.ExitStack, kind: str) -> None:
+        """The taps of a step being traced or run: the model's output, every layer, the loss,
+        the optimizer's gradients (and, on TensorFlow, the variables the step creates)."""
+        model = self._model
+        tap(
+            stack,
+            model,
+            "call",
+            lambda a, out: put_each(self._put, "model_output", out, ("outputs", "predictions")),
+        )
+        tap_layers(stack, model, self._put)
+        if kind != "predict":
+            # `compute_loss` itself: Keras' `_compute_loss` calls it, and so does a custom `train_step`
+            tap(stack, model, "compute_loss", lambda a, loss: self._put("loss", loss, ("losses",)))
+        if kind == "train" and getattr(model, "optimizer", None) is not None:
+            opt = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # unscaled gradients
+            tap(stack, opt, "apply", partial(self._gradients, opt))
+            if self.backend == "tensorflow":
+                self._read_new_weights_first(stack, opt)
 
     def _read_new_weights_first(self, stack: contextlib.ExitStack, opt: Any) -> None:
         """TensorFlow builds a subclassed model while it traces the first step, after the hook

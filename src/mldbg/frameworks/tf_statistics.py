@@ -318,15 +318,17 @@ def compute(
     samples: Sequence[tf.Tensor | None],
     classes: tuple[int, int] | None,
     valid: Sequence[tf.Tensor | None] | None = None,
+    statistics: Callable[..., Any] = tensor_statistics,
 ) -> tuple[tf.Tensor, tuple[Slot, ...], list[tf.Tensor | None]]:
     """Every statistic of a step packed in one float64 vector, where each lies, and the
     subsamples to keep (`sample_change`). `classes`: the indices of the labels and predictions
     among `requests` whose class statistics are wanted. `valid`: per request, a traced bool
-    saying whether its previous values are real (False: `delta_l2`, `sample_change` are NaN)."""
+    saying whether its previous values are real (False: `delta_l2`, `sample_change` are NaN).
+    `statistics`: `tensor_statistics` or a function of the same arguments and values."""
     values: dict[str, dict[str, tf.Tensor]] = {}
     kept: list[tf.Tensor | None] = []
     for i, (r, x, prev, sample) in enumerate(zip(requests, tensors, previous, samples, strict=True)):
-        values[r.name], now = tensor_statistics(x, r.kinds, r.unit_axis, prev, sample)
+        values[r.name], now = statistics(x, r.kinds, r.unit_axis, prev, sample)
         ok = None if valid is None else valid[i]
         if ok is not None:
             for key in ("delta_l2", "sample_change"):
@@ -374,6 +376,7 @@ class TFStatistics:
         self._samples: dict[str, tf.Tensor] = {}
         self._functions: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._slots: dict[tuple[Any, ...], tuple[Slot, ...]] = {}
+        self._per_signature: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.calls = 0  # compiled calls made (one per statistics step)
         self.traces = 0  # times a step's function was traced
 
@@ -445,10 +448,12 @@ class TFStatistics:
         names = [r.name for r in requests]
         pair = None if classes is None else (names.index(classes[0]), names.index(classes[1]))
         key = (tuple(requests), pair)
-        fn = self._functions.get(key)
-        if fn is None:
-            fn = self._functions[key] = self._function(key)
         samples = [self._samples.get(r.name) if r.sample else None for r in requests]
+        fn = self._functions.get(key)
+        if fn is None:  # traced once per layout; later steps call the concrete function, which
+            # skips tf.function's per-call signature matching (milliseconds for hundreds of tensors)
+            traced: Any = self._function(key)
+            fn = self._functions[key] = traced.get_concrete_function(tensors, previous, samples)
         packed, kept = fn(tensors, previous, samples)
         self.calls += 1
         for r, now in zip(requests, kept, strict=True):
@@ -471,11 +476,31 @@ class TFStatistics:
 
         def step(tensors: list[tf.Tensor], previous: list[Any], samples: list[Any]) -> Any:
             self.traces += 1
-            packed, slots, kept = compute(requests, tensors, previous, samples, pair)
+            packed, slots, kept = compute(
+                requests, tensors, previous, samples, pair, statistics=self._statistics
+            )
             self._slots[key] = slots
             return packed, kept
 
         return tf.function(step, reduce_retracing=True, autograph=False)
+
+    def _statistics(
+        self, x: tf.Tensor, kinds: tuple[str, ...], unit_axis: int | None, previous: Any, sample: Any
+    ) -> tuple[dict[str, tf.Tensor], tf.Tensor | None]:
+        """`tensor_statistics` inside a step's trace, through one `tf.function` per tensor
+        signature (kinds, axis, dtype, shape, which previous values): a model of many
+        same-shaped layers traces each signature once, for every layout of the step (the
+        first step without previous values, a last partial batch, EVAL), not once per tensor
+        and layout. TensorFlow inlines the calls when it optimizes the step's graph."""
+        key = (kinds, unit_axis, x.dtype.name, tuple(x.shape.as_list()), previous is None, sample is None)
+        fn = self._per_signature.get(key)
+        if fn is None:
+
+            def one(x: tf.Tensor, previous: Any, sample: Any) -> Any:
+                return tensor_statistics(x, kinds, unit_axis, previous, sample)
+
+            fn = self._per_signature[key] = tf.function(one, autograph=False)
+        return fn(x, previous, sample)
 
 
 class GraphState:
