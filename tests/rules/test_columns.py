@@ -65,8 +65,9 @@ FIRING: dict[str, dict | str] = {
     "nondeterministic_eval": "functional_dropout",
     "nondeterministic_eval (an evaluation left in training mode, no set_mode)": "eval_in_train_mode",
     # the third round: the rules of the default set that had no fast path left
-    # a rise judged after loss_change_point's first 100 values
-    "loss_change_point": {"maximize": True, "optimizer": "adam", "steps": 200},
+    # a rise judged after loss_change_point's first 100 values; a climb must go on climbing as
+    # long again as its excursion had lasted before it is confirmed: 300 steps
+    "loss_change_point": {"maximize": True, "optimizer": "adam", "steps": 300},
     "train_eval_discrepancy": "bn_momentum_zero",
     "train_in_eval_mode": "eval_left_on",
     "train_in_eval_mode (set_mode: the modules' flags)": "eval_left_on_set_mode",
@@ -104,7 +105,7 @@ FIRING: dict[str, dict | str] = {
         "maximize": True,
         "optimizer": "adam",
         "eval_every": None,
-        "steps": 200,
+        "steps": 300,
     },
     "loss_divergence (no evaluation)": {"optimizer": "adam", "lr": 10.0, "steps": 30, "eval_every": None},
     # overfit judges its evaluation passes in the fast path as they close
