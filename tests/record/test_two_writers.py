@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 import mldbg
 from mldbg.record.recorder import Recorder
@@ -21,11 +20,12 @@ SCRIPT = textwrap.dedent(
     from mldbg.errors import InvalidConfig
     from mldbg.record.recorder import Recorder
 
-    out, at, value = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    out, start, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
     from mldbg.store import open_store
     open_store(out)  # the store's modules imported (boto3 for a bucket) before the start
-    while time.time() < at:  # both start at the same moment
-        pass
+    if start == "go":  # both start at the same moment: when the parent says go, once both are ready
+        print("ready", flush=True)
+        sys.stdin.readline()
     try:
         rec = Recorder(out, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
     except InvalidConfig as e:
@@ -42,23 +42,39 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def start_together(out: str, timeout: float = 120) -> list[tuple[int, str, str]]:
+    """Two writers of `out` (values 1 and 2) released at once, each after it has imported
+    mldbg and opened the store (however long that takes on a loaded machine): their exit
+    codes, outputs and errors."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, out, "go", str(v)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for v in (1.0, 2.0)
+    ]
+    pipes = [(p.stdin, p.stdout, p.stderr) for p in procs]
+    ready = [stdout.readline() for _, stdout, _ in pipes if stdout]
+    for stdin, _, _ in pipes:
+        if stdin:
+            stdin.write("go\n")
+            stdin.close()
+    results = []
+    for p, said, (_, stdout, stderr) in zip(procs, ready, pipes, strict=True):
+        assert stdout and stderr
+        results.append((p.wait(timeout=timeout), said + stdout.read(), stderr.read()))
+        stdout.close()
+        stderr.close()
+    return results
+
+
 def test_two_writers_starting_together_one_is_refused(tmp_path):
     for attempt in range(3):
         out = tmp_path / f"run{attempt}"
-        at = time.time() + 4.0  # after both interpreters imported mldbg, even on a loaded machine
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", SCRIPT, str(out), repr(at), str(v)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for v in (1.0, 2.0)
-        ]
-        results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
-        for p in procs:
-            p.stdout.close()
-            p.stderr.close()
+        results = start_together(str(out))
         codes = sorted(rc for rc, _, _ in results)
         assert codes == [0, 3], results
         refused = next(out_ for rc, out_, _ in results if rc == 3)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
-from tests.record.test_two_writers import SCRIPT
+from tests.record.test_two_writers import start_together
 
 import mldbg
 from mldbg.record.recorder import Recorder
@@ -16,20 +15,7 @@ from mldbg.store import open_store
 
 
 def test_two_writers_starting_together_on_s3_one_is_refused(s3_url):
-    at = time.time() + 5.0
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, s3_url, repr(at), str(v)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for v in (1.0, 2.0)
-    ]
-    results = [(p.wait(timeout=180), p.stdout.read(), p.stderr.read()) for p in procs]
-    for p in procs:
-        p.stdout.close()
-        p.stderr.close()
+    results = start_together(s3_url, timeout=180)
     assert sorted(rc for rc, _, _ in results) == [0, 3], results
     assert "being recorded right now" in next(out for rc, out, _ in results if rc == 3)
     trial = mldbg.create_trial(s3_url)
