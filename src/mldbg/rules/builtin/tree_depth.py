@@ -23,8 +23,8 @@ class TreeDepth(Rule):
     A tree grown leaf-wise under a bound on its leaves (`grow_policy="lossguide"` with
     `max_leaves` and `max_depth=0`, LightGBM's way) is bounded by its leaves, not its depth:
     31 leaves on a chain of depth 14 hold no more than 31 leaves on depth 5. There the rule
-    judges the leaves against the same budget (`2**depth` leaves, what a tree of depth `depth`
-    can hold) and reads `trees/leaves`.
+    judges that bound against the same budget: `max_leaves` at most `2**depth` (what a tree of
+    depth `depth` can hold) keeps it quiet, whatever depth the chains reach.
     """
 
     needs = ("trees",)
