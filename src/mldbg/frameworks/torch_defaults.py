@@ -30,7 +30,8 @@ Per tensor (names as in API.md), at statistics steps:
   `labels`) carries `class_counts`, `class_correct` and `confusion` (up to 64 classes) and
   `<Loss>_input_0` (the predictions, in `predictions`) `class_counts` of the predicted
   classes, as vector records, and both their `samples`; any other loss, the `samples` of
-  its two inputs (their shapes are in the index: `batch_dim_mismatch`);
+  its two inputs (their shapes are in the index: `batch_dim_mismatch`) and the `mean` and
+  `std` of float labels (a regression's targets: `moving_targets`);
 - `model_output_<i>` of EVAL and PREDICT steps also its `fingerprint` (`nondeterministic_eval`);
 - `module_training/dropout` and `module_training/norm`: one uint8 per Dropout (p > 0) or
   BatchNorm / InstanceNorm module with trainable parameters around it (its own, or its
@@ -91,6 +92,7 @@ MAX_EVERY = 100  # the sparsest cadence: the rules still see a few points per th
 # a CPU 0.7 on benchmarks/overhead.py's small ResNet (18 of 26.6 ms), 3.3 on tests/tiny.py's MLP; on
 # a GPU the statistics are enqueued, so less (docs/statistics.md, "Statistics steps")
 STATISTICS_STEP = 1.0
+TARGET_STATISTICS = ("samples", "mean", "std")  # a regression loss's float labels (`add_targets`)
 CONFUSION_LABELS = 1024  # the latest labels whose confusion matrix a statistics step saves
 CONFUSION_STEPS = 64  # ... of at most this many steps (a few MB of matrices on the device at most)
 
@@ -398,8 +400,16 @@ class StepStatistics:
         if classes:
             self.add_classes(prefix, args[0], args[1])
         else:
-            self.add_kinds(f"{prefix}_input_0", args[0], ("samples",), ("predictions",))
-            self.add_kinds(f"{prefix}_input_1", args[1], ("samples",), ("labels",))
+            self.add_targets(prefix, args[0], args[1])
+
+    def add_targets(self, loss: str, predictions: object, labels: object) -> None:
+        """The `samples` of a loss's predictions and labels (their shapes: `batch_dim_mismatch`),
+        and of float labels (a regression's targets) their `mean` and `std`: whether the
+        targets move (a TD target made by the model itself grows with its values), which
+        `mldbg.rules.select.moving_targets` reads."""
+        self.add_kinds(f"{loss}_input_0", predictions, ("samples",), ("predictions",))
+        floats = isinstance(labels, torch.Tensor) and labels.is_floating_point()
+        self.add_kinds(f"{loss}_input_1", labels, TARGET_STATISTICS if floats else ("samples",), ("labels",))
 
     def confusion(self, loss: str, predictions: object, labels: object) -> None:
         """Every step's labels of a classification loss, not only the statistics steps': the

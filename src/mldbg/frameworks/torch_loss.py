@@ -47,7 +47,7 @@ binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scal
 (an auxiliary term added: the one classification loss of the sum, else its one regression
 loss; none when a sum holds two of a kind), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
-classification losses, their `samples` for the others, as a registered loss's inputs. An
+classification losses, their `samples` for the others (and a float target's `mean` and `std`), as a registered loss's inputs. An
 evaluation's, under no_grad, from the loss call `torch_eval_loss` finds (`_record_inputs`).
 A loss a model returned with no node to read them from (a compiled model's graph is one
 node; under no_grad there is none): the class labels of its call (`labels=`, `targets=`, or
@@ -339,8 +339,7 @@ class LossCapture:
         if kind == "classes":
             stats.add_classes(PREFIX, predictions, labels)
         else:
-            stats.add_kinds(f"{PREFIX}_input_0", predictions, ("samples",), ("predictions",))
-            stats.add_kinds(f"{PREFIX}_input_1", labels, ("samples",), ("labels",))
+            stats.add_targets(PREFIX, predictions, labels)
 
     def _step_end(self) -> None:
         evaluated = self._eval.take()

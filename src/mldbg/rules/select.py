@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mldbg.config import Mode
 from mldbg.rules.view import TrialView
 
 
@@ -152,3 +153,48 @@ def _labelled_game(view: TrialView, steps: Sequence[int]) -> bool:
                 single = int(np.count_nonzero(got.labels)) <= 1
                 one_class = single if one_class is None else one_class and single
     return len(trained) >= 2 and bool(one_class)
+
+
+# `moving_targets`: the least growth of the targets' spread that explains a rising loss, how far
+# the loss's share of the targets' variance may rise with it (a TD error's share is not fixed:
+# early, the values are near their first targets), and the
+# latest saved steps of the targets' statistics read per window (the loss's level is a recent one)
+_TARGETS_GROWN = 1.5
+_SHARE_ROSE = 2.0
+_TARGET_STEPS = 3
+
+
+def moving_targets(
+    view: TrialView, loss: str, before: tuple[int, int], after: tuple[int, int], ratio: float
+) -> bool:
+    """Whether the training loss `loss`, whose level moved by `ratio` from the steps `before`
+    to the steps `after` (each a (first, last) range of global steps), chases targets that
+    spread out at least as much: the `std` of its float labels (`<loss>_input_1`, recorded
+    with the loss's predictions at statistics steps; the median over the saved steps of each
+    range's last 3, the nearest one when none falls in it) grew at least `_TARGETS_GROWN`-fold, and
+    `ratio` is at most `_SHARE_ROSE` times that growth squared (the loss's share of the targets'
+    variance at most doubled). A regression whose targets the model makes
+    itself (a TD target r + gamma max Q(s', a), a critic's bootstrapped return) rises as its
+    values grow; relative to the targets' variance (the loss of predicting their mean) it
+    does not. Such a loss is not judged by its level; a critic that diverges with its own
+    targets is left to the rules on its values (`exploding_tensor`)."""
+    base = loss.removesuffix("_output_0")
+    labels = f"{base}_input_1"
+    if not (ratio > 0 and view.has_tensor(labels)):
+        return False
+    saved = np.asarray(view.tensor(labels).steps(Mode.TRAIN), dtype=np.int64)
+    if not len(saved):
+        return False
+
+    def spread(lo: int, hi: int) -> float:
+        inside = saved[(saved >= lo) & (saved <= hi)][-_TARGET_STEPS:]
+        if not len(inside):
+            inside = saved[[int(np.argmin(np.minimum(abs(saved - lo), abs(saved - hi))))]]
+        got = [view.statistic(labels, int(s), "std") for s in inside]
+        finite = [float(g) for g in got if g is not None and np.isfinite(g)]
+        return float(np.median(finite)) if finite else float("nan")
+
+    first, last = spread(*before), spread(*after)
+    if not (first > 0 and last >= _TARGETS_GROWN * first):
+        return False
+    return ratio <= _SHARE_ROSE * (last / first) ** 2

@@ -12,7 +12,7 @@ from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.losses import GAME_STEPS
-from mldbg.rules.select import adversarial
+from mldbg.rules.select import adversarial, moving_targets
 from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
 
@@ -522,10 +522,13 @@ class LossChangePoint(LossSeriesRule):
         if self._game(name) or adversarial(trial, steps[-max(self.window, GAME_STEPS) :]):
             self._fired.add(name)
             return []
-        if not self.first(name):
-            return []
         total, start, (level, _, _, h) = self._sum[name], self._start[name], self._ref[name]
         recent = median([v for v in values[-5:] if math.isfinite(v)])
+        before = (steps[max(0, start - 4 * self.window)], steps[start])
+        if level > 0 and moving_targets(trial, name, before, (steps[start], steps[-1]), recent / level):
+            return []  # a TD loss chasing targets that grow with the values it learns
+        if not self.first(name):
+            return []
         rise = recent - level
         return [
             self.finding(
