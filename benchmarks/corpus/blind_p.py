@@ -1,7 +1,7 @@
 """The ninth blind held-out set (issue 26), part P: trainings recorded the way each tool's user
 records them (its one callback or hook), of kinds the corpus did not have yet. Written without
-running mldbg's rules on them; each was checked only from its own losses (finite, going where
-its kind's loss goes).
+running mldbg's rules on them; each was checked only from its own losses (finite, going where its
+kind's loss goes).
 
 Shapes of public PyTorch scripts (the README's two lines): the PyTorch "Training a Classifier"
 CIFAR-10 tutorial (its `Net`, SGD momentum, `ToTensor` + `Normalize(0.5, 0.5)`), the "Transfer
@@ -10,48 +10,48 @@ Learning for Computer Vision" tutorial's fine-tuning (`train_model` with train/v
 (`BertForMultipleChoice`, gradient accumulation, linear schedule), a sentence-transformers
 `fit`-shaped loop (mean pooling, `MultipleNegativesRankingLoss` with in-batch negatives,
 WarmupLinear, an evaluator every 40 steps). Hugging Face `Trainer`
-(`mldbg.transformers.DebuggerCallback`, tiny random configs): BERT sentence-pair classification
-with `token_type_ids`, `gradient_accumulation_steps=4`, `constant_with_warmup` and evaluation
-every 25 steps; `Seq2SeqTrainer` on T5 with `label_smoothing_factor` and the
-`reduce_lr_on_plateau` schedule; a Mixtral mixture-of-experts causal LM with the router's
-load-balancing loss (`output_router_logits=True`); token classification with the user's own
-`optimizers=(RAdam, OneCycleLR)` and label smoothing. Lightning
-(`mldbg.lightning.DebuggerCallback`): the Lightning DQN example (replay buffer behind an
-`IterableDataset`, the agent stepping inside `training_step`, `max_steps`), a Transformer
-classifier on `SequentialLR` (LinearLR warm-up into cosine) at `interval="step"` with an
-overridden `configure_gradient_clipping` and `val_check_interval`, knowledge distillation from a
-frozen teacher held in the module (temperature-scaled KL + cross-entropy, `MultiStepLR`), SAM
-written under manual optimization (two `manual_backward`s a step). Keras 3 on TensorFlow
-(`mldbg.keras.Hook`): a pinball (quantile) loss function of the user's own with per-row
-`sample_weight` and `ReduceLROnPlateau`, a hand-written focal loss as a `keras.losses.Loss`
-subclass with a streaming macro-F1 `keras.metrics.Metric` subclass, a `tf.data` pipeline
-(`map` augmentation, `prefetch`) into a `SeparableConv2D` CNN on SGD Nesterov with a staircase
-`ExponentialDecay`, the character-level LSTM seq2seq example (encoder states into the decoder,
-RMSprop). JAX (`mldbg.jax.Hook`): a Flax Linen Conv1D waveform classifier on
-`optax.chain(clip_by_global_norm, adamw)` with `warmup_exponential_decay_schedule`, a GRU written
-by hand in plain JAX unrolled by `lax.scan` on `optax.adabelief` behind `optax.clip`, Flax NNX
-LoRA fine-tuning (`nnx.LoRA` adapters, `nnx.Optimizer(wrt=nnx.LoRAParam)`, `nnx.DiffState`), a
-physics-informed network for the heat equation (`jax.grad` of the network in x and t, `vmap`
-over collocation points, `exponential_decay`). XGBoost (`mldbg.xgboost.Hook`): `rank:pairwise`
-on a `DMatrix` with `qid` (top-k pair method, NDCG), `reg:pseudohubererror` with
-`interaction_constraints` stopped by `xgb.callback.EarlyStopping(save_best=True)`, a boosted
-random forest (`num_parallel_tree=4`) on `multi:softprob`.
+(`mldbg.transformers.DebuggerCallback`, tiny random configs): BERT sentence-pair classification with
+`token_type_ids`, `gradient_accumulation_steps=4`, `constant_with_warmup` and evaluation every 25
+steps; `Seq2SeqTrainer` on T5 with `label_smoothing_factor` and the `reduce_lr_on_plateau` schedule;
+a Mixtral mixture-of-experts causal LM with the router's load-balancing loss
+(`output_router_logits=True`); token classification with the user's own `optimizers=(RAdam,
+OneCycleLR)` and label smoothing. Lightning (`mldbg.lightning.DebuggerCallback`): the Lightning DQN
+example (replay buffer behind an `IterableDataset`, the agent stepping inside `training_step`,
+`max_steps`), a Transformer classifier on `SequentialLR` (LinearLR warm-up into cosine) at
+`interval="step"` with an overridden `configure_gradient_clipping` and `val_check_interval`,
+knowledge distillation from a frozen teacher held in the module (temperature-scaled KL +
+cross-entropy, `MultiStepLR`), SAM written under manual optimization (two `manual_backward`s a
+step). Keras 3 on TensorFlow (`mldbg.keras.Hook`): a pinball (quantile) loss function of the user's
+own with per-row `sample_weight` and `ReduceLROnPlateau`, a hand-written binary focal loss as a
+`keras.losses.Loss` subclass with a streaming F1 `keras.metrics.Metric` subclass on imbalanced
+classes, a `tf.data` pipeline (`map` augmentation, `prefetch`) into a `SeparableConv2D` CNN on SGD
+Nesterov with a staircase `ExponentialDecay`, the character-level LSTM seq2seq example (encoder
+states into the decoder, RMSprop). JAX (`mldbg.jax.Hook`): a Flax Linen Conv1D waveform classifier
+on `optax.chain(clip_by_global_norm, adamw)` with `warmup_exponential_decay_schedule`, a GRU written
+by hand in plain JAX unrolled by `lax.scan` forecasting `log1p` of intermittent daily demand on
+`optax.adabelief` behind `optax.clip`, Flax NNX LoRA fine-tuning (`nnx.LoRA` adapters,
+`nnx.Optimizer(wrt=nnx.LoRAParam)`, `nnx.DiffState`), a physics-informed network for the heat
+equation (`jax.grad` of the network in x and t, `vmap` over collocation points,
+`exponential_decay`). XGBoost (`mldbg.xgboost.Hook`): `rank:pairwise` on a `DMatrix` with `qid`
+(top-k pair method, NDCG), `reg:pseudohubererror` with `interaction_constraints` stopped by
+`xgb.callback.EarlyStopping(save_best=True)`, a boosted random forest (`num_parallel_tree=4`) on
+`multi:softprob`.
 
 Ten buggy twins, one per key of `BUGS`: the Flax Conv1D's peak learning rate typed as 3e-1
 (lr_x100), `run_swag_no_trainer` with its `optimizer.zero_grad()` left out of the accumulation
 branch (no_zero_grad), the BERT sentence pairs' labels read from a shuffled copy of the table
-(shuffled_labels), the CIFAR-10 tutorial's `ToTensor` replaced by a `float()` that keeps the
-0-255 range before `Normalize(0.5, 0.5)` (inputs_x255), the Lightning distillation student whose
-`forward` returns softmax probabilities to the KL and the cross-entropy (softmax_before_ce), the
-Lightning SAM MLP's `_init_weights` setting the biases to -1 (dead_relu_init), the Keras pinball
-regressor's hidden stack as eight sigmoid layers (deep_sigmoid), the transfer-learning
-tutorial's fine-tuning keeping the "fixed feature extractor" cell's `requires_grad = False`
-while SGD holds every parameter (frozen_by_mistake), the hand-written Keras focal loss without
-its clip before `log` (log_zero_nan), the sentence-transformers loop not putting the model back
-in training mode after its evaluator (train_in_eval_mode).
+(shuffled_labels), the CIFAR-10 tutorial's `ToTensor` replaced by a `float()` that keeps the 0-255
+range before `Normalize(0.5, 0.5)` (inputs_x255), the Lightning distillation student whose `forward`
+returns softmax probabilities to the KL and the cross-entropy (softmax_before_ce), the Lightning SAM
+MLP's `_init_weights` setting the biases to -1 (dead_relu_init), the Keras pinball regressor's
+hidden stack as eight sigmoid layers (deep_sigmoid), the transfer-learning tutorial's fine-tuning
+keeping the "fixed feature extractor" cell's `requires_grad = False` while SGD holds every parameter
+(frozen_by_mistake), the JAX demand forecaster transforming the counts (zero on many days) with
+`np.log` instead of `np.log1p` (log_zero_nan), the sentence-transformers loop not putting the model
+back in training mode after its evaluator (train_in_eval_mode).
 
-A pipeline whose framework is not installed is left out of `PIPELINES`. Every framework is
-imported inside its pipeline, so importing this module costs only torch. `SPLIT = BLIND8`.
+A pipeline whose framework is not installed is left out of `PIPELINES`. Every framework is imported
+inside its pipeline, so importing this module costs only torch. `SPLIT = BLIND8`.
 """
 
 from __future__ import annotations
@@ -724,7 +724,7 @@ def keras_focal_loss_custom_metric(path: str, seed: int = 0, bug: str | None = N
     clipped to [eps, 1 - eps] before the logs), a streaming F1 of the positive class of the
     user's own as a `keras.metrics.Metric` subclass (counts in `add_weight` variables,
     `update_state` / `result` / `reset_state`), a functional 128-64 MLP with dropout,
-    `AdamW(1e-3)`, batch 128, 10 epochs with validation data."""
+    `AdamW(1e-3)`, batch 128, 6 epochs with validation data."""
     import keras
     from keras import layers, ops
 
@@ -778,7 +778,7 @@ def keras_focal_loss_custom_metric(path: str, seed: int = 0, bug: str | None = N
     model.compile(optimizer=keras.optimizers.AdamW(1e-3), loss=BinaryFocalLoss(), metrics=[PositiveF1()])
     history = _keras_losses()
     model.fit(
-        x[:5000], y[:5000, None], batch_size=128, epochs=10, validation_data=(x[5000:], y[5000:, None]),
+        x[:5000], y[:5000, None], batch_size=128, epochs=6, validation_data=(x[5000:], y[5000:, None]),
         verbose=0, callbacks=[mldbg.keras.Hook(path), history],
     )  # fmt: skip
     return history.losses
