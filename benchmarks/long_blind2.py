@@ -118,12 +118,12 @@ def seqlen_warmup(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def diurnal_stream(n: int, rng: np.random.Generator) -> np.ndarray:
     """Online training of a click-through model on a live stream (batches in time order): a
-    log-loss of 0.1-0.5 that falls 5-20% early and then follows the traffic: a daily cycle (a
-    day of 500-5,000 steps, 3-15% of the level, its shape a sum of two harmonics), weekends
-    2-8% off, and a slow drift of the base rate (AR(1), time constant 1-5 days, 2-8%); 1-5%
-    batch noise."""
+    log-loss of 0.1-0.5 that falls 5-20% early and then follows the traffic over the 3-60
+    days the run covers: a daily cycle (3-15% of the level, its shape a sum of two harmonics),
+    weekends up to 8% off (either way), and a slow drift of the base rate (AR(1), time
+    constant 1-5 days, 2-8%); 1-5% batch noise."""
     t = np.arange(n, dtype=np.float64)
-    day = rng.uniform(500, 5000)
+    day = n / rng.uniform(3, 60)  # the run covers 3-60 days of traffic
     level = rng.uniform(0.1, 0.5) * (1 + rng.uniform(0.05, 0.2) / (1 + t / (n * rng.uniform(0.005, 0.05))))
     phase = 2 * np.pi * t / day
     a1, a2 = rng.uniform(0.03, 0.15), rng.uniform(0.0, 0.5)
@@ -141,9 +141,10 @@ def ppo_policy(n: int, rng: np.random.Generator) -> np.ndarray:
     at the old one (the ratio 1), so the loss starts near 0 and falls within the rollout as the
     policy moves towards the advantages, to -0.005 - -0.03 (clipping bounds it), then returns
     to 0 at the next rollout; the advantages normalized per minibatch (half the seeds: the
-    first minibatch is 0 up to rounding) or per rollout (the others: 0.02-0.1 of minibatch
-    noise); the learning rate annealed linearly to 0 on half the seeds, the depth with it.
-    Values of both signs around 0."""
+    first minibatch is 0 up to rounding) or per rollout (the others: each minibatch's mean
+    advantage adds a noise of 0.02-0.1); the depth wanders slowly (+-30%, over ~50 rollouts)
+    and, on half the seeds, falls to 0 with a learning rate annealed linearly. Values of both
+    signs around 0, logged in float32."""
     t = np.arange(n, dtype=np.float64)
     epochs, minibatches = int(rng.integers(3, 11)), int(rng.choice([4, 8, 16, 32]))
     per = epochs * minibatches
@@ -216,20 +217,21 @@ def full_batch_pinn(n: int, rng: np.random.Generator) -> np.ndarray:
     """A physics-informed network (or a neural field) trained full-batch with Adam: no batch
     noise; the loss falls over 2-5 decades, a wiggle of 0.1-3% (Adam's own oscillation,
     correlated over 5-50 steps), 0-6 of Adam's spikes to 2-30x within 1-5 steps, recovering
-    over 20-300 steps; on half the seeds the last 10-30% runs L-BFGS: the loss falls by 1-2
-    more decades, smoothly (its wiggle 10x smaller)."""
+    over 20-300 steps (in the Adam phase); on half the seeds the last 10-30% runs L-BFGS: the
+    loss falls by 1-2 more decades, smoothly (its wiggle 10x smaller); logged in float32."""
     t = np.arange(n, dtype=np.float64)
     decades = rng.uniform(2, 5)
     start = _log_uniform(rng, 0.1, 10)
     q = 1 - 1 / (1 + t / (n / rng.uniform(20, 500))) ** rng.uniform(0.5, 1.0)
     log_x = math.log(start) - decades * math.log(10) * q / q[-1]
     wiggle = np.full(n, _log_uniform(rng, 0.001, 0.03))
+    adam_end = n
     if rng.random() < 0.5:
-        at = int(n * rng.uniform(0.7, 0.9))
-        k = t[at:] - at
-        log_x[at:] -= rng.uniform(1, 2) * math.log(10) * (1 - np.exp(-k / (0.1 * (n - at))))
-        wiggle[at:] /= 10
-    for at in rng.uniform(0.05, 0.95, int(rng.integers(0, 7))) * n:
+        adam_end = int(n * rng.uniform(0.7, 0.9))
+        k = t[adam_end:] - adam_end
+        log_x[adam_end:] -= rng.uniform(1, 2) * math.log(10) * (1 - np.exp(-k / (0.1 * (n - adam_end))))
+        wiggle[adam_end:] /= 10
+    for at in rng.uniform(0.05, 0.95, int(rng.integers(0, 7))) * adam_end:
         at = int(at)
         k = t[at:] - at
         rise, tau = rng.uniform(1, 5), rng.uniform(20, 300)
@@ -257,8 +259,9 @@ def ctc_sum(n: int, rng: np.random.Generator) -> np.ndarray:
     """Speech recognition with CTC, the loss summed over each utterance's frames and averaged
     over the batch (ESPnet-style): from 200-1,500 it falls to a plateau at 30-50% of that (the
     net emits only blanks) until 1-5% of the run, then drops by 40-70% as the alignments form
-    (over 0.5-2% of the run), falling on as a power law towards 3-15% of the start; the per-batch mean length varies (bucketed batches, spread 15-40%)
-    and the loss with it; on half the seeds the first epoch (2-10% of the run) is SortaGrad,
+    (over 0.5-2% of the run), falling on as a power law towards 3-15% of the start; the
+    per-batch mean length varies (bucketed batches, spread 15-40%) and the loss with it; on
+    half the seeds the first epoch (2-10% of the run) is SortaGrad,
     shortest utterances first, so the loss rises through it with the lengths; 2-8% noise."""
     t = np.arange(n, dtype=np.float64)
     start = rng.uniform(200, 1500)
@@ -289,7 +292,7 @@ def _mixup_cutmix(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     cum = np.cumsum(lr) / lr.mean()
     floor = rng.uniform(1.4, 2.4)
     base = _power(cum, math.log(1000), floor, n / rng.uniform(30, 300), rng.uniform(0.6, 1.2))
-    trained = (math.log(1000) - base) / (math.log(1000) - floor)  # a uniform guess costs ln 1000 anyway
+    trained = (math.log(1000) - base) / (math.log(1000) - floor)  # a uniform guess: ln 1000, always
     lam = np.where(rng.random(n) < 0.5, rng.beta(0.8, 0.8, n), rng.beta(1.0, 1.0, n))
     lam = lam.clip(1e-6, 1 - 1e-6)
     mixing = -(lam * np.log(lam) + (1 - lam) * np.log(1 - lam))  # the mixed target's entropy
@@ -306,16 +309,18 @@ def mixup_cutmix(n: int, rng: np.random.Generator) -> np.ndarray:
     mixup with Beta(0.8, 0.8) or cutmix with Beta(1, 1)) and label smoothing 0.1: the loss
     falls from ln(1000) towards 1.4-2.4 with the learning rate (warm-up 1-5%, cosine to 0; SGD
     0.05-2 or LAMB/AdamW 5e-4-5e-3), plus, as the model learns, ~0.35 for the smoothing and
-    0.6-1x the mixed target's entropy (0-ln 2, per batch); on half the seeds the mixing is switched off for the last 3-10% of the run (the
-    loss drops by its mean, ~0.3-0.5); 1-4% noise."""
+    0.6-1x the mixed target's entropy (0-ln 2, per batch); on half the seeds the mixing is
+    switched off for the last 3-10% of the run (the loss drops by its mean, ~0.3-0.5); 1-4%
+    noise."""
     return _mixup_cutmix(n, rng)["loss"]
 
 
 def simsiam_negcos(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Non-contrastive self-supervised learning: SimSiam's -cos(p, z) (half the seeds: from -0.0 -
-    -0.3 to -0.85 - -0.97 within 1-10% of the run, then slowly towards -1) or BYOL's 2 - 2 cos
-    (the others: the same gap, doubled, from ~2 to 0.06-0.3); the noise is 2-10% of the gap to
-    a perfect -1, as the cosines saturate."""
+    """Non-contrastive self-supervised learning: SimSiam's -cos(p, z) (half the seeds: from
+    -0.0 - -0.3 to -0.85 - -0.97 within 1-10% of the run, then slowly towards -1, the gap to
+    -1 shrinking by up to half more) or BYOL's 2 - 2 cos (the others: the same gap, doubled,
+    from ~2 to 0.06-0.3); the noise is 2-10% of the gap to a perfect -1, as the cosines
+    saturate."""
     t = np.arange(n, dtype=np.float64)
     g0, g1 = rng.uniform(0.7, 1.0), rng.uniform(0.03, 0.15)
     fast = n * rng.uniform(0.01, 0.1)
@@ -394,15 +399,18 @@ def gradual_pruning(n: int, rng: np.random.Generator) -> np.ndarray:
     a, b = n * rng.uniform(0.05, 0.3), n * rng.uniform(0.4, 0.8)
     final, every = rng.uniform(0.5, 0.95), int(rng.uniform(100, 2000))
     sens, keep = rng.uniform(0.5, 3.0), rng.uniform(0.05, 0.2)
-    log_f, prev = np.zeros(n), 0.0
+    kept, log_f, prev = np.zeros(n), np.zeros(n), 0.0
     for at in range(int(a), int(b) + every, every):
         s = final * (1 - (1 - min(1.0, (at - a) / (b - a))) ** 3)
         if at >= n or s <= prev:
             continue
-        k = t[at:] - at
         lift = math.log1p(0.1 * sens * (s - prev) / (1 - prev))
-        log_f[at:] += lift * (keep + (1 - keep) * np.exp(-k / (every * rng.uniform(0.2, 0.5))))
+        kept[at] += lift * keep
+        tau = every * rng.uniform(0.2, 0.5)
+        k = t[at : at + int(30 * tau) + 1] - at  # the transient, until it is e^-30 of itself
+        log_f[at : at + len(k)] += lift * (1 - keep) * np.exp(-k / tau)
         prev = s
+    log_f += np.cumsum(kept)
     return x * np.exp(log_f) * _noise(n, rng, _log_uniform(rng, 0.01, 0.1), _maybe_rho(rng))
 
 
