@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only] [--blind]
+        [--seeds 5] [--loss-only] [--blind | --blind2]
 
 Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -23,18 +23,22 @@ into the `noisy` kind; the detection delay is the first finding of any loss rule
 `--blind` measures the blind set instead: `long_blind.KINDS` (14 more healthy kinds, one with
 evaluation passes in EVAL mode, two with a learning rate) and `long_blind.BUGS` (4 bugs), on the
 held-out seeds, written and checked the same way. No rule ran on them while they were written;
-run it once, and do not tune on what it shows.
+run it once, and do not tune on what it shows. `--blind2` measures the second blind set,
+`long_blind2` (14 more kinds, three with a learning rate, and 4 bugs; written after the first had
+been tuned on), the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -42,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import long_blind  # noqa: E402
+import long_blind2  # noqa: E402
 
 import mldbg  # noqa: E402
 from mldbg.record.recorder import Recorder  # noqa: E402
@@ -578,7 +583,8 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
 LR = "learning_rate/model"  # as the PyTorch hook records it: a statistic `sum`, at statistics steps
 MODE = long_blind.MODE  # a run's mode per step (`long_blind.eval_pauses`): mldbg.Mode codes, and
 EVAL_UNSAVED = long_blind.EVAL_UNSAVED  # an evaluation step that saves no loss
-assert long_blind.LR == LR
+assert long_blind.LR == long_blind2.LR == LR and long_blind2.MODE == MODE
+assert long_blind2.EVAL_UNSAVED == EVAL_UNSAVED
 
 
 def write(path: Path, series: dict[str, np.ndarray]) -> None:
@@ -633,9 +639,12 @@ def healthy_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> 
     return out
 
 
-def blind_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> dict[str, np.ndarray]:
-    """A run of `long_blind`'s `kind`, as `healthy_series` gives one of `KINDS`."""
-    out = long_blind.series(kind, n, long_blind.rng_for(kind, seed))
+def blind_series(
+    kind: str, n: int, seed: int, learning_rate: bool = True, blind: ModuleType = long_blind
+) -> dict[str, np.ndarray]:
+    """A run of the blind set's `kind` (`long_blind` or `long_blind2`), as `healthy_series` gives
+    one of `KINDS`."""
+    out = blind.series(kind, n, blind.rng_for(kind, seed))
     if not learning_rate:
         out.pop(LR, None)
     return out
@@ -646,8 +655,8 @@ def bug_series(bug: str, n: int, seed: int) -> tuple[np.ndarray, int]:
     return BUGS[bug](n, np.random.default_rng([seed, 100 + list(BUGS).index(bug)]))
 
 
-def blind_bug_series(bug: str, n: int, seed: int) -> tuple[np.ndarray, int]:
-    return long_blind.BUGS[bug](n, long_blind.bug_rng_for(bug, seed))
+def blind_bug_series(bug: str, n: int, seed: int, blind: ModuleType = long_blind) -> tuple[np.ndarray, int]:
+    return blind.BUGS[bug](n, blind.bug_rng_for(bug, seed))
 
 
 def _written(path: Path, cache: str | None, make: Callable[[], dict[str, np.ndarray]]) -> Path:
@@ -742,16 +751,26 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--bug-steps", type=int, default=20_000)
     ap.add_argument("--half", choices=("heldout", "tune", "both"), default="heldout")
-    ap.add_argument("--kinds", nargs="*", help="default: all of KINDS (with --blind: of long_blind.KINDS)")
-    ap.add_argument("--bugs", nargs="*", help="default: all of BUGS (with --blind: of long_blind.BUGS)")
+    ap.add_argument(
+        "--kinds", nargs="*", help="default: all of KINDS (with --blind/--blind2: of long_blind[2].KINDS)"
+    )
+    ap.add_argument(
+        "--bugs", nargs="*", help="default: all of BUGS (with --blind/--blind2: of long_blind[2].BUGS)"
+    )
     ap.add_argument("--rules", nargs="*", default=list(RULES))
     ap.add_argument(
         "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
     )
-    ap.add_argument(
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument(
         "--blind",
         action="store_true",
         help="the blind set (long_blind.KINDS and .BUGS, never tuned on) on the held-out seeds: measure it once",
+    )
+    which.add_argument(
+        "--blind2",
+        action="store_true",
+        help="the second blind set (long_blind2.KINDS and .BUGS) on the held-out seeds: measure it once",
     )
     ap.add_argument(
         "--loss-only",
@@ -763,24 +782,27 @@ def main() -> int:
     )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
-    if args.blind and args.half != "heldout":
-        ap.error("--blind runs on the held-out seeds only")
-    source_kinds, source_bugs = (long_blind.KINDS, long_blind.BUGS) if args.blind else (KINDS, BUGS)
+    blind, name = (
+        (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")
+    )
+    if blind and args.half != "heldout":
+        ap.error(f"--{name} runs on the held-out seeds only")
+    source_kinds, source_bugs = (blind.KINDS, blind.BUGS) if blind else (KINDS, BUGS)
     kinds = list(source_kinds) if args.kinds is None else args.kinds
     bugs = list(source_bugs) if args.bugs is None else args.bugs
     unknown = [k for k in kinds if k not in source_kinds] + [b for b in bugs if b not in source_bugs]
     if unknown:
-        ap.error(f"not in the {'blind ' if args.blind else ''}set: {', '.join(unknown)}")
-    seeds = (
-        long_blind.SEEDS
-        if args.blind
-        else {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
-    )
+        ap.error(f"not in the {name + ' ' if blind else ''}set: {', '.join(unknown)}")
+    seeds = blind.SEEDS if blind else {"heldout": HELDOUT, "tune": TUNE, "both": TUNE + HELDOUT}[args.half]
     if args.seeds:
         seeds = tuple(s for s in seeds if s in args.seeds)
     rules = tuple(args.rules)
     lr_tag = "" if args.loss_only else "-lr"
-    make = blind_series if args.blind else healthy_series
+    if blind:
+        make = functools.partial(blind_series, blind=blind)
+        make_bug = functools.partial(blind_bug_series, blind=blind)
+    else:
+        make, make_bug = healthy_series, bug_series
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.cache or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)
@@ -793,8 +815,8 @@ def main() -> int:
             tmp,
             args.cache,
             tag=lr_tag,
-            label=f"{args.half}, blind" if args.blind else args.half,
-            prefix="blind-" if args.blind else "",
+            label=f"{args.half}, {name}" if blind else args.half,
+            prefix=f"{name}-" if blind else "",
             verbose=args.verbose,
         )
         if bugs:
@@ -803,10 +825,10 @@ def main() -> int:
                 seeds,
                 args.bug_steps,
                 rules,
-                blind_bug_series if args.blind else bug_series,
+                make_bug,
                 tmp,
                 args.cache,
-                prefix="bug-blind-" if args.blind else "bug-",
+                prefix=f"bug-{name}-" if blind else "bug-",
                 verbose=args.verbose,
             )
     return 0
