@@ -45,10 +45,6 @@ def main(out_dir: str, include_workers: str, stop: bool, **claim: bool) -> None:
     dist.barrier()
     dist.destroy_process_group()
     print("worker done", flush=True)
-    # Leave here, before this frame's locals (the DDP model, its reducer, the hook) are freed:
-    # see the end of the file. A worker that had printed this line was seen to hang for 120 s
-    # (2026-11-29, about 1 in 4 jobs under pytest, never when run by hand) as main returned.
-    os._exit(0)
 
 
 if __name__ == "__main__":
