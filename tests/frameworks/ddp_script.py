@@ -46,9 +46,9 @@ def main(out_dir: str, include_workers: str, stop: bool, **claim: bool) -> None:
     dist.destroy_process_group()
     print("worker done", flush=True)
     # main returns: its DDP model is freed, and with it the process group (its gloo threads
-    # joined), before interpreter finalization. That free hung for ever in about one job of 20
-    # on a loaded machine until the hook kept the group for after the model's Reducer
-    # (mldbg/frameworks/torch_ddp.py explains it).
+    # joined), before interpreter finalization. That free hung for ever in about one job of 60
+    # (one run of test_multi_worker.py in 4 to 9) on a loaded machine, until the hook kept the
+    # group for after the model's Reducer (mldbg/frameworks/torch_ddp.py explains it).
 
 
 if __name__ == "__main__":

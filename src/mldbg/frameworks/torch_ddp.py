@@ -1,6 +1,6 @@
 """A DistributedDataParallel model freed at the end of a script must not hang the worker.
 
-The hang (PyTorch 2.13, gloo; seen in about one 2-process job in 20 on a loaded machine): a
+The hang (PyTorch 2.13, gloo; a worker of about one 2-process job in 60 on a loaded machine): a
 training function ends with `dist.barrier(); dist.destroy_process_group()` and returns. Its DDP
 model is freed; the model's `Reducer` holds the last reference to the process group, and the
 Reducer's Python object is freed without releasing the GIL (pybind11's plain `dealloc`), so
