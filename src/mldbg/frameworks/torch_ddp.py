@@ -19,7 +19,8 @@ main thread waits for the worker thread, for ever. The stacks:
                      -> ~AsyncWork -> at::ThreadLocalState::~ThreadLocalState
                      -> SafePyObject -> ConcretePyInterpreterVTable::decref -> take_gil
 
-It happens with or without mldbg. The process group's own Python object is freed the safe way:
+Nothing of mldbg is in the two stacks: a script without mldbg that frees its DDP model so is
+exposed the same. The process group's own Python object is freed the safe way:
 its pybind11 holder (`IntrusivePtrNoGilDestructor`) releases the GIL before the C++ destructor
 runs, so a worker thread can take the GIL, finish, and be joined. So for a DDP model the hook
 records, `outlive_reducer` keeps that Python object until the Reducer is gone: the Reducer then
