@@ -25,6 +25,9 @@ its pybind11 holder (`IntrusivePtrNoGilDestructor`) releases the GIL before the 
 runs, so a worker thread can take the GIL, finish, and be joined. So for a DDP model the hook
 records, `outlive_reducer` keeps that Python object until the Reducer is gone: the Reducer then
 never drops the last reference, and the group ends from its Python object, GIL released.
+Not covered: a DDP model the hook was not given that shares the group and is freed last, and
+a model kept to the end at module level (freed, if at all, in interpreter finalization: see the
+end of tests/frameworks/ddp_script.py).
 """
 
 from __future__ import annotations
