@@ -45,10 +45,10 @@ def main(out_dir: str, include_workers: str, stop: bool, **claim: bool) -> None:
     dist.barrier()
     dist.destroy_process_group()
     print("worker done", flush=True)
-    # Leave here, before this frame's locals (the DDP model, its reducer, the hook) are freed:
-    # see the end of the file. A worker that had printed this line was seen to hang for 120 s
-    # (2026-11-29, about 1 in 4 jobs under pytest, never when run by hand) as main returned.
-    os._exit(0)
+    # main returns: its DDP model is freed, and with it the process group (its gloo threads
+    # joined), before interpreter finalization. That free hung for ever in about one job of 60
+    # (one run of test_multi_worker.py in 4 to 9) on a loaded machine, until the hook kept the
+    # group for after the model's Reducer (mldbg/frameworks/torch_ddp.py explains it).
 
 
 if __name__ == "__main__":
@@ -61,12 +61,12 @@ if __name__ == "__main__":
         overwrite="overwrite" in flags,
         resume="resume" in flags,
     )
-    # Leave without interpreter finalization. PyTorch 2.13 (`_engine_run_backward`) stashes a
-    # Python object (a contextvars.Context) in thread-local state during backward; the gloo
+    # This script ends normally. The job scripts of other tests that keep their DDP model at
+    # module level leave with os._exit(0) after their last line: their process group lives on
+    # into interpreter finalization. PyTorch 2.13 (`_engine_run_backward`) stashes a Python
+    # object (a contextvars.Context) in thread-local state during backward; the gloo
     # all-reduces that DDP starts there copy it, and a later barrier keeps a weak reference to
     # one still in flight. When a gloo worker thread frees that barrier after the interpreter
     # began finalizing, the decref must take the GIL, CPython 3.11 ends the thread with
     # pthread_exit inside a noexcept destructor, and the worker aborts with "terminate called
-    # without an active exception" (about 1 job in 60, with or without mldbg). Everything is
-    # written and flushed by now; there is nothing left for finalization to do.
-    os._exit(0)
+    # without an active exception" (about 1 job in 60, with or without mldbg).

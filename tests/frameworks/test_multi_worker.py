@@ -47,7 +47,7 @@ def run_job(out, include_workers):
     outputs = []
     for p in start_job(out, include_workers):
         output, _ = p.communicate(timeout=120)
-        assert p.returncode == 0, output  # (ddp_script.py's end explains its os._exit)
+        assert p.returncode == 0, output
         outputs.append(output)
     return outputs
 

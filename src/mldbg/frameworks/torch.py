@@ -40,6 +40,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.torch_attention import AttentionCapture
+from mldbg.frameworks.torch_ddp import outlive_reducer
 from mldbg.frameworks.torch_deepspeed import DeepSpeedZero, is_engine
 from mldbg.frameworks.torch_defaults import (
     BUDGET,
@@ -188,13 +189,15 @@ class Hook(StepEnds, Adapter):
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
         ddp = _is_ddp(inner) or is_engine(inner)  # a DeepSpeed engine: the model it wraps
-        inner = getattr(inner, "module", inner) if ddp else inner
+        wrapper, inner = inner, getattr(inner, "module", inner) if ddp else inner
         if ddp and not compiled:
             # the hooks go on the module inside a DistributedDataParallel: the wrapper's forward
             # calls it, and so does code that bypasses the wrapper (`model.module(x)`, an evaluation)
             model = inner
         if take_over(self, model):
             return
+        if _is_ddp(wrapper):
+            outlive_reducer(wrapper)  # freeing it at the script's end must not hang the worker
         prefix = self._names.prefix(inner, name, first=not self._models)
         params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
         tables = {id(t.weight) for t in inner.modules() if isinstance(t, (nn.Embedding, nn.EmbeddingBag))}
