@@ -158,3 +158,76 @@ def test_the_fast_scan_decides_as_the_step_scan(kind):
     assert (kind == "jump") == (fired_step is not None)
     assert (fast._sum, fast._start, fast._ref) == (step._sum, step._start, step._ref)
     assert upto <= n
+
+
+def _series(kind: str, n: int, seed: int):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    base = 2 * np.exp(-t / (n / 3)) + 0.5
+    if kind == "ar":  # noise correlated at 0.9: long excursions
+        e = np.zeros(n)
+        w = rng.standard_normal(n)
+        for i in range(1, n):
+            e[i] = 0.9 * e[i - 1] + w[i]
+        return base + 0.03 * e
+    if kind == "heavy":
+        return base + 0.05 * rng.standard_t(2, n)
+    if kind == "rounded":  # ties: sums that come back to exactly 0
+        return np.round(base + 0.1 * rng.standard_normal(n), 2)
+    if kind == "saw":
+        return base + 0.3 * ((t % 300) / 300) + 0.05 * rng.standard_normal(n)
+    if kind == "nan":
+        x = base + 0.1 * rng.standard_normal(n)
+        x[rng.integers(0, n, 30)] = np.nan
+        x[n // 2 : n // 2 + 80] = np.nan
+        return x
+    x = base + 0.1 * rng.standard_normal(n)
+    if kind == "climb":
+        x[n // 2 :] *= np.exp((t[n // 2 :] - n // 2) / (n / 4))
+    return x
+
+
+@pytest.mark.parametrize("kind", ["ar", "heavy", "rounded", "saw", "nan", "climb"])
+def test_the_fast_scan_holds_the_step_scans_state_after_every_value(kind):
+    """The fast scan's excursions followed in bulk (`_Chain`: the running sums over arrays)
+    leave, after any value the runner may cut at, the state (sum, start, reference, pending
+    crossing) the step path has after that value: exactly, bit for bit."""
+    import copy
+
+    import numpy as np
+
+    from mldbg.rules.builtin.loss_change_point import LossChangePoint
+
+    n = 2500
+    values = _series(kind, n, 3).tolist()
+    step = LossChangePoint()
+    step.reset()
+    states = []
+    for i in range(n):
+        done, at = step._scan("loss", values[: i + 1], i)
+        step._last("loss", done)
+        states.append(copy.deepcopy((step._sum, step._start, step._ref, step._pend)))
+        if at is not None:
+            break
+    fast = LossChangePoint()
+    fast.reset()
+    rng = np.random.default_rng(5)
+    lo, compared = 0, 0
+    for hi in (900, 1700, n):
+        done, at = fast._scan("loss", values[:hi], lo)
+        upto = hi if at is None else at + 1
+        for taken in sorted(set(rng.integers(lo + 1, upto + 1, 60).tolist()) | {upto}):
+            fast._sum, fast._start, fast._ref, fast._pend = (
+                copy.deepcopy(states[lo - 1]) if lo else ({}, {}, {}, {})
+            )
+            fast._last("loss", done, taken)
+            assert (fast._sum, fast._start, fast._ref, fast._pend) == states[taken - 1], (lo, hi, taken)
+            compared += 1
+        if at is not None:
+            assert at == len(states) - 1  # fired at the value the step path fired at
+            break
+        fast._sum, fast._start, fast._ref, fast._pend = copy.deepcopy(states[hi - 1])
+        lo = hi
+    assert compared > 100

@@ -45,7 +45,8 @@ log = logging.getLogger("mldbg")
 
 EARLY_STEPS = 64  # each mode's first steps, shown to every rule (see `_visits`)
 FIRST_WINDOW = 64  # steps offered to a fast path after it left one to `check`
-MAX_WINDOW = 1 << 20  # and the most it is offered at once (it grows 4x while it covers them all)
+MAX_WINDOW = 1 << 17  # and the most it is offered at once (it grows 4x while it covers them all;
+# a call holds arrays over the steps it is offered: ~1 MB per 2^17 steps each, not 8 per 2^20)
 
 _MISSING_DATA = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable, StepNotYetAvailable)
 

@@ -486,6 +486,11 @@ class TrialView:
             return None
         if raw is not None:
             return raw.dtype.kind, tuple(raw.shape)
+        if self.use_columns:  # from the index's columns: no Record, no statistics decoded
+            cols = self._tensor_columns(name)
+            i = -1 if cols is None else cols.index(step)
+            if i >= 0:
+                return self.trial.layout_at(name, cols.position(i))  # type: ignore[union-attr]
         rec = self._record(name, step)
         return None if rec is None else (rec.dtype.kind, rec.shape)
 

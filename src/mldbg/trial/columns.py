@@ -109,7 +109,7 @@ def gather_statistics(
             _gather_group(out, sizes, bounds, ordered, seg, row, group, reductions, key_ids, keys)
     for columns in out:
         for key, col in columns.items():
-            columns[key] = _constant(col)
+            columns[key] = col.finish() if isinstance(col, _Uniform) else _constant(col)
     return out
 
 
@@ -184,7 +184,7 @@ def _gather_group(
         inside = grow < nrows_of[np.searchsorted(used_at, gseg)]
         lo = np.where(inside, begin[np.minimum(at, len(begin) - 1)], 0)
         counts = np.where(inside, begin[np.minimum(at + 1, len(begin) - 1)] - lo, 0)
-        _scatter(out[i], n, dest, lo, counts, all_codes, all_values, key_of)
+        _scatter(out[i], n, dest, lo, counts, all_codes, all_values, key_of, lazy=True)
 
 
 def _scatter(
@@ -196,10 +196,11 @@ def _scatter(
     codes: np.ndarray,
     values: np.ndarray,
     key_of: Callable[[int], str | None],
+    lazy: bool = False,
 ) -> None:
     """Write the entries `lo[i]`..`lo[i] + counts[i]` of (`codes`, `values`) of each record
     `i` into `out[key_of(code)][dest[i]]` (a float64 column of length `n`, NaN-filled when a
-    key is first met)."""
+    key is first met; `lazy`: a `_Uniform` while its values are all the same)."""
     if not len(lo):
         return
     c = int(counts[0])
@@ -208,13 +209,23 @@ def _scatter(
         codes2 = codes[pos2]
         if bool((codes2 == codes2[0]).all()):  # the usual case: every record saved the same
             values2 = values[pos2]  # statistics in the same order: one column each
-            for j, code in enumerate(codes2[0].tolist()):
+            first = codes2[0].tolist()
+            twice = len(set(first)) < len(first)
+            for j, code in enumerate(first):
                 key = key_of(int(code))
                 if key is None:
                     continue
                 col = out.get(key)
                 if col is None:
+                    held = _Uniform.of(n, dest, values2[:, j]) if lazy and not twice else None
+                    if held is not None:
+                        out[key] = held  # type: ignore[assignment]  # (`gather_statistics` finishes it)
+                        continue
                     col = out[key] = np.full(n, np.nan)
+                elif isinstance(col, _Uniform):
+                    col = col.add(out, key, dest, values2[:, j], twice)
+                    if col is None:
+                        continue
                 col[dest] = values2[:, j]  # a code twice in a record: the last wins, as below
             return
     total = int(counts.sum())
@@ -248,7 +259,68 @@ def _scatter(
             continue
         if col is None:
             col = out[key] = np.full(n, np.nan)
+        elif isinstance(col, _Uniform):
+            col = col.add(out, key, dest, table[j], True)
+            assert col is not None
         col[dest] = table[j]
+
+
+class _Uniform:
+    """A decoded statistic column (`gather_statistics`) while every value written to it is
+    the same (the same bits): that value and where it was written, not a column of `n`
+    floats. Most such columns stay so to the end (a `nan_count` or `inf_count` of zeros, a
+    `requires_grad` of ones: 54 MB of a 10^6-step run's 134 MB), and are then that value
+    broadcast (`_constant`'s result) without ever being written out; the first other value
+    makes it the column it stands for (`add`)."""
+
+    __slots__ = ("bits", "dests", "n", "written")
+
+    def __init__(self, n: int, bits: np.ndarray):
+        self.n, self.bits = n, bits
+        self.dests: list[np.ndarray | slice] = []
+        self.written = 0
+
+    @classmethod
+    def of(cls, n: int, dest: np.ndarray | slice, values: np.ndarray) -> _Uniform | None:
+        """`values` written at `dest` of a new column of `n`: held as one value where they
+        are all the same (None: write them out)."""
+        if not len(values):
+            return None
+        held = cls(n, np.ascontiguousarray(values[:1], dtype=np.float64).copy())
+        if not held._same(values):
+            return None
+        held.dests.append(dest)
+        held.written = len(values)
+        return held
+
+    def _same(self, values: np.ndarray) -> bool:
+        v = np.ascontiguousarray(values, dtype=np.float64)
+        return bool(len(v)) and bool((v.view(np.int64) == self.bits.view(np.int64)[0]).all())
+
+    def add(
+        self, out: dict, key: str, dest: np.ndarray | slice, values: np.ndarray, other: bool
+    ) -> np.ndarray | None:
+        """Note `values` written at `dest`; where they differ from the value held (or
+        `other`: written otherwise), the column as written so far (in `out[key]`), for the
+        caller to write them to; None when they were noted."""
+        if not other and self._same(values):
+            self.dests.append(dest)
+            self.written += len(values)
+            return None
+        col = out[key] = self.column()
+        return col
+
+    def column(self) -> np.ndarray:
+        col = np.full(self.n, np.nan)
+        for dest in self.dests:
+            col[dest] = self.bits[0]
+        return col
+
+    def finish(self) -> np.ndarray:
+        """The column: `_constant`'s result for it."""
+        if self.written == self.n and self.n >= 64:
+            return np.broadcast_to(self.bits, (self.n,))
+        return _constant(self.column())
 
 
 def gather_fixed(blob: bytes, base: int, offsets: np.ndarray, nbytes: int) -> list[bytes]:

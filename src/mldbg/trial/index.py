@@ -799,6 +799,13 @@ class RunIndex:
             ndim[at] = c["ndim"][row[at]]
         return kinds, ndim
 
+    def layout_at(self, name: str, position: int) -> tuple[str, tuple[int, ...]]:
+        """The dtype kind and shape of a known tensor's record at `position` (load order),
+        from the index columns: `layout` of that record, with no `Record` built."""
+        cols = self._tensors[name].columns(self)
+        dtype, shape = self._described(cols["seg"].item(position), cols["row"].item(position))
+        return _KINDS[dtype], shape
+
     def shapes(self, name: str, start: int = 0) -> list[tuple[int, ...]]:
         """The shape of each of a known tensor's records from position `start` on (load
         order), from the index columns: no `Record` built."""

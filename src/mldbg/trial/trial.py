@@ -541,6 +541,14 @@ class Trial:
             self._unknown(name)
         return self._index.layouts(name, start)
 
+    def layout_at(self, name: str, position: int) -> tuple[str, tuple[int, ...]]:
+        """The dtype kind ('f', 'i', 'u', 'b') and shape of `records(name)[position]`, from
+        the index alone (what its `Record.dtype.kind` and `.shape` say, with no `Record` built
+        and no statistics decoded)."""
+        if name not in self._index.names:
+            self._unknown(name)
+        return self._index.layout_at(name, position)
+
     def shapes(self, name: str, start: int = 0) -> list[tuple[int, ...]]:
         """The shape of each of `records(name)` from position `start` on, from the index alone."""
         if name not in self._index.names:

@@ -77,6 +77,161 @@ def _pace(values: Sequence[float], rho: float) -> float:
     return max(0.0, -b - 2 * se)
 
 
+_FIRST = 8  # values of an excursion `_Chain` follows at once, first (then 4x as many, ...)
+_ROWS = 8192  # excursion starts `_Chain` follows together
+_CELLS = 1 << 17  # values it follows at once, at most (a few MB of temporaries), past the first _FIRST
+
+
+def _sums(
+    x: np.ndarray,
+    at: np.ndarray,
+    carry: np.ndarray,
+    lv: np.ndarray,
+    rho: np.ndarray,
+    scale: np.ndarray,
+    cap: float,
+    drift: float,
+    width: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For rows of values `x[at + t]`, t < `width`, each judged against its excursion's
+    reference (`lv`, `rho`, `scale`) with the sum at `carry` before the first: (the sums
+    after each value, as `_scan` adds them one at a time: ((sum + min(z, cap)) - drift), in
+    that order, with no lower or upper bound applied; whether each value is finite; whether
+    it lies past the series' end). `np.add.accumulate` adds along a row in order, so the
+    sums are the loop's, bit for bit, wherever the loop's bounds did not act."""
+    n = len(x)
+    j = at[:, None] + np.arange(width)[None, :]
+    past = j >= n
+    j = np.minimum(j, n - 1)
+    v, p = x[j], x[j - 1]
+    level = lv[:, None]
+    with np.errstate(all="ignore"):
+        prev = np.where(np.isfinite(p), p, level)
+        z = ((v - level) - rho[:, None] * (prev - level)) / scale[:, None]
+        steps = np.empty((len(at), 2 * width + 1))
+        steps[:, 0] = carry
+        steps[:, 1::2] = np.minimum(z, cap)
+        steps[:, 2::2] = -drift
+        sums = np.add.accumulate(steps, axis=1)[:, 2::2]
+    return sums, np.isfinite(v), past
+
+
+class _Chain:
+    """The excursions of `_scan` that start from a sum of 0 and come back to 0 without
+    crossing the threshold, followed together instead of a value at a time: an excursion
+    begins at a value that raises the sum from 0 (a `moves` index of `_quiet` whose own
+    reference is known: `ok`); its sum is then the running sum of its increments under that
+    reference while it stays in (0, h] (neither bound acts); it ends at the first value that
+    brings it to 0 or below (the sum is 0 again: the next excursion begins at the next index
+    that moves it, the values between leave it at 0). Where a sum would cross h, a value is
+    not finite, or the series ends, the loop takes over (`walk` returns its state there)."""
+
+    def __init__(
+        self,
+        rule: LossChangePoint,
+        name: str,
+        x: np.ndarray,
+        moves: np.ndarray,
+        ok: np.ndarray,
+        lv: np.ndarray,
+        js: np.ndarray,
+        rho: np.ndarray,
+        scale: np.ndarray,
+        h: np.ndarray,
+    ) -> None:
+        self.rule, self.name, self.x, self.moves = rule, name, x, moves
+        self.ok, self.lv, self.js, self.rho, self.scale, self.h = ok, lv, js, rho, scale, h
+        m = len(moves)
+        self.length = np.full(m, -1, dtype=np.int64)  # values each excursion's bulk part takes
+        self.ended = np.zeros(m, dtype=bool)  # ... and whether its last brought the sum to 0
+        self.nxt = np.zeros(m, dtype=np.int64)  # the next start after an excursion that ended
+
+    def _follow(self, k0: int) -> None:
+        """`length`, `ended` and `nxt` of the starts from position `k0` (`_ROWS` of them)."""
+        k1 = min(len(self.moves), k0 + _ROWS)
+        self.length[k0:k1] = 0
+        rows = k0 + np.flatnonzero(self.ok[k0:k1])
+        carry = np.zeros(len(rows))
+        t0, width = 0, _FIRST
+        cap, drift = float(self.rule.cap), float(self.rule.drift)
+        while len(rows):
+            sums, finite, past = _sums(
+                self.x, self.moves[rows] + t0, carry, self.lv[rows], self.rho[rows], self.scale[rows],
+                cap, drift, width,
+            )  # fmt: skip
+            stop = past | ~finite | ~(sums <= self.h[rows, None])  # the loop takes this value
+            end = ~stop & ~(sums > 0)  # back to 0 (or below) at this value
+            event = stop | end
+            hit = event.any(axis=1)
+            first = np.argmax(event, axis=1)
+            done = rows[hit]
+            f = first[hit]
+            ends = end[hit, f]
+            self.length[done] = t0 + f + ends
+            self.ended[done] = ends
+            rows, carry = rows[~hit], sums[~hit, -1]
+            t0 += width
+            width = max(_FIRST, min(4 * width, _CELLS // max(1, len(rows))))
+        fin = np.flatnonzero(self.ended[k0:k1]) + k0
+        self.nxt[fin] = np.searchsorted(self.moves, self.moves[fin] + self.length[fin] - 1, "right")
+
+    def walk(self, k: int) -> tuple[_Runs | None, int, tuple | None]:
+        """From the start at position `k` (the sum at 0 before it): the excursions that end
+        in bulk one after another, (their `_Runs` or None, the position of the first start
+        they do not cover, and the loop's state (index, sum, start, reference) where an
+        excursion goes on past the bulk part; None when none does)."""
+        path: list[int] = []
+        m = len(self.moves)
+        length, ended, nxt = self.length, self.ended, self.nxt
+        while k < m:
+            if length[k] < 0:
+                self._follow(k)
+            if not ended[k]:
+                break
+            path.append(k)
+            k = int(nxt[k])
+        state = None
+        if k < m and length[k] > 0:  # an excursion the bulk part follows, then the loop
+            path.append(k)
+        if not path:
+            return None, k, None
+        runs = _Runs(self, np.asarray(path, dtype=np.int64))
+        if k < m and length[k] > 0:
+            state = runs.state_before(int(self.moves[k] + length[k]))
+            assert state is not None
+        return runs, k, state
+
+
+class _Runs:
+    """The excursions one `_Chain.walk` took: their starts' positions among the chain's."""
+
+    def __init__(self, chain: _Chain, path: np.ndarray) -> None:
+        self.chain = chain
+        self.path = path
+        self.starts = chain.moves[path]
+
+    def state_before(self, taken: float) -> tuple[int, float, int, tuple[float, float, float, float]] | None:
+        """(index, sum, start, reference) after the last value below `taken` these
+        excursions took; None when they took none."""
+        c = self.chain
+        p = int(np.searchsorted(self.starts, taken, "left")) - 1
+        if p < 0:
+            return None
+        k = int(self.path[p])
+        start = int(self.starts[p])
+        last = min(start + int(c.length[k]), int(min(taken, c.x.shape[0]))) - 1
+        one = np.array([k])
+        sums, _, _ = _sums(
+            c.x, c.moves[one], np.zeros(1), c.lv[one], c.rho[one], c.scale[one],
+            float(c.rule.cap), float(c.rule.drift), last - start + 1,
+        )  # fmt: skip
+        total = float(sums[0, -1])
+        total = total if total > 0 else 0.0  # the loop's lower bound: 0 where it came back
+        model = c.rule._models[(c.name, int(c.js[k]))]
+        assert model is not None  # an `ok` start has its noise model
+        return last, total, start, (float(c.lv[k]), *model)
+
+
 @register
 class LossChangePoint(LossSeriesRule):
     """The training loss moved up to a new level and stays there: a one-sided robust CUSUM
@@ -170,9 +325,10 @@ class LossChangePoint(LossSeriesRule):
         out = np.zeros(len(lengths), dtype=bool)
         if not len(lengths):
             return out
-        # the scan reads the values one at a time, in a Python loop: as a list
-        seq = values if isinstance(values, list) else np.asarray(values, dtype=np.float64).tolist()
-        self._pending[name], at = self._scan(name, seq, int(lengths[0]) - 1)
+        # the series as it is shared (`SharedColumn`: an index a Python float, `np.asarray` no
+        # copy), not a list of 10^6 floats made per call: the scan's Python loop reads only
+        # the values it cannot take in bulk (`_runs`)
+        self._pending[name], at = self._scan(name, values, int(lengths[0]) - 1)
         if at is not None:
             out[lengths == at + 1] = True
         return out
@@ -250,8 +406,12 @@ class LossChangePoint(LossSeriesRule):
         time; the (index, sum, start, reference) after each value that updates it (`_last`
         reads them), and the index of the first value that fires (None when none does).
         `check` scans its one new value; the fast path scans many, with the reference levels
-        of the values that begin an excursion taken at once (rolling medians), and steps over
-        the values that leave a sum of 0 at 0 (`_quiet`) in one go."""
+        of the values that begin an excursion taken at once (rolling medians), steps over
+        the values that leave a sum of 0 at 0 (`_quiet`) in one go, and follows the
+        excursions that come back to 0 below the threshold as running sums over arrays
+        (`_Chain`: the same sums, in the same order); the loop goes value by value only
+        where an excursion nears its threshold, meets a value not finite, or starts where
+        the bulk path does not know its reference."""
         w = self._span()
         base = max(0, first - w)
         levels = None
@@ -261,7 +421,8 @@ class LossChangePoint(LossSeriesRule):
             levels = trailing_median(x[base:], w)
             self._prefill(name, x, first)
             found = self._quiet(name, values, x, levels[first - base :], first)
-            quiet = None if found is None else (*found, found[0].tolist(), found[1].tolist())
+            chain = _Chain(self, name, x, found[0], *found[4:])
+            quiet = (*found[:4], found[0].tolist(), found[1].tolist(), chain)
         total = self._sum.get(name, 0.0)
         start = self._start.get(name, first)
         ref = self._ref.get(name)
@@ -272,15 +433,22 @@ class LossChangePoint(LossSeriesRule):
         i, n = first, len(values)
         while i < n:
             if quiet is not None and not total > 0:
-                # the values from i that leave the sum at 0, or that a scan passes over
-                nxt, at, lv, js, steps_at, zeros_at = quiet
+                # the values from i that leave the sum at 0, or that a scan passes over, and
+                # the excursions from 0 that come back to 0 below the threshold, in bulk
+                nxt, at, lv, js, steps_at, zeros_at, chain = quiet
                 k = bisect.bisect_left(steps_at, i)
-                upto = steps_at[k] if k < len(steps_at) else n
+                runs, k, state = chain.walk(k)
+                upto = (steps_at[k] if k < len(steps_at) else n) if state is None else state[0] + 1
                 if upto > i:
                     lo, hi = bisect.bisect_left(zeros_at, i), bisect.bisect_left(zeros_at, upto)
-                    if hi > lo:
+                    if runs is not None:
+                        done.append(("chain", at[lo:hi], lv[lo:hi], js[lo:hi], runs, upto))
+                    elif hi > lo:
                         done.append(("quiet", at[lo:hi], lv[lo:hi], js[lo:hi]))
                     i = upto
+                    if state is not None:  # an excursion the loop goes on with, one value at a time
+                        _, total, start, ref = state
+                        pend = None
                     continue
             value = values[i]
             if i + 1 <= warm or not math.isfinite(value):
@@ -458,13 +626,16 @@ class LossChangePoint(LossSeriesRule):
 
     def _quiet(
         self, name: str, values: Sequence[float], x: np.ndarray, levels: np.ndarray, first: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    ) -> tuple[np.ndarray, ...]:
         """For the values `x[first:]` (`levels`: the trailing medians of each), what `_scan`
         does with each when its sum stands at 0, at once: it passes over a value of the
         warm-up or a value not finite, and a value whose increment min(z, cap) - drift (z
         under the reference it would start) is at most 0 leaves the sum at 0 (a new
         reference, nothing else). Returns (the indices of the other values, where the scan
-        steps; the indices of those that leave it at 0, their reference levels and blocks)."""
+        steps; the indices of those that leave it at 0, their reference levels and blocks;
+        then, for each value where the scan steps: whether it starts an excursion from a sum
+        of 0 under a reference of its own (a finite level, a noise model, an increment above
+        0), and that reference's level, block, rho, scale and threshold)."""
         idx = np.arange(first, len(x))
         v = x[first:]
         warm = max(2, self.warmup)
@@ -485,13 +656,38 @@ class LossChangePoint(LossSeriesRule):
             z = ((v - levels) - rho * (prev - levels)) / scale
             zero = cand & (np.minimum(z, self.cap) - self.drift <= 0)
         at = np.flatnonzero(zero)
-        return idx[~(passed | zero)], idx[at], levels[at], js[at]
+        moves = np.flatnonzero(~(passed | zero))
+        h_of = np.full(len(blocks), np.nan)
+        for b in np.unique(which[moves[cand[moves]]]).tolist():
+            h_of[b] = self._models[(name, int(blocks[b]))][2]  # type: ignore[index]
+        with np.errstate(all="ignore"):
+            ok = cand[moves] & (np.minimum(z[moves], self.cap) - self.drift > 0)
+        return (
+            idx[moves], idx[at], levels[at], js[at],
+            ok, levels[moves], js[moves], rho[moves], scale[moves], h_of[which[moves]],
+        )  # fmt: skip
 
     def _last(self, name: str, done: list[tuple], taken: float = math.inf) -> None:
         """The rule's state after the last of the `_scan` updates `done` at an index below
         `taken` (a run of values that left the sum at 0: its last, with the reference it
         started)."""
         for entry in done:
+            if entry[0] == "chain":
+                _, at, lv, js, runs, upto = entry
+                k = len(at) if not len(at) or at[-1] < taken else int(np.searchsorted(at, taken))
+                i = int(at[k - 1]) if k else -1
+                got = runs.state_before(taken)
+                # (a value left at 0 inside an excursion was judged under the excursion's reference)
+                if got is not None and got[0] >= i:
+                    _, self._sum[name], self._start[name], self._ref[name] = got
+                    self._pend[name] = None
+                elif k:
+                    ref = (float(lv[k - 1]), *self._models[(name, int(js[k - 1]))])  # type: ignore[misc]
+                    self._sum[name], self._start[name], self._ref[name] = 0.0, i, ref
+                    self._pend[name] = None
+                if upto > taken:
+                    break
+                continue
             if entry[0] == "quiet":
                 _, at, lv, js = entry
                 # (no search when every index is below `taken`: a stretch of the many a scan takes)

@@ -96,7 +96,9 @@ class RunFacts:
             _trial=trial,
         )
         try:
-            train_steps = trial.steps(mode=Mode.TRAIN)
+            # the trial's sorted array where it has one: not a list of 10^6 ints for the first
+            of_mode = getattr(trial, "_sorted_steps", None)
+            train_steps = of_mode(Mode.TRAIN) if of_mode is not None else trial.steps(mode=Mode.TRAIN)
             facts.first_step = int(train_steps[0]) if len(train_steps) else None
         except Exception:
             pass
@@ -251,11 +253,18 @@ def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
     """(training steps, values) of a scalar loss: the first `EARLY` and, in a long run, a
     window at its end (enough for both facts without reading a 10^6-step series)."""
     tensor = trial.tensor(name)
-    steps = tensor.steps(mode=Mode.TRAIN)
-    if len(steps) > 4 * EARLY:
-        w = max(EARLY, len(steps) // 10)
+    records = getattr(trial, "records", None)
+    if records is not None:  # `tensor.steps(mode=TRAIN)` as an array: no list of 10^6 ints
+        own = records(name, mode=Mode.TRAIN).mode_step
+        every = own if len(own) < 2 or bool((own[1:] > own[:-1]).all()) else np.unique(own)
+    else:
+        every = np.asarray(tensor.steps(mode=Mode.TRAIN), dtype=np.int64)
+    if len(every) > 4 * EARLY:
+        w = max(EARLY, len(every) // 10)
         w = min(w, 1000)
-        steps = steps[: max(EARLY, w)] + steps[-w:]
+        steps = every[: max(EARLY, w)].tolist() + every[-w:].tolist()
+    else:
+        steps = every.tolist()
     values = []
     for s in steps:
         v = np.asarray(tensor.value(s, mode=Mode.TRAIN), dtype=np.float64)
