@@ -2,7 +2,10 @@
 `compile = True`, `logits, loss = model(x, y)`; a Hugging Face-style model called with
 `labels=`): its autograd graph is one compiled node, where no cross-entropy shows, so the
 language-model counts come from its returned logits and the targets of its call, the layout
-read from the returned loss (`torch_lm.returned_statistics`). Real tiny trainings with the
+read from the returned loss (`torch_lm.returned_statistics`): at every step where the compiled
+graph runs, which `statistics_eager=False` makes every step (by default the statistics steps
+run eagerly, where the graph shows the cross-entropy: test_torch_compiled_statistics.py). Real
+tiny trainings with the
 `aot_eager` backend (the graph inductor's is, without its minute of C++ compilation on a
 loaded CPU): the mistakes are found within 5 steps, the fixed twins are quiet."""
 
@@ -46,7 +49,7 @@ def _train(
     compiled = torch.compile(model, backend="aot_eager")
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     offset = shift - 1 if style == "hf" else shift
-    with mldbg.torch.Hook(str(path)) as hook:
+    with mldbg.torch.Hook(str(path), statistics_eager=False) as hook:  # every step compiled
         hook.register_module(compiled)
         for _ in range(steps):
             at = torch.randint(len(stream) - LENGTH - 3, (BATCH,), generator=g).tolist()
