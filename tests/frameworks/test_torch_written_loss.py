@@ -1,0 +1,104 @@
+"""A cross-entropy written in plain torch ops, with the two lines: `-(logp * onehot).sum(1).mean()`
+(either order, label smoothing, a mixup's major class) and `-logp.gather(1, y[:, None]).mean()`
+give their predictions and labels from what autograd saved (`torch_loss.written_cross_entropy`),
+as `F.cross_entropy` does: class statistics, and the rules that read them (`class_imbalance`)
+judge such a training; its balanced twin is quiet. A product of log-probabilities with
+something that is no target (a per-class weight, soft targets without a majority class)
+records no labels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from mldbg.frameworks.torch_loss import saved_inputs
+
+torch.set_num_threads(1)
+
+N_IN, C, BATCH = 16, 4, 64
+
+
+def _onehot(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return -(F.log_softmax(logits, 1) * F.one_hot(y, C).float()).sum(1).mean()
+
+
+def _onehot_first(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return -(F.one_hot(y, C).float() * logits.log_softmax(-1)).sum(-1).mean()
+
+
+def _smoothed(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    target = F.one_hot(y, C).float() * 0.9 + 0.1 / C
+    return torch.sum(-target * F.log_softmax(logits, dim=-1), dim=-1).mean()
+
+
+def _gather(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return -F.log_softmax(logits, 1).gather(1, y[:, None]).mean()
+
+
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "onehot": _onehot,
+    "onehot_first": _onehot_first,
+    "smoothed": _smoothed,
+    "gather": _gather,
+}
+
+
+@pytest.mark.parametrize("form", sorted(LOSSES))
+def test_the_labels_of_a_written_cross_entropy_are_read_from_its_graph(form):
+    torch.manual_seed(0)
+    logits = torch.randn(8, C, requires_grad=True)
+    y = torch.randint(0, C, (8,))
+    found = saved_inputs(LOSSES[form](logits, y) / 2)  # through a scaling too
+    assert found is not None and found[0] == "classes"
+    np.testing.assert_array_equal(found[2].numpy(), y.numpy())
+    np.testing.assert_allclose(found[1].detach().numpy(), F.log_softmax(logits, 1).detach().numpy())
+
+
+def test_what_is_no_target_gives_no_labels():
+    torch.manual_seed(0)
+    logits = torch.randn(8, C, requires_grad=True)
+    logp = F.log_softmax(logits, 1)
+    assert saved_inputs(-(logp * torch.rand(C)).sum(1).mean()) is None  # a per-class weight
+    assert saved_inputs((logp * 2.0).mean()) is None  # a scaling
+    soft = torch.full((8, C), 1.0 / C)  # soft targets without a majority class: rows left out
+    found = saved_inputs(-(logp * soft).sum(1).mean())
+    assert found is not None and (found[2] == -1).all()
+    assert saved_inputs((logits.softmax(1) * F.one_hot(torch.zeros(8, dtype=torch.long), C)).sum()) is None
+
+
+def _train(path: Path, form: str, skew: float, steps: int = 25) -> None:
+    """An MLP on a teacher's labels, a fraction `skew` of each batch relabelled class 0."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    teacher = torch.randn(N_IN, C, generator=g)
+    net = nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, C))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(net)
+        for _ in range(steps):
+            x = torch.randn(BATCH, N_IN, generator=g)
+            y = (x @ teacher).argmax(1)
+            y[: int(skew * BATCH)] = 0
+            opt.zero_grad()
+            LOSSES[form](net(x), y).backward()
+            opt.step()
+
+
+@pytest.mark.parametrize("form", ["onehot", "gather"])
+def test_class_imbalance_judges_a_written_cross_entropy_and_the_twin_is_quiet(tmp_path, form):
+    _train(tmp_path / "skewed", form, skew=0.97)
+    found = [f for f in mldbg.check(str(tmp_path / "skewed")) if f.rule == "class_imbalance"]
+    assert found, "missed"
+    trial = mldbg.create_trial(str(tmp_path / "skewed"))
+    assert "loss_input_1" in trial.tensor_names(collection="labels")
+    _train(tmp_path / "balanced", form, skew=0.0)
+    assert [f.rule for f in mldbg.check(str(tmp_path / "balanced")) if f.rule == "class_imbalance"] == []
+    assert "loss_input_1" in mldbg.create_trial(str(tmp_path / "balanced")).tensor_names(collection="labels")
