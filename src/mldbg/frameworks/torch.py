@@ -155,6 +155,8 @@ class Hook(StepEnds, Adapter):
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
         if self.finds_loss:
             self._loss.open()
+        elif self._stats is not None:  # a trainer's callback: the counts of a loss outside the model
+            self._loss.listen_for_counts()
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training

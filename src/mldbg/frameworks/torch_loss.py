@@ -104,6 +104,7 @@ class LossCapture:
     def __init__(self, hook: Hook) -> None:
         self.hook = hook
         self.off = False
+        self.counts_only = False  # listening to backward for the language-model counts only
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
         self._returned_nodes: list[Any] = []  # their autograd nodes (TRAIN: is one given to backward?)
         # is the scalar a model returns what the script trains on? None: not yet seen; False once a
@@ -141,6 +142,13 @@ class LossCapture:
         ends = self.hook.recorder.before_step_end
         ends.insert(0, self._eval.close)  # before the hook's own work on the step's tensors
         ends.append(self._step_end)
+        _listen(self)
+
+    def listen_for_counts(self) -> None:
+        """A trainer's callback records its loop's loss (`off`): listen to backward only for the
+        language-model counts of a loss computed outside the model (a Hugging Face
+        `compute_loss` of the user's), not for the loss nor the gradients' reset."""
+        self.counts_only = True
         _listen(self)
 
     def close(self) -> None:
@@ -233,14 +241,24 @@ class LossCapture:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
         hook = self.hook
         rec = hook.recorder
+        if self.counts_only:  # a trainer's callback (`listen_for_counts`): the counts only
+            if not hook._closed and rec.in_step and rec.mode == Mode.TRAIN and _is_loss(tensor):
+                self.language_model(tensor)
+            return
         if rec.mode != Mode.TRAIN:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
-        if self.off or hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
+        if hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
             return
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
             return
         if tensor.grad_fn is None or not any(m.saved_at == rec.step for m in hook._models):
             return  # not a pass through a model this hook records in the open step
+        if self.off:
+            # a trainer's callback (its loop's loss) or a registered loss records the loss; the
+            # language-model counts of the step, if none came yet, from what backward is given
+            # (a Hugging Face `compute_loss` of the user's, outside the model's forward)
+            self.language_model(tensor)
+            return
         hook.timeline.mark(marks.BACKWARD_START)
         if self._returned:
             if self._named:
@@ -629,6 +647,8 @@ def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             capture.backward(one)
         except Exception:  # never in the way of the user's backward
             log.exception("mldbg: the loss given to backward was not recorded")
+        if capture.counts_only:
+            continue
         try:
             capture.hook._grads_before_backward()  # was `.grad` reset? (gradient_reset)
         except Exception:
@@ -637,6 +657,8 @@ def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         return _original(tensors, *args, **kwargs)
     finally:
         for capture in captures:
+            if capture.counts_only:
+                continue
             try:
                 capture.hook._grads_after_backward()
             except Exception:
