@@ -7,7 +7,8 @@ optimizer sees them. An evaluation that forgot `model.eval()` (forwards with gra
 disabled while Dropout or BatchNorm are in training mode) lands in a TRAIN step:
 `torch_eval` records it as such, and the step records its training forward, not the
 evaluation's. The layers' hooks (activations, outputs, attention) are `torch_layers`'; the
-statistics of the two lines `torch_defaults`'.
+statistics of the two lines `torch_defaults`'. A `torch.compile`d model runs its statistics
+steps eagerly, where those hooks see inside it (`torch_compiled`).
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`); a model's
@@ -397,6 +398,8 @@ class Hook(StepEnds, Adapter):
             # call with gradients for its inputs and outputs
             if m.held is not None and not held:
                 m.held = None
+                if m.eager and self._stats is not None and self._stats.due():
+                    self._eager.enter(m)  # the step's forward with gradients, eagerly too
                 self._record_inputs(m, module, args, kwargs, inputs, again=True)
             return
         m.saved_at = rec.step
