@@ -102,3 +102,43 @@ def test_class_imbalance_judges_a_written_cross_entropy_and_the_twin_is_quiet(tm
     _train(tmp_path / "balanced", form, skew=0.0)
     assert [f.rule for f in mldbg.check(str(tmp_path / "balanced")) if f.rule == "class_imbalance"] == []
     assert "loss_input_1" in mldbg.create_trial(str(tmp_path / "balanced")).tensor_names(collection="labels")
+
+
+LM_RULES = [
+    "labels_not_shifted",
+    "labels_shifted_twice",
+    "missing_causal_mask",
+    "padding_in_loss",
+    "softmax_before_cross_entropy",
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "rule"),
+    [
+        ({"shift": 0}, "labels_not_shifted"),
+        ({"shift": 2}, "labels_shifted_twice"),
+        ({"causal": False, "kind": "transformer"}, "missing_causal_mask"),
+        ({"softmax": True}, "softmax_before_cross_entropy"),
+    ],
+    ids=["not_shifted", "shifted_twice", "no_causal_mask", "softmax"],
+)
+def test_a_language_model_with_a_written_cross_entropy_is_judged(tmp_path, kw, rule):
+    """`-log_softmax(logits).gather(1, y).mean()`: the language-model counts come from the
+    gather's log-probabilities and indices (`torch_lm.written_node`), as from `F.cross_entropy`'s
+    node; padding is not judged (the script reduces the per-token terms itself: a mask may weigh
+    them)."""
+    from tests.rules.lm_defects import train_lm
+
+    train_lm(tmp_path, loss="written", steps=8, lr=1e-2, **kw)
+    found = {f.rule: f.step for f in reversed(mldbg.check(str(tmp_path), rules=LM_RULES))}
+    assert list(found) == [rule] and found[rule] <= 5, found
+
+
+@pytest.mark.parametrize("kind", ["gru", "transformer"])
+def test_the_written_cross_entropy_twins_are_quiet(tmp_path, kind):
+    from tests.rules.lm_defects import train_lm
+
+    train_lm(tmp_path, loss="written", kind=kind, steps=30, lr=1e-2)
+    assert "lm/align_0" in mldbg.create_trial(str(tmp_path)).tensor_names()  # judged
+    assert mldbg.check(str(tmp_path), rules=LM_RULES) == []

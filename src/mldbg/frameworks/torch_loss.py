@@ -46,7 +46,7 @@ Predictions and labels: a loss whose autograd node saved them (`F.cross_entropy`
 binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scalings and sums
 (an auxiliary term added: the one classification loss of the sum, else its one regression
 loss; none when a sum holds two of a kind; a cross-entropy written in plain torch ops,
-`written_cross_entropy`), gives them at statistics steps as
+`torch_lm.written_cross_entropy`), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
 classification losses, their `samples` for the others, as a registered loss's inputs. An
 evaluation's, under no_grad, from the loss call `torch_eval_loss` finds (`_record_inputs`).
@@ -522,9 +522,9 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
                 classes.append(node)
             elif name in SAMPLE_NODES:
                 samples.append(node)
-            elif (written := written_cross_entropy(node)) is not None:
+            elif (written := torch_lm.written_cross_entropy(node)) is not None:
                 classes.append(written)
-            elif name in WRITTEN_THROUGH:
+            elif name in torch_lm.WRITTEN_THROUGH:
                 nxt.extend(f for f, _ in node.next_functions if f is not None)
         frontier = nxt[: torch_lm.WIDTH]
         if not frontier:
@@ -532,7 +532,7 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
     kind, found = ("classes", classes) if classes else ("samples", samples)
     if len(found) != 1:
         return None
-    if isinstance(found[0], tuple):  # a cross-entropy written out (`written_cross_entropy`)
+    if isinstance(found[0], tuple):  # a cross-entropy written out (`torch_lm.written_cross_entropy`)
         return ("classes", *found[0])
     try:
         predictions, labels = getattr(found[0], "_saved_self"), getattr(found[0], "_saved_target")  # noqa: B009
@@ -541,94 +541,6 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
     if not (isinstance(predictions, torch.Tensor) and isinstance(labels, torch.Tensor)):
         return None
     return kind, predictions, labels
-
-
-# a cross-entropy written in plain torch ops, and the nodes a loss passes through to it
-WRITTEN_THROUGH = torch_lm.THROUGH | {"NegBackward0", "SumBackward1", "MeanBackward1"}
-_LOG_PROBABILITIES = "LogSoftmaxBackward0"
-_SHAPES = ("View", "UnsafeView", "ReshapeAlias", "Clone", "ToCopy")  # .float(), .view(N, C)
-TARGET_TOLERANCE = 1e-3  # a target row sums to 1 within this
-
-
-def written_cross_entropy(node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(log-probabilities (N, C), class labels (N)) of a cross-entropy written in plain torch
-    ops at the autograd `node`; None for any other node.
-
-    Two forms are read, both from what autograd saved (no value of the user's is changed):
-    - `logp * targets` (`-(logp * onehot).sum(1).mean()`, either order): a `MulBackward0` one of
-      whose inputs is a `log_softmax` over the classes of (N, C) scores (through `.float()`,
-      views) and the other a tensor without gradient of that shape, the targets. A row of
-      targets names its class when it is a distribution with a majority class (>= 0, summing
-      to 1, its largest entry above 1/2: one-hot, label smoothing, a mixup's major class; or
-      such a row negated, `-target * logp`): the
-      label is that class; any other row (a mask, soft targets without a majority, a weight)
-      gets -1, which the class statistics leave out. Decided where the targets live, by
-      `torch.where`: no wait for the device;
-    - `logp.gather(1, y[:, None])` (`-logp.gather(1, y.unsqueeze(1)).mean()`): a `GatherBackward0`
-      along the classes of a `log_softmax`'s (N, C) output, one index per row: y.
-    A product of log-probabilities with anything else (a per-class weight vector, a scalar) is
-    no cross-entropy: its other operand is not (N, C), or has a gradient."""
-    name = node.name()
-    if name == "GatherBackward0":
-        try:
-            dim, index = node._saved_dim, node._saved_index
-        except (AttributeError, RuntimeError):
-            return None
-        logp = _log_probabilities(node.next_functions[0][0])
-        if logp is None or torch_lm._signed(int(dim)) % 2 != 1 or not isinstance(index, torch.Tensor):
-            return None
-        if index.dim() != 2 or index.shape != (logp.shape[0], 1):
-            return None
-        return logp, index[:, 0]
-    if name != "MulBackward0":
-        return None
-    nexts = [f for f, _ in node.next_functions]
-    if len(nexts) != 2 or (nexts[0] is None) == (nexts[1] is None):
-        return None  # both operands with a gradient, or neither
-    graded = 0 if nexts[0] is not None else 1
-    logp = _log_probabilities(nexts[graded])
-    if logp is None:
-        return None
-    try:
-        targets = node._saved_other if graded == 0 else node._saved_self
-    except (AttributeError, RuntimeError):
-        return None
-    if (
-        not isinstance(targets, torch.Tensor)
-        or targets.shape != logp.shape
-        or not targets.is_floating_point()
-    ):
-        return None
-    with torch.no_grad():
-        t = targets.detach().float()
-        t = torch.where(t.sum(1, keepdim=True) < 0, -t, t)  # `-target * logp`: the target negated
-        top, label = t.max(1)
-        valid = (t.min(1).values >= 0) & ((t.sum(1) - 1).abs() <= TARGET_TOLERANCE) & (top > 0.5)
-        return logp, torch.where(valid, label, -1)
-
-
-def _log_probabilities(node: Any) -> torch.Tensor | None:
-    """The (N, C) output of a `log_softmax` over the classes (dim 1) behind `node`, through
-    copies and views; else None."""
-    for _ in range(torch_lm.DEPTH):
-        if node is None:
-            return None
-        name = node.name()
-        if name == _LOG_PROBABILITIES:
-            try:
-                result, dim = node._saved_result, node._saved_dim
-            except (AttributeError, RuntimeError):
-                return None
-            if not isinstance(result, torch.Tensor) or result.dim() != 2 or result.shape[1] < 2:
-                return None
-            return result if torch_lm._signed(int(dim)) % 2 == 1 else None
-        if not name.startswith(_SHAPES):
-            return None
-        nexts = [f for f, _ in node.next_functions if f is not None]
-        if len(nexts) != 1:
-            return None
-        node = nexts[0]
-    return None
 
 
 # the one wrapper around torch.autograd.backward ------------------------------------------
