@@ -142,3 +142,23 @@ def test_the_written_cross_entropy_twins_are_quiet(tmp_path, kind):
     train_lm(tmp_path, loss="written", kind=kind, steps=30, lr=1e-2)
     assert "lm/align_0" in mldbg.create_trial(str(tmp_path)).tensor_names()  # judged
     assert mldbg.check(str(tmp_path), rules=LM_RULES) == []
+
+
+def test_a_policy_gradient_is_no_cross_entropy_of_labels():
+    """`-(logp.gather(1, actions) * advantages).mean()` gathers the actions an agent took, weighed
+    by their advantages: no labels (a class_imbalance over actions would misread an RL run);
+    nor a cross-entropy under a padding mask (its per-token terms weighed)."""
+    from mldbg.frameworks import torch_lm
+
+    torch.manual_seed(0)
+    logits = torch.randn(16, C, requires_grad=True)
+    logp = F.log_softmax(logits, 1)
+    actions, advantages = torch.randint(0, C, (16,)), torch.randn(16, 1)
+    pg = -(logp.gather(1, actions[:, None]) * advantages).mean()
+    assert saved_inputs(pg) is None
+    assert torch_lm.written_node(pg) is None
+    mask = (torch.arange(16) < 12).float()
+    masked = (-logp.gather(1, actions[:, None])[:, 0] * mask).sum() / mask.sum()
+    assert saved_inputs(masked) is None and torch_lm.written_node(masked) is None
+    plain = -logp.gather(1, actions[:, None]).mean() / 4.0  # a scaling is no weight
+    assert saved_inputs(plain) is not None and torch_lm.written_node(plain) is not None

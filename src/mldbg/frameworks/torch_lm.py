@@ -15,7 +15,8 @@ B x (T - 1), Hugging Face's older cut, padded back with ignored targets).
 A cross-entropy written in plain torch ops (`-log_softmax(x).gather(1, y).mean()`, `-(log_softmax(x)
 * one_hot).sum(1).mean()`: `written_cross_entropy`) is read from the gather's or the product's
 saved tensors (`written_node`), its targets ignored at -1, without the padding counts (its
-per-target terms are reduced by the script, perhaps under a mask).
+per-target terms are reduced by the script), and not below a product by a tensor of several
+values (a mask, a policy gradient's advantages: `weighs`).
 
 A loss computed inside a `torch.compile`d model (nanoGPT's `compile = True`) shows no
 cross-entropy node: its graph is one compiled node. When the model returned the loss with its
@@ -235,12 +236,35 @@ def written_node(loss: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor] |
             written = written_cross_entropy(node)
             if written is not None:
                 found.append((node, *written))
-            elif name in WRITTEN_THROUGH:
+            elif name in WRITTEN_THROUGH and not weighs(node):
                 nxt.extend(f for f, _ in node.next_functions if f is not None)
         frontier = nxt[:WIDTH]
         if not frontier:
             break
     return found[0] if len(found) == 1 else None
+
+
+def weighs(node: Any) -> bool:
+    """Does the product or quotient `node` weigh a term by a tensor of several values (a
+    per-sample weight, a mask, a policy gradient's advantages)? Below such a node a gather of
+    log-probabilities is no cross-entropy of labels (`-(logp.gather(1, actions) * adv).mean()`
+    gathers the actions an agent took): the written forms are not read there."""
+    name = node.name()
+    if name not in ("MulBackward0", "DivBackward0"):
+        return False
+    nexts = [f for f, _ in node.next_functions]
+    if len(nexts) != 2:
+        return False
+    try:
+        if name == "DivBackward0":
+            other = node._saved_other  # the divisor
+        elif (nexts[0] is None) == (nexts[1] is None):
+            return nexts[0] is not None  # two graded factors: a product of terms
+        else:
+            other = node._saved_other if nexts[0] is not None else node._saved_self
+    except (AttributeError, RuntimeError):
+        return True  # unknown: not read
+    return isinstance(other, torch.Tensor) and other.numel() > 1
 
 
 def _before(node: Any) -> Any | None:

@@ -509,11 +509,13 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
     predictions is not known, and None is returned."""
     classes: list[Any] = []
     samples: list[Any] = []
-    frontier = [loss.grad_fn]
+    # (node, weighed: below a product by a tensor of several values, where a gather of
+    # log-probabilities is no cross-entropy of labels: `torch_lm.weighs`)
+    frontier: list[tuple[Any, bool]] = [(loss.grad_fn, False)]
     seen: set[int] = set()
     for _ in range(torch_lm.DEPTH):
-        nxt: list[Any] = []
-        for node in frontier:
+        nxt: list[tuple[Any, bool]] = []
+        for node, weighed in frontier:
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
@@ -522,10 +524,11 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
                 classes.append(node)
             elif name in SAMPLE_NODES:
                 samples.append(node)
-            elif (written := torch_lm.written_cross_entropy(node)) is not None:
+            elif not weighed and (written := torch_lm.written_cross_entropy(node)) is not None:
                 classes.append(written)
             elif name in torch_lm.WRITTEN_THROUGH:
-                nxt.extend(f for f, _ in node.next_functions if f is not None)
+                below = weighed or torch_lm.weighs(node)
+                nxt.extend((f, below) for f, _ in node.next_functions if f is not None)
         frontier = nxt[: torch_lm.WIDTH]
         if not frontier:
             break
