@@ -132,6 +132,21 @@ def test_statistics_eager_false_keeps_every_step_compiled(tmp_path):
         mldbg.torch.Hook(str(tmp_path / "bad"), statistics_eager="yes")
 
 
+def test_a_layer_collection_saves_from_a_compiled_model_at_its_save_steps(tmp_path):
+    """A `save_config` with a layer collection (what `mldbg run` records): the compiled model runs
+    eagerly at the save steps only, its ReLU inputs saved there; the training unchanged."""
+    plain = _relu_run(None, 0.0, functional=False, steps=10)
+    torch._dynamo.reset()
+    counters.clear()
+    hooked = _relu_run(
+        tmp_path, 0.0, functional=False, steps=10, save_config=mldbg.SaveConfig(save_interval=4),
+        include_collections=["relu_activations", "losses"],
+    )  # fmt: skip
+    assert hooked == plain
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert mldbg.create_trial(str(tmp_path)).tensor("1_input_0").steps() == [0, 4, 8]
+
+
 # a missing causal mask ----------------------------------------------------------------------
 VOCABULARY, LENGTH, BATCH = 48, 16, 8
 

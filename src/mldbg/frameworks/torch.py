@@ -53,7 +53,7 @@ from mldbg.frameworks.torch_defaults import (
 )
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
-from mldbg.frameworks.torch_layers import StepLayers, watch_layers
+from mldbg.frameworks.torch_layers import LAYER_COLLECTIONS, StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, model_inputs, take_over
@@ -72,6 +72,8 @@ from mldbg.store.shards import layout_name
 from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
+# collections saved from a model's layers: a compiled model runs eagerly where one saves
+LAYER_SAVES = frozenset((*LAYER_COLLECTIONS, "all"))
 
 
 class Hook(StepEnds, Adapter):
@@ -425,6 +427,8 @@ class Hook(StepEnds, Adapter):
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
                     self._capture.start(m, rec.mode)
+        if m.eager and rec.saving and not rec.collections.active.isdisjoint(LAYER_SAVES):
+            self._eager.enter(m)  # a layer collection saves at this step: its layers run eagerly
         if self._pieces is not None and self._pieces.any(m.params):
             side = self._pieces.open()
             for name, p, natural in m.params if side is not None else ():

@@ -5,7 +5,8 @@ shows: a layer's input (`relu_activations`, `dead_relu`), a router's logits (`ro
 the attention and functional calls `torch_attention` captures, the modules whose gradient was
 cut (`parameter_without_gradient`) and the cross-entropy node the language-model counts and
 the causal probe read (`torch_lm`, `missing_causal_mask`) are all inside the one compiled node.
-So at a statistics step (and at a step where a layer collection saves) the hook runs the
+So at a statistics step, and at a step where a layer collection saves (`outputs`, the
+activations', `all`: `save_config` with `include_collections`, `mldbg run`), the hook runs the
 compiled model's forward eagerly: `torch.compiler.set_stance("force_eager")` from the
 wrapper's forward pre-hook until its forward ends (`always_call`: also when it raises), the
 prior stance restored. The same model, the same operations, run by PyTorch's eager kernels:
