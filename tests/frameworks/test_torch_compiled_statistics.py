@@ -237,3 +237,41 @@ def test_a_compiled_models_detached_branch_is_found_and_the_twin_is_quiet(tmp_pa
     }
     _detached_run(tmp_path / "twin", cut=False)
     assert mldbg.check(str(tmp_path / "twin"), rules=["parameter_without_gradient"]) == []
+
+
+# on a GPU, with inductor ------------------------------------------------------------------
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_inductor_on_the_gpu_finds_dead_relus_and_trains_as_without_the_hook(tmp_path):
+    """Inductor's kernels on the GPU (the statistics steps eager, the others compiled): the
+    dead layer found, its twin quiet, the losses those of the compiled training without the
+    hook up to rounding (inductor fuses: not bit for bit)."""
+
+    def run(path: Path | None, bias: float) -> list[float]:
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 3)).cuda()
+        with torch.no_grad():
+            net[0].bias.fill_(bias)
+        model = torch.compile(net, backend="inductor")
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        x, target = torch.randn(30, 128, 10, generator=g).cuda(), torch.randn(10, 3, generator=g).cuda()
+        hook = mldbg.torch.Hook(str(path), statistics_warmup=5, statistics_every=4) if path else None
+        if hook is not None:
+            hook.register_module(model)
+        losses = []
+        for i in range(30):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x[i]), (x[i] @ target).argmax(1))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        if hook is not None:
+            hook.close()
+        return losses
+
+    plain = run(None, 0.0)
+    hooked = run(tmp_path / "twin", 0.0)
+    assert hooked == pytest.approx(plain, rel=1e-3)
+    assert _fired(tmp_path / "twin", ["dead_relu"]) == {}
+    run(tmp_path / "dead", -10.0)
+    assert _fired(tmp_path / "dead", ["dead_relu"]).get("dead_relu", 99) <= 5
