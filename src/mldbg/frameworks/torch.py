@@ -401,7 +401,7 @@ class Hook(StepEnds, Adapter):
             if m.held is not None and not held:
                 m.held = None
                 if m.eager and self._stats is not None and self._stats.due():
-                    self._eager.enter(m)  # the step's forward with gradients, eagerly too
+                    self._eager.enter(m, rec.step)  # the step's forward with gradients, eagerly too
                 self._record_inputs(m, module, args, kwargs, inputs, again=True)
             return
         m.saved_at = rec.step
@@ -423,12 +423,12 @@ class Hook(StepEnds, Adapter):
             self._stats.forward_start(params, (), m.prefix, module.training)
             if self._stats.due():
                 if m.eager:  # a compiled model: this forward runs eagerly (torch_compiled)
-                    self._eager.enter(m)
+                    self._eager.enter(m, rec.step)
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
                     self._capture.start(m, rec.mode)
         if m.eager and rec.saving and not rec.collections.active.isdisjoint(LAYER_SAVES):
-            self._eager.enter(m)  # a layer collection saves at this step: its layers run eagerly
+            self._eager.enter(m, rec.step)  # a layer collection saves at this step: its layers run eagerly
         if self._pieces is not None and self._pieces.any(m.params):
             side = self._pieces.open()
             for name, p, natural in m.params if side is not None else ():

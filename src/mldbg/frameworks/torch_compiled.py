@@ -19,7 +19,10 @@ and go (dynamo does not guard on module hooks: `skip_nnmodule_hook_guards`).
 What it costs: a statistics step runs at eager speed and memory (an inductor graph that
 recomputes activations keeps fewer of them: a model that fits only compiled may not fit
 eagerly), and a compiled function called inside the forward (flex attention) runs eagerly
-too. The first compilation waits for the first step that is not a statistics step (step 20
+too. On a GPU the hook never risks the training's memory for it: the first statistics step
+runs compiled, and the later ones run eagerly only while the device's peak allocation so far
+(`torch.cuda.max_memory_allocated`, a compiled training step included) is at most half its
+memory (`HEADROOM`); above, they stay compiled and one line says so. The first compilation waits for the first step that is not a statistics step (step 20
 of the default cadence). `statistics_eager=False` keeps every step compiled, and these
 statistics unrecorded.
 
@@ -38,6 +41,8 @@ import torch
 
 log = logging.getLogger("mldbg")
 
+HEADROOM = 0.5  # on a GPU: the share of its memory a compiled step may peak at for eager steps
+
 
 class EagerSteps:
     """The `force_eager` stance of one hook: entered at most once at a time (by `key`: a
@@ -47,14 +52,17 @@ class EagerSteps:
         self._held: Any = None  # the `set_stance` object that holds the prior stance
         self._key: Any = None
         self._failed = False
+        self._first_step: int | None = None  # a GPU's first statistics step (run compiled)
+        self._told = False
 
     @property
     def active(self) -> bool:
         return self._held is not None
 
-    def enter(self, key: Any = None) -> None:
-        """Run compiled code eagerly from now on, until `leave` (a no-op while already in)."""
-        if self._held is not None or self._failed or torch.compiler.is_compiling():
+    def enter(self, key: Any = None, step: int = 0) -> None:
+        """Run compiled code eagerly from now on, until `leave` (a no-op while already in, or
+        on a GPU without room for it: `_room`); `step`: the training step it is asked at."""
+        if self._held is not None or self._failed or torch.compiler.is_compiling() or not self._room(step):
             return
         try:
             self._held = torch.compiler.set_stance("force_eager")
@@ -62,6 +70,32 @@ class EagerSteps:
         except Exception as e:  # a PyTorch without stances, or inside a compiled region
             self._failed = True
             log.info("mldbg: a torch.compile'd model's statistics steps run compiled: %s", e)
+
+    def _room(self, step: int) -> bool:
+        """Whether an eager step cannot take the memory the training needs: on the CPU, yes;
+        on a GPU, not at the first statistics step (it runs compiled, and so measures a
+        compiled step), then while the peak allocation so far is at most `HEADROOM` of it."""
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return True
+        if self._first_step is None:
+            self._first_step = step
+        if step == self._first_step:
+            return False
+        device = torch.cuda.current_device()
+        peak, total = (
+            torch.cuda.max_memory_allocated(device),
+            torch.cuda.get_device_properties(device).total_memory,
+        )
+        room = peak <= HEADROOM * total
+        if not room and not self._told:
+            self._told = True
+            log.warning(
+                "mldbg: a torch.compile'd model's statistics steps stay compiled: its training peaked at "
+                "%.1f of %.1f GB, and an eager step may need more (layer, router and causal-mask checks are off)",
+                peak / 1e9,
+                total / 1e9,
+            )
+        return room
 
     def leave(self, key: Any = None) -> None:
         """Back to the stance before `enter` (given a `key`: only if that key entered)."""

@@ -118,7 +118,7 @@ class TrainerHook(Hook):
         else:
             due = stats.cadence is not None and stats.cadence.peek(Mode.TRAIN, rec.mode_steps[Mode.TRAIN])
         if due:
-            self._eager.enter(self)
+            self._eager.enter(self, rec.mode_steps[Mode.TRAIN])
 
     def eager_done(self) -> None:
         """The optimizer step of `eager_if_due` ended: compiled code runs compiled again."""
