@@ -14,7 +14,7 @@ HOOK_KEYS = {
     "out_dir", "save_config", "include_collections", "include_regex", "reduction_config",
     "save_all", "include_workers", "collection_configs", "profiler_config",
     "overwrite", "resume",  # replace, or continue, a run already in out_dir
-    "statistics", "statistics_budget", "statistics_warmup", "statistics_every",  # the PyTorch hook's statistics
+    "statistics", "statistics_budget", "statistics_warmup", "statistics_every", "statistics_eager",  # the PyTorch hook's statistics
 }  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """The language-model rules through `mldbg.lightning.DebuggerCallback`: a tiny GRU language
 model as a LightningModule whose `training_step` computes `F.cross_entropy` on (x, y) batches.
-Targets not shifted against the inputs, and a softmax before the loss, are found within 5
-steps; the fixed twin is quiet."""
+Targets not shifted against the inputs or shifted twice, padding kept in the labels, a softmax
+before the loss and a bidirectional GRU (no causal mask) are found within 5 steps; the fixed
+twins (padding ignored with -100 too) are quiet."""
 
 from __future__ import annotations
 
@@ -55,10 +56,22 @@ class CharLM(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=3e-3)
 
 
-def _train(path, shift: int = 1, softmax: bool = False, bidirectional: bool = False) -> None:
+PAD = 1  # a Zipf-frequent id: padding is told by its place
+
+
+def _train(
+    path, shift: int = 1, softmax: bool = False, bidirectional: bool = False, padding: str | None = None
+) -> None:
+    """`padding`: rows cut short and padded with PAD, the labels there PAD ("kept") or -100
+    ("ignored")."""
     torch.manual_seed(0)
     stream = zipf_stream(64 * (LENGTH + 2), VOCABULARY, 0).view(64, LENGTH + 2)
-    data = TensorDataset(stream[:, :LENGTH], stream[:, shift : shift + LENGTH])
+    x, y = stream[:, :LENGTH].clone(), stream[:, shift : shift + LENGTH].clone()
+    if padding is not None:
+        g = torch.Generator().manual_seed(0)
+        pad = torch.arange(LENGTH)[None, :] >= torch.randint(LENGTH // 3, LENGTH, (64, 1), generator=g)
+        x[pad], y[pad] = PAD, PAD if padding == "kept" else -100
+    data = TensorDataset(x, y)
     trainer = pl.Trainer(
         max_epochs=1, accelerator="cpu", callbacks=[DebuggerCallback(path)], logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -70,10 +83,12 @@ def _train(path, shift: int = 1, softmax: bool = False, bidirectional: bool = Fa
     ("kw", "rule"),
     [
         ({"shift": 0}, "labels_not_shifted"),
+        ({"shift": 2}, "labels_shifted_twice"),
+        ({"padding": "kept"}, "padding_in_loss"),
         ({"softmax": True}, "softmax_before_cross_entropy"),
         ({"bidirectional": True}, "missing_causal_mask"),
     ],
-    ids=["not_shifted", "softmax", "bidirectional"],
+    ids=["not_shifted", "shifted_twice", "padding_kept", "softmax", "bidirectional"],
 )
 def test_language_model_mistakes_through_lightning(tmp_path, kw, rule):
     _train(tmp_path / "bug", **kw)
@@ -82,7 +97,8 @@ def test_language_model_mistakes_through_lightning(tmp_path, kw, rule):
     assert found[0].step <= 5, found
 
 
-def test_the_fixed_twin_is_quiet(tmp_path):
-    _train(tmp_path)
+@pytest.mark.parametrize("padding", [None, "ignored"], ids=["unpadded", "padding_ignored"])
+def test_the_fixed_twin_is_quiet(tmp_path, padding):
+    _train(tmp_path, padding=padding)
     assert any(n.startswith("lm/align") for n in mldbg.create_trial(str(tmp_path)).tensor_names())
     assert mldbg.check(str(tmp_path), rules=RULES) == []

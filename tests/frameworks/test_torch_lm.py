@@ -113,10 +113,14 @@ def test_what_fed_the_loss(batch, head, rows, kind):
 def test_no_cross_entropy_no_counts(batch):
     _, logits = batch
     assert statistics(logits.pow(2).mean(), None) is None  # not a cross-entropy
-    assert (
-        statistics(F.cross_entropy(logits.reshape(-1, V), logits.reshape(-1, V).softmax(-1).detach()), None)
-        is None
-    )
+    # class probabilities as targets (soft labels), computed as a written cross-entropy is
+    # (`-(target * log_softmax).sum(1)`): only a row with a majority class names a label (its
+    # class); the others are no targets; its log-probabilities are no probabilities
+    target = logits.reshape(-1, V).softmax(-1).detach()
+    soft = F.cross_entropy(logits.reshape(-1, V), target)
+    assert statistics(soft, None) == {"prob_rows": 0, "prob_total": B * T, "prob_softmax": 0}
+    found = statistics(soft, batch[0][:, :T])
+    assert found is not None and found["eligible_0"] == (target.max(1).values > 0.5).sum() < B * T / 4
 
 
 def test_token_ids_of_a_call():

@@ -2,7 +2,10 @@
 `compile = True`, `logits, loss = model(x, y)`; a Hugging Face-style model called with
 `labels=`): its autograd graph is one compiled node, where no cross-entropy shows, so the
 language-model counts come from its returned logits and the targets of its call, the layout
-read from the returned loss (`torch_lm.returned_statistics`). Real tiny trainings with the
+read from the returned loss (`torch_lm.returned_statistics`): at every step where the compiled
+graph runs, which `statistics_eager=False` makes every step (by default the statistics steps
+run eagerly, where the graph shows the cross-entropy: test_torch_compiled_statistics.py). Real
+tiny trainings with the
 `aot_eager` backend (the graph inductor's is, without its minute of C++ compilation on a
 loaded CPU): the mistakes are found within 5 steps, the fixed twins are quiet."""
 
@@ -15,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from tests.rules.language_models import zipf_stream
 from tests.rules.lm_defects import LM, PAD, HFStyle
+from torch._dynamo.utils import counters
 
 import mldbg
 import mldbg.torch
@@ -46,7 +50,7 @@ def _train(
     compiled = torch.compile(model, backend="aot_eager")
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     offset = shift - 1 if style == "hf" else shift
-    with mldbg.torch.Hook(str(path)) as hook:
+    with mldbg.torch.Hook(str(path), statistics_eager=False) as hook:  # every step compiled
         hook.register_module(compiled)
         for _ in range(steps):
             at = torch.randint(len(stream) - LENGTH - 3, (BATCH,), generator=g).tolist()
@@ -133,6 +137,68 @@ def test_the_targets_of_a_model_call():
     assert torch_lm.targets_of((), {"input_ids": x, "labels": x}, x) is x
     assert torch_lm.targets_of((x,), {}, x) is None
     assert torch_lm.targets_of((x, y[:, :3]), {}, x) is None
+
+
+def _hf_train(path: Path, shift: int, compile_: bool = True) -> None:
+    """A tiny GPT-2 under the Hugging Face `Trainer` with `torch_compile=True` (aot_eager),
+    recorded by the callback; `labels` are the ids `shift - 1` later (the model shifts them
+    once itself: 1 is right, 2 shifts them twice)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from mldbg.transformers import DebuggerCallback
+
+    class Rows(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            stream = zipf_stream(64 * (LENGTH + 2), VOCABULARY, 0)
+            self.ids = torch.stack(
+                [stream[i * (LENGTH + 2) : i * (LENGTH + 2) + LENGTH + 1] for i in range(64)]
+            )
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            row = self.ids[i]
+            return {"input_ids": row[:LENGTH], "labels": row[shift - 1 : shift - 1 + LENGTH]}
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=VOCABULARY, n_positions=32)
+    args = TrainingArguments(
+        output_dir=str(path / "hf"), per_device_train_batch_size=8, num_train_epochs=1,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+        torch_compile=compile_, torch_compile_backend="aot_eager",
+    )  # fmt: skip
+    trainer = Trainer(
+        model=GPT2LMHeadModel(config),
+        args=args,
+        train_dataset=Rows(),
+        # statistics at steps 0-2, then every 3rd: the other steps run the compiled graph
+        callbacks=[DebuggerCallback(path / "run", statistics_warmup=3, statistics_every=3)],
+    )
+    trainer.train()
+    assert torch._dynamo.eval_frame._stance.stance == "default"  # the stance is back
+
+
+# dynamo's own warning while it traces GPT-2's loss (without mldbg too); an error under pytest
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_a_hugging_face_trainer_with_torch_compile_gets_the_language_model_counts(tmp_path):
+    """`TrainingArguments(torch_compile=True)`: the `Trainer` compiles the model after the
+    callback registered it, so the callback runs the statistics steps eagerly (from
+    `on_step_begin` to `on_step_end`), where the cross-entropy shows: labels shifted twice are
+    found within 5 steps, the twin (labels = the ids, the model shifts) is quiet, judged."""
+    _hf_train(tmp_path / "twice", shift=2)
+    found = _found(tmp_path / "twice" / "run")
+    assert found.get("labels_shifted_twice", 99) <= 5, found
+    torch._dynamo.reset()
+    counters.clear()
+    _hf_train(tmp_path / "twin", shift=1)
+    assert counters["stats"]["unique_graphs"] >= 1  # the other steps ran compiled
+    assert _found(tmp_path / "twin" / "run") == {}
+    trial = mldbg.create_trial(str(tmp_path / "twin" / "run"))
+    assert trial.tensor("loss").steps() == list(range(8))
+    assert trial.tensor("lm/align_0").steps() == [0, 1, 2, 3, 6]  # the statistics steps: judged
 
 
 # dynamo's own warning while it traces GPT-2's loss (without mldbg too); an error under pytest

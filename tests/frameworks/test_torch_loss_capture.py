@@ -359,13 +359,15 @@ def test_a_functional_relu_is_checked_as_a_relu_module_is(tmp_path):
 
 
 def test_dead_relu_says_why_a_compiled_models_relus_are_not_checked(tmp_path):
-    """Inside a torch.compile'd model no ReLU is seen: dead_relu's skip says so, rather than
-    advising include_collections."""
+    """A torch.compile'd model recorded with `statistics_eager=False` runs every step compiled,
+    where no ReLU is seen: dead_relu's skip says so, rather than advising include_collections.
+    (By default its statistics steps run eagerly and its ReLUs are judged:
+    test_torch_compiled_statistics.py.)"""
     from mldbg.rules.runner import RuleRunner
 
     torch.manual_seed(0)
     model = torch.compile(MnistNet(), backend="eager")
-    with mldbg.torch.Hook(str(tmp_path)) as hook:
+    with mldbg.torch.Hook(str(tmp_path), statistics_eager=False) as hook:
         hook.register_module(model)
         x, y = _data(5)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -377,7 +379,8 @@ def test_dead_relu_says_why_a_compiled_models_relus_are_not_checked(tmp_path):
     runner.run_available()
     runner.finish()
     why = runner.skipped["dead_relu"]
-    assert "F.relu" in why and "torch.compile" in why and "include_collections" not in why, why
+    assert "F.relu" in why and "torch.compile" in why and "statistics_eager=False" in why, why
+    assert "include_collections" not in why, why
 
 
 class TinyGPT(nn.Module):
@@ -446,8 +449,8 @@ def test_a_hugging_face_model_output_holds_the_loss():
 def test_a_compiled_model_records_its_loss_weights_gradients_and_evaluation(tmp_path, backend):
     """`torch.compile(model)` registered with the two lines: the functional loss given to
     backward (the training unchanged), weights, gradients, labels; an evaluation's loss under
-    no_grad, by a function or written out. Layer inputs (`relu_activations`) are not recorded
-    inside a compiled graph (hooks there would break it). Inductor behaves as these backends
+    no_grad, by a function or written out; layer inputs (`relu_activations`) from the
+    statistics steps, which run eagerly (`torch_compiled`). Inductor behaves as these backends
     here but compiles for a minute on a loaded CPU: the backends of the same front end."""
     x, y = _data(12)
 
@@ -489,7 +492,7 @@ def test_a_compiled_model_records_its_loss_weights_gradients_and_evaluation(tmp_
     assert {"gradient/0.weight", "gradient/2.weight"} <= set(collections["gradients"])
     assert "loss_input_1" in collections["labels"] and "loss_input_0" in collections["predictions"]
     assert trial.tensor("loss_input_1").steps(mode=Mode.EVAL)
-    assert "relu_activations" not in collections
+    assert collections["relu_activations"] == ["1_input_0"]
 
 
 class ExamplesMnist(nn.Module):

@@ -194,3 +194,22 @@ def test_bursts_follow_the_mode_sequence_alone() -> None:
     # warmup 0-2 (and a re-entry burst at 0), grid 3, the alert at eval step 6 -> 7, 8 (the one
     # at 7 is within k of it), the next re-entry burst 10 steps after the first: 10, 11
     assert evals == [0, 1, 2, 3, 7, 8, 10, 11]
+
+
+def test_peek_says_what_due_will_say() -> None:
+    """`Cadence.peek` (asked before a trainer's optimizer step opens, for a compiled model:
+    `torch_compiled`) answers as the `due` asked next, bursts and alerts included, and
+    changes nothing."""
+    cadence = Cadence(every=10, warmup=3, after_switch=2)
+    train = evals = 0
+    for block in range(6):
+        for _ in range(7):
+            told = cadence.peek(Mode.TRAIN, train)
+            assert cadence.peek(Mode.TRAIN, train) == told  # nothing changed
+            assert cadence.due(Mode.TRAIN, train) == told, (block, train)
+            train += 1
+        for _ in range(2):
+            cadence.due(Mode.EVAL, evals)
+            if block == 3:
+                cadence.alert(Mode.TRAIN, train - 1)
+            evals += 1

@@ -12,7 +12,8 @@ or a bidirectional GRU when False), `padding` (variable-length rows padded with 
 "module" a registered nn.CrossEntropyLoss over (B, V, T) logits, "returned" a nanoGPT-style
 model(x, y) -> (logits, loss), "aux" a mixture of experts' shape, model(x) -> (logits, aux) with
 the script's F.cross_entropy(logits, y) + 0.01 * aux given to backward, "hf" a model called with input_ids= and labels= that shifts
-the labels itself, as Hugging Face models do), `label_smoothing`, `seq_first` (PyTorch's
+the labels itself, as Hugging Face models do; "written" the cross-entropy in plain torch ops,
+-log_softmax(logits).gather(1, y).mean()), `label_smoothing`, `seq_first` (PyTorch's
 word_language_model layout: (T, B) batches).
 """
 
@@ -161,7 +162,10 @@ def train_lm(
                 logits = model(x)
                 if softmax:
                     logits = logits.softmax(-1)
-                if loss == "module":
+                if loss == "written":  # the cross-entropy in plain torch ops
+                    logp = F.log_softmax(logits.reshape(-1, vocabulary), 1)
+                    value = -logp.gather(1, y.reshape(-1, 1)).mean()
+                elif loss == "module":
                     value = (
                         loss_fn(logits.transpose(1, 2), y)
                         if not seq_first

@@ -169,6 +169,8 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         hook = self._live(trainer)
         if hook is not None:
             hook.open_step(Mode.TRAIN, _inputs(batch))
+            if getattr(pl_module, "_compiler_ctx", None) is not None:  # `trainer.fit(torch.compile(module))`:
+                hook.eager_if_due()  # a statistics step's batch runs eagerly (torch_compiled)
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
         if self.hook is not None and not self.hook.closed:
@@ -182,6 +184,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         hook = self.hook
         if hook is None or hook.closed:
             return
+        hook.eager_done()
         hook.close_batch()
         loss = scalar(outputs.get("loss") if isinstance(outputs, Mapping) else outputs)
         if loss is not None:

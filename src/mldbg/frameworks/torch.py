@@ -7,7 +7,8 @@ optimizer sees them. An evaluation that forgot `model.eval()` (forwards with gra
 disabled while Dropout or BatchNorm are in training mode) lands in a TRAIN step:
 `torch_eval` records it as such, and the step records its training forward, not the
 evaluation's. The layers' hooks (activations, outputs, attention) are `torch_layers`'; the
-statistics of the two lines `torch_defaults`'.
+statistics of the two lines `torch_defaults`'. A `torch.compile`d model runs its statistics
+steps eagerly, where those hooks see inside it (`torch_compiled`).
 
 Several models on one hook (a GAN's generator and discriminator): the first keeps smdebug's
 names, each further one records under a prefix (`discriminator.fc1.weight`); a model's
@@ -40,6 +41,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.torch_attention import AttentionCapture
+from mldbg.frameworks.torch_compiled import EagerSteps, compiled_wrapper
 from mldbg.frameworks.torch_ddp import outlive_reducer
 from mldbg.frameworks.torch_deepspeed import DeepSpeedZero, is_engine
 from mldbg.frameworks.torch_defaults import (
@@ -52,7 +54,7 @@ from mldbg.frameworks.torch_defaults import (
 )
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
-from mldbg.frameworks.torch_layers import StepLayers, watch_layers
+from mldbg.frameworks.torch_layers import LAYER_COLLECTIONS, StepLayers, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, model_inputs, take_over
@@ -71,6 +73,8 @@ from mldbg.store.shards import layout_name
 from mldbg.store.statistics import reduction_key
 
 log = logging.getLogger("mldbg")
+# collections saved from a model's layers: a compiled model runs eagerly where one saves
+LAYER_SAVES = frozenset((*LAYER_COLLECTIONS, "all"))
 
 
 class Hook(StepEnds, Adapter):
@@ -91,7 +95,7 @@ class Hook(StepEnds, Adapter):
     # the loss where the script computes it, without register_loss (`torch_loss`); off for the
     # trainers' callbacks, which record the loss their loop sees
     finds_loss: ClassVar[bool] = True
-    own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget")
+    own_options: ClassVar[tuple[str, ...]] = (*Adapter.own_options, "statistics_budget", "statistics_eager")
 
     def _worker(self) -> Worker:
         return Worker(f"torch-{torch.__version__}", *_rank_and_world())
@@ -105,6 +109,11 @@ class Hook(StepEnds, Adapter):
             settings.pop("statistics_warmup", WARMUP),
             every=settings.pop("statistics_every", None),
         )
+        # a torch.compile'd model's statistics steps run eagerly (`torch_compiled`)
+        eager = settings.pop("statistics_eager", True)
+        if not isinstance(eager, bool):
+            raise InvalidConfig(f"statistics_eager must be True or False, got {eager!r}")
+        self._eager_ok = eager
         if settings.get("statistics") is None:
             settings["statistics"] = (
                 settings["save_config"] is None and settings["include_collections"] is None
@@ -150,6 +159,8 @@ class Hook(StepEnds, Adapter):
         self._evals = EvalForwards(rec)  # evaluations left in training mode (torch_eval)
         if self.finds_loss:
             self._loss.open()
+        elif self._stats is not None:  # a trainer's callback: the counts of a loss outside the model
+            self._loss.listen_for_counts()
 
     def _setup(self) -> None:
         self._mode: Mode | None = None  # None: follow model.training
@@ -170,6 +181,7 @@ class Hook(StepEnds, Adapter):
         self._deepspeed: DeepSpeedZero | None = None  # DeepSpeed ZeRO, found at a model's first forward
         self._pieces = None
         self._told_shards = False
+        self._eager = EagerSteps()  # a compiled model's statistics steps, run eagerly (torch_compiled)
 
     # registration -----------------------------------------------------------------------
     def register_module(self, model: nn.Module, name: str | None = None) -> None:
@@ -188,6 +200,8 @@ class Hook(StepEnds, Adapter):
         forwards from then on (`_stray_parts`)."""
         inner = getattr(model, "_orig_mod", model)  # torch.compile wraps the module
         compiled = inner is not model
+        # its statistics steps run eagerly, where its layers, routers and loss node show (torch_compiled)
+        eager = compiled and self._eager_ok and compiled_wrapper(model)
         ddp = _is_ddp(inner) or is_engine(inner)  # a DeepSpeed engine: the model it wraps
         wrapper, inner = inner, getattr(inner, "module", inner) if ddp else inner
         if ddp and not compiled:
@@ -206,6 +220,7 @@ class Hook(StepEnds, Adapter):
             natural += ("embeddings",) if id(p) in tables else ()  # lookup tables, not fan-in layers
             params.append((prefix + pname, p, natural))
         m = RegisteredModel(model, prefix, params)
+        m.eager = eager
         m.sentinel = next((p for _, p, _ in params if p.requires_grad), None)
         m.input_replica = input_replica(inner, (p for _, p, _ in params))
         if m.sentinel is not None:
@@ -228,7 +243,7 @@ class Hook(StepEnds, Adapter):
                 on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
                 self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
-            self._stats.watch_modules(inner, gradients=not compiled)
+            self._stats.watch_modules(inner, gradients=not compiled or eager)
         self._evals.watch(id(m), inner)
         self._models.append(m)
         self._params.extend(params)
@@ -252,7 +267,10 @@ class Hook(StepEnds, Adapter):
                 part.register_forward_pre_hook(self._attach(start, part, m), with_kwargs=True)
             )
             self._module_handles.append(part.register_forward_hook(self._attach(end, part, m)))
-        watch_layers(self, m, inner, compiled)
+        watch_layers(self, m, inner, compiled and not eager)
+        if eager:  # the stance comes back when its forward ends, or raises
+            end = self._attach(self._on_compiled_end, model, m)
+            self._module_handles.append(model.register_forward_hook(end, always_call=True))
         if not self._optimizer_hooks:  # global hooks: once for every model
             self._optimizer_hooks = True
             self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
@@ -385,6 +403,8 @@ class Hook(StepEnds, Adapter):
             # call with gradients for its inputs and outputs
             if m.held is not None and not held:
                 m.held = None
+                if m.eager and self._stats is not None and self._stats.due():
+                    self._eager.enter(m, rec.step)  # the step's forward with gradients, eagerly too
                 self._record_inputs(m, module, args, kwargs, inputs, again=True)
             return
         m.saved_at = rec.step
@@ -405,9 +425,13 @@ class Hook(StepEnds, Adapter):
         if self._stats is not None:  # weights in TRAIN only: they do not change in EVAL / PREDICT
             self._stats.forward_start(params, (), m.prefix, module.training)
             if self._stats.due():
+                if m.eager:  # a compiled model: this forward runs eagerly (torch_compiled)
+                    self._eager.enter(m, rec.step)
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
                     self._capture.start(m, rec.mode)
+        if m.eager and rec.saving and not rec.collections.active.isdisjoint(LAYER_SAVES):
+            self._eager.enter(m, rec.step)  # a layer collection saves at this step: its layers run eagerly
         if self._pieces is not None and self._pieces.any(m.params):
             side = self._pieces.open()
             for name, p, natural in m.params if side is not None else ():
@@ -566,6 +590,12 @@ class Hook(StepEnds, Adapter):
             m.held = m.held[:4] + ((output,),)  # recorded at the step's end if no forward with gradients
         self._loss.forward_output(output, m)
 
+    def _on_compiled_end(
+        self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
+    ) -> None:
+        """A compiled model's forward ended (or raised): back to compiling (`torch_compiled`)."""
+        self._eager.leave(m)
+
     def _record_outputs(self, m: RegisteredModel, output: Any) -> None:
         if self._stats is not None:
             self._stats.forward_end(output, m.prefix)
@@ -650,6 +680,7 @@ class Hook(StepEnds, Adapter):
         rec.save(layout_name(name), layout, Plan(True, (), ()))
 
     def _release(self) -> None:
+        self._eager.leave()
         if self._capture is not None:  # before the statistics it hands its records to
             self._capture.close()
         if self._stats is not None:

@@ -182,6 +182,17 @@ class Cadence:
         self._last = mode
         return self._regular(mode_step, first) or self._in_burst(mode, mode_step)
 
+    def peek(self, mode: Mode, mode_step: int) -> bool:
+        """Would `due(mode, mode_step)`, asked next, say yes? (Nothing changes: a trainer that
+        compiled the model itself asks before the step opens, `torch_compiled`.)"""
+        if self._regular(mode_step, self._first.get(mode, mode_step)):
+            return True
+        if self._last is not None and mode != self._last and self.k != 1 and self.after_switch:
+            last = self._bursts.get((mode, "switch"))
+            if last is None or mode_step - last >= self.k:
+                return True  # a burst would open at this step
+        return self._in_burst(mode, mode_step)
+
     def alert(self, mode: Mode, mode_step: int) -> None:
         """Something a rule needs seen at once happened at this step of `mode` (an optimizer
         stepped in an EVAL step): the next `after_switch` steps of the mode are statistics steps."""

@@ -12,6 +12,12 @@ logits were already probabilities. With the registered model's input ids (its fi
 (batch, time) argument, or `input_ids=`), the targets are laid out as the ids (N = B x T; or
 B x (T - 1), Hugging Face's older cut, padded back with ignored targets).
 
+A cross-entropy written in plain torch ops (`-log_softmax(x).gather(1, y).mean()`, `-(log_softmax(x)
+* one_hot).sum(1).mean()`: `written_cross_entropy`) is read from the gather's or the product's
+saved tensors (`written_node`), its targets ignored at -1, without the padding counts (its
+per-target terms are reduced by the script), and not below a product by a tensor of several
+values (a mask, a policy gradient's advantages: `weighs`).
+
 A loss computed inside a `torch.compile`d model (nanoGPT's `compile = True`) shows no
 cross-entropy node: its graph is one compiled node. When the model returned the loss with its
 logits (B, T, V) and was called with targets (`labels=`, `targets=`, or an integer argument
@@ -122,6 +128,145 @@ def nll_node(loss: torch.Tensor) -> Any | None:
     return found[0] if len(found) == 1 else None
 
 
+# a cross-entropy written in plain torch ops, and the nodes a loss passes through to it
+WRITTEN_THROUGH = THROUGH | {"NegBackward0", "SumBackward1", "MeanBackward1"}
+_LOG_PROBABILITIES = "LogSoftmaxBackward0"
+_COPIES = ("View", "UnsafeView", "ReshapeAlias", "Clone", "ToCopy")  # .float(), .view(N, C)
+TARGET_TOLERANCE = 1e-3  # a target row sums to 1 within this
+
+
+def written_cross_entropy(node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(log-probabilities (N, C), class labels (N)) of a cross-entropy written in plain torch
+    ops at the autograd `node`; None for any other node.
+
+    Two forms are read, both from what autograd saved (no value of the user's is changed):
+    - `logp * targets` (`-(logp * onehot).sum(1).mean()`, either order): a `MulBackward0` one of
+      whose inputs is a `log_softmax` over the classes of (N, C) scores (through `.float()`,
+      views) and the other a tensor without gradient of that shape, the targets. A row of
+      targets names its class when it is a distribution with a majority class (>= 0, summing
+      to 1, its largest entry above 1/2: one-hot, label smoothing, a mixup's major class; or
+      such a row negated, `-target * logp`): the
+      label is that class; any other row (a mask, soft targets without a majority, a weight)
+      gets -1, which the class statistics leave out. Decided where the targets live, by
+      `torch.where`: no wait for the device;
+    - `logp.gather(1, y[:, None])` (`-logp.gather(1, y.unsqueeze(1)).mean()`): a `GatherBackward0`
+      along the classes of a `log_softmax`'s (N, C) output, one index per row: y.
+    A product of log-probabilities with anything else (a per-class weight vector, a scalar) is
+    no cross-entropy: its other operand is not (N, C), or has a gradient."""
+    name = node.name()
+    if name == "GatherBackward0":
+        try:
+            dim, index = node._saved_dim, node._saved_index
+        except (AttributeError, RuntimeError):
+            return None
+        logp = _log_probabilities(node.next_functions[0][0])
+        if logp is None or _signed(int(dim)) % 2 != 1 or not isinstance(index, torch.Tensor):
+            return None
+        if index.dim() != 2 or index.shape != (logp.shape[0], 1):
+            return None
+        return logp, index[:, 0]
+    if name != "MulBackward0":
+        return None
+    nexts = [f for f, _ in node.next_functions]
+    if len(nexts) != 2 or (nexts[0] is None) == (nexts[1] is None):
+        return None  # both operands with a gradient, or neither
+    graded = 0 if nexts[0] is not None else 1
+    logp = _log_probabilities(nexts[graded])
+    if logp is None:
+        return None
+    try:
+        targets = node._saved_other if graded == 0 else node._saved_self
+    except (AttributeError, RuntimeError):
+        return None
+    if (
+        not isinstance(targets, torch.Tensor)
+        or targets.shape != logp.shape
+        or not targets.is_floating_point()
+    ):
+        return None
+    with torch.no_grad():
+        t = targets.detach().float()
+        t = torch.where(t.sum(1, keepdim=True) < 0, -t, t)  # `-target * logp`: the target negated
+        top, label = t.max(1)
+        valid = (t.min(1).values >= 0) & ((t.sum(1) - 1).abs() <= TARGET_TOLERANCE) & (top > 0.5)
+        return logp, torch.where(valid, label, -1)
+
+
+def _log_probabilities(node: Any) -> torch.Tensor | None:
+    """The (N, C) output of a `log_softmax` over the classes (dim 1) behind `node`, through
+    copies and views; else None."""
+    for _ in range(DEPTH):
+        if node is None:
+            return None
+        name = node.name()
+        if name == _LOG_PROBABILITIES:
+            try:
+                result, dim = node._saved_result, node._saved_dim
+            except (AttributeError, RuntimeError):
+                return None
+            if not isinstance(result, torch.Tensor) or result.dim() != 2 or result.shape[1] < 2:
+                return None
+            return result if _signed(int(dim)) % 2 == 1 else None
+        if not name.startswith(_COPIES):
+            return None
+        nexts = [f for f, _ in node.next_functions if f is not None]
+        if len(nexts) != 1:
+            return None
+        node = nexts[0]
+    return None
+
+
+def written_node(loss: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor] | None:
+    """(its autograd node, the log-probabilities, the labels) of the one cross-entropy written in
+    plain torch ops behind `loss` (`written_cross_entropy`), found as `nll_node` finds a
+    cross-entropy (through scalings, sums, negations); None when there is none, several, or a
+    cross-entropy node among them."""
+    found: list[tuple[Any, torch.Tensor, torch.Tensor]] = []
+    frontier = [loss.grad_fn]
+    seen: set[int] = set()
+    for _ in range(DEPTH):
+        nxt: list[Any] = []
+        for node in frontier:
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            name = node.name()
+            if name in NLL_NODES:
+                return None
+            written = written_cross_entropy(node)
+            if written is not None:
+                found.append((node, *written))
+            elif name in WRITTEN_THROUGH and not weighs(node):
+                nxt.extend(f for f, _ in node.next_functions if f is not None)
+        frontier = nxt[:WIDTH]
+        if not frontier:
+            break
+    return found[0] if len(found) == 1 else None
+
+
+def weighs(node: Any) -> bool:
+    """Does the product or quotient `node` weigh a term by a tensor of several values (a
+    per-sample weight, a mask, a policy gradient's advantages)? Below such a node a gather of
+    log-probabilities is no cross-entropy of labels (`-(logp.gather(1, actions) * adv).mean()`
+    gathers the actions an agent took): the written forms are not read there."""
+    name = node.name()
+    if name not in ("MulBackward0", "DivBackward0"):
+        return False
+    nexts = [f for f, _ in node.next_functions]
+    if len(nexts) != 2:
+        return False
+    try:
+        if name == "DivBackward0":
+            other = node._saved_other  # the divisor
+        elif (nexts[0] is None) == (nexts[1] is None):
+            return nexts[0] is not None  # two graded factors: a product of terms
+        else:
+            other = node._saved_other if nexts[0] is not None else node._saved_self
+    except (AttributeError, RuntimeError):
+        return True  # unknown: not read
+    return isinstance(other, torch.Tensor) and other.numel() > 1
+
+
 def _before(node: Any) -> Any | None:
     """The first node before `node` that does more than move values (None: a leaf, or a
     node with several inputs among the shape-only ones)."""
@@ -194,14 +339,21 @@ def statistics(
     None when no cross-entropy is behind it (or its saved tensors are gone); with `probe`
     (TRAIN steps), the causal probe's where it is due."""
     node = nll_node(loss)
-    if node is None:
-        return None
-    try:
-        logp, target = node._saved_self, node._saved_target
-        ignore = _signed(int(node._saved_ignore_index))
-        weight, reduction = node._saved_weight, int(node._saved_reduction)
-    except (AttributeError, RuntimeError):
-        return None
+    if node is None:  # a cross-entropy written in plain torch ops, perhaps
+        written = written_node(loss)
+        if written is None:
+            return None
+        # per-target terms the script reduces itself (perhaps weighed by a padding mask, which
+        # the graph does not show as such): no padding counts, as for reduction="none"
+        node, logp, target = written
+        ignore, weight, reduction = -1, None, 0
+    else:
+        try:
+            logp, target = node._saved_self, node._saved_target
+            ignore = _signed(int(node._saved_ignore_index))
+            weight, reduction = node._saved_weight, int(node._saved_reduction)
+        except (AttributeError, RuntimeError):
+            return None
     if not (isinstance(logp, torch.Tensor) and isinstance(target, torch.Tensor)) or logp.dim() < 2:
         return None
     if target.is_floating_point():  # class probabilities as targets (soft labels): not token ids

@@ -45,7 +45,8 @@ Predictions and labels: a loss whose autograd node saved them (`F.cross_entropy`
 `F.nll_loss`, `nn.CrossEntropyLoss` inside the model: the log-probabilities and targets; the
 binary cross-entropies; MSE, L1-smooth, Huber), found from the loss through scalings and sums
 (an auxiliary term added: the one classification loss of the sum, else its one regression
-loss; none when a sum holds two of a kind), gives them at statistics steps as
+loss; none when a sum holds two of a kind; a cross-entropy written in plain torch ops,
+`torch_lm.written_cross_entropy`), gives them at statistics steps as
 `loss_input_0` (`predictions`) and `loss_input_1` (`labels`): class statistics for the
 classification losses, their `samples` for the others (and a float target's `mean` and `std`), as a registered loss's inputs. An
 evaluation's, under no_grad, from the loss call `torch_eval_loss` finds (`_record_inputs`).
@@ -103,6 +104,7 @@ class LossCapture:
     def __init__(self, hook: Hook) -> None:
         self.hook = hook
         self.off = False
+        self.counts_only = False  # listening to backward for the language-model counts only
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
         self._returned_nodes: list[Any] = []  # their autograd nodes (TRAIN: is one given to backward?)
         # is the scalar a model returns what the script trains on? None: not yet seen; False once a
@@ -140,6 +142,13 @@ class LossCapture:
         ends = self.hook.recorder.before_step_end
         ends.insert(0, self._eval.close)  # before the hook's own work on the step's tensors
         ends.append(self._step_end)
+        _listen(self)
+
+    def listen_for_counts(self) -> None:
+        """A trainer's callback records its loop's loss (`off`): listen to backward only for the
+        language-model counts of a loss computed outside the model (a Hugging Face
+        `compute_loss` of the user's), not for the loss nor the gradients' reset."""
+        self.counts_only = True
         _listen(self)
 
     def close(self) -> None:
@@ -232,14 +241,24 @@ class LossCapture:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
         hook = self.hook
         rec = hook.recorder
+        if self.counts_only:  # a trainer's callback (`listen_for_counts`): the counts only
+            if not hook._closed and rec.in_step and rec.mode == Mode.TRAIN and _is_loss(tensor):
+                self.language_model(tensor)
+            return
         if rec.mode != Mode.TRAIN:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
-        if self.off or hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
+        if hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
             return
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
             return
         if tensor.grad_fn is None or not any(m.saved_at == rec.step for m in hook._models):
             return  # not a pass through a model this hook records in the open step
+        if self.off:
+            # a trainer's callback (its loop's loss) or a registered loss records the loss; the
+            # language-model counts of the step, if none came yet, from what backward is given
+            # (a Hugging Face `compute_loss` of the user's, outside the model's forward)
+            self.language_model(tensor)
+            return
         hook.timeline.mark(marks.BACKWARD_START)
         if self._returned:
             if self._named:
@@ -489,11 +508,13 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
     predictions is not known, and None is returned."""
     classes: list[Any] = []
     samples: list[Any] = []
-    frontier = [loss.grad_fn]
+    # (node, weighed: below a product by a tensor of several values, where a gather of
+    # log-probabilities is no cross-entropy of labels: `torch_lm.weighs`)
+    frontier: list[tuple[Any, bool]] = [(loss.grad_fn, False)]
     seen: set[int] = set()
     for _ in range(torch_lm.DEPTH):
-        nxt: list[Any] = []
-        for node in frontier:
+        nxt: list[tuple[Any, bool]] = []
+        for node, weighed in frontier:
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
@@ -502,14 +523,19 @@ def saved_inputs(loss: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor] |
                 classes.append(node)
             elif name in SAMPLE_NODES:
                 samples.append(node)
-            elif name in torch_lm.THROUGH:
-                nxt.extend(f for f, _ in node.next_functions if f is not None)
+            elif not weighed and (written := torch_lm.written_cross_entropy(node)) is not None:
+                classes.append(written)
+            elif name in torch_lm.WRITTEN_THROUGH:
+                below = weighed or torch_lm.weighs(node)
+                nxt.extend((f, below) for f, _ in node.next_functions if f is not None)
         frontier = nxt[: torch_lm.WIDTH]
         if not frontier:
             break
     kind, found = ("classes", classes) if classes else ("samples", samples)
     if len(found) != 1:
         return None
+    if isinstance(found[0], tuple):  # a cross-entropy written out (`torch_lm.written_cross_entropy`)
+        return ("classes", *found[0])
     try:
         predictions, labels = getattr(found[0], "_saved_self"), getattr(found[0], "_saved_target")  # noqa: B009
     except RuntimeError:  # freed by a backward pass already run
@@ -535,6 +561,8 @@ def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             capture.backward(one)
         except Exception:  # never in the way of the user's backward
             log.exception("mldbg: the loss given to backward was not recorded")
+        if capture.counts_only:
+            continue
         try:
             capture.hook._grads_before_backward()  # was `.grad` reset? (gradient_reset)
         except Exception:
@@ -543,6 +571,8 @@ def _backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         return _original(tensors, *args, **kwargs)
     finally:
         for capture in captures:
+            if capture.counts_only:
+                continue
             try:
                 capture.hook._grads_after_backward()
             except Exception:

@@ -73,6 +73,7 @@ class RegisteredModel:
     # a tensor-parallel rank other than its group's first: its inputs are that rank's by design
     input_replica: bool = False
     forwarded: bool = False  # its first forward was seen (`Hook._sharded_since`)
+    eager: bool = False  # a torch.compile'd model whose statistics steps run eagerly (torch_compiled)
     # a container without a forward of its own (nn.ModuleDict): the part called first, whose
     # forwards stand for the model's; `part_open`: another part's forward runs (and set `running`)
     entry: nn.Module | None = None

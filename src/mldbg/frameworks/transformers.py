@@ -154,8 +154,12 @@ class DebuggerCallback(TrainerCallback):
     def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self._live(control, model) is not None and self.hook is not None:
             self.hook.reset_seen_at_step_begin()
+            if getattr(args, "torch_compile", False):  # the Trainer compiles the model: a
+                self.hook.eager_if_due()  # statistics step runs eagerly (torch_compiled)
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self.hook is not None:
+            self.hook.eager_done()
         hook = self._live(control, model)
         if hook is None:
             return

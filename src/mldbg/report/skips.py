@@ -25,7 +25,8 @@ OTHER_FRAMEWORK = {"feature_importance": "XGBoost", "trees": "XGBoost"}
 # run`, records them whenever the model has them)
 MODEL_PARTS = {
     "relu_activations": "the model has no nn.ReLU module, nor an F.relu or torch.relu the hook sees (on a layer's "
-    "activations in a registered model's forward; none inside a torch.compile'd model; `x.clamp(min=0)` is not seen)",
+    "activations in a registered model's forward; none in a torch.compile'd model recorded with "
+    "statistics_eager=False; `x.clamp(min=0)` is not seen)",
     "tanh_activations": "the model has no nn.Tanh module (torch.tanh or F.tanh as a function is not seen)",
     "sigmoid_activations": "the model has no nn.Sigmoid module (torch.sigmoid as a function is not seen)",
     "router": "the model has no mixture-of-experts router the hook recognises",

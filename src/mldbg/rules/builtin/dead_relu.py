@@ -92,8 +92,8 @@ class DeadRelu(Rule):
     needs = ("relu_activations",)
     absent = (  # the skip message of a run with the two lines' statistics (runner)
         "the model has no ReLU layer the hook sees (in PyTorch an nn.ReLU module, or F.relu / torch.relu "
-        "called on a layer's activations in a registered model's forward; not inside a torch.compile'd "
-        "model: register the uncompiled model's ReLUs as nn.ReLU modules, or check it uncompiled)"
+        "called on a layer's activations in a registered model's forward; a torch.compile'd model's "
+        "only where its statistics steps run eagerly, as they do unless the hook has statistics_eager=False)"
     )
     reads = {"relu_activations": ("unit_active", "samples")}
     threshold_inactivity: float = 1.0
