@@ -147,7 +147,9 @@ class LossCapture:
     def listen_for_counts(self) -> None:
         """A trainer's callback records its loop's loss (`off`): listen to backward only for the
         language-model counts of a loss computed outside the model (a Hugging Face
-        `compute_loss` of the user's), not for the loss nor the gradients' reset."""
+        `compute_loss` of the user's, a LightningModule's `training_step`) and the
+        predictions and labels its autograd node saved (`saved_inputs`: class statistics, a
+        regression's targets), not for the loss nor the gradients' reset."""
         self.counts_only = True
         _listen(self)
 
@@ -241,9 +243,12 @@ class LossCapture:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
         hook = self.hook
         rec = hook.recorder
-        if self.counts_only:  # a trainer's callback (`listen_for_counts`): the counts only
+        if self.counts_only:  # a trainer's callback (`listen_for_counts`): no loss, no reset
             if not hook._closed and rec.in_step and rec.mode == Mode.TRAIN and _is_loss(tensor):
                 self.language_model(tensor)
+                found = saved_inputs(tensor)  # and the predictions and labels its node saved
+                if found is not None:
+                    self._record_inputs(*found)
             return
         if rec.mode != Mode.TRAIN:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
@@ -348,7 +353,7 @@ class LossCapture:
         autograd node (`saved_inputs`), or in an evaluation's loss call (`torch_eval_loss`)."""
         stats = self.hook._stats
         rec = self.hook.recorder
-        if stats is None or self.off or self._classes_at == rec.step or not rec.in_step:
+        if stats is None or (self.off and not self.counts_only) or self._classes_at == rec.step or not rec.in_step:
             return
         self._classes_at = rec.step
         if kind == "classes":
