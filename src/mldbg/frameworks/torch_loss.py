@@ -353,7 +353,12 @@ class LossCapture:
         autograd node (`saved_inputs`), or in an evaluation's loss call (`torch_eval_loss`)."""
         stats = self.hook._stats
         rec = self.hook.recorder
-        if stats is None or (self.off and not self.counts_only) or self._classes_at == rec.step or not rec.in_step:
+        if (
+            stats is None
+            or (self.off and not self.counts_only)
+            or self._classes_at == rec.step
+            or not rec.in_step
+        ):
             return
         self._classes_at = rec.step
         if kind == "classes":
