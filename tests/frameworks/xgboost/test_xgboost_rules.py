@@ -104,6 +104,21 @@ def test_low_feature_importance_fires_on_constant_and_duplicated_columns(run):
     assert "at most 0.05 of an even share" in found["low_feature_importance"][0].message
 
 
+def test_low_feature_importance_leaves_groups_the_interaction_constraints_never_open(tmp_path):
+    """Under interaction_constraints a tree uses only its root's group: the noise groups
+    are never used, by design; a dead column inside a used group still is a finding."""
+    import xgb_runs
+
+    quiet = xgb_runs.constrained(tmp_path / "groups")
+    weights = mldbg.create_trial(str(quiet["path"])).tensor("feature_importance/weight")
+    last = weights.value(weights.steps()[-1])
+    assert last[:5].min() > 0 and last[5:].max() == 0 and last.sum() >= 1000  # judged, groups unused
+    assert not fired(quiet["path"], ["low_feature_importance"])
+    dead = xgb_runs.constrained(tmp_path / "dead", dead_column=True)
+    (f,) = fired(dead["path"], ["low_feature_importance"])["low_feature_importance"]
+    assert f.message.endswith("1 of 11 features are never used (no share of the 'weight' importance): f10")
+
+
 @pytest.mark.parametrize("name", ["sane_classifier", "sane_regressor", "multiclass"])
 def test_sane_boosters_fire_none_of_the_tree_rules(run, name):
     runner = RuleRunner(str(run(name)["path"]), TREE_RULES)

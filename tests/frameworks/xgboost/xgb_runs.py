@@ -103,6 +103,18 @@ def dead_columns(out: Path) -> dict[str, Any]:
     return train(out, {"max_depth": 3, "eta": 0.3}, X, y, 200)
 
 
+def constrained(out: Path, dead_column: bool = False) -> dict[str, Any]:
+    """Friedman #1 (features 0-4 informative, 5-9 noise) under `interaction_constraints`
+    `[[0, 1, 2, 3, 4], [5, 6], [7, 8, 9]]`: each tree uses the group its root opens, and the
+    noise groups never win a root. `dead_column`: a constant column 10 joins the first group."""
+    X, y = make_friedman1(1500, 10, noise=1.0, random_state=0)
+    groups = [[0, 1, 2, 3, 4], [5, 6], [7, 8, 9]]
+    if dead_column:
+        X, groups[0] = np.c_[X, np.full(len(y), 3.0)], [*groups[0], 10]
+    params = {"max_depth": 6, "eta": 0.1, "interaction_constraints": str(groups)}
+    return train(out, params, X, y, 25)
+
+
 def multiclass(out: Path, **hook: Any) -> dict[str, Any]:
     X, y = load_wine(return_X_y=True)
     params = {"objective": "multi:softprob", "num_class": 3, "max_depth": 2, "eta": 0.3}

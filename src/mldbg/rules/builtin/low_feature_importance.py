@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,11 @@ class LowFeatureImportance(Rule):
     the 5 noise features of Friedman #1 are still unused at 50 splits per feature, none at
     100; constant and duplicated columns stay unused for good). Runs that never reach that
     many splits are not judged (`mldbg check` says so). It fires once.
+
+    Under `interaction_constraints` a tree uses the features of one group only, the group its
+    root's feature opens: a group whose features never win a root is never used, by the
+    constraint's design. So a feature is judged there only when another feature of its group
+    was used (a feature in no group is a group of its own).
     """
 
     needs = ("feature_importance",)
@@ -70,9 +76,15 @@ class LowFeatureImportance(Rule):
         self._most_splits = float("inf")
         share = scores / scores.sum()
         low = np.flatnonzero(share <= self.threshold / scores.size)
+        info = read_run_info(trial.trial)
+        groups = _constraint_groups(info.params.get("interaction_constraints") if info else None, info)
+        if groups is not None:  # judged only beside a used feature of its own group
+            used = share > self.threshold / scores.size
+            low = np.array(
+                [i for i in low if any(j != i and j < used.size and used[j] for j in groups.get(int(i), ()))]
+            )
         if low.size < self.nfeatures or not self.first():
             return None
-        info = read_run_info(trial.trial)
         names = [info.feature(int(i)) if info else f"f{int(i)}" for i in low]
         listed = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         return self.finding(
@@ -96,3 +108,26 @@ class LowFeatureImportance(Rule):
                 f"(at most {self._most_splits:.1f}), too few to call a feature unused"
             )
         return None
+
+
+def _constraint_groups(constraints: Any, info: Any) -> dict[int, tuple[int, ...]] | None:
+    """XGBoost's `interaction_constraints` (a list of lists of feature indices or names, or
+    its JSON string) as feature index -> the indices of its groups (None: no constraints, or
+    a form not understood)."""
+    if constraints is None:
+        return None
+    if isinstance(constraints, str):
+        try:
+            constraints = json.loads(constraints.replace("'", '"'))
+        except ValueError:
+            return None
+    names = list(info.feature_names) if info is not None else []
+    out: dict[int, set[int]] = {}
+    try:
+        for group in constraints:
+            idx = [names.index(f) if isinstance(f, str) and f in names else int(f) for f in group]
+            for i in idx:
+                out.setdefault(i, set()).update(idx)
+    except (TypeError, ValueError):
+        return None
+    return {i: tuple(sorted(g)) for i, g in out.items()}
