@@ -131,6 +131,7 @@ class LossCapture:
         self._targets: torch.Tensor | None = None  # the targets of that call (`torch_lm.targets_of`)
         self._labels: torch.Tensor | None = None  # the class labels of the step's first call (`class_labels`)
         self._labels_at = -1
+        self._sequences: torch.Tensor | None = None  # that call's (batch, length) `labels=` (`_per_position`)
         self._lm_at = -1  # the step whose language-model statistics are recorded
         self._probe = torch_lm.Probe()  # when the causal probe runs (TRAIN statistics steps)
         # an evaluation's loss computed by a function or written out (torch_eval_loss)
@@ -171,6 +172,7 @@ class LossCapture:
         if stats is not None and (self._labels_at != rec.step or again):  # every step: a few lookups
             self._labels_at = rec.step
             self._labels = class_labels(args, kwargs)
+            self._sequences = sequence_labels(kwargs)
         if stats is None or (self._ids_at == rec.step and not again) or not stats.due():
             return
         self._ids_at = rec.step
@@ -248,7 +250,7 @@ class LossCapture:
                 self.language_model(tensor)
                 found = saved_inputs(tensor)  # and the predictions and labels its node saved
                 if found is not None:
-                    self._record_inputs(*found)
+                    self._record_inputs(*self._per_position(*found))
             return
         if rec.mode != Mode.TRAIN:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
@@ -345,7 +347,23 @@ class LossCapture:
             found = None if scores is None else ("classes", scores, self._labels)
         if found is None:
             return  # a later loss of the step may have them (the one given to backward)
-        self._record_inputs(*found)
+        self._record_inputs(*self._per_position(*found))
+
+    def _per_position(
+        self, kind: str, predictions: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[str, torch.Tensor, torch.Tensor]:
+        """Class labels a loss flattened from the (batch, length) `labels=` of the model's call
+        (a seq2seq model's `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`) in that
+        shape again, the scores as (batch, length, V): targets per position of a sequence, as
+        the rules tell them (`class_imbalance` does not count tokens as a data set's classes)."""
+        seq = self._sequences if self._labels_at == self.hook.recorder.step else None
+        if (
+            kind == "classes" and seq is not None and labels.dim() == 1
+            and labels.numel() == seq.numel() and predictions.dim() == 2
+            and predictions.shape[0] == labels.numel()
+        ):  # fmt: skip
+            return kind, predictions.reshape(*seq.shape, -1), labels.reshape(seq.shape)
+        return kind, predictions, labels
 
     def _record_inputs(self, kind: str, predictions: torch.Tensor, labels: torch.Tensor) -> None:
         """The step's loss's predictions and labels ("classes": their class statistics, and
@@ -465,6 +483,18 @@ def class_labels(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor 
             return found
     found = [a for a in args[1:] if _is_labels(a)]
     return found[0] if len(found) == 1 else None
+
+
+def sequence_labels(kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """The (batch, length) integer `labels=` of a model's call (a seq2seq model's targets)."""
+    found = kwargs.get("labels")
+    if (
+        isinstance(found, torch.Tensor)
+        and found.dim() == 2
+        and not (found.is_floating_point() or found.is_complex())
+    ):
+        return found
+    return None
 
 
 def _is_labels(value: Any) -> bool:
