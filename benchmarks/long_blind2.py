@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from long_blind import _ar1, _log_uniform, _maybe_rho, _noise, _power  # the first blind set's helpers
 
 LR = "learning_rate/model"  # the same name as long_runs.LR
 MODE = "mode"  # as long_blind.MODE (no kind here records one)
@@ -33,39 +34,6 @@ STREAM = 2000  # the kinds' random streams: [seed, STREAM + index] (bugs: STREAM
 
 
 # helpers -------------------------------------------------------------------------------------
-def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
-    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
-
-
-def _ar1(z: np.ndarray, rho: float) -> np.ndarray:
-    """Unit-variance AR(1) noise from the standard normal innovations `z`."""
-    e = z * math.sqrt(1 - rho**2)
-    out = np.empty(len(z))
-    out[0] = z[0]
-    for i in range(1, len(z)):  # 10^5 steps: ~0.05 s
-        out[i] = rho * out[i - 1] + e[i]
-    return out
-
-
-def _noise(n: int, rng: np.random.Generator, sd: float | np.ndarray, rho: float = 0.0) -> np.ndarray:
-    """A multiplicative log-normal noise factor of mean 1 and relative spread `sd` (an array:
-    a spread per step), AR(1)-correlated when `rho` > 0."""
-    z = rng.standard_normal(n)
-    if rho > 0:
-        z = _ar1(z, rho)
-    return np.exp(sd * z - np.asarray(sd) ** 2 / 2)
-
-
-def _maybe_rho(rng: np.random.Generator) -> float:
-    """No correlation on half the seeds, AR(1) with rho 0.2-0.8 on the other half (data order)."""
-    return 0.0 if rng.random() < 0.5 else rng.uniform(0.2, 0.8)
-
-
-def _power(t: np.ndarray, start: float, floor: float, scale: float, p: float) -> np.ndarray:
-    """A power-law decay from `start` to `floor` (scaling law in steps or tokens)."""
-    return floor + (start - floor) / (1 + t / scale) ** p
-
-
 def _bf16(x: np.ndarray) -> np.ndarray:
     """Round to bfloat16 (8 significant bits), as a loss logged in bf16 is."""
     m, e = np.frexp(x)
