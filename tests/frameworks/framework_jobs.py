@@ -23,9 +23,10 @@ QUIET_ENV = {
 
 
 def run_job(
-    script: str, out: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    script: str, out: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
 ) -> dict[str, Any]:
-    """Run `script OUT ARGS...`; warnings raised by mldbg's own code fail the job."""
+    """Run `script OUT ARGS...`; warnings raised by mldbg's own code fail the job. `timeout`: 10
+    minutes, for a loaded 2-core machine (TensorFlow's job took over 5 at load 14)."""
     out.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **QUIET_ENV, **(env or {})}
     cmd = [sys.executable, "-W", "error:::mldbg", str(HERE / script), str(out), *args]
