@@ -103,7 +103,9 @@ class LossDivergence(LossSeriesRule):
     binomial test at the n-th value's share of a 1e-3-per-run budget): a loss oscillating
     with a growing swing around an unchanged median, past the edge of stability. A swing must
     also reach 0.2 of the loss's starting level (`floor_of`): a divergence undoes the
-    training; a converged loss that flickers far below where it began has lost nothing.
+    training; a converged loss that flickers far below where it began has lost nothing. A
+    series that took a negative value is a signed objective (PPO's clipped surrogate,
+    hovering around 0): its swings are not judged, as *at once* does not judge it.
 
     *At once*: a young training loss jumps to more than `factor` x its first value within its first
     `onset` saved values after it, and stays far above it: the last `persist` saved values all
@@ -220,7 +222,11 @@ class LossDivergence(LossSeriesRule):
                 if n > self.horizon:
                     break
                 out[i] = self._diverged(values, n) is not None
-        if (name, "swings") not in self._fired and len(lengths):
+        if (
+            (name, "swings") not in self._fired
+            and len(lengths)
+            and not self._signed(name, values, int(lengths.min()))
+        ):
             x = np.asarray(values, dtype=np.float64)
             top = int(lengths.max())
             start = max(0, int(lengths.min()) - 1 - _HALF - _RECENT - _HISTORY - _HALF)
@@ -239,11 +245,25 @@ class LossDivergence(LossSeriesRule):
     ) -> list[Finding]:
         return self._at_once(trial, name, steps, values) + self._swinging(trial, name, steps, values)
 
+    def reset(self) -> None:
+        super().reset()
+        self._negative: dict[str, tuple[int, bool]] = {}  # `_signed`: (values read, one negative)
+
+    def _signed(self, name: str, values: Sequence[float], n: int) -> bool:
+        """Whether the series took a negative value among its first `n`: a signed objective
+        (PPO's clipped surrogate, a policy gradient's term), as `_at_once` reads one, whose
+        swings around a level near 0 are no divergence (read incrementally)."""
+        seen, negative = self._negative.get(name, (0, False))
+        if not negative and n > seen:
+            negative = bool((np.asarray(values[seen:n], dtype=np.float64) < 0).any())
+            self._negative[name] = (n, negative)
+        return negative
+
     def _swinging(
         self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
     ) -> list[Finding]:
         n = len(values)
-        if (name, "swings") in self._fired or n <= 2 * _HALF:
+        if (name, "swings") in self._fired or n <= 2 * _HALF or self._signed(name, values, n):
             return []
         i = n - 1 - _HALF
         mid = values[i]
