@@ -231,3 +231,27 @@ def test_the_fast_scan_holds_the_step_scans_state_after_every_value(kind):
         fast._sum, fast._start, fast._ref, fast._pend = copy.deepcopy(states[hi - 1])
         lo = hi
     assert compared > 100
+
+
+def test_quiet_on_a_full_batch_fit_whose_adam_spike_turns_far_below_its_start(tmp_path, monkeypatch):
+    """A physics-informed fit trained full-batch with Adam: no batch noise, 4 decades down,
+    then one of Adam's spikes, 30x within 3 steps (geometric: it accelerates, as a runaway
+    does) and back over 100. It never climbs back to 0.2 of where the loss began, so it
+    undid nothing: no runaway. Without that bar it is one."""
+    import numpy as np
+
+    from mldbg.rules import losses
+    from tests.rules.test_loss_divergence import _write_losses
+
+    rng = np.random.default_rng(0)
+    n, at = 4000, 3000
+    t = np.arange(n, dtype=np.float64)
+    log_x = np.log(2.0) - 4 * np.log(10) * (1 - 1 / (1 + t / 100) ** 0.8) / (1 - 1 / (1 + n / 100) ** 0.8)
+    k = t[at:] - at
+    log_x[at:] += np.log(30) * np.where(k < 3, k / 3, np.exp(-(k - 3) / 100))
+    x = np.exp(log_x + 0.003 * rng.standard_normal(n))
+    path = _write_losses(tmp_path / "run", x)
+    assert float(x[at:].max()) < 0.2 * x[0]
+    assert "loss_change_point" not in {f.rule for f in mldbg.check(path)}
+    monkeypatch.setattr(losses, "_UNDONE", 0.0)
+    assert "loss_change_point" in {f.rule for f in mldbg.check(path, rules=["loss_change_point"])}

@@ -678,6 +678,28 @@ def _recent_trend(x: np.ndarray) -> float:
     return stats.trend_z(meds)
 
 
+_UNDONE = 0.2  # a divergence must bring the loss back to this share of its starting level
+
+
+def floor_of(values: Sequence[float] | np.ndarray) -> float:
+    """The least value a divergence's swings (`loss_divergence`) or runaway climb
+    (`loss_change_point`) must reach: `_UNDONE` (0.2) x the loss's starting
+    level (the median of its first 10 values; 0 when that is not positive). A divergence
+    undoes the training: its swings bring the loss back towards where it began. A converged
+    loss that shed 99% of its start and flickers between 1% and 13% of it (Lion's sign
+    steps on a graph network at 0.008, batches to 0.17 from a start of 1.27) has lost
+    nothing worth a stop; nor has a memorised training set's cross-entropy at 1e-9, whose
+    batches read 1e-8..1e-5 as float rounding moves them (10^4 x its level, still nothing):
+    a ratio to a level near 0 says nothing; nor has a full-batch fit 4 decades down whose
+    Adam spikes climb 2-30x geometrically for a few steps and turn. A real divergence grows
+    by e-folds until it passes the start: the bar delays it by a few e-folds."""
+    head = np.asarray(values[:10], dtype=np.float64)
+    head = head[np.isfinite(head)]
+    if not len(head):
+        return 0.0
+    return max(0.0, _UNDONE * float(np.median(head)))
+
+
 def floorless(values: Sequence[float] | np.ndarray) -> bool:
     """Whether a loss series has no floor at 0 to judge its progress against: its values take
     both signs, the middle 90% of them straddling 0 (its level is near 0 against its own

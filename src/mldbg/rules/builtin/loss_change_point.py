@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS
+from mldbg.rules.losses import GAME_STEPS, floor_of
 from mldbg.rules.select import adversarial, moving_targets
 from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
@@ -519,7 +519,11 @@ class LossChangePoint(LossSeriesRule):
         by more than `_ACCEL` innovation scales of a difference (sqrt(2) of them) on the one before
         (climbing in strides through both: one bad batch at the end of a transient,
         loss_spike's, is one new high after a value that was none; a restart's or a new
-        stage's jump is one stride, then noise)."""
+        stage's jump is one stride, then noise), and its last value back above 0.2 of the
+        loss's starting level (`mldbg.rules.losses.floor_of`: a divergence undoes the
+        training; a full-batch fit 4 decades down whose Adam spike climbs 2-30x geometrically
+        for a few steps and turns has undone nothing; a climb that goes on is still found as
+        climbing on, or lasting)."""
         lo = max(start, i + 1 - _CURVE)
         if i - lo < 2:
             return False
@@ -528,6 +532,8 @@ class LossChangePoint(LossSeriesRule):
             return False
         if not (y[-1] > y[-2] > float(np.max(y[:-2]))):
             return False  # not climbing now: its last two values not each a new high
+        if y[-1] <= floor_of(values):
+            return False  # far below where the loss began: a converged fit's spike undoes nothing yet
         noise = scale * max(1.0, float(np.median(y)) / level) if level > 0 else scale
         if not min(y[-1] - y[-2], y[-2] - y[-3]) > _ACCEL * math.sqrt(2) * scale:
             return False  # not climbing in strides: one jump (a restart, a new stage), then noise

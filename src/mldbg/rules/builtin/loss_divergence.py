@@ -11,6 +11,7 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
+from mldbg.rules.losses import floor_of
 from mldbg.rules.params import Range
 from mldbg.rules.stats import binomial_tail, median, sliding_median
 from mldbg.rules.view import TrialView
@@ -18,24 +19,6 @@ from mldbg.rules.view import TrialView
 _HALF = 10  # a value's local level: the median of the 2 x 10 + 1 values centred on it
 _RECENT = 50  # the values whose share beyond `factor` x their local level is tested
 _HISTORY = 1000  # ... against the run's own rate of such values over as many before them
-_UNDONE = 0.2  # a swing must reach this share of the loss's starting level
-
-
-def floor_of(values: Sequence[float] | np.ndarray) -> float:
-    """The least value a swing must reach: `_UNDONE` (0.2) x the loss's starting
-    level (the median of its first 10 values; 0 when that is not positive). A divergence
-    undoes the training: its swings bring the loss back towards where it began. A converged
-    loss that shed 99% of its start and flickers between 1% and 13% of it (Lion's sign
-    steps on a graph network at 0.008, batches to 0.17 from a start of 1.27) has lost
-    nothing worth a stop; nor has a memorised training set's cross-entropy at 1e-9, whose
-    batches read 1e-8..1e-5 as float rounding moves them (10^4 x its level, still nothing):
-    a ratio to a level near 0 says nothing. A real edge-of-stability divergence grows its
-    swings by e-folds until they pass the start: the bar delays it by a few e-folds."""
-    head = np.asarray(values[:10], dtype=np.float64)
-    head = head[np.isfinite(head)]
-    if not len(head):
-        return 0.0
-    return max(0.0, _UNDONE * float(np.median(head)))
 
 
 def far_flags(x: np.ndarray, factor: float = 10.0, floor: float = 0.0) -> np.ndarray:
