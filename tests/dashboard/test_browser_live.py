@@ -205,11 +205,11 @@ def test_live_training_new_run_steps_finding_evidence_axes_url_and_stop(browser,
                 ),
                 timeout=WAIT,
             )
-            on_chart = page.evaluate(
-                f"() => [...new Set({traces('plot-reduction')}.filter(t => !t.meta.finding).map(t => t.meta.tensor))]"
-            )
+            shown = f"[...new Set({traces('plot-reduction')}.filter(t => !t.meta.finding).map(t => t.meta.tensor))]"
             # several tensors at once, where the finding names several (which finding comes first
-            # live depends on the machine's speed)
+            # live depends on the machine's speed; the chart draws them as their series arrive)
+            page.wait_for_function(js(f"{shown}.length >= {min(2, len(found['tensors']))}"), timeout=WAIT)
+            on_chart = page.evaluate(f"() => {shown}")
             assert len(on_chart) >= min(2, len(found["tensors"])) and set(on_chart) <= set(found["tensors"])
             assert not [t for t in on_chart if t.startswith("CrossEntropyLoss_output")]  # on the Losses chart
             shoot(page, tmp_path, "dashboard_tensors_finding", clip=_box(page, "#card-tensor"))
