@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -198,3 +199,18 @@ def moving_targets(
     if not (first > 0 and last >= _TARGETS_GROWN * first):
         return False
     return ratio <= _SHARE_ROSE * (last / first) ** 2
+
+
+def progress_chases_targets(
+    view: TrialView, name: str, steps: Sequence[int], p: Any, rise: bool = False
+) -> bool:
+    """`moving_targets` for a judgement of `mldbg.rules.losses.progress` (`p`) over the saved
+    `steps` of the loss `name`: its last block against its first (`rise`: against its best),
+    as `loss_not_decreasing` and `underfitting` read a flat or rising loss."""
+    n, m = p.n, p.block
+    b, early = (p.best_at, p.best) if rise else (0, p.first)
+    if not early > 0:
+        return False
+    return moving_targets(
+        view, name, (steps[b], steps[b + m - 1]), (steps[n - m], steps[n - 1]), p.last / early
+    )

@@ -22,7 +22,7 @@ from mldbg.rules.losses import (
     streaks_at,
     warming_up,
 )
-from mldbg.rules.select import adversarial, moving_targets
+from mldbg.rules.select import adversarial, progress_chases_targets
 from mldbg.rules.view import TrialView
 
 _MATERIAL = 10.0  # % the loss must shed to count as progress, whatever diff_percent says
@@ -254,18 +254,6 @@ class LossNotDecreasing(Rule):
             return True
         return any(other != name and opposed(values, s.values) for other, s in self._tracker.train.items())
 
-    @staticmethod
-    def _chases(trial: TrialView, name: str, kind: str, steps: Sequence[int], p: Any) -> bool:
-        """A loss that rose or stayed flat while its targets spread out as much
-        (`mldbg.rules.select.moving_targets`: a TD loss chasing the values it learns)."""
-        n, m = p.n, p.block
-        b, early = (p.best_at, p.best) if kind == "rise" else (0, p.first)
-        if not early > 0:
-            return False
-        return moving_targets(
-            trial, name, (steps[b], steps[b + m - 1]), (steps[n - m], steps[n - 1]), p.last / early
-        )
-
     def _judge(
         self,
         trial: TrialView,
@@ -280,7 +268,10 @@ class LossNotDecreasing(Rule):
         if not found or self._game(trial, name, mode, steps, values):
             return []
         if mode == "TRAIN":
-            found = [(k, p) for k, p in found if k == "stuck" or not self._chases(trial, name, k, steps, p)]
+            found = [
+                (k, p) for k, p in found
+                if k == "stuck" or not progress_chases_targets(trial, name, steps, p, rise=k == "rise")
+            ]  # fmt: skip
         what = f"{name} ({mode})"
         out: list[Finding] = []
         warm = warming_up(trial, step) if mode == "TRAIN" and any(k == "flat" for k, _ in found) else None

@@ -23,7 +23,7 @@ from mldbg.rules.losses import (
     progress,
     warming_up,
 )
-from mldbg.rules.select import adversarial, moving_targets
+from mldbg.rules.select import adversarial, progress_chases_targets
 from mldbg.rules.view import TrialView
 
 
@@ -166,10 +166,7 @@ class Underfitting(Rule):
                 continue  # an adversarial game (a GAN): its loss is not meant to fall
             if not _rising(p) and warming_up(trial, s.steps[-1]):
                 continue  # a flat loss while the learning rate still rises: the warm-up's
-            n, m = p.n, p.block
-            if p.first > 0 and moving_targets(
-                trial, name, (s.steps[0], s.steps[m - 1]), (s.steps[n - m], s.steps[n - 1]), p.last / p.first
-            ):
+            if progress_chases_targets(trial, name, s.steps, p):
                 continue  # a TD loss chasing targets that grow with the values it learns
             if self.first(name):
                 found.append((name, p, evals, s.steps[-1]))
