@@ -76,6 +76,8 @@ class LowFeatureImportance(Rule):
         self._most_splits = float("inf")
         share = scores / scores.sum()
         low = np.flatnonzero(share <= self.threshold / scores.size)
+        if low.size < self.nfeatures:
+            return None  # nothing to judge: the run's information is not read
         info = read_run_info(trial.trial)
         groups = _constraint_groups(info.params.get("interaction_constraints") if info else None, info)
         if groups is not None:  # judged only beside a used feature of its own group
