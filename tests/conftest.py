@@ -86,3 +86,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                     self._reschedule(other)
 
     return FileGroups(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _no_torch_mode_left_behind():
+    """No test leaves a torch function mode on the stack, nor the `torch.compile` stance
+    changed: the hook's modes (attention capture, evaluation-loss window) and stance
+    (compiled statistics steps) are the process's while on, and one left behind changed every
+    later test of the worker (a compiled model traced under a stale capture). Taken off after
+    the check, so one leak fails one test, not the rest."""
+    yield
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    left = torch.overrides._get_current_function_mode_stack()
+    while torch._C._len_torch_function_stack():
+        torch.overrides._pop_mode()
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    stance = dynamo._stance.stance if dynamo is not None else "default"
+    if stance != "default":
+        torch.compiler.set_stance("default")
+    assert not left and stance == "default", f"left behind: modes {left}, torch.compile stance {stance!r}"

@@ -288,6 +288,56 @@ def test_a_hook_closed_during_a_captured_forward_still_ends_it(tmp_path):
     assert net[0].depths == [1] and _depth() == 0
 
 
+def test_a_part_called_on_its_own_ends_the_capture_it_began(tmp_path):
+    """A model that trains through a part called on its own (DEC's second phase trains the
+    autoencoder's encoder), and a container whose parts are called one by one: a capture a
+    part's forward begins ends with that forward. A capture left on the stack saw every later
+    torch call of the process, and dynamo traced the user's compiled models under it (a full
+    run's compiled MoE then handed `torch.bincount` its router's probabilities)."""
+    encoder = nn.Sequential(nn.Linear(16, 8), nn.ReLU())
+    model = nn.Sequential(encoder, nn.Linear(8, 16))
+    container = nn.ModuleList([SelfAttention(), nn.Linear(16, 16)])
+    opt = torch.optim.SGD([*model.parameters(), *container.parameters()], lr=0.01)
+    x = torch.randn(4, 3, 16)
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
+        hook.register_module(model)
+        hook.register_module(container)
+        for step in range(6):
+            # the whole model's forward, then its part's on its own (from the first update then)
+            loss = (model(x) if step < 2 else encoder(x)).square().mean()
+            loss = loss + container[1](container[0](x)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            assert _depth() == 0, step
+    assert torch._C._len_torch_function_stack() == 0
+    assert len(container[0].depths) == 6 and set(container[0].depths) == {1}  # captured, each step
+
+
+def test_a_capture_under_a_users_mode_leaves_it_in_place(tmp_path):
+    """A mode the user enters inside a captured forward and leaves after it (a profiler's,
+    a tracer's) stays on the stack; the capture alone comes off."""
+    from torch.overrides import TorchFunctionMode
+
+    class Users(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Enters(nn.Module):
+        def forward(self, x):
+            users.__enter__()
+            return x
+
+    users = Users()
+    net = nn.Sequential(SelfAttention(), Enters()).eval()
+    with mldbg.torch.Hook(str(tmp_path / "run"), statistics_every=1) as hook:
+        hook.register_module(net)
+        net(torch.randn(2, 4, 16))
+        assert torch.overrides._get_current_function_mode_stack()[-1] is users and _depth() == 1
+        users.__exit__(None, None, None)
+    assert net[0].depths == [1] and torch._C._len_torch_function_stack() == 0
+
+
 class Waits(nn.Module):
     """Its forward waits for `release` after setting `inside`."""
 

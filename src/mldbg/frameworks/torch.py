@@ -54,7 +54,7 @@ from mldbg.frameworks.torch_defaults import (
 )
 from mldbg.frameworks.torch_eval import EvalForwards
 from mldbg.frameworks.torch_host import host_copy, nbytes, to_numpy
-from mldbg.frameworks.torch_layers import LAYER_COLLECTIONS, StepLayers, watch_layers
+from mldbg.frameworks.torch_layers import LAYER_COLLECTIONS, StepLayers, end_attention_at, watch_layers
 from mldbg.frameworks.torch_loss import NAME as LOSS_NAME
 from mldbg.frameworks.torch_loss import LossCapture
 from mldbg.frameworks.torch_models import Attached, Names, Omitting, RegisteredModel, model_inputs, take_over
@@ -429,7 +429,7 @@ class Hook(StepEnds, Adapter):
                     self._eager.enter(m, rec.step)
                 self._step_layers.attach()  # taken off at the step's end
                 if self._capture is not None:
-                    self._capture.start(m, rec.mode)
+                    self._capture.start(m, rec.mode, module)
         if m.eager and rec.saving and not rec.collections.active.isdisjoint(LAYER_SAVES):
             self._eager.enter(m, rec.step)  # a layer collection saves at this step: its layers run eagerly
         if self._pieces is not None and self._pieces.any(m.params):
@@ -556,6 +556,7 @@ class Hook(StepEnds, Adapter):
                 part.register_forward_pre_hook(self._attach(self._on_stray_start, part, m), with_kwargs=True)
             )
             self._module_handles.append(part.register_forward_hook(self._attach(self._on_stray_end, part, m)))
+            end_attention_at(self, m, part)  # a capture its forward begins ends with it
 
     def _on_stray_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]

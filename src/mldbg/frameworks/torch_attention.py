@@ -62,6 +62,7 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from mldbg.frameworks.torch_models import Attached
+from mldbg.frameworks.torch_modes import take_off
 
 log = logging.getLogger("mldbg")
 
@@ -202,9 +203,11 @@ class AttentionCapture:
             self._names.setdefault(id(module), (prefix + qualname if qualname else f"{prefix}model", says))
             self._objects.setdefault(id(module), module)
 
-    def start(self, key: Any, mode: Any) -> None:
+    def start(self, key: Any, mode: Any, opener: Any) -> None:
         """A registered model's forward begins, at a statistics step: capture its attention
-        (unless a forward of it in `mode` met none, or a capture is already on in this thread)."""
+        (unless a forward of it in `mode` met none, or a capture is already on in this thread)
+        until the forward of `opener` ends (the model, or the part of it that was called:
+        the first part of a container, a part trained on its own)."""
         local = self._local
         if self.closed or id(key) not in self._keys or (id(key), mode) in self._quiet:
             return
@@ -213,17 +216,19 @@ class AttentionCapture:
         capture = _Mode(self)
         capture.__enter__()
         local.mode, local.key, local.model_mode, local.counts, local.found = capture, key, mode, {}, False
+        local.opener = opener
         local.dropout = []
         self._active.add(threading.get_ident())
 
-    def stop(self, key: Any, failed: bool = False) -> None:
-        """`key`'s forward ended (or raised: `failed`): leave the capture it started."""
+    def stop(self, key: Any, opener: Any, failed: bool = False) -> None:
+        """The forward of `opener` (of `key`) ended (or raised: `failed`): leave the capture it
+        started (off the mode stack where it sits: `torch_modes.take_off`)."""
         local = self._local
         capture = getattr(local, "mode", None)
-        if capture is None or local.key is not key:
+        if capture is None or local.key is not key or local.opener is not opener:
             return
-        local.mode = None
-        capture.__exit__(None, None, None)
+        local.mode = local.opener = None
+        take_off(capture)
         self._active.discard(threading.get_ident())
         if not local.found and not failed:
             self._quiet.add((id(key), local.model_mode))
@@ -238,9 +243,8 @@ class AttentionCapture:
         capturing end)."""
         self.closed = True
         local = self._local
-        capture = getattr(local, "mode", None)
-        if capture is not None and torch.overrides._get_current_function_mode() is capture:
-            self.stop(local.key)
+        if getattr(local, "mode", None) is not None:
+            self.stop(local.key, local.opener)
         if not self._active:
             self._remove_handles()
 

@@ -75,6 +75,8 @@ from torch.nn import functional as F
 from torch.nn._reduction import legacy_get_string
 from torch.overrides import TorchFunctionMode
 
+from mldbg.frameworks.torch_modes import depth, take_off
+
 log = logging.getLogger("mldbg")
 
 CLASS_LOSSES: frozenset[Any] = frozenset(
@@ -301,16 +303,8 @@ class _Window(TorchFunctionMode):
         if threading.get_ident() != self.thread:
             return False
         self.entered = False
-        above = []
-        while depth():
-            mode = torch.overrides._pop_mode()
-            if mode is self:
-                break
-            above.append(mode)
-        else:  # not on the stack (popped by another): put back what was taken
+        if not take_off(self):  # popped by another
             log.debug("mldbg: the evaluation-loss window was not on the mode stack")
-        for mode in reversed(above):
-            torch.overrides._push_mode(mode)
         return True
 
     def __torch_function__(
@@ -330,11 +324,6 @@ class _Window(TorchFunctionMode):
         finally:
             self.handling = False
         return out
-
-
-def depth() -> int:
-    """The number of torch function modes on this thread's stack."""
-    return int(torch._C._len_torch_function_stack())
 
 
 def _flat(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

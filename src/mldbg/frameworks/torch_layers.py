@@ -121,12 +121,22 @@ def watch_attention(hook: Hook, m: RegisteredModel, inner: nn.Module) -> None:
             lambda name, x: stats.add(name, x, "relu_activations"),  # F.relu's input
         )
     hook._capture.watch(inner, m.prefix, m)
+    container = isinstance(m.module, (nn.ModuleDict, nn.ModuleList))  # its parts are called, one by one
+    for opener in m.module.children() if container else [m.module]:
+        end_attention_at(hook, m, opener)
+
+
+def end_attention_at(hook: Hook, m: RegisteredModel, opener: nn.Module) -> None:
+    """End the attention capture that a forward of `opener` began (the model, or a part of it
+    called on its own) when that forward ends, or raises."""
     capture = hook._capture
+    if capture is None:
+        return
 
     def end(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        capture.stop(m, failed=output is None)  # also when the forward raised (always_call)
+        capture.stop(m, module, failed=output is None)  # also when the forward raised (always_call)
 
-    capture.handles.append(m.module.register_forward_hook(Ending(end, hook, m.module), always_call=True))
+    capture.handles.append(opener.register_forward_hook(Ending(end, hook, opener), always_call=True))
 
 
 def functional_dropout(stats: Any) -> Callable[[Any, list[bool]], None]:

@@ -68,7 +68,8 @@ import torch
 
 from mldbg.config import Mode
 from mldbg.frameworks import torch_lm
-from mldbg.frameworks.torch_eval_loss import EvalLoss, depth
+from mldbg.frameworks.torch_eval_loss import EvalLoss
+from mldbg.frameworks.torch_modes import depth
 from mldbg.profiler import timeline as marks
 
 if TYPE_CHECKING:
