@@ -57,16 +57,22 @@ def _train(
     steps: int,
     lr: float = 0.1,
     adam: bool = False,
+    in_place: str | None = None,
     **hook_options: Any,
 ) -> list[float]:
     """Train `torch.compile(model)` for `steps` steps (`step(compiled, i)` returns the loss),
-    with the two lines when `path` is given. Returns the losses."""
-    compiled = torch.compile(model, backend=BACKEND)
+    with the two lines when `path` is given. Returns the losses. `in_place`: `model.compile()`
+    instead, "before" or "after" the model is registered."""
+    compiled = model if in_place else torch.compile(model, backend=BACKEND)
+    if in_place == "before":
+        model.compile(backend=BACKEND)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr) if adam else torch.optim.SGD(params, lr=lr)
     hook = mldbg.torch.Hook(str(path), **hook_options) if path is not None else None
     if hook is not None:
         hook.register_module(compiled)
+    if in_place == "after":
+        model.compile(backend=BACKEND)
     losses = []
     try:
         for i in range(steps):
@@ -120,6 +126,29 @@ def test_dead_relus_of_a_compiled_model_are_found_and_the_twin_is_quiet(tmp_path
     assert _fired(tmp_path / "twin", ["dead_relu"]) == {}
     name = "model.F.relu_0_input_0" if functional else "1_input_0"
     assert name in mldbg.create_trial(str(tmp_path / "twin")).collections()["relu_activations"]
+
+
+# dynamo's warning as it hands the model's output to the forward hook at the graph break
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_model_compiled_in_place_runs_its_statistics_steps_eagerly(tmp_path, when):
+    """`model.compile()` (compiled in place, before or after it is registered): its hooks run
+    inside its compiled region, so the stance is set when the step before ends; its dead ReLUs
+    are found (from the step after the first forward when it was compiled after), the twin is
+    quiet, and the training is the one without the hook, compiled as often as a short run
+    compiles it (a graph break where the forward begins and ends, not one per step)."""
+    _relu_run(tmp_path / "dead", -10.0, functional=False, in_place=when)
+    found = _fired(tmp_path / "dead", ["dead_relu"])
+    assert found.get("dead_relu", 99) <= 5, found
+    plain = _relu_run(None, 0.0, functional=False, steps=30, in_place=when)
+    torch._dynamo.reset()
+    counters.clear()
+    hooked = _relu_run(tmp_path / "twin", 0.0, functional=False, steps=30, in_place=when)
+    assert hooked == plain
+    assert _fired(tmp_path / "twin", ["dead_relu"]) == {}
+    assert counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
+    steps = mldbg.create_trial(str(tmp_path / "twin")).tensor("1_input_0").steps()
+    assert set(range(1, 20)) <= set(steps), steps  # the warm-up's statistics steps, eagerly
 
 
 def test_the_compiled_training_is_unchanged_and_compiled_once(tmp_path):

@@ -41,7 +41,7 @@ from mldbg.errors import InvalidConfig
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.session import Worker
 from mldbg.frameworks.torch_attention import AttentionCapture
-from mldbg.frameworks.torch_compiled import EagerSteps, compiled_wrapper
+from mldbg.frameworks.torch_compiled import EagerSteps, compiled_in_place, compiled_wrapper
 from mldbg.frameworks.torch_ddp import outlive_reducer
 from mldbg.frameworks.torch_deepspeed import DeepSpeedZero, is_engine
 from mldbg.frameworks.torch_defaults import (
@@ -268,7 +268,7 @@ class Hook(StepEnds, Adapter):
             )
             self._module_handles.append(part.register_forward_hook(self._attach(end, part, m)))
         watch_layers(self, m, inner, compiled and not eager)
-        if eager:  # the stance comes back when its forward ends, or raises
+        if self._eager_ok:  # the stance comes back when its forward ends, or raises
             end = self._attach(self._on_compiled_end, model, m)
             self._module_handles.append(model.register_forward_hook(end, always_call=True))
         if not self._optimizer_hooks:  # global hooks: once for every model
@@ -363,6 +363,8 @@ class Hook(StepEnds, Adapter):
     ) -> None:
         m.running = self._forwarded_since = True
         m.inside = m.inside or module is m.module
+        if not m.eager and self._eager_ok and module is m.module and compiled_in_place(module):
+            m.eager = True  # `model.compile()`, before or after it was registered (torch_compiled)
         self._loss.forward_begins(m)
         rec = self.recorder
         mode = self._current_mode(module)
@@ -590,6 +592,28 @@ class Hook(StepEnds, Adapter):
         elif m.held is not None and m.held[4] is None and m.held[0] == self.recorder.step and m.held[3]:
             m.held = m.held[:4] + ((output,),)  # recorded at the step's end if no forward with gradients
         self._loss.forward_output(output, m)
+
+    def _eager_if_train_due(self, key: Any) -> None:
+        """When the open TRAIN step, or else the next one, will be a statistics step: compiled
+        code runs eagerly until `key` leaves (`torch_compiled`)."""
+        stats, rec = self._stats, self.recorder
+        if stats is None or not self._eager_ok or self._closed:
+            return
+        if rec.in_step and rec.mode == Mode.TRAIN:
+            due = stats.due()
+        else:
+            due = stats.cadence is not None and stats.cadence.peek(Mode.TRAIN, rec.mode_steps[Mode.TRAIN])
+        if due:
+            self._eager.enter(key, rec.mode_steps[Mode.TRAIN])
+
+    def _step_ended(self) -> None:
+        """A TRAIN step ended at an optimizer step: a model compiled in place (`model.compile()`)
+        runs its hooks inside its compiled region, too late to run the forward they begin
+        eagerly, so the stance is set now for the next step's forward when it is due."""
+        for m in self._models:
+            if m.eager and compiled_in_place(m.module):
+                self._eager_if_train_due(m)
+                return
 
     def _on_compiled_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any

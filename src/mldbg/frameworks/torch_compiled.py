@@ -26,6 +26,11 @@ memory (`HEADROOM`); above, they stay compiled and one line says so. The first c
 of the default cadence). `statistics_eager=False` keeps every step compiled, and these
 statistics unrecorded.
 
+A model compiled in place (`model.compile()`: its `_call_impl` compiled, hooks and all) runs
+the hook's own forward hooks inside its compiled region, at a graph break, where setting the
+stance no longer changes the frame that runs: for it the stance is set when the TRAIN step
+before a statistics step ends (`Hook._step_ended`), until its forward ends.
+
 The Hugging Face `Trainer` compiles the model itself (`torch_compile=True`: accelerate wraps the
 registered model after the callback registered it), so the wrapper's hooks are not mldbg's:
 the callback sets the stance for the whole optimizer step, from `on_step_begin` to
@@ -113,4 +118,9 @@ def compiled_wrapper(model: Any) -> bool:
     return getattr(model, "_orig_mod", None) is not None and isinstance(model, torch.nn.Module)
 
 
-__all__ = ["EagerSteps", "compiled_wrapper"]
+def compiled_in_place(model: Any) -> bool:
+    """Was `model` compiled in place (`model.compile()`: its `_call_impl`, hooks and all)?"""
+    return isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None
+
+
+__all__ = ["EagerSteps", "compiled_in_place", "compiled_wrapper"]

@@ -57,6 +57,9 @@ class StepEnds:
     def _stray_parts(self, m: RegisteredModel) -> None:
         raise NotImplementedError
 
+    def _step_ended(self) -> None:
+        raise NotImplementedError
+
     def _setup_step_ends(self) -> None:
         self._grad_handles: list[Any] = []  # per-parameter hooks until an optimizer is seen
         self._optimizer_hooks = False  # the global optimizer hooks are registered
@@ -280,6 +283,7 @@ class StepEnds:
         self.timeline.mark(marks.OPTIMIZER_END)
         self.timeline.step_end()
         self.recorder.end_step()
+        self._step_ended()
 
 
 def _after_first_call(

@@ -110,15 +110,8 @@ class TrainerHook(Hook):
         """A trainer that compiles the model itself (the Hugging Face `Trainer` with
         `torch_compile=True`) is about to run an optimizer step: when that TRAIN step will be a
         statistics step, compiled code runs eagerly until `eager_done` (`torch_compiled`)."""
-        stats, rec = self._stats, self.recorder
-        if stats is None or not self._eager_ok or self.stop_reason is not None or self._closed:
-            return
-        if rec.in_step and rec.mode == Mode.TRAIN:
-            due = stats.due()
-        else:
-            due = stats.cadence is not None and stats.cadence.peek(Mode.TRAIN, rec.mode_steps[Mode.TRAIN])
-        if due:
-            self._eager.enter(self, rec.mode_steps[Mode.TRAIN])
+        if self.stop_reason is None:
+            self._eager_if_train_due(self)
 
     def eager_done(self) -> None:
         """The optimizer step of `eager_if_due` ended: compiled code runs compiled again."""
