@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +13,34 @@ from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 
 COLLECTIONS = ("relu_activations", "tanh_activations", "sigmoid_activations", "outputs")
+# the share of the last pass's factor below which a pass off again counts as converging: a
+# running average with momentum 0.1 (PyTorch's) behind activations of variance 1e-4 shrinks
+# its factor by ~0.6 every 10 steps; a stuck one (momentum 0) moves with the data (+-20%)
+_CONVERGING = 0.75
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """The evaluation passes in a row off in scale and not converging: `streak` of them; the
+    last pass seen `ran` training steps in, and its worst factor (0: none of its steps off)."""
+
+    streak: int = 0
+    ran: int = -1
+    factor: float = 0.0
+
+    def after(self, ran: int, factor: float) -> _Passes:
+        """With an EVAL step `ran` training steps in, whose worst factor off is `factor` (0:
+        none off)."""
+        if ran == self.ran:  # the same pass: its first step off counts it
+            if factor and not self.factor:
+                return _Passes(self.streak + 1, ran, factor)
+            return _Passes(self.streak, ran, max(factor, self.factor))
+        if not factor:
+            return _Passes(0, ran, 0.0)
+        # a lagging average converges: off again, but by a factor shrunk past `_CONVERGING` of
+        # the last pass's, is a lag that is catching up (its streak starts over), not a stuck one
+        going_on = self.factor and factor >= _CONVERGING * self.factor
+        return _Passes(self.streak + 1 if going_on else 1, ran, factor)
 
 
 @register
@@ -27,7 +56,13 @@ class TrainEvalDiscrepancy(Rule):
 
     Judges an evaluation at the next TRAIN statistics step, only after `min_train_steps`
     TRAIN steps (the training steps run, saved or not) (BatchNorm's running statistics need a few steps to follow the data), and
-    fires after `patience` EVAL steps in a row; the finding is dated at the EVAL step. Reads
+    fires after `patience` evaluation passes in a row with such a step (a pass: the EVAL steps
+    between two training steps; its batches share one set of running statistics, so a second
+    batch of the same pass is no new evidence); the finding is dated at the EVAL step. Running
+    statistics that lag behind the data converge: Keras' and Flax's BatchNorm (momentum 0.99,
+    a time constant of 100 steps) evaluated after its first few dozen steps can be 10x off in
+    one pass and within 5x at the next; running statistics that never follow it (momentum 0)
+    stay off at every pass. Reads
     the `mean` and `variance` statistics the two-line PyTorch hook records for activation
     inputs and model outputs in both modes (or raw tensors).
     """
@@ -42,9 +77,10 @@ class TrainEvalDiscrepancy(Rule):
     def reset(self) -> None:
         super().reset()
         self._before: dict[str, float] = {}  # per tensor, its scale at the last TRAIN statistics step
-        self._pending: list[tuple[int, dict[str, float]]] = []  # EVAL steps since then: their scales
+        # EVAL steps since then: their scales, and the training steps run before them (their pass)
+        self._pending: list[tuple[int, dict[str, float], int]] = []
         self._train_steps = 0
-        self._streak = 0
+        self._passes = _Passes()
 
     def _scale(self, trial: TrialView, name: str, step: int) -> float | None:
         var, mean = trial.statistic(name, step, "variance"), trial.statistic(name, step, "mean")
@@ -67,7 +103,7 @@ class TrainEvalDiscrepancy(Rule):
             if self._before:
                 scales = self._scales(trial, step)
                 if scales:
-                    self._pending.append((step, scales))
+                    self._pending.append((step, scales, self._train_steps))
             return None
         if mode != Mode.TRAIN:
             return None
@@ -79,8 +115,8 @@ class TrainEvalDiscrepancy(Rule):
         before, self._before = self._before, after
         if trial.mode_step(step) < self.min_train_steps:
             return None  # counted in training steps, saved or not (the statistics may be sparse)
-        for eval_step, scales in pending:
-            found = self._judge(trial, eval_step, scales, before, after)
+        for eval_step, scales, run in pending:
+            found = self._judge(trial, eval_step, scales, before, after, run)
             if found is not None:
                 return found
         return None
@@ -108,27 +144,28 @@ class TrainEvalDiscrepancy(Rule):
                 scale[t] = np.where(saved & np.isfinite(rms), rms, np.nan)
         k = quiet_prefix(interesting)
         has = ~np.isnan(scale[:, :k])
-        before, pending, streak = self._before, list(self._pending), self._streak
+        before, pending, passes = self._before, list(self._pending), self._passes
+        ran = self._train_steps + np.cumsum(train) - train  # training steps before each step
         cut = k
         for i in self._events(evals[:k], train[:k] & has.any(axis=0)).tolist():
             found = {names[t]: float(scale[t, i]) for t in np.flatnonzero(has[:, i]).tolist()}
             if evals[i]:
                 if before and found:
-                    pending.append((int(steps[i]), found))
+                    pending.append((int(steps[i]), found, int(ran[i])))
                 continue
             if mode_steps[i] >= self.min_train_steps:
-                run = streak
-                for _, scales in pending:
-                    off, worst = self._offs(scales, before, found)
-                    run = run + 1 if off else 0
-                    if worst is not None and run >= self.patience and "scale" not in self._fired:
+                now = passes
+                for _, scales, run in pending:
+                    _, worst = self._offs(scales, before, found)
+                    now = now.after(run, worst[0] if worst is not None else 0.0)
+                    if worst is not None and now.streak >= self.patience and "scale" not in self._fired:
                         cut = i  # the TRAIN step that reports: check()'s
                         break
                 if cut == i:
                     break
-                streak = run
+                passes = now
             pending, before = [], found
-        self._before, self._pending, self._streak = before, pending, streak
+        self._before, self._pending, self._passes = before, pending, passes
         self._train_steps += int(train[:cut].sum())
         return cut
 
@@ -172,17 +209,19 @@ class TrainEvalDiscrepancy(Rule):
         scales: dict[str, float],
         before: dict[str, float],
         after: dict[str, float],
+        run: int,
     ) -> Finding | None:
         off, worst = self._offs(scales, before, after)
-        self._streak = self._streak + 1 if off else 0
-        if worst is None or self._streak < self.patience or not self.first("scale"):
+        self._passes = self._passes.after(run, worst[0] if worst is not None else 0.0)
+        streak = self._passes.streak
+        if worst is None or streak < self.patience or not self.first("scale"):
             return None
         factor, name, scale, low, high = worst
         span = f"{low:.3g}" if low == high or f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g}-{high:.3g}"
         return self.finding(
             trial, step,
             f"in EVAL the scale (RMS) of {len(off)} tensor{'s' if len(off) > 1 else ''} is off by more than "
-            f"{self.threshold:g}x from TRAIN at {self._streak} evaluation steps in a row: {name} has RMS "
+            f"{self.threshold:g}x from TRAIN at {streak} evaluation passes in a row: {name} has RMS "
             f"{scale:.3g} in EVAL against {span} in the TRAIN steps around it ({factor:.3g}x)",
             tensors=off,
             suggestion="Check the mode-dependent layers: BatchNorm's running statistics (momentum, "
