@@ -35,11 +35,16 @@ SCRIPT = textwrap.dedent(
         rec.start_step()
         rec.save("x", np.full(4, value, np.float32), rec.plan("x", ()))
         rec.end_step()
-        time.sleep(0.01)
+        time.sleep(0.05)  # a second of writing: the other is released within it
     rec.close()
     print("accepted", flush=True)
     """
 )
+
+
+# the refusal: the other writer is writing, or (on a machine so loaded that one process was
+# released a second after the other) it has already finished; either way one run, whole
+REFUSALS = ("being recorded right now by another process", "already holds a run")
 
 
 def start_together(out: str, timeout: float = 120) -> list[tuple[int, str, str]]:
@@ -78,7 +83,7 @@ def test_two_writers_starting_together_one_is_refused(tmp_path):
         codes = sorted(rc for rc, _, _ in results)
         assert codes == [0, 3], results
         refused = next(out_ for rc, out_, _ in results if rc == 3)
-        assert "being recorded right now by another process" in refused
+        assert any(why in refused for why in REFUSALS), refused
         trial = mldbg.create_trial(str(out))
         values = {float(trial.tensor("x").value(s)[0]) for s in trial.steps()}
         assert len(values) == 1 and trial.steps() == list(range(20)), (values, trial.steps())
