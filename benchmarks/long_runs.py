@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only] [--blind | --blind2]
+        [--seeds 5] [--loss-only] [--blind | --blind2 | --blind3]
 
 Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -25,7 +25,8 @@ evaluation passes in EVAL mode, two with a learning rate) and `long_blind.BUGS` 
 held-out seeds, written and checked the same way. No rule ran on them while they were written;
 run it once, and do not tune on what it shows. `--blind2` measures the second blind set,
 `long_blind2` (14 more kinds, three with a learning rate, and 4 bugs; written after the first had
-been tuned on), the same way.
+been tuned on), the same way; `--blind3` the third, `long_blind3` (written after the second had
+been tuned on).
 """
 
 from __future__ import annotations
@@ -772,6 +773,11 @@ def main() -> int:
         action="store_true",
         help="the second blind set (long_blind2.KINDS and .BUGS) on the held-out seeds: measure it once",
     )
+    which.add_argument(
+        "--blind3",
+        action="store_true",
+        help="the third blind set (long_blind3.KINDS and .BUGS) on the held-out seeds: measure it once",
+    )
     ap.add_argument(
         "--loss-only",
         action="store_true",
@@ -782,9 +788,16 @@ def main() -> int:
     )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
-    blind, name = (
-        (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")
-    )
+    blind: ModuleType | None
+    if args.blind3:  # imported here: written after the other two (its constants match theirs)
+        import long_blind3
+
+        assert long_blind3.LR == LR and long_blind3.MODE == MODE and long_blind3.EVAL_UNSAVED == EVAL_UNSAVED
+        blind, name = long_blind3, "blind3"
+    else:
+        blind, name = (
+            (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")
+        )
     if blind and args.half != "heldout":
         ap.error(f"--{name} runs on the held-out seeds only")
     source_kinds, source_bugs = (blind.KINDS, blind.BUGS) if blind else (KINDS, BUGS)
