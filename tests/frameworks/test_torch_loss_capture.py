@@ -269,6 +269,37 @@ def test_register_loss_wins(tmp_path):
     np.testing.assert_allclose(_recorded(tmp_path, "CrossEntropyLoss_output_0"), losses, rtol=1e-5)
 
 
+def test_a_registered_loss_the_script_stopped_calling_leaves_the_loss_to_backward(tmp_path, caplog):
+    """`register_loss(nn.KLDivLoss())` kept while the script computes its KL by hand, `0 * log
+    0` NaN at every step (its gradients are finite: the training goes on): the registered loss
+    never runs, so each step records what it gave to backward as `loss`, with one warning,
+    and the NaN is found at step 0. Steps where the registered loss runs record it alone."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(N_IN, 32), nn.ReLU(), nn.Linear(32, N_CLASSES))
+    x, y = _data(STEPS)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    criterion = nn.KLDivLoss(reduction="batchmean")
+    given = []
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        hook.register_loss(criterion)
+        for i in range(STEPS):
+            log_q = F.log_softmax(model(x[i]), 1)
+            t = F.one_hot(y[i], N_CLASSES).float()  # zeros where no vote: 0 * log 0
+            loss = criterion(log_q, t) if i % 2 else (t * (t.log() - log_q)).sum(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            given.append(loss.item())
+    trial = mldbg.create_trial(str(tmp_path))
+    assert trial.tensor("loss").steps() == list(range(0, STEPS, 2))  # the steps it did not run
+    assert trial.tensor("KLDivLoss_output_0").steps() == list(range(1, STEPS, 2))
+    assert np.isnan(_recorded(tmp_path)).all() and all(np.isnan(given[0::2]))
+    assert sum("registered loss did not run" in r.message for r in caplog.records) == 1
+    found = [f for f in mldbg.check(str(tmp_path)) if f.rule == "exploding_tensor"]
+    assert found and found[0].step == 0 and "loss" in found[0].tensors, found
+
+
 def test_an_evaluation_records_the_returned_loss(tmp_path):
     torch.manual_seed(0)
     model = GPTLike()

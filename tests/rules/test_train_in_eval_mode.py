@@ -358,3 +358,51 @@ def test_a_model_without_a_forward_keeps_its_parts_unrecorded(tmp_path):
     trial = mldbg.create_trial(str(tmp_path / "run"))
     assert "model_input_0" not in trial.tensor_names()
     assert not mldbg.check(str(tmp_path / "run"), rules=["train_in_eval_mode"])
+
+
+@pytest.mark.parametrize("left_in_eval", [True, False], ids=["left-in-eval", "twin"])
+def test_a_recurrent_networks_own_dropout_shows_the_mode(tmp_path, left_in_eval):
+    """A two-layer GRU with `dropout=0.2` between its layers and no Dropout module (a
+    forecaster's decoder): its dropout acts in training mode only, so a model left in eval
+    after its first validation trains without it; found, and the twin that calls
+    `model.train()` is quiet."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 16, num_layers=2, dropout=0.2, batch_first=True)
+            self.head = nn.Linear(16, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.gru(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 12, 4, generator=g)
+    y = x[:, -3:, 0].sum(1, keepdim=True)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = nn.MSELoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(40):
+            if step == 0 or not left_in_eval:
+                model.train()
+            idx = torch.randint(0, 448, (32,), generator=g)
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+            if step % 10 == 9:  # a validation pass
+                model.eval()
+                with torch.no_grad():
+                    loss_fn(model(x[448:]), y[448:])
+    found = [f for f in mldbg.check(str(tmp_path / "run")) if f.rule == "train_in_eval_mode"]
+    if left_in_eval:
+        assert found and 10 <= found[0].step <= 20, found
+    else:
+        assert not found, found

@@ -307,6 +307,8 @@ class Hook(StepEnds, Adapter):
                 f"register_loss needs an nn.Module such as nn.CrossEntropyLoss(), got {type(loss_fn).__name__}; "
                 "a loss computed otherwise is recorded as 'loss' from the tensor given to backward"
             )
+        if not self._loss.off:  # a step that trains without it records what backward is given
+            self._loss.registered_at = -1
         self._loss.off = True  # the registered loss is the loss
         prefix = type(loss_fn).__name__
         kinds = (("predictions",), ("labels",))
@@ -318,6 +320,8 @@ class Hook(StepEnds, Adapter):
             rec = self.recorder
             if self._evals.loss() and rec.mode == Mode.TRAIN:
                 return  # an evaluation's loss, in training mode (torch_eval): not the TRAIN step's
+            if rec.mode == Mode.TRAIN and rec.in_step and self._loss.registered_at is not None:
+                self._loss.registered_at = rec.step
             self.timeline.mark(marks.BACKWARD_START)  # the loss is computed: backward comes next
             if self._stats is not None:
                 self._stats.loss(prefix, args, classes)
@@ -334,12 +338,12 @@ class Hook(StepEnds, Adapter):
 
     def save_tensor(self, name: str, value: Any, collections: Sequence[str] = ()) -> None:
         if name == LOSS_NAME:  # the script records its loss itself: that one is the loss from now on
-            self._loss.off = True
+            self._loss.off, self._loss.registered_at = True, None
         super().save_tensor(name, value, collections)
 
     def save_scalar(self, name: str, value: Any) -> None:
         if name == LOSS_NAME:
-            self._loss.off = True
+            self._loss.off, self._loss.registered_at = True, None
         super().save_scalar(name, value)
 
     def set_mode(self, mode: Mode) -> None:

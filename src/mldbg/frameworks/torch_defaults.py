@@ -98,7 +98,8 @@ CONFUSION_STEPS = 64  # ... of at most this many steps (a few MB of matrices on 
 
 
 def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Parameter]]]]:
-    """The mode-dependent modules of `model` by kind: `dropout` (Dropout with p > 0) and
+    """The mode-dependent modules of `model` by kind: `dropout` (Dropout with p > 0, an RNN of
+    several layers with `dropout` > 0 between them) and
     `norm` (BatchNorm, InstanceNorm with running statistics), each with the parameters that
     say whether it trains: its own, else its parent's."""
     groups: dict[str, list[tuple[nn.Module, list[nn.Parameter]]]] = {"dropout": [], "norm": []}
@@ -108,6 +109,8 @@ def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Pa
             parents[f"{name}.{child_name}" if name else child_name] = module
         if isinstance(module, nn.modules.dropout._DropoutNd) and getattr(module, "p", 0) > 0:
             kind = "dropout"
+        elif isinstance(module, nn.RNNBase) and module.dropout > 0 and module.num_layers > 1:
+            kind = "dropout"  # an LSTM's or GRU's dropout between its layers, in training mode only
         elif isinstance(module, nn.modules.batchnorm._NormBase) and module.track_running_stats:
             kind = "norm"  # BatchNorm, and InstanceNorm with running statistics
         else:

@@ -106,6 +106,10 @@ class LossCapture:
         self.hook = hook
         self.off = False
         self.counts_only = False  # listening to backward for the language-model counts only
+        # with `register_loss` alone: the last TRAIN step whose registered loss ran (-1: none
+        # yet); a step that trains without it records the loss given to backward (`uncovered`)
+        self.registered_at: int | None = None
+        self._told_uncovered = False
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
         self._returned_nodes: list[Any] = []  # their autograd nodes (TRAIN: is one given to backward?)
         # is the scalar a model returns what the script trains on? None: not yet seen; False once a
@@ -242,6 +246,14 @@ class LossCapture:
             self._returned_nodes.append(loss.grad_fn)
         self._inputs(loss, output)
 
+    def uncovered(self) -> bool:
+        """The loss is left to `register_loss` alone (no trainer's loop or saved `loss` records
+        it), and the registered loss has not run in the open TRAIN step: the script trains on
+        a loss it computes otherwise (the registered module kept from an earlier version, a
+        hand-written KL beside an unused `nn.KLDivLoss`), which is then the step's loss."""
+        rec = self.hook.recorder
+        return self.registered_at is not None and self.registered_at != rec.step and rec.mode == Mode.TRAIN
+
     def backward(self, tensor: Any) -> None:
         """`tensor` is given to backward (before the pass runs: its graph is still whole)."""
         hook = self.hook
@@ -261,7 +273,7 @@ class LossCapture:
             return
         if tensor.grad_fn is None or not any(m.saved_at == rec.step for m in hook._models):
             return  # not a pass through a model this hook records in the open step
-        if self.off:
+        if self.off and not self.uncovered():
             # a trainer's callback (its loop's loss) or a registered loss records the loss; the
             # language-model counts of the step, if none came yet, from what backward is given
             # (a Hugging Face `compute_loss` of the user's, outside the model's forward)
@@ -374,7 +386,7 @@ class LossCapture:
         rec = self.hook.recorder
         if (
             stats is None
-            or (self.off and not self.counts_only)
+            or (self.off and not self.counts_only and not self.uncovered())
             or self._classes_at == rec.step
             or not rec.in_step
         ):
@@ -398,8 +410,16 @@ class LossCapture:
         returned, passes, aside = self._returned, self._backward, self._aside
         self._returned, self._backward, self._returned_nodes = [], [], []
         self._aside = self._named = False
-        if self.off or not (returned or passes):
+        if (self.off and not (passes and self.uncovered())) or not (returned or passes):
             return
+        if self.off and not self._told_uncovered:  # the registered loss did not run: say so once
+            self._told_uncovered = True
+            log.warning(
+                "mldbg: the registered loss did not run in training step %d, which trained on what it gave "
+                "to backward: that is recorded as %r (register_loss only a loss module the script calls)",
+                self.hook.recorder.step,
+                NAME,
+            )
         if returned and not (aside and passes):
             self.hook._save(NAME, _mean(returned), ("losses",))
             return
