@@ -18,6 +18,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, KeysView, Mapping
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,6 +59,18 @@ _CHECKED_READ_BYTES = 64 << 20
 _ROW_BYTES = 64
 # safetensors dtype name -> the NumPy kind of the value read (bfloat16 reads as float32)
 _KINDS = {name: "f" if name == "BF16" else numpy_dtype(name).kind for name in DTYPES}
+
+
+class OneNumberRows(NamedTuple):
+    """Records of many tensors read as one number each (`RunIndex.one_number_rows`)."""
+
+    starts: np.ndarray  # per name: where its records begin in the per-record columns
+    sizes: np.ndarray  # per name: how many records it has
+    step: np.ndarray  # per record: its global step (int64)
+    value: np.ndarray  # per record: its value as float64 (NaN where it did not read cleanly)
+    dtype: np.ndarray  # per record: an index into `DTYPES`
+    ndim: np.ndarray  # per record: its number of dimensions (each of size 1)
+    whole: np.ndarray  # per name: every record read cleanly as one number, one a step, in order
 
 
 class _TensorColumns:
@@ -535,15 +548,11 @@ class RunIndex:
         counts += np.bincount(owner[first], minlength=len(tensors))
         return counts
 
-    def one_number_series(self, names: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """name -> (its global steps, its values as float64) for each known tensor of `names`
-        saved as one number (one element, raw) at one record a step, its steps in load order:
-        what reading it step by step (`read` of the record at each step) gives, read for all of
-        them together, a read per segment and array operations over every record. A tensor
-        that does not read cleanly so (several records a step, a vector, only reductions
-        saved, a record scattered among large ones, a short read or a checksum that differs)
-        is left out: read it step by step, which says what is wrong. A run of 100,000 scalar
-        names is a few reads and no Python per record."""
+    def steps_of(self, names: list[str]) -> np.ndarray:
+        """The global steps (sorted, int64, without repeats) at which some known tensor of
+        `names` has a loaded record: for all of them in one pass over their step columns
+        joined (the rule runner's visits of a collection of 100,000 names, where the steps of
+        each name were asked one by one)."""
         tensors = [self._tensors[n] for n in names]
         pending = next((t for t in tensors if t._chunks), None)
         if pending is not None:
@@ -551,15 +560,38 @@ class RunIndex:
             for t in tensors:
                 if t._chunks:
                     t.columns(self)
-        kept = [i for i, t in enumerate(tensors) if t._n]
-        if not kept:
-            return {}
-        tensors = [tensors[i] for i in kept]
-        names = [names[i] for i in kept]
+        parts = [t._buffers["step"][: t._n] for t in tensors if t._n]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate(parts).astype(np.int64, copy=False))
+
+    def one_number_rows(self, names: list[str]) -> OneNumberRows:
+        """The records of the known tensors of `names` as one table, read together:
+        (`starts`, `sizes`: where each name's records lie in the other columns, in its load
+        order; `step`, `value` (float64), `dtype` (an index into `DTYPES`), `ndim` (its
+        shape is that many 1s): per record;
+        `whole`: per name, whether every one of its records read cleanly as one number, one
+        record a step, its steps in load order). A name not `whole` is to be read step by
+        step, which says what is wrong (several records a step, a vector, only reductions
+        saved, a record scattered among large ones, a short read or a checksum that
+        differs); its values here are not to be used. A run of 100,000 scalar names is a few
+        reads and no Python per record."""
+        tensors = [self._tensors[n] for n in names]
+        pending = next((t for t in tensors if t._chunks), None)
+        if pending is not None:
+            self._gather_pending(pending)
+            for t in tensors:
+                if t._chunks:
+                    t.columns(self)
         sizes = np.fromiter((t._n for t in tensors), dtype=np.int64, count=len(tensors))
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        starts = np.cumsum(sizes) - sizes
+        whole = sizes > 0
+        held = [t for t in tensors if t._n]
+        if not held:
+            empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+            return OneNumberRows(starts, sizes, empty_i, empty_f, empty_i, empty_i, whole)
         cols = {
-            k: np.concatenate([t._buffers[k][: t._n] for t in tensors]) for k in ("seg", "row", "step", "raw")
+            k: np.concatenate([t._buffers[k][: t._n] for t in held]) for k in ("seg", "row", "step", "raw")
         }
         seg, row, step = cols["seg"], cols["row"], cols["step"].astype(np.int64, copy=False)
         owner = np.repeat(np.arange(len(tensors), dtype=np.int64), sizes)
@@ -569,6 +601,7 @@ class RunIndex:
             later[1:] = (step[1:] > step[:-1]) | (owner[1:] != owner[:-1])
             ok &= later
         dtype = np.zeros(len(row), dtype=np.int64)
+        ndim = np.zeros(len(row), dtype=np.int64)
         offset = np.zeros(len(row), dtype=np.int64)
         nbytes = np.zeros(len(row), dtype=np.int64)
         values = np.full(len(row), np.nan)
@@ -577,6 +610,7 @@ class RunIndex:
             at = np.flatnonzero(seg == s)
             c, r = self._segments[s].columns, row[at]
             dtype[at], offset[at], nbytes[at] = c["dtype"][r], c["offset"][r], c["nbytes"][r]
+            ndim[at] = c["ndim"][r]
             ok[at] &= nbytes[at] == itemsize[dtype[at]]
             at = at[ok[at]]
             if not len(at):
@@ -594,27 +628,35 @@ class RunIndex:
             if len(blob) != end - base:
                 ok[at] = False
                 continue
-            crc = c.get("crc")
-            if crc is not None:  # format 3: every record's bytes verified, as read() does
-                pieces = [
-                    blob[o : o + n]
-                    for o, n in zip((offset[at] - base).tolist(), nbytes[at].tolist(), strict=True)
-                ]
-                bad = bad_checksums(pieces, crc[row[at]])
-                if len(bad):
-                    ok[at[bad]] = False
-                    at = np.delete(at, bad)
             raw = np.frombuffer(blob, dtype=np.uint8)
-            for code in np.unique(dtype[at]).tolist():
-                these = at[dtype[at] == code]
-                name = DTYPES[code]
-                width = int(itemsize[code])
-                where = (offset[these] - base)[:, None] + np.arange(width)
-                got = raw[where].reshape(-1).view(numpy_dtype(name))
-                values[these] = to_numpy_value(got, name).astype(np.float64)
-        whole = np.logical_and.reduceat(ok, starts).tolist()
+            crc = c.get("crc")
+            for width in np.unique(nbytes[at]).tolist():
+                these = at[nbytes[at] == width]
+                # each record's bytes, a row of one width: its values and its checksum read
+                # for all of them at once
+                rows = raw[(offset[these] - base)[:, None] + np.arange(width)]
+                if crc is not None:  # format 3: every record's bytes verified, as read() does
+                    bad = crc32_rows(rows) != crc[row[these]]
+                    if bad.any():
+                        ok[these[bad]] = False
+                        these, rows = these[~bad], rows[~bad]
+                for code in np.unique(dtype[these]).tolist():
+                    pick = dtype[these] == code
+                    name = DTYPES[code]
+                    got = np.ascontiguousarray(rows[pick]).reshape(-1).view(numpy_dtype(name))
+                    values[these[pick]] = to_numpy_value(got, name).astype(np.float64)
+        whole[sizes > 0] = np.logical_and.reduceat(ok, starts[sizes > 0])
+        return OneNumberRows(starts, sizes, step, values, dtype, ndim, whole)
+
+    def one_number_series(self, names: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """name -> (its global steps, its values as float64) for each known tensor of `names`
+        saved as one number (one element, raw) at one record a step, its steps in load order:
+        what reading it step by step (`read` of the record at each step) gives, read for all of
+        them together (`one_number_rows`). A tensor that does not read cleanly so is left out:
+        read it step by step, which says what is wrong."""
+        starts, sizes, step, values, _, _, whole = self.one_number_rows(names)
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for name, a, n, good in zip(names, starts.tolist(), sizes.tolist(), whole, strict=True):
+        for name, a, n, good in zip(names, starts.tolist(), sizes.tolist(), whole.tolist(), strict=True):
             if good:
                 out[name] = (step[a : a + n], values[a : a + n])
         return out
