@@ -16,7 +16,7 @@ import types
 import warnings
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, KeysView, Mapping
+from collections.abc import Callable, KeysView, Mapping, Sequence
 from functools import partial
 from typing import NamedTuple
 
@@ -79,7 +79,7 @@ class _TensorColumns:
     by doubling, so a refresh costs what is new. Step lookups grow the same way."""
 
     __slots__ = (
-        "_buffers",
+        "_bufs",
         "_by_mode_step",
         "_by_mode_step_upto",
         "_mode_sorted",
@@ -87,6 +87,7 @@ class _TensorColumns:
         "_by_step_upto",
         "_chunks",
         "_frozen",
+        "_lazy",
         "_n",
         "_ordered",
         "_ordered_upto",
@@ -96,7 +97,10 @@ class _TensorColumns:
     def __init__(self) -> None:
         self._chunks: list[tuple[int, np.ndarray]] = []  # loaded, not yet in the columns
         self._frozen = False  # the buffers are read-only and of the columns' length: the view
-        self._buffers: dict[str, np.ndarray] = {}
+        self._bufs: dict[str, np.ndarray] = {}
+        # (a gather, this tensor's place in it): its first columns, not yet sliced out of the
+        # gather's arrays (`_Gathered`: 100,000 names are not seven slices each until asked)
+        self._lazy: tuple[_Gathered, int] | None = None
         self._n = 0
         self._view: dict[str, np.ndarray] | None = None
         self._by_step: dict[int, list[int]] = {}
@@ -109,6 +113,21 @@ class _TensorColumns:
 
     def add(self, seg_idx: int, rows: np.ndarray) -> None:
         self._chunks.append((seg_idx, rows))
+
+    @property
+    def _buffers(self) -> dict[str, np.ndarray]:
+        if self._lazy is not None:  # the first records, sliced out of their gather when asked
+            gathered, i = self._lazy
+            self._lazy = None
+            self._bufs = gathered.view(i)
+            self._frozen = True
+            self._view = None
+        return self._bufs
+
+    @_buffers.setter
+    def _buffers(self, value: dict[str, np.ndarray]) -> None:
+        self._lazy = None
+        self._bufs = value
 
     def columns(self, index: RunIndex) -> dict[str, np.ndarray]:
         """Read-only views of the columns, every loaded record included."""
@@ -307,6 +326,65 @@ def no_collection():
             gc.enable()
 
 
+class _Gathered:
+    """One `_gather_pending`'s columns, joined: tensor i's records are `cols[k][firsts[i] :
+    firsts[i] + sizes[i]]`, its step, mode and mode step columns `wide[k][where[i] : ...]`
+    (or the run's step table's arrays whole, where `whole[i]`). Read-only."""
+
+    __slots__ = ("_lists", "cols", "firsts", "of_table", "sizes", "where", "whole", "wide")
+
+    def __init__(
+        self,
+        cols: dict[str, np.ndarray],
+        wide: dict[str, np.ndarray],
+        of_table: dict[str, np.ndarray],
+        firsts: np.ndarray,
+        sizes: np.ndarray,
+        where: np.ndarray,
+        whole: np.ndarray,
+    ) -> None:
+        self.cols, self.wide, self.of_table = cols, wide, of_table
+        self.firsts, self.sizes, self.where, self.whole = firsts, sizes, where, whole
+        self._lists: tuple[list[int], list[int], list[int], list[bool]] | None = None
+
+    def view(self, i: int) -> dict[str, np.ndarray]:
+        """Tensor i's columns (read-only slices)."""
+        if self._lists is None:
+            self._lists = (
+                self.firsts.tolist(),
+                self.sizes.tolist(),
+                self.where.tolist(),
+                self.whole.tolist(),
+            )
+        firsts, sizes, where, whole = self._lists
+        start, size = firsts[i], sizes[i]
+        view = {k: v[start : start + size] for k, v in self.cols.items()}
+        if whole[i]:
+            view.update(self.of_table)
+        else:
+            w = where[i]
+            for k, v in self.wide.items():
+                view[k] = v[w : w + size]
+        return view
+
+    def joined(self, idx: np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray] | None:
+        """The columns `keys` of tensors `idx` (in that order), joined: what concatenating
+        each one's view gives, by one gather per column. None where a tensor reads the step
+        table whole (join those one by one)."""
+        sizes = self.sizes[idx]
+        total = int(sizes.sum())
+        rel = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        out: dict[str, np.ndarray] = {}
+        for k in keys:
+            if k in self.cols:
+                out[k] = self.cols[k][np.repeat(self.firsts[idx], sizes) + rel]
+            else:
+                if bool(self.whole[idx].any()):
+                    return None
+                out[k] = self.wide[k][np.repeat(self.where[idx], sizes) + rel]
+        return out
+
+
 class RunReplaced(Exception):
     """The run being read was replaced by a new one (a restart with `overwrite=True`): its
     worker's `meta.json` names another process and its first segment changed. The Trial
@@ -486,11 +564,16 @@ class RunIndex:
             v.flags.writeable = False
         for v in (*cols.values(), *wide.values()):
             v.flags.writeable = False  # each tensor's columns are slices of these: its view
-        for t, start, size, w, w_all in zip(todo, firsts.tolist(), sizes, where, whole.tolist(), strict=True):
-            view = {k: v[start : start + size] for k, v in cols.items()}
-            for k, v in (of_table if w_all else wide).items():
-                view[k] = v if w_all else v[w : w + size]
-            t._take(view, frozen=True)
+        gathered = _Gathered(cols, wide, of_table, firsts, counts, np.asarray(where, dtype=np.int64), whole)
+        for i, t in enumerate(todo):
+            if not t._n and not t._bufs and t._lazy is None and sizes[i]:
+                # its first records: its columns are slices of the gather's, made when asked
+                t._lazy = (gathered, i)
+                t._n = sizes[i]
+                t._frozen = True
+                t._view = None
+            else:
+                t._take(gathered.view(i), frozen=True)
 
     # the public index API, through Trial --------------------------------------------------
     def records(
@@ -538,7 +621,7 @@ class RunIndex:
         counts = np.zeros(len(tensors), dtype=np.int64)
         if not int(sizes.sum()):
             return counts
-        steps = np.concatenate([t._buffers["step"][: t._n] for t in tensors if t._n])
+        steps = self._joined([t for t in tensors if t._n], ("step",))["step"]
         owner = np.repeat(np.arange(len(tensors), dtype=np.int64), sizes)
         if len(steps) > 1 and not bool(np.all((steps[1:] > steps[:-1]) | (owner[1:] != owner[:-1]))):
             order = np.lexsort((steps, owner))  # some tensor's steps out of order or repeated
@@ -547,6 +630,25 @@ class RunIndex:
         first[1:] = (steps[1:] != steps[:-1]) | (owner[1:] != owner[:-1])
         counts += np.bincount(owner[first], minlength=len(tensors))
         return counts
+
+    def _joined(self, tensors: list[_TensorColumns], keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The columns `keys` of `tensors` (gathered), joined in that order: from the gather
+        they all came from in one pass (`_Gathered.joined`) when they did, none sliced out."""
+        lazies = [t._lazy for t in tensors]
+        first = lazies[0] if lazies else None
+        if first is not None:
+            gathered = first[0]
+            if all(lazy is not None and lazy[0] is gathered for lazy in lazies):
+                idx = np.fromiter(
+                    (lazy[1] for lazy in lazies if lazy is not None), dtype=np.int64, count=len(lazies)
+                )
+                found = gathered.joined(idx, keys)
+                if found is not None:
+                    return found
+        held = [t for t in tensors if t._n]
+        if not held:
+            return {k: np.zeros(0, dtype=np.int64) for k in keys}
+        return {k: np.concatenate([t._buffers[k][: t._n] for t in held]) for k in keys}
 
     def steps_of(self, names: list[str]) -> np.ndarray:
         """The global steps (sorted, int64, without repeats) at which some known tensor of
@@ -560,10 +662,9 @@ class RunIndex:
             for t in tensors:
                 if t._chunks:
                     t.columns(self)
-        parts = [t._buffers["step"][: t._n] for t in tensors if t._n]
-        if not parts:
+        if not any(t._n for t in tensors):
             return np.zeros(0, dtype=np.int64)
-        return np.unique(np.concatenate(parts).astype(np.int64, copy=False))
+        return np.unique(self._joined(tensors, ("step",))["step"].astype(np.int64, copy=False))
 
     def one_number_rows(self, names: list[str]) -> OneNumberRows:
         """The records of the known tensors of `names` as one table, read together:
@@ -590,9 +691,7 @@ class RunIndex:
         if not held:
             empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
             return OneNumberRows(starts, sizes, empty_i, empty_f, empty_i, empty_i, whole)
-        cols = {
-            k: np.concatenate([t._buffers[k][: t._n] for t in held]) for k in ("seg", "row", "step", "raw")
-        }
+        cols = self._joined(held, ("seg", "row", "step", "raw"))
         seg, row, step = cols["seg"], cols["row"], cols["step"].astype(np.int64, copy=False)
         owner = np.repeat(np.arange(len(tensors), dtype=np.int64), sizes)
         ok = cols["raw"].copy()  # per record: reads cleanly as one number
