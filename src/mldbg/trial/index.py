@@ -489,6 +489,10 @@ class RunIndex:
                     columns.pop(name, None)
 
     def _gather_pending(self, asked: _TensorColumns) -> None:
+        with no_collection():  # a run of many names: tens of thousands of objects made here
+            self._gather(asked)
+
+    def _gather(self, asked: _TensorColumns) -> None:
         """Gather the loaded records of `asked` into its columns, and with it those of every
         other tensor with records loaded and not yet gathered, in one pass per segment: a run
         of 100,000 tensors is a few NumPy calls per segment and a slice per tensor, where one
