@@ -649,15 +649,22 @@ class Columns:
         """The global steps (sorted, int64) at which some recorded tensor of `names` has a
         record: the union of their `tensor(name).steps`, found for all of them at once (no
         columns of each grown). Names the trial does not know are left out."""
-        known = [n for n in names if self.trial.has_tensor(n)]
-        return self.trial.steps_of(known)
+        return self.trial.steps_of(self._known(names))
 
     def one_number_rows(self, names: Sequence[str]) -> tuple[list[str], OneNumberRows]:
         """The recorded tensors of `names` (those the trial knows, in order) and their
         records read as one number each, together (`Trial.one_number_rows`): what `values`
         gives of a tensor of one-number records, for 100,000 names with no columns grown."""
-        known = [n for n in names if self.trial.has_tensor(n)]
+        known = self._known(names)
         return known, self.trial.one_number_rows(known)
+
+    def _known(self, names: Iterable[str]) -> list[str]:
+        """`names` the trial knows, in order: all of them usually, found by one set test (the
+        trial's own check of each name follows), not a `has_tensor` call per name."""
+        names = list(names)
+        if set(names) <= set(self.trial.tensor_names()):  # vector statistics aside: asked one by one
+            return names
+        return [n for n in names if self.trial.has_tensor(n)]
 
     def _grow_tensors(self, loaded: int, asked: str) -> None:
         """Grow every recorded tensor (vector statistics aside) with the records loaded since
