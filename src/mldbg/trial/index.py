@@ -459,6 +459,8 @@ class RunIndex:
         self._segment_key_ids: dict[int, np.ndarray] = {}
         self._tensors: dict[str, _TensorColumns] = {}
         self._name_strings: dict[str, str] = {}  # each name's one string (`_load_segment`)
+        # the last segment's names (interned), tensor per name id, collections (`_load_segment`)
+        self._last_names: tuple[list[str], list[_TensorColumns | None], dict[str, list[int]]] | None = None
         self._last_key: dict[str, str] = {}
         self._next_seq: dict[str, int] = {}  # per worker: the segment number expected next
         self._data_size: dict[int, int] = {}  # segment -> its data file's size, once asked
@@ -1415,18 +1417,27 @@ class RunIndex:
         starts = starts.tolist()
         bounds = [*starts[1:], len(order)] if len(order) else []  # an empty segment: zero rows
         names, tensors = seg.names, self._tensors  # a pass per name: locals (100,000 names)
+        # every segment of a run usually names the same tensors, in the same order: the
+        # previous segment's tensor of each name id, interned names and collections serve
+        last = self._last_names
+        same = last is not None and last[0] == names
+        by_lid = last[1] if same and last is not None else [tensors.get(n) for n in names]
         for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
-            name = names[lid]
-            tensor = tensors.get(name)
+            tensor = by_lid[lid]
             if tensor is None:
-                tensor = tensors[name] = _TensorColumns()
+                tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
             tensor._chunks.append((seg_idx, order[a:b]))
-        # the segment's names as the strings met first (every segment of a run names the same
-        # tensors: 514 segments held 107,000 copies of 208 names)
-        known = self._name_strings
-        seg.names = [known.setdefault(n, n) for n in names]
-        for coll, lids in seg.collections.items():
-            self.collections.setdefault(coll, set()).update(map(names.__getitem__, lids))
+        if same and last is not None:
+            seg.names = last[0]
+        else:
+            # the segment's names as the strings met first (every segment of a run names the
+            # same tensors: 514 segments held 107,000 copies of 208 names)
+            known = self._name_strings
+            seg.names = [known.setdefault(n, n) for n in names]
+        if not same or last is None or seg.collections != last[2]:  # else: in them already
+            for coll, lids in seg.collections.items():
+                self.collections.setdefault(coll, set()).update(map(seg.names.__getitem__, lids))
+        self._last_names = (seg.names, by_lid, seg.collections)
         steps, first = np.unique(c["step"], return_index=True)
         if len(steps):
             met = np.arange(self._step_seq_next, self._step_seq_next + len(steps), dtype=np.int64)
