@@ -524,9 +524,10 @@ class Trial:
             if name not in known:
                 self._unknown(name)
         table = self._index.one_number_rows(names)
-        sharded = [i for i, n in enumerate(names) if layout_name(n) in known]
-        if sharded:
-            table.whole[sharded] = False
+        if len(self._plain_names()) < len(known):  # some `stats/` names: maybe a shard layout
+            sharded = [i for i, n in enumerate(names) if layout_name(n) in known]
+            if sharded:
+                table.whole[sharded] = False
         return table
 
     def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
