@@ -140,3 +140,43 @@ def test_the_runner_visits_a_collection_of_many_names_at_the_same_steps(tmp_path
     assert together == visits(10**9)
     # the first step of the walk (a mode begins), the steps the scalars were saved at
     assert together["underfitting"] == sorted([3, *range(10, 120, 10), 55, 56])
+
+
+def test_many_names_read_together_as_the_run_grows(tmp_path):
+    """Tensors taken in by one gather, asked one by one, then grown by a later one: the joined
+    reads (`steps_of`, `one_number_rows`, `step_counts`) are what each name's own reads say."""
+    rec = Recorder(str(tmp_path), save_config=mldbg.SaveConfig(save_interval=1))
+
+    def steps(start: int, stop: int) -> None:
+        for step in range(start, stop):
+            rec.start_step()
+            for i in range(NAMES):
+                if i % 3 == 0 or step % 2 == 0:
+                    rec.save_scalar(f"metric/{i:03d}", float(i * 100 + step))
+            rec.end_step()
+        rec.flush()
+
+    steps(0, 3)
+    trial = mldbg.create_trial(tmp_path)
+    names = trial.tensor_names()
+
+    def same() -> None:
+        union, counts, rows = trial.steps_of(names), trial.step_counts(names), trial.one_number_rows(names)
+        assert union.tolist() == sorted({s for n in names for s in trial.tensor(n).steps()})
+        assert counts == [len(trial.tensor(n).steps()) for n in names]
+        for i, name in enumerate(names):
+            a, n = int(rows.starts[i]), int(rows.sizes[i])
+            tensor = trial.tensor(name)
+            assert rows.step[a : a + n].tolist() == tensor.steps()
+            assert rows.value[a : a + n].tolist() == [float(tensor.value(s)) for s in tensor.steps()]
+        assert bool(rows.whole.all())
+
+    same()  # every tensor read from one gather, joined
+    steps(3, 5)
+    trial.refresh()
+    trial.tensor(names[5]).steps()  # one of the second gather's sliced out of it
+    same()
+    steps(5, 7)
+    rec.close()
+    trial.refresh()
+    same()  # grown: each tensor's columns its own now

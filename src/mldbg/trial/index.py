@@ -331,7 +331,7 @@ class _Gathered:
     firsts[i] + sizes[i]]`, its step, mode and mode step columns `wide[k][where[i] : ...]`
     (or the run's step table's arrays whole, where `whole[i]`). Read-only."""
 
-    __slots__ = ("_lists", "cols", "firsts", "of_table", "sizes", "where", "whole", "wide")
+    __slots__ = ("cols", "firsts", "of_table", "sizes", "where", "whole", "wide")
 
     def __init__(
         self,
@@ -345,24 +345,15 @@ class _Gathered:
     ) -> None:
         self.cols, self.wide, self.of_table = cols, wide, of_table
         self.firsts, self.sizes, self.where, self.whole = firsts, sizes, where, whole
-        self._lists: tuple[list[int], list[int], list[int], list[bool]] | None = None
 
     def view(self, i: int) -> dict[str, np.ndarray]:
         """Tensor i's columns (read-only slices)."""
-        if self._lists is None:
-            self._lists = (
-                self.firsts.tolist(),
-                self.sizes.tolist(),
-                self.where.tolist(),
-                self.whole.tolist(),
-            )
-        firsts, sizes, where, whole = self._lists
-        start, size = firsts[i], sizes[i]
+        start, size = self.firsts.item(i), self.sizes.item(i)
         view = {k: v[start : start + size] for k, v in self.cols.items()}
-        if whole[i]:
+        if self.whole.item(i):
             view.update(self.of_table)
         else:
-            w = where[i]
+            w = self.where.item(i)
             for k, v in self.wide.items():
                 view[k] = v[w : w + size]
         return view
