@@ -1413,11 +1413,18 @@ class RunIndex:
         last = self._last_names
         same = last is not None and last[0] == names
         by_lid = last[1] if same and last is not None else [tensors.get(n) for n in names]
-        for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
-            tensor = by_lid[lid]
-            if tensor is None:
-                tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
-            tensor._chunks.append((seg_idx, order[a:b]))
+        if len(uniq) == len(order):  # one record per name (many scalar names): rows of one
+            for lid, row in zip(uniq.tolist(), order.reshape(-1, 1), strict=True):
+                tensor = by_lid[lid]
+                if tensor is None:
+                    tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
+                tensor._chunks.append((seg_idx, row))
+        else:
+            for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
+                tensor = by_lid[lid]
+                if tensor is None:
+                    tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
+                tensor._chunks.append((seg_idx, order[a:b]))
         if same and last is not None:
             seg.names = last[0]
         else:
