@@ -47,6 +47,7 @@ EARLY_STEPS = 64  # each mode's first steps, shown to every rule (see `_visits`)
 FIRST_WINDOW = 64  # steps offered to a fast path after it left one to `check`
 MAX_WINDOW = 1 << 17  # and the most it is offered at once (it grows 4x while it covers them all;
 # a call holds arrays over the steps it is offered: ~1 MB per 2^17 steps each, not 8 per 2^20)
+_MANY_TENSORS = 256  # a collection of more tensors is placed by its steps joined (`Columns.steps_of`)
 
 _MISSING_DATA = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable, StepNotYetAvailable)
 
@@ -244,6 +245,10 @@ class RuleRunner:
                 found = boundaries.copy()
                 tensors = have.get(name, ())
                 if not len(new) or not tensors:
+                    cache[name] = found
+                    return found
+                if len(tensors) > _MANY_TENSORS:  # their steps joined at once, no columns per name
+                    _place(found, new, columns.steps_of(tensors))
                     cache[name] = found
                     return found
                 few: list[np.ndarray] = []  # many tensors of few steps each: placed together

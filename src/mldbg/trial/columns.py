@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -25,6 +25,7 @@ from mldbg.errors import CorruptRecord
 from mldbg.store.statistics import STATS_PREFIX
 
 if TYPE_CHECKING:
+    from mldbg.trial.index import OneNumberRows
     from mldbg.trial.trial import Trial
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
@@ -643,6 +644,27 @@ class Columns:
             else:
                 self._grow_tensors(loaded, name)
         return found
+
+    def steps_of(self, names: Iterable[str]) -> np.ndarray:
+        """The global steps (sorted, int64) at which some recorded tensor of `names` has a
+        record: the union of their `tensor(name).steps`, found for all of them at once (no
+        columns of each grown). Names the trial does not know are left out."""
+        return self.trial.steps_of(self._known(names))
+
+    def one_number_rows(self, names: Sequence[str]) -> tuple[list[str], OneNumberRows]:
+        """The recorded tensors of `names` (those the trial knows, in order) and their
+        records read as one number each, together (`Trial.one_number_rows`): what `values`
+        gives of a tensor of one-number records, for 100,000 names with no columns grown."""
+        known = self._known(names)
+        return known, self.trial.one_number_rows(known)
+
+    def _known(self, names: Iterable[str]) -> list[str]:
+        """`names` the trial knows, in order: all of them usually, found by one set test (the
+        trial's own check of each name follows), not a `has_tensor` call per name."""
+        names = list(names)
+        if set(names) <= set(self.trial.tensor_names()):  # vector statistics aside: asked one by one
+            return names
+        return [n for n in names if self.trial.has_tensor(n)]
 
     def _grow_tensors(self, loaded: int, asked: str) -> None:
         """Grow every recorded tensor (vector statistics aside) with the records loaded since

@@ -29,7 +29,7 @@ from mldbg.errors import (
 from mldbg.store import Store, open_store
 from mldbg.store.shards import layout_name
 from mldbg.store.statistics import STATS_PREFIX, parse_vector_name
-from mldbg.trial.index import RunIndex, RunReplaced
+from mldbg.trial.index import OneNumberRows, RunIndex, RunReplaced
 from mldbg.trial.records import Record, Records
 from mldbg.trial.smdebug import SmdebugStore, is_smdebug_run
 from mldbg.trial.tensor import Tensor
@@ -501,6 +501,34 @@ class Trial:
                 self._unknown(name)
         known = self._index.names  # a sharded tensor's value is its pieces put together: not here
         return self._index.one_number_series([n for n in names if layout_name(n) not in known])
+
+    def steps_of(self, names: list[str]) -> np.ndarray:
+        """The global steps (sorted int64, no repeats) at which some tensor of `names` has a
+        record: the union of their `steps()`, found for all of them at once."""
+        known = self._index.names
+        for name in names:
+            if name not in known:
+                self._unknown(name)
+        return self._index.steps_of(names)
+
+    def one_number_rows(self, names: list[str]) -> OneNumberRows:
+        """The records of `names` read as one table (`one_number_series` without a dict of
+        arrays per name): (`starts`, `sizes`: where each name's records lie, in the order of
+        `records(name)`; per record its `step`, its `value` as float64, its `dtype` (an index
+        into `mldbg.store.format.DTYPES`) and `ndim`; `whole`: per name, whether every one of its records
+        read cleanly as one number, one a step, its steps in order). Only the records of a
+        `whole` name are values to use; a sharded tensor (its value is its pieces put
+        together) is never whole here."""
+        known = self._index.names
+        for name in names:
+            if name not in known:
+                self._unknown(name)
+        table = self._index.one_number_rows(names)
+        if len(self._plain_names()) < len(known):  # some `stats/` names: maybe a shard layout
+            sharded = [i for i, n in enumerate(names) if layout_name(n) in known]
+            if sharded:
+                table.whole[sharded] = False
+        return table
 
     def statistic_columns(self, name: str, start: int = 0) -> dict[str, np.ndarray]:
         """The saved scalar statistics of tensor `name`'s records from position `start` of

@@ -141,6 +141,7 @@ class ExplodingTensor(Rule):
         float64). Returns the names left to that loop. A tensor with no record among `steps`
         is left out, as the loop leaves it."""
         columns = trial.columns
+        names = _one_numbers_together(trial, names, steps, interesting)
         lo, hi = int(steps[0]), int(steps[-1])
         rest: list[str] = []
         have: list[np.ndarray] = []  # per tensor judged: its steps,
@@ -244,6 +245,39 @@ class ExplodingTensor(Rule):
             "overflowed, training is lost from here",
             tensors=nans + infs,
         )  # fmt: skip
+
+
+def _one_numbers_together(
+    trial: TrialView, names: list[str], steps: np.ndarray, interesting: np.ndarray
+) -> list[str]:
+    """`_raw_together`'s judgement of the tensors of `names` saved as one number a step
+    (`Columns.one_number_rows`: a table of all their records, no columns grown per name):
+    those of at most `_FEW_RECORDS` records, each record raw, of one dtype and shape, are
+    judged here, at once (a record is bad when its value is not finite: an integer or a
+    boolean never is), as `Columns.values` and `_raw_together` judge them one by one. Returns
+    the names left to `_raw_together`'s loop, in order."""
+    known, rows = trial.columns.one_number_rows(names)
+    if not len(known):
+        return names
+    first = np.minimum(rows.starts, max(0, len(rows.step) - 1))
+    lead = np.repeat(first, rows.sizes)  # each record's tensor's first record
+    same = (rows.dtype == rows.dtype[lead]) & (rows.ndim == rows.ndim[lead])
+    one_layout = np.ones(len(known), dtype=bool)
+    held = rows.sizes > 0
+    one_layout[held] = np.logical_and.reduceat(same, rows.starts[held])
+    judged = rows.whole & held & (rows.sizes <= _FEW_RECORDS) & one_layout
+    if not judged.any():
+        return names
+    of_judged = np.repeat(judged, rows.sizes)
+    bad = of_judged & ~np.isfinite(rows.value)
+    at = rows.step[bad]
+    if len(at):
+        pos = np.searchsorted(steps, at)
+        inside = pos < len(steps)
+        pos, at = pos[inside], at[inside]
+        interesting[pos[steps[pos] == at]] = True
+    done = {known[i] for i in np.flatnonzero(judged).tolist()}
+    return [n for n in names if n not in done]
 
 
 def _ranks(view: TrialView, step: int, names: list[str]) -> str:
