@@ -109,6 +109,7 @@ class LossCapture:
         # with `register_loss` alone: the last TRAIN step whose registered loss ran (-1: none
         # yet); a step that trains without it records the loss given to backward (`uncovered`)
         self.registered_at: int | None = None
+        self.stepped_at = -1  # the last TRAIN step an optimizer of a registered model stepped in
         self._told_uncovered = False
         self._returned: list[torch.Tensor] = []  # the registered models' returned losses, this step
         self._returned_nodes: list[Any] = []  # their autograd nodes (TRAIN: is one given to backward?)
@@ -386,7 +387,7 @@ class LossCapture:
         rec = self.hook.recorder
         if (
             stats is None
-            or (self.off and not self.counts_only and not self.uncovered())
+            or (self.off and not self.counts_only)  # (a registered loss that did not run: no labels)
             or self._classes_at == rec.step
             or not rec.in_step
         ):
@@ -410,7 +411,10 @@ class LossCapture:
         returned, passes, aside = self._returned, self._backward, self._aside
         self._returned, self._backward, self._returned_nodes = [], [], []
         self._aside = self._named = False
-        if (self.off and not (passes and self.uncovered())) or not (returned or passes):
+        # a registered loss that did not run: what backward was given is the loss of a step that
+        # updated the model (not of gradients taken without an update: EWC's Fisher estimate)
+        stepped = self.stepped_at == self.hook.recorder.step
+        if (self.off and not (passes and stepped and self.uncovered())) or not (returned or passes):
             return
         if self.off and not self._told_uncovered:  # the registered loss did not run: say so once
             self._told_uncovered = True

@@ -34,6 +34,7 @@ from mldbg.profiler import timeline as marks
 if TYPE_CHECKING:
     from mldbg.frameworks.torch_defaults import StepStatistics
     from mldbg.frameworks.torch_eval import EvalForwards
+    from mldbg.frameworks.torch_loss import LossCapture
     from mldbg.record.recorder import Recorder
 
 
@@ -50,6 +51,7 @@ class StepEnds:
     _models: list[RegisteredModel]
     _param_ids: set[int]
     _deepspeed: Any  # torch_deepspeed.DeepSpeedZero | None
+    _loss: LossCapture
 
     def _save(self, name: str, value: Any, natural: tuple[str, ...], replace: bool = False) -> None:
         raise NotImplementedError
@@ -234,6 +236,7 @@ class StepEnds:
             for m in self._models:
                 m.trained = m.trained or optimizer_exists({id(p) for _, p, _ in m.params})
         if self.recorder.mode == Mode.TRAIN:
+            self._loss.stepped_at = self.recorder.step  # the step updates the model (torch_loss)
             held = None
             if self._stats is not None and self._stats.due():  # parameter_without_gradient
                 held = {id(p) for g in optimizer.param_groups for p in g["params"]}
