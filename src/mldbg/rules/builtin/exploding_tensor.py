@@ -77,7 +77,9 @@ class ExplodingTensor(Rule):
     """A tensor holds NaN (or +-inf, unless `only_nan`).
 
     Once a value is NaN or infinite, every update that touches it is too: training is lost
-    from that step on. The usual cause is a learning rate that is too high (the updates grow
+    from that step on. Unless only the loss is: a NaN loss whose step's gradients were
+    recorded finite has a term no gradient sees (a hand-written `t * log t` at t = 0), and the
+    finding says so (the training may be sound; its loss cannot be judged). The usual cause is a learning rate that is too high (the updates grow
     until they overflow), then log(0) or a division by zero in the loss. All tensors are
     inspected unless `collection_names` / `tensor_regex` narrow it; it works from saved
     reductions too (a NaN or inf shows in max, mean or norm), and from the `nan_count` and
@@ -239,12 +241,36 @@ class ExplodingTensor(Rule):
             parts.append(f"NaN in {len(nans)} tensor{'s' if len(nans) > 1 else ''} ({short_list(nans)})")
         if infs:
             parts.append(f"+-inf in {len(infs)} tensor{'s' if len(infs) > 1 else ''} ({short_list(infs)})")
+        bad = nans + infs
+        finite = 0 if self.collection_names or self.tensor_regex else _finite_parameters(trial, step, bad)
+        if finite:  # only the loss: a term of it that no gradient sees
+            return self.finding(
+                trial, step,
+                f"{' and '.join(parts)} from step {step} on{_ranks(trial, step, bad)}, while the {finite} weight "
+                "and gradient tensors recorded there are finite: the loss as computed has a term with no "
+                "finite value (0 * log 0, a log of 0, a division by 0) that does not reach the gradients",
+                tensors=bad,
+                suggestion="Fix the loss's formula where it can take no value: torch.xlogy(t, t) or "
+                "torch.special.entr for t * log t, a clamp or an epsilon before a log or a division, "
+                "nn.KLDivLoss instead of a hand-written KL; the training may be sound while its logged "
+                "loss is not, and the loss rules cannot judge it.",
+            )  # fmt: skip
         return self.finding(
             trial, step,
-            f"{' and '.join(parts)} from step {step} on{_ranks(trial, step, nans + infs)}: the values "
+            f"{' and '.join(parts)} from step {step} on{_ranks(trial, step, bad)}: the values "
             "overflowed, training is lost from here",
-            tensors=nans + infs,
+            tensors=bad,
         )  # fmt: skip
+
+
+def _finite_parameters(trial: TrialView, step: int, bad: list[str]) -> int:
+    """When every tensor of `bad` is a loss and the step's gradients were recorded (judged
+    with every tensor, so finite: none of them is in `bad`; a loss that overflows makes its
+    gradients NaN in the same step), the number of weight and gradient tensors recorded at
+    `step`; else 0."""
+    if not trial.names("gradients", step=step) or not set(trial.names("losses", step=step)).issuperset(bad):
+        return 0
+    return len(trial.names(["weights", "gradients"], step=step))
 
 
 def _one_numbers_together(
