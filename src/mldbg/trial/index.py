@@ -647,11 +647,8 @@ class RunIndex:
             return {k: np.zeros(0, dtype=np.int64) for k in keys}
         return {k: np.concatenate([t._buffers[k][: t._n] for t in held]) for k in keys}
 
-    def steps_of(self, names: list[str]) -> np.ndarray:
-        """The global steps (sorted, int64, without repeats) at which some known tensor of
-        `names` has a loaded record: for all of them in one pass over their step columns
-        joined (the rule runner's visits of a collection of 100,000 names, where the steps of
-        each name were asked one by one)."""
+    def _columns_of(self, names: list[str]) -> list[_TensorColumns]:
+        """The known tensors of `names`, their pending records gathered into columns."""
         tensors = [self._tensors[n] for n in names]
         pending = next((t for t in tensors if t._chunks), None)
         if pending is not None:
@@ -659,6 +656,14 @@ class RunIndex:
             for t in tensors:
                 if t._chunks:
                     t.columns(self)
+        return tensors
+
+    def steps_of(self, names: list[str]) -> np.ndarray:
+        """The global steps (sorted, int64, without repeats) at which some known tensor of
+        `names` has a loaded record: for all of them in one pass over their step columns
+        joined (the rule runner's visits of a collection of 100,000 names, where the steps of
+        each name were asked one by one)."""
+        tensors = self._columns_of(names)
         if not any(t._n for t in tensors):
             return np.zeros(0, dtype=np.int64)
         return np.unique(self._joined(tensors, ("step",))["step"].astype(np.int64, copy=False))
@@ -674,13 +679,7 @@ class RunIndex:
         saved, a record scattered among large ones, a short read or a checksum that
         differs); its values here are not to be used. A run of 100,000 scalar names is a few
         reads and no Python per record."""
-        tensors = [self._tensors[n] for n in names]
-        pending = next((t for t in tensors if t._chunks), None)
-        if pending is not None:
-            self._gather_pending(pending)
-            for t in tensors:
-                if t._chunks:
-                    t.columns(self)
+        tensors = self._columns_of(names)
         sizes = np.fromiter((t._n for t in tensors), dtype=np.int64, count=len(tensors))
         starts = np.cumsum(sizes) - sizes
         whole = sizes > 0
