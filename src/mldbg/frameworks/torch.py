@@ -268,9 +268,8 @@ class Hook(StepEnds, Adapter):
             )
             self._module_handles.append(part.register_forward_hook(self._attach(end, part, m)))
         watch_layers(self, m, inner, compiled and not eager)
-        if self._eager_ok:  # the stance comes back when its forward ends, or raises
-            end = self._attach(self._on_compiled_end, model, m)
-            self._module_handles.append(model.register_forward_hook(end, always_call=True))
+        if eager or (self._eager_ok and compiled_in_place(model)):
+            self._run_eager_steps(m)
         if not self._optimizer_hooks:  # global hooks: once for every model
             self._optimizer_hooks = True
             self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_pre))
@@ -368,7 +367,7 @@ class Hook(StepEnds, Adapter):
         m.running = self._forwarded_since = True
         m.inside = m.inside or module is m.module
         if not m.eager and self._eager_ok and module is m.module and compiled_in_place(module):
-            m.eager = True  # `model.compile()`, before or after it was registered (torch_compiled)
+            self._run_eager_steps(m)  # `model.compile()` after it was registered (torch_compiled)
         self._loss.forward_begins(m)
         rec = self.recorder
         mode = self._current_mode(module)
@@ -618,6 +617,13 @@ class Hook(StepEnds, Adapter):
             if m.eager and compiled_in_place(m.module):
                 self._eager_if_train_due(m)
                 return
+
+    def _run_eager_steps(self, m: RegisteredModel) -> None:
+        """`m` is compiled and its statistics steps run eagerly (`torch_compiled`): the stance
+        they set comes back when its forward ends, or raises."""
+        m.eager = True
+        end = self._attach(self._on_compiled_end, m.module, m)
+        self._module_handles.append(m.module.register_forward_hook(end, always_call=True))
 
     def _on_compiled_end(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], output: Any
