@@ -7,12 +7,8 @@ would trace the user's compiled code under it."""
 
 from __future__ import annotations
 
-import logging
-
 import torch
 from torch.overrides import TorchFunctionMode
-
-log = logging.getLogger("mldbg")
 
 
 def depth() -> int:

@@ -1412,18 +1412,17 @@ class RunIndex:
         last = self._last_names
         same = last is not None and last[0] == names
         by_lid = last[1] if same and last is not None else [tensors.get(n) for n in names]
-        if len(uniq) == len(order):  # one record per name (many scalar names): rows of one
-            for lid, row in zip(uniq.tolist(), order.reshape(-1, 1), strict=True):
-                tensor = by_lid[lid]
-                if tensor is None:
-                    tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
-                tensor._chunks.append((seg_idx, row))
-        else:
-            for lid, a, b in zip(uniq.tolist(), starts, bounds, strict=True):
-                tensor = by_lid[lid]
-                if tensor is None:
-                    tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
-                tensor._chunks.append((seg_idx, order[a:b]))
+        # each name's rows: one record per name (many scalar names) as rows of one, no slicing
+        pieces = (
+            order.reshape(-1, 1)
+            if len(uniq) == len(order)
+            else (order[a:b] for a, b in zip(starts, bounds, strict=True))
+        )
+        for lid, rows in zip(uniq.tolist(), pieces, strict=True):
+            tensor = by_lid[lid]
+            if tensor is None:
+                tensor = by_lid[lid] = tensors[names[lid]] = _TensorColumns()
+            tensor._chunks.append((seg_idx, rows))
         if same and last is not None:
             seg.names = last[0]
         else:

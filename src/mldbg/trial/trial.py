@@ -482,12 +482,18 @@ class Trial:
             f"it was by {sorted(r.worker for r in records)}"
         )
 
+    def _all_known(self, names: Iterable[str]) -> None:
+        """Raise TensorUnavailable for the first of `names` that is not recorded (a bulk
+        read's check of every name it is given)."""
+        known = self._index.names
+        for name in names:
+            if name not in known:
+                self._unknown(name)
+
     def step_counts(self, names: list[str]) -> list[int]:
         """For each tensor of `names`, how many global steps it was saved at
         (`len(tensor(name).steps())`), counted for all of them at once."""
-        for name in names:
-            if name not in self._index.names:
-                self._unknown(name)
+        self._all_known(names)
         return self._index.step_counts(names).tolist()
 
     def one_number_series(self, names: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -496,19 +502,14 @@ class Trial:
         `tensor(name).value(step)` gives, as one array per tensor. A tensor that does not read
         cleanly that way (a vector, several workers' records at a step, only reductions, a
         damaged data file) is left out: read it with `Tensor.value`, which says why."""
-        for name in names:
-            if name not in self._index.names:
-                self._unknown(name)
+        self._all_known(names)
         known = self._index.names  # a sharded tensor's value is its pieces put together: not here
         return self._index.one_number_series([n for n in names if layout_name(n) not in known])
 
     def steps_of(self, names: list[str]) -> np.ndarray:
         """The global steps (sorted int64, no repeats) at which some tensor of `names` has a
         record: the union of their `steps()`, found for all of them at once."""
-        known = self._index.names
-        for name in names:
-            if name not in known:
-                self._unknown(name)
+        self._all_known(names)
         return self._index.steps_of(names)
 
     def one_number_rows(self, names: list[str]) -> OneNumberRows:
@@ -519,10 +520,8 @@ class Trial:
         read cleanly as one number, one a step, its steps in order). Only the records of a
         `whole` name are values to use; a sharded tensor (its value is its pieces put
         together) is never whole here."""
+        self._all_known(names)
         known = self._index.names
-        for name in names:
-            if name not in known:
-                self._unknown(name)
         table = self._index.one_number_rows(names)
         if len(self._plain_names()) < len(known):  # some `stats/` names: maybe a shard layout
             sharded = [i for i, n in enumerate(names) if layout_name(n) in known]
@@ -546,20 +545,14 @@ class Trial:
     def statistic_columns_of(self, starts: Mapping[str, int]) -> dict[str, dict[str, np.ndarray]]:
         """`statistic_columns(name, start)` of several tensors (name -> start), decoded together
         in one pass over each segment: what `Columns` asks when it decodes a run's tensors."""
-        known = self._index.names
-        for name in starts:
-            if name not in known:
-                self._unknown(name)
+        self._all_known(starts)
         return self._index.statistic_columns_of(starts)
 
     def record_columns_of(self, names: list[str]) -> list[dict[str, np.ndarray]]:
         """The columns of `records(name)` (`Records`: `step`, `mode`, `mode_step`, `worker`,
         `raw`, read-only, load order) of each of `names`, for many tensors at once: no
         `Records` built per name."""
-        known = self._index.names
-        for name in names:
-            if name not in known:
-                self._unknown(name)
+        self._all_known(names)
         return self._index.record_columns_of(names)
 
     def layouts(self, name: str, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -594,10 +587,7 @@ class Trial:
         """`stacked` for many small tensors at once (name -> positions in `records(name)`),
         one read per segment for all; a tensor that does not read cleanly that way is left
         out (read it with `stacked`, which says why)."""
-        known = self._index.names
-        for name in requests:
-            if name not in known:
-                self._unknown(name)
+        self._all_known(requests)
         return self._index.stacked_many(requests, max_bytes)
 
     # views ------------------------------------------------------------------------------
