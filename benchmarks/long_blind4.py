@@ -99,10 +99,11 @@ def sae_resampling(n: int, rng: np.random.Generator) -> np.ndarray:
     """A sparse autoencoder on a language model's activations (Bricken et al. 2023, "Towards
     Monosemanticity"; SAELens): normalized MSE (from ~1 to 0.03-0.2) plus an L1 penalty whose
     coefficient is warmed up from 0 over 1-5% of the run (where the MSE has fallen by then, the
-    total rises again through the warm-up), the L1 term itself shrinking as the code gets sparse; every 10-25% of
-    the run, until 70%, the dead latents are resampled: the loss jumps by 5-30% within 1-20 steps
-    and recovers over 200-3,000; Adam at 5e-5-4e-4, warmed up over 0-5%, constant, on half the
-    seeds decayed linearly to 0 over the last 10-20%; 2-8% batch noise."""
+    total rises again through the warm-up), the L1 term itself shrinking as the code gets
+    sparse; every 10-25% of the run, until 70%, the dead latents are resampled: the loss jumps
+    by 5-30% within 1-20 steps and recovers over 200-3,000; Adam at 5e-5-4e-4, warmed up over
+    0-5%, constant, on half the seeds decayed linearly to 0 over the last 10-20%; 2-8% batch
+    noise."""
     return _sae_resampling(n, rng)["loss"]
 
 
@@ -279,8 +280,9 @@ def dp_sgd(n: int, rng: np.random.Generator) -> np.ndarray:
     values at the same weights, the last one smaller and noisier; the Gaussian noise added to
     the clipped gradients makes the weights wander, so the loss has a slow correlated wander of
     1-5% (over 50-500 logical steps) and sits on a high floor (1.0-1.8 from ln 10: clipping and
-    noise cost accuracy); skewed batch noise (gamma) of 5-15% at the full physical size, growing as 1/sqrt(size) on
-    the smaller last ones (at most 1.5x the mean for a single example)."""
+    noise cost accuracy); skewed batch noise (gamma) of 5-15% at the full physical size,
+    growing as 1/sqrt(size) on the smaller last ones (at most 1.5x the mean for a single
+    example)."""
     physical = int(rng.choice([64, 128, 256]))
     logical = int(rng.choice([1024, 2048, 4096, 8192]))
     sizes: list[int] = []
@@ -331,7 +333,8 @@ def flow_nll(n: int, rng: np.random.Generator) -> np.ndarray:
 def progressive_stacking(n: int, rng: np.random.Generator) -> np.ndarray:
     """BERT pretraining with progressive stacking (Gong et al. 2019, gonglinyuan/StackingBERT:
     3 -> 6 -> 12 layers): the shallow model trains for 10-20% of the run, is stacked (its layers
-    copied on top of themselves) and trains on; 1-2 stackings. At each the MLM loss jumps up by
+    copied on top of themselves) and trains on; 1-2 stackings (6 -> 12, or 3 -> 6 -> 12, each
+    stage before the last 10-20% of the run). At each the MLM loss jumps up by
     5-30% within 1-10 steps (the copy is not the same function), is back within 100-1,000
     steps, then falls towards the deeper model's lower floor (3 layers: 2.6-3.0 nats, 6:
     2.1-2.4, 12: 1.7-2.0) from ln(30,522); 1-4% batch noise."""
@@ -366,19 +369,19 @@ def _nnunet_dice_ce(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     scale = n / rng.uniform(20, 200)
     ce = _power(cum, math.log(classes) * rng.uniform(0.8, 1.2), rng.uniform(0.01, 0.06), scale / 3, 1.0)
     dice = rng.uniform(0.05, 0.2) + (rng.uniform(0.6, 0.95) - 0.1) * (1 - 1 / (1 + cum / scale) ** 0.8)
-    x = ce - dice
-    sd = rng.uniform(0.03, 0.15) * (0.5 + 0.5 * np.minimum(cum / scale, 1))  # batch 2: patches differ
-    x = x + sd * rng.standard_normal(n)
-    return {"loss": x, LR: lr}
+    ce = ce * _noise(n, rng, rng.uniform(0.05, 0.2))
+    dice = np.clip(1 - (1 - dice) * _gamma(n, rng, rng.uniform(0.1, 0.4)), 0, 1)  # batch 2: patches differ
+    return {"loss": ce - dice, LR: lr}
 
 
 def nnunet_dice_ce(n: int, rng: np.random.Generator) -> np.ndarray:
-    """nnU-Net (Isensee et al. 2021, MIC-DKFZ/nnUNet): 1,000 epochs of 250 iterations, SGD
-    (Nesterov) at 0.01 on the poly schedule (1 - epoch/1000)^0.9, stepped per epoch; the loss
-    is cross-entropy plus the soft Dice loss as nnU-Net writes it, minus the Dice (2-4
-    classes): from ln(classes) - 0.1 (~0.5-1.3) it falls through 0 to -(0.55-0.93) and keeps
-    creeping down; batches of 2 patches (a third forced to hold foreground): an absolute noise
-    of 0.03-0.15, larger once the Dice term dominates."""
+    """nnU-Net (Isensee et al. 2021, MIC-DKFZ/nnUNet): 1,000 epochs (of 250 iterations there,
+    of n/1,000 here), SGD (Nesterov) at 0.01 on the poly schedule (1 - epoch/1000)^0.9, stepped
+    per epoch; the loss is cross-entropy plus the soft Dice loss as nnU-Net writes it, minus
+    the Dice (2-4 classes): from ln(classes) (+-20%) less 0.05-0.2 (0.35-1.6) it falls through
+    0 to about -(0.5-0.9) and keeps creeping down, never below -1; batches of 2 patches (a
+    third forced to hold foreground): the batch's Dice scatters (its gap to 1 by 10-40%,
+    skewed), its cross-entropy by 5-20%."""
     return _nnunet_dice_ce(n, rng)["loss"]
 
 
@@ -386,12 +389,12 @@ def grpo_kl(n: int, rng: np.random.Generator) -> np.ndarray:
     """GRPO (Shao et al. 2024; TRL's GRPOTrainer, `num_iterations=1`), the loss logged per
     micro-batch: the clipped policy term is 0 in value (the ratio is exactly 1 and the
     advantages are centred per group; huggingface/open-r1#239), so the loss is beta (0.001-0.04)
-    times the KL to the reference policy: exactly 0 for the first optimizer step's 4-64
-    micro-batches (the policy is the reference), then rising as the policy moves away, to
+    times the KL to the reference policy: the KL is exactly 0 for the first optimizer step's
+    4-64 micro-batches (the policy is the reference), then rises as the policy moves away, to
     0.05-2 nats per token by the end; the batch KL is skewed (gamma, 20-60%); with the loss
-    normalized over all tokens (`loss_type="bnpo"`/"dapo", half the seeds) the length-weighted
-    advantages add a zero-mean noise of 0.002-0.05, with per-sequence normalization only
-    float32 rounding."""
+    normalized per sequence (half the seeds) that is all (the first values exactly 0.0), with
+    the loss normalized over all tokens (`loss_type="bnpo"`/"dapo") the length-weighted
+    advantages add a zero-mean noise of 0.002-0.05 from the first step; logged in float32."""
     t = np.arange(n, dtype=np.float64)
     beta = float(rng.choice([0.001, 0.01, 0.02, 0.04]))
     accum = int(rng.choice([4, 8, 16, 32, 64]))
@@ -401,10 +404,10 @@ def grpo_kl(n: int, rng: np.random.Generator) -> np.ndarray:
         q = 1 - np.exp(-t / (n * rng.uniform(0.1, 0.4)))
         q = q / q[-1]
     kl = kl_end * q * _gamma(n, rng, rng.uniform(0.2, 0.6))
+    kl[:accum] = 0.0
     x = beta * kl
-    if rng.random() < 0.5:
+    if rng.random() < 0.5:  # normalized over all tokens
         x = x + _log_uniform(rng, 0.002, 0.05) * rng.standard_normal(n)
-    x[:accum] = 0.0
     return _f32(x)
 
 
@@ -415,8 +418,8 @@ def electra_rtd(n: int, rng: np.random.Generator) -> np.ndarray:
     fast against a generator that still samples nonsense (its loss down to 0.03-0.1 within
     0.2-1% of the run), then the replacements get plausible as the generator learns (over 1-5%)
     and its loss climbs back to 0.2-0.35 before falling slowly to 0.12-0.25 (the generator's
-    quality sets it, google-research/electra#3); linear warm-up over 10k steps' worth (1%),
-    linear decay to 0; 1-4% batch noise, in bf16 on half the seeds."""
+    quality sets it, google-research/electra#3); 1-4% batch noise, in bf16 on half the
+    seeds."""
     t = np.arange(n, dtype=np.float64)
     gen = _power(t, math.log(30_522), rng.uniform(2.5, 3.5), n / rng.uniform(50, 300), rng.uniform(0.5, 0.9))
     easy = rng.uniform(0.03, 0.1)
