@@ -2,12 +2,13 @@
 `python fsdp_job.py OUT LAYOUT [defect] [REFS]` with RANK and WORLD_SIZE set (world size 1 and
 LAYOUT `single`: the same model unsharded in one process, on the full batch).
 
-LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `tp` (tensor parallel: the
+LAYOUT: `fsdp` (FSDP2: each Linear and the model `fully_shard`ed), `fsdp_compiled` (the same,
+then `torch.compile(model, backend="aot_eager")`: the hook registers the compiled model), `tp` (tensor parallel: the
 first Linear `ColwiseParallel`, the second `RowwiseParallel`, the last replicated),
 `single`, `lightning` (Lightning's ModelParallelStrategy, `lightning_main`: run it once, without
 RANK). The hook has the two lines (statistics at every step). Each rank trains on its part of
 the same full batch (FSDP2: its half, the gradients averaged; TP: the whole batch). `defect`:
-`explode` (lr 1e12), `nan1` (FSDP2: a NaN in rank 1's shard of one gradient at step
+`explode` (lr 1e12), `dead` (the first Linear's bias at -10: its ReLUs dead from step 0), `nan1` (FSDP2: a NaN in rank 1's shard of one gradient at step
 NAN_STEP), `drift` (TP: rank 1's copy of the replicated last layer drifts), `late`
 (not a defect: the model registered before it is sharded), `raw` (not a defect: weights, biases
 and gradients saved raw every other step, REFS an .npz of the global tensors gathered with
@@ -44,7 +45,7 @@ def batches(steps: int = STEPS):
 
 
 def shard(model: nn.Module, layout: str, world: int) -> nn.Module:
-    if layout == "fsdp":
+    if layout in ("fsdp", "fsdp_compiled"):
         from torch.distributed.fsdp import fully_shard
 
         for layer in model:
@@ -132,18 +133,23 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
         )  # fmt: skip
     else:
         hook = Hook(out_dir, statistics_every=1)
+    net = make_model()
+    if defect == "dead":
+        with torch.no_grad():
+            net[0].bias.fill_(-10.0)
     if defect == "late":  # registered before the parameters are sharded
-        model = make_model()
-        hook.register_module(model)
-        model = shard(model, layout, world)
+        hook.register_module(net)
+        model = shard(net, layout, world)
     else:
-        model = shard(make_model(), layout, world)
+        model = shard(net, layout, world)
+        if layout == "fsdp_compiled":
+            model = torch.compile(model, backend="aot_eager")
         hook.register_module(model)
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=1e12 if defect == "explode" else 0.1)
-    shards = {"fsdp": world, "fsdp_tp": world // 2}.get(layout, 1)  # the data-parallel ranks
-    per, index = BATCH // shards, rank if layout == "fsdp" else rank // 2
+    shards = {"fsdp": world, "fsdp_compiled": world, "fsdp_tp": world // 2}.get(layout, 1)  # data-parallel ranks
+    per, index = BATCH // shards, rank if layout in ("fsdp", "fsdp_compiled") else rank // 2
     part = slice(index * per, (index + 1) * per) if shards > 1 else slice(None)
     previous: dict = {}
     refs: dict = {}
@@ -154,9 +160,9 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
             with torch.no_grad():
                 model[2].weight.grad.to_local()[0, 0] = float("nan")
         if refs_path and defect == "raw":
-            gathered(model, refs, step, rank)
+            gathered(net, refs, step, rank)
         elif refs_path:
-            references(model, previous, refs, step, rank)
+            references(net, previous, refs, step, rank)  # the model's names (not the compiled wrapper's)
         opt.step()
         if defect == "drift" and rank == 1:
             with torch.no_grad():
