@@ -148,7 +148,7 @@ def main(out_dir: str, layout: str, defect: str, refs_path: str) -> None:
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model.parameters(), lr=1e12 if defect == "explode" else 0.1)
-    shards = {"fsdp": world, "fsdp_compiled": world, "fsdp_tp": world // 2}.get(layout, 1)  # data-parallel ranks
+    shards = {"fsdp": world, "fsdp_compiled": world, "fsdp_tp": world // 2}.get(layout, 1)  # the dp ranks
     per, index = BATCH // shards, rank if layout in ("fsdp", "fsdp_compiled") else rank // 2
     part = slice(index * per, (index + 1) * per) if shards > 1 else slice(None)
     previous: dict = {}
