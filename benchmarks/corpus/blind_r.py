@@ -138,8 +138,8 @@ def fixup_resnet_mixup(path: str, steps: int = 300, seed: int = 0, bug: str | No
     """Fixup initialization (Zhang, Dauphin & Ma 2019): a residual CNN with no BatchNorm, each
     block's branch rescaled at init by L^(-1/2) and ending in a zero-initialised convolution,
     scalar biases and multipliers, the classifier initialised to zero; trained as the paper does
-    with mixup (alpha 1.0), SGD momentum 0.9 at 0.1 with cosine decay, weight decay 5e-4,
-    batch 64."""
+    with mixup (alpha 1.0), SGD momentum 0.9 at 0.1 (the scalar biases and multipliers at 0.01)
+    with cosine decay, weight decay 5e-4, batch 64."""
     g = _seed(seed)
     images, labels = _shape_images(g, 3000)
     x = (images.float() / 255 - 0.5) / 0.25
