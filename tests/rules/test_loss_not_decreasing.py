@@ -237,6 +237,75 @@ def test_a_contrastive_energy_gap_that_rises_to_0_is_not_judged(tmp_path):
     assert not floorless([abs(v) + 1e-3 for v in losses])  # a loss of one sign keeps its floor
 
 
+def _bandit_policy(path, steps: int = 300) -> tuple[list[float], list[float]]:
+    """A real policy-gradient training (REINFORCE on a 6-armed contextual bandit) with the two
+    terms that RL libraries log beside the policy loss: `entropy_loss`, minus the policy's mean
+    entropy (Stable-Baselines3's), which rises from -ln 6 towards 0 as the policy grows sure,
+    and `kl_loss`, the weighted KL divergence to the frozen initial policy (a reference model,
+    as RLHF's), its weight 0 for the first 60 steps and then ramped up: exactly 0 until it is
+    switched on, then rising. Each saved with `hook.save_scalar` every step. Returns both."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    policy = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 6))
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    best = torch.randn(4, 6, generator=g)
+    entropies, kls = [], []
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(policy)
+        for step in range(steps):
+            ctx = torch.randn(64, 4, generator=g)
+            logp = F.log_softmax(policy(ctx), dim=1)
+            actions = torch.multinomial(logp.exp().detach(), 1, generator=g).squeeze(1)
+            reward = (actions == (ctx @ best).argmax(1)).float() + 0.1 * torch.randn(64, generator=g)
+            entropy_loss = (logp.exp() * logp).sum(1).mean()
+            kl_loss = F.kl_div(
+                F.log_softmax(reference(ctx), dim=1), logp, log_target=True, reduction="batchmean"
+            )
+            pg = -(logp.gather(1, actions[:, None]).squeeze(1) * (reward - reward.mean())).mean()
+            kl_loss = min(max(step - 60, 0) / 100, 1.0) * 0.05 * kl_loss
+            loss = pg + 0.01 * entropy_loss + kl_loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            hook.save_scalar("entropy_loss", entropy_loss.item())
+            hook.save_scalar("kl_loss", kl_loss.item())
+            entropies.append(entropy_loss.item())
+            kls.append(kl_loss.item())
+    return entropies, kls
+
+
+def test_a_negative_objective_and_a_penalty_from_0_are_not_judged_by_shares(tmp_path):
+    """minus an entropy stays below 0 and rises towards it; a KL penalty weighted 0 at first is
+    exactly 0, then rises. Neither has a floor at 0 to shed a share of its level towards
+    (`losses.floorless`): neither loss_not_decreasing nor underfitting reports them (before:
+    "rose by ...%", "the training diverges")."""
+    from mldbg.rules.losses import floorless
+
+    entropies, kls = _bandit_policy(tmp_path / "run")
+    assert max(entropies) < 0 and entropies[-1] > entropies[0] + 0.3  # below 0, rising
+    assert not any(kls[:60]) and kls[-1] > 1e-3  # exactly 0 at first, then rising
+    assert floorless(entropies) and floorless(kls)
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_not_decreasing", "underfitting"])
+    assert not found, [str(f) for f in found]
+    # read alone (not beside the total loss given to backward, of both signs)
+    alone = {"use_losses_collection": False, "tensor_regex": ["^entropy_loss$", "^kl_loss$"]}
+    rules = [BUILTIN["loss_not_decreasing"](**alone), BUILTIN["underfitting"](**alone)]
+    found = mldbg.check(str(tmp_path / "run"), rules=rules)
+    assert not found, [str(f) for f in found]
+    # the same rises of a loss bounded below by 0 that started above it are judged
+    assert not floorless([v - min(entropies) + 1e-3 for v in entropies])
+    assert not floorless([v + 1e-4 for v in kls])
+
+
 def _siamese(path, lr: float, steps: int = 120) -> list[float]:
     """A real SimSiam-style training (Chen & He 2021, as its reference code): the criterion
     is `nn.CosineSimilarity`, registered as the loss, and the loss is minus its mean. The

@@ -701,13 +701,21 @@ def floor_of(values: Sequence[float] | np.ndarray) -> float:
 
 
 def floorless(values: Sequence[float] | np.ndarray) -> bool:
-    """Whether a loss series has no floor at 0 to judge its progress against: its values take
-    both signs, the middle 90% of them straddling 0 (its level is near 0 against its own
-    noise), or its level does (the median of its first values and of its tenths are not all
-    of one sign: it crossed 0). A loss bounded below by 0 (cross-entropy, MSE) never does; an
-    adversarial or contrastive objective does (an energy gap E(data) - E(samples), a WGAN
-    critic, a policy-gradient term): it is not meant to fall, it hovers near 0 or changes sign,
-    and "shed x% of its level" or "rose y%" is a share of nothing."""
+    """Whether a loss series has no floor at 0 to judge its progress against, so that "shed
+    x% of its level" or "rose y%" is a share of nothing:
+    - its values take both signs, the middle 90% of them straddling 0 (its level is near 0
+      against its own noise), or its level does (the median of its first values and of its
+      tenths are not all of one sign: it crossed 0). A loss bounded below by 0 (cross-entropy,
+      MSE) never does; an adversarial or contrastive objective does (an energy gap
+      E(data) - E(samples), a WGAN critic, a policy-gradient term): it is not meant to fall,
+      it hovers near 0 or changes sign;
+    - or its level is never above 0 (a negative objective: minus an entropy bonus, a flow's
+      or a score model's negative log-likelihood below 0, a Dice-style loss of -1..0): its
+      floor is somewhere below, unknown, and a share of a negative level is no progress;
+    - or it starts at exactly 0 (the median of its first values): a penalty not yet
+      switched on (a KL to a reference policy that is the policy itself at the first step, a
+      regularizer weighted 0 at first), already at its floor, with nothing to shed, and
+      whatever it rises to is an infinite share of its start."""
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
     if len(x) < 4:
@@ -716,7 +724,7 @@ def floorless(values: Sequence[float] | np.ndarray) -> bool:
     levels = [float(v) for v in np.quantile(x, [0.05, 0.95])]
     levels.append(float(np.median(x[: min(len(x) // 2, max(10, min(50, len(x) // 10)))])))
     levels += np.median(x[len(x) - (len(x) // m) * m :].reshape(-1, m), axis=1).tolist()
-    return min(levels) < 0 < max(levels)
+    return min(levels) < 0 < max(levels) or max(levels) <= 0 or levels[2] == 0
 
 
 LEARNING_RATE = "learning_rate/"  # the PyTorch hook's record of each model's learning rate

@@ -87,8 +87,11 @@ class LossNotDecreasing(Rule):
     to fall: it is not judged. Nor is a flat training loss while the recorded learning rate
     still rises (`mldbg.rules.losses.warming_up`: a warm-up moves the loss little at first).
     Nor is a loss without a floor at 0 (`mldbg.rules.losses.floorless`: its middle 90%, or
-    its start and tenths, take both signs): a contrastive or adversarial objective (an EBM's
-    energy gap, a WGAN critic) hovers near 0 or crosses it; a share of its level means nothing.
+    its start and tenths, take both signs; or its level is never above 0; or it starts at
+    exactly 0): a contrastive or adversarial objective (an EBM's energy gap, a WGAN critic)
+    hovers near 0 or crosses it, a negative objective (minus an entropy bonus) has its floor
+    somewhere below, a penalty weighted 0 at first has nothing to shed; a share of its level
+    means nothing.
     """
 
     needs = ("losses", "scalars")

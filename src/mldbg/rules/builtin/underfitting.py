@@ -62,8 +62,10 @@ class Underfitting(Rule):
     it. A GAN (two models trained on one-class targets, or two losses that move against each
     other) plays a game whose loss is not meant to fall: it is not judged. Nor is a loss that
     has not risen while the recorded learning rate still rises (a warm-up,
-    `mldbg.rules.losses.warming_up`). Nor is a loss of both signs (`mldbg.rules.losses.floorless`:
-    an EBM's energy gap, a WGAN critic, near 0 or crossing it): it has no floor to fall to.
+    `mldbg.rules.losses.warming_up`). Nor is a loss without a floor at 0 (`mldbg.rules.losses.floorless`:
+    of both signs, as an EBM's energy gap or a WGAN critic near 0 or crossing it; never above
+    0, as minus an entropy bonus; or 0 at its start, as a penalty weighted 0 at first): it has
+    no floor to fall to.
     """
 
     needs = ("losses", "scalars")
