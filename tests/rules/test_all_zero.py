@@ -98,3 +98,68 @@ def test_fires_on_zero_gradients_of_a_dead_network(tmp_path, bug):
     assert found, f"all_zero did not fire on {bug}"
     assert "gradient/trunk.0.weight" in found[0].tensors, found[0]
     assert_explains(found[0])
+
+
+def fixup_run(out, all_zero_init: bool = False, steps: int = 12) -> None:
+    """A tiny Fixup-initialized residual MLP (Zhang et al. 2019): no normalization, each
+    residual branch's last layer and the classifier initialized to zero, scalar biases
+    (`bias1a`, `bias2a`: parameters the hook files with the weights) at 0 before each layer
+    of the branch. Gradients reach the parameters behind a zero layer only once that layer has
+    moved: the classifier at the first update, the branches' last layers at the second, the
+    scalar biases before them at the third. `all_zero_init`: every weight and bias of the
+    model at zero (no signal anywhere: only the classifier's bias ever moves)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias1a, self.bias2a = nn.Parameter(torch.zeros(1)), nn.Parameter(torch.zeros(1))
+            self.fc1, self.fc2 = nn.Linear(16, 16, bias=False), nn.Linear(16, 16, bias=False)
+            nn.init.zeros_(self.fc2.weight)
+
+        def forward(self, x):
+            return torch.relu(x + self.fc2(torch.relu(self.fc1(x + self.bias1a)) + self.bias2a))
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), Block(), Block(), nn.Linear(16, 4))
+    nn.init.zeros_(model[4].weight)
+    nn.init.zeros_(model[4].bias)
+    if all_zero_init:
+        for p in model.parameters():
+            nn.init.zeros_(p)
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(256, 8, generator=g), torch.randn(8, 4, generator=g)
+    y = (x @ w).argmax(1)
+    hook = mldbg.torch.Hook(str(out))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(steps):
+        idx = torch.randint(0, 256, (32,), generator=g)
+        loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+
+
+def test_quiet_on_a_chain_of_zero_initialized_layers_that_training_moves(tmp_path):
+    """Fixup's zero layers hold the parameters behind them at 0 for one step per link (three
+    here); once a gradient reaches a zero weight it moves: an init, not a dead network (the
+    old rule fired on the scalar biases at step 2)."""
+    fixup_run(tmp_path)
+    trial = mldbg.create_trial(str(tmp_path))
+    zero = [s for s in (0, 1, 2) if trial.record("2.bias1a", s).statistics["zero_fraction"] == 1.0]
+    assert zero == [0, 1, 2]  # the premise: 0 for three saved steps, then it moves
+    assert trial.record("2.bias1a", 3).statistics["zero_fraction"] == 0.0
+    found = mldbg.check(str(tmp_path), rules=["all_zero"])
+    assert not found, "\n".join(map(str, found))
+
+
+def test_fires_on_a_network_initialized_all_at_zero(tmp_path):
+    fixup_run(tmp_path, all_zero_init=True)
+    found = mldbg.check(str(tmp_path), rules=["all_zero"])
+    assert found and "0.weight" in found[0].tensors, "\n".join(map(str, found))

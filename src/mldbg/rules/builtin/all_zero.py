@@ -100,6 +100,14 @@ class AllZero(Rule):
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
 
+    A weight whose gradient at the step is not all zeros is not judged either: it is leaving
+    a zero init, the next update moves it. A chain of zero-initialized layers (Fixup's: a
+    zero classifier, each residual branch's last convolution zero, scalar biases before it)
+    passes no gradient to the layers behind a zero one until it has moved: each link holds
+    its parameters at 0 for one more step, then they move. Weights that stay 0 because no
+    gradient reaches them (all weights zero-initialized: a network with no signal) are
+    reported as before.
+
     A weight frozen at the step (`requires_grad` 0, as the hook records it) is not judged: it
     never learns, so zeros in it are a constant, not a symmetric init (a fixed positional
     embedding, ViT-MAE's sin-cos table as some versions of transformers leave it: zeros).
@@ -202,6 +210,10 @@ class AllZero(Rule):
                     continue
             elif share >= self.threshold and trial.statistic(name, step, "requires_grad") == 0.0:
                 self._streak[key] = 0  # frozen: a constant, it does not learn
+                self._since.pop(key, None)
+                continue
+            elif share >= self.threshold and _all_zero(trial, "gradient/" + name, step) is False:
+                self._streak[key] = 0  # it gets a gradient: a zero init that training moves it off
                 self._since.pop(key, None)
                 continue
             if share >= self.threshold:
