@@ -175,6 +175,36 @@ def test_tiny_gradients_that_adam_rescales_are_not_reported(tmp_path, optimizer)
         assert found and {"gradient/1.fc1.weight", "gradient/1.fc2.weight"} <= set(found[0].tensors), found
 
 
+class LayerDropBranch(ScaledBranch):
+    """`ScaledBranch` skipped at every third training forward, as LayerDrop skips a layer
+    (Fan et al. 2019; `encoder_layerdrop` in Hugging Face's seq2seq and time-series configs,
+    0.1 by default there): the branch passes its input through, its weights get no gradient
+    (`zero_grad()` sets them to None) and the optimizer leaves them where they were."""
+
+    def __init__(self, width: int):
+        super().__init__(width)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x if self.training and self.calls % 3 == 0 else super().forward(x)
+
+
+def test_a_layer_that_layerdrop_skipped_at_a_step_still_learns(tmp_path):
+    """Adam moves the tiny-gradient branch as fast as any layer, but not at a step after one
+    that LayerDrop skipped it: its change there is exactly 0. Summed over the streak it
+    learns: not reported (the old rule, reading the change at the streak's last step alone,
+    reported it)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), LayerDropBranch(32), torch.nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    path = train_branches(tmp_path / "run", model, opt, 30)
+    trial = mldbg.create_trial(path)
+    still = [s for s in range(1, 20) if trial.record("1.fc1.weight", s).statistics["delta_l2"] == 0]
+    assert still  # the premise: steps right after a skipped one, where the branch stood still
+    assert not mldbg.check(path, rules=["vanishing_gradient"])
+
+
 class ZeroInitBlock(torch.nn.Module):
     """torchvision's BasicBlock: conv-BN-ReLU-conv-BN plus the identity, with the last BN's
     gamma started at 0 (`zero_init_residual`): the branch is closed at step 0."""

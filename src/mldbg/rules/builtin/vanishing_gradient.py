@@ -145,7 +145,9 @@ class VanishingGradient(Rule):
     of 1e-6 is updated at full speed). So a weight is reported only where the hook measured
     its change (`delta_l2`, since the previous saved step) to be below `learning_share` of the
     typical weight's, relative to their sizes (the median of delta_l2 / l2 over the weights):
-    under SGD a gradient 10^6 times too small moves its layer 10^6 times too little. Where no
+    under SGD a gradient 10^6 times too small moves its layer 10^6 times too little. The
+    change is summed over the streak's `patience` saved steps (a layer LayerDrop skipped at
+    one of them stood still there and learns at the others). Where no
     change is measured (raw gradients only) the gradient alone decides, as before; so does a
     gradient of exactly 0 (dead ReLUs): such a weight may still coast on Adam's momentum, but
     it learns nothing. A gradient far below the threshold but not 0 is judged by its measured
@@ -394,19 +396,30 @@ class VanishingGradient(Rule):
         limit: float,
     ) -> list[str]:
         """The gradients of `low` whose weights are not learning: moved less than
-        `learning_share` of the typical weight's relative change at `step` (all of `low` when no
-        change was measured). A gradient 100x below the threshold (or 0: dead ReLUs) is past
-        what an adaptive optimizer rescales (its eps, 1e-8): its weight may still coast on
-        momentum, but it does not learn, whatever it moved."""
+        `learning_share` of the typical weight's relative change over the last `patience` saved
+        training steps up to `step`, the streak's (the sum of each step's change over its size;
+        all of `low` when no change was measured). Over the streak, not at its last step alone:
+        a layer that LayerDrop skipped in the step before (`encoder_layerdrop`, the default of
+        Hugging Face's seq2seq and time-series configs: no gradient, no update) stood still at
+        one step and learns at the others. A gradient 100x below the threshold (or 0: dead
+        ReLUs) is past what an adaptive optimizer rescales (its eps, 1e-8): its weight may
+        still coast on momentum, but it does not learn, whatever it moved."""
         if all(means[n] == 0 for n in low):  # nothing to measure
             return low
+        first = low[0].removeprefix("gradient/")
+        saved = [s for s in trial.tensor(first).steps() if s <= step and trial.mode(s) == Mode.TRAIN]
+        window = saved[-self.patience :] or [step]
         moved: dict[str, float] = {}
         for grad in names:
             weight = grad.removeprefix("gradient/")
-            delta = trial.statistic(weight, step, "delta_l2")
-            size = trial.statistic(weight, step, "l2")
-            if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
-                moved[grad] = delta / size
+            total, measured = 0.0, False
+            for s in window:
+                delta = trial.statistic(weight, s, "delta_l2")
+                size = trial.statistic(weight, s, "l2")
+                if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
+                    total, measured = total + delta / size, True
+            if measured:
+                moved[grad] = total
         if not moved:
             return low
         typical = float(np.median(list(moved.values())))
