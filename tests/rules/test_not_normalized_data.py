@@ -272,3 +272,56 @@ def test_inputs_noised_to_a_given_noise_level_are_the_design(tmp_path, data_scal
         assert not found, "\n".join(map(str, found))
     else:
         assert found and found[0].tensors == ["model_input_0"], "\n".join(map(str, found))
+
+
+def _forecaster(path, scaling: str | None, steps: int = 30):
+    """A tiny Hugging Face `TimeSeriesTransformerForPrediction` trained as its docs show: raw
+    demand series (levels 100-300) as `past_values`, the horizon as `future_values` (its
+    labels), called by keywords with the README's two lines. `scaling`: the config's ("mean",
+    its default: the model divides each series by its mean before any layer; None: no
+    scaler, the raw values reach the first layer)."""
+    from transformers import TimeSeriesTransformerConfig, TimeSeriesTransformerForPrediction
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    context, horizon, lags = 14, 7, [1, 2, 7]
+    past = context + max(lags)
+    t = torch.arange(past + horizon).float()
+    level = 100 + 200 * torch.rand(64, 1, generator=g)
+    series = level * (1 + 0.3 * torch.sin(2 * torch.pi * t / 7)) + 5 * torch.randn(64, len(t), generator=g)
+    features = (t / len(t)).expand(64, len(t)).unsqueeze(-1)
+    config = TimeSeriesTransformerConfig(
+        prediction_length=horizon, context_length=context, lags_sequence=lags, num_time_features=1,
+        scaling=scaling, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16,
+    )  # fmt: skip
+    model = TimeSeriesTransformerForPrediction(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for step in range(steps):
+            idx = torch.arange(step * 16, step * 16 + 16) % 64
+            out = model(
+                past_values=series[idx, :past], past_time_features=features[idx, :past],
+                past_observed_mask=torch.ones(16, past), future_values=series[idx, past:],
+                future_time_features=features[idx, past:],
+            )  # fmt: skip
+            opt.zero_grad()
+            out.loss.backward()
+            opt.step()
+    return mldbg.create_trial(str(path))
+
+
+@pytest.mark.parametrize("scaling", ["mean", None], ids=["scaled by the model", "no scaler"])
+def test_a_time_series_model_that_scales_its_raw_input_is_not_reported(tmp_path, scaling):
+    """The model's input is `past_values` (not `future_values`, its labels, which the hook
+    took for its input before), raw as the model expects them: it divides each series by its
+    mean first (`inputs_scaled/model`), so nothing is reported. Without its scaler the same
+    raw values reach the first layer: reported."""
+    trial = _forecaster(tmp_path / "run", scaling)
+    assert tuple(trial.record("model_input_0", 0).shape) == (16, 21)  # past_values, not the horizon's 7
+    assert trial.has_tensor("inputs_scaled/model") == (scaling is not None)
+    found = mldbg.check(str(tmp_path / "run"), rules=["not_normalized_data"])
+    assert bool(found) == (scaling is None), "\n".join(map(str, found))

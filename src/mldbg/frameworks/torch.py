@@ -243,7 +243,7 @@ class Hook(StepEnds, Adapter):
                 on_layer = self._attach(self._on_sentinel_layer, layer, m, within=m)
                 self._module_handles.append(layer.register_forward_hook(on_layer))
         if self._stats is not None:
-            self._stats.watch_modules(inner, gradients=not compiled or eager)
+            self._stats.watch_modules(inner, gradients=not compiled or eager, prefix=m.prefix)
         self._evals.watch(id(m), inner)
         self._models.append(m)
         self._params.extend(params)

@@ -97,6 +97,23 @@ CONFUSION_LABELS = 1024  # the latest labels whose confusion matrix a statistics
 CONFUSION_STEPS = 64  # ... of at most this many steps (a few MB of matrices on the device at most)
 
 
+INPUTS_SCALED = "inputs_scaled/"  # a registered model scales its own input (`scales_inputs`)
+
+
+def scales_inputs(model: nn.Module) -> bool:
+    """Whether `model` standardizes its input itself, per sample, before any learned layer: it
+    holds a scaler module (Hugging Face's time-series models: `TimeSeriesMeanScaler`,
+    `TimeSeriesStdScaler`, `PatchTSTStdScaler`..., whose `scaling` config is "mean" or "std" by
+    default, not their `...NOPScaler`) or reversible instance normalization (`RevIN`, as
+    PatchTST's and most forecasters' reference code). Such a model is meant to be fed raw
+    values (a demand series in the hundreds): their scale is no input left unnormalized."""
+    for module in model.modules():
+        kind = type(module).__name__
+        if (kind.endswith("Scaler") and "NOP" not in kind) or kind.lower().startswith("revin"):
+            return True
+    return False
+
+
 def mode_modules(model: nn.Module) -> dict[str, list[tuple[nn.Module, list[nn.Parameter]]]]:
     """The mode-dependent modules of `model` by kind: `dropout` (Dropout with p > 0, an RNN of
     several layers with `dropout` > 0 between them) and
@@ -260,6 +277,7 @@ class StepStatistics:
         self.recorder = recorder
         self.replicated = world_size > 1
         self._modules: list[tuple[str, list[tuple[nn.Module, list[nn.Parameter]]]]] = []
+        self._scaling: set[str] = set()  # the prefixes of the registered models that scale their inputs
         self._thawed: set[str] = (
             set()
         )  # parameters that required a gradient at a TRAIN step since the last statistics step
@@ -320,11 +338,14 @@ class StepStatistics:
         )
 
     # what the hook hands over, at each point of a step -----------------------------------------
-    def watch_modules(self, model: nn.Module, gradients: bool = True) -> None:
-        """Keep the mode-dependent modules of `model` (`mode_modules`) and, unless not
-        `gradients` (a compiled model: hooks on its layers would break its graph), where its
-        parameters' gradients are cut (`GradientFlow`)."""
+    def watch_modules(self, model: nn.Module, gradients: bool = True, prefix: str = "") -> None:
+        """Keep the mode-dependent modules of `model` (`mode_modules`), whether it scales its
+        own input (`scales_inputs`: `inputs_scaled/<prefix>model` at statistics steps) and,
+        unless not `gradients` (a compiled model: hooks on its layers would break its graph),
+        where its parameters' gradients are cut (`GradientFlow`)."""
         self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
+        if scales_inputs(model):
+            self._scaling.add(prefix)
         self._frozen.watch(model)
         if gradients:
             self._flow.watch(model)
@@ -358,6 +379,8 @@ class StepStatistics:
                 kinds = (kinds + st.REPLICA_DEFAULTS[natural[0]]) if fp else kinds
                 self.add_kinds(name, p, kinds, natural, p.requires_grad or name in thawed)
         self.forward_inputs(args, prefix)
+        if full and prefix in self._scaling:
+            self.add_kinds(f"{INPUTS_SCALED}{prefix}model", torch.ones(1, dtype=torch.uint8), ("sum",), ())
         if full:
             judged = False
             for kind, members in self._modules:

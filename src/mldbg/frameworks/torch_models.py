@@ -34,9 +34,12 @@ Param = tuple[str, nn.Parameter, tuple[str, ...]]  # recorded name, parameter, n
 # names first), and words of those that are not: labels, masks, positions, caches
 INPUT_KEYWORDS = (
     "input_ids", "pixel_values", "input_values", "input_features", "inputs_embeds",
+    "past_values",  # Hugging Face's time-series models (TimeSeriesTransformer, PatchTST, Informer)
     "x", "input", "inputs", "images", "image", "features",
 )  # fmt: skip
-NOT_INPUT_WORDS = ("label", "target", "mask", "position", "token_type", "cache", "past", "decoder")
+# `past`: a cache (`past_key_values`); `future`: a time-series model's targets (`future_values`,
+# the Trainer's labels) and the covariates of the horizon
+NOT_INPUT_WORDS = ("label", "target", "mask", "position", "token_type", "cache", "past", "future", "decoder")
 
 
 def model_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -14,6 +14,8 @@ from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
+INPUTS_SCALED = "inputs_scaled/"  # `mldbg.frameworks.torch_defaults.INPUTS_SCALED`: a model scales its input
+
 # `_noise_scaled`: the steps whose variances test the noise model (a sequential judgement waits
 # for them), and the level of its two-sided t interval on the data part's variance
 _NOISE_STEPS = 5
@@ -82,6 +84,10 @@ class NotNormalizedData(Rule):
     statistics (and `samples`) a two-line hook records every step, on the same axes (not
     with another `channel`: then only raw inputs can answer).
 
+    Inputs fed to a model that scales them itself, per sample, are fine: a model holding a
+    scaler module or reversible instance normalization (Hugging Face's time-series models,
+    which take raw `past_values` and scale them by their mean or std; RevIN), as the PyTorch
+    hook records it (`inputs_scaled/<model>`), is not judged on its raw input.
     Inputs fed to a model that normalizes them itself are fine: when the run holds two saved
     weights of one value per feature that are the inputs' own mean (within half a std) and
     variance or std (within a factor 2), as a Keras `Normalization` layer adapted on the
@@ -287,7 +293,7 @@ class NotNormalizedData(Rule):
         which no longer waits for steps. `_deferred` says whether it waits."""
         assert m.count is not None and m.total is not None and m.total_sq is not None
         self._deferred = False
-        if self._is_condition(trial, name, step):
+        if self._is_condition(trial, name, step) or self._scaled_by_model(trial, name):
             return None
         n = np.maximum(m.count, 1)
         mean = m.total / n
@@ -335,6 +341,14 @@ class NotNormalizedData(Rule):
             f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
             tensors=[name],
         )  # fmt: skip
+
+    @staticmethod
+    def _scaled_by_model(trial: TrialView, name: str) -> bool:
+        """Whether `name` is the input of a model that scales it itself, per sample, before
+        any learned layer (`inputs_scaled/<model>`, which the PyTorch hook records for a model
+        holding a scaler or RevIN: `mldbg.frameworks.torch_defaults.scales_inputs`)."""
+        at = name.rfind("model_input_")
+        return at >= 0 and trial.has_tensor(f"{INPUTS_SCALED}{name[:at]}model")
 
     @staticmethod
     def _model_normalizes(
