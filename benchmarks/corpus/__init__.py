@@ -45,7 +45,8 @@ BLIND7 = "blind7"  # the eighth, written and measured after `blind6` had been lo
 BLIND8 = "blind8"  # the ninth, written and measured after `blind7` had been looked at
 BLIND9 = "blind9"  # the tenth, written and measured after `blind8` had been looked at
 BLIND10 = "blind10"  # the eleventh, written and measured after `blind9` had been looked at
-LATER = (FRESH, BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10)
+BLIND11 = "blind11"  # the twelfth, written and measured after `blind10` had been looked at
+LATER = (FRESH, BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11)
 ALL_SPLITS = (*SPLITS, *LATER)
 
 # bug -> (rules any of which is expected to fire, the cause a diagnosis should name)
