@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only] [--blind | --blind2 | --blind3 | --blind4]
+        [--seeds 5] [--loss-only] [--blind | --blind2 | --blind3 | --blind4 | --blind5]
 
 Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -27,7 +27,9 @@ run it once, and do not tune on what it shows. `--blind2` measures the second bl
 `long_blind2` (14 more kinds, three with a learning rate, and 4 bugs; written after the first had
 been tuned on), the same way; `--blind3` the third, `long_blind3` (written after the second had
 been tuned on); `--blind4` the fourth, `long_blind4` (14 more kinds, four with a learning rate,
-and 4 bugs; written after the third had been measured).
+and 4 bugs; written after the third had been measured); `--blind5` the fifth, `long_blind5` (14
+more kinds, seven with a learning rate, some logged as the mean of every k steps, and 4 bugs;
+written after the fourth).
 """
 
 from __future__ import annotations
@@ -644,7 +646,7 @@ def healthy_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> 
 def blind_series(
     kind: str, n: int, seed: int, learning_rate: bool = True, blind: ModuleType = long_blind
 ) -> dict[str, np.ndarray]:
-    """A run of the blind set's `kind` (`long_blind`, `long_blind2`, ... `long_blind4`), as
+    """A run of the blind set's `kind` (`long_blind`, `long_blind2`, ... `long_blind5`), as
     `healthy_series` gives one of `KINDS`."""
     out = blind.series(kind, n, blind.rng_for(kind, seed))
     if not learning_rate:
@@ -756,10 +758,10 @@ def main() -> int:
     ap.add_argument(
         "--kinds",
         nargs="*",
-        help="default: all of KINDS (with --blind/--blind2/...: of long_blind[2-4].KINDS)",
+        help="default: all of KINDS (with --blind/--blind2/...: of long_blind[2-5].KINDS)",
     )
     ap.add_argument(
-        "--bugs", nargs="*", help="default: all of BUGS (with --blind/--blind2/...: of long_blind[2-4].BUGS)"
+        "--bugs", nargs="*", help="default: all of BUGS (with --blind/--blind2/...: of long_blind[2-5].BUGS)"
     )
     ap.add_argument("--rules", nargs="*", default=list(RULES))
     ap.add_argument(
@@ -786,6 +788,11 @@ def main() -> int:
         action="store_true",
         help="the fourth blind set (long_blind4.KINDS and .BUGS) on the held-out seeds: measure it once",
     )
+    which.add_argument(
+        "--blind5",
+        action="store_true",
+        help="the fifth blind set (long_blind5.KINDS and .BUGS) on the held-out seeds: measure it once",
+    )
     ap.add_argument(
         "--loss-only",
         action="store_true",
@@ -807,6 +814,11 @@ def main() -> int:
 
         assert long_blind4.LR == LR and long_blind4.MODE == MODE and long_blind4.EVAL_UNSAVED == EVAL_UNSAVED
         blind, name = long_blind4, "blind4"
+    elif args.blind5:  # the same: written after the fourth
+        import long_blind5
+
+        assert long_blind5.LR == LR and long_blind5.MODE == MODE and long_blind5.EVAL_UNSAVED == EVAL_UNSAVED
+        blind, name = long_blind5, "blind5"
     else:
         blind, name = (
             (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")
