@@ -11,9 +11,10 @@ parameters drawn per seed, and none of them is one of `long_runs.KINDS`, `long_b
 They are to be measured once, on the held-out seeds (`SEEDS`), and not tuned on: a rule
 changed after looking at them makes them a tuning set.
 
-The interface is `long_blind4`'s: a kind is `(n, rng) -> loss`; seven kinds follow a
-learning-rate schedule, and `series(kind, n, rng)` gives all that a run records, the loss and,
-where the kind has one, the learning rate (`LR`, as the PyTorch hook records it, in real units).
+The interface is `long_blind4`'s: a kind is `(n, rng) -> loss`; seven kinds record the
+learning-rate schedule they follow (two more follow one they do not record), and
+`series(kind, n, rng)` gives all that a run records, the loss and, where the kind has one, the
+learning rate (`LR`, as the PyTorch hook records it, in real units).
 Where a kind's values are logged every k steps (the mean of those k steps), a value is one log
 and its learning rate the one logged with it. No kind here has evaluation passes, but `MODE` and
 its codes are kept for the interface. A bug is `(n, rng) -> (loss, the step its defect begins)`.
@@ -112,7 +113,7 @@ def hf_sft_logged(n: int, rng: np.random.Generator) -> np.ndarray:
     cosine (or linear) decay to 0, at 1e-5-3e-5 (full) or 1e-4-3e-4 (LoRA); the loss logged
     every `logging_steps` (1-100) optimizer steps as the mean over them, rounded to 4 decimals
     (`round(tr_loss / steps, 4)`), each value one log. It starts at the base model's loss on
-    the responses (1.0-2.5 nats), falls to 45-80% of it within the first epoch, and at each
+    the responses (1.0-2.5 nats), falls along the rate's area towards 45-80% of it, and at each
     epoch boundary steps down by 5-25% (less or more at later ones) within 1% of the epoch, as
     the examples come round again; per-step noise 5-25% (short batches of varied examples),
     shrunk by the averaging, and 0.1-1% of the steps a long, hard example (+100-300%, diluted
@@ -151,9 +152,9 @@ def gpt3_batch_warmup(n: int, rng: np.random.Generator) -> np.ndarray:
     0.5M-3.2M over the first 5-30% of the steps (the tokens per step grow exponentially in
     steps there); the learning rate warms up over 375M tokens and decays on a cosine over
     90-100% of the run's tokens to 10% of its peak (6e-5-6e-4); per step the loss follows the
-    learning rate's area in full-batch units, from ln(50,257) to 1.7-2.8 nats, with an extra
-    2-6% gain as the rate anneals (a small batch's step counts for more than its share of
-    tokens: b / (b + B_noise), B_noise a quarter of the full batch; McCandlish et al. 2018);
+    learning rate's area in full-batch units (a small batch's step counts for more than its
+    share of tokens: b / (b + B_noise), B_noise a quarter of the full batch; McCandlish et al.
+    2018), from ln(50,257) to 1.7-2.8 nats, with an extra 2-6% gain as the rate anneals;
     0-4 spikes (1.15-2x within 1-10 steps, recovering over 20-500 steps) after the ramp's
     first half; the batch noise is absolute, 0.5-2% of the final loss at the full batch, up by
     sqrt(full / batch) early on (4-10x at 32k tokens), AR-correlated on half the seeds."""
@@ -271,7 +272,7 @@ def icefall_transducer(n: int, rng: np.random.Generator) -> np.ndarray:
     over 500 batches); the logged per-frame loss is simple_loss_scale x the simple loss plus
     the pruned loss, the first scale going 1 -> 0.5 and the second 0.1 -> 1 over the first
     2,000 batches (warm_step); the simple loss from 1.5-4 to 0.12-0.3 and the pruned from
-    0.5-2 to 0.02-0.08 along the rate's area, 5-20% above that while the rate is high;
+    0.5-2 to 0.02-0.08 along the rate's area, above that by 5-20% x lr / base_lr (lagging);
     skewed batch noise of 3-8% (batches by duration); printed with 4 significant digits."""
     return _icefall_transducer(n, rng)["loss"]
 
@@ -306,8 +307,8 @@ def sisnr_separation(n: int, rng: np.random.Generator) -> np.ndarray:
     and SpeechBrain's recipes) trained on the negative permutation-invariant SI-SNR, in dB:
     from -3 - +2 (the untrained masks return the mixture) to -14 - -22 along the rate's area,
     Adam at 1e-3 for 100-200 epochs, halved (ReduceLROnPlateau) from 30-60% of the run every
-    8-25 epochs, each halving bringing the loss down by half the last one's drop (0.3-1 dB at
-    first, lagging by 200-2,000 steps); the batch (4-24 mixtures) noise is absolute, a per-
+    8-25 epochs, each halving bringing the loss down by half the last one's drop (0.15-0.5 dB
+    at first, lagging by 200-2,000 steps); the batch (4-24 mixtures) noise is absolute, a per-
     mixture spread of 3-5 dB over sqrt(batch), and the mixtures the model fails to separate
     (20% at first, 2-10% at the end) cost 5-15 dB each: an upper tail."""
     return _sisnr_separation(n, rng)["loss"]
@@ -331,7 +332,7 @@ def detr_hungarian(n: int, rng: np.random.Generator) -> np.ndarray:
     the weighted sum (classification 1, L1 box 5, GIoU 2) over the Hungarian-matched queries of
     all 6 decoder layers (`--aux_loss`), from 25-40 down to 5.5-9, slowly (DETR's long
     convergence: power 0.3-0.6 in the rate's area); AdamW at 1e-4 for 150/300/500 epochs, x0.1
-    at epoch 100/200/400 (`--lr_drop`), where the loss drops by a further 7-15% over 0.3-1.5
+    at epoch 100/200/400 (`--lr_drop`), where the loss drops by a further 7-14% over 0.3-1.5
     epochs; skewed batch noise of 5-12% (16-64 images with varied numbers of objects)."""
     return _detr_hungarian(n, rng)["loss"]
 
@@ -392,10 +393,10 @@ def rectified_flow(n: int, rng: np.random.Generator) -> np.ndarray:
 def mae_pixel(n: int, rng: np.random.Generator) -> np.ndarray:
     """Masked-autoencoder pretraining (He et al. 2022, facebookresearch/mae, `--norm_pix_loss`,
     75% masking, batch 4,096): the MSE on the masked patches, each normalized to unit variance,
-    from 1.0-1.1 (the untrained decoder) to 0.6-0.7 within the first 1-3% of the run and on to
-    0.40-0.50 (ViT-B/L/H); AdamW warmed up over 40 of 400/800/1,600 epochs and decayed on a
-    half cosine to 0 per iteration, the loss 3-6% lower at the end for the annealing; batch
-    noise 0.3-1% (random masks over 4,096 images)."""
+    from 1.0-1.1 (the untrained decoder) to 0.6-0.7 within the first few % of the run (slower
+    where the warm-up is long) and on to 0.40-0.50 (ViT-B/L/H); AdamW warmed up over 40 of
+    400/800/1,600 epochs and decayed on a half cosine to 0 per iteration, the loss 3-6% lower
+    at the end for the annealing; batch noise 0.3-1% (random masks over 4,096 images)."""
     t = np.arange(n, dtype=np.float64)
     epochs = int(rng.choice([400, 800, 1600]))
     warm = n * 40 / epochs
@@ -471,7 +472,8 @@ def tacotron_alignment(n: int, rng: np.random.Generator) -> np.ndarray:
     after the postnet plus the stop-token BCE, Adam at 1e-3, batches of 32-64 utterances: from
     20-60 (the log-mel targets' mean square, twice) to 0.6-0.9 within 100-500 steps, where it
     sits while the decoder, teacher-forced, predicts frames without attending to the text;
-    when the attention learns the alignment (3,000-20,000 steps in) it drops by 20-40% over
+    when the attention learns the alignment (3,000-20,000 steps in, at most 30% of the run) it
+    drops by 20-40% over
     500-3,000 steps, then falls slowly to 0.3-0.45 by the end; skewed batch noise of 3-8%
     (utterance lengths), AR on half the seeds."""
     t = np.arange(n, dtype=np.float64)
@@ -490,7 +492,8 @@ def tacotron_alignment(n: int, rng: np.random.Generator) -> np.ndarray:
 def hifigan_generator(n: int, rng: np.random.Generator) -> np.ndarray:
     """A HiFi-GAN vocoder's "Gen Loss Total" (Kong et al. 2020, jik876/hifi-gan): the
     least-squares adversarial loss over its 8 discriminators (MPD and MSD), from ~8 to 2-5
-    within 1-3% of the run, then wandering by 10-20% as the players trade; plus 2 x the
+    within 1-3% of the run, then wandering by 10-20% (correlated over 500-5,000 steps) as the
+    players trade; plus 2 x the
     feature-matching L1 (the term growing from 0.5-1 to 3-8 over 1-10% as the discriminators'
     features become telling); plus 45 x the mel L1, from 1.2-2.0 to 0.18-0.35 along a power
     law: the total from ~60-100 to ~13-30; batches of 16 one-second segments: 3-8% noise on the mel
