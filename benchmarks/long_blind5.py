@@ -254,8 +254,8 @@ def _icefall_transducer(n: int, rng: np.random.Generator) -> dict[str, np.ndarra
     lr = base * eden * np.where(t < 500, 0.5 + 0.5 * t / 500, 1.0)  # warmup_batches 500
     area = np.cumsum(lr) / base
     scale = n / _log_uniform(rng, 30, 300)
-    simple = _power(area, rng.uniform(1.5, 4.0), rng.uniform(0.12, 0.3), scale, rng.uniform(0.5, 0.9))
-    pruned = _power(area, rng.uniform(0.5, 2.0), rng.uniform(0.02, 0.08), scale, rng.uniform(0.5, 0.9))
+    simple = _power(area, rng.uniform(0.9, 1.6), rng.uniform(0.12, 0.3), scale, rng.uniform(0.5, 0.9))
+    pruned = _power(area, rng.uniform(6, 10), rng.uniform(0.02, 0.08), scale / 10, rng.uniform(0.7, 1.0))
     warm_step = 2000
     w = np.minimum(t / warm_step, 1)
     total = (1 - 0.5 * w) * simple + (0.1 + 0.9 * w) * pruned  # simple_loss_scale 0.5 after warm_step
@@ -271,8 +271,9 @@ def icefall_transducer(n: int, rng: np.random.Generator) -> np.ndarray:
     (lr_batches 5,000-7,500, lr_epochs 3.5-6, 20-40 epochs, stepped per epoch, warm-up from half
     over 500 batches); the logged per-frame loss is simple_loss_scale x the simple loss plus
     the pruned loss, the first scale going 1 -> 0.5 and the second 0.1 -> 1 over the first
-    2,000 batches (warm_step); the simple loss from 1.5-4 to 0.12-0.3 and the pruned from
-    0.5-2 to 0.02-0.08 along the rate's area, above that by 5-20% x lr / base_lr (lagging);
+    2,000 batches (warm_step); the simple loss from 0.9-1.6 to 0.12-0.3 and the pruned from
+    6-10 (as icefall's logs show at batch 0) to 0.02-0.08, ten times faster, along the rate's
+    area, above that by 5-20% x lr / base_lr (lagging);
     skewed batch noise of 3-8% (batches by duration); printed with 4 significant digits."""
     return _icefall_transducer(n, rng)["loss"]
 
@@ -319,10 +320,9 @@ def _detr_hungarian(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     epochs, drop = {150: (150, 100), 300: (300, 200), 500: (500, 400)}[int(rng.choice([150, 300, 500]))]
     per_epoch = n / epochs
     lr = np.where(np.floor(t / per_epoch) < drop, 1e-4, 1e-5)  # --lr_drop: StepLR per epoch
-    trend = _power(
-        np.cumsum(lr) / 1e-4, rng.uniform(25, 40), rng.uniform(5.5, 9.0), n / _log_uniform(rng, 50, 500),
-        rng.uniform(0.3, 0.6),
-    )  # fmt: skip
+    g = 1 / (1 + np.cumsum(lr) / 1e-4 / (n / _log_uniform(rng, 50, 500))) ** rng.uniform(0.3, 0.6)
+    start, end = rng.uniform(25, 40), rng.uniform(4.5, 8.0)
+    trend = end + (start - end) * (g - g[-1]) / (1 - g[-1])  # still falling at the end
     level = trend * (1 + rng.uniform(0.08, 0.18) * _lag(lr / 1e-4, per_epoch * rng.uniform(0.3, 1.5), 1.0))
     return {"loss": level * _gamma(n, rng, rng.uniform(0.05, 0.12)), LR: lr}
 
@@ -330,10 +330,11 @@ def _detr_hungarian(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 def detr_hungarian(n: int, rng: np.random.Generator) -> np.ndarray:
     """DETR object detection (Carion et al. 2020, facebookresearch/detr): the logged `loss`,
     the weighted sum (classification 1, L1 box 5, GIoU 2) over the Hungarian-matched queries of
-    all 6 decoder layers (`--aux_loss`), from 25-40 down to 5.5-9, slowly (DETR's long
-    convergence: power 0.3-0.6 in the rate's area); AdamW at 1e-4 for 150/300/500 epochs, x0.1
-    at epoch 100/200/400 (`--lr_drop`), where the loss drops by a further 7-14% over 0.3-1.5
-    epochs; skewed batch noise of 5-12% (16-64 images with varied numbers of objects)."""
+    all 6 decoder layers (`--aux_loss`), from 27-47 (fb/detr#22 shows 23-33 in the first
+    epoch) down to 4.5-8 at the end, slowly (DETR's long convergence: power 0.3-0.6 in the
+    rate's area); AdamW at 1e-4 for 150/300/500 epochs, x0.1 at epoch 100/200/400
+    (`--lr_drop`), where the loss drops by a further 7-14% over 0.3-1.5 epochs (8-18% above
+    the trend at 1e-4); skewed batch noise of 5-12% (16-64 images with varied numbers of objects)."""
     return _detr_hungarian(n, rng)["loss"]
 
 
@@ -341,8 +342,11 @@ def wav2vec2_pretrain(n: int, rng: np.random.Generator) -> np.ndarray:
     """wav2vec 2.0 self-supervised pretraining (Baevski et al. 2020; fairseq's
     wav2vec2_base_librispeech config, 400k updates here scaled to the run), the loss as fairseq
     logs it, in bits (`/ math.log(2)`, `round=3`): the contrastive loss over 100 distractors
-    from log2(101) = 6.66 to 1.8-3.2 bits, plus the codebook diversity term (weight 0.1) that
-    rises early as the codebooks collapse and falls as they spread; the Gumbel temperature
+    from log2(101) = 6.66 to 1.8-3.2 bits (3.3-3.5 at 22k updates in fairseq#3391's log), plus
+    the codebook diversity term, 0.1 (640 - perplexity) / 640 (`loss_1`): 0 at first (the
+    softmax over 2 x 320 entries is uniform), ~0.13 bits within 0.05-0.2% of the run as the
+    perplexity collapses to 20-110, then falling as it spreads to 200-600 over 20-60%; plus
+    the features' penalty (`loss_2`, 0.005-0.03); the Gumbel temperature
     annealed 2 -> 0.5 (x0.999995 per update, scaled) makes the targets harder, adding up to 10%
     of the floor as it falls; the learning rate warms up over 8% and decays linearly to 0 (the
     loss drifts down with it); 0.5-2% batch noise (about 1.4M audio samples a batch), AR on
@@ -353,15 +357,16 @@ def wav2vec2_pretrain(n: int, rng: np.random.Generator) -> np.ndarray:
     warm = 0.08 * n
     rel = np.where(t < warm, t / warm, (n - t) / (n - warm))
     floor = rng.uniform(1.8, 3.2)
-    con = _power(
-        np.cumsum(rel), math.log2(101), floor, n / _log_uniform(rng, 100, 1000), rng.uniform(0.5, 0.9)
-    )
+    con = _power(np.cumsum(rel), math.log2(101), floor, n / _log_uniform(rng, 30, 300), rng.uniform(0.5, 0.9))
     con += floor * rng.uniform(0.0, 0.1) * (2 - temp) / 1.5
     con -= floor * rng.uniform(0.02, 0.06) * np.where(t > warm, 1 - rel, 0)
-    div = (
-        0.1 * rng.uniform(0.3, 0.7) * _transient(t, n * rng.uniform(0.005, 0.02), n * rng.uniform(0.02, 0.1))
-    )
-    x = (con + div / math.log(2)) * _spikes(
+    collapse = np.exp(-t / (n * rng.uniform(0.0005, 0.002) / 3))  # 640 -> 20-110 at once
+    spread = 1 - np.exp(-t / (n * rng.uniform(0.2, 0.6)))
+    low, high = rng.uniform(20, 110), rng.uniform(200, 600)
+    perplexity = 640 * collapse + (1 - collapse) * (low + (high - low) * spread)
+    div = 0.1 * (640 - perplexity) / 640  # loss_1, nats
+    pen = rng.uniform(0.005, 0.03)  # loss_2: the features' L2 penalty
+    x = (con + (div + pen) / math.log(2)) * _spikes(
         n, rng, int(rng.integers(0, 4)), int(warm), (0.1, 0.3), (100, 1000)
     )
     return np.round(x * _noise(n, rng, rng.uniform(0.005, 0.02), _maybe_rho(rng)), 3)
