@@ -132,3 +132,16 @@ def test_a_run_that_showed_heavy_tails_keeps_them(tmp_path):
     assert not found, [str(f) for f in found]
     x[300] = 2.0  # no excursion shown before: the same jump is a spike
     assert fired(_replay(tmp_path / "smooth", x)) == {"loss_spike": 700}
+
+
+def test_a_penalty_switched_on_from_exactly_0_is_no_spike(tmp_path):
+    """A KL penalty weighted 0 for its first 60 steps, then ramped up (a real REINFORCE
+    training, `test_loss_not_decreasing._bandit_policy`): its first value above 0 is the term
+    switching on, not a jump over a level (the old rule: "38939685328% above its recent level
+    0"): the series is judged from there, as if it began there."""
+    from tests.rules.test_loss_not_decreasing import _bandit_policy
+
+    _, kls = _bandit_policy(tmp_path / "run")
+    assert not any(kls[:60]) and kls[61] > 0  # the premise
+    found = mldbg.check(str(tmp_path / "run"), rules=["loss_spike"])
+    assert not found, [str(f) for f in found]

@@ -79,7 +79,10 @@ class LossSpike(LossSeriesRule):
     own unstable steps reach z ~ 17 (a CNN without BatchNorm at SGD lr 0.1: 0.55 -> 1.44 and
     back), hence the default of 20; a corrupted batch reaches 23-45. NaN and inf are
     `exploding_tensor`'s. The finding names the step (and the mode's step) whose batch to
-    replay.
+    replay. A series that opens at exactly 0 (a penalty weighted 0 until it is switched on,
+    a KL to a reference that is the policy itself) has no level or noise to jump from there:
+    it is judged as if it began at its first value above 0 (its warm-up, window and noise
+    from there on), where the term is switched on.
     """
 
     window: int = 20
@@ -98,6 +101,7 @@ class LossSpike(LossSeriesRule):
         # (name, mode), j -> the noise model of the values before index j and the tail their
         # largest excursions show (they do not change)
         self._models: dict[tuple[tuple[str, str], int], tuple[detect.Noise, float] | None] = {}
+        self._heads: dict[tuple[str, str], tuple[int, bool]] = {}  # `_zero_head`: (count, ended)
 
     def _judges(self, mode: Mode) -> bool:
         return self.mode is None or Mode.parse(self.mode) == mode
@@ -127,6 +131,11 @@ class LossSpike(LossSeriesRule):
         """The decision: (value, level, z, jump, values the noise came from, the bar z passed)
         when the `n`-th value of the series `key` (name, mode) is a spike after the ones
         before it; else None."""
+        head = self._zero_head(key, values, n)
+        if head:  # the series began at its first value above 0: judged from there
+            if head >= n - 1:
+                return None
+            values, n = values[head:n], n - head
         value = values[n - 1]
         if n <= max(1, self.warmup) or not math.isfinite(value):
             return None
@@ -163,6 +172,18 @@ class LossSpike(LossSeriesRule):
         if not z > bar:
             return None
         return value, level, z, jump, count, bar
+
+    def _zero_head(self, key: tuple[str, str], values: Sequence[float], n: int) -> int:
+        """How many of the first `n` values of the series `key` open it at exactly 0, before
+        its first value that is not (all `n` while none is). Scanned once: the count is kept
+        (and where it ends, once a value above 0 came)."""
+        count, done = self._heads.get(key, (0, False))
+        if done or count >= n:
+            return count
+        while count < n and values[count] == 0:
+            count += 1
+        self._heads[key] = (count, count < n)
+        return count
 
     def _far(self, values: Sequence[float], j: int) -> tuple[detect.Noise, float] | None:
         """The run's noise before index `j` (`detect.noise` over up to `_HISTORY` values), and
