@@ -13,9 +13,14 @@ The runs are written through the real recorder, as the two lines record them:
   as `Cadence` plans them.
 - `nan`: the same, with the loss NaN over its last 30% of steps.
 - `names`: 3 steps of `--names` scalars saved with `save_scalar` (the `scalars` collection).
+- `names_nan`: the same, with a NaN in 1 of every 1,000 names at step 1 and an infinity in as
+  many others at step 2 (`exploding_tensor` fires: `check` judges the steps that hold them).
 
-Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, and the
-dashboard's `/scalars` endpoint, served by `mldbg.dashboard` in a fresh process), timed from
+Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, the
+dashboard's whole `/scalars` answer, and the dashboard's first page: the answers the page asks
+first, `/api/runs`, `/tensors`, the first page of `/scalars` (`SCALARS_PAGE` series; all of
+them with a checkout that has no paged answer) and `/api/findings`, each made and turned into
+JSON by `mldbg.dashboard` in a fresh process), timed from
 the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
 and reuses them; `--before OTHER/src` times another checkout's code too, each command with it
 and then with this one, alternating (an A/B on the same runs at the same load).
@@ -148,16 +153,21 @@ def write_long(path: Path, steps: int, nan_tail: bool, tmp: Path) -> None:
     hook.close()
 
 
-def write_names(path: Path, names: int) -> None:
-    """3 steps of `names` scalars, through the recorder."""
+def write_names(path: Path, names: int, bad: bool = False) -> None:
+    """3 steps of `names` scalars, through the recorder; `bad`: a NaN in every 1,000th name
+    at step 1, an infinity in every 1,000th (others) at step 2."""
     from mldbg.config import SaveConfig
     from mldbg.record.recorder import Recorder
 
     rec = Recorder(str(path), save_config=SaveConfig(save_interval=1))
     rng = np.random.default_rng(2)
-    for _ in range(3):
+    for step in range(3):
         rec.start_step()
         vals = rng.standard_normal(names)
+        if bad and step == 1:
+            vals[::1000] = np.nan
+        if bad and step == 2:
+            vals[500::1000] = np.inf
         for i in range(names):
             rec.save_scalar(f"metric/{i:06d}", float(vals[i]))
         rec.end_step()
@@ -208,6 +218,25 @@ _DASH = (
 )
 
 
+_PAGE = (
+    "import json, resource, sys\n"
+    "from mldbg.dashboard import data\n"
+    "dashboard = data.Dashboard([sys.argv[1]])\n"
+    "run = next(iter(dashboard.runs.values()))\n"
+    "page = getattr(data, 'SCALARS_PAGE', None)  # a checkout before the paged answer: all\n"
+    "n = 0\n"
+    "for answer in (\n"
+    "    lambda: {'runs': [run.summary()]},\n"
+    "    run.tensors,\n"
+    "    lambda: run.scalars(None) if page is None else run.scalars(None, limit=page),\n"
+    "    lambda: {'runs': {run.name: run.findings_info()}},\n"
+    "):\n"
+    "    n += len(json.dumps(answer(), separators=(',', ':'), allow_nan=False))\n"
+    "print('BYTES', n)\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -238,19 +267,20 @@ def main() -> None:
     py = sys.executable
     rows: list[tuple[str, str, str, float, float, float, int]] = []
     for case in cases:
-        path = runs / (f"{case}-{args.steps}" if case != "names" else f"names-{args.names}")
+        path = runs / (f"{case}-{args.steps}" if not case.startswith("names") else f"{case}-{args.names}")
         if not path.exists():
             t0 = time.perf_counter()
-            if case == "names":
-                write_names(path, args.names)
+            if case.startswith("names"):
+                write_names(path, args.names, bad=case == "names_nan")
             else:
                 write_long(path, args.steps, case == "nan", tmp)
             print(f"wrote {path} in {time.perf_counter() - t0:.0f} s", flush=True)
         commands = [("check", [py, "-c", _WRAP, "check", str(path)])]
-        if case == "names":
+        if case.startswith("names"):
             commands += [
                 ("ls", [py, "-c", _WRAP, "ls", str(path)]),
                 ("dashboard /scalars", [py, "-c", _DASH, str(path)]),
+                ("dashboard first page", [py, "-c", _PAGE, str(path)]),
             ]
         for what, cmd in commands:
             for _ in range(args.repeat):
@@ -268,6 +298,7 @@ def main() -> None:
         "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
         "nan": "the same, loss NaN over its last 30%",
         "names": f"3 steps x {args.names:,} scalar names",
+        "names_nan": f"the same, a NaN in {args.names // 1000:,} names at step 1, an inf in as many at step 2",
     }
     for case, what, side, wall, cpu, rss, code in rows:
         which = f" ({side})" if args.before else ""

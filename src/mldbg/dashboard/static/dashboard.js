@@ -8,6 +8,10 @@
   const SLOW_POLL_MS = 10000; // with them: a safety net only
   const OVERLAP = 8; // steps asked again on each poll: the newest steps may still be completed
   const MAX_TENSORS = 8;
+  // the series of a run's `scalars` collection asked at once (its losses always all of them):
+  // a run of 100,000 names sends the first 100 in name order; the filter over the Scalars chart
+  // asks the server for those whose name holds its text (the same as SCALARS_PAGE in data.py)
+  const SCALARS_PAGE = 100;
   const DASH = { TRAIN: "solid", EVAL: "dot", PREDICT: "dash", GLOBAL: "dashdot" };
   const TENSOR_DASH = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
   const COLLECTION_ORDER = ["gradients", "weights", "biases", "outputs", "relu_activations",
@@ -77,6 +81,8 @@
     view: fromUrl.view, axis: fromUrl.axis,
     tensorsAt: {}, tensors: {}, // run -> {steps, time} when its tensor list was read; {names: Set, collections}
     scalars: {}, // run -> {name -> {collection, rows: Rows}}
+    scalarsMatch: "", scalarsTotal: {}, // the Scalars chart's filter; run -> how many scalars match it
+    scalarsAgain: new Set(), // runs whose scalars are asked again from their first step (the filter changed)
     tensorList: fromUrl.tensors || [], autoTensor: false, reduction: "l2", abs: false, redKey: "",
     red: {}, redErr: {}, // `${run}\n${tensor}` -> Rows | message
     distRun: fromUrl.dist ? decodeURIComponent(fromUrl.dist) : null, dist: null,
@@ -224,6 +230,8 @@
   }
 
   function mergeScalars(run, d) {
+    state.scalarsAgain.delete(run);
+    if (d.scalars_total !== undefined) state.scalarsTotal[run] = d.scalars_total;
     const runScalars = (state.scalars[run] ||= {});
     for (const s of d.series) {
       const entry = (runScalars[s.name] ||= { collection: s.collection, rows: new Rows() });
@@ -235,13 +243,19 @@
     // the losses and scalars of every chosen run in (at most) two calls: the runs not read yet,
     // and the others since the oldest newest step among them
     const newest = (run) => Math.max(-Infinity, ...Object.values(state.scalars[run] || {}).map((s) => s.rows.max ?? -Infinity));
-    const fresh = runs.filter((r) => !Number.isFinite(newest(r.name)));
-    const known = runs.filter((r) => Number.isFinite(newest(r.name)));
+    const again = (r) => state.scalarsAgain.has(r.name) || !Number.isFinite(newest(r.name));
+    const fresh = runs.filter(again);
+    const known = runs.filter((r) => !again(r));
     const groups = [[fresh, ""]];
     if (known.length) groups.push([known, `&since=${Math.min(...known.map((r) => newest(r.name))) - OVERLAP}`]);
+    // a page of each run's scalars (its losses whole), those matching the filter when one is set
+    const match = state.scalarsMatch;
+    const page = `&limit=${SCALARS_PAGE}${match ? `&match=${enc(match)}` : ""}`;
+    const current = () => state.scalarsMatch === match; // the filter did not change meanwhile
     await Promise.all(groups.filter(([g]) => g.length).map(async ([g, since]) => {
       try {
-        const d = await getJSON(`api/scalars?${g.map((r) => `run=${enc(r.name)}`).join("&")}${since}`);
+        const d = await getJSON(`api/scalars?${g.map((r) => `run=${enc(r.name)}`).join("&")}${since}${page}`);
+        if (!current()) return;
         for (const [run, body] of Object.entries(d.runs)) {
           if (body.detail) errors.push(`${run}: ${body.detail}`); else mergeScalars(run, body);
         }
@@ -250,7 +264,10 @@
         // a server without the several-runs endpoint: one call per run
         await Promise.all(g.map(async (r) => {
           const n = newest(r.name);
-          try { mergeScalars(r.name, await getJSON(`api/runs/${encRun(r.name)}/scalars${Number.isFinite(n) ? `?since=${n - OVERLAP}` : ""}`)); }
+          try {
+            const d = await getJSON(`api/runs/${encRun(r.name)}/scalars?${Number.isFinite(n) ? `since=${n - OVERLAP}` : ""}${page}`);
+            if (current()) mergeScalars(r.name, d);
+          }
           catch (e2) { errors.push(`${r.name}: ${e2.message}`); }
         }));
       }
@@ -1135,8 +1152,21 @@
       findingMarks(lay, losses, (f) => !f.tensors || !f.tensors.length || f.tensors.some((t) => lossNames.has(t)));
       Plotly.react("plot-losses", losses, lay, PLOT_CONFIG);
     }
-    $("card-scalars").hidden = !scalars.length;
-    if (scalars.length) Plotly.react("plot-scalars", scalars, layout("value", false), PLOT_CONFIG);
+    // a page of each run's scalars is read: say when there are more, and how to reach them
+    let got = 0, total = 0;
+    for (const r of shownRuns()) {
+      const mine = Object.values(state.scalars[r.name] || {}).filter((s) => s.collection !== "losses").length;
+      got += mine;
+      total += Math.max(mine, state.scalarsTotal[r.name] ?? mine);
+    }
+    const match = state.scalarsMatch;
+    const note = $("scalars-note");
+    note.hidden = !(total > got || (match && !total));
+    note.textContent = match && !total ? `no scalar's name holds “${match}”`
+      : `${got.toLocaleString()} of ${total.toLocaleString()} scalars${match ? ` whose name holds “${match}”` : ""} shown` +
+        ` (the first ${SCALARS_PAGE} of each run, in name order): type part of a name in the filter to see others`;
+    $("card-scalars").hidden = !scalars.length && !match && note.hidden;
+    if (!$("card-scalars").hidden) Plotly.react("plot-scalars", scalars, layout("value", false), PLOT_CONFIG);
   }
 
   function drawReduction() {
@@ -1306,6 +1336,23 @@
     writeHash(); tick();
   });
   $("tensor-filter").addEventListener("input", () => { state.pickerSig = ""; buildPicker(); });
+  let scalarsTyping = null;
+  $("scalars-filter").addEventListener("input", () => {
+    // asked again from the server (a page of the matching names), once typing pauses
+    clearTimeout(scalarsTyping);
+    scalarsTyping = setTimeout(() => {
+      const match = $("scalars-filter").value.trim();
+      if (match === state.scalarsMatch) return;
+      state.scalarsMatch = match;
+      // the losses stay (they do not depend on the filter); the scalars are asked again, whole
+      for (const [run, series] of Object.entries(state.scalars)) {
+        for (const [name, s] of Object.entries(series)) if (s.collection !== "losses") delete series[name];
+        state.scalarsAgain.add(run);
+      }
+      state.scalarsTotal = {};
+      tick();
+    }, 250);
+  });
   $("reduction").addEventListener("change", (e) => {
     const [name, abs] = e.target.value.split("|");
     state.reduction = name; state.abs = abs === "1"; writeHash(); tick();
