@@ -148,14 +148,16 @@ def test_the_page_shows_a_page_of_scalars_and_the_filter_reaches_any(browser, ma
         assert [y for y in ys[0] if y is not None] == pytest.approx(want["values"][:3])
 
         page.fill("#scalars-filter", "no such name")
-        page.wait_for_function("() => document.getElementById('scalars-note').innerText.includes('no scalar')")
+        page.wait_for_function(
+            "() => document.getElementById('scalars-note').innerText.includes('no scalar')"
+        )
         assert page.is_visible("#card-scalars") and page.is_visible("#scalars-filter")  # to type again
 
         page.fill("#scalars-filter", "")
         page.wait_for_function(f"() => ({SCALAR_TRACES})().length === {SCALARS_PAGE}", timeout=30_000)
-        assert set(page.evaluate("() => document.getElementById('plot-losses').data.map(t => t.meta.tensor)")) == {
-            LOSS
-        }
+        assert set(
+            page.evaluate("() => document.getElementById('plot-losses').data.map(t => t.meta.tensor)")
+        ) == {LOSS}
         assert problems == []
     finally:
         page.close()

@@ -325,7 +325,11 @@ def create_app(
 
     @app.get("/api/runs/{run:path}/scalars")
     def scalars(
-        run: str, since: int | None = None, limit: int | None = None, offset: int = 0, match: str | None = None
+        run: str,
+        since: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        match: str | None = None,
     ) -> Response:
         return send(dashboard.run(run).scalars(since, limit, offset, match))
 
