@@ -12,6 +12,7 @@
   // a run of 100,000 names sends the first 100 in name order; the filter over the Scalars chart
   // asks the server for those whose name holds its text (the same as SCALARS_PAGE in data.py)
   const SCALARS_PAGE = 100;
+  const PICKER_OPTIONS = 2000; // tensors listed in the picker at most (the filter box narrows it)
   const DASH = { TRAIN: "solid", EVAL: "dot", PREDICT: "dash", GLOBAL: "dashdot" };
   const TENSOR_DASH = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
   const COLLECTION_ORDER = ["gradients", "weights", "biases", "outputs", "relu_activations",
@@ -829,11 +830,15 @@
   });
 
   // the tensor picker ---------------------------------------------------------------------------
-  function buildPicker() {
+  // the shown runs' tensor names grouped by collection, grouped again only when a run's list was
+  // read again or the runs shown changed (100,000 names: a grouping is a fair part of a second)
+  let pickerFrom = null, pickerGroups = {}, pickerVersion = 0, autoPickedAt = -1;
+  function pickerGroupsOf(runs) {
+    const from = runs.map((r) => state.tensors[r.name] || null);
+    if (pickerFrom && from.length === pickerFrom.length && from.every((t, i) => t === pickerFrom[i])) return pickerGroups;
     const groups = {};
     const placed = new Set();
     const collections = {};
-    const runs = shownRuns();
     for (const r of runs) {
       const t = state.tensors[r.name];
       if (!t) continue;
@@ -852,9 +857,19 @@
     const rest = new Set();
     for (const r of runs) if (state.tensors[r.name]) state.tensors[r.name].names.forEach((n) => { if (!placed.has(n)) rest.add(n); });
     if (rest.size) groups.other = [...rest].sort();
+    pickerFrom = from;
+    pickerGroups = groups;
+    pickerVersion += 1;
+    return groups;
+  }
+
+  function buildPicker() {
+    const runs = shownRuns();
+    const groups = pickerGroupsOf(runs);
     const filter = $("tensor-filter").value.trim().toLowerCase();
     const all = Object.values(groups).flat();
-    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]) || state.autoTensor)) {
+    const autoAgain = state.autoTensor && autoPickedAt !== pickerVersion; // the names changed since
+    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]) || autoAgain)) {
       // nothing chosen yet, or chosen by the page rather than by you: a gradient of a weight that
       // most runs have (re-picked as runs appear, until you pick one)
       const have = (n) => runs.filter((r) => state.tensors[r.name] && state.tensors[r.name].names.has(n)).length;
@@ -863,19 +878,28 @@
       const pick = first.find((n) => n.endsWith("weight") && have(n) === best) || first.find((n) => have(n) === best);
       if (!state.tensorList.length || state.autoTensor) { state.tensorList = [pick, ...state.tensorList.slice(1)]; state.autoTensor = true; }
       else state.tensorList[0] = pick;
+      autoPickedAt = pickerVersion;
     }
     const primary = primaryTensor();
-    const sig = JSON.stringify([groups, filter, primary]);
+    const sig = JSON.stringify([pickerVersion, filter, primary]);
     renderChips();
     if (sig === state.pickerSig) return;
     state.pickerSig = sig;
     const sel = $("tensor");
+    // at most PICKER_OPTIONS options (and the chosen tensor): a list of 100,000 is seconds of
+    // the browser's time and no use to scroll; the filter box reaches the others
+    let left = PICKER_OPTIONS, more = 0;
     const html = Object.entries(groups).map(([c, names]) => {
-      const opts = names.filter((n) => !filter || n.toLowerCase().includes(filter) || n === primary)
-        .map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
+      const shown = [];
+      for (const n of names) {
+        if (filter && n !== primary && !n.toLowerCase().includes(filter)) continue;
+        if (left > 0 || n === primary) { shown.push(n); left -= 1; } else more += 1;
+      }
+      const opts = shown.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
       return opts ? `<optgroup label="${esc(c)}">${opts}</optgroup>` : "";
     }).join("");
-    sel.innerHTML = html || `<option value="">no tensors yet</option>`;
+    sel.innerHTML = (html || `<option value="">no tensors yet</option>`) +
+      (more ? `<option value="" disabled>… ${more.toLocaleString()} more: type part of a name in the filter</option>` : "");
     sel.value = primary || "";
   }
 
