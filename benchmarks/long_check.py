@@ -2,7 +2,8 @@
 take, and how much memory, on a run of 10^6 steps and on a run of 100,000 scalar names.
 
     .venv/bin/python benchmarks/long_check.py [--steps 1000000] [--names 100000]
-        [--cases long,nan,names] [--runs DIR] [--repeat 1] [--before OTHER/src]
+        [--cases long,nan,names,names_nan] [--runs DIR] [--repeat 1] [--before OTHER/src]
+        [--page /usr/bin/chromium [--page-limit 120]]
 
 The runs are written through the real recorder, as the two lines record them:
 - `long`: a PyTorch model of 100 parameter tensors (50 `Linear` layers) is recorded with
@@ -23,7 +24,10 @@ them with a checkout that has no paged answer) and `/api/findings`, each made an
 JSON by `mldbg.dashboard` in a fresh process), timed from
 the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
 and reuses them; `--before OTHER/src` times another checkout's code too, each command with it
-and then with this one, alternating (an A/B on the same runs at the same load).
+and then with this one, alternating (an A/B on the same runs at the same load). `--page
+CHROMIUM` also opens the dashboard's page on the names runs in that headless Chromium
+(`mldbg dashboard PATH`, rules on, driven by Playwright) and times it from opening to its
+losses and scalars drawn.
 """
 
 from __future__ import annotations
@@ -237,6 +241,46 @@ _PAGE = (
 )
 
 
+_BROWSER = (
+    "import re, subprocess, sys, time\n"
+    "from playwright.sync_api import sync_playwright\n"
+    "path, chromium, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+    "server = subprocess.Popen([sys.executable, '-m', 'mldbg.cli.main', 'dashboard', path, '--port', '0'],\n"
+    "                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)\n"
+    "url = re.search(r'http://\\S+/', server.stdout.readline()).group(0)\n"
+    "try:\n"
+    "    with sync_playwright() as p:\n"
+    "        browser = p.chromium.launch(executable_path=chromium, args=['--headless', '--no-sandbox', '--disable-gpu'])\n"
+    "        page = browser.new_page(viewport={'width': 1400, 'height': 1400})\n"
+    "        t0 = time.perf_counter()\n"
+    "        page.goto(url + '?events=off')\n"
+    "        try:\n"
+    "            page.wait_for_function(\"() => document.body.dataset.filled === 'data' && \"\n"
+    "                \"(document.getElementById('plot-scalars').data || []).length > 0\", timeout=limit * 1000)\n"
+    "            print('DRAWN', time.perf_counter() - t0, flush=True)\n"
+    "        except Exception:\n"
+    "            print('NOT_DRAWN', limit, flush=True)\n"
+    "        browser.close()\n"
+    "finally:\n"
+    "    server.terminate()\n"
+    "    server.wait()\n"
+)
+
+
+def page_seconds(path: Path, env: dict[str, str], chromium: str, limit: float) -> tuple[float | None, str]:
+    """Seconds from opening the page in headless Chromium (the run served by `mldbg
+    dashboard`, its rules on) to the losses and scalars drawn; None when not in `limit`."""
+    cmd = [sys.executable, "-c", _BROWSER, str(path), chromium, str(limit)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit + 120)
+    except subprocess.TimeoutExpired:
+        return None, "the browser did not answer"
+    for line in proc.stdout.splitlines():
+        if line.startswith("DRAWN "):
+            return float(line.split()[1]), ""
+    return None, (proc.stdout + proc.stderr)[-300:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -250,6 +294,14 @@ def main() -> None:
         help="the src folder of another checkout (`git archive <base> src | tar -x -C DIR`): each "
         "command runs with it and then with this checkout, alternating, on the same runs",
     )
+    ap.add_argument(
+        "--page",
+        default=None,
+        metavar="CHROMIUM",
+        help="also time the dashboard's page itself on the names runs, opened in this headless "
+        "Chromium (Playwright drives it) until its charts are drawn",
+    )
+    ap.add_argument("--page-limit", type=float, default=120.0, help="seconds the page is given to draw")
     args = ap.parse_args()
     cases = args.cases.split(",")
     tmp = Path(tempfile.mkdtemp(prefix="mldbg-long-"))
@@ -293,6 +345,16 @@ def main() -> None:
                     if code not in (0, 1):
                         print(tail)
                     rows.append((case, what, side, wall, cpu, rss, code))
+        if case.startswith("names") and args.page:
+            for _ in range(args.repeat):
+                for side, side_env in sides:
+                    drawn, why = page_seconds(path, side_env, args.page, args.page_limit)
+                    shown = (
+                        f"{drawn:7.2f} s" if drawn is not None else f"not drawn in {args.page_limit:.0f} s"
+                    )
+                    print(f"{case:6s} {'page in Chromium':20s} {side:6s} {shown}", flush=True)
+                    if why:
+                        print(why)
     print("\n| run | command | wall s | CPU s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- | --- |")
     label = {
         "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
