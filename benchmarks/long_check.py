@@ -2,7 +2,8 @@
 take, and how much memory, on a run of 10^6 steps and on a run of 100,000 scalar names.
 
     .venv/bin/python benchmarks/long_check.py [--steps 1000000] [--names 100000]
-        [--cases long,nan,names] [--runs DIR] [--repeat 1] [--before OTHER/src]
+        [--cases long,nan,names,names_nan] [--runs DIR] [--repeat 1] [--before OTHER/src]
+        [--page /usr/bin/chromium [--page-limit 120]]
 
 The runs are written through the real recorder, as the two lines record them:
 - `long`: a PyTorch model of 100 parameter tensors (50 `Linear` layers) is recorded with
@@ -13,12 +14,20 @@ The runs are written through the real recorder, as the two lines record them:
   as `Cadence` plans them.
 - `nan`: the same, with the loss NaN over its last 30% of steps.
 - `names`: 3 steps of `--names` scalars saved with `save_scalar` (the `scalars` collection).
+- `names_nan`: the same, with a NaN in 1 of every 1,000 names at step 1 and an infinity in as
+  many others at step 2 (`exploding_tensor` fires: `check` judges the steps that hold them).
 
-Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, and the
-dashboard's `/scalars` endpoint, served by `mldbg.dashboard` in a fresh process), timed from
+Each command then runs in a fresh process (`mldbg check PATH`, `mldbg ls PATH`, the
+dashboard's whole `/scalars` answer, and the dashboard's first page: the answers the page asks
+first, `/api/runs`, `/tensors`, the first page of `/scalars` (`SCALARS_PAGE` series; all of
+them with a checkout that has no paged answer) and `/api/findings`, each made and turned into
+JSON by `mldbg.dashboard` in a fresh process), timed from
 the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
 and reuses them; `--before OTHER/src` times another checkout's code too, each command with it
-and then with this one, alternating (an A/B on the same runs at the same load).
+and then with this one, alternating (an A/B on the same runs at the same load). `--page
+CHROMIUM` also opens the dashboard's page on the names runs in that headless Chromium
+(`mldbg dashboard PATH`, rules on, driven by Playwright) and times it from opening to its
+losses and scalars drawn.
 """
 
 from __future__ import annotations
@@ -148,16 +157,21 @@ def write_long(path: Path, steps: int, nan_tail: bool, tmp: Path) -> None:
     hook.close()
 
 
-def write_names(path: Path, names: int) -> None:
-    """3 steps of `names` scalars, through the recorder."""
+def write_names(path: Path, names: int, bad: bool = False) -> None:
+    """3 steps of `names` scalars, through the recorder; `bad`: a NaN in every 1,000th name
+    at step 1, an infinity in every 1,000th (others) at step 2."""
     from mldbg.config import SaveConfig
     from mldbg.record.recorder import Recorder
 
     rec = Recorder(str(path), save_config=SaveConfig(save_interval=1))
     rng = np.random.default_rng(2)
-    for _ in range(3):
+    for step in range(3):
         rec.start_step()
         vals = rng.standard_normal(names)
+        if bad and step == 1:
+            vals[::1000] = np.nan
+        if bad and step == 2:
+            vals[500::1000] = np.inf
         for i in range(names):
             rec.save_scalar(f"metric/{i:06d}", float(vals[i]))
         rec.end_step()
@@ -208,6 +222,65 @@ _DASH = (
 )
 
 
+_PAGE = (
+    "import json, resource, sys\n"
+    "from mldbg.dashboard import data\n"
+    "dashboard = data.Dashboard([sys.argv[1]])\n"
+    "run = next(iter(dashboard.runs.values()))\n"
+    "page = getattr(data, 'SCALARS_PAGE', None)  # a checkout before the paged answer: all\n"
+    "n = 0\n"
+    "for answer in (\n"
+    "    lambda: {'runs': [run.summary()]},\n"
+    "    run.tensors,\n"
+    "    lambda: run.scalars(None) if page is None else run.scalars(None, limit=page),\n"
+    "    lambda: {'runs': {run.name: run.findings_info()}},\n"
+    "):\n"
+    "    n += len(json.dumps(answer(), separators=(',', ':'), allow_nan=False))\n"
+    "print('BYTES', n)\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+)
+
+
+_BROWSER = (
+    "import re, subprocess, sys, time\n"
+    "from playwright.sync_api import sync_playwright\n"
+    "path, chromium, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+    "server = subprocess.Popen([sys.executable, '-m', 'mldbg.cli.main', 'dashboard', path, '--port', '0'],\n"
+    "                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)\n"
+    "url = re.search(r'http://\\S+/', server.stdout.readline()).group(0)\n"
+    "try:\n"
+    "    with sync_playwright() as p:\n"
+    "        browser = p.chromium.launch(executable_path=chromium, args=['--headless', '--no-sandbox', '--disable-gpu'])\n"
+    "        page = browser.new_page(viewport={'width': 1400, 'height': 1400})\n"
+    "        t0 = time.perf_counter()\n"
+    "        page.goto(url + '?events=off')\n"
+    "        try:\n"
+    "            page.wait_for_function(\"() => document.body.dataset.filled === 'data' && \"\n"
+    "                \"(document.getElementById('plot-scalars').data || []).length > 0\", timeout=limit * 1000)\n"
+    "            print('DRAWN', time.perf_counter() - t0, flush=True)\n"
+    "        except Exception:\n"
+    "            print('NOT_DRAWN', limit, flush=True)\n"
+    "        browser.close()\n"
+    "finally:\n"
+    "    server.terminate()\n"
+    "    server.wait()\n"
+)
+
+
+def page_seconds(path: Path, env: dict[str, str], chromium: str, limit: float) -> tuple[float | None, str]:
+    """Seconds from opening the page in headless Chromium (the run served by `mldbg
+    dashboard`, its rules on) to the losses and scalars drawn; None when not in `limit`."""
+    cmd = [sys.executable, "-c", _BROWSER, str(path), chromium, str(limit)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit + 120)
+    except subprocess.TimeoutExpired:
+        return None, "the browser did not answer"
+    for line in proc.stdout.splitlines():
+        if line.startswith("DRAWN "):
+            return float(line.split()[1]), ""
+    return None, (proc.stdout + proc.stderr)[-300:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -221,6 +294,14 @@ def main() -> None:
         help="the src folder of another checkout (`git archive <base> src | tar -x -C DIR`): each "
         "command runs with it and then with this checkout, alternating, on the same runs",
     )
+    ap.add_argument(
+        "--page",
+        default=None,
+        metavar="CHROMIUM",
+        help="also time the dashboard's page itself on the names runs, opened in this headless "
+        "Chromium (Playwright drives it) until its charts are drawn",
+    )
+    ap.add_argument("--page-limit", type=float, default=120.0, help="seconds the page is given to draw")
     args = ap.parse_args()
     cases = args.cases.split(",")
     tmp = Path(tempfile.mkdtemp(prefix="mldbg-long-"))
@@ -238,19 +319,20 @@ def main() -> None:
     py = sys.executable
     rows: list[tuple[str, str, str, float, float, float, int]] = []
     for case in cases:
-        path = runs / (f"{case}-{args.steps}" if case != "names" else f"names-{args.names}")
+        path = runs / (f"{case}-{args.steps}" if not case.startswith("names") else f"{case}-{args.names}")
         if not path.exists():
             t0 = time.perf_counter()
-            if case == "names":
-                write_names(path, args.names)
+            if case.startswith("names"):
+                write_names(path, args.names, bad=case == "names_nan")
             else:
                 write_long(path, args.steps, case == "nan", tmp)
             print(f"wrote {path} in {time.perf_counter() - t0:.0f} s", flush=True)
         commands = [("check", [py, "-c", _WRAP, "check", str(path)])]
-        if case == "names":
+        if case.startswith("names"):
             commands += [
                 ("ls", [py, "-c", _WRAP, "ls", str(path)]),
                 ("dashboard /scalars", [py, "-c", _DASH, str(path)]),
+                ("dashboard first page", [py, "-c", _PAGE, str(path)]),
             ]
         for what, cmd in commands:
             for _ in range(args.repeat):
@@ -263,11 +345,22 @@ def main() -> None:
                     if code not in (0, 1):
                         print(tail)
                     rows.append((case, what, side, wall, cpu, rss, code))
+        if case.startswith("names") and args.page:
+            for _ in range(args.repeat):
+                for side, side_env in sides:
+                    drawn, why = page_seconds(path, side_env, args.page, args.page_limit)
+                    shown = (
+                        f"{drawn:7.2f} s" if drawn is not None else f"not drawn in {args.page_limit:.0f} s"
+                    )
+                    print(f"{case:6s} {'page in Chromium':20s} {side:6s} {shown}", flush=True)
+                    if why:
+                        print(why)
     print("\n| run | command | wall s | CPU s | peak RSS MB | exit |\n| --- | --- | --- | --- | --- | --- |")
     label = {
         "long": f"{args.steps:,} steps, loss every step + statistics of 100 tensors on the budget",
         "nan": "the same, loss NaN over its last 30%",
         "names": f"3 steps x {args.names:,} scalar names",
+        "names_nan": f"the same, a NaN in {args.names // 1000:,} names at step 1, an inf in as many at step 2",
     }
     for case, what, side, wall, cpu, rss, code in rows:
         which = f" ({side})" if args.before else ""

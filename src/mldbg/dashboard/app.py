@@ -22,9 +22,12 @@ returns only the steps after STEP, for incremental polling.
                                                  corrupt, error}
     /api/runs/{run}                             one run summary
     /api/runs/{run}/tensors                     {"tensors": [names], "collections": {collection: [names]}}
-    /api/runs/{run}/scalars?since=              {"series": [{name, collection, steps, modes, values}]}:
-                                                 the `losses` and `scalars` collections over global
-                                                 steps, each step with its mode (TRAIN, EVAL, ...)
+    /api/runs/{run}/scalars?since=&limit=&offset=&match=
+                                                {"series": [{name, collection, steps, modes, values}],
+                                                 "scalars_total"}: the `losses` and `scalars`
+                                                 collections over global steps, each step with its
+                                                 mode (TRAIN, EVAL, ...); `limit`, `offset`, `match`:
+                                                 a page of the scalars (the losses always whole)
     /api/runs/{run}/reduction?tensor=NAME&reduction=mean&abs=false&since=
                                                 {tensor, reduction, abs, steps, modes, values}: the saved
                                                  reduction, or computed from the raw values
@@ -266,11 +269,14 @@ def create_app(
     def many_scalars(
         run: list[str] = Query(..., description="run names"),  # noqa: B008
         since: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        match: str | None = None,
     ) -> Response:
         out: dict[str, Any] = {}
         for name in run:
             try:
-                out[name] = dashboard.run(name).scalars(since)
+                out[name] = dashboard.run(name).scalars(since, limit, offset, match)
             except MldbgError as e:
                 out[name] = {"detail": str(e)}
         return send({"runs": out})
@@ -318,8 +324,14 @@ def create_app(
         return send(dashboard.run(run).tensors())
 
     @app.get("/api/runs/{run:path}/scalars")
-    def scalars(run: str, since: int | None = None) -> Response:
-        return send(dashboard.run(run).scalars(since))
+    def scalars(
+        run: str,
+        since: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        match: str | None = None,
+    ) -> Response:
+        return send(dashboard.run(run).scalars(since, limit, offset, match))
 
     @app.get("/api/runs/{run:path}/reduction")
     def reduction(

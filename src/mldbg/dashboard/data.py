@@ -51,6 +51,10 @@ log = logging.getLogger("mldbg")
 SCALAR_COLLECTIONS = ("losses", "scalars")
 MAX_CACHED_SERIES = 256
 MAX_SERIES = 64  # tensors per /series call
+#: the series of the `scalars` collection the page asks first, per run (`/scalars?limit=`; the
+#: page's own constant in dashboard.js is the same): a run of 100,000 names sends 100, and the
+#: filter over the chart reaches the others by name
+SCALARS_PAGE = 100
 MANY_SCALARS = 64  # scalar series beyond which their values are read together
 OPEN_AT_START = 20  # runs opened before the app serves; the others in the background
 EVIDENCE_STEPS = 50  # saved steps either side of a finding
@@ -412,14 +416,35 @@ class RunData:
         series.pace = (len(steps), out)
         return out
 
-    def scalars(self, since: int | None = None) -> dict[str, Any]:
+    def scalars(
+        self, since: int | None = None, limit: int | None = None, offset: int = 0, match: str | None = None
+    ) -> dict[str, Any]:
         """Every tensor of the `losses` and `scalars` collections, over global steps, each
         step labelled with its mode (TRAIN, EVAL...) and its wall-clock time; the epoch at each
-        step when the run records one; losses also one point per evaluation pass."""
+        step when the run records one; losses also one point per evaluation pass.
+
+        A page of the `scalars` collection (a run may save 100,000 names; the page shows the
+        first few and reaches the others by their name): `match`, only the scalars whose name
+        holds it (any case); `offset` and `limit`, those from the `offset`-th on, at most
+        `limit` of them, in name order. The losses are always sent whole (the losses chart,
+        the run cards and the findings' marks read every one); `scalars_total` says how many
+        scalars matched."""
+        if limit is not None and limit < 0:
+            raise InvalidConfig(f"scalars: limit={limit} is negative; give a number of series >= 0")
+        if offset < 0:
+            raise InvalidConfig(f"scalars: offset={offset} is negative; give a number of series >= 0")
         out = []
         with self.lock, no_collection():  # 0.6 of the 0.9 s of 100,000 series' `scalars`
             trial = self._trial()
             collections = trial.collections()
+            page = collections.get("scalars", [])
+            if match:
+                needle = match.lower()
+                page = [n for n in page if needle in n.lower()]
+            total = len(page)
+            if offset or limit is not None:
+                page = page[offset : None if limit is None else offset + limit]
+            collections = {"losses": collections.get("losses", []), "scalars": page}
             times, kinds = self._wall_times()
             epochs = self._epochs()
             # many names: the one-number series read together, as one table of all their
@@ -465,7 +490,13 @@ class RunData:
                     if collection == "losses":
                         item["passes"] = self._passes(series, since, times)
                     out.append(item)
-        return {"run": self.name, "series": out, "last_step": self.last_step, "time_source": kinds}
+        return {
+            "run": self.name,
+            "series": out,
+            "last_step": self.last_step,
+            "time_source": kinds,
+            "scalars_total": total,
+        }
 
     def _wall_times(self) -> tuple[dict[int, float], str]:
         """step -> unix time, and where the times come from (docs/dashboard_api.md): the

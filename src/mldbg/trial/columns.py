@@ -33,6 +33,7 @@ _EMPTY_B = np.zeros(0, dtype=bool)
 _MANY = 64  # tensors, beyond which the small ones' values are read together
 _DICT_STEPS = 4096  # a tensor saved at more steps is looked up by binary search (`index`)
 _GROUP_ENTRIES = 1 << 20  # saved statistics decoded together (`gather_statistics`): ~20 MB joined
+_KEPT_ROWS = 1 << 20  # records of the last `one_number_rows` kept for the next ask (~40 MB at most)
 
 
 class _BySegment(Protocol):
@@ -610,6 +611,9 @@ class Columns:
         self.trial = trial
         self._tensors: dict[str, TensorColumns] = {}
         self._seen: dict[str, int] = {}  # tensor -> the trial's loaded_records when last grown
+        # the last `one_number_rows` (loaded_records, names asked, known, table): asked again
+        # for the same names at the same load (`exploding_tensor`'s screening, then its check)
+        self._rows: tuple[int, list[str], list[str], OneNumberRows] | None = None
 
     @classmethod
     def of(cls, trial: Trial) -> Columns:
@@ -654,9 +658,21 @@ class Columns:
     def one_number_rows(self, names: Sequence[str]) -> tuple[list[str], OneNumberRows]:
         """The recorded tensors of `names` (those the trial knows, in order) and their
         records read as one number each, together (`Trial.one_number_rows`): what `values`
-        gives of a tensor of one-number records, for 100,000 names with no columns grown."""
+        gives of a tensor of one-number records, for 100,000 names with no columns grown.
+        The table is read-only: the same one is handed again for the same names until the
+        trial loads more."""
+        loaded = self.trial.loaded_records
+        last = self._rows
+        if last is not None and last[0] == loaded and last[1] == names:
+            return list(last[2]), last[3]
+        self._rows = None
         known = self._known(names)
-        return known, self.trial.one_number_rows(known)
+        rows = self.trial.one_number_rows(known)
+        for column in rows:
+            column.flags.writeable = False
+        if len(rows.step) <= _KEPT_ROWS:
+            self._rows = (loaded, list(names), known, rows)
+        return known, rows
 
     def _known(self, names: Iterable[str]) -> list[str]:
         """`names` the trial knows, in order: all of them usually, found by one set test (the

@@ -8,6 +8,11 @@
   const SLOW_POLL_MS = 10000; // with them: a safety net only
   const OVERLAP = 8; // steps asked again on each poll: the newest steps may still be completed
   const MAX_TENSORS = 8;
+  // the series of a run's `scalars` collection asked at once (its losses always all of them):
+  // a run of 100,000 names sends the first 100 in name order; the filter over the Scalars chart
+  // asks the server for those whose name holds its text (the same as SCALARS_PAGE in data.py)
+  const SCALARS_PAGE = 100;
+  const PICKER_OPTIONS = 2000; // tensors listed in the picker at most (the filter box narrows it)
   const DASH = { TRAIN: "solid", EVAL: "dot", PREDICT: "dash", GLOBAL: "dashdot" };
   const TENSOR_DASH = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
   const COLLECTION_ORDER = ["gradients", "weights", "biases", "outputs", "relu_activations",
@@ -77,6 +82,8 @@
     view: fromUrl.view, axis: fromUrl.axis,
     tensorsAt: {}, tensors: {}, // run -> {steps, time} when its tensor list was read; {names: Set, collections}
     scalars: {}, // run -> {name -> {collection, rows: Rows}}
+    scalarsMatch: "", scalarsTotal: {}, // the Scalars chart's filter; run -> how many scalars match it
+    scalarsAgain: new Set(), // runs whose scalars are asked again from their first step (the filter changed)
     tensorList: fromUrl.tensors || [], autoTensor: false, reduction: "l2", abs: false, redKey: "",
     red: {}, redErr: {}, // `${run}\n${tensor}` -> Rows | message
     distRun: fromUrl.dist ? decodeURIComponent(fromUrl.dist) : null, dist: null,
@@ -224,6 +231,8 @@
   }
 
   function mergeScalars(run, d) {
+    state.scalarsAgain.delete(run);
+    if (d.scalars_total !== undefined) state.scalarsTotal[run] = d.scalars_total;
     const runScalars = (state.scalars[run] ||= {});
     for (const s of d.series) {
       const entry = (runScalars[s.name] ||= { collection: s.collection, rows: new Rows() });
@@ -235,13 +244,19 @@
     // the losses and scalars of every chosen run in (at most) two calls: the runs not read yet,
     // and the others since the oldest newest step among them
     const newest = (run) => Math.max(-Infinity, ...Object.values(state.scalars[run] || {}).map((s) => s.rows.max ?? -Infinity));
-    const fresh = runs.filter((r) => !Number.isFinite(newest(r.name)));
-    const known = runs.filter((r) => Number.isFinite(newest(r.name)));
+    const again = (r) => state.scalarsAgain.has(r.name) || !Number.isFinite(newest(r.name));
+    const fresh = runs.filter(again);
+    const known = runs.filter((r) => !again(r));
     const groups = [[fresh, ""]];
     if (known.length) groups.push([known, `&since=${Math.min(...known.map((r) => newest(r.name))) - OVERLAP}`]);
+    // a page of each run's scalars (its losses whole), those matching the filter when one is set
+    const match = state.scalarsMatch;
+    const page = `&limit=${SCALARS_PAGE}${match ? `&match=${enc(match)}` : ""}`;
+    const current = () => state.scalarsMatch === match; // the filter did not change meanwhile
     await Promise.all(groups.filter(([g]) => g.length).map(async ([g, since]) => {
       try {
-        const d = await getJSON(`api/scalars?${g.map((r) => `run=${enc(r.name)}`).join("&")}${since}`);
+        const d = await getJSON(`api/scalars?${g.map((r) => `run=${enc(r.name)}`).join("&")}${since}${page}`);
+        if (!current()) return;
         for (const [run, body] of Object.entries(d.runs)) {
           if (body.detail) errors.push(`${run}: ${body.detail}`); else mergeScalars(run, body);
         }
@@ -250,7 +265,10 @@
         // a server without the several-runs endpoint: one call per run
         await Promise.all(g.map(async (r) => {
           const n = newest(r.name);
-          try { mergeScalars(r.name, await getJSON(`api/runs/${encRun(r.name)}/scalars${Number.isFinite(n) ? `?since=${n - OVERLAP}` : ""}`)); }
+          try {
+            const d = await getJSON(`api/runs/${encRun(r.name)}/scalars?${Number.isFinite(n) ? `since=${n - OVERLAP}` : ""}${page}`);
+            if (current()) mergeScalars(r.name, d);
+          }
           catch (e2) { errors.push(`${r.name}: ${e2.message}`); }
         }));
       }
@@ -812,11 +830,15 @@
   });
 
   // the tensor picker ---------------------------------------------------------------------------
-  function buildPicker() {
+  // the shown runs' tensor names grouped by collection, grouped again only when a run's list was
+  // read again or the runs shown changed (100,000 names: a grouping is a fair part of a second)
+  let pickerFrom = null, pickerGroups = {}, pickerVersion = 0, autoPickedAt = -1;
+  function pickerGroupsOf(runs) {
+    const from = runs.map((r) => state.tensors[r.name] || null);
+    if (pickerFrom && from.length === pickerFrom.length && from.every((t, i) => t === pickerFrom[i])) return pickerGroups;
     const groups = {};
     const placed = new Set();
     const collections = {};
-    const runs = shownRuns();
     for (const r of runs) {
       const t = state.tensors[r.name];
       if (!t) continue;
@@ -835,9 +857,19 @@
     const rest = new Set();
     for (const r of runs) if (state.tensors[r.name]) state.tensors[r.name].names.forEach((n) => { if (!placed.has(n)) rest.add(n); });
     if (rest.size) groups.other = [...rest].sort();
+    pickerFrom = from;
+    pickerGroups = groups;
+    pickerVersion += 1;
+    return groups;
+  }
+
+  function buildPicker() {
+    const runs = shownRuns();
+    const groups = pickerGroupsOf(runs);
     const filter = $("tensor-filter").value.trim().toLowerCase();
     const all = Object.values(groups).flat();
-    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]) || state.autoTensor)) {
+    const autoAgain = state.autoTensor && autoPickedAt !== pickerVersion; // the names changed since
+    if (all.length && (!state.tensorList.length || !all.includes(state.tensorList[0]) || autoAgain)) {
       // nothing chosen yet, or chosen by the page rather than by you: a gradient of a weight that
       // most runs have (re-picked as runs appear, until you pick one)
       const have = (n) => runs.filter((r) => state.tensors[r.name] && state.tensors[r.name].names.has(n)).length;
@@ -846,19 +878,28 @@
       const pick = first.find((n) => n.endsWith("weight") && have(n) === best) || first.find((n) => have(n) === best);
       if (!state.tensorList.length || state.autoTensor) { state.tensorList = [pick, ...state.tensorList.slice(1)]; state.autoTensor = true; }
       else state.tensorList[0] = pick;
+      autoPickedAt = pickerVersion;
     }
     const primary = primaryTensor();
-    const sig = JSON.stringify([groups, filter, primary]);
+    const sig = JSON.stringify([pickerVersion, filter, primary]);
     renderChips();
     if (sig === state.pickerSig) return;
     state.pickerSig = sig;
     const sel = $("tensor");
+    // at most PICKER_OPTIONS options (and the chosen tensor): a list of 100,000 is seconds of
+    // the browser's time and no use to scroll; the filter box reaches the others
+    let left = PICKER_OPTIONS, more = 0;
     const html = Object.entries(groups).map(([c, names]) => {
-      const opts = names.filter((n) => !filter || n.toLowerCase().includes(filter) || n === primary)
-        .map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
+      const shown = [];
+      for (const n of names) {
+        if (filter && n !== primary && !n.toLowerCase().includes(filter)) continue;
+        if (left > 0 || n === primary) { shown.push(n); left -= 1; } else more += 1;
+      }
+      const opts = shown.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
       return opts ? `<optgroup label="${esc(c)}">${opts}</optgroup>` : "";
     }).join("");
-    sel.innerHTML = html || `<option value="">no tensors yet</option>`;
+    sel.innerHTML = (html || `<option value="">no tensors yet</option>`) +
+      (more ? `<option value="" disabled>… ${more.toLocaleString()} more: type part of a name in the filter</option>` : "");
     sel.value = primary || "";
   }
 
@@ -1135,8 +1176,21 @@
       findingMarks(lay, losses, (f) => !f.tensors || !f.tensors.length || f.tensors.some((t) => lossNames.has(t)));
       Plotly.react("plot-losses", losses, lay, PLOT_CONFIG);
     }
-    $("card-scalars").hidden = !scalars.length;
-    if (scalars.length) Plotly.react("plot-scalars", scalars, layout("value", false), PLOT_CONFIG);
+    // a page of each run's scalars is read: say when there are more, and how to reach them
+    let got = 0, total = 0;
+    for (const r of shownRuns()) {
+      const mine = Object.values(state.scalars[r.name] || {}).filter((s) => s.collection !== "losses").length;
+      got += mine;
+      total += Math.max(mine, state.scalarsTotal[r.name] ?? mine);
+    }
+    const match = state.scalarsMatch;
+    const note = $("scalars-note");
+    note.hidden = !(total > got || (match && !total));
+    note.textContent = match && !total ? `no scalar's name holds “${match}”`
+      : `${got.toLocaleString()} of ${total.toLocaleString()} scalars${match ? ` whose name holds “${match}”` : ""} shown` +
+        ` (the first ${SCALARS_PAGE} of each run, in name order): type part of a name in the filter to see others`;
+    $("card-scalars").hidden = !scalars.length && !match && note.hidden;
+    if (!$("card-scalars").hidden) Plotly.react("plot-scalars", scalars, layout("value", false), PLOT_CONFIG);
   }
 
   function drawReduction() {
@@ -1306,6 +1360,23 @@
     writeHash(); tick();
   });
   $("tensor-filter").addEventListener("input", () => { state.pickerSig = ""; buildPicker(); });
+  let scalarsTyping = null;
+  $("scalars-filter").addEventListener("input", () => {
+    // asked again from the server (a page of the matching names), once typing pauses
+    clearTimeout(scalarsTyping);
+    scalarsTyping = setTimeout(() => {
+      const match = $("scalars-filter").value.trim();
+      if (match === state.scalarsMatch) return;
+      state.scalarsMatch = match;
+      // the losses stay (they do not depend on the filter); the scalars are asked again, whole
+      for (const [run, series] of Object.entries(state.scalars)) {
+        for (const [name, s] of Object.entries(series)) if (s.collection !== "losses") delete series[name];
+        state.scalarsAgain.add(run);
+      }
+      state.scalarsTotal = {};
+      tick();
+    }, 250);
+  });
   $("reduction").addEventListener("change", (e) => {
     const [name, abs] = e.target.value.split("|");
     state.reduction = name; state.abs = abs === "1"; writeHash(); tick();

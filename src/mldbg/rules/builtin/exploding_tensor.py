@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import Over, present_rows, quiet_prefix, raw_values, selected_all
 from mldbg.rules.select import needed, selected, short_list
 from mldbg.rules.view import TrialView
+from mldbg.store.format import DTYPES
 
 # reductions that carry a NaN or an inf through, tried in this order when only reductions were saved
 _PROBES = (
@@ -228,8 +230,14 @@ class ExplodingTensor(Rule):
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         nans, infs = [], []
-        for name in selected(trial, step, self.collection_names, self.tensor_regex, None):
-            kind = nonfinite(trial, name, step)
+        kinds: Iterable[tuple[str, str | None]] | None
+        kinds = _nonfinite_together(trial, step, self.collection_names, self.tensor_regex)
+        if kinds is None:
+            kinds = (
+                (name, nonfinite(trial, name, step))
+                for name in selected(trial, step, self.collection_names, self.tensor_regex, None)
+            )
+        for name, kind in kinds:
             if kind == "nan":
                 nans.append(name)
             elif kind == "inf" and not self.only_nan:
@@ -304,6 +312,59 @@ def _one_numbers_together(
         interesting[pos[steps[pos] == at]] = True
     done = {known[i] for i in np.flatnonzero(judged).tolist()}
     return [n for n in names if n not in done]
+
+
+#: the dtypes whose one number `nonfinite` judges by its value (as float64), and those it never
+#: judges (an integer or a boolean is always finite); any other (bfloat16) is left to it
+_FLOATS = np.isin(np.arange(len(DTYPES)), [DTYPES.index(d) for d in ("F64", "F32", "F16")])
+_NEVER = np.isin(
+    np.arange(len(DTYPES)),
+    [DTYPES.index(d) for d in ("I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL")],
+)
+#: a finite value beyond float32's range: a saved statistic of it may read infinite, and
+#: `nonfinite` prefers that statistic; left to it
+_WIDE = float(np.finfo(np.float32).max)
+
+
+def _nonfinite_together(
+    view: TrialView,
+    step: int,
+    collection_names: list[str] | None,
+    tensor_regex: list[str] | None,
+) -> list[tuple[str, str | None]] | None:
+    """`check`'s judgement at `step` for a run of many names (more than `_MANY_TENSORS`
+    inspected): (name, `nonfinite`) for the tensors `selected` gives at `step`, in its order,
+    found from one table of their records (`Columns.one_number_rows`), not by reading each
+    name's columns (100,000 scalar names: seconds); those found finite are left out. A
+    tensor whose record at `step` is one raw number of a float dtype is 'nan' or 'inf' as its
+    value is (what `nonfinite` finds as its max |x|), of an integer or boolean dtype never;
+    any other (several records a step, a vector, only statistics saved, a sharded tensor,
+    which the table never holds whole, a value past float32's range) is judged by
+    `nonfinite` itself. None with few names: the loop over them judges."""
+    names = selected_all(view, collection_names, tensor_regex, None)
+    if len(names) <= _MANY_TENSORS:
+        return None
+    known, rows = view.columns.one_number_rows(names)
+    owner = np.repeat(np.arange(len(known), dtype=np.int64), rows.sizes)
+    at = np.flatnonzero(rows.step == step)  # the records at `step`; one per tensor when `whole`
+    present = np.zeros(len(known), dtype=bool)
+    present[owner[at]] = True
+    code = np.full(len(known), -1, dtype=np.int64)  # per tensor: -1 ask `nonfinite`, 0 None, 1 nan, 2 inf
+    mine = at[rows.whole[owner[at]]]
+    value, dtype = rows.value[mine], rows.dtype[mine]
+    got = np.full(len(mine), -1, dtype=np.int64)
+    floats = _FLOATS[dtype]
+    got[_NEVER[dtype]] = 0
+    with np.errstate(invalid="ignore"):
+        got[floats & (np.abs(value) <= _WIDE)] = 0
+    got[floats & np.isnan(value)] = 1
+    got[floats & np.isinf(value)] = 2
+    code[owner[mine]] = got
+    out: list[tuple[str, str | None]] = []
+    for i in np.flatnonzero(present & (code != 0)).tolist():
+        c = int(code[i])
+        out.append((known[i], nonfinite(view, known[i], step) if c < 0 else ("nan", "inf")[c - 1]))
+    return out
 
 
 def _ranks(view: TrialView, step: int, names: list[str]) -> str:
