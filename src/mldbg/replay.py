@@ -3,8 +3,8 @@
 A spike finding (`loss_spike`, `gradient_norm_spike`) carries `Finding.samples`: one
 fingerprint per sample of the model's input at its step (`sample_fingerprints`, which the
 two-line hook records at its statistics steps). A fingerprint is a hash of the sample's bits
-(`mldbg.store.statistics.fingerprint`), so the same sample gives the same number in the data
-set, in any framework and on any device:
+and their positions (`mldbg.store.statistics.sample_fingerprint`), so the same sample gives
+the same number in the data set, in any framework and on any device:
 
     finding = next(f for f in mldbg.check(run) if f.samples)
     indices = mldbg.find_samples(train_dataset, finding.samples)
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.errors import InvalidConfig
-from mldbg.store.statistics import fingerprint
+from mldbg.store.statistics import sample_fingerprint as st_sample_fingerprint
 
 
 def _first(sample: Any) -> Any:
@@ -36,9 +36,9 @@ def sample_fingerprint(x: Any) -> int:
     if hasattr(x, "detach"):  # a torch tensor: to the host, bfloat16 by its bits
         x = x.detach().cpu()
         if str(x.dtype) == "torch.bfloat16":  # torch is loaded: the caller made the tensor
-            return fingerprint(x.view(sys.modules["torch"].int16).numpy().view(np.uint16))
+            return st_sample_fingerprint(x.view(sys.modules["torch"].int16).numpy().view(np.uint16))
         x = x.numpy()
-    return fingerprint(np.asarray(x))
+    return st_sample_fingerprint(np.asarray(x))
 
 
 def find_samples(

@@ -314,3 +314,45 @@ def test_one_hot_batches_are_not_the_same_inputs(tmp_path, inputs):
                 model(batch)
     found = mldbg.check(str(tmp_path / "run"), rules=["nondeterministic_eval"])
     assert bool(found) == (inputs == "real"), "\n".join(map(str, found))
+
+
+def test_quiet_on_test_time_augmentation_with_flips(tmp_path):
+    """A CNN evaluated with flip test-time augmentation: each validation batch, then its mirror
+    image, through the model in eval mode, one after the other. The mirror is another input
+    (a sample's fingerprint sees where its values are), so its other output is no
+    nondeterminism (the old fingerprint, a multiset hash, took it for the same input); a
+    dropout left active in the same evaluation is still reported."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    for dropout_active in (False, True):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(0)
+        model = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Dropout(0.3), nn.Linear(8 * 8 * 8, 4)
+        )
+        x, y = torch.randn(256, 3, 8, 8, generator=g), torch.randint(0, 4, (256,), generator=g)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        path = tmp_path / f"run{int(dropout_active)}"
+        with mldbg.torch.Hook(str(path)) as hook:
+            hook.register_module(model)
+            for step in range(30):
+                model.train()
+                idx = torch.arange(step * 32, step * 32 + 32) % 192
+                loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if step % 10 == 9:
+                    model.eval()
+                    if dropout_active:
+                        model[3].train()  # a dropout left on in evaluation
+                    with torch.no_grad():
+                        xv = x[192:]
+                        (model(xv).softmax(1) + model(xv.flip(3)).softmax(1)) / 2
+                        if dropout_active:
+                            model(xv)  # the same batch again: a different output
+        found = mldbg.check(str(path), rules=["nondeterministic_eval"])
+        assert bool(found) == dropout_active, [str(f) for f in found]

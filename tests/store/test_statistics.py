@@ -215,7 +215,34 @@ def test_fingerprint_is_the_definition_and_sees_bits_not_order():
     big = RNG.standard_normal(100_000).astype(np.float32)
     assert 0 <= st.fingerprint(big) < st.P and st.fingerprint(np.zeros(0, np.float32)) == 0
     rows = st.compute(big.reshape(100, 1000), ["sample_fingerprints"])["sample_fingerprints"]
-    assert rows.dtype == np.int32 and rows[7] == st.fingerprint(big.reshape(100, 1000)[7])
+    assert rows.dtype == np.int32 and rows[7] == st.sample_fingerprint(big.reshape(100, 1000)[7])
+
+
+def test_a_sample_fingerprint_sees_positions():
+    """A sample's fingerprint hashes each word with its element's position: a flipped image,
+    a one-hot row with its one elsewhere, hash apart (the tensor's `fingerprint` does not)."""
+    x = np.array([1.5, -2.0, 0.0], dtype=np.float32)
+    words = x.view(np.uint32).tolist()
+    expected = sum(((st.A * w + st.B + st.C * j) % st.P) ** 2 for j, w in enumerate(words)) % st.P
+    assert st.sample_fingerprint(x) == expected
+    assert st.sample_fingerprint(x[::-1].copy()) != expected
+    image = RNG.standard_normal((3, 8, 8)).astype(np.float32)
+    assert st.sample_fingerprint(image[:, :, ::-1].copy()) != st.sample_fingerprint(image)
+    assert st.fingerprint(image[:, :, ::-1].copy()) == st.fingerprint(image)  # a multiset hash
+    one_hot = np.eye(4, dtype=np.float32)
+    rows = st.compute(one_hot, ["sample_fingerprints"])["sample_fingerprints"]
+    assert len(set(rows.tolist())) == 4
+    d = np.array([2.0**40 + 3, 1.0], dtype=np.float64)  # both words of a 64-bit element, each at its place
+    bits = d.view(np.uint64).tolist()
+    want = (
+        sum(
+            ((st.A * (b & 0xFFFFFFFF) + st.B + st.C * j) % st.P) ** 2
+            + ((st.A_HI * (b >> 32) + st.B_HI + st.C * j) % st.P) ** 2
+            for j, b in enumerate(bits)
+        )
+        % st.P
+    )
+    assert st.sample_fingerprint(d) == want
 
 
 # vectors --------------------------------------------------------------------------------------

@@ -79,18 +79,17 @@ def tensor_statistics(
     for stat in st.expand(kinds):
         key, name = stat.key, stat.name
         if name in FINGERPRINTS:
-            hashes = _element_hashes(x)
-            if hashes is None:
-                continue  # 64-bit elements (x64 on): not computed here
             if name == "fingerprint":
+                hashes = _element_hashes(x)
+                if hashes is None:
+                    continue  # 64-bit elements (x64 on): not computed here
                 out[key] = _modsum(hashes.reshape(1, n))[0].astype(jnp.int32)
             else:
-                rows = (
-                    hashes.reshape(1, 1)
-                    if x.ndim == 0
-                    else hashes.reshape(x.shape[0], math.prod(x.shape[1:]))
-                )
-                out[key] = _modsum(rows).astype(jnp.int32)
+                rows = x.reshape(1, 1) if x.ndim == 0 else x.reshape(x.shape[0], math.prod(x.shape[1:]))
+                hashes = _element_hashes(rows, positions=True)
+                if hashes is None:
+                    continue
+                out[key] = _modsum(hashes).astype(jnp.int32)
         elif name == "count":
             out[key] = jnp.asarray(n, jnp.int32)
         elif name == "samples":
@@ -158,9 +157,10 @@ def _mulmod(a: jax.Array, b: jax.Array | int) -> jax.Array:
     return _mod(_mod(high + mid) + _mod(al * bl))
 
 
-def _element_hashes(x: jax.Array) -> jax.Array | None:
+def _element_hashes(x: jax.Array, positions: bool = False) -> jax.Array | None:
     """((A w + B) mod P)^2 mod P of each element's bit pattern `w` (as `statistics.fingerprint`),
-    None for 64-bit elements."""
+    None for 64-bit elements; with `positions`, of the (rows, length) `x`, ((A w + B + C j)
+    mod P)^2 mod P, j each element's position in its row (as `statistics.sample_fingerprint`)."""
     size = x.dtype.itemsize
     if x.dtype == jnp.bool_:
         words = x.astype(jnp.uint32)
@@ -170,6 +170,9 @@ def _element_hashes(x: jax.Array) -> jax.Array | None:
     else:
         return None
     r = _mod(_mulmod(_mod(words), st.A) + np.uint32(st.B))
+    if positions:
+        j = _mulmod(jnp.arange(x.shape[-1], dtype=jnp.uint32), st.C)  # positions < P
+        r = _mod(r + j)
     return _mulmod(r, r)
 
 

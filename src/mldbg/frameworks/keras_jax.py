@@ -50,7 +50,11 @@ def _one(x: Any, kinds: tuple[str, ...], unit_axis: int | None, previous: Any = 
     vectors = any(st.Statistic.parse(k).name in ("unit_active", "unit_outside", "channel_count",
                                                   "channel_mean", "channel_std") for k in wanted)  # fmt: skip
     if vectors and unit_axis is not None and x.ndim >= 4:  # channels-last: units on axis 1
-        x = jnp.moveaxis(x, unit_axis, 1)
+        # a sample's fingerprint hashes its elements where they are: taken before the move
+        hashed = tuple(k for k in wanted if st.Statistic.parse(k).name == "sample_fingerprints")
+        out = tensor_statistics(x, hashed) if hashed else {}
+        moved = jnp.moveaxis(x, unit_axis, 1)
+        return {**tensor_statistics(moved, tuple(k for k in wanted if k not in hashed), previous), **out}
     return tensor_statistics(x, wanted, previous)
 
 

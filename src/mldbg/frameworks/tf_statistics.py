@@ -93,13 +93,16 @@ def _units(f: tf.Tensor, axis: int | None) -> tf.Tensor:
     return tf.reshape(moved, [shape[0], shape[a], math.prod(shape[1:]) // shape[a] if shape[a] else 0])
 
 
-def _hashes(x: tf.Tensor) -> tf.Tensor:
+def _hashes(x: tf.Tensor, positions: tf.Tensor | None = None) -> tf.Tensor:
     """((A w + B) mod P)^2 mod P of each 32-bit word of each element, summed per element
-    (int64, each < 2 P), shape of `x`: as `statistics.fingerprint`."""
+    (int64, each < 2 P), shape of `x`: as `statistics.fingerprint`; with `positions` (int64,
+    C j mod P per element, broadcast against `x`), ((A w + B + C j) mod P)^2: as
+    `statistics.sample_fingerprint`."""
     p = tf.constant(st.P, tf.int64)
+    extra = tf.constant(0, tf.int64) if positions is None else positions
 
     def one(words: tf.Tensor, a: int, b: int) -> tf.Tensor:
-        r = tf.math.floormod(words * a + b, p)
+        r = tf.math.floormod(words * a + b + extra, p)
         return tf.math.floormod(r * r, p)
 
     if x.dtype == tf.bool:
@@ -220,7 +223,10 @@ def _reduce(f: tf.Tensor, name: str, has_nan: tf.Tensor) -> tf.Tensor:
 def _vector(stat: st.Statistic, x: tf.Tensor, f: tf.Tensor, axis: int | None) -> tf.Tensor:
     name = stat.name
     if name == "sample_fingerprints":
-        hashes = _rows(_hashes(x))
+        shape = x.shape.as_list()
+        length = math.prod(shape[1:]) if shape else 1
+        j = tf.math.floormod(tf.range(length, dtype=tf.int64) * st.C, st.P)
+        hashes = _rows(_hashes(x, tf.reshape(j, [1, *shape[1:]]) if shape else j[0]))
         return tf.math.floormod(tf.reduce_sum(hashes, axis=1), st.P)
     u = _units(f, axis)
     if name == "unit_active":  # the max over positions > 0; a NaN position makes the max NaN

@@ -50,7 +50,7 @@ exactly from the pieces' partial statistics, and how; the others are left out fo
 | `unit_outside(lo,hi)` | I32 | (U,) | per unit, elements <= lo or >= hi, over the batch and positions; out of `count / U` |
 | `channel_count` | I32 | (C,) | per channel, finite elements (over batch and positions) |
 | `channel_mean`, `channel_std` | F64 | (C,) | per channel, mean and population std of the finite elements (NaN when none) |
-| `sample_fingerprints` | I32 | (N,) | per sample (slice of axis 0), the fingerprint of its elements |
+| `sample_fingerprints` | I32 | (N,) | per sample (slice of axis 0), the fingerprint of its elements and their positions (`sample_fingerprint()`: + C * j in each word's hash) |
 | `class_counts` | I32 | (C+1,) | labels or predicted classes per class id; the last bucket counts ids outside [0, C) (an ignore_index, a bad label) |
 | `class_correct` | I32 | (C+1,) | on the labels: per label class, samples predicted right |
 | `confusion` | I32 | (C, C) | on the labels, when C <= 64: rows label, columns predicted class |
@@ -220,8 +220,9 @@ def fingerprint_step(mode_step: int) -> bool:
 
 
 def combined_fingerprint(sample_fingerprints: np.ndarray) -> int:
-    """The `fingerprint` of a whole tensor from its `sample_fingerprints` (the hash is a sum
-    over elements modulo P, so the rows' hashes add up to the tensor's)."""
+    """The key of a whole batch from its `sample_fingerprints`: their sum modulo P (each names
+    its sample's values and their positions; the batch's key, the samples whatever their
+    order in it)."""
     return int(np.sum(np.asarray(sample_fingerprints, dtype=np.int64)) % P)
 
 
@@ -234,6 +235,7 @@ QUANTILE_SAMPLE = 4093  # elements of the fixed subsample behind quantile(q); a 
 P = (1 << 31) - 1
 A, B = 0x5BD1E995, 0x1B873593  # for the (low) 32-bit word
 A_HI, B_HI = 0x2545F491, 0x68E31DA4  # for the high word of 64-bit elements
+C = 0x3C6EF372  # `sample_fingerprint`: the multiplier of an element's position in its sample
 
 
 @dataclass(frozen=True)
@@ -579,7 +581,7 @@ def _vector(stat: Statistic, x: np.ndarray, f: np.ndarray, axis: int | None) -> 
         centered = np.where(finite, u - mean[None, :, None], 0.0)
         return np.sqrt(np.sum(centered * centered, axis=(0, 2)) / count)
     if name == "sample_fingerprints":
-        return np.array([fingerprint(r) for r in _rows(x)], dtype=np.int32).reshape(-1)
+        return np.array([sample_fingerprint(r) for r in _rows(x)], dtype=np.int32).reshape(-1)
     raise InvalidConfig(f"statistic {stat.key!r} has no reference implementation")  # pragma: no cover
 
 
@@ -600,9 +602,25 @@ def fingerprint(array: np.ndarray) -> int:
     Exact integer arithmetic: the same bits give the same fingerprint on any device, in any
     summation order, whatever the dtype is called (bfloat16: pass its uint16 bits). It ignores
     the order of the elements (a multiset hash): it tells whether a tensor changed, not where."""
+    return _hash(np.asarray(array), positions=False)
+
+
+def sample_fingerprint(array: np.ndarray) -> int:
+    """The fingerprint of one sample (`sample_fingerprints`): as `fingerprint`, each word's
+    (A * w + B) with C * j added, j the element's position in the flattened sample, so that
+    it names the sample and not only its values: a flipped image, a maze with its agent
+    elsewhere, a one-hot row with its one elsewhere hash apart (`fingerprint`, a multiset
+    hash, gave each the same value)."""
+    return _hash(np.asarray(array), positions=True)
+
+
+def _hash(array: np.ndarray, positions: bool) -> int:
+    pos = (
+        (np.arange(array.size, dtype=np.uint64) * np.uint64(C)) % np.uint64(P) if positions else np.uint64(0)
+    )
     total = 0
-    for words, a, b in _words(np.asarray(array)):
-        r = (words * np.uint64(a) + np.uint64(b)) % np.uint64(P)  # < 2^63 + 2^31: no wrap in uint64
+    for words, a, b in _words(array):
+        r = (words * np.uint64(a) + np.uint64(b) + pos) % np.uint64(P)  # < 2^63 + 2^32: no wrap
         total += int(np.sum((r * r) % np.uint64(P), dtype=np.uint64) % np.uint64(P))  # < 2^31 each
     return total % P
 

@@ -12,7 +12,7 @@ from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import quiet_prefix
 from mldbg.rules.stats import binomial_tail
 from mldbg.rules.view import TrialView
-from mldbg.store.statistics import Statistic, fingerprint
+from mldbg.store.statistics import Statistic, sample_fingerprint
 
 _MIN_TOKENS = 1000
 _FIRST_TEST_ROWS = 32  # the start-token test runs when the rows read pass 32, 64, 128, ...
@@ -44,7 +44,7 @@ def _filled_rows(
     counts = []
     for tok in tokens:
         marks = {
-            fingerprint(np.full(length, tok, dtype=dt))
+            sample_fingerprint(np.full(length, tok, dtype=dt))
             for dt in _INT_DTYPES
             if np.iinfo(dt).min <= tok <= np.iinfo(dt).max
         }

@@ -17,10 +17,10 @@ NO_GRAD = "no_grad_training"  # forwards with gradients disabled in training mod
 
 def _key(rows: np.ndarray) -> int | None:
     """The inputs' fingerprint, the key under which their outputs are compared, or None when
-    it names no particular inputs: two samples of the batch share a fingerprint. The hash sums
-    over elements whatever their position, so samples made of the same values in another order
-    (one-hot rows, permutations, multi-hot rows of one count) all hash alike, and so do the
-    batches made of them."""
+    it names no particular inputs: two samples of the batch share a fingerprint (the same
+    sample twice). Each sample's fingerprint hashes its values and their positions
+    (`statistics.sample_fingerprint`): a flipped image (test-time augmentation), a one-hot row
+    with its one elsewhere, a maze with its agent elsewhere is another input."""
     flat = np.asarray(rows).reshape(-1)
     if len(np.unique(flat)) < len(flat):
         return None
