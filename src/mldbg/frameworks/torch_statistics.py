@@ -903,13 +903,14 @@ def _fold(w: torch.Tensor) -> torch.Tensor:
 
 def _mixed(flat: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
     """Per element, a value congruent to ((A w + B) mod P)^2 summed over its words, < 2^33;
-    with `positions` (per element, C * its position in its sample mod P: `_positions`),
-    ((A w + B + C j) mod P)^2 (`statistics.sample_fingerprint`)."""
+    with `positions` (C j mod P for each position j of a sample, `_positions`; `flat` holds
+    whole samples of that many elements), ((A w + B + C j) mod P)^2
+    (`statistics.sample_fingerprint`)."""
     total: torch.Tensor | None = None
     for w, a, b in _words(flat):
         w = w.mul_(a).add_(b)  # < 2^63 - 2^33: w < 2^32, a < 0.72 x 2^31, b < 2^31
-        if positions is not None:
-            w = w.add_(positions)  # < 2^31 more
+        if positions is not None and positions.numel():
+            w.view(-1, positions.numel()).add_(positions)  # < 2^31 more
         w = _fold(_fold(w))  # < 2^31 + 3
         w = _fold(_fold(w.mul_(w)))  # squared < 2^63, folded back < 2^31 + 3
         total = w if total is None else total.add_(w)
@@ -928,21 +929,20 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(1, 1) if x.dim() == 0 else x.reshape(x.shape[0], math.prod(x.shape[1:]))
 
 
-def _positions(length: int, rows: int, device: torch.device) -> torch.Tensor:
-    """C * j mod P for each element j of `rows` samples of `length` elements, flat (int64)."""
-    j = torch.arange(length, dtype=torch.int64, device=device).mul_(st.C).remainder_(st.P)
-    return j.repeat(rows)
+def _positions(length: int, device: torch.device) -> torch.Tensor:
+    """C * j mod P for each position j of a sample of `length` elements (int64)."""
+    return torch.arange(length, dtype=torch.int64, device=device).mul_(st.C).remainder_(st.P)
 
 
 def _row_fingerprints(x: torch.Tensor) -> torch.Tensor:
     """`sample_fingerprints`: per sample, the hash of its elements and their positions."""
     rows = _rows(x)
     per = max(1, HASH_CHUNK // max(1, rows.shape[1]))
-    parts = []
-    for i in range(0, rows.shape[0], per):
-        block = rows[i : i + per]
-        pos = _positions(rows.shape[1], block.shape[0], x.device)
-        parts.append(_mixed(block.reshape(-1), pos).reshape(-1, rows.shape[1]).sum(dim=1).remainder_(st.P))
+    pos = _positions(rows.shape[1], x.device)
+    parts = [
+        _mixed(rows[i : i + per].reshape(-1), pos).reshape(-1, rows.shape[1]).sum(dim=1).remainder_(st.P)
+        for i in range(0, rows.shape[0], per)
+    ]
     return torch.cat(parts)
 
 
