@@ -17,7 +17,7 @@ import pytest
 import mldbg
 
 SCRIPT = """
-import json, sys
+import json, os, sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -52,6 +52,8 @@ dist.barrier()
 dist.destroy_process_group()
 with open(f"{out}.losses{rank}.json", "w") as f:
     json.dump(losses, f)
+sys.stdout.flush()
+os._exit(0)  # past torch's own teardown: a compiled job's threads can abort it at exit under load
 """
 
 

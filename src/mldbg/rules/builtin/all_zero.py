@@ -100,13 +100,14 @@ class AllZero(Rule):
     Reads the `zero_fraction` statistic (saved, or from the raw tensor); with
     `threshold=100` also saved reductions (max |x| = 0).
 
-    A weight whose gradient at the step is not all zeros is not judged either: it is leaving
-    a zero init, the next update moves it. A chain of zero-initialized layers (Fixup's: a
-    zero classifier, each residual branch's last convolution zero, scalar biases before it)
-    passes no gradient to the layers behind a zero one until it has moved: each link holds
-    its parameters at 0 for one more step, then they move. Weights that stay 0 because no
-    gradient reaches them (all weights zero-initialized: a network with no signal) are
-    reported as before.
+    A zero weight whose gradient arrives (all zeros at its previous saved step, not at this
+    one) starts its streak over: it is leaving a zero init, the next update moves it. A chain
+    of zero-initialized layers (Fixup's: a zero classifier, each residual branch's last
+    convolution zero, scalar biases before it) passes no gradient to the layers behind a zero
+    one until it has moved: each link holds its parameters at 0 for one more step, then they
+    move. A weight still 0 with a gradient from its first saved step (a head the optimizer was
+    not given) counts, as do weights no gradient reaches (all weights zero-initialized: a
+    network with no signal).
 
     A weight frozen at the step (`requires_grad` 0, as the hook records it) is not judged: it
     never learns, so zeros in it are a constant, not a symmetric init (a fixed positional
@@ -151,6 +152,7 @@ class AllZero(Rule):
         self._share: dict[str, float] = {}
         self._blowup = Blowup()
         self._alive: set[str] = set()  # tensors seen below the threshold at some saved step
+        self._grad_zero: dict[tuple[str, Mode], bool | None] = {}  # `_gradient_arrived`
 
     def needed_collections(self) -> tuple[str, ...]:
         return needed(self.collection_names, self.tensor_regex, _DEFAULT)
@@ -212,8 +214,8 @@ class AllZero(Rule):
                 self._streak[key] = 0  # frozen: a constant, it does not learn
                 self._since.pop(key, None)
                 continue
-            elif share >= self.threshold and _all_zero(trial, "gradient/" + name, step) is False:
-                self._streak[key] = 0  # it gets a gradient: a zero init that training moves it off
+            elif share >= self.threshold and self._gradient_arrived(trial, key, step):
+                self._streak[key] = 0  # behind a zero layer until now: the next update moves it
                 self._since.pop(key, None)
                 continue
             if share >= self.threshold:
@@ -243,6 +245,19 @@ class AllZero(Rule):
             tensors=zero,
             suggestion=self.became_suggestion if len(became) == len(zero) else None,
         )  # fmt: skip
+
+    def _gradient_arrived(self, trial: TrialView, key: tuple[str, Mode], step: int) -> bool:
+        """Whether the zero weight `key` gets a gradient at `step` that it did not get at its
+        previous saved step (all zeros there): the chain of zero layers before it has opened.
+        A weight with a gradient from its first saved step (a head the optimizer was not given,
+        still 0) never is excused; nor is a gradient never all zeros."""
+        name = key[0]
+        if name.startswith("gradient/"):
+            return False
+        now = _all_zero(trial, "gradient/" + name, step)
+        before = self._grad_zero.get(key)
+        self._grad_zero[key] = now
+        return now is False and before is True
 
     def _inspected(self, names: list[str]) -> list[str]:
         """The default selection leaves the biases' gradients out (see the class doc)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
 from mldbg.rules.losses import Evaluation
-from mldbg.rules.stats import median, robust_z, trailing_median, trailing_nonfinite
+from mldbg.rules.stats import MAD_SCALE, median, robust_z, sliding_median, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
 _TOL = 1e-9  # relative: the screening of the fast path errs towards asking check()
@@ -37,6 +38,22 @@ def window_nu(excursions: Sequence[float]) -> float:
         if detect.quantile(_RARE / m, nu) >= top:
             return nu
     return _TAILS[-1]
+
+
+class _From(Sequence[float]):
+    """`values` from index `start` on, read in place (a long series is not copied)."""
+
+    def __init__(self, values: Sequence[float], start: int) -> None:
+        self._values, self._start = values, start
+
+    def __len__(self) -> int:
+        return len(self._values) - self._start
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(len(self))
+            return self._values[self._start + lo : self._start + hi : step]
+        return self._values[self._start + (i + len(self) if i < 0 else i)]
 
 
 @register
@@ -135,7 +152,7 @@ class LossSpike(LossSeriesRule):
         if head:  # the series began at its first value above 0: judged from there
             if head >= n - 1:
                 return None
-            values, n = values[head:n], n - head
+            values, n = _From(values, head), n - head
         value = values[n - 1]
         if n <= max(1, self.warmup) or not math.isfinite(value):
             return None
@@ -235,7 +252,8 @@ class LossSpike(LossSeriesRule):
         # as over the whole series, which a fast call of a long run recomputed each time
         lo5, low = max(0, start - 5), max(0, start - self.window) if self.window >= 0 else 0
         level = trailing_median(x[lo5:], 5)[start - lo5 :]
-        first = median(values[: max(1, self.warmup)]) if len(values) >= self.warmup else math.nan
+        head, w = self._zero_head((name, "TRAIN"), values, len(x)), max(1, self.warmup)  # as `_spike`
+        first = median(values[head : head + w]) if len(x) - head >= w else math.nan
         bad = trailing_nonfinite(x[low:], self.window)[start - low :] > 0
         with np.errstate(invalid="ignore"):
             jump = new - level
@@ -243,11 +261,33 @@ class LossSpike(LossSeriesRule):
             high = (jump >= self.min_increase_percent / 100 * np.abs(level) - slack) & (
                 jump >= 0.1 * abs(first) - slack
             )
-        maybe = (n > max(1, self.warmup)) & np.isfinite(new) & (recent >= 5) & (bad | np.isnan(level) | high)
+        maybe = (n > head + w) & np.isfinite(new) & (recent >= 5) & (bad | np.isnan(level) | high)
+        maybe &= bad | ~self._within_noise(x, start, jump, head)
         for i in np.flatnonzero(maybe).tolist():
             if self._spike((name, "TRAIN"), values, start + i + 1) is not None:
                 return start + i
         return None
+
+    def _within_noise(self, x: np.ndarray, start: int, jump: np.ndarray, head: int) -> np.ndarray:
+        """For each value of `x[start:]` whose full `window` of finite values before it lies
+        past the zero head: whether its `jump` is at most `threshold` x the window's own
+        step-to-step noise (`robust_z`'s, which the scale `_spike` divides by is at least, as
+        its bar is at least `threshold`): no spike, without judging it. A noisy loss whose
+        level is near 0 passes the screen's share of its level at most steps."""
+        w = self.window
+        out = np.zeros(len(x) - start, dtype=bool)
+        lo = max(0, start - w)
+        seg = x[lo:]
+        if w < 3 or len(seg) <= w:
+            return out
+        sm = sliding_median(np.abs(np.diff(seg)), w - 1)  # sm[k - w]: the window before seg[k]
+        k = np.arange(start - lo, len(seg))
+        ok = (k >= w) & (k + lo >= head + w)
+        noise = np.full(len(k), np.nan)
+        noise[ok] = MAD_SCALE * sm[k[ok] - w] / math.sqrt(2)
+        with np.errstate(invalid="ignore"):
+            out[ok] = jump[ok] <= self.threshold * noise[ok] * (1 - _TOL)
+        return out
 
     def _judge(
         self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
