@@ -14,6 +14,9 @@ from mldbg.rules.view import TrialView
 
 _Z = 2.5  # Mann-Kendall z of the last window: still clearly rising
 _FIT = 0.1  # a loss at or below this share of its start has fitted: the logits' growth is its margin
+# attention logits q.k / sqrt(d) of unit-scale queries and keys are of order 1 (what the scale
+# is for): their growth is measured from there at least (`LogitGrowth._floor`)
+_ATTENTION_SCALE = 1.0
 
 
 def _fitted(trial: TrialView, step: int, window: int) -> bool:
@@ -57,6 +60,12 @@ class LogitGrowth(Rule):
     and eager attention softmax (`attention_logits`: q.k * scale of the first sample of the
     batch, its `max_abs`), and any tensor matching `tensor_regex`
     (attention logits you save, e.g. `attn_scores`). Per mode.
+
+    Attention logits are measured from their early level or their natural scale, 1 (q.k /
+    sqrt(d) of unit-scale queries and keys), whichever is larger: a small init (Hugging
+    Face's std 0.02) starts them near 0.1, and attention that learns to attend sharply
+    reaches 10-20 (ModernBERT's MLM pre-training, 0.08 -> 14 in 230 steps); a runaway goes on
+    past 100 (ViT-22B's and small-scale proxies' unstable runs: thousands).
 
     Output logits that grow while the training loss fell to a tenth of its start or less
     (`_fitted`) are the fit's margins: cross-entropy on data the model separates (a memorised
@@ -155,7 +164,8 @@ class LogitGrowth(Rule):
                 if (name, mode) in self._fired:
                     continue
                 pos = np.flatnonzero(ok[:cut] & (modes[:cut] == m))
-                at = self._first_growth(self._series.get((name, mode), []), scale[pos])
+                floor = self._floor(trial, name)
+                at = self._first_growth(self._series.get((name, mode), []), scale[pos], floor)
                 if at is not None:
                     cut = min(cut, int(pos[at]))
         for name, ok, scale in scales:
@@ -164,9 +174,12 @@ class LogitGrowth(Rule):
                 self._series.setdefault((name, Mode(m).name), []).append((st, v))
         return cut
 
-    def _first_growth(self, series: list[tuple[int, float]], new: np.ndarray) -> int | None:
+    def _first_growth(
+        self, series: list[tuple[int, float]], new: np.ndarray, floor: float = 0.0
+    ) -> int | None:
         """The index of the first of `new` (scales appended to `series`) at which `check`
-        would find the series grown and still rising; None if none."""
+        would find the series grown and still rising (from its early level, at least
+        `floor`); None if none."""
         w = max(3, self.window)
         n0 = len(series)
         head = [v for _, v in series[:w]] + new[: max(0, w - n0)].tolist()
@@ -175,6 +188,7 @@ class LogitGrowth(Rule):
         early = median(head)
         if not early > 0:
             return None
+        early = max(early, floor)
         length = n0 + 1 + np.arange(len(new))
         grew = (length >= 2 * w) & (new > self.factor * early) & (new > self.min_value)
         for i in np.flatnonzero(grew).tolist():
@@ -182,6 +196,14 @@ class LogitGrowth(Rule):
             if trend_z(tail[-w:]) > _Z:
                 return i
         return None
+
+    @staticmethod
+    def _floor(trial: TrialView, name: str) -> float:
+        """The least early level a tensor's growth is measured from: `_ATTENTION_SCALE` for
+        the attention logits the hook records (an init of small weights, std 0.02 as Hugging
+        Face's, starts them near 0.1: attending sharply, at 10-20, is not a 100-fold runaway
+        from there), 0 for the others."""
+        return _ATTENTION_SCALE if name in trial.names("attention_logits") else 0.0
 
     def _margin(self, trial: TrialView, name: str, step: int) -> bool:
         """Output logits (not attention logits) whose loss fell to a tenth: `_fitted`."""
@@ -212,7 +234,8 @@ class LogitGrowth(Rule):
             early = median([v for _, v in series[:w]])
             last = [v for _, v in series[-w:]]
             z = trend_z(last)
-            grew = early > 0 and value > self.factor * early and value > self.min_value
+            base = max(early, self._floor(trial, name))
+            grew = early > 0 and value > self.factor * base and value > self.min_value
             margin = grew and z > _Z and (name, mode) not in self._fired and self._margin(trial, name, step)
             if grew and z > _Z and not margin and self.first((name, mode)):
                 grown.append((name, early, value, z, series[0][0]))
@@ -224,6 +247,7 @@ class LogitGrowth(Rule):
             trial, step,
             f"the logits of {name} ({mode}) grew {value / early:.3g}x: {what} {early:.3g} in its first "
             f"{max(3, self.window)} saved steps (from step {since}), {value:.3g} now (more than {self.factor:g}x "
+            f"{'that' if early >= self._floor(trial, name) else f'the natural scale {_ATTENTION_SCALE:g}'} "
             f"and {self.min_value:g}), still rising (Mann-Kendall z = {z:.1f} over the last {max(3, self.window)}): "
             "they grow without bound",
             tensors=[g[0] for g in grown],
