@@ -317,6 +317,20 @@ RISING_Z = 1.645
 RISING_GROWTH = 2.0
 
 
+def last_train_steps(trial: TrialView, name: str, step: int, count: int) -> list[int]:
+    """The last `count` saved TRAIN steps of tensor `name` up to and including `step`, in
+    order (fewer where it has fewer): read back from `step`, not over the whole run."""
+    saved = trial.tensor(name).steps()
+    out: list[int] = []
+    for i in range(bisect.bisect_right(saved, step) - 1, -1, -1):
+        if len(out) == count:
+            break
+        if trial.mode(saved[i]) == Mode.TRAIN:
+            out.append(saved[i])
+    out.reverse()
+    return out
+
+
 def gradient_rising(trial: TrialView, grad: str, step: int) -> bool:
     """Whether gradient `grad`'s mean |g| (over the entries that got one: mean_abs / (1 -
     zero_fraction)) is rising, at the last `RISING_WINDOW` saved training steps up to `step`:
@@ -330,13 +344,7 @@ def gradient_rising(trial: TrialView, grad: str, step: int) -> bool:
     weight's resolution rounds to nothing). A gradient that vanished (deep sigmoids), or whose
     weight the optimizer ignores, stays at its level or falls: the rules that judge them wait
     while the trend lasts, and report once it stops."""
-    saved = trial.tensor(grad).steps()
-    steps: list[int] = []
-    for at in reversed(saved[: bisect.bisect_right(saved, step)]):
-        if trial.mode(at) == Mode.TRAIN:
-            steps.insert(0, at)
-            if len(steps) == RISING_WINDOW:
-                break
+    steps = last_train_steps(trial, grad, step, RISING_WINDOW)
     if len(steps) < 4:
         return False
     values = []

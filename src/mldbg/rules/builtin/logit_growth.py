@@ -238,16 +238,16 @@ class LogitGrowth(Rule):
             grew = early > 0 and value > self.factor * base and value > self.min_value
             margin = grew and z > _Z and (name, mode) not in self._fired and self._margin(trial, name, step)
             if grew and z > _Z and not margin and self.first((name, mode)):
-                grown.append((name, early, value, z, series[0][0]))
+                grown.append((name, early, base, value, z, series[0][0]))
         if not grown:
             return None
-        name, early, value, z, since = grown[0]
+        name, early, base, value, z, since = grown[0]
         what = "max |x|" if self._keys[name] == "max_abs" else "std"
         return self.finding(
             trial, step,
             f"the logits of {name} ({mode}) grew {value / early:.3g}x: {what} {early:.3g} in its first "
             f"{max(3, self.window)} saved steps (from step {since}), {value:.3g} now (more than {self.factor:g}x "
-            f"{'that' if early >= self._floor(trial, name) else f'the natural scale {_ATTENTION_SCALE:g}'} "
+            f"{'that' if base == early else f'the natural scale {base:g}'} "
             f"and {self.min_value:g}), still rising (Mann-Kendall z = {z:.1f} over the last {max(3, self.window)}): "
             "they grow without bound",
             tensors=[g[0] for g in grown],

@@ -14,7 +14,14 @@ from mldbg.rules.builtin.all_zero import cut_off
 from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import short_list
 from mldbg.rules.stacks import indices
-from mldbg.rules.updates import LR_TOO_HIGH, Blowup, gate_opening, mean_nonzero, over_nonzero
+from mldbg.rules.updates import (
+    LR_TOO_HIGH,
+    Blowup,
+    gate_opening,
+    last_train_steps,
+    mean_nonzero,
+    over_nonzero,
+)
 from mldbg.rules.view import TrialView
 
 
@@ -406,9 +413,7 @@ class VanishingGradient(Rule):
         still coast on momentum, but it does not learn, whatever it moved."""
         if all(means[n] == 0 for n in low):  # nothing to measure
             return low
-        first = low[0].removeprefix("gradient/")
-        saved = [s for s in trial.tensor(first).steps() if s <= step and trial.mode(s) == Mode.TRAIN]
-        window = saved[-self.patience :] or [step]
+        window = last_train_steps(trial, low[0].removeprefix("gradient/"), step, self.patience) or [step]
         moved: dict[str, float] = {}
         for grad in names:
             weight = grad.removeprefix("gradient/")
