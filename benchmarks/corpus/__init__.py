@@ -46,7 +46,22 @@ BLIND8 = "blind8"  # the ninth, written and measured after `blind7` had been loo
 BLIND9 = "blind9"  # the tenth, written and measured after `blind8` had been looked at
 BLIND10 = "blind10"  # the eleventh, written and measured after `blind9` had been looked at
 BLIND11 = "blind11"  # the twelfth, written and measured after `blind10` had been looked at
-LATER = (FRESH, BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, BLIND9, BLIND10, BLIND11)
+BLIND12 = "blind12"  # the thirteenth, written and measured after `blind11` had been looked at
+LATER = (
+    FRESH,
+    BLIND,
+    BLIND2,
+    BLIND3,
+    BLIND4,
+    BLIND5,
+    BLIND6,
+    BLIND7,
+    BLIND8,
+    BLIND9,
+    BLIND10,
+    BLIND11,
+    BLIND12,
+)
 ALL_SPLITS = (*SPLITS, *LATER)
 
 # bug -> (rules any of which is expected to fire, the cause a diagnosis should name)
