@@ -255,3 +255,37 @@ def test_quiet_on_a_full_batch_fit_whose_adam_spike_turns_far_below_its_start(tm
     assert "loss_change_point" not in {f.rule for f in mldbg.check(path)}
     monkeypatch.setattr(losses, "_UNDONE", 0.0)
     assert "loss_change_point" in {f.rule for f in mldbg.check(path, rules=["loss_change_point"])}
+
+
+def test_once_reported_the_rest_of_the_run_is_taken_in_bulk(tmp_path):
+    """A loss that shifted up for good is reported once; its confirmed excursion then goes on
+    for the rest of the run, and the rule asks for no value of it one at a time (it had
+    judged each of them through `check`: 35 s of `mldbg check` on 10^5 steps)."""
+    import numpy as np
+
+    from mldbg.record.recorder import Recorder
+    from mldbg.rules.builtin.loss_change_point import LossChangePoint
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    x = 0.5 + 0.05 * rng.standard_normal(n)
+    x[1000:] += 0.5  # doubled at step 1,000, and held
+    rec = Recorder(
+        str(tmp_path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"]
+    )
+    for v in x.tolist():
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_scalar("loss", v, ("losses",))
+        rec.end_step()
+    rec.close()
+
+    class Counted(LossChangePoint):
+        calls = 0
+
+        def check(self, trial, step):
+            Counted.calls += 1
+            return super().check(trial, step)
+
+    found = mldbg.check(str(tmp_path), rules=[Counted()])
+    assert [f.step for f in found] and 1000 <= found[0].step < 5000, [str(f) for f in found]
+    assert Counted.calls < n // 10, Counted.calls

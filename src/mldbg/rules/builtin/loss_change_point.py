@@ -323,8 +323,8 @@ class LossChangePoint(LossSeriesRule):
         """The fast path: `_scan`, the decision `check` takes, over the new values at once;
         its updates wait in `_pending` for `_kept`; True at the first value that fires."""
         out = np.zeros(len(lengths), dtype=bool)
-        if not len(lengths):
-            return out
+        if not len(lengths) or name in self._fired:
+            return out  # reported (or a game's): nothing more to find in it, no scan to run
         # the series as it is shared (`SharedColumn`: an index a Python float, `np.asarray` no
         # copy), not a list of 10^6 floats made per call: the scan's Python loop reads only
         # the values it cannot take in bulk (`_runs`)
@@ -715,6 +715,8 @@ class LossChangePoint(LossSeriesRule):
     def _judge(
         self, trial: TrialView, name: str, steps: Sequence[int], values: Sequence[float]
     ) -> list[Finding]:
+        if name in self._fired:
+            return []  # reported once (or a game's): its confirmed excursion is not scanned on
         done, at = self._scan(name, values, len(values) - 1)
         self._last(name, done)
         if at is None:
