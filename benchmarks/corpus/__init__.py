@@ -47,6 +47,7 @@ BLIND9 = "blind9"  # the tenth, written and measured after `blind8` had been loo
 BLIND10 = "blind10"  # the eleventh, written and measured after `blind9` had been looked at
 BLIND11 = "blind11"  # the twelfth, written and measured after `blind10` had been looked at
 BLIND12 = "blind12"  # the thirteenth, written and measured after `blind11` had been looked at
+BLIND13 = "blind13"  # the fourteenth, written while `blind12` was measured, measured after its fixes
 LATER = (
     FRESH,
     BLIND,
@@ -61,6 +62,7 @@ LATER = (
     BLIND10,
     BLIND11,
     BLIND12,
+    BLIND13,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
