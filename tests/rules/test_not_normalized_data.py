@@ -134,6 +134,12 @@ def train_keras_normalization(path, normalize: bool) -> str:
     """A Keras regressor on raw features (stds 0.1 to 100, means up to 300), with or without
     a `Normalization` layer adapted on them as its first layer (TensorFlow backend, in its
     own process: Keras picks its backend at import)."""
+    return _keras_script(path, KERAS_NORMALIZATION, "1" if normalize else "0")
+
+
+def _keras_script(path, script: str, arg: str) -> str:
+    """Run a Keras training script (its run at `path`) on the TensorFlow backend in its own
+    process."""
     import os
     import subprocess
     import sys
@@ -145,7 +151,7 @@ def train_keras_normalization(path, normalize: bool) -> str:
         "CUDA_VISIBLE_DEVICES": "",
     }
     env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-c", KERAS_NORMALIZATION, str(path), "1" if normalize else "0"]
+    cmd = [sys.executable, "-c", script, str(path), arg]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return str(path)
@@ -161,6 +167,42 @@ def test_quiet_on_a_model_that_normalizes_its_inputs_first(tmp_path):
     raw = train_keras_normalization(tmp_path / "raw", normalize=False)
     found = mldbg.check(raw, rules=["not_normalized_data"])
     assert found and "model_input_0" in found[0].tensors, found
+
+
+KERAS_RESCALING = """
+import sys
+import keras
+import numpy as np
+import mldbg.keras
+
+keras.utils.set_random_seed(0)
+out, divided = sys.argv[1], sys.argv[2] == "1"
+rng = np.random.default_rng(0)
+y = rng.integers(0, 3, 600)
+x = rng.uniform(0, 120, (600, 8, 8, 3)) + 120 * (y[:, None, None, None] == np.arange(3))
+x = x.astype("float32") / (255 if divided else 1)  # divided: the pixels were already scaled to [0, 1]
+model = keras.Sequential([
+    keras.Input((8, 8, 3)),
+    keras.layers.Rescaling(1 / 255),  # keras.io's image classification examples
+    keras.layers.Conv2D(8, 3, activation="relu"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(3),
+])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[mldbg.keras.Hook(out)])
+"""
+
+
+def test_judges_images_as_a_rescaling_layer_passes_them_on(tmp_path):
+    """Raw pixels (0..255) fed to a Keras model whose first layer is `Rescaling(1 / 255)`, as
+    keras.io's image examples do: its first learned layer sees [0, 1] (the rule fired on
+    the raw pixels before). The same model fed pixels already divided by 255 sees them
+    divided twice: reported."""
+    found = mldbg.check(_keras_script(tmp_path / "raw", KERAS_RESCALING, "0"), rules=["not_normalized_data"])
+    assert not found, "\n".join(map(str, found))
+    twice = _keras_script(tmp_path / "twice", KERAS_RESCALING, "1")
+    found = mldbg.check(twice, rules=["not_normalized_data"])
+    assert found and "model_input_0" in found[0].tensors and "std" in found[0].message, found
 
 
 @pytest.mark.parametrize("scale", [1.0, 255.0], ids=["images in [0, 1]", "images fed as 0..255"])

@@ -32,7 +32,15 @@ from mldbg.config import Mode
 from mldbg.frameworks.base import Adapter
 from mldbg.frameworks.host import array_source
 from mldbg.frameworks.host_statistics import fixed_cadence_settings
-from mldbg.frameworks.keras_layers import host_array, patched, put_each, tap, tap_layers, variable_name
+from mldbg.frameworks.keras_layers import (
+    host_array,
+    input_rescaling,
+    patched,
+    put_each,
+    tap,
+    tap_layers,
+    variable_name,
+)
 from mldbg.frameworks.keras_statistics import EVERY_STEP, DeviceStatistics, StepStatistics
 from mldbg.frameworks.session import Worker
 
@@ -59,6 +67,9 @@ def device_statistics(backend: str) -> DeviceStatistics | None:
 
         return JaxStatistics()
     return None
+
+
+INPUTS_RESCALED = "inputs_rescaled/"  # a model rescales its raw input first (`input_rescaling`)
 
 
 class Hook(Adapter, keras.callbacks.Callback):
@@ -89,6 +100,8 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._known: set[int] = set()  # ids of the model's variables that existed before the step
         self._pre_saved: set[str] = set()  # the variables read before the step being run
         self._flags: dict[str, bool | None] = {}  # TensorFlow: weights read in the step -> trainable
+        self._rescaling: tuple[float, float] | None = None  # `input_rescaling`, once read
+        self._rescaling_read = False
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -446,6 +459,19 @@ class Hook(Adapter, keras.callbacks.Callback):
         if optimizer is not None:
             for v, value in zip(*optimizer, strict=True):
                 self._save_host(f"optimizer/{v.path}", ("optimizer_variables",), value)
+        if kind == "train" and self._stats.due():
+            self._save_rescaling()
+
+    def _save_rescaling(self) -> None:
+        """`inputs_rescaled/model/scale` and `.../offset` (`sum`: the number) at TRAIN statistics
+        steps, for a model that rescales its raw input before its first learned layer
+        (`input_rescaling`: `Rescaling(1 / 255)` on pixels): `not_normalized_data` judges the
+        input as that layer sees it."""
+        if not self._rescaling_read:  # once: the model is built by its first step
+            self._rescaling, self._rescaling_read = input_rescaling(self._model), True
+        if self._rescaling is not None:
+            for part, value in zip(("scale", "offset"), self._rescaling, strict=True):
+                self._stats.host.add(f"{INPUTS_RESCALED}model/{part}", np.array([value]), ("sum",), ())
 
     def _declared_trainable(self) -> dict[int, bool]:
         """The variables the layers declare trainable (kernels, biases; not a BatchNorm's moving

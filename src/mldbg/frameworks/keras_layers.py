@@ -61,6 +61,23 @@ def named_layers(layer: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from named_layers(sub, f"{prefix}{sub.name}/")
 
 
+def input_rescaling(model: Any) -> tuple[float, float] | None:
+    """(scale, offset) of the `Rescaling` layers a model passes its input through before any
+    layer with weights (keras.io's image examples feed raw pixels to `Rescaling(1 / 255)`),
+    composed in order: what its first learned layer sees is `input * scale + offset`. None
+    when it has none there, or one of them scales per channel (a list: left unjudged)."""
+    scale, offset, seen = 1.0, 0.0, False
+    for _, layer in named_layers(model):
+        if isinstance(layer, keras.layers.Rescaling):
+            s, o = np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
+            if s.size != 1 or o.size != 1:
+                return None
+            scale, offset, seen = scale * float(s), offset * float(s) + float(o), True
+        elif layer.weights and not list(layer._flatten_layers(include_self=False, recursive=False)):
+            break  # the first layer with weights (not a block holding layers): past the input
+    return (scale, offset) if seen else None
+
+
 def variable_name(variable: Any, model_name: str) -> str:
     """`dense/kernel`: the variable's path without the model's own name."""
     path = getattr(variable, "path", None) or variable.name

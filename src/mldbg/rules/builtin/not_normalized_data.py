@@ -15,6 +15,7 @@ from mldbg.rules.view import TrialView
 from mldbg.store.statistics import vector_name
 
 INPUTS_SCALED = "inputs_scaled/"  # `mldbg.frameworks.torch_defaults.INPUTS_SCALED`: a model scales its input
+INPUTS_RESCALED = "inputs_rescaled/"  # `mldbg.frameworks.keras.INPUTS_RESCALED`: ... by a fixed scale first
 
 # `_noise_scaled`: the steps whose variances test the noise model (a sequential judgement waits
 # for them), and the level of its two-sided t interval on the data part's variance
@@ -88,6 +89,10 @@ class NotNormalizedData(Rule):
     scaler module or reversible instance normalization (Hugging Face's time-series models,
     which take raw `past_values` and scale them by their mean or std; RevIN), as the PyTorch
     hook records it (`inputs_scaled/<model>`), is not judged on its raw input.
+    An input a Keras model rescales before its first learned layer (`Rescaling(1 / 255)` on raw
+    pixels, as the Keras hook records it: `inputs_rescaled/model/scale` and `/offset`) is
+    judged as that layer sees it, `input * scale + offset`: raw pixels so fed are fine, pixels
+    already divided by 255 and divided again are not.
     Inputs fed to a model that normalizes them itself are fine: when the run holds two saved
     weights of one value per feature that are the inputs' own mean (within half a std) and
     variance or std (within a factor 2), as a Keras `Normalization` layer adapted on the
@@ -295,9 +300,14 @@ class NotNormalizedData(Rule):
         self._deferred = False
         if self._is_condition(trial, name, step) or self._scaled_by_model(trial, name):
             return None
+        total, total_sq = m.total, m.total_sq
+        rescaled = self._rescaling(trial, name)
+        if rescaled is not None:  # as the first learned layer sees it: x * scale + offset
+            s, o = rescaled
+            total, total_sq = s * total + o * m.count, s * s * total_sq + 2 * s * o * total + o * o * m.count
         n = np.maximum(m.count, 1)
-        mean = m.total / n
-        std = np.sqrt(np.maximum(m.total_sq / n - mean**2, 0.0))
+        mean = total / n
+        std = np.sqrt(np.maximum(total_sq / n - mean**2, 0.0))
         # constant features are a different problem (within rounding: `_CONSTANT`)
         live = std > _CONSTANT * np.abs(mean)
         if not live.any():
@@ -323,7 +333,7 @@ class NotNormalizedData(Rule):
         # the root-mean-square L2 norm of a sample (all features and positions): row-normalized
         # bag-of-words features (L1 norm 1) and the rows of a normalized adjacency are small per
         # feature, not per sample
-        rms_norm = float(np.sqrt(m.total_sq.sum() / max(1, m.n)))
+        rms_norm = float(np.sqrt(total_sq.sum() / max(1, m.n)))
         if typical < self.threshold_std**-2 and rms_norm < _TINY_SAMPLE:
             problems.append(
                 f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g} and a sample's "
@@ -349,6 +359,25 @@ class NotNormalizedData(Rule):
         holding a scaler or RevIN: `mldbg.frameworks.torch_defaults.scales_inputs`)."""
         at = name.rfind("model_input_")
         return at >= 0 and trial.has_tensor(f"{INPUTS_SCALED}{name[:at]}model")
+
+    @staticmethod
+    def _rescaling(trial: TrialView, name: str) -> tuple[float, float] | None:
+        """(scale, offset) by which the model of input `name` rescales it before its first
+        learned layer (`inputs_rescaled/<model>/scale` and `/offset`, which the Keras hook
+        records for `Rescaling` layers there: `mldbg.frameworks.keras_layers.input_rescaling`),
+        or None."""
+        at = name.rfind("model_input_")
+        if at < 0:
+            return None
+        got = []
+        for part in ("scale", "offset"):
+            marker = f"{INPUTS_RESCALED}{name[:at]}model/{part}"
+            steps = trial.tensor(marker).steps() if trial.has_tensor(marker) else []
+            value = trial.statistic(marker, steps[0], "sum") if steps else None
+            if not isinstance(value, float) or not math.isfinite(value):
+                return None
+            got.append(value)
+        return got[0], got[1]
 
     @staticmethod
     def _model_normalizes(
