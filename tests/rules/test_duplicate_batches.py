@@ -59,13 +59,15 @@ def test_a_training_set_smaller_than_the_evaluation_reads_as_a_fixed_batch(run):
     assert "Full-batch training on purpose" in found[0].suggestion
 
 
-@pytest.mark.parametrize("passes", ["sam", "served-twice"])
+@pytest.mark.parametrize("passes", ["sam", "after-the-update", "served-twice"])
 def test_two_passes_of_one_optimizer_step_are_not_a_batch_drawn_twice(tmp_path, passes):
     """SAM (Foret et al.): each optimizer step runs forward and backward on its batch twice,
     the weights perturbed between (ASAM, a gradient penalty, R-Drop do the same); the hook
     starts a step at the second forward. The same batch twice in a row with no optimizer step
-    between is one step's two passes: quiet. The loader that serves every batch twice, each
-    followed by its own optimizer step, is still caught; both paths agree."""
+    between is one step's two passes: quiet. So is a pass after the update that steps no
+    optimizer: Sophia's Hessian refresh (every k steps, a forward and backward on the batch
+    just trained on, against labels sampled from the model). The loader that serves every
+    batch twice, each followed by its own optimizer step, is still caught; both paths agree."""
     import torch
     from torch import nn
 
@@ -97,6 +99,14 @@ def test_two_passes_of_one_optimizer_step_are_not_a_batch_drawn_twice(tmp_path, 
                             p.sub_(e)
                     opt.step()
                     opt.zero_grad()
+                elif passes == "after-the-update":
+                    loss_fn(model(xb), yb).backward()
+                    opt.step()
+                    opt.zero_grad()
+                    logits = model(x[idx])  # the Hessian estimate's pass, on labels the model samples
+                    sampled = torch.distributions.Categorical(logits=logits).sample()
+                    loss_fn(logits, sampled).backward()
+                    opt.zero_grad()  # (Sophia keeps the squared gradients as its Hessian estimate)
                 else:
                     for _ in range(2):  # a loader collates each serving into a new tensor
                         opt.zero_grad()

@@ -41,9 +41,10 @@ class DuplicateBatches(Rule):
       spending: at most `budget` per run). A batch served twice in a row repeats 32 of 32 at
       p = 1/2 (2e-10); a language model's random windows of a short corpus repeat 4 of 4
       rows at p = 0.35-0.9 (0.01-0.7). A batch that is the previous training step's batch
-      again, where that step stepped no optimizer, is the second pass of one optimizer step
-      (SAM and ASAM ascend on the batch and descend on it again, a gradient penalty or R-Drop
-      runs a second forward and backward; the hook starts a step at a forward after a
+      again, where one of the two steps stepped no optimizer, is a second pass over the batch of
+      one optimizer step (SAM and ASAM ascend on the batch and descend on it again, a gradient
+      penalty or R-Drop runs a second forward and backward, Sophia refreshes its Hessian
+      estimate on the batch just trained on; the hook starts a step at a forward after a
       backward): not a sample drawn again, so neither a repeat nor evidence. The PyTorch hook
       records `learning_rate/<model>` at each statistics step in which an optimizer stepped;
       where no step of the run has one, a batch served twice is judged as before. Nor is the
@@ -279,17 +280,20 @@ class DuplicateBatches(Rule):
         at `now` (the model's first input is the very tensor of `last`, not written since: the
         script trains on its batch for several steps, as IMLE's inner steps and data echoing
         do; a loader serving a batch twice hands over a new tensor each time), or no optimizer
-        stepped in `last` while one stepped in `now`: a second pass of one optimizer step (SAM,
-        a gradient penalty, R-Drop). The latter is known where the hook recorded
-        `learning_rate/<model>` at `now` (a statistics step whose optimizer stepped); else
-        unknown, and judged as a batch drawn again."""
+        stepped in one of the two while one stepped in the other: a second pass over the batch
+        of one optimizer step, before it (SAM, a gradient penalty, R-Drop) or after it
+        (Sophia's Hessian refresh on the batch just trained on). The latter is known where the
+        hook recorded `learning_rate/<model>` at one of the two (a statistics step whose
+        optimizer stepped); where at neither, unknown, and judged as a batch drawn again."""
         if now[1] != last[1] + 1 or now[2] != last[2]:
             return False
         if trial.names(None, regex=f"^same_input/{self._model}$", step=now[0]):
             return True  # the very tensor of the step before, unwritten: trained on again, not drawn again
-        if not trial.names(None, regex="^learning_rate/", step=now[0]):
-            return False  # no optimizer step recorded at the second pass: unknown
-        return not trial.names(None, regex="^learning_rate/", step=last[0])
+        stepped_now = bool(trial.names(None, regex="^learning_rate/", step=now[0]))
+        stepped_last = bool(trial.names(None, regex="^learning_rate/", step=last[0]))
+        # one of the two stepped an optimizer and the other did not (the hook records steps
+        # where either did: where neither did, it is unknown, judged as a batch drawn again)
+        return stepped_now != stepped_last
 
     def _chance(self, repeats: int, n: int, before: int, distinct: int) -> float:
         """P(Bin(n, before / distinct) >= repeats): the chance that random draws from a data
