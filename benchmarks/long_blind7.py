@@ -443,7 +443,7 @@ def fixmatch_ssl(n: int, rng: np.random.Generator) -> np.ndarray:
     iterations, SGD at 0.03 on cos(7 pi k / 16K)), the logged total Lx + lambda_u Lu (lambda_u
     1): Lx, the cross-entropy of 64 labelled images drawn from only 40, 250 or 4,000, falls
     from ln 10 within 0.1-1% of the run to 0.001-0.08 (memorized: smaller with fewer labels),
-    its batch noise skewed, 30-100%; Lu, the cross-entropy of the 448 strongly augmented
+    its batch noise growing as it does from 3% to a skewed 30-100%; Lu, the cross-entropy of the 448 strongly augmented
     unlabelled images against the pseudo-labels of their weak views, counted only where the
     confidence passes 0.95: 0 at first (no pseudo-label is confident), it grows with the mask
     rate (to 85-98% over 2-8% of the run) while the CE on the masked images falls from 1-2 to
@@ -457,7 +457,8 @@ def fixmatch_ssl(n: int, rng: np.random.Generator) -> np.ndarray:
     mask = rng.uniform(0.85, 0.98) * (1 - np.exp(-t / (n * rng.uniform(0.005, 0.025)))) ** rng.uniform(1, 3)
     ce = _power(area, rng.uniform(1.0, 2.0), rng.uniform(0.1, 0.3), n * _log_uniform(rng, 0.005, 0.05), 0.8)
     lu = mask * ce
-    x = lx * _gamma(n, rng, rng.uniform(0.3, 1.0)) + lu * _gamma(n, rng, rng.uniform(0.05, 0.15))
+    cv_x = 0.03 + rng.uniform(0.3, 1.0) * (1 - lx / math.log(10))  # once memorized: a few misfits
+    x = lx * _gamma(n, rng, cv_x) + lu * _gamma(n, rng, rng.uniform(0.05, 0.15))
     return _f32(x)
 
 
