@@ -134,6 +134,7 @@ class RuleRunner:
             self._seen_steps = len(every)
             self.view.refreshed()
         self._activate(complete)
+        self.view.finished = complete
         lo = int(np.searchsorted(every, self._last, side="right"))
         hi = len(every) if self.end_step is None else int(np.searchsorted(every, self.end_step))
         new = every[lo:hi].copy()

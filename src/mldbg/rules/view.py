@@ -88,6 +88,10 @@ class TrialView:
         # (loss tensor, mode, "steps" or "values") -> the buffer the loss rules' trackers
         # share (`mldbg.rules.losses.SharedColumn`): a loss series held once, not per rule
         self.loss_columns: dict[tuple[str, Any, str], Any] = {}
+        # the run had ended and was read whole when the runner began walking these steps (an
+        # offline check): a rule may leave a verdict on the run so far to the run's end, which
+        # it sees at `finish` (set by the runner, each cycle; no refresh asked)
+        self.finished = False
 
     def __repr__(self) -> str:
         return f"TrialView({self.trial!r})"

@@ -108,6 +108,7 @@ class LossNotDecreasing(Rule):
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}  # per-evaluation values
+        self._held: dict[tuple[str, str], Finding] = {}  # (name, mode) -> a "flat" left to the run's end
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` at which no judgement may report: their losses join
@@ -279,8 +280,14 @@ class LossNotDecreasing(Rule):
         out: list[Finding] = []
         warm = warming_up(trial, step) if mode == "TRAIN" and any(k == "flat" for k, _ in found) else None
         for kind, p in found:
-            if (kind == "flat" and warm) or not self.first((name, mode, kind)):
+            if kind == "flat" and warm:
                 continue  # a flat loss while the learning rate warms up is the warm-up's
+            # a finished run checked offline: a stall the run's own end refutes (a plateau at
+            # the start, then the fall) is no finding; the end's judgement reports it, at the
+            # step the run first showed it (`_held`), where it holds to the end
+            hold = kind == "flat" and not final and trial.finished
+            if (hold and (name, mode) in self._held) or (not hold and not self.first((name, mode, kind))):
+                continue
             if kind == "stuck":
                 out.append(self.finding(
                     trial, step,
@@ -294,7 +301,10 @@ class LossNotDecreasing(Rule):
                 continue
             n, m = p.n, p.block
             if kind == "flat":
-                out.append(self.finding(
+                if not hold and (name, mode) in self._held:
+                    out.append(self._held.pop((name, mode)))  # as the run first showed it
+                    continue
+                flat = self.finding(
                     trial, step,
                     f"{what} has not decreased over {n} saved values: median {p.first:.4g} at steps "
                     f"{steps[0]}-{steps[m - 1]}, {p.last:.4g} at steps {steps[n - m]}-{steps[n - 1]} "
@@ -302,7 +312,11 @@ class LossNotDecreasing(Rule):
                     f"a drop must exceed {max(self.diff_percent, _MATERIAL):g}%; trend z = {p.trend_z:.1f})",
                     tensors=[name],
                     suggestion=_RISING_ADVICE if p.last > p.first else _FLAT_ADVICE,
-                ))  # fmt: skip
+                )  # fmt: skip
+                if hold:
+                    self._held[(name, mode)] = flat
+                else:
+                    out.append(flat)
             else:
                 b = p.best_at
                 out.append(self.finding(

@@ -89,6 +89,8 @@ class Underfitting(Rule):
     def reset(self) -> None:
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
+        # name -> (progress, validation losses, step) of a verdict left to the run's end
+        self._held: dict[str, tuple[Progress, list[float], int]] = {}
 
     def undecided(self) -> str | None:
         why = self._tracker.shortfall(self.patience * max(2, self.window))
@@ -170,8 +172,14 @@ class Underfitting(Rule):
                 continue  # a flat loss while the learning rate still rises: the warm-up's
             if progress_chases_targets(trial, name, s.steps, p):
                 continue  # a TD loss chasing targets that grow with the values it learns
+            if not final and trial.finished:
+                # a finished run checked offline: a verdict its own end refutes (a plateau at the
+                # start, then the fall) is no finding; the end's judgement reports it at the step
+                # the run first showed it, where it holds to the end
+                self._held.setdefault(name, (p, evals, s.steps[-1]))
+                continue
             if self.first(name):
-                found.append((name, p, evals, s.steps[-1]))
+                found.append((name, *self._held.pop(name, (p, evals, s.steps[-1]))))
         if not found:
             return None
         name, p, evals, at = found[0]
