@@ -435,6 +435,20 @@ def judgement(
     return k if live else None
 
 
+def refutes_stall(values: Sequence[float] | np.ndarray, window: int, patience: int, material: float) -> bool:
+    """Whether a finished run's whole loss series refutes a stall judged on its first part
+    (`loss_not_decreasing`'s "flat", `underfitting`): by its end the loss shed more than
+    `material` of its starting level, or it falls past its first tenth beyond the noise at the
+    bar of the run's budget (`Progress.late_fall_z`). A plateau at the start that the run
+    leaves (a saddle at init, the margin of a triplet loss, grokking) refutes it; a stall to
+    the end, or an end too noisy to tell (a batch-1 loss whose later blocks wander down by
+    chance: a Mann-Kendall z near -2 is no fall), does not."""
+    n = len(values)
+    _, k = checkpoints(window, patience, n)
+    p = progress(values, k + 1)
+    return p is not None and (p.drop > material or p.late_fall_z >= p.z)
+
+
 def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:
     """Whether the first `n` values have no noise at all: the same value, or the same cycle
     of values (a loader over a few fixed batches) repeated, to 1e-5 of the level."""

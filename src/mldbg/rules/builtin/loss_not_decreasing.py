@@ -18,6 +18,7 @@ from mldbg.rules.losses import (
     judgement,
     opposed,
     progress,
+    refutes_stall,
     streak,
     streaks_at,
     warming_up,
@@ -205,6 +206,14 @@ class LossNotDecreasing(Rule):
         out: list[Finding] = []
         for name, ev in self._tracker.close_all():
             out += self._eval(trial, ev.last_step, name, ev.last_step, ev.value)
+        material = max(self.diff_percent, _MATERIAL) / 100
+        for (name, mode), held in self._held.items():  # stalls left to the run's end
+            s = self._tracker.train.get(name) if mode == "TRAIN" else None
+            values = s.values if s is not None else [v for _, v in self._series.get((name, mode), [])]
+            w = max(2, self.num_steps)
+            if not refutes_stall(values, w, self.patience, material) and self.first((name, mode, "flat")):
+                out.append(held)
+        self._held = {}
         wanted = Mode.parse(self.mode) if self.mode else None
         if wanted in (None, Mode.TRAIN):
             for name, s in self._tracker.train.items():
@@ -283,8 +292,8 @@ class LossNotDecreasing(Rule):
             if kind == "flat" and warm:
                 continue  # a flat loss while the learning rate warms up is the warm-up's
             # a finished run checked offline: a stall the run's own end refutes (a plateau at
-            # the start, then the fall) is no finding; the end's judgement reports it, at the
-            # step the run first showed it (`_held`), where it holds to the end
+            # the start, then the fall) is no finding; `finish` reports the first one the run
+            # showed (`_held`) unless the whole series refutes it (`refutes_stall`)
             hold = kind == "flat" and not final and trial.finished
             if (hold and (name, mode) in self._held) or (not hold and not self.first((name, mode, kind))):
                 continue
@@ -301,9 +310,6 @@ class LossNotDecreasing(Rule):
                 continue
             n, m = p.n, p.block
             if kind == "flat":
-                if not hold and (name, mode) in self._held:
-                    out.append(self._held.pop((name, mode)))  # as the run first showed it
-                    continue
                 flat = self.finding(
                     trial, step,
                     f"{what} has not decreased over {n} saved values: median {p.first:.4g} at steps "

@@ -21,6 +21,7 @@ from mldbg.rules.losses import (
     judgement,
     opposed,
     progress,
+    refutes_stall,
     warming_up,
 )
 from mldbg.rules.select import adversarial, progress_chases_targets
@@ -143,12 +144,21 @@ class Underfitting(Rule):
             return None
         return self._judge(trial, step, names, final=False)
 
-    def finish(self, trial: TrialView) -> Finding | None:
+    def finish(self, trial: TrialView) -> list[Finding]:
         self._tracker.close_all()
-        return self._judge(trial, None, list(self._tracker.train), final=True)
+        material = 1 - self.threshold_percent / 100
+        w = max(2, self.window)
+        held = [
+            (name, *v) for name, v in self._held.items()
+            if not refutes_stall(self._tracker.train[name].values, w, self.patience, material) and self.first(name)
+        ]  # fmt: skip
+        self._held = {}
+        out = [self._report(trial, held)] if held else []
+        last = self._judge(trial, None, list(self._tracker.train), final=True)
+        return out + ([last] if last is not None else [])
 
     def _judge(self, trial: TrialView, step: int | None, names: list[str], final: bool) -> Finding | None:
-        found = []
+        found: list[tuple[str, Progress, list[float], int]] = []
         for name in names:
             s = self._tracker.train.get(name)
             if s is None or not s.steps or (step is not None and s.steps[-1] != step):
@@ -174,14 +184,17 @@ class Underfitting(Rule):
                 continue  # a TD loss chasing targets that grow with the values it learns
             if not final and trial.finished:
                 # a finished run checked offline: a verdict its own end refutes (a plateau at the
-                # start, then the fall) is no finding; the end's judgement reports it at the step
-                # the run first showed it, where it holds to the end
+                # start, then the fall) is no finding; `finish` reports the first one the run
+                # showed unless the whole series refutes it (`refutes_stall`)
                 self._held.setdefault(name, (p, evals, s.steps[-1]))
                 continue
             if self.first(name):
-                found.append((name, *self._held.pop(name, (p, evals, s.steps[-1]))))
-        if not found:
-            return None
+                found.append((name, p, evals, s.steps[-1]))
+        return self._report(trial, found) if found else None
+
+    def _report(self, trial: TrialView, found: list[tuple[str, Progress, list[float], int]]) -> Finding:
+        """The finding on the losses `found` (name, progress, validation losses, step), at the
+        first's step."""
         name, p, evals, at = found[0]
         level = 100.0 * p.last / p.first
         val = f"; validation loss {evals[0]:.4g} -> {evals[-1]:.4g}" if len(evals) >= 2 else ""
