@@ -446,3 +446,59 @@ def test_a_steady_slow_fall_is_decreasing_along_its_trend():
         flat = 3.0 * np.exp(0.01 * rng.standard_normal(n))
         hits += _slope_fall_z(flat[n // 10 :], 0.002 * 3.0) > 3.0
     assert hits <= 3  # one-sided normal beyond 3: 0.13%; 1% allowed
+
+
+def _saddle(path, lr: float, steps: int = 3000) -> list[float]:
+    """A deep linear network from a small init (Saxe et al. 2014): four 8x8 layers of std
+    0.05 fitting a linear map on SGD, batches of 256; the loss sits on the plateau of the saddle at the origin
+    (~1,700 steps at lr 0.01), then falls. At lr 0.001 it never leaves it in the run."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    a = torch.randn(8, 8, generator=g)
+    model = nn.Sequential(*(nn.Linear(8, 8, bias=False) for _ in range(4)))
+    for layer in model:
+        nn.init.normal_(layer.weight, std=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    crit = nn.MSELoss()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(crit)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(256, 8, generator=g)
+        loss = crit(model(x), x @ a.T)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    hook.close()
+    return losses
+
+
+def test_a_plateau_the_run_leaves_is_no_stall_of_the_finished_run(tmp_path):
+    """A loss on the plateau of a saddle at init for the first ~1,700 steps, then falling: a
+    live judgement at 1,000+ values sees a stall (no stop may wait for the end), but checked
+    once the run has ended, the run's own end refutes it. The same network at a learning rate
+    10x lower never leaves the plateau: reported, at the step the run first showed it."""
+    import numpy as np
+
+    from mldbg.rules.losses import checkpoints, progress
+
+    losses = _saddle(tmp_path / "leaves", lr=0.01)
+    assert np.median(losses[-100:]) < 0.5 * np.median(losses[:100])  # it did fall, late
+    mid = 1179  # a live judgement's length: there, the plateau is a stall
+    p = progress(losses[:mid], checkpoints(10, 5, mid)[1])
+    assert p is not None and p.drop_high < 0.1 and p.pace_high < 0.1, p
+    rules = ["loss_not_decreasing", "underfitting"]
+    found = mldbg.check(str(tmp_path / "leaves"), rules=rules)
+    assert not found, [str(f) for f in found]
+    stuck = _saddle(tmp_path / "stays", lr=0.001)
+    assert np.median(stuck[-100:]) > 0.9 * np.median(stuck[:100])
+    found = mldbg.check(str(tmp_path / "stays"), rules=rules)
+    assert {f.rule for f in found} == set(rules), [str(f) for f in found]
+    assert all(f.step < 2000 for f in found), [str(f) for f in found]
