@@ -71,7 +71,13 @@ class LossNotDecreasing(Rule):
       decreasing, while a stall (a learning rate of 0 or 1e-10, a frozen model, a dead
       optimizer, labels shuffled once their prior is fitted) shows none. A slow but steady
       fall is learning; a loss that fell and then levelled off has learned (see
-      `overtraining` for stopping early); a loss too noisy to tell is not reported.
+      `overtraining` for stopping early); a loss too noisy to tell is not reported. A
+      finished run checked offline (`mldbg check`) is judged by what it did: a stall seen
+      mid-run is reported, at the step it was first seen, unless the whole series refutes it
+      (`mldbg.rules.losses.refutes_stall`: by its end the loss shed more than that share, or
+      fell past its first tenth beyond the bar): a plateau at init that the run leaves (a
+      saddle, a triplet loss at its margin, grokking) is no stall. Live, it is reported at
+      once (a stop acts on it).
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
       the lowest earlier block's, and beyond the noise (the selection of the lowest allowed
       for).

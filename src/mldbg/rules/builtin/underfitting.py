@@ -56,7 +56,9 @@ class Underfitting(Rule):
     of 10 blocks to the last, or along its trend over that stretch, beyond the noise at the
     judgement's bar, `Progress.late_fall_z`,
     however small: a masked LM's pre-training near the unigram entropy), and a loss too noisy
-    to tell (a warm-up's first steps) is not reported. Too small a model, a learning rate far
+    to tell (a warm-up's first steps) is not reported. On a finished run checked offline, a
+    verdict reached mid-run is reported (at its step) unless the whole series refutes it
+    (`mldbg.rules.losses.refutes_stall`: a plateau at init that the run leaves). Too small a model, a learning rate far
     too low, over-regularization, or labels unrelated to the inputs cause it. A loss that
     rose (its last block above its start, one-sided at 5%, or an upward trend, z > 2) is
     diverging: the finding says so and suggests lowering the learning rate, never raising
