@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only] [--blind | --blind2 | ... | --blind7]
+        [--seeds 5] [--loss-only] [--blind | --blind2 | ... | --blind8]
 
 Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -30,7 +30,8 @@ been tuned on); `--blind4` the fourth, `long_blind4` (14 more kinds, four with a
 and 4 bugs; written after the third had been measured); `--blind5` the fifth, `long_blind5` (14
 more kinds, seven with a learning rate, some logged as the mean of every k steps, and 4 bugs;
 written after the fourth); `--blind6` the sixth, `long_blind6` (written after the fifth); `--blind7` the seventh,
-`long_blind7` (written after the sixth had been measured).
+`long_blind7` (written after the sixth had been measured); `--blind8` the eighth, `long_blind8`
+(written after the seventh had been measured).
 """
 
 from __future__ import annotations
@@ -804,6 +805,11 @@ def main() -> int:
         action="store_true",
         help="the seventh blind set (long_blind7.KINDS and .BUGS) on the held-out seeds: measure it once",
     )
+    which.add_argument(
+        "--blind8",
+        action="store_true",
+        help="the eighth blind set (long_blind8.KINDS and .BUGS) on the held-out seeds: measure it once",
+    )
     ap.add_argument(
         "--loss-only",
         action="store_true",
@@ -840,6 +846,11 @@ def main() -> int:
 
         assert long_blind7.LR == LR and long_blind7.MODE == MODE and long_blind7.EVAL_UNSAVED == EVAL_UNSAVED
         blind, name = long_blind7, "blind7"
+    elif args.blind8:  # the same: written after the seventh
+        import long_blind8
+
+        assert long_blind8.LR == LR and long_blind8.MODE == MODE and long_blind8.EVAL_UNSAVED == EVAL_UNSAVED
+        blind, name = long_blind8, "blind8"
     else:
         blind, name = (
             (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")

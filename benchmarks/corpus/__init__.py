@@ -48,6 +48,7 @@ BLIND10 = "blind10"  # the eleventh, written and measured after `blind9` had bee
 BLIND11 = "blind11"  # the twelfth, written and measured after `blind10` had been looked at
 BLIND12 = "blind12"  # the thirteenth, written and measured after `blind11` had been looked at
 BLIND13 = "blind13"  # the fourteenth, written while `blind12` was measured, measured after its fixes
+BLIND14 = "blind14"  # the fifteenth, written after `blind13` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -63,6 +64,7 @@ LATER = (
     BLIND11,
     BLIND12,
     BLIND13,
+    BLIND14,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
