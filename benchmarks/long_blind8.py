@@ -72,7 +72,7 @@ def _timm_cosine_cycles(n: int, rng: np.random.Generator) -> dict[str, np.ndarra
     top = peak * decay**c
     floor_lr = peak * 1e-3
     cos = floor_lr + (top - floor_lr) * 0.5 * (1 + np.cos(np.pi * into / span))
-    lr = np.where(into < warm, floor_lr + (top - floor_lr) * into / warm, cos)  # a warm-up per cycle
+    lr = np.where(t < warm, floor_lr + (top - floor_lr) * t / warm, cos)  # `warmup_t`: once
     rel = lr / peak
     start = _ce_start(rng)
     end = start * rng.uniform(0.08, 0.3)
@@ -85,13 +85,13 @@ def _timm_cosine_cycles(n: int, rng: np.random.Generator) -> dict[str, np.ndarra
 
 def timm_cosine_cycles(n: int, rng: np.random.Generator) -> np.ndarray:
     """An image classifier trained with timm's `CosineLRScheduler` with restarts (`--sched cosine
-    --cycle-limit 2-4 --cycle-mul 1 or 2 --cycle-decay 0.5/0.7/1.0 --warmup-epochs`): each cycle
-    warms up again linearly over 0.2-2% of the run from 1e-3 of the peak (AdamW 5e-4-2e-3 or SGD
-    0.05-0.4) to the cycle's own peak (the first one's x decay^cycle), then a cosine to 1e-3 of
-    the peak; the loss falls from ln C (10-1,000 classes) along the rate's area to 8-30% of it,
-    held up by 10-40% of its excess while the rate is high (lagging by 0.1-0.5% of the run), so
-    it bumps up after each restart less and less; Student-t batch noise (3-8 degrees of freedom,
-    3-10%); float32."""
+    --cycle-limit 2-4 --cycle-mul 1 or 2 --cycle-decay 0.5/0.7/1.0 --warmup-epochs --min-lr`): a
+    linear warm-up over the first 0.2-2% of the run from 1e-3 of the peak (AdamW 5e-4-2e-3 or SGD
+    0.05-0.4), then each cycle restarts at its own peak (the first one's x decay^cycle) and follows
+    a cosine to 1e-3 of the peak; the loss falls from ln C (10-1,000 classes) along the rate's area
+    to 8-30% of it, held up by 10-40% of its excess while the rate is high (lagging by 0.1-0.5% of
+    the run), so it bumps up after each restart less and less; Student-t batch noise (3-8 degrees of
+    freedom, 3-10%); float32."""
     return _timm_cosine_cycles(n, rng)["loss"]
 
 
@@ -124,14 +124,13 @@ def darknet_steps(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def chronological_windows(n: int, rng: np.random.Generator) -> np.ndarray:
-    """A time-series forecaster (an LSTM, N-BEATS or a TFT on sliding windows of one long
-    series, M5 / electricity / traffic) trained with `shuffle=False`, as many tutorials do to
-    "keep the time order": every epoch (200-3,000 steps) goes through the series from its start
-    to its end, so the loss follows the series' own volatility through each epoch (its seasons,
-    a calm then a turbulent period: 1-4 bumps of 30-150% and a drift of -30 to +60% from the
-    first windows to the last), the same profile each epoch; the MSE on scaled targets falls from
-    0.5-1.5 to 10-40% of it along a power law, the profile shrinking less (to 50-90%);
-    noise 5-15%, log-normal."""
+    """A time-series forecaster (an LSTM, N-BEATS or a TFT on sliding windows of one long series, M5
+    / electricity / traffic) trained with `shuffle=False`, as many tutorials do to "keep the time
+    order": every epoch (200-3,000 steps) goes through the series from its start to its end, so the
+    loss follows the series' own volatility through each epoch (its seasons, a calm then a turbulent
+    period: 1-4 bumps of 30-150% and a drift of -30 to +60% from the first windows to the last), the
+    same profile each epoch; the MSE on scaled targets falls from 0.5-1.5 to 10-40% of it along a
+    power law, the profile shrinking less (to 50-90%); noise 5-15%, log-normal."""
     t = np.arange(n, dtype=np.float64)
     per = int(rng.integers(200, 3001))
     u = (t % per) / per
@@ -154,10 +153,10 @@ def tiny_last_batch(n: int, rng: np.random.Generator) -> np.ndarray:
     """A tabular regressor (an MLP on a Kaggle table with `nn.MSELoss()`, mean reduction) whose
     DataLoader keeps the last, partial batch (`drop_last=False`, the default, `shuffle=True`): the
     data set leaves 1-7 rows over a batch of 64-512, so the last step of every epoch (50-2,000
-    steps) is the mean of a handful of rows: a chi-square with that many degrees of freedom, so
-    it logs from ~0 to 5x the level, where the full batches log +-5-15%; the loss falls from
-    1 +-10% to 0.1-0.5 (the targets' unexplained variance) along a power law; rows' squared
-    errors are heavy-tailed (a full batch's mean of them Student-t-like, 4-10 degrees)."""
+    steps) is the mean of a handful of rows: a chi-square with that many degrees of freedom, so it
+    logs from ~0 to 5x the level, where the full batches log +-5-15%; the loss falls from 1 +-10% to
+    0.1-0.5 (the targets' unexplained variance) along a power law; rows' squared errors are
+    heavy-tailed (a full batch's mean of them Student-t-like, 4-10 degrees)."""
     t = np.arange(n, dtype=np.float64)
     per = int(rng.integers(50, 2001))
     rows = int(rng.integers(1, 8))
@@ -208,9 +207,9 @@ def constant_lr_power(n: int, rng: np.random.Generator) -> np.ndarray:
     """LM pretraining at a constant rate after a short warm-up (0.1-1% of the run; the "infinite"
     or warmup-stable schedule logged before any cooldown, as in the MiniCPM / Hägele et al. 2024
     runs, 1e-4-6e-4), over 10^5-10^6 logged steps: the loss follows a slow power law in the
-    steps, L = E + (ln V - E) / (1 + t / s)^alpha with alpha 0.05-0.2 and E 1.6-2.4, so after its
-    first percent the run moves it by only 3-20% per decade of steps; large batches, so the noise is small
-    (0.3-1%) but heavy-tailed (Student-t of 3-6 degrees); float32."""
+    steps, L = E + (ln V - E) / (1 + t / s)^alpha with alpha 0.05-0.2 and E 1.6-2.4, so after
+    its first percent the run moves it by only 3-20% per decade of steps; large batches, so the
+    noise is small (0.3-1%) but heavy-tailed (Student-t of 3-6 degrees); float32."""
     return _constant_lr_power(n, rng)["loss"]
 
 
@@ -230,12 +229,12 @@ def nightly_warm_start(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def token_sum_per_sequence(n: int, rng: np.random.Generator) -> np.ndarray:
     """A seq2seq or LM fine-tune whose hand-written loss is summed over each sequence's tokens and
-    averaged over the sequences (`F.cross_entropy(..., reduction="sum") / batch_size`, as in
-    the PyTorch seq2seq tutorial and fairseq's per-sentence `nll_loss`): the logged value is
-    the per-token loss times the batch's mean target length (log-normal, a median of 20-200
-    tokens, spread 0.3-0.8 over sentences, batches of 8-64), so it lies in the tens to
-    hundreds and its noise is mostly the batch's length; the per-token loss falls from 4-8 to
-    1-2.5 along a power law."""
+    averaged over the sequences (`F.cross_entropy(..., reduction="sum") / batch_size`, as the
+    sentence-VAE implementations of Bowman et al. 2016 report their NLL per sentence): the logged
+    value is the per-token loss times the batch's mean target length (log-normal, a median of 20-200
+    tokens, spread 0.3-0.8 over sentences, batches of 8-64), so it lies in the tens to hundreds and
+    its noise is mostly the batch's length; the per-token loss falls from 4-8 to 1-2.5 along a power
+    law."""
     t = np.arange(n, dtype=np.float64)
     med = _log_uniform(rng, 20, 200)
     spread = rng.uniform(0.3, 0.8)
@@ -264,10 +263,11 @@ def _smoothl1_outliers(n: int, rng: np.random.Generator) -> dict[str, np.ndarray
 
 def smoothl1_outliers(n: int, rng: np.random.Generator) -> np.ndarray:
     """A keypoint / depth / box regressor trained with `SmoothL1Loss` (or L1) under AdamW 1e-4-1e-3,
-    a linear warm-up over 1-5% and a cosine to 0: the loss falls from 0.5-3 to 3-15% of it along
-    the rate's area, with skewed batch noise of 5-20%; 0.1-1% of the batches hold a mislabeled
-    or corrupted sample (a flipped keypoint, a depth map of zeros), which adds a Pareto(2.5) tail
-    of 0.3-3x the initial loss on top, whatever the level: outliers of 10-100x the level (and more) late in the run."""
+    a linear warm-up over 1-5% and a cosine to 0: the loss falls from 0.5-3 to 3-15% of it along the
+    rate's area, with skewed batch noise of 5-20%; 0.1-1% of the batches hold a mislabeled or
+    corrupted sample (a flipped keypoint, a depth map of zeros), which adds a Pareto(2.5) tail of
+    0.3-3x the initial loss on top, whatever the level: outliers of 10-100x the level (and more)
+    late in the run."""
     return _smoothl1_outliers(n, rng)["loss"]
 
 
@@ -290,10 +290,11 @@ def _mixture_noise_shift(n: int, rng: np.random.Generator) -> dict[str, np.ndarr
 def mixture_noise_shift(n: int, rng: np.random.Generator) -> np.ndarray:
     """LM pretraining whose data-mixture weights follow a schedule (an annealed curriculum, as in
     DoReMi-style or "from clean to web" recipes): the share of a noisy web source in each batch
-    grows linearly from 10% to 40-90% between 10% and 90% of the run; its documents cost 0-0.1
-    nats more but vary far more, so the batch-to-batch spread grows from 1-3% to 4-25% of the
-    level (heteroscedastic noise), while the mean falls along a power law in the rate's area
-    (linear decay to 10% after a 0.5-2% warm-up, 2e-4-1e-3) from 6-9 to 1.5-2.2 plus the web share's cost; float32."""
+    grows linearly from 10% to 40-90% between 10% and 90% of the run; its documents cost 0-0.1 nats
+    more but vary far more, so the batch-to-batch spread grows from 1-3% to 4-25% of the level
+    (heteroscedastic noise), while the mean falls along a power law in the rate's area (linear decay
+    to 10% after a 0.5-2% warm-up, 2e-4-1e-3) from 6-9 to 1.5-2.2 plus the web share's cost;
+    float32."""
     return _mixture_noise_shift(n, rng)["loss"]
 
 
@@ -472,14 +473,14 @@ def steplr_per_batch_resume(n: int, rng: np.random.Generator) -> tuple[np.ndarra
 
 
 def scaler_overflow_cycles(n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """A hand-written fp16 loss scaler (a port of apex's `DynamicLossScaler` that halves the
-    scale on overflow but forgets to skip the step: the inf/NaN gradients are `nan_to_num`-ed to
-    +-65504 and applied) on a model trained in fp16: every `scale_window` (1,000-4,000 steps)
-    the scale doubles until the gradients overflow again, and the step taken with the clamped
-    gradients throws the model off: the loss jumps by 1.2-1.6x within 1-5 steps and recovers over
-    100-1,000 steps, but each time Adam's second moments hold more of the garbage, so each jump
-    is 1.1-1.25x the one before, each recovery 1.05-1.15x slower and only 96-99% complete,
-    until the loss reaches ln V and stays there (the model diverged). The onset is the first overflow (after 10-40% of the run)."""
+    """A hand-written fp16 loss scaler (a port of apex's `DynamicLossScaler` that halves the scale
+    on overflow but forgets to skip the step: the inf/NaN gradients are `nan_to_num`-ed to +-65504
+    and applied) on a model trained in fp16: every `scale_window` (1,000-4,000 steps) the scale
+    doubles until the gradients overflow again, and the step taken with the clamped gradients throws
+    the model off: the loss jumps by 1.2-1.6x within 1-5 steps and recovers over 100-1,000 steps,
+    but each time Adam's second moments hold more of the garbage, so each jump is 1.1-1.25x the one
+    before, each recovery 1.05-1.15x slower and only 96-99% complete, until the loss reaches ln V
+    and stays there (the model diverged). The onset is the first overflow (after 10-40% of the run)."""
     x, trend = _lm_base(n, rng)
     vocab = float(trend[0])
     window = int(rng.integers(1000, 4001))
