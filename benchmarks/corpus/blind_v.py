@@ -41,8 +41,8 @@ Ten buggy twins, one of each bug of `BUGS`, injected the way the mistake appears
 script: the ConvMixer's `lr_max` typed as 1.0 for 0.01 (lr_x100), the transducer loop without
 `optimizer.zero_grad()` (no_zero_grad), the CORN rows' ranks read from a copy of the table sorted
 another way (shuffled_labels), the Keras custom-train-step CNN without its `Rescaling(1/255)`
-layer (inputs_x255), the Keras listing model's category head built with `activation="softmax"`
-while its loss keeps `from_logits=True` (softmax_before_ce), the TabTransformer's MLP biases
+layer (inputs_x255), the class-weighted `compute_loss` applying `torch.softmax` to the logits "to
+get probabilities" before `nn.CrossEntropyLoss(weight=...)` (softmax_before_ce), the TabTransformer's MLP biases
 filled with -2 "to start sparse" (dead_relu_init), the CVAE's encoder made "deeper" as eight
 sigmoid layers (deep_sigmoid), the CLAP caption tower frozen by a line left from the
 pre-trained-text-encoder variant after the optimizer was built (frozen_by_mistake), the hurdle
@@ -806,7 +806,7 @@ def _hf_run(trainer: Any) -> list[float]:
     return [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
 
 
-def hf_weighted_loss_trainer(path: str, seed: int = 0) -> list[float]:
+def hf_weighted_loss_trainer(path: str, seed: int = 0, bug: str | None = None) -> list[float]:
     """The Hugging Face docs' "customize the Trainer" recipe: a `Trainer` subclass overriding
     `compute_loss(model, inputs, return_outputs=False, num_items_in_batch=None)` to pop the labels
     and apply `nn.CrossEntropyLoss(weight=...)` with inverse-frequency class weights, on
@@ -851,6 +851,8 @@ def hf_weighted_loss_trainer(path: str, seed: int = 0) -> list[float]:
             labels = inputs.pop("labels")
             outputs = model(**inputs)
             logits = outputs.get("logits")
+            if bug == "softmax_before_ce":  # bug: "probabilities" for the weighted loss, which wants logits
+                logits = torch.softmax(logits, dim=-1)
             loss_fct = nn.CrossEntropyLoss(weight=class_weights.to(logits.device))
             loss = loss_fct(logits.view(-1, self.model.config.num_labels), labels.view(-1))
             return (loss, outputs) if return_outputs else loss
@@ -1239,7 +1241,7 @@ def keras_custom_train_step_confidence_penalty(
     return history.losses
 
 
-def keras_listing_two_outputs_loss_weights(path: str, seed: int = 0, bug: str | None = None) -> list[float]:
+def keras_listing_two_outputs_loss_weights(path: str, seed: int = 0) -> list[float]:
     """A Keras 3 functional model with two named outputs, as in the "multi-input and
     multi-output models" section of the functional API guide: marketplace listings (a bag of
     title words as a multi-hot vector, numeric seller features) to the category
@@ -1270,10 +1272,7 @@ def keras_listing_two_outputs_loss_weights(path: str, seed: int = 0, bug: str | 
     )
     h = layers.Dropout(0.3)(h)
     h = layers.Dense(64, activation="relu")(h)
-    # bug: a softmax on the category head "for the probabilities", the loss still from_logits=True
-    category = layers.Dense(
-        cats, activation="softmax" if bug == "softmax_before_ce" else None, name="category"
-    )(h)
+    category = layers.Dense(cats, name="category")(h)
     price = layers.Dense(1, name="log_price")(h)
     model = keras.Model(inputs=[title_in, seller_in], outputs=[category, price])
     schedule = keras.optimizers.schedules.ExponentialDecay(1e-3, decay_steps=200, decay_rate=0.8)
@@ -1450,12 +1449,14 @@ PIPELINES: list[Any] = [
 ]
 
 if installed("transformers", "accelerate"):
+    _hf_weighted = healthy(
+        "hf_trainer_subclass_class_weighted_compute_loss",
+        "HF Trainer with a custom compute_loss",
+        hf_weighted_loss_trainer,
+    )
     PIPELINES += [
-        healthy(
-            "hf_trainer_subclass_class_weighted_compute_loss",
-            "HF Trainer with a custom compute_loss",
-            hf_weighted_loss_trainer,
-        ),
+        _hf_weighted,
+        buggy(_hf_weighted, "softmax_before_ce"),
         healthy(
             "hf_mistral_sft_prompt_masking_collator",
             "HF Trainer instruction tuning with a custom collator",
@@ -1490,7 +1491,6 @@ if installed("keras", "tensorflow"):
         _keras_step,
         _keras_listing,
         buggy(_keras_step, "inputs_x255"),
-        buggy(_keras_listing, "softmax_before_ce"),
     ]
 
 if installed("jax", "optax", "flax"):
