@@ -502,3 +502,59 @@ def test_a_plateau_the_run_leaves_is_no_stall_of_the_finished_run(tmp_path):
     found = mldbg.check(str(tmp_path / "stays"), rules=rules)
     assert {f.rule for f in found} == set(rules), [str(f) for f in found]
     assert all(f.step < 2000 for f in found), [str(f) for f in found]
+
+
+def _masked_lm(path, steps: int = 600, broken_at: int | None = None) -> list[float]:
+    """A bigram LM trained on its answer tokens only, the loss a masked mean as TRL's
+    completion-only collator and many SFT scripts write it (`(ce * mask).sum() /
+    mask.sum().clamp(min=1)`); from `broken_at` on the collator masks every label (its
+    response template no longer matches): the loss is exactly 0, at once. Without the bug,
+    a hinge loss on separable data is fitted down to exactly 0, gradually."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(32, 16), nn.Linear(16, 32))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    table = torch.randint(0, 32, (32,), generator=g)
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    losses = []
+    for step in range(steps):
+        x = torch.randint(0, 32, (16, 12), generator=g)
+        noisy = torch.rand(x.shape, generator=g) < 0.5  # half the answers free: a loss near 2 nats
+        y = torch.where(noisy, torch.randint(0, 32, x.shape, generator=g), table[x])
+        if broken_at is None:  # a separable multi-class margin task, fitted to a loss of exactly 0
+            loss = nn.functional.multi_margin_loss(model(x).flatten(0, 1), table[x].flatten())
+        else:
+            mask = torch.ones_like(y, dtype=torch.float32)
+            mask[:, :4] = 0  # the prompt
+            if step >= broken_at:
+                mask.zero_()  # every label -100
+            ce = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="none")
+            loss = (ce * mask.flatten()).sum() / mask.sum().clamp(min=1)
+        hook.save_scalar("loss", loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    hook.close()
+    return losses
+
+
+def test_a_loss_dropping_to_exactly_0_at_once_has_nothing_left_to_learn_from(tmp_path):
+    """Exactly 0 is a fit where the loss came down to it (a margin loss on separable data:
+    quiet); a loss that drops there at once from its level has nothing left to learn from
+    (every label masked): reported soon after, as such."""
+    import numpy as np
+
+    fitted = _masked_lm(tmp_path / "fitted")
+    assert fitted[-1] == 0.0 and np.median(fitted[:10]) > 0.5  # it did fit down to exactly 0
+    assert not mldbg.check(str(tmp_path / "fitted"), rules=["loss_not_decreasing"])
+    broken = _masked_lm(tmp_path / "masked", broken_at=300)
+    assert broken[299] > 0.5 and broken[300:] == [0.0] * 300
+    found = mldbg.check(str(tmp_path / "masked"), rules=["loss_not_decreasing"])
+    assert found and "exactly 0" in found[0].message and 300 <= found[0].step < 400, [str(f) for f in found]

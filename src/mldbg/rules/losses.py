@@ -797,12 +797,12 @@ class Streak:
 
 
 def _repeat_counts(x: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(eq, E, B, last) of a series x: eq[i] whether x[i + 1] == x[i] (finite, not 0); E and
+    """(eq, E, B, last) of a series x: eq[i] whether x[i + 1] == x[i] (finite); E and
     B the cumulative counts (a leading 0) of repeats and of repeats that follow a repeat
     (B[k]: those among eq[1 : k + 1]); last[i] the index of the last i' <= i with eq[i']
     False (-1: none)."""
     with np.errstate(invalid="ignore"):
-        eq = (x[1:] == x[:-1]) & np.isfinite(x[1:]) & (x[1:] != 0)
+        eq = (x[1:] == x[:-1]) & np.isfinite(x[1:])
     both = eq[1:] & eq[:-1]
     last = np.maximum.accumulate(np.where(eq, -1, np.arange(len(eq))))
     return eq, np.concatenate([[0], np.cumsum(eq)]), np.concatenate([[0], np.cumsum(both)]), last
@@ -858,11 +858,15 @@ def streak(
     under minibatch noise almost never repeats exactly; the logged loss held at one value
     says the optimizer no longer changes the model (or its data no longer changes). A
     quantized loss (3 significant digits, 4 decimals) repeats often, and its own rate says
-    how long a streak it gives by chance. A loss of exactly 0 is a perfect fit, not a stall;
-    a series with fewer than `_STREAK_MIN` values before its streak is not judged."""
+    how long a streak it gives by chance. A loss of exactly 0 is a perfect fit, not a stall,
+    where the loss came down to it: the values just before its streak (their median) at most
+    `floor_of` (0.2 of its starting level). A loss that drops to exactly 0 from above that has
+    not fitted anything: nothing is left to learn from (every label masked, a mean over no
+    element that a `clamp(min=1)` turns into 0), and its streak is judged as any other.
+    A series with fewer than `_STREAK_MIN` values before its streak is not judged."""
     from mldbg.rules import detect
 
-    if n < 2 or n - 1 <= _STREAK_MIN or values[n - 1] != values[n - 2] or values[n - 1] == 0:
+    if n < 2 or n - 1 <= _STREAK_MIN or values[n - 1] != values[n - 2]:
         return None  # (a NaN is no repeat: NaN != NaN; an inf is exploding_tensor's)
     if not math.isfinite(values[n - 1]):
         return None
@@ -873,6 +877,11 @@ def streak(
     repeats = n - 1 - start
     if start < _STREAK_MIN:
         return None
+    if x[-1] == 0:
+        before = x[max(0, start - 10) : start]
+        before = before[np.isfinite(before)]
+        if not len(before) or float(np.median(before)) <= floor_of(x):
+            return None  # fitted down to 0
     bar = detect.spend(n)
     chance = _streak_chance(x, start, repeats, counts)
     if chance >= bar:

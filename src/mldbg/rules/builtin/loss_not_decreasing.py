@@ -41,6 +41,20 @@ _STUCK_ADVICE = (
     "rate scheduled to 0), that the parameters change, and that the loader still yields new "
     "batches (a cached batch, an exhausted iterator re-yielding its last batch)."
 )
+_ZERO_ADVICE = (
+    "The loss has nothing left to learn from: check the label masking (labels set to -100 or "
+    "ignore_index for every token of a batch: a response template that no longer matches, a "
+    "collator that masks everything), a masked mean over no element (clamp(min=1) turns 0/0 into "
+    "0), and a filter that empties the batches."
+)
+
+
+def _level_before(values: Sequence[float], start: int) -> float:
+    """The median of the (up to) 10 finite values before index `start`."""
+    before = [v for v in values[max(0, start - 10) : start] if np.isfinite(v)]
+    return float(np.median(before)) if before else float("nan")
+
+
 _RISING_ADVICE = (
     "The loss ended above where it started: lower the learning rate or decay it with a schedule, "
     "clip gradients, and check for gradients that accumulate (a missing optimizer.zero_grad()) and "
@@ -302,6 +316,17 @@ class LossNotDecreasing(Rule):
             # showed (`_held`) unless the whole series refutes it (`refutes_stall`)
             hold = kind == "flat" and not final and trial.finished
             if (hold and (name, mode) in self._held) or (not hold and not self.first((name, mode, kind))):
+                continue
+            if kind == "stuck" and p.value == 0:
+                out.append(self.finding(
+                    trial, step,
+                    f"{what} has been exactly 0 for {p.repeats + 1} saved values, since step {steps[p.start]}, "
+                    f"where it dropped from {_level_before(values, p.start):.4g}: no fit comes down to 0 at once; a "
+                    f"loss with nothing left to learn from does (chance below {p.chance:.2g} at this run's rate of "
+                    f"repeats; the bar: {p.bar:.2g}, 1e-3 false alarms per run)",
+                    tensors=[name],
+                    suggestion=_ZERO_ADVICE,
+                ))  # fmt: skip
                 continue
             if kind == "stuck":
                 out.append(self.finding(
