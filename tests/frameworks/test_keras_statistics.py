@@ -75,6 +75,8 @@ def test_statistics_equal_numpy_on_the_raw_tensors(job, run, rtol=1e-9):
     trial = mldbg.create_trial(str(job / run))
     compared, vectors, previous = 0, 0, {}
     for name in trial.tensor_names():
+        if name.startswith("inputs_rescaled/"):
+            continue  # the hook's fact about the model (statistics only), not one of its tensors
         records = trial.records(name)
         for i in range(len(records)):
             rec = records[i]
@@ -135,6 +137,11 @@ def test_keras_records_what_the_torch_hook_does(job):
     assert "unit_outside(-9.4999,9.4999)" in trial.vector_statistics("act_input_0")
     assert "unit_outside(-23.0,16.99999)" in trial.vector_statistics("gate/activation_input_0")
     assert trial.tensor("stats/model_input_0/channel_mean").value(0).shape == (2,)  # channels-last
+    # what the first learned layer sees of the input: nothing rescales it before the conv
+    scale, offset = (
+        trial.record(f"inputs_rescaled/model/{k}", 0).statistics["sum"] for k in ("scale", "offset")
+    )
+    assert (scale, offset) == (1.0, 0.0)
     eval_out = trial.record("model_output_0", 1, mode=Mode.EVAL).statistics
     assert "fingerprint" in eval_out and "fingerprint" not in trial.record("model_output_0", 0).statistics
     assert not any(r.statistics for r in _records(trial, "conv/kernel") if r.mode == Mode.EVAL)

@@ -367,3 +367,35 @@ def test_a_time_series_model_that_scales_its_raw_input_is_not_reported(tmp_path,
     assert trial.has_tensor("inputs_scaled/model") == (scaling is not None)
     found = mldbg.check(str(tmp_path / "run"), rules=["not_normalized_data"])
     assert bool(found) == (scaling is None), "\n".join(map(str, found))
+
+
+KERAS_UINT8 = """
+import sys
+import keras
+import numpy as np
+import mldbg.keras
+
+keras.utils.set_random_seed(0)
+out, rescaled = sys.argv[1], sys.argv[2] == "1"
+rng = np.random.default_rng(0)
+y = rng.integers(0, 3, 600)
+x = (rng.uniform(0, 120, (600, 8, 8, 3)) + 120 * (y[:, None, None, None] == np.arange(3))).astype("uint8")
+layers = [keras.Input((8, 8, 3))] + ([keras.layers.Rescaling(1 / 255)] if rescaled else [])
+model = keras.Sequential(layers + [
+    keras.layers.Conv2D(8, 3, activation="relu"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(3),
+])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[mldbg.keras.Hook(out)])
+"""
+
+
+def test_judges_uint8_images_a_keras_model_takes_as_they_are(tmp_path):
+    """uint8 pixels fed to a Keras CNN reach its first convolution as they are (Keras casts
+    them to floats): without a `Rescaling` layer they are reported (integer inputs had all
+    been taken for token ids); with `Rescaling(1 / 255)` first they are not."""
+    found = mldbg.check(_keras_script(tmp_path / "raw", KERAS_UINT8, "0"), rules=["not_normalized_data"])
+    assert found and "model_input_0" in found[0].tensors and "std" in found[0].message, found
+    found = mldbg.check(_keras_script(tmp_path / "scaled", KERAS_UINT8, "1"), rules=["not_normalized_data"])
+    assert not found, "\n".join(map(str, found))

@@ -408,16 +408,21 @@ class Hook(Adapter, keras.callbacks.Callback):
         value: Any,
         trainable: bool | None = None,
         stats: bool = True,
+        kinds: tuple[str, ...] | None = None,
     ) -> None:
-        """Save a tensor raw where its collections say so, and hand it to the statistics."""
+        """Save a tensor raw where its collections say so, and hand it to the statistics
+        (`kinds`: these statistics of a host array, whatever its collections)."""
         rec = self.recorder
         plan = rec.plan(name, natural)
         if rec.has(name):
             plan = None
-        stats = stats and self._stats.wants(name, natural) and self._stats.due()
+        wanted = self._stats.on if kinds is not None else self._stats.wants(name, natural)
+        stats = stats and wanted and self._stats.due()
         if plan is None and not stats:
             return
-        if stats:  # on the device when the backend's statistics take the tensor, else a host copy
+        if stats and kinds is not None:
+            self._stats.host.add(name, value, kinds, natural)
+        elif stats:  # on the device when the backend's statistics take the tensor, else a host copy
             self._stats.add(name, natural, value, trainable)
         if plan is not None:
             array = host_array(value)
@@ -464,14 +469,14 @@ class Hook(Adapter, keras.callbacks.Callback):
 
     def _save_rescaling(self) -> None:
         """`inputs_rescaled/model/scale` and `.../offset` (`sum`: the number) at TRAIN statistics
-        steps, for a model that rescales its raw input before its first learned layer
-        (`input_rescaling`: `Rescaling(1 / 255)` on pixels): `not_normalized_data` judges the
-        input as that layer sees it."""
+        steps, where what the model's first learned layer sees of its input is known
+        (`input_rescaling`: `Rescaling(1 / 255)` on pixels, or nothing that changes its scale):
+        `not_normalized_data` judges the input as that layer sees it."""
         if not self._rescaling_read:  # once: the model is built by its first step
             self._rescaling, self._rescaling_read = input_rescaling(self._model), True
         if self._rescaling is not None:
             for part, value in zip(("scale", "offset"), self._rescaling, strict=True):
-                self._stats.host.add(f"{INPUTS_RESCALED}model/{part}", np.array([value]), ("sum",), ())
+                self._save_host(f"{INPUTS_RESCALED}model/{part}", (), np.array([value]), kinds=("sum",))
 
     def _declared_trainable(self) -> dict[int, bool]:
         """The variables the layers declare trainable (kernels, biases; not a BatchNorm's moving

@@ -61,20 +61,38 @@ def named_layers(layer: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from named_layers(sub, f"{prefix}{sub.name}/")
 
 
+# layers that pass their input on at its scale: shapes, crops, flips, noise, dropout
+_SCALE_KEEPING = frozenset(
+    {"Reshape", "Flatten", "Permute", "Resizing", "CenterCrop", "Masking", "RandomFlip", "RandomRotation",
+     "RandomTranslation", "RandomZoom", "RandomCrop", "Dropout", "GaussianNoise", "GaussianDropout",
+     "AlphaDropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "Cropping1D",
+     "Cropping2D", "Cropping3D", "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D"}
+)  # fmt: skip
+
+
 def input_rescaling(model: Any) -> tuple[float, float] | None:
-    """(scale, offset) of the `Rescaling` layers a model passes its input through before any
-    layer with weights (keras.io's image examples feed raw pixels to `Rescaling(1 / 255)`),
-    composed in order: what its first learned layer sees is `input * scale + offset`. None
-    when it has none there, or one of them scales per channel (a list: left unjudged)."""
+    """(scale, offset): what a model's first learned layer sees of its input, `input * scale
+    + offset`, from the layers before it. The `Rescaling` layers there (keras.io's image
+    examples feed raw pixels to `Rescaling(1 / 255)`), composed in order, up to the first
+    layer with weights or of another kind; (1, 0) when only layers that keep the scale
+    (`_SCALE_KEEPING`: reshapes, crops, random flips, dropout) come before the first layer
+    with weights (Keras casts an integer input to the model's float dtype: pixels reach it as
+    they are). None when a layer of another kind comes first (a `Lambda` may divide; a
+    `Normalization` standardizes by the statistics it holds), or a `Rescaling` scales per
+    channel (a list)."""
     scale, offset, seen = 1.0, 0.0, False
     for _, layer in named_layers(model):
+        if list(layer._flatten_layers(include_self=False, recursive=False)):
+            continue  # a block holding layers: its layers follow
+        if isinstance(layer, keras.layers.Normalization):
+            return None  # standardized by statistics it holds (`not_normalized_data` reads them)
         if isinstance(layer, keras.layers.Rescaling):
             s, o = np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
             if s.size != 1 or o.size != 1:
                 return None
             scale, offset, seen = scale * float(s), offset * float(s) + float(o), True
-        elif layer.weights and not list(layer._flatten_layers(include_self=False, recursive=False)):
-            break  # the first layer with weights (not a block holding layers): past the input
+        elif layer.weights or type(layer).__name__ not in _SCALE_KEEPING:
+            return (scale, offset) if seen or layer.weights else None
     return (scale, offset) if seen else None
 
 

@@ -70,7 +70,10 @@ class NotNormalizedData(Rule):
     ~0.01-0.04, a sample's norm 0.1-0.5); inputs divided by 255 twice (std ~0.001, a sample's
     norm ~0.035) do not. Axis: the
     feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
-    for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`.
+    for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`,
+    except integer images (4 axes: uint8 pixels) fed to a model whose first learned layer
+    sees them as they are, scaled as the hook knows (a Keras model casts them to floats:
+    `inputs_rescaled/model/...`); a PyTorch model must convert them itself, at a scale unknown.
     Constant features (a fill value: log(eps) on zero padding) are not judged; a feature is
     constant when its std is below 2**-20 of its |mean| (8 float32 ulps): that std is the
     rounding of the moments, not a spread.
@@ -151,7 +154,10 @@ class NotNormalizedData(Rule):
             if cols is not None:  # a float tensor with a shape, as check() asks (`layout`)
                 kinds, ndim = cols.layouts(trial.trial)
                 at = np.maximum(cols.at(steps), 0)
-                ok &= (kinds[at] == "f") & (ndim[at] > 0)
+                images = self._rescaling(trial, name) is not None  # integer images judged too
+                ok &= ((kinds[at] == "f") & (ndim[at] > 0)) | (
+                    images & np.isin(kinds[at], ["u", "i"]) & (ndim[at] == 4)
+                )
             for key in _CHANNEL_KEYS:
                 v = Over(trial, vector_name(name, key), steps)
                 ok &= v.present & v.raw
@@ -206,7 +212,7 @@ class NotNormalizedData(Rule):
             if x is None:
                 if not self._add_statistics(trial, name, step):
                     continue
-            elif x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
+            elif not self._judged(trial, name, x.dtype.kind, x.ndim) or x.size == 0:
                 continue
             else:
                 m = self._moments.setdefault(name, _Moments())
@@ -246,7 +252,11 @@ class NotNormalizedData(Rule):
         """Add a step's saved per-channel statistics to the input's moments; False when they
         were not saved, the inputs are not floats, or `channel` asks for another axis."""
         layout = trial.layout(name, step)
-        if self.channel is not None or layout is None or layout[0] != "f" or not layout[1]:
+        if (
+            self.channel is not None
+            or layout is None
+            or not self._judged(trial, name, layout[0], len(layout[1]))
+        ):
             return False
         got = [trial.saved_statistic(name, step, k) for k in _CHANNEL_KEYS]
         samples = trial.saved_statistic(name, step, "samples")
@@ -359,6 +369,16 @@ class NotNormalizedData(Rule):
         holding a scaler or RevIN: `mldbg.frameworks.torch_defaults.scales_inputs`)."""
         at = name.rfind("model_input_")
         return at >= 0 and trial.has_tensor(f"{INPUTS_SCALED}{name[:at]}model")
+
+    def _judged(self, trial: TrialView, name: str, kind: str, ndim: int) -> bool:
+        """Whether an input of this dtype kind and number of axes is judged: a float tensor of
+        at least one axis; an integer one of 4 axes (an image batch: uint8 pixels) where what
+        the model's first learned layer sees of it is known (`_rescaling`: a Keras model, which
+        casts it to floats as it is). Other integer inputs are token ids (`nlp_sequence_ratio`),
+        and a PyTorch model must convert integer pixels itself, scale unknown."""
+        if kind == "f":
+            return ndim > 0
+        return kind in "ui" and ndim == 4 and self._rescaling(trial, name) is not None
 
     @staticmethod
     def _rescaling(trial: TrialView, name: str) -> tuple[float, float] | None:
