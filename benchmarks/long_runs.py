@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import math
 import sys
 import tempfile
@@ -51,8 +52,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+
 import long_blind  # noqa: E402
-import long_blind2  # noqa: E402
 
 import mldbg  # noqa: E402
 from mldbg.record.recorder import Recorder  # noqa: E402
@@ -589,8 +590,11 @@ BUGS: dict[str, Callable[[int, np.random.Generator], tuple[np.ndarray, int]]] = 
 LR = "learning_rate/model"  # as the PyTorch hook records it: a statistic `sum`, at statistics steps
 MODE = long_blind.MODE  # a run's mode per step (`long_blind.eval_pauses`): mldbg.Mode codes, and
 EVAL_UNSAVED = long_blind.EVAL_UNSAVED  # an evaluation step that saves no loss
-assert long_blind.LR == long_blind2.LR == LR and long_blind2.MODE == MODE
-assert long_blind2.EVAL_UNSAVED == EVAL_UNSAVED
+assert long_blind.LR == LR
+# the blind sets, each written after the one before had been measured: --blind (long_blind),
+# --blind2 (long_blind2), ...; their constants are these (checked as one is imported)
+BLIND_SETS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+BLIND_FLAGS = ("blind", *(f"blind{k}" for k in range(2, len(BLIND_SETS) + 1)))
 
 
 def write(path: Path, series: dict[str, np.ndarray]) -> None:
@@ -648,7 +652,7 @@ def healthy_series(kind: str, n: int, seed: int, learning_rate: bool = True) -> 
 def blind_series(
     kind: str, n: int, seed: int, learning_rate: bool = True, blind: ModuleType = long_blind
 ) -> dict[str, np.ndarray]:
-    """A run of the blind set's `kind` (`long_blind`, `long_blind2`, ... `long_blind5`), as
+    """A run of the blind set's `kind` (`long_blind`, `long_blind2`, ... `long_blind8`), as
     `healthy_series` gives one of `KINDS`."""
     out = blind.series(kind, n, blind.rng_for(kind, seed))
     if not learning_rate:
@@ -760,56 +764,24 @@ def main() -> int:
     ap.add_argument(
         "--kinds",
         nargs="*",
-        help="default: all of KINDS (with --blind/--blind2/...: of long_blind[2-5].KINDS)",
+        help="default: all of KINDS (with --blind/--blind2/...: of that set's KINDS)",
     )
     ap.add_argument(
-        "--bugs", nargs="*", help="default: all of BUGS (with --blind/--blind2/...: of long_blind[2-5].BUGS)"
+        "--bugs", nargs="*", help="default: all of BUGS (with --blind/--blind2/...: of that set's BUGS)"
     )
     ap.add_argument("--rules", nargs="*", default=list(RULES))
     ap.add_argument(
         "--seeds", type=int, nargs="*", help="these seeds of the half only (10^6 steps: one or two)"
     )
     which = ap.add_mutually_exclusive_group()
-    which.add_argument(
-        "--blind",
-        action="store_true",
-        help="the blind set (long_blind.KINDS and .BUGS, never tuned on) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind2",
-        action="store_true",
-        help="the second blind set (long_blind2.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind3",
-        action="store_true",
-        help="the third blind set (long_blind3.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind4",
-        action="store_true",
-        help="the fourth blind set (long_blind4.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind5",
-        action="store_true",
-        help="the fifth blind set (long_blind5.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind6",
-        action="store_true",
-        help="the sixth blind set (long_blind6.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind7",
-        action="store_true",
-        help="the seventh blind set (long_blind7.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
-    which.add_argument(
-        "--blind8",
-        action="store_true",
-        help="the eighth blind set (long_blind8.KINDS and .BUGS) on the held-out seeds: measure it once",
-    )
+    for flag, ordinal in zip(BLIND_FLAGS, BLIND_SETS, strict=True):
+        module = f"long_{flag}"
+        which.add_argument(
+            f"--{flag}",
+            action="store_true",
+            help=f"the {ordinal} blind set ({module}.KINDS and .BUGS, never tuned on) on the held-out seeds: "
+            "measure it once",
+        )
     ap.add_argument(
         "--loss-only",
         action="store_true",
@@ -820,41 +792,11 @@ def main() -> int:
     )
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
-    blind: ModuleType | None
-    if args.blind3:  # imported here: written after the other two (its constants match theirs)
-        import long_blind3
-
-        assert long_blind3.LR == LR and long_blind3.MODE == MODE and long_blind3.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind3, "blind3"
-    elif args.blind4:  # the same: written after the third
-        import long_blind4
-
-        assert long_blind4.LR == LR and long_blind4.MODE == MODE and long_blind4.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind4, "blind4"
-    elif args.blind5:  # the same: written after the fourth
-        import long_blind5
-
-        assert long_blind5.LR == LR and long_blind5.MODE == MODE and long_blind5.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind5, "blind5"
-    elif args.blind6:  # the same: written after the fifth
-        import long_blind6
-
-        assert long_blind6.LR == LR and long_blind6.MODE == MODE and long_blind6.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind6, "blind6"
-    elif args.blind7:  # the same: written after the sixth
-        import long_blind7
-
-        assert long_blind7.LR == LR and long_blind7.MODE == MODE and long_blind7.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind7, "blind7"
-    elif args.blind8:  # the same: written after the seventh
-        import long_blind8
-
-        assert long_blind8.LR == LR and long_blind8.MODE == MODE and long_blind8.EVAL_UNSAVED == EVAL_UNSAVED
-        blind, name = long_blind8, "blind8"
-    else:
-        blind, name = (
-            (long_blind2, "blind2") if args.blind2 else (long_blind, "blind") if args.blind else (None, "")
-        )
+    blind: ModuleType | None = None
+    name = next((flag for flag in BLIND_FLAGS if getattr(args, flag)), "")
+    if name:  # each written after the one before had been measured; its constants are these
+        blind = importlib.import_module(f"long_{name}")
+        assert blind.LR == LR and blind.MODE == MODE and blind.EVAL_UNSAVED == EVAL_UNSAVED
     if blind and args.half != "heldout":
         ap.error(f"--{name} runs on the held-out seeds only")
     source_kinds, source_bugs = (blind.KINDS, blind.BUGS) if blind else (KINDS, BUGS)
