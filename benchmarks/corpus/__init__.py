@@ -49,6 +49,7 @@ BLIND11 = "blind11"  # the twelfth, written and measured after `blind10` had bee
 BLIND12 = "blind12"  # the thirteenth, written and measured after `blind11` had been looked at
 BLIND13 = "blind13"  # the fourteenth, written while `blind12` was measured, measured after its fixes
 BLIND14 = "blind14"  # the fifteenth, written after `blind13` had been measured
+BLIND15 = "blind15"  # the sixteenth, written after `blind14` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -65,6 +66,7 @@ LATER = (
     BLIND12,
     BLIND13,
     BLIND14,
+    BLIND15,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
