@@ -325,8 +325,7 @@ def vqvae_code_reset(n: int, rng: np.random.Generator) -> np.ndarray:
     times = np.sort((np.exp(rng.uniform(0, math.log(n), count)) - 1).astype(int))
     impulse = np.bincount(times, weights=rng.uniform(0.05, 0.3, count), minlength=n)[:n]
     tau = rng.uniform(20, 300)
-    kern = np.exp(-np.arange(int(tau * 6)) / tau)
-    bump = np.convolve(impulse, kern)[:n]
+    bump = _lag(impulse * tau, tau, 0.0)  # each reset's lift decays e-fold over tau steps
     return (recon + vq * (1 + bump) * 1.25) * _gamma(n, rng, rng.uniform(0.03, 0.08))
 
 
