@@ -64,7 +64,7 @@ def _rsb_bce_augment(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     peak = float(rng.choice([5e-3, 8e-3]))
     lr = _warm_cosine(t, n, n * rng.uniform(0.01, 0.05), peak, 1e-3)
     area = np.cumsum(lr / peak)
-    # the per-class BCE: ln 2 at the zero-initialized head, to the negatives' floor at once, then
+    # the per-class BCE: ln 2 with the logits near 0, to the negatives' floor at once, then
     # down along the rate's area, held up by mixup's soft targets
     fast = (math.log(2) - 0.01) * np.exp(-t / (n * rng.uniform(0.0005, 0.003)))
     floor = rng.uniform(0.0025, 0.005)
@@ -80,7 +80,7 @@ def rsb_bce_augment(n: int, rng: np.random.Generator) -> np.ndarray:
     """ImageNet classification with the "ResNet strikes back" A1/A2 recipes (Wightman et al.
     2021, timm's `--bce-loss`): binary cross-entropy over the 1,000 classes (mean over classes
     and images) with mixup 0.1-0.2 / cutmix 1.0 and RandAugment rand-m7/m9, LAMB at 5e-3 or 8e-3,
-    warmed up over 1-5%, a cosine to 1e-3 of it: the loss starts at ln 2 (a zero-initialized head)
+    warmed up over 1-5%, a cosine to 1e-3 of it: the loss starts near ln 2 (the head's logits near 0)
     and falls within 0.05-0.3% of the run to ~0.01 as the negatives' logits go down, then slowly,
     along the rate's area, to 0.0025-0.005 (the soft mixed targets keep it up); skewed batch noise
     of 4-10% (the mix ratio of each batch); float32."""
@@ -263,7 +263,7 @@ def _batch_doubling_anneal(n: int, rng: np.random.Generator) -> dict[str, np.nda
     peak = _log_uniform(rng, 3e-4, 1e-3)
     cool = n * (1 - rng.uniform(0.1, 0.2))
     lr = np.where(t < warm, peak * (t + 1) / warm, peak)
-    lr = np.where(t >= cool, peak * (1 - (t - cool) / (n - cool)) + peak * 0.01, lr)
+    lr = np.where(t >= cool, peak * (0.01 + 0.99 * (1 - (t - cool) / (n - cool))), lr)
     doubles = int(rng.integers(2, 5))
     at = np.sort(rng.uniform(0.05, 0.6, doubles)) * n
     batch = 2.0 ** np.searchsorted(at, t, side="right")  # x the first batch
@@ -360,7 +360,8 @@ def _dreambooth_flat(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def dreambooth_flat(n: int, rng: np.random.Generator) -> np.ndarray:
     """A DreamBooth fine-tune of Stable Diffusion (Ruiz et al. 2023; diffusers'
-    train_dreambooth.py with `--with_prior_preservation`, a constant 1e-6-5e-6): the epsilon MSE
+    train_dreambooth.py with `--with_prior_preservation`, a constant 1e-6-5e-6; here run long, as
+    a many-subject or style fine-tune is): the epsilon MSE
     of 1-4 instance images and as many class images, each at a random timestep, so the loss is
     dominated by the timesteps drawn (per image log-normal, spread 0.8-1.2: 0.01-1 at small and
     large timesteps) and shows no trend: a level of 0.05-0.2, falling by 0-5% over the run as the
