@@ -356,3 +356,59 @@ def test_quiet_on_test_time_augmentation_with_flips(tmp_path):
                             model(xv)  # the same batch again: a different output
         found = mldbg.check(str(path), rules=["nondeterministic_eval"])
         assert bool(found) == dropout_active, [str(f) for f in found]
+
+
+@pytest.mark.parametrize("dropout_on", [False, True], ids=["eval", "dropout left on"])
+def test_an_rnn_stepped_through_a_sequence_is_judged_on_all_its_inputs(tmp_path, dropout_on):
+    """The PyTorch name-generation tutorial's RNN, `rnn(category, letter, hidden)`, sampled in
+    evaluation: every step feeds the same category with another letter and hidden state,
+    another input, whose output differs by design (the rule compared the first input alone
+    and fired). Generating twice from the same start with a dropout that stays on in eval
+    (`F.dropout(x, p)`, whose `training` defaults to True): the same three inputs, different
+    outputs, reported."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    class Rnn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.i2h, self.i2o = nn.Linear(4 + 8 + 16, 16), nn.Linear(4 + 8 + 16, 8)
+
+        def forward(self, category, letter, hidden):
+            x = torch.cat((category, letter, hidden), 1)
+            out = nn.functional.dropout(self.i2o(x), 0.3, training=dropout_on or self.training)
+            return torch.log_softmax(out, 1), torch.tanh(self.i2h(x))
+
+    torch.manual_seed(0)
+    rnn = Rnn()
+    opt = torch.optim.SGD(rnn.parameters(), lr=0.05)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(rnn)
+        for _ in range(30):
+            category = torch.eye(4)[torch.randint(0, 4, (1,))]
+            letters = torch.eye(8)[torch.randint(0, 8, (6,))]
+            hidden, loss = torch.zeros(1, 16), torch.zeros(())
+            for i in range(5):
+                out, hidden = rnn(category, letters[i : i + 1], hidden)
+                loss = loss + nn.functional.nll_loss(out, letters[i + 1].argmax()[None])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        rnn.eval()
+        hook.set_mode(mldbg.Mode.EVAL)
+        with torch.no_grad():
+            for _ in range(2):  # two samples from the same start
+                letter, hidden = torch.eye(8)[:1], torch.zeros(1, 16)
+                for _ in range(6):
+                    out, hidden = rnn(torch.eye(4)[:1], letter, hidden)
+                    letter = torch.eye(8)[out.argmax(1)]
+    found = mldbg.check(str(tmp_path), rules=["nondeterministic_eval"])
+    assert bool(found) == dropout_on, [str(f) for f in found]
+    if found:
+        assert "model_input_1" in found[0].tensors and "model_input_2" in found[0].tensors
+    from mldbg.rules.runner import RuleRunner  # the reference path decides the same
+
+    runner = RuleRunner(mldbg.create_trial(str(tmp_path)), ["nondeterministic_eval"], columns=False)
+    assert [f.step for f in runner.run_available() + runner.finish()] == [f.step for f in found]

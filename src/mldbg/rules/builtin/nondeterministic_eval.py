@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -12,6 +14,7 @@ from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.view import TrialView
 from mldbg.store.statistics import combined_fingerprint, vector_name
 
+_MERSENNE = (1 << 61) - 1  # `_keys` folds several inputs' keys modulo this prime
 NO_GRAD = "no_grad_training"  # forwards with gradients disabled in training mode (the PyTorch hook)
 
 
@@ -27,6 +30,19 @@ def _key(rows: np.ndarray) -> int | None:
     return combined_fingerprint(flat)
 
 
+def _keys(per_input: Iterable[np.ndarray]) -> int | None:
+    """The fingerprint of a forward's inputs, all of them (an RNN stepped through a sequence
+    feeds the same first input with another letter and hidden state: another input), or
+    None when one of them names no particular inputs (`_key`)."""
+    out = 0
+    for i, rows in enumerate(per_input):
+        key = _key(rows)
+        if key is None:
+            return None
+        out = key if i == 0 else (out * 1_000_003 + key) % _MERSENNE  # in order: input 1 is not input 2
+    return out
+
+
 @register
 class NondeterministicEval(Rule):
     """Two EVAL forwards of the same inputs, with no training step between them (the same
@@ -35,7 +51,9 @@ class NondeterministicEval(Rule):
     switched to `eval()`; the validation metrics are then noisy and biased.
 
     Reads, at EVAL and PREDICT statistics steps, the inputs' fingerprint (the sum of their
-    `sample_fingerprints`) and the output's `fingerprint`, `mean` and `variance`, as the two-line
+    `sample_fingerprints`, over every input of the model: `model_input_0`, `model_input_1`...,
+    so an RNN fed the same first input with another letter and hidden state has other
+    inputs) and the output's `fingerprint`, `mean` and `variance`, as the two-line
     PyTorch hook records them (or computed from raw tensors). Two outputs differ when their
     fingerprints differ and their mean or variance moved by more than `rtol` (relative): a
     GPU kernel that sums in another order changes the last bits, not the moments. An input
@@ -89,18 +107,25 @@ class NondeterministicEval(Rule):
                 stepped = (evals & opt.present & (opt.stat("sum") > 0)).tolist()
                 out = Over(trial, self.output_name, steps)
                 fp, mean, var = out.stat("fingerprint"), out.stat("mean"), out.stat("variance")
-                inp = Over(trial, vector_name(self.input_name, "sample_fingerprints"), steps)
-                ok = inp.raw & out.present & ~out.raw & np.isfinite(fp) & np.isfinite(mean) & np.isfinite(var)
+                ok = out.present & ~out.raw & np.isfinite(fp) & np.isfinite(mean) & np.isfinite(var)
+                for name in self._inputs(trial):
+                    ok &= Over(trial, vector_name(name, "sample_fingerprints"), steps).raw
             interesting |= evals & ~ok
         k = quiet_prefix(interesting)
         at = np.flatnonzero(evals[:k])
         keys: dict[int, int | None] = {}
         if len(at):
-            rows = trial.columns.values_at(vector_name(self.input_name, "sample_fingerprints"), steps[at])
-            if rows is None:  # inputs of several sizes: read one by one by check()
+            per_input = [
+                trial.columns.values_at(vector_name(name, "sample_fingerprints"), steps[at])
+                for name in self._inputs(trial)
+            ]
+            if any(rows is None for rows in per_input):  # inputs of several sizes: read one by one by check()
                 k = int(at[0])
             else:
-                keys = {int(i): _key(r) for i, r in zip(at.tolist(), rows, strict=True)}
+                keys = {
+                    int(i): _keys(rows[j] for rows in per_input)  # type: ignore[index]
+                    for j, i in enumerate(at.tolist())
+                }
                 fps, means, vars_ = fp.tolist(), mean.tolist(), var.tolist()
         for i, step in enumerate(steps[:k].tolist()):
             version = self._version + (self._previous is not None and step != self._previous + 1)
@@ -191,17 +216,32 @@ class NondeterministicEval(Rule):
             "which this rule leaves alone.",
         )  # fmt: skip
 
+    def _inputs(self, trial: TrialView) -> list[str]:
+        """The model's inputs: `input_name` and the others of its model recorded beside it
+        (`model_input_1`, ...: an RNN's hidden state, a mask, a condition), in order."""
+        at = self.input_name.rfind("model_input_")
+        if at < 0:
+            return [self.input_name]
+        pattern = f"^{re.escape(self.input_name[:at])}model_input_[0-9]+$"
+        others = [n for n in trial.names(None, regex=pattern) if n != self.input_name]
+        return [self.input_name, *sorted(others)]
+
     def _compare(self, trial: TrialView, step: int, mode: Mode) -> Finding | None:
-        rows = trial.statistic(self.input_name, step, "sample_fingerprints")
+        inputs = self._inputs(trial)
+        per_input = [trial.statistic(name, step, "sample_fingerprints") for name in inputs]
         out = trial.statistic(self.output_name, step, "fingerprint")
-        if rows is None or isinstance(rows, float) or not isinstance(out, float) or not math.isfinite(out):
+        if (
+            any(rows is None or isinstance(rows, float) for rows in per_input)
+            or not isinstance(out, float)
+            or not math.isfinite(out)
+        ):
             self._version += 1  # not a statistics step: whether an optimizer stepped is unknown
             return None
         mean = trial.statistic(self.output_name, step, "mean")
         var = trial.statistic(self.output_name, step, "variance")
         mean = mean if isinstance(mean, float) else math.nan
         var = var if isinstance(var, float) else math.nan
-        key = _key(rows)
+        key = _keys(per_input)  # type: ignore[arg-type]
         if key is None:
             return None  # the fingerprint does not tell these samples apart: no identity to compare
         before = self._seen.get(key)
@@ -212,10 +252,10 @@ class NondeterministicEval(Rule):
         first, _, mean0, var0, _ = before
         return self.finding(
             trial, step,
-            f"{mode.name} steps {first} and {step} ran the same inputs ({self.input_name}, fingerprint {key}) "
+            f"{mode.name} steps {first} and {step} ran the same inputs ({', '.join(inputs)}, fingerprint {key}) "
             f"through the same weights and gave different outputs ({self.output_name}: mean "
             f"{mean0:.4g} -> {mean:.4g}, variance {var0:.4g} -> {var:.4g})",
-            tensors=[self.input_name, self.output_name],
+            tensors=[*inputs, self.output_name],
             suggestion="Dropout or another random layer is active in evaluation: call model.eval() before "
             "evaluating; replace F.dropout(x, p) by nn.Dropout or F.dropout(x, p, training=self.training); "
             "seed or remove sampling in the forward pass.",
