@@ -137,7 +137,7 @@ def train_keras_normalization(path, normalize: bool) -> str:
     return _keras_script(path, KERAS_NORMALIZATION, "1" if normalize else "0")
 
 
-def _keras_script(path, script: str, arg: str) -> str:
+def _keras_script(path, script: str, *args: str) -> str:
     """Run a Keras training script (its run at `path`) on the TensorFlow backend in its own
     process."""
     import os
@@ -151,7 +151,7 @@ def _keras_script(path, script: str, arg: str) -> str:
         "CUDA_VISIBLE_DEVICES": "",
     }
     env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-c", script, str(path), arg]
+    cmd = [sys.executable, "-c", script, str(path), *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return str(path)
@@ -169,21 +169,21 @@ def test_quiet_on_a_model_that_normalizes_its_inputs_first(tmp_path):
     assert found and "model_input_0" in found[0].tensors, found
 
 
-KERAS_RESCALING = """
+KERAS_IMAGES = """
 import sys
 import keras
 import numpy as np
 import mldbg.keras
 
 keras.utils.set_random_seed(0)
-out, divided = sys.argv[1], sys.argv[2] == "1"
+out, fed, rescaled = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 rng = np.random.default_rng(0)
 y = rng.integers(0, 3, 600)
 x = rng.uniform(0, 120, (600, 8, 8, 3)) + 120 * (y[:, None, None, None] == np.arange(3))
-x = x.astype("float32") / (255 if divided else 1)  # divided: the pixels were already scaled to [0, 1]
-model = keras.Sequential([
-    keras.Input((8, 8, 3)),
-    keras.layers.Rescaling(1 / 255),  # keras.io's image classification examples
+# raw: floats 0..255; divided: already scaled to [0, 1]; uint8: the bytes themselves
+x = {"raw": x.astype("float32"), "divided": x.astype("float32") / 255, "uint8": x.astype("uint8")}[fed]
+layers = [keras.Input((8, 8, 3))] + ([keras.layers.Rescaling(1 / 255)] if rescaled else [])
+model = keras.Sequential(layers + [  # Rescaling first: keras.io's image classification examples
     keras.layers.Conv2D(8, 3, activation="relu"),
     keras.layers.GlobalAveragePooling2D(),
     keras.layers.Dense(3),
@@ -193,15 +193,22 @@ model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[mldbg.keras.Hook(
 """
 
 
+def _keras_images(path, fed: str, rescaled: bool) -> list:
+    """The findings of `not_normalized_data` on a Keras CNN fed pixels as `fed` says, with or
+    without `Rescaling(1 / 255)` as its first layer."""
+    return mldbg.check(
+        _keras_script(path, KERAS_IMAGES, fed, "1" if rescaled else "0"), rules=["not_normalized_data"]
+    )
+
+
 def test_judges_images_as_a_rescaling_layer_passes_them_on(tmp_path):
     """Raw pixels (0..255) fed to a Keras model whose first layer is `Rescaling(1 / 255)`, as
     keras.io's image examples do: its first learned layer sees [0, 1] (the rule fired on
     the raw pixels before). The same model fed pixels already divided by 255 sees them
     divided twice: reported."""
-    found = mldbg.check(_keras_script(tmp_path / "raw", KERAS_RESCALING, "0"), rules=["not_normalized_data"])
+    found = _keras_images(tmp_path / "raw", "raw", rescaled=True)
     assert not found, "\n".join(map(str, found))
-    twice = _keras_script(tmp_path / "twice", KERAS_RESCALING, "1")
-    found = mldbg.check(twice, rules=["not_normalized_data"])
+    found = _keras_images(tmp_path / "twice", "divided", rescaled=True)
     assert found and "model_input_0" in found[0].tensors and "std" in found[0].message, found
 
 
@@ -369,33 +376,11 @@ def test_a_time_series_model_that_scales_its_raw_input_is_not_reported(tmp_path,
     assert bool(found) == (scaling is None), "\n".join(map(str, found))
 
 
-KERAS_UINT8 = """
-import sys
-import keras
-import numpy as np
-import mldbg.keras
-
-keras.utils.set_random_seed(0)
-out, rescaled = sys.argv[1], sys.argv[2] == "1"
-rng = np.random.default_rng(0)
-y = rng.integers(0, 3, 600)
-x = (rng.uniform(0, 120, (600, 8, 8, 3)) + 120 * (y[:, None, None, None] == np.arange(3))).astype("uint8")
-layers = [keras.Input((8, 8, 3))] + ([keras.layers.Rescaling(1 / 255)] if rescaled else [])
-model = keras.Sequential(layers + [
-    keras.layers.Conv2D(8, 3, activation="relu"),
-    keras.layers.GlobalAveragePooling2D(),
-    keras.layers.Dense(3),
-])
-model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[mldbg.keras.Hook(out)])
-"""
-
-
 def test_judges_uint8_images_a_keras_model_takes_as_they_are(tmp_path):
     """uint8 pixels fed to a Keras CNN reach its first convolution as they are (Keras casts
     them to floats): without a `Rescaling` layer they are reported (integer inputs had all
     been taken for token ids); with `Rescaling(1 / 255)` first they are not."""
-    found = mldbg.check(_keras_script(tmp_path / "raw", KERAS_UINT8, "0"), rules=["not_normalized_data"])
+    found = _keras_images(tmp_path / "raw", "uint8", rescaled=False)
     assert found and "model_input_0" in found[0].tensors and "std" in found[0].message, found
-    found = mldbg.check(_keras_script(tmp_path / "scaled", KERAS_UINT8, "1"), rules=["not_normalized_data"])
+    found = _keras_images(tmp_path / "scaled", "uint8", rescaled=True)
     assert not found, "\n".join(map(str, found))
