@@ -794,6 +794,7 @@ class Streak:
     value: float
     chance: float  # the upper bound of its chance under the run's own rate of repeats
     bar: float  # the share of the per-run budget its test may spend
+    before: float  # the level it came from: the median of the (up to) 10 finite values before it
 
 
 def _repeat_counts(x: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -877,16 +878,16 @@ def streak(
     repeats = n - 1 - start
     if start < _STREAK_MIN:
         return None
-    if x[-1] == 0:
-        before = x[max(0, start - 10) : start]
-        before = before[np.isfinite(before)]
-        if not len(before) or float(np.median(before)) <= floor_of(x):
-            return None  # fitted down to 0
+    head = x[max(0, start - 10) : start]
+    head = head[np.isfinite(head)]
+    before = float(np.median(head)) if len(head) else math.nan
+    if x[-1] == 0 and not before > floor_of(x):
+        return None  # fitted down to 0
     bar = detect.spend(n)
     chance = _streak_chance(x, start, repeats, counts)
     if chance >= bar:
         return None
-    return Streak(start, repeats, float(x[-1]), chance, bar)
+    return Streak(start, repeats, float(x[-1]), chance, bar, before)
 
 
 def streaks_at(values: Sequence[float] | np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -49,12 +49,6 @@ _ZERO_ADVICE = (
 )
 
 
-def _level_before(values: Sequence[float], start: int) -> float:
-    """The median of the (up to) 10 finite values before index `start`."""
-    before = [v for v in values[max(0, start - 10) : start] if np.isfinite(v)]
-    return float(np.median(before)) if before else float("nan")
-
-
 _RISING_ADVICE = (
     "The loss ended above where it started: lower the learning rate or decay it with a schedule, "
     "clip gradients, and check for gradients that accumulate (a missing optimizer.zero_grad()) and "
@@ -321,7 +315,7 @@ class LossNotDecreasing(Rule):
                 out.append(self.finding(
                     trial, step,
                     f"{what} has been exactly 0 for {p.repeats + 1} saved values, since step {steps[p.start]}, "
-                    f"where it dropped from {_level_before(values, p.start):.4g}: no fit comes down to 0 at once; a "
+                    f"where it dropped from {p.before:.4g}: no fit comes down to 0 at once; a "
                     f"loss with nothing left to learn from does (chance below {p.chance:.2g} at this run's rate of "
                     f"repeats; the bar: {p.bar:.2g}, 1e-3 false alarms per run)",
                     tensors=[name],

@@ -96,6 +96,7 @@ class NondeterministicEval(Rule):
             return 0
         modes, _ = trial.columns.modes(steps)
         train = modes == int(Mode.TRAIN)
+        inputs = self._inputs(trial)
         interesting = Over(trial, f"{NO_GRAD}/forwards", steps).present
         evals = ~train
         if evals.any():
@@ -108,7 +109,7 @@ class NondeterministicEval(Rule):
                 out = Over(trial, self.output_name, steps)
                 fp, mean, var = out.stat("fingerprint"), out.stat("mean"), out.stat("variance")
                 ok = out.present & ~out.raw & np.isfinite(fp) & np.isfinite(mean) & np.isfinite(var)
-                for name in self._inputs(trial):
+                for name in inputs:
                     ok &= Over(trial, vector_name(name, "sample_fingerprints"), steps).raw
             interesting |= evals & ~ok
         k = quiet_prefix(interesting)
@@ -117,7 +118,7 @@ class NondeterministicEval(Rule):
         if len(at):
             per_input = [
                 trial.columns.values_at(vector_name(name, "sample_fingerprints"), steps[at])
-                for name in self._inputs(trial)
+                for name in inputs
             ]
             if any(rows is None for rows in per_input):  # inputs of several sizes: read one by one by check()
                 k = int(at[0])

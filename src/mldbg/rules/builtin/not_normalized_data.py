@@ -120,6 +120,7 @@ class NotNormalizedData(Rule):
         self._moments: dict[str, _Moments] = {}  # per input tensor, sums over the samples seen
         self._checked: set[str] = set()  # inputs judged already
         self._deferred = False  # the last judgement waits for more steps (`_noise_scaled`)
+        self._rescaled: dict[str, tuple[float, float]] = {}  # input -> `_rescaling`, once found
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.regex else self.needs
@@ -380,12 +381,14 @@ class NotNormalizedData(Rule):
             return ndim > 0
         return kind in "ui" and ndim == 4 and self._rescaling(trial, name) is not None
 
-    @staticmethod
-    def _rescaling(trial: TrialView, name: str) -> tuple[float, float] | None:
+    def _rescaling(self, trial: TrialView, name: str) -> tuple[float, float] | None:
         """(scale, offset) by which the model of input `name` rescales it before its first
         learned layer (`inputs_rescaled/<model>/scale` and `/offset`, which the Keras hook
         records for `Rescaling` layers there: `mldbg.frameworks.keras_layers.input_rescaling`),
-        or None."""
+        or None (not yet recorded: asked again). Read once found: the hook records the same
+        numbers at every statistics step."""
+        if name in self._rescaled:
+            return self._rescaled[name]
         at = name.rfind("model_input_")
         if at < 0:
             return None
@@ -397,7 +400,8 @@ class NotNormalizedData(Rule):
             if not isinstance(value, float) or not math.isfinite(value):
                 return None
             got.append(value)
-        return got[0], got[1]
+        self._rescaled[name] = (got[0], got[1])
+        return self._rescaled[name]
 
     @staticmethod
     def _model_normalizes(
