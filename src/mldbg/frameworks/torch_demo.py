@@ -45,11 +45,15 @@ def train_digits(
     progress: Callable[[int, float], None] | None = None,
     live_rules: bool = True,
     stop_on_finding: bool = False,
+    watcher_wait: float = 120.0,
 ) -> DemoRun:
     """Train a 64-32-16-10 ReLU network with Adam, recording everything every few steps.
 
     With `live_rules` the default rules run beside the training in a watcher process and
     print what they find as it happens; with `stop_on_finding` they also stop the training.
+    A step of this model takes about a millisecond, a real job's far longer: so that the stop
+    can come before the run ends on any machine, a run meant to be stopped waits after its
+    first epoch (at most `watcher_wait` seconds) until the watcher has read half of it.
     """
     import torch
     from torch import nn
@@ -84,7 +88,9 @@ def train_digits(
     gen = torch.Generator().manual_seed(seed)
     step = 0
     try:
-        for _ in range(epochs):
+        for epoch in range(epochs):
+            if epoch == 1 and stop_on_finding and live_rules:
+                wait_for_watcher(out, step // 2, watcher_wait)
             model.train()
             order = torch.randperm(len(xt), generator=gen)
             for i in range(0, len(order), batch_size):
@@ -110,3 +116,17 @@ def train_digits(
         train_acc = (model(xt).argmax(1) == yt).float().mean().item()
         eval_acc = (model(xe).argmax(1) == ye).float().mean().item()
     return DemoRun(out, train_acc, eval_acc, step, stopped)
+
+
+def wait_for_watcher(out: Path, step: int, timeout: float) -> None:
+    """Wait until a watcher of the run at `out` has checked it up to `step` (it acts on what it
+    found there before it says so), or `timeout` seconds passed: the training then goes on."""
+    import time
+
+    from mldbg.watch.state import rule_status
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(s.step is not None and s.step >= step for s in rule_status(out)):
+            return
+        time.sleep(0.1)
