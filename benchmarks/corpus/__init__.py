@@ -50,6 +50,7 @@ BLIND12 = "blind12"  # the thirteenth, written and measured after `blind11` had 
 BLIND13 = "blind13"  # the fourteenth, written while `blind12` was measured, measured after its fixes
 BLIND14 = "blind14"  # the fifteenth, written after `blind13` had been measured
 BLIND15 = "blind15"  # the sixteenth, written after `blind14` had been measured, with its fixes in
+BLIND16 = "blind16"  # the seventeenth, written after `blind15` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -67,6 +68,7 @@ LATER = (
     BLIND13,
     BLIND14,
     BLIND15,
+    BLIND16,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
