@@ -19,8 +19,9 @@ STEPS = 3000
 EVERY = 100  # the gradients' and weights' steps: 0, 100, 200...
 
 
-def _record(path, nan_tail: bool = False, vanish: bool = False) -> None:
-    """A loss every step (noisy, falling) and a weight and its gradient every EVERY-th step."""
+def _record(path, nan_tail: bool = False, vanish: bool = False, blowup: bool = False) -> None:
+    """A loss every step (noisy, falling) and a weight and its gradient every EVERY-th step;
+    with `blowup`, an update at step 900 multiplies the weight by 50."""
     rec = Recorder(str(path), save_config=SaveConfig(save_interval=1))
     rng = np.random.default_rng(0)
     t = np.arange(STEPS)
@@ -34,6 +35,8 @@ def _record(path, nan_tail: bool = False, vanish: bool = False) -> None:
         if step % EVERY == 0:
             g = rng.standard_normal((8, 8)).astype(np.float32) * (1e-12 if vanish and step > 1000 else 1e-2)
             w = w - 0.1 * g
+            if blowup and step == 900:
+                w = w * 50
             rec.save_tensor("fc.weight", w, collections=("weights",))
             rec.save_tensor("gradient/fc.weight", g, collections=("gradients",))
         rec.end_step()
@@ -96,6 +99,22 @@ def test_findings_are_those_of_the_reference_path(tmp_path, variant):
     assert fast == reference
     if variant:
         assert fast  # the NaN loss, the vanished gradients: found
+
+
+def test_the_blowup_a_rule_names_is_looked_for_at_the_weights_steps_only(tmp_path, monkeypatch):
+    """The update that blew a weight up, which vanishing_gradient (and dead_relu, all_zero)
+    names as the cause, is looked for where the weights were saved: asked at each of 10^6
+    steps of a long run's loss, it took 200 s of a 1-minute `check` (issue 30)."""
+    from mldbg.rules import updates
+
+    _record(tmp_path / "run", vanish=True, blowup=True)
+    asked: list[int] = []
+    real = updates.blown_weight
+    monkeypatch.setattr(updates, "blown_weight", lambda trial, step: asked.append(step) or real(trial, step))
+    fast = _run(tmp_path / "run", [BUILTIN["vanishing_gradient"]()])
+    assert asked and set(asked) <= set(range(0, STEPS, EVERY))
+    assert any("after the update at step 900" in message for _, _, message in fast), fast
+    assert fast == _run(tmp_path / "run", [BUILTIN["vanishing_gradient"]()], columns=False)
 
 
 def test_many_small_tensors_are_read_together_as_one_at_a_time_would(tmp_path):

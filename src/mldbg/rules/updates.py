@@ -276,9 +276,8 @@ class Blowup:
 
     def upto(self, trial: TrialView, step: int) -> tuple[int, str, float] | None:
         if self.found is None and step > self.scanned:
-            train = trial.steps(Mode.TRAIN)
-            for at in train:
-                if self.scanned < at <= step and (hit := blown_weight(trial, at)) is not None:
+            for at in _blowup_candidates(trial, self.scanned, step):
+                if (hit := blown_weight(trial, at)) is not None:
                     name, ratio = hit
                     saved = trial.tensor(name).steps(Mode.TRAIN)
                     before = [s for s in saved if s < at]
@@ -290,6 +289,37 @@ class Blowup:
                     break
             self.scanned = step
         return self.found if self.found is not None and self.found[0] <= step else None
+
+
+def _blowup_candidates(trial: TrialView, after: int, upto: int) -> list[int]:
+    """The training steps in (`after`, `upto`] where `blown_weight` may find a blown weight, in
+    order: those where a weight's saved `delta_l2` is at least `BLOWN` x its saved `l2` (a
+    superset of `blows`, which `blown_weight` then confirms), and those where a weight's record
+    holds its raw value without them (`blown_weight` computes them there). Read from the
+    columns: a run of 10^6 steps whose weights are saved at 10^4 is screened in one pass per
+    weight, not asked step by step."""
+    found: set[int] = set()
+    for name in trial.names("weights"):
+        if "bias" in name.lower():
+            continue
+        cols = trial.columns.tensor(name)
+        if cols is None or not len(cols.steps):
+            continue
+        lo, hi = np.searchsorted(cols.steps, [after, upto], side="right")
+        if lo >= hi:
+            continue
+        delta, size = cols.statistic("delta_l2"), cols.statistic("l2")
+        span = slice(int(lo), int(hi))
+        unknown = cols.has_raw[span].copy()
+        if delta is None or size is None:
+            may = unknown
+        else:
+            d, w = delta[span], size[span]
+            with np.errstate(invalid="ignore"):
+                may = (w > 0) & (d >= BLOWN * w)
+            may |= unknown & ~(np.isfinite(d) & np.isfinite(w))
+        found.update(cols.steps[span][may & (cols.mode[span] == Mode.TRAIN.value)].tolist())
+    return sorted(found)
 
 
 def over_nonzero(mean_abs: np.ndarray, zero_fraction: np.ndarray) -> np.ndarray:
