@@ -105,6 +105,24 @@ def ddp_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return record_jobs(tmp_path_factory.mktemp("ddp_silent"))
 
 
+def live_findings(path: str | Path, rules: list[str], tmp: Path) -> list[Finding]:
+    """What a live watcher finds on the run at `path` while it still runs: a copy of it
+    without its workers' END markers (the training has not ended), checked once through
+    every step a watcher would check (`RuleRunner.run_available`)."""
+    import shutil
+
+    from mldbg.rules.runner import RuleRunner
+
+    copy = tmp / "live"
+    shutil.copytree(path, copy)
+    for end in copy.glob("workers/*/END"):
+        end.unlink()
+    runner = RuleRunner(str(copy), rules)
+    found = runner.run_available()
+    assert not runner.errors and not runner.trial.loaded_all_steps
+    return found
+
+
 def fired(findings: list[Finding]) -> dict[str, int]:
     """rule name -> the first step where it fired."""
     out: dict[str, int] = {}

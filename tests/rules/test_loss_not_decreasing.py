@@ -558,3 +558,26 @@ def test_a_loss_dropping_to_exactly_0_at_once_has_nothing_left_to_learn_from(tmp
     assert broken[299] > 0.5 and broken[300:] == [0.0] * 300
     found = mldbg.check(str(tmp_path / "masked"), rules=["loss_not_decreasing"])
     assert found and "exactly 0" in found[0].message and 300 <= found[0].step < 400, [str(f) for f in found]
+
+
+def test_a_rise_the_finished_run_came_back_from_is_no_rise_of_it(tmp_path):
+    """A loss that rose 2.5x for 800 values mid-run (a harder stretch of data, new states of an
+    agent) and then fell back below where it was: live, a rise a stop must act on at once;
+    checked once the run has ended, a transient. The same rise held to the run's end is
+    reported, at the step the run first showed it."""
+    import numpy as np
+
+    from tests.rules.conftest import live_findings
+    from tests.rules.test_loss_divergence import _decaying, _write_losses
+
+    x = _decaying(4000, np.random.default_rng(0))
+    back, held = x.copy(), x.copy()
+    back[1000:1800] *= 2.5
+    held[1000:] *= 2.5
+    assert np.median(back[-200:]) < np.median(back[800:1000])  # it came back, and fell on
+    rule = ["loss_not_decreasing"]
+    path = _write_losses(tmp_path / "back", back)
+    assert not mldbg.check(path, rules=rule)
+    assert [f.rule for f in live_findings(path, rule, tmp_path)] == rule
+    found = mldbg.check(_write_losses(tmp_path / "held", held), rules=rule)
+    assert [f.rule for f in found] == rule and found[0].step < 2000 and "rose by" in found[0].message

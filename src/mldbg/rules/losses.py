@@ -449,6 +449,22 @@ def refutes_stall(values: Sequence[float] | np.ndarray, window: int, patience: i
     return p is not None and (p.drop > material or p.late_fall_z >= p.z)
 
 
+def came_back(values: Sequence[float] | np.ndarray, after: int, level: float, block: int) -> bool:
+    """Whether a finished run's loss came back, after its value `after`, to `level` (where it
+    was before a rise): the median of some block of `block` values after it (the last block
+    may be shorter, down to a quarter of one) at or below `level`. A rise the run recovered
+    from by itself is a transient of its training (a world model meeting new states, a
+    penalty's coefficient warmed up, a harder stage of a curriculum it then learns), not a
+    divergence; one that holds to the end, or ends in NaN, is not."""
+    x = np.asarray(values[after + 1 :], dtype=np.float64)
+    block = max(1, block)
+    full = len(x) // block
+    if full and bool(np.any(np.median(x[: full * block].reshape(full, block), axis=1) <= level)):
+        return True
+    tail = x[full * block :]
+    return len(tail) >= max(1, block // 4) and bool(np.median(tail) <= level)
+
+
 def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:
     """Whether the first `n` values have no noise at all: the same value, or the same cycle
     of values (a loader over a few fixed batches) repeated, to 1e-5 of the level."""

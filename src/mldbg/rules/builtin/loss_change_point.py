@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS, floor_of
+from mldbg.rules.losses import GAME_STEPS, came_back, floor_of
 from mldbg.rules.select import adversarial, moving_targets
 from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
@@ -315,6 +315,9 @@ class LossChangePoint(LossSeriesRule):
         self._pend: dict[str, tuple | None] = {}  # name -> a crossing awaiting confirmation
         self._models: dict[tuple[str, int], tuple[float, float, float] | None] = {}  # (name, j) -> noise
         self._pending: dict[str, list[tuple]] = {}  # the fast path's updates, to keep
+        # a finished run checked offline: name -> its crossings (finding, the level before,
+        # the index of the value), each reported at `finish` unless the run came back
+        self._held: dict[str, list[tuple[Finding, float, int]]] = {}
 
     def _screens(self) -> bool:
         return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
@@ -731,16 +734,34 @@ class LossChangePoint(LossSeriesRule):
         before = (steps[max(0, start - 4 * self.window)], steps[start])
         if level > 0 and moving_targets(trial, name, before, (steps[start], steps[-1]), recent / level):
             return []  # a TD loss chasing targets that grow with the values it learns
-        if not self.first(name):
-            return []
         rise = recent - level
-        return [
-            self.finding(
-                trial, steps[-1],
-                f"{name} (TRAIN) shifted up since step {steps[start]}: median {recent:.4g} over the last 5 saved "
-                f"values, {100 * rise / max(abs(level), 1e-12):.0f}% above its level {level:.4g} before "
-                f"(CUSUM {total:.1f} noise units, more than {h:.1f}: at most 1 false alarm in 1,000 healthy "
-                "runs of 10^6 steps): the loss is drifting away, a divergence often follows",
-                tensors=[name],
-            )
-        ]  # fmt: skip
+        finding = self.finding(
+            trial, steps[-1],
+            f"{name} (TRAIN) shifted up since step {steps[start]}: median {recent:.4g} over the last 5 saved "
+            f"values, {100 * rise / max(abs(level), 1e-12):.0f}% above its level {level:.4g} before "
+            f"(CUSUM {total:.1f} noise units, more than {h:.1f}: at most 1 false alarm in 1,000 healthy "
+            "runs of 10^6 steps): the loss is drifting away, a divergence often follows",
+            tensors=[name],
+        )  # fmt: skip
+        if trial.finished:
+            # a finished run checked offline is judged by what it did: `finish` reports the
+            # first crossing the loss did not come back from; the test goes on from the new level
+            self._held.setdefault(name, []).append((finding, level, len(values) - 1))
+            self._sum[name], self._pend[name] = 0.0, None
+            return []
+        return [finding] if self.first(name) else []
+
+    def finish(self, trial: TrialView) -> list[Finding]:
+        """The held crossings of a finished run checked offline: per loss, the first one after
+        which the loss never came back to its level before (`losses.came_back`, blocks of the
+        reference's length); one it came back from was a transient of the training (a world
+        model meeting new states, a penalty's coefficient warmed up), not a divergence."""
+        out: list[Finding] = []
+        for name, held in self._held.items():
+            s = self._tracker.train.get(name)
+            for finding, level, at in held:
+                if s is not None and not came_back(s.values, at, level, self._span()) and self.first(name):
+                    out.append(finding)
+                    break
+        self._held = {}
+        return out

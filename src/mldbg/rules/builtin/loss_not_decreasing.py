@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from mldbg.rules.losses import (
     _TREND_Z,
     GAME_STEPS,
     LossTracker,
+    came_back,
     judged_at,
     judgement,
     opposed,
@@ -123,7 +125,9 @@ class LossNotDecreasing(Rule):
         super().reset()
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}  # per-evaluation values
-        self._held: dict[tuple[str, str], Finding] = {}  # (name, mode) -> a "flat" left to the run's end
+        # (name, mode, "flat" or "rise") -> a finding left to a finished run's end: (it, the
+        # level the loss rose from, the index of the value judged, the block length)
+        self._held: dict[tuple[str, str, str], tuple[Finding, float, int, int]] = {}
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` at which no judgement may report: their losses join
@@ -221,11 +225,14 @@ class LossNotDecreasing(Rule):
         for name, ev in self._tracker.close_all():
             out += self._eval(trial, ev.last_step, name, ev.last_step, ev.value)
         material = max(self.diff_percent, _MATERIAL) / 100
-        for (name, mode), held in self._held.items():  # stalls left to the run's end
+        for (name, mode, kind), (held, level, at, block) in self._held.items():  # left to the run's end
             s = self._tracker.train.get(name) if mode == "TRAIN" else None
             values = s.values if s is not None else [v for _, v in self._series.get((name, mode), [])]
-            w = max(2, self.num_steps)
-            if not refutes_stall(values, w, self.patience, material) and self.first((name, mode, "flat")):
+            if kind == "flat":
+                refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material)
+            else:
+                refuted = came_back(values, at, level, block)
+            if not refuted and self.first((name, mode, kind)):
                 out.append(held)
         self._held = {}
         wanted = Mode.parse(self.mode) if self.mode else None
@@ -305,11 +312,14 @@ class LossNotDecreasing(Rule):
         for kind, p in found:
             if kind == "flat" and warm:
                 continue  # a flat loss while the learning rate warms up is the warm-up's
-            # a finished run checked offline: a stall the run's own end refutes (a plateau at
-            # the start, then the fall) is no finding; `finish` reports the first one the run
-            # showed (`_held`) unless the whole series refutes it (`refutes_stall`)
-            hold = kind == "flat" and not final and trial.finished
-            if (hold and (name, mode) in self._held) or (not hold and not self.first((name, mode, kind))):
+            # a finished run checked offline is judged by what it did: a stall the run's own
+            # end refutes (a plateau at the start, then the fall), or a rise it came back from
+            # (a transient), is no finding; `finish` reports the first of each the run showed
+            # (`_held`) unless the whole series refutes it (`refutes_stall`, `came_back`)
+            hold = kind in ("flat", "rise") and not final and trial.finished
+            if (hold and (name, mode, kind) in self._held) or (
+                not hold and not self.first((name, mode, kind))
+            ):
                 continue
             if kind == "stuck" and p.value == 0:
                 out.append(self.finding(
@@ -345,12 +355,12 @@ class LossNotDecreasing(Rule):
                     suggestion=_RISING_ADVICE if p.last > p.first else _FLAT_ADVICE,
                 )  # fmt: skip
                 if hold:
-                    self._held[(name, mode)] = flat
+                    self._held[(name, mode, kind)] = (flat, math.nan, n - 1, m)
                 else:
                     out.append(flat)
             else:
                 b = p.best_at
-                out.append(self.finding(
+                rise = self.finding(
                     trial, step,
                     f"{what} rose by {100 * p.rise:.0f}%: median {p.best:.4g} at steps {steps[b]}-{steps[b + m - 1]}, "
                     f"{p.last:.4g} at steps {steps[n - m]}-{steps[n - 1]} (more than {self.increase_threshold_percent:g}%, "
@@ -360,5 +370,9 @@ class LossNotDecreasing(Rule):
                         "Lower the learning rate or decay it with a schedule, clip gradients, and check "
                         "for bad batches (NaN, wrong labels) around the step where it started to rise."
                     ),
-                ))  # fmt: skip
+                )  # fmt: skip
+                if hold:
+                    self._held[(name, mode, kind)] = (rise, p.best, n - 1, m)
+                else:
+                    out.append(rise)
         return out
