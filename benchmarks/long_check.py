@@ -22,7 +22,7 @@ dashboard's whole `/scalars` answer, and the dashboard's first page: the answers
 first, `/api/runs`, `/tensors`, the first page of `/scalars` (`SCALARS_PAGE` series; all of
 them with a checkout that has no paged answer) and `/api/findings`, each made and turned into
 JSON by `mldbg.dashboard` in a fresh process), timed from
-the outside, with its peak RSS (`ru_maxrss` of the child). `--runs DIR` keeps the runs there
+the outside, with its peak RSS (the child's own `VmHWM`). `--runs DIR` keeps the runs there
 and reuses them; `--before OTHER/src` times another checkout's code too, each command with it
 and then with this one, alternating (an A/B on the same runs at the same load). `--page
 CHROMIUM` also opens the dashboard's page on the names runs in that headless Chromium
@@ -199,7 +199,20 @@ def _child_rss(out: str) -> float | None:
     return None
 
 
-_WRAP = (
+# a child's own peak: /proc's VmHWM, of its own address space. Not ru_maxrss: Linux carries
+# the high-water mark across exec, so a child of this process (grown by the runs it wrote)
+# would report this process's peak, not its own
+_PEAK = (
+    "def peak_kb():\n"
+    "    try:\n"
+    "        with open('/proc/self/status') as f:\n"
+    "            return next(int(l.split()[1]) for l in f if l.startswith('VmHWM:'))\n"
+    "    except (OSError, StopIteration):\n"
+    "        import resource\n"
+    "        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+)
+
+_WRAP = _PEAK + (
     "import resource, sys, runpy\n"
     "sys.argv = ['mldbg', *sys.argv[1:]]\n"
     "from mldbg.cli.main import main\n"
@@ -207,22 +220,22 @@ _WRAP = (
     "    code = main()\n"
     "except SystemExit as e:\n"
     "    code = e.code\n"
-    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+    "print('PEAK_RSS_KB', peak_kb(), flush=True)\n"
     "sys.exit(code or 0)\n"
 )
 
-_DASH = (
+_DASH = _PEAK + (
     "import json, resource, sys\n"
     "from mldbg.dashboard.data import Dashboard\n"
     "dashboard = Dashboard([sys.argv[1]])\n"
     "run = next(iter(dashboard.runs.values()))\n"
     "body = json.dumps(run.scalars(None))\n"
     "print('BYTES', len(body))\n"
-    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+    "print('PEAK_RSS_KB', peak_kb(), flush=True)\n"
 )
 
 
-_PAGE = (
+_PAGE = _PEAK + (
     "import json, resource, sys\n"
     "from mldbg.dashboard import data\n"
     "dashboard = data.Dashboard([sys.argv[1]])\n"
@@ -237,7 +250,7 @@ _PAGE = (
     "):\n"
     "    n += len(json.dumps(answer(), separators=(',', ':'), allow_nan=False))\n"
     "print('BYTES', n)\n"
-    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+    "print('PEAK_RSS_KB', peak_kb(), flush=True)\n"
 )
 
 

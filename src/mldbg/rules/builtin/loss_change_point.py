@@ -274,6 +274,11 @@ class LossChangePoint(LossSeriesRule):
       fallen back (its 10 block medians do not fall, Mann-Kendall z > -2, or it gave back
       less than `_BACK` = 20% of its height, in log terms) and is still
       `min_increase_percent` above the reference.
+    A finished run checked offline (`mldbg check`) is judged by what it did after: a
+    confirmed crossing is held, and reported at the end only if the loss never came back to
+    its reference level (`losses.came_back`): a rise it came back from was a transient of its
+    training (a world model meeting new states, a penalty's coefficient warmed up, a harder
+    stage it then learned). Live, it is reported at once (a stop acts on it).
     It is dropped when the CUSUM empties (the loss came back to its reference; the sum is
     held at 2h so that this takes ~2h values) or when it fell back; the test then starts
     afresh from the new level. The cost: a permanent step up (a data shard broken, a loss 2x
