@@ -51,6 +51,7 @@ BLIND13 = "blind13"  # the fourteenth, written while `blind12` was measured, mea
 BLIND14 = "blind14"  # the fifteenth, written after `blind13` had been measured
 BLIND15 = "blind15"  # the sixteenth, written after `blind14` had been measured, with its fixes in
 BLIND16 = "blind16"  # the seventeenth, written after `blind15` had been measured, with its fixes in
+BLIND17 = "blind17"  # the eighteenth, written after `blind16` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -69,6 +70,7 @@ LATER = (
     BLIND14,
     BLIND15,
     BLIND16,
+    BLIND17,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
