@@ -310,7 +310,7 @@ def _blowup_candidates(trial: TrialView, after: int, upto: int) -> list[int]:
             continue
         delta, size = cols.statistic("delta_l2"), cols.statistic("l2")
         span = slice(int(lo), int(hi))
-        unknown = cols.has_raw[span].copy()
+        unknown = cols.has_raw[span]
         if delta is None or size is None:
             may = unknown
         else:
