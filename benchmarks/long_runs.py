@@ -593,7 +593,9 @@ EVAL_UNSAVED = long_blind.EVAL_UNSAVED  # an evaluation step that saves no loss
 assert long_blind.LR == LR
 # the blind sets, each written after the one before had been measured: --blind (long_blind),
 # --blind2 (long_blind2), ...; their constants are these (checked as one is imported)
-BLIND_SETS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh")
+BLIND_SETS = (
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+)  # fmt: skip
 BLIND_FLAGS = ("blind", *(f"blind{k}" for k in range(2, len(BLIND_SETS) + 1)))
 
 
