@@ -52,6 +52,7 @@ BLIND14 = "blind14"  # the fifteenth, written after `blind13` had been measured
 BLIND15 = "blind15"  # the sixteenth, written after `blind14` had been measured, with its fixes in
 BLIND16 = "blind16"  # the seventeenth, written after `blind15` had been measured, with its fixes in
 BLIND17 = "blind17"  # the eighteenth, written after `blind16` had been measured
+BLIND18 = "blind18"  # the nineteenth, written after `blind17` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -71,6 +72,7 @@ LATER = (
     BLIND15,
     BLIND16,
     BLIND17,
+    BLIND18,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
