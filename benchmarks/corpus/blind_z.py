@@ -739,7 +739,7 @@ def spam_softmargin_bow(path: str, epochs: int = 10, seed: int = 0, bug: str | N
     return losses
 
 
-def _names(g: torch.Generator, n: int) -> tuple[list[str], torch.Tensor]:
+def _make_names(g: torch.Generator, n: int) -> tuple[list[str], torch.Tensor]:
     """Made-up names from six "languages", each its own letter bigram habits and endings."""
     alphabet = "abcdefghijklmnopqrstuvwxyz"
     endings = ["ov", "ez", "ini", "son", "ou", "ski"]
@@ -766,7 +766,7 @@ def char_rnn_names_packed(path: str, epochs: int = 12, seed: int = 0, bug: str |
     momentum 0.9), clipping at 3; the accuracy on held-out names each epoch."""
     g = _seed(seed)
     all_letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .,;'"
-    names, langs = _names(g, 2400)
+    names, langs = _make_names(g, 2400)
 
     def line_to_tensor(line: str) -> torch.Tensor:
         t = torch.zeros(len(line), len(all_letters))
