@@ -23,6 +23,7 @@ from mldbg.config import Mode
 from mldbg.errors import MldbgError
 from mldbg.rules import stats
 from mldbg.rules.view import TrialView
+from mldbg.store import layout
 
 _HIGHER_IS_BETTER = {
     "auc",
@@ -463,6 +464,16 @@ def came_back(values: Sequence[float] | np.ndarray, after: int, level: float, bl
         return True
     tail = x[full * block :]
     return len(tail) >= max(1, block // 4) and bool(np.median(tail) <= level)
+
+
+def rescued(view: TrialView) -> bool:
+    """Whether a recovery action (`Rollback`, `SkipBatch`) asked this run's training to
+    recover (`control/recover`, which `mldbg.torch.Guard` acts on): a loss that came back in
+    such a run did not come back by itself, and its rise is reported as it was seen."""
+    try:
+        return view.store.exists(layout.RECOVERY_REQUEST)
+    except Exception:  # a store that cannot say (away, damaged): the run is judged as it stands
+        return False
 
 
 def _constant(values: Sequence[float] | np.ndarray, n: int) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS, came_back, floor_of
+from mldbg.rules.losses import GAME_STEPS, came_back, floor_of, rescued
 from mldbg.rules.select import adversarial, moving_targets
 from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
@@ -760,12 +760,16 @@ class LossChangePoint(LossSeriesRule):
         """The held crossings of a finished run checked offline: per loss, the first one after
         which the loss never came back to its level before (`losses.came_back`, blocks of the
         reference's length); one it came back from was a transient of the training (a world
-        model meeting new states, a penalty's coefficient warmed up), not a divergence."""
+        model meeting new states, a penalty's coefficient warmed up), not a divergence, unless
+        a recovery action brought it back (`losses.rescued`: a rollback, a skipped batch)."""
         out: list[Finding] = []
+        helped = bool(self._held) and rescued(trial)  # a rollback brought it back, not the run
         for name, held in self._held.items():
             s = self._tracker.train.get(name)
+            if s is None:
+                continue
             for finding, level, at in held:
-                if s is not None and not came_back(s.values, at, level, self._span()) and self.first(name):
+                if (helped or not came_back(s.values, at, level, self._span())) and self.first(name):
                     out.append(finding)
                     break
         self._held = {}

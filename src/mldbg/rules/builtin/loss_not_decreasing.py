@@ -21,6 +21,7 @@ from mldbg.rules.losses import (
     opposed,
     progress,
     refutes_stall,
+    rescued,
     streak,
     streaks_at,
     warming_up,
@@ -232,8 +233,8 @@ class LossNotDecreasing(Rule):
             values = s.values if s is not None else [v for _, v in self._series.get((name, mode), [])]
             if kind == "flat":
                 refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material)
-            else:
-                refuted = came_back(values, at, level, block)
+            else:  # a rise the loss came back from by itself (not through a rollback)
+                refuted = came_back(values, at, level, block) and not rescued(trial)
             if not refuted and self.first((name, mode, kind)):
                 out.append(held)
         self._held = {}
