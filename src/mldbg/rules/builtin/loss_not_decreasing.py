@@ -93,7 +93,8 @@ class LossNotDecreasing(Rule):
       the lowest earlier block's, and beyond the noise (the selection of the lowest allowed
       for). A finished run checked offline reports a rise seen mid-run only if the loss never
       came back to that lowest block's level (`mldbg.rules.losses.came_back`): a rise the run
-      came back from is a transient; live, it is reported at once.
+      came back from by itself is a transient (one a rollback brought back is not:
+      `losses.rescued`); live, it is reported at once.
     - *stuck*: the loss has been exactly one value for longer than the run's own rate of
       exact repeats allows at the n-th value's share of the budget (`mldbg.rules.losses.streak`:
       a float loss under batch noise almost never repeats; a quantized log repeats at a rate
