@@ -406,3 +406,74 @@ def test_a_recurrent_networks_own_dropout_shows_the_mode(tmp_path, left_in_eval)
         assert found and 10 <= found[0].step <= 20, found
     else:
         assert not found, found
+
+
+def _resumed_from_a_checkpoint(path, keep_eval: bool) -> None:
+    """The PyTorch "saving and loading a general checkpoint" recipe in one process: a CNN with
+    BatchNorm and Dropout trained 40 steps, saved, then rebuilt, loaded, registered again and
+    trained 60 more steps (`keep_eval`: the recipe's `model.eval()` line kept to resume
+    training: the bug); evaluated in eval mode at the end. The first model stays registered,
+    no longer run, its Dropout in training mode."""
+    import io
+
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 1, 32, generator=g)
+    y = (x.mean((1, 2)) > 0).long()
+
+    def build():
+        model = nn.Sequential(
+            nn.Conv1d(1, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.Flatten(),
+            nn.Dropout(0.3), nn.Linear(8 * 32, 2),
+        )  # fmt: skip
+        return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    loss_fn = nn.CrossEntropyLoss()
+    model, opt = build()
+    hook = mldbg.torch.Hook(str(path))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+
+    def train(steps: int) -> None:
+        for _ in range(steps):
+            idx = torch.randint(0, 512, (32,), generator=g)
+            loss = loss_fn(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    model.train()
+    train(40)
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, buffer)
+    buffer.seek(0)
+    model, opt = build()
+    state = torch.load(buffer)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    hook.register_module(model)
+    model.eval() if keep_eval else model.train()
+    train(60)
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, 512, 128):
+            loss_fn(model(x[i : i + 128]), y[i : i + 128])
+    hook.close()
+
+
+@pytest.mark.parametrize("keep_eval", [False, True])
+def test_a_model_replaced_by_its_reloaded_checkpoint_is_not_judged(tmp_path, keep_eval):
+    """The modes judged at a step are those of the modules whose model ran in it: the first
+    model, replaced by the one rebuilt from its checkpoint, keeps its Dropout in training mode
+    and no longer runs; read as the new model's, it made the healthy run's evaluation look
+    nondeterministic ("1 of 1 Dropout modules were in training mode during a EVAL step"). The
+    twin that resumes in eval mode is still caught."""
+    _resumed_from_a_checkpoint(tmp_path / "run", keep_eval)
+    rules = ["train_in_eval_mode", "nondeterministic_eval"]
+    found = {f.rule for f in mldbg.check(str(tmp_path / "run"), rules=rules)}
+    assert found == ({"train_in_eval_mode"} if keep_eval else set()), found

@@ -276,7 +276,12 @@ class StepStatistics:
         `world_size` > 1: a data-parallel job, with fingerprints at the fingerprint steps."""
         self.recorder = recorder
         self.replicated = world_size > 1
-        self._modules: list[tuple[str, list[tuple[nn.Module, list[nn.Parameter]]]]] = []
+        # a registered model's prefix -> its mode-dependent modules, by kind (`mode_modules`)
+        self._modules: dict[str, list[tuple[str, list[tuple[nn.Module, list[nn.Parameter]]]]]] = {}
+        # this statistics step's modes of the modules whose model ran a forward in it:
+        # kind -> module id -> `training` (the first forward's), and the model's own flag
+        self._mode_flags: dict[str, dict[int, bool]] = {}
+        self._root_flag: bool | None = None
         self._scaling: set[str] = set()  # the prefixes of the registered models that scale their inputs
         self._thawed: set[str] = (
             set()
@@ -308,7 +313,17 @@ class StepStatistics:
     def _step_end(self) -> None:
         """`gradient_cut/<name>` of the stepping optimizers' parameters whose gradient was cut
         in this step (`GradientFlow`), judged when the step ends: a trainer may run the
-        forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks."""
+        forward and backward inside `optimizer.step(closure)` (Lightning), after its hooks.
+        And the modes of the modules that ran (`module_training/<kind>`, `/model`)."""
+        flags, root, self._mode_flags, self._root_flag = self._mode_flags, self._root_flag, {}, None
+        for kind, of_modules in flags.items():
+            if of_modules:
+                tensor = torch.tensor(list(of_modules.values()), dtype=torch.uint8)
+                self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
+        if root is not None:
+            self.add_kinds(
+                "module_training/model", torch.tensor([root], dtype=torch.uint8), ("sum", "count"), ()
+            )
         held, self._held = self._held, None
         for params in self._step_params.values() if held is not None else ():
             pairs = [(name, p) for name, p, _ in params]
@@ -343,7 +358,7 @@ class StepStatistics:
         own input (`scales_inputs`: `inputs_scaled/<prefix>model` at statistics steps) and,
         unless not `gradients` (a compiled model: hooks on its layers would break its graph),
         where its parameters' gradients are cut (`GradientFlow`)."""
-        self._modules.extend((kind, members) for kind, members in mode_modules(model).items() if members)
+        self._modules[prefix] = [(kind, members) for kind, members in mode_modules(model).items() if members]
         if scales_inputs(model):
             self._scaling.add(prefix)
         self._frozen.watch(model)
@@ -383,19 +398,21 @@ class StepStatistics:
             self.add_kinds(f"{INPUTS_SCALED}{prefix}model", torch.ones(1, dtype=torch.uint8), ("sum",), ())
         if full:
             judged = False
-            for kind, members in self._modules:
-                # a module whose parameters (or its parent's) are all frozen may sit in eval mode
-                # on purpose (a frozen backbone, a linear probe): it is left out
-                flags = [m.training for m, ctx in members if any(p.requires_grad for p in ctx)]
-                if flags:
-                    judged = True
-                    tensor = torch.tensor(flags, dtype=torch.uint8)
-                    self.add_kinds(f"module_training/{kind}", tensor, ("sum", "count"), ())
-            if judged and root_training is not None:
+            # the modules of the model that runs, gathered over the step's forwards (a GAN's
+            # two models); a model registered once and no longer run (replaced by a rebuilt
+            # one when a run resumes from its checkpoint) is not judged by its stale modes
+            for kind, members in self._modules.get(prefix, ()):
+                flags = self._mode_flags.setdefault(kind, {})
+                for m, ctx in members:
+                    # a module whose parameters (or its parent's) are all frozen may sit in eval
+                    # mode on purpose (a frozen backbone, a linear probe): it is left out
+                    if any(p.requires_grad for p in ctx):
+                        judged = True
+                        flags.setdefault(id(m), m.training)
+            if judged and root_training is not None and self._root_flag is None:
                 # the model's own flag: a forgotten model.eval() turns it off, a part frozen on
                 # purpose (BatchNorm statistics in QAT, a detector's frozen BN) leaves it on
-                flag = torch.tensor([root_training], dtype=torch.uint8)
-                self.add_kinds("module_training/model", flag, ("sum", "count"), ())
+                self._root_flag = root_training
 
     def forward_inputs(self, args: tuple[object, ...], prefix: str = "") -> None:
         """The inputs of a registered model's recorded forward (`model_input_<i>`), at a
