@@ -245,6 +245,12 @@ def weight_shape(trial: TrialView, name: str, step: int) -> tuple[int, ...] | No
     return None if layout is None else tuple(int(n) for n in layout[1])
 
 
+def _kernels(trial: TrialView, step: int | None = None) -> list[str]:
+    """The weights (not biases) recorded in the run, or saved at `step`: those whose update's
+    size relative to theirs is judged (`blown_weight`, its screen, `fastest_update`)."""
+    return [n for n in trial.names("weights", step=step) if "bias" not in n.lower()]
+
+
 def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
     """(name, |update| / |weight|) of a weight (not a bias) that an update blew up at `step`
     (`BLOWN`), from its `delta_l2` and `l2` (saved, or from the raw weights); else None. After
@@ -252,9 +258,7 @@ def blown_weight(trial: TrialView, step: int) -> tuple[str, float] | None:
     effects, not the initialization's or a freeze's: the rules that judge them ask this."""
     if trial.mode(step) != Mode.TRAIN:
         return None
-    for name in trial.names("weights", step=step):
-        if "bias" in name.lower():
-            continue
+    for name in _kernels(trial, step):
         delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
         if not isinstance(delta, float) or not isinstance(size, float) or not math.isfinite(delta + size):
             continue
@@ -299,9 +303,7 @@ def _blowup_candidates(trial: TrialView, after: int, upto: int) -> list[int]:
     columns: a run of 10^6 steps whose weights are saved at 10^4 is screened in one pass per
     weight, not asked step by step."""
     found: set[int] = set()
-    for name in trial.names("weights"):
-        if "bias" in name.lower():
-            continue
+    for name in _kernels(trial):
         cols = trial.columns.tensor(name)
         if cols is None or not len(cols.steps):
             continue
@@ -426,9 +428,7 @@ def fastest_update(trial: TrialView, step: int) -> float | None:
     `step` (`delta_l2` / `l2`); None when none was. The largest, not the median: behind the
     zero-initialized gates of a small ResNet, most weights may be the ones left behind."""
     ratios = []
-    for name in trial.names("weights", step=step):
-        if "bias" in name.lower():
-            continue
+    for name in _kernels(trial, step):
         delta, size = trial.statistic(name, step, "delta_l2"), trial.statistic(name, step, "l2")
         if isinstance(delta, float) and isinstance(size, float) and math.isfinite(delta) and size > 0:
             ratios.append(delta / size)
