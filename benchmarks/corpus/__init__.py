@@ -53,6 +53,7 @@ BLIND15 = "blind15"  # the sixteenth, written after `blind14` had been measured,
 BLIND16 = "blind16"  # the seventeenth, written after `blind15` had been measured, with its fixes in
 BLIND17 = "blind17"  # the eighteenth, written after `blind16` had been measured
 BLIND18 = "blind18"  # the nineteenth, written after `blind17` had been measured
+BLIND19 = "blind19"  # the twentieth, written after `blind18` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -73,6 +74,7 @@ LATER = (
     BLIND16,
     BLIND17,
     BLIND18,
+    BLIND19,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
