@@ -54,6 +54,7 @@ BLIND16 = "blind16"  # the seventeenth, written after `blind15` had been measure
 BLIND17 = "blind17"  # the eighteenth, written after `blind16` had been measured
 BLIND18 = "blind18"  # the nineteenth, written after `blind17` had been measured
 BLIND19 = "blind19"  # the twentieth, written after `blind18` had been measured, with its fixes in
+BLIND20 = "blind20"  # the twenty-first, written while `blind19` was measured
 LATER = (
     FRESH,
     BLIND,
@@ -75,6 +76,7 @@ LATER = (
     BLIND17,
     BLIND18,
     BLIND19,
+    BLIND20,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
