@@ -157,3 +157,73 @@ def test_fires_on_a_discriminator_frozen_for_good_that_adam_keeps_moving(tmp_pat
     found = mldbg.check(str(tmp_path / "run"), rules=["frozen_layer_updated"])
     assert found and any(t.startswith("D.") for t in found[0].tensors), [str(f) for f in found]
     assert found[0].step >= 10, found[0]
+
+
+def _merged_adapter_run(path, hold_frozen: bool) -> None:
+    """ReLoRA's recipe, tiny: a Linear frozen after a warm-up, a rank-2 adapter beside it trained
+    by its own AdamW and merged into the frozen weight every 10 steps (then re-initialized).
+    `hold_frozen`: the first optimizer, SGD with momentum over every parameter, goes on, with
+    gradients zeroed rather than set to None, so its momentum keeps moving the frozen base."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+
+    class Adapted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.base = nn.Linear(8, 8)
+            self.a = nn.Parameter(torch.randn(2, 8) * 0.1)
+            self.b = nn.Parameter(torch.zeros(8, 2))
+            self.head = nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.base(x) + x @ self.a.t() @ self.b.t()))
+
+    model = Adapted()
+    x, y = torch.randn(256, 8), torch.randn(256, 1)
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        for step in range(60):
+            if step == 5:
+                model.base.requires_grad_(False)
+                if not hold_frozen:  # the optimizer rebuilt from the trainable parameters only
+                    opt = torch.optim.AdamW([model.a, model.b, *model.head.parameters()], 1e-2)
+            if step > 5 and step % 10 == 0 and not hold_frozen:
+                with torch.no_grad():  # merge and restart
+                    model.base.weight += model.b @ model.a
+                    model.b.zero_()
+                    model.a.normal_(0, 0.1)
+            b = torch.randint(0, 256, (32,))
+            loss = ((model(x[b]) - y[b]) ** 2).mean()
+            opt.zero_grad(set_to_none=not hold_frozen)
+            loss.backward()
+            opt.step()
+
+
+def test_a_frozen_base_the_script_merges_adapters_into_is_not_a_frozen_layer_updated(tmp_path):
+    """No optimizer holds the frozen base (`optimizer_frozen/model` is 0 at every statistics
+    step): its changes at the merges are the script's own writes. The twin whose SGD holds the
+    frozen base and keeps its momentum is reported."""
+    quiet, moved = str(tmp_path / "merge"), str(tmp_path / "held")
+    _merged_adapter_run(quiet, hold_frozen=False)
+    _merged_adapter_run(moved, hold_frozen=True)
+    for path in (quiet, moved):  # both reference and fast path
+        for columns in (True, False):
+            from mldbg.rules.runner import RuleRunner
+
+            runner = RuleRunner(path, rules=["frozen_layer_updated"], columns=columns)
+            found = runner.run_available() + runner.finish()
+            if path == quiet:
+                assert not found, found
+            else:
+                assert found and "base.weight" in found[0].tensors, found
+    t = mldbg.create_trial(quiet)
+    held = [
+        t.tensor("optimizer_frozen/model").reduction_value(s, "sum")
+        for s in t.tensor("optimizer_frozen/model").steps()
+    ]
+    assert held and max(held) == 0.0, held

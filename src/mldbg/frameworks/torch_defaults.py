@@ -41,6 +41,9 @@ Per tensor (names as in API.md), at statistics steps:
   frozen on purpose leaves the model in training mode, a forgotten `model.eval()` does not);
 - `optimizer_step` (`sum` 1) at an EVAL or PREDICT step in which an optimizer of the model
   stepped: the hook follows `model.training`, so training left in `model.eval()` shows there;
+- `optimizer_frozen/model` (`sum`) at TRAIN statistics steps where an optimizer stepped: how
+  many frozen parameters of the models that ran the stepping optimizers hold (0: none, so no
+  optimizer can move a frozen one: `frozen_layer_updated`);
 - `frozen_held/<param>` (`sum`: a code) at TRAIN statistics steps, for a frozen parameter the
   stepping optimizer holds with evidence that it was meant to train (`torch_frozen`,
   `frozen_parameter_in_optimizer`); `module_training/functional`: the `training` flags of the
@@ -325,6 +328,14 @@ class StepStatistics:
                 "module_training/model", torch.tensor([root], dtype=torch.uint8), ("sum", "count"), ()
             )
         held, self._held = self._held, None
+        if held is not None and self._step_params:  # frozen_layer_updated
+            frozen = sum(
+                1
+                for ps in self._step_params.values()
+                for _, p, _ in ps
+                if not p.requires_grad and id(p) in held
+            )
+            self.add_kinds("optimizer_frozen/model", torch.tensor([frozen], dtype=torch.int32), ("sum",), ())
         for params in self._step_params.values() if held is not None else ():
             pairs = [(name, p) for name, p, _ in params]
             for name, code in self._flow.cut(pairs, held) if self._flow.attached else ():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,8 @@ from mldbg.rules.columns import Over, quiet_prefix
 from mldbg.rules.select import as_list, short_list
 from mldbg.rules.updates import blown_weight
 from mldbg.rules.view import TrialView
+
+HELD = "optimizer_frozen/model"  # the frozen parameters the stepping optimizers hold (PyTorch hook)
 
 
 @register
@@ -26,8 +29,12 @@ class FrozenLayerUpdated(Rule):
     `tensor_regex` (for a freeze that did not take: `model.backbone.requires_grad = False`
     sets an attribute and freezes nothing). Classic causes: freezing in the middle of training
     while the optimizer keeps its momentum (SGD momentum, Adam moments) and the gradients are
-    zeroed rather than set to None, so the frozen weights keep moving; weight decay or an EMA
-    applied to every parameter; a parameter left in the optimizer.
+    zeroed rather than set to None, so the frozen weights keep moving; weight decay applied to
+    every parameter; a parameter left in the optimizer. Each is an optimizer moving a frozen
+    parameter it holds: where the PyTorch hook saw the stepping optimizers hold no frozen
+    parameter at the step (`optimizer_frozen/model` is 0), a parameter frozen by its flag that
+    changed was written by the script itself on purpose (ReLoRA merging its adapters into the frozen base,
+    an EMA teacher, a pruning mask), and it is not reported.
 
     The change is `delta_l2` (|w - w_prev|, from the hook, or computed from raw weights) between
     two saved training steps with the parameter frozen at both and, by the hook's flag, at
@@ -87,6 +94,7 @@ class FrozenLayerUpdated(Rule):
         n = len(steps)
         interesting = np.zeros(n, dtype=bool)
         known_of: list[tuple[str, np.ndarray, np.ndarray]] = []
+        unheld = self._unheld(Over(trial, HELD, steps).stat("sum"))
         for name in trial.names(("weights", "biases")):
             over = Over(trial, name, steps)
             declared = any(p.search(name) for p in self._patterns)
@@ -114,7 +122,7 @@ class FrozenLayerUpdated(Rule):
                     still = np.isfinite(delta) & (delta <= self.atol + self.rtol * scale)
                 if self.rtol != 0.0:
                     still &= np.isfinite(size)  # l2 from the raw tensor otherwise: check()'s
-                interesting |= judged & ~still
+                interesting |= judged & ~still & (declared | ~unheld)
             known_of.append((name, known, frozen))
         k = quiet_prefix(interesting)
         for name, known, frozen in known_of:
@@ -130,6 +138,7 @@ class FrozenLayerUpdated(Rule):
             self._patterns = [re.compile(r) for r in as_list(self.tensor_regex)]
         mode_step = trial.mode_step(step)
         moved: list[tuple[str, float, float]] = []
+        unheld = self._unheld(trial.saved_statistic(HELD, step, "sum"))
         self._gradients_here = None  # the gradients saved at this step, read once when needed
         for name in trial.names(("weights", "biases"), step=step):
             declared = any(p.search(name) for p in self._patterns)
@@ -150,7 +159,7 @@ class FrozenLayerUpdated(Rule):
             if not isinstance(delta, float) or not math.isfinite(delta):
                 continue
             scale = size if isinstance(size, float) and math.isfinite(size) else 0.0
-            if delta > self.atol + self.rtol * scale:
+            if delta > self.atol + self.rtol * scale and (declared or not unheld):
                 moved.append((name, delta, scale))
         moved = [m for m in moved if self.first(m[0])]
         if not moved:
@@ -174,6 +183,13 @@ class FrozenLayerUpdated(Rule):
             "move them even with zero gradients; zero gradients with optimizer.zero_grad(set_to_none=True); "
             "freeze with p.requires_grad_(False) on each parameter, not an attribute on the module.",
         )  # fmt: skip
+
+    @staticmethod
+    def _unheld(count: Any) -> Any:
+        """Whether the hook saw the stepping optimizers hold no frozen parameter (`HELD` is 0;
+        an array of counts gives a mask): a parameter frozen by its flag that changed then was
+        written by the script itself, as ReLoRA merges its adapters, not moved by an optimizer."""
+        return np.asarray(count, dtype=np.float64) == 0.0 if count is not None else np.False_
 
     def _trained_here(self, trial: TrialView, name: str, step: int) -> bool:
         """Whether the hook saved the parameter's gradient at `step`: it saves one at the
