@@ -20,12 +20,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mldbg.config import Mode
+
 if TYPE_CHECKING:
     from mldbg.rules.view import TrialView
 
 MAX_FLOAT_CLASSES = 32  # integer-valued float targets with more distinct values: a regression
 MAX_IDS = 1 << 16  # class ids counted one by one; larger ids go to the outside bucket
 MAX_CONFUSION = 1024  # classes above which no confusion matrix is counted from raw tensors
+PRIOR_STEPS = 200  # saved training steps of the labels read for their class distribution (`class_prior`)
+PRIOR_LABELS = 100  # labels it needs counted
 
 
 @dataclass
@@ -237,3 +241,30 @@ class ConfusionWindow:
         while self.total - self.sums[0] >= size:
             self.matrix -= self.steps.popleft()
             self.total -= self.sums.popleft()
+
+
+def class_prior(view: TrialView, labels: str) -> tuple[float, int, int] | None:
+    """(the entropy in nats of the class distribution of `labels` over its saved training
+    steps, the classes seen, the labels counted): the cross-entropy of predicting each class at
+    its frequency. Read at up to `PRIOR_STEPS` of those steps, evenly spread; None without
+    class counts there, with fewer than `PRIOR_LABELS` labels or one class."""
+    cols = view.columns.tensor(labels)
+    if cols is None or not len(cols.steps):
+        return None
+    modes, _ = view.columns.modes(cols.steps)
+    steps = cols.steps[modes == int(Mode.TRAIN)]
+    if len(steps) > PRIOR_STEPS:
+        steps = steps[np.linspace(0, len(steps) - 1, PRIOR_STEPS).astype(int)]
+    total: np.ndarray | None = None
+    for step in steps.tolist():
+        got = view.class_statistics(labels, None, step)
+        if got is None:
+            continue
+        counts = np.asarray(got.labels[:-1], dtype=np.float64)  # the last: ids outside the classes
+        if total is not None and len(counts) != len(total):
+            return None
+        total = counts if total is None else total + counts
+    if total is None or total.sum() < PRIOR_LABELS or np.count_nonzero(total) < 2:
+        return None
+    p = total[total > 0] / total.sum()
+    return float(-(p * np.log(p)).sum()), int(np.count_nonzero(total)), int(total.sum())

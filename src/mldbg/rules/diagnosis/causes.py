@@ -50,7 +50,7 @@ RELIABILITY: dict[str, float] = {
     "saturated_activation": 0.75, "duplicate_batches": 0.75, "vanishing_gradient": 0.7,
     "weight_update_ratio": 0.7, "class_imbalance": 0.7, "train_eval_discrepancy": 0.7,
     "router_collapse": 0.7, "all_zero": 0.65, "loss_change_point": 0.65, "logit_growth": 0.65,
-    "label_confusion": 0.65, "train_label_noise": 0.75, "loss_at_base_rates": 0.75, "frozen_layer_updated": 0.65, "poor_weight_initialization": 0.6,
+    "label_confusion": 0.65, "train_label_noise": 0.75, "loss_at_base_rates": 0.75, "loss_at_class_prior": 0.75, "frozen_layer_updated": 0.65, "poor_weight_initialization": 0.6,
     "underfitting": 0.6, "loss_spike": 0.6, "tensor_variance": 0.6, "nlp_sequence_ratio": 0.6,
     "softmax_before_cross_entropy": 0.95, "labels_not_shifted": 0.9, "labels_shifted_twice": 0.9,
     "padding_in_loss": 0.8, "missing_causal_mask": 0.75,
@@ -458,7 +458,13 @@ CAUSES: tuple[Cause, ...] = (
         "the label mapping (class ids swapped in part of the data) and that inputs and labels stay "
         "paired through shuffling and augmentation; fix or drop mislabelled examples (cleanlab "
         "finds them).",
-        evidence=("train_label_noise", "loss_at_base_rates", "label_confusion", "confusion"),
+        evidence=(
+            "train_label_noise",
+            "loss_at_base_rates",
+            "loss_at_class_prior",
+            "label_confusion",
+            "confusion",
+        ),
         explains=("overfit", "overtraining", "loss_not_decreasing", "underfitting"),
         signal=_learned_the_prior,
     ),

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from mldbg.config import Mode
+from mldbg.rules.labels import class_prior
 
 EARLY = 20  # saved training steps that count as the start of training
 MAX_LOSSES = 4  # loss tensors looked at
@@ -327,7 +328,6 @@ def _blowup(trial: Any) -> Fact | None:
 # after a start at least PRIOR_DROP above it (the model learned the prior: updates work)
 PRIOR_TOLERANCE = 0.03
 PRIOR_DROP = 0.15
-MAX_LABEL_STEPS = 200  # statistics steps of the labels read for their class distribution
 
 
 def _label_entropy(trial: Any, names: list[str]) -> tuple[str, float, int] | None:
@@ -338,25 +338,10 @@ def _label_entropy(trial: Any, names: list[str]) -> tuple[str, float, int] | Non
     from mldbg.rules.view import TrialView
 
     try:
-        view = TrialView(trial)
-        steps = trial.tensor(names[0]).steps(mode=Mode.TRAIN)
-        if len(steps) > MAX_LABEL_STEPS:
-            steps = [steps[i] for i in np.linspace(0, len(steps) - 1, MAX_LABEL_STEPS).astype(int)]
-        total = None
-        for step in steps:
-            got = view.class_statistics(names[0], None, step)
-            if got is None:
-                continue
-            c = np.asarray(got.labels[:-1], dtype=np.float64)
-            if total is not None and len(c) != len(total):
-                return None
-            total = c if total is None else total + c
+        prior = class_prior(TrialView(trial), names[0])
     except Exception:
         return None
-    if total is None or total.sum() < 100 or np.count_nonzero(total) < 2:
-        return None
-    p = total[total > 0] / total.sum()
-    return names[0], float(-(p * np.log(p)).sum()), int(np.count_nonzero(total))
+    return None if prior is None else (names[0], prior[0], prior[1])
 
 
 def _at_prior(name: str, series: tuple[list[int], np.ndarray], labels: tuple[str, float, int]) -> Fact | None:

@@ -1,0 +1,94 @@
+"""loss_at_class_prior: a classifier trained on labels shuffled apart from its inputs fires, with
+the diagnosis `labels_misaligned`, whether its classes are balanced (the loss starts at their
+entropy and stays) or not (it falls to it); its healthy twins stay quiet, and so does the
+shuffled run still under way (it is judged once the run has finished). Real tiny trainings
+recorded with the two lines of the README (`Hook(out_dir)`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+from torch import nn
+
+import mldbg
+import mldbg.torch
+from mldbg.rules.runner import RuleRunner
+from tests.rules.conftest import live_findings
+
+RULE = ["loss_at_class_prior"]
+
+
+def _prior(finding) -> float:
+    """The class entropy a finding names (from the labels counted at statistics steps)."""
+    return float(re.search(r"at its frequency is ([0-9.]+) nats", finding.message).group(1))
+
+
+def classifier(
+    out_dir, *, shuffle: bool, rates: list[float] | None = None, steps: int = 150, seed: int = 0
+) -> float:
+    """A ReLU MLP on 16 features and 5 classes drawn from a fixed linear teacher (`rates`: the
+    classes' shares, by the teacher's score's quantiles; balanced by default), SGD with
+    momentum, 10,000 samples in batches of 50 (200 steps an epoch: the run sees each sample
+    once at most, too few times to memorize one); `shuffle`: the labels permuted apart from
+    their rows. Returns the entropy of the labels' distribution."""
+    torch.manual_seed(seed)
+    n, d, k = 10_000, 16, 5
+    x = torch.randn(n, d)
+    score = x @ torch.randn(d)
+    cuts = torch.tensor(rates or [1 / k] * k).cumsum(0)[:-1]
+    y = torch.bucketize(score, torch.quantile(score, cuts))
+    if shuffle:
+        y = y[torch.randperm(n)]
+    model = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, k))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(out_dir)) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(steps):
+            i = torch.arange(step * 50, step * 50 + 50) % n
+            loss = loss_fn(model(x[i]), y[i])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    p = torch.bincount(y, minlength=k).double() / n
+    return float(-(p[p > 0] * p[p > 0].log()).sum())
+
+
+def test_fires_on_shuffled_balanced_labels(tmp_path):
+    h = classifier(tmp_path / "run", shuffle=True)
+    found = mldbg.check(str(tmp_path / "run"), rules=RULE)
+    assert len(found) == 1, found
+    f = found[0]
+    assert f.tensors[0] == "CrossEntropyLoss_output_0" and abs(_prior(f) - h) < 0.02 * h, f
+    assert abs(h - math.log(5)) < 0.01  # balanced: the loss starts at the prior and stays
+    assert [d.cause for d in mldbg.diagnose(str(tmp_path / "run"))] == ["labels_misaligned"]
+
+
+def test_fires_on_shuffled_imbalanced_labels_whose_loss_falls_to_the_prior(tmp_path):
+    h = classifier(tmp_path / "run", shuffle=True, rates=[0.6, 0.2, 0.1, 0.05, 0.05])
+    found = mldbg.check(str(tmp_path / "run"), rules=RULE)
+    assert found and abs(_prior(found[0]) - h) < 0.02 * h, found
+    assert h < math.log(5) - 0.3  # far below the untrained model's log 5: the loss fell to it
+
+
+def test_quiet_on_the_healthy_twins(tmp_path):
+    for k, rates in enumerate((None, [0.6, 0.2, 0.1, 0.05, 0.05])):
+        path = tmp_path / f"run{k}"
+        classifier(path, shuffle=False, rates=rates)
+        assert not mldbg.check(str(path), rules=RULE)
+
+
+def test_judged_only_once_the_run_has_finished(tmp_path):
+    classifier(tmp_path / "run", shuffle=True)
+    assert not live_findings(tmp_path / "run", RULE, tmp_path)
+    runner = RuleRunner(str(tmp_path / "run"), rules=RULE)
+    assert not runner.run_available()
+    assert runner.finish()
+
+
+def test_too_short_a_run_is_not_judged(tmp_path):
+    classifier(tmp_path / "run", shuffle=True, steps=15)
+    assert not mldbg.check(str(tmp_path / "run"), rules=RULE)
