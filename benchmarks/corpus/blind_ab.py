@@ -41,9 +41,8 @@ from dissolved-gas analysis (gas ratios and Duval shares, `multi:softmax`, row a
 column subsampling); Lightning (`mldbg.lightning.DebuggerCallback`): DistMult knowledge-graph
 completion with 1-vs-all scoring, label smoothing, an N3 regularizer and Adagrad, a filtered MRR
 in `validation_step`; Hugging Face `Trainer` (`mldbg.transformers.DebuggerCallback`): protein
-fitness regression with a tiny random `EsmForSequenceClassification` (`problem_type=
-"regression"`, rotary positions) on a deep-mutational-scan-style landscape, the `polynomial`
-schedule with warm-up.
+property regression (hydropathy and charge) with a tiny random `EsmForSequenceClassification`
+(`problem_type="regression"`, rotary positions), the `polynomial` schedule with warm-up.
 
 Ten buggy twins, one of each bug of `BUGS`, injected the way the mistake appears in that kind of
 script: the Darcy surrogate's `learning_rate: 0.1` for 0.001 (lr_x100); the JAX UDE's gradient
@@ -1108,8 +1107,8 @@ def flax_cloud_mask_unet_lamb(
     """Cloud masking of 4-band satellite tiles (24 x 24, uint8 digital numbers) with a small Flax
     Linen U-Net (3 x 3 Conv + relu pairs, one down- and one up-sampling, a skip connection),
     the sum of `optax.sigmoid_binary_cross_entropy` and a soft Dice loss, `optax.lamb` with a
-    `warmup_cosine_decay_schedule` (peak 5e-3, 30 warm-up steps), batch 16, bands scaled to
-    [0, 1] by `/ 255.0`; IoU on held-out tiles."""
+    `warmup_cosine_decay_schedule` (peak 2e-2, 30 warm-up steps), batch 16, bands scaled to
+    [0, 1] by `/ 255.0` then standardized with per-band constants; IoU on held-out tiles."""
     import flax.linen as fnn
     import jax
     import jax.numpy as jnp
@@ -1119,9 +1118,12 @@ def flax_cloud_mask_unet_lamb(
 
     rng = np.random.default_rng(seed + 19)
     imgs, masks = _cloud_tiles(rng, 800, 24)
+    mean = np.array([0.37, 0.42, 0.40, 0.55], dtype="float32")  # per-band statistics on [0, 1]
+    std = np.array([0.25, 0.23, 0.26, 0.27], dtype="float32")
     x = imgs.astype("float32")
     if bug != "inputs_x255":  # bug: the digital numbers cast to float without the / 255.0
         x = x / 255.0
+    x = (x - mean) / std
     y = masks[..., None]
 
     class CloudUNet(fnn.Module):
@@ -1140,7 +1142,7 @@ def flax_cloud_mask_unet_lamb(
 
     model = CloudUNet()
     params = model.init(jax.random.PRNGKey(seed), x[:2])["params"]
-    schedule = optax.warmup_cosine_decay_schedule(0.0, 5e-3, 30, steps, end_value=1e-4)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 2e-2, 30, steps, end_value=1e-4)
     tx = optax.lamb(schedule, weight_decay=1e-4)
     opt_state = tx.init(params)
 
@@ -1409,32 +1411,50 @@ class _Examples(Dataset):
         return {k: v[i] for k, v in self.columns.items()}
 
 
-def hf_esm_protein_fitness_regression(path: str, seed: int = 0) -> list[float]:
-    """Protein fitness regression (a deep-mutational-scan-style landscape) with the Hugging Face
-    `Trainer` on a tiny random `EsmForSequenceClassification` (`num_labels=1`,
-    `problem_type="regression"`, 2 layers, hidden 64, rotary positions, no download): variants of
-    a 40-residue wild type with 1-4 substitutions, fitness from additive site effects plus a few
-    epistatic pairs, standardized; ESM's token ids (`<cls>` ... `<eos>`); lr 5e-4,
-    `lr_scheduler_type="polynomial"` with 18 warm-up steps (10%), `adam_beta2=0.98`, weight decay 0.01,
-    batch 32, 4 epochs, an evaluation per epoch."""
+def hf_esm_protein_hydropathy_regression(path: str, seed: int = 0) -> list[float]:
+    """Protein property regression with the Hugging Face `Trainer` on a tiny random
+    `EsmForSequenceClassification` (`num_labels=1`, `problem_type="regression"`, 2 layers, hidden
+    64, rotary positions, no download): random sequences of 32 residues drawn with a per-sequence
+    composition bias, the target their GRAVY hydropathy (the Kyte-Doolittle mean) plus a net-charge
+    term, standardized, with noise; ESM's token ids (`<cls>` ... `<eos>`); lr 1e-3,
+    `lr_scheduler_type="polynomial"` with 18 warm-up steps (10%), `adam_beta2=0.98`, weight decay
+    0.01, batch 32, 4 epochs, an evaluation per epoch."""
     from transformers import EsmConfig, EsmForSequenceClassification
 
-    g = _seed(seed)
+    _seed(seed)
     rng = np.random.default_rng(seed + 47)
-    length, n = 40, 1600
-    wild = rng.integers(0, 20, length)
-    site = rng.normal(0, 1, (length, 20))
-    site[np.arange(length), wild] = 0.0
-    pairs = [(tuple(rng.choice(length, 2, replace=False)), rng.normal(0, 2)) for _ in range(15)]
-    seqs = np.tile(wild, (n, 1))
-    fitness = np.zeros(n)
-    for i in range(n):
-        pos = rng.choice(length, rng.integers(1, 5), replace=False)
-        seqs[i, pos] = rng.integers(0, 20, len(pos))
-        mutated = seqs[i] != wild
-        fitness[i] = site[np.arange(length), seqs[i]].sum()
-        fitness[i] += sum(w for (a, b), w in pairs if mutated[a] and mutated[b])
-    fitness = (fitness - fitness.mean()) / fitness.std() + rng.normal(0, 0.1, n)
+    length, n = 32, 1600
+    # Kyte-Doolittle hydropathy in ESM's order L A G V S E R T I D P K Q N F Y M H W C
+    kd = np.array(
+        [
+            3.8,
+            1.8,
+            -0.4,
+            4.2,
+            -0.8,
+            -3.5,
+            -4.5,
+            -0.7,
+            4.5,
+            -3.5,
+            -1.6,
+            -3.9,
+            -3.5,
+            -3.5,
+            2.8,
+            -1.3,
+            1.9,
+            -3.2,
+            -0.9,
+            2.5,
+        ]
+    )
+    charge = np.zeros(20)
+    charge[[6, 11]], charge[[5, 9]] = 1.0, -1.0
+    bias = rng.dirichlet(np.ones(20) * 0.5, n)
+    seqs = np.stack([rng.choice(20, length, p=p) for p in bias])
+    target = kd[seqs].mean(1) + 2.0 * np.abs(charge[seqs].mean(1))
+    fitness = (target - target.mean()) / target.std() + rng.normal(0, 0.1, n)
     ids = torch.cat(
         [torch.zeros(n, 1, dtype=torch.long), torch.from_numpy(seqs + 4), torch.full((n, 1), 2)], 1
     )
@@ -1446,14 +1466,13 @@ def hf_esm_protein_fitness_regression(path: str, seed: int = 0) -> list[float]:
     )  # fmt: skip
     torch.manual_seed(seed)
     model = EsmForSequenceClassification(config)
-    del g
     from transformers import PrinterCallback, Trainer, TrainingArguments
 
     from mldbg.transformers import DebuggerCallback
 
     args = TrainingArguments(
         output_dir=os.path.join(path, "trainer"), logging_steps=1, report_to=[], use_cpu=True, disable_tqdm=True,
-        dataloader_num_workers=0, seed=seed, save_strategy="no", eval_strategy="epoch", learning_rate=5e-4,
+        dataloader_num_workers=0, seed=seed, save_strategy="no", eval_strategy="epoch", learning_rate=1e-3,
         lr_scheduler_type="polynomial", warmup_steps=18, adam_beta2=0.98, weight_decay=0.01,
         per_device_train_batch_size=32, per_device_eval_batch_size=64, num_train_epochs=4,
     )  # fmt: skip
@@ -1555,8 +1574,8 @@ if installed("lightning"):
 if installed("transformers"):
     PIPELINES += [
         healthy(
-            "hf_esm_protein_fitness_regression",
+            "hf_esm_protein_property_regression",
             "HF Trainer ESM protein regression",
-            hf_esm_protein_fitness_regression,
+            hf_esm_protein_hydropathy_regression,
         )
     ]
