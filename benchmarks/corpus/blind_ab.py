@@ -544,7 +544,7 @@ def mri_unrolled_kspace_reconstruction(
 ) -> list[float]:
     """Accelerated MRI reconstruction with an unrolled network (MoDL / fastMRI-baseline shape):
     32 x 32 ellipse phantoms, Cartesian k-space undersampled 3x (the 6 central lines kept, the
-    others drawn per batch), the zero-filled image in, 3 unrolled denoiser + data-consistency
+    others drawn per image), the zero-filled image in, 3 unrolled denoiser + data-consistency
     iterations, the L1 loss on the magnitude (fastMRI's), RMSprop 1e-3 with `CosineAnnealingLR`,
     batch 8, a validation PSNR under `model.eval()` each epoch."""
     g = _seed(seed)
@@ -596,7 +596,7 @@ def hyperspectral_absorbance_spectral_cnn(
     path: str, epochs: int = 10, seed: int = 0, bug: str | None = None
 ) -> list[float]:
     """Pixel classification of hyperspectral reflectance spectra (100 bands, 7 land-cover classes
-    from mixtures of smooth endmember spectra, two water-absorption bands near zero reflectance):
+    from mixtures of smooth endmember spectra, three absorption bands near zero reflectance):
     spectra turned into absorbance `-log10(R)` with reflectance clipped at 1e-3, standardized per
     band, a 1-D spectral CNN (Hu et al. 2015 shape: conv, max-pool, two dense layers), SGD
     momentum 0.9 lr 0.05 with `CosineAnnealingWarmRestarts(T_0=3 epochs)` per batch, label
@@ -994,7 +994,7 @@ def jax_ude_lotka_volterra_rk4(
     """A universal differential equation in plain JAX (the SciML "missing physics" example): the
     Lotka-Volterra prey-predator system with its known linear terms kept and the interaction terms
     learned by a small tanh MLP; trajectories integrated by RK4 in `lax.scan`, the MSE against
-    noisy observed trajectories from 32 initial conditions; each step's gradient accumulated over
+    noisy observed trajectories from 64 initial conditions, 32 a step; each step's gradient accumulated over
     two micro-batches of 16 (`jax.tree.map`), then `optax.adam` on an `optax.cosine_decay_schedule`
     from 1e-2, all jitted."""
     import jax
