@@ -55,6 +55,7 @@ BLIND17 = "blind17"  # the eighteenth, written after `blind16` had been measured
 BLIND18 = "blind18"  # the nineteenth, written after `blind17` had been measured
 BLIND19 = "blind19"  # the twentieth, written after `blind18` had been measured, with its fixes in
 BLIND20 = "blind20"  # the twenty-first, written while `blind19` was measured
+BLIND21 = "blind21"  # the twenty-second, written while `blind20` was measured
 LATER = (
     FRESH,
     BLIND,
@@ -77,6 +78,7 @@ LATER = (
     BLIND18,
     BLIND19,
     BLIND20,
+    BLIND21,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
