@@ -108,3 +108,53 @@ def test_names_never_collide(tmp_path):
     assert len(names) == len(set(names))
     assert "Discriminator.fc1.weight" in names and "Discriminator_2.fc1.weight" in names
     assert "head.weight" in names and "0.weight" in names
+
+
+def _critic_then_generator(out, iterations: int, n_critic: int) -> int:
+    """WGAN's loop: `n_critic` critic updates on fresh fakes, then one generator update.
+    Returns the training steps recorded."""
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    critic = Discriminator()
+    opt_g = torch.optim.RMSprop(generator.parameters(), lr=5e-4)
+    opt_c = torch.optim.RMSprop(critic.parameters(), lr=5e-4)
+    with Hook(out) as hook:
+        hook.register_module(generator)
+        hook.register_module(critic, name="critic")
+        for _ in range(iterations):
+            for _ in range(n_critic):
+                opt_c.zero_grad()
+                fake = generator(torch.randn(32, 4)).detach()
+                (critic(fake).mean() - critic(torch.randn(32, 2)).mean()).backward()
+                opt_c.step()
+            opt_g.zero_grad()
+            (-critic(generator(torch.randn(32, 4))).mean()).backward()
+            opt_g.step()
+    return len(mldbg.create_trial(str(out)).steps(mode=Mode.TRAIN))
+
+
+def test_a_critic_updated_five_times_a_generator_update_is_one_step(tmp_path):
+    assert _critic_then_generator(tmp_path / "run", iterations=12, n_critic=5) == 12
+
+
+def test_each_fold_of_a_k_fold_loop_is_recorded(tmp_path):
+    """k-fold cross-validation in one run: a fresh model and optimizer per fold, each
+    registered; the previous fold's model is never updated again. Before, every step after the
+    first fold waited for that model's update and none ended: one fold was recorded. Now a
+    model that ran no forward while another was updated twice is no longer waited for (the
+    fold's first two iterations share a step)."""
+    loss_fn = nn.CrossEntropyLoss()
+    with Hook(str(tmp_path / "run")) as hook:
+        hook.register_loss(loss_fn)
+        for _ in range(3):
+            model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+            hook.register_module(model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(30):
+                loss = loss_fn(model(torch.randn(8, 4)), torch.randint(0, 3, (8,)))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.steps(mode=Mode.TRAIN)) == 88  # 90 iterations, 2 fold starts sharing a step
+    assert len(trial.tensor("CrossEntropyLoss_output_0").steps()) == 88

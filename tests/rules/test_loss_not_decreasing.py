@@ -581,3 +581,61 @@ def test_a_rise_the_finished_run_came_back_from_is_no_rise_of_it(tmp_path):
     assert [f.rule for f in live_findings(path, rule, tmp_path)] == rule
     found = mldbg.check(_write_losses(tmp_path / "held", held), rules=rule)
     assert [f.rule for f in found] == rule and found[0].step < 2000 and "rose by" in found[0].message
+
+
+def kfold(path, folds: int = 3, steps: int = 400, collapse: bool = False) -> list[float]:
+    """k-fold cross-validation in one run, as notebooks write it: a fresh MLP and Adam per fold,
+    trained on that fold's split of a 5-class problem whose later folds hold more label noise
+    (each fold ends higher than the one before: 0%, 20%, 40% of its labels drawn at random).
+    `collapse`: the second fold's model is trained at lr 3.0 and falls to predicting one class
+    for the rest of the run (its loss back at log 5 and above, never falling again)."""
+    import torch
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    n, d, k = 3000, 12, 5
+    x = torch.randn(n, d)
+    y = (x @ torch.randn(d, k)).argmax(1)
+    losses: list[float] = []
+    loss_fn = nn.CrossEntropyLoss()
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_loss(loss_fn)
+        for fold in range(folds):
+            labels = y.clone()
+            noisy = torch.rand(n) < 0.2 * fold
+            labels[noisy] = torch.randint(0, k, (int(noisy.sum()),))
+            model = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, k))
+            hook.register_module(model)
+            lr = 3.0 if collapse and fold >= 1 else 3e-3
+            opt = torch.optim.Adam(model.parameters(), lr=lr)
+            for _ in range(steps):
+                i = torch.randint(0, n, (64,))
+                loss = loss_fn(model(x[i]), labels[i])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+    return losses
+
+
+def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch):
+    """Each fold starts over at log 5 and falls again (`losses.restarts`): the third fold, on
+    noisier labels, ends far above the first fold's best, and is judged on its own. Read as one
+    phase, the same run rose. A fold whose model collapses to chance and stays there does not
+    fall again: no restart."""
+    import numpy as np
+
+    import mldbg.rules.losses as losses
+
+    x = np.asarray(kfold(tmp_path / "kfold"))
+    assert np.median(x[-100:]) > 1.3 * np.median(x[300:400])  # later folds end higher
+    assert len(losses.restarts(x)) == 2
+    assert not mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
+    monkeypatch.setattr(losses, "restarts", lambda values: [])
+    found = mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
+    assert [f.rule for f in found] == ["loss_not_decreasing"] and "rose by" in found[0].message, found
+    monkeypatch.undo()
+    collapsed = np.asarray(kfold(tmp_path / "collapse", collapse=True))
+    assert losses.restarts(collapsed) == [] and np.median(collapsed[-200:]) > np.median(collapsed[:5])

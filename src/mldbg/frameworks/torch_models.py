@@ -73,6 +73,7 @@ class RegisteredModel:
     running: bool = False  # inside its forward: the layers' hooks act only then
     sentinel: nn.Parameter | None = None
     trained: bool = False  # an optimizer updates it: a TRAIN step ends once every such model is updated
+    waits: int = 0  # updates of the other models since its own last one (`StepEnds._waiting`)
     # a tensor-parallel rank other than its group's first: its inputs are that rank's by design
     input_replica: bool = False
     forwarded: bool = False  # its first forward was seen (`Hook._sharded_since`)

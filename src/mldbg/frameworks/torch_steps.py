@@ -280,13 +280,39 @@ class StepEnds:
         if not models or not self.recorder.in_step or self.recorder.mode != Mode.TRAIN:
             return
         self._updated.update(id(m) for m in models)
-        if any(m.trained and id(m) not in self._updated for m in self._models):
+        if self._waiting(models):
             return  # another model's update (a GAN's generator after its discriminator) ends the step
         self._updated.clear()
         self.timeline.mark(marks.OPTIMIZER_END)
         self.timeline.step_end()
         self.recorder.end_step()
         self._step_ended()
+
+    def _waiting(self, models: tuple[RegisteredModel, ...]) -> bool:
+        """After `models` were updated: whether the open step waits for another trained model's
+        update. One the loop no longer trains stops being waited for (`trained` False until an
+        optimizer updates it again): a model that ran no forward in the open step while
+        another model was updated twice (the previous fold's model in a k-fold loop, a teacher
+        once its student trains), or that `RETIRE` updates of the others went by without
+        (a teacher whose frozen forward still runs), where a GAN's generator waits for its
+        critic's 5 updates a step."""
+        step, waiting = self.recorder.step, False
+        for m in self._models:
+            if id(m) in self._updated:
+                if m in models:
+                    m.waits = 0
+                continue
+            if not m.trained:
+                continue
+            m.waits += 1
+            if m.waits >= RETIRE or (m.waits >= 2 and m.saved_at != step):
+                m.trained = False  # retired: an optimizer updating it again brings it back
+                continue
+            waiting = True
+        return waiting
+
+
+RETIRE = 64  # updates of the other models without one of a model's own: no longer trained
 
 
 def _after_first_call(

@@ -466,6 +466,54 @@ def came_back(values: Sequence[float] | np.ndarray, after: int, level: float, bl
     return len(tail) >= max(1, block // 4) and bool(np.median(tail) <= level)
 
 
+RESTART_SHARE = 0.1  # a restart: back within this share of the starting level, from 2x as far below
+
+
+def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
+    """Where the series starts over (the first value of each restart): it came back to within
+    `RESTART_SHARE` of its starting level (the median of its first 10-50 values, as `progress`
+    reads it) after it had fallen more than twice that share below it, and fell that far below
+    again after. Training that starts over on the same objective does this under one global
+    step: the folds of a k-fold cross-validation, the students of self-training, the rounds
+    of iterative DPO, a sweep's trials; each phase is judged on its own (`progress`): a later
+    phase that ends above an earlier one's best is no rise. A loss that climbs back to its
+    start and stays there (a collapse to chance) does not fall again: no restart. Read as the
+    medians of blocks of at least 20 values, and enough that a block's median strays by at most
+    a third of `RESTART_SHARE` of the start under the series' batch-to-batch noise (from its
+    successive differences): a restart's peak is short when a fresh model falls fast, and a
+    noisy loss wandering near the bars is no restart."""
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    if n < 60:
+        return []
+    steps = np.abs(np.diff(x))
+    steps = steps[np.isfinite(steps)]
+    sigma = 1.4826 * float(np.median(steps)) / math.sqrt(2) if len(steps) else 0.0
+    head = x[:5][np.isfinite(x[:5])]
+    level = float(np.median(head)) if len(head) else math.nan
+    size = max(20, math.ceil((3 * 1.253 * sigma / (RESTART_SHARE * abs(level))) ** 2)) if level else n
+    head = x[: max(5, size // 4)]  # where it starts: its first values, before a fast first fall
+    head = head[np.isfinite(head)]
+    start = float(np.median(head)) if len(head) else math.nan
+    if n < 3 * size or not start > 0:
+        return []
+    k = n // size
+    with np.errstate(all="ignore"):
+        med = np.nanmedian(x[: k * size].reshape(k, size), axis=1)
+    low, back = med <= (1 - 2 * RESTART_SHARE) * start, med >= (1 - RESTART_SHARE) * start
+    found: list[int] = []
+    fallen, pending = False, None
+    for i in range(k):
+        if pending is not None and low[i]:
+            found.append(pending)
+            pending = None
+        if low[i]:
+            fallen = True
+        elif back[i] and fallen and pending is None:
+            pending, fallen = i * size, False
+    return found
+
+
 def rescued(view: TrialView) -> bool:
     """Whether a recovery action (`Rollback`, `SkipBatch`) asked this run's training to
     recover (`control/recover`, which `mldbg.torch.Guard` acts on): a loss that came back in
@@ -542,7 +590,8 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     same noise model), or along the least-squares trend of that stretch (`_slope_fall_z`),
     the larger: a loss still falling past its first tenth, significantly, is learning
     however small its share (a pre-training loss near the unigram entropy), from `_TREND_MIN`
-    of its level on."""
+    of its level on. `best`, the lowest earlier block, is sought since the series last started
+    over (`restarts`: a new fold or round is judged on its own)."""
     from mldbg.rules import detect
 
     x = np.asarray(values, dtype=np.float64)
@@ -605,6 +654,9 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     drop = (first - last) / scale
     earlier = meds[:-1]
     ok = np.isfinite(earlier)
+    over = restarts(x) if period is None else []
+    if over:  # the phase now, since the last restart: a later fold or round is judged on its own
+        ok &= n - k_blocks * m + np.arange(len(earlier)) * m >= over[-1]
     if ok.any():
         i = int(np.argmin(np.where(ok, earlier, np.inf)))
         best = float(earlier[i])

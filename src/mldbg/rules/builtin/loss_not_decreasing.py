@@ -22,6 +22,7 @@ from mldbg.rules.losses import (
     progress,
     refutes_stall,
     rescued,
+    restarts,
     streak,
     streaks_at,
     warming_up,
@@ -90,9 +91,13 @@ class LossNotDecreasing(Rule):
       saddle, a triplet loss at its margin, grokking) is no stall. Live, it is reported at
       once (a stop acts on it).
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
-      the lowest earlier block's, and beyond the noise (the selection of the lowest allowed
-      for). A finished run checked offline reports a rise seen mid-run only if the loss never
-      came back to that lowest block's level (`mldbg.rules.losses.came_back`): a rise the run
+      the lowest earlier block's since the series last started over, and beyond the noise (the
+      selection of the lowest allowed for). A series starts over where it came back to its
+      starting level and then fell again (`mldbg.rules.losses.restarts`: the folds of a k-fold
+      cross-validation, self-training's students, iterative DPO's rounds): a later fold that
+      ends above an earlier one's best is no rise. A finished run checked offline reports a
+      rise seen mid-run only if the loss never came back to that lowest block's level
+      (`mldbg.rules.losses.came_back`) and did not start over between the two: a rise the run
       came back from by itself is a transient (one a rollback brought back is not:
       `losses.rescued`); live, it is reported at once.
     - *stuck*: the loss has been exactly one value for longer than the run's own rate of
@@ -130,8 +135,9 @@ class LossNotDecreasing(Rule):
         self._tracker = LossTracker(self.use_losses_collection, self.tensor_regex)
         self._series: dict[tuple[str, str], list[tuple[int, float]]] = {}  # per-evaluation values
         # (name, mode, "flat" or "rise") -> a finding left to a finished run's end: (it, the
-        # level the loss rose from, the index of the value judged, the block length)
-        self._held: dict[tuple[str, str, str], tuple[Finding, float, int, int]] = {}
+        # level the loss rose from, the index of the value judged, the block length, the index
+        # of the block it rose from)
+        self._held: dict[tuple[str, str, str], tuple[Finding, float, int, int, int]] = {}
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` at which no judgement may report: their losses join
@@ -229,13 +235,16 @@ class LossNotDecreasing(Rule):
         for name, ev in self._tracker.close_all():
             out += self._eval(trial, ev.last_step, name, ev.last_step, ev.value)
         material = max(self.diff_percent, _MATERIAL) / 100
-        for (name, mode, kind), (held, level, at, block) in self._held.items():  # left to the run's end
+        for (name, mode, kind), (held, level, at, block, best_at) in self._held.items():  # left to the end
             s = self._tracker.train.get(name) if mode == "TRAIN" else None
             values = s.values if s is not None else [v for _, v in self._series.get((name, mode), [])]
             if kind == "flat":
                 refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material)
-            else:  # a rise the loss came back from by itself (not through a rollback)
-                refuted = came_back(values, at, level, block) and not rescued(trial)
+            else:  # a rise the loss came back from by itself (not through a rollback), or a
+                # restart between the level it rose from and the rise (a new fold or round)
+                refuted = (came_back(values, at, level, block) and not rescued(trial)) or any(
+                    best_at < r <= at for r in restarts(values)
+                )
             if not refuted and self.first((name, mode, kind)):
                 out.append(held)
         self._held = {}
@@ -359,7 +368,7 @@ class LossNotDecreasing(Rule):
                     suggestion=_RISING_ADVICE if p.last > p.first else _FLAT_ADVICE,
                 )  # fmt: skip
                 if hold:
-                    self._held[(name, mode, kind)] = (flat, math.nan, n - 1, m)
+                    self._held[(name, mode, kind)] = (flat, math.nan, n - 1, m, 0)
                 else:
                     out.append(flat)
             else:
@@ -376,7 +385,7 @@ class LossNotDecreasing(Rule):
                     ),
                 )  # fmt: skip
                 if hold:
-                    self._held[(name, mode, kind)] = (rise, p.best, n - 1, m)
+                    self._held[(name, mode, kind)] = (rise, p.best, n - 1, m, p.best_at)
                 else:
                     out.append(rise)
         return out
