@@ -274,3 +274,39 @@ def test_labels_and_predictions_are_records_of_their_collections(tmp_path) -> No
         assert record.statistics == {"samples": 32.0} and not record.has_raw
     labels = trial.tensor(st.vector_name("CrossEntropyLoss_input_1", "class_counts")).value(3)
     assert labels.sum() == 32
+
+
+def test_outputs_the_script_writes_in_place_after_the_forward_are_left_out(tmp_path) -> None:
+    """A link-prediction evaluation masks the known answers in the model's scores in place
+    (`scores[i, known] = -1e9`, the filtered ranking of knowledge-graph papers) after the
+    forward and before the hook computes its statistics: those outputs are not recorded (they
+    would be the script's -1e9, not the model's), and `train_eval_discrepancy` stays quiet.
+    Outputs left as the model made them are recorded as before."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    loss_fn = nn.CrossEntropyLoss()
+    path = str(tmp_path / "run")
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(4):
+            model.train()
+            for _ in range(10):
+                h = torch.randint(0, 50, (16,))
+                loss = loss_fn(model(h), (h * 7) % 50)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for k in range(3):
+                    scores = model(torch.arange(16))
+                    if k:  # the first evaluation forward is left as the model made it
+                        scores[:, :10] = -1e9
+    trial = mldbg.create_trial(path)
+    out = trial.tensor("model_output_0")
+    eval_steps = out.steps(mode=Mode.EVAL)
+    assert len(eval_steps) == 4, eval_steps  # one of the three forwards of each evaluation
+    assert max(abs(out.reduction_value(s, "mean", mode=Mode.EVAL)) for s in eval_steps) < 10
+    assert not mldbg.check(path, rules=["train_eval_discrepancy"])

@@ -451,7 +451,7 @@ class StepStatistics:
             kinds = kinds + st.EVAL_DEFAULTS["outputs"]
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for i, o in enumerate(outs):
-            self.add_kinds(f"{prefix}model_output_{i}", o, kinds, ("outputs",))
+            self.add_kinds(f"{prefix}model_output_{i}", o, kinds, ("outputs",), versioned=True)
 
     def loss(self, prefix: str, args: tuple[object, ...], classes: bool) -> None:
         """A registered loss was computed: class statistics of a classification loss, else the
@@ -558,14 +558,17 @@ class StepStatistics:
         kinds: tuple[str, ...],
         natural: tuple[str, ...],
         requires_grad: bool | None = None,
+        versioned: bool = False,
     ) -> None:
         """Ask for statistics `kinds` of a tensor of the natural collections `natural`
-        (`requires_grad`: the flag its `requires_grad` statistic records, if not its own)."""
+        (`requires_grad`: the flag its `requires_grad` statistic records, if not its own;
+        `versioned`: left out if the script writes it in place before the statistics are
+        computed, `StatisticsBatch.add`)."""
         if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
         start = self._clock()
-        self.batch.add(name, tensor, kinds, requires_grad=requires_grad)
+        self.batch.add(name, tensor, kinds, requires_grad=requires_grad, versioned=versioned)
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
         self._took(start)

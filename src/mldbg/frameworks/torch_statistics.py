@@ -106,10 +106,26 @@ class _Request:
     numel: int
     requires_grad: bool = False  # of the tensor handed over (a parameter), before detaching
     done: set[str] = field(default_factory=set)  # statistic keys already enqueued
+    version: int | None = None  # its `_version` when handed over (None: not tracked)
+
+    def changed(self) -> bool:
+        """Whether the tensor was written in place since it was handed over (a model's scores
+        masked by the script after its forward: `scores[i, seen] = -1e9` in a ranking loop):
+        its statistics would be of values the model did not produce."""
+        return self.version is not None and _version(self.tensor) != self.version
 
     @property
     def stats(self) -> tuple[Statistic, ...]:
         return self.plan.stats
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter (bumped by each in-place write), None where it has none
+    (an inference-mode tensor)."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:
+        return None
 
 
 @dataclass
@@ -166,13 +182,17 @@ class StatisticsBatch:
         *,
         unit_axis: int | None = None,
         requires_grad: bool | None = None,
+        versioned: bool = False,
     ) -> None:
         """Ask for statistics (keys of `mldbg.store.statistics`) of `tensor`, named `name`.
 
         The tensor is read at `finish()`: hand over a tensor that is not modified in place
         before then (a parameter before the optimizer step, an activation...), or finish first.
-        `unit_axis` overrides the unit/channel axis convention (`feature_axis`); `requires_grad`
-        the flag recorded for the `requires_grad` statistic (default: the tensor's own)."""
+        `versioned`: a tensor the user's script holds and may write in place before then (a
+        model's outputs, masked after its forward by a ranking loop): left out at `finish()`
+        if it was. `unit_axis` overrides the unit/channel axis convention (`feature_axis`);
+        `requires_grad` the flag recorded for the `requires_grad` statistic (default: the
+        tensor's own)."""
         if not isinstance(tensor, torch.Tensor):
             raise InvalidConfig(
                 f"statistics of {name!r}: expected a torch.Tensor, got {type(tensor).__name__}"
@@ -199,6 +219,7 @@ class StatisticsBatch:
                     unit_axis,
                     tensor.numel(),
                     tensor.requires_grad if requires_grad is None else requires_grad,
+                    version=_version(tensor) if versioned else None,
                 )
             )
 
@@ -274,6 +295,7 @@ class StatisticsBatch:
         """Enqueue the work of every request and return without waiting for the device."""
         requests, classes, vectors = self._requests, self._classes, self._vectors
         self._requests, self._classes, self._vectors = [], [], []
+        requests = [r for r in requests if not r.changed()]
         devices: dict[torch.device, tuple[list[_Request], list[_ClassRequest]]] = {}
         made: dict[torch.device, list[tuple[str, str, torch.Tensor]]] = {}
         for name, key, value in vectors:
