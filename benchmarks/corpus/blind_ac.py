@@ -553,8 +553,10 @@ def _digits_u8(g: torch.Generator, n: int, size: int = 28) -> tuple[torch.Tensor
     protos = (protos - 0.45).clamp(min=0) * 3.0
     y = torch.randint(0, 10, (n,), generator=g)
     x = protos[y]
-    dx, dy = torch.randint(-2, 3, (2,), generator=g).tolist()
-    x = torch.roll(x, shifts=(dx, dy), dims=(2, 3))
+    shifts = torch.randint(-2, 3, (n, 2), generator=g).tolist()
+    x = torch.stack(
+        [torch.roll(xi, shifts=(dx, dy), dims=(1, 2)) for xi, (dx, dy) in zip(x, shifts, strict=True)]
+    )
     x = (x + 0.15 * torch.randn(x.shape, generator=g)).clamp(0, 1)
     return (x * 255).round().to(torch.uint8), y
 
