@@ -639,3 +639,22 @@ def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch
     monkeypatch.undo()
     collapsed = np.asarray(kfold(tmp_path / "collapse", collapse=True))
     assert losses.restarts(collapsed) == [] and np.median(collapsed[-200:]) > np.median(collapsed[:5])
+
+
+def test_restarts_are_returns_to_the_start_that_fall_again():
+    """`losses.restarts`: a second phase back at the start that falls again is one; a loss that
+    climbs back to its start and stays (a collapse to chance) is none; a stretch of NaN or inf
+    (an overflow) reads as no level, without a warning; a loss of both signs has no start."""
+    import warnings
+
+    import numpy as np
+
+    from mldbg.rules.losses import restarts
+
+    fall = np.linspace(2.0, 0.5, 300)
+    assert restarts(np.concatenate([fall, fall + 0.1])) == [300]
+    assert restarts(np.concatenate([fall, np.full(300, 2.0)])) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert restarts(np.concatenate([fall, np.full(100, np.nan), fall, [np.inf] * 50])) == [400]
+    assert restarts(np.concatenate([-fall, -fall])) == []

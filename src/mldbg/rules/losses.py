@@ -486,20 +486,26 @@ def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
     n = len(x)
     if n < 60:
         return []
-    steps = np.abs(np.diff(x))
+    with np.errstate(all="ignore"):  # inf - inf in a stretch that overflowed
+        steps = np.abs(np.diff(x))
     steps = steps[np.isfinite(steps)]
     sigma = 1.4826 * float(np.median(steps)) / math.sqrt(2) if len(steps) else 0.0
     head = x[:5][np.isfinite(x[:5])]
-    level = float(np.median(head)) if len(head) else math.nan
-    size = max(20, math.ceil((3 * 1.253 * sigma / (RESTART_SHARE * abs(level))) ** 2)) if level else n
+    level = float(np.median(head)) if len(head) else 0.0
+    if not level > 0:  # no start to come back to (a loss of both signs is judged as it is)
+        return []
+    size = max(20, math.ceil((3 * 1.253 * sigma / (RESTART_SHARE * level)) ** 2))
     head = x[: max(5, size // 4)]  # where it starts: its first values, before a fast first fall
     head = head[np.isfinite(head)]
     start = float(np.median(head)) if len(head) else math.nan
     if n < 3 * size or not start > 0:
         return []
     k = n // size
-    with np.errstate(all="ignore"):
-        med = np.nanmedian(x[: k * size].reshape(k, size), axis=1)
+    blocks = x[: k * size].reshape(k, size)
+    finite = np.isfinite(blocks)
+    some = finite.any(axis=1)  # a block of NaN (a stretch that overflowed) has no level
+    med = np.full(k, np.nan)
+    med[some] = np.nanmedian(np.where(finite[some], blocks[some], np.nan), axis=1)
     low, back = med <= (1 - 2 * RESTART_SHARE) * start, med >= (1 - RESTART_SHARE) * start
     found: list[int] = []
     fallen, pending = False, None
