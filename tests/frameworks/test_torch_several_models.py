@@ -158,3 +158,40 @@ def test_each_fold_of_a_k_fold_loop_is_recorded(tmp_path):
     trial = mldbg.create_trial(str(tmp_path / "run"))
     assert len(trial.steps(mode=Mode.TRAIN)) == 88  # 90 iterations, 2 fold starts sharing a step
     assert len(trial.tensor("CrossEntropyLoss_output_0").steps()) == 88
+
+
+def test_a_gan_trained_generator_first_is_one_step_an_iteration(tmp_path):
+    """PyTorch-GAN's loops train the generator first: its loss runs back through the
+    discriminator, whose `zero_grad()` then resets those gradients before its own update.
+    That reset is no skipped update (the generator was updated in the step): each iteration
+    is one step, and each backward keeps its name, `loss` the generator's throughout."""
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    discriminator = Discriminator()
+    opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+    bce = nn.BCEWithLogitsLoss()
+    g_losses = []
+    with Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(generator)
+        hook.register_module(discriminator)
+        for _ in range(10):
+            opt_g.zero_grad()
+            fake = generator(torch.randn(32, 4))
+            g_loss = bce(discriminator(fake), torch.ones(32, 1))
+            g_loss.backward()
+            opt_g.step()
+            g_losses.append(g_loss.item())
+            opt_d.zero_grad()
+            real = torch.randn(32, 2) * 0.5
+            d_loss = bce(discriminator(real), torch.ones(32, 1)) + bce(
+                discriminator(fake.detach()), torch.zeros(32, 1)
+            )
+            d_loss.backward()
+            opt_d.step()
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert len(trial.steps(mode=Mode.TRAIN)) == 10
+    loss = trial.tensor("loss")
+    recorded = [float(loss.value(s)) for s in loss.steps()]
+    assert recorded == pytest.approx(g_losses, rel=1e-5)
+    assert len(trial.tensor("loss/backward1").steps()) == 10

@@ -153,14 +153,17 @@ class StepEnds:
 
     def _update_skipped(self, m: RegisteredModel) -> bool:
         """`m`'s gradients were reset since a backward of the open step that no optimizer
-        step consumed: its iteration ended without an update."""
+        step consumed, and no model was updated in it: its iteration ended without an update.
+        (A GAN trained generator first: the generator's loss runs back through the
+        discriminator, whose gradients its own `zero_grad()` then resets before its update, in
+        the same iteration.)"""
         return (
             self._optimizer_seen
             and not self._stepping
             and m.backward
             and m.sentinel is not None
             and m.sentinel.grad is None
-            and id(m) not in self._updated
+            and not self._updated
         )
 
     def _save_gradients(
