@@ -92,3 +92,27 @@ def test_judged_only_once_the_run_has_finished(tmp_path):
 def test_too_short_a_run_is_not_judged(tmp_path):
     classifier(tmp_path / "run", shuffle=True, steps=15)
     assert not mldbg.check(str(tmp_path / "run"), rules=RULE)
+
+
+def test_labels_per_position_are_not_judged(tmp_path):
+    """A sequence model's labels per position (N, T), as a language model's next tokens: a short
+    healthy run ends near their frequencies' entropy too, so they are not judged; here the
+    labels are even drawn apart from the inputs, and the rule says nothing."""
+    torch.manual_seed(0)
+    vocab, length = 12, 16
+    model = nn.Sequential(nn.Embedding(vocab, 32), nn.Linear(32, vocab))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = nn.CrossEntropyLoss()
+    path = str(tmp_path / "run")
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for _ in range(100):
+            x = torch.randint(0, vocab, (32, length))
+            y = torch.randint(0, vocab, (32, length))  # unrelated to x
+            loss = loss_fn(model(x).transpose(1, 2), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert mldbg.create_trial(path).tensor_names(collection="labels")
+    assert not mldbg.check(path, rules=RULE)

@@ -44,8 +44,10 @@ class LossAtClassPrior(LossSeriesRule):
     noise (from successive differences: a batch's loss varies with its labels' mix).
 
     The loss judged is the run's one training loss, or the one whose labels these are (the
-    labels `X_input_1` of a loss `X` or `X_output_0`), with one labels tensor of at least two
-    classes and 100 labels counted. Not judged: a GAN (two models trained on one-class targets,
+    labels `X_input_1` of a loss `X` or `X_output_0`), with one labels tensor of one class per
+    sample (a classifier's: labels per position, a language model's next tokens, are not
+    judged: a short healthy language-model run ends near its tokens' frequencies too), at least
+    two classes and 100 labels counted. Not judged: a GAN (two models trained on one-class targets,
     or two losses that move against each other), and a loss without a floor at 0. A loss in
     other units (summed over tokens, class-weighted, with label smoothing or extra terms)
     does not sit at H(p), so it is not reported, right or wrong; a hard task that a short run
@@ -80,7 +82,9 @@ class LossAtClassPrior(LossSeriesRule):
 
     def finish(self, trial: TrialView) -> list[Finding]:
         labels = trial.names("labels")
-        series = self._paired(labels[0]) if len(labels) == 1 else None
+        if len(labels) != 1 or not _one_per_sample(trial, labels[0]):
+            return []
+        series = self._paired(labels[0])
         if series is None or len(series.values) < self.min_values or adversarial(trial, series.steps):
             return []
         prior = class_prior(trial, labels[0])
@@ -128,3 +132,22 @@ class LossAtClassPrior(LossSeriesRule):
 
     def undecided(self) -> str | None:
         return None
+
+
+def _one_per_sample(view: TrialView, labels: str) -> bool:
+    """Whether `labels` hold one class per sample (class ids (N,), or one row of C per sample):
+    a classifier's. Labels per position (a language model's next tokens, a segmentation's
+    pixels) are not judged: a short language-model run ends near the entropy of its tokens'
+    frequencies on healthy data too (a language model learns the unigram distribution first),
+    and its own mistakes have rules of their own (`labels_not_shifted`, `padding_in_loss`)."""
+    steps = view.tensor(labels).steps()
+    if not steps:
+        return False
+    found = view.layout(labels, steps[-1])
+    if found is None:
+        return False
+    shape = found[1]
+    if len(shape) <= 1:
+        return True
+    counted = view.class_statistics(labels, None, steps[-1])
+    return len(shape) == 2 and counted is not None and counted.samples == shape[0]
