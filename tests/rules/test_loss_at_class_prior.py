@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 import torch
 from torch import nn
 
@@ -94,10 +95,12 @@ def test_too_short_a_run_is_not_judged(tmp_path):
     assert not mldbg.check(str(tmp_path / "run"), rules=RULE)
 
 
-def test_labels_per_position_are_not_judged(tmp_path):
-    """A sequence model's labels per position (N, T), as a language model's next tokens: a short
-    healthy run ends near their frequencies' entropy too, so they are not judged; here the
-    labels are even drawn apart from the inputs, and the rule says nothing."""
+@pytest.mark.parametrize("flat", [False, True])
+def test_labels_per_position_are_not_judged(tmp_path, flat):
+    """A sequence model's labels per position, (N, T) or flattened to (N x T) as a language
+    model's loss takes its next tokens: a short healthy run ends near their frequencies'
+    entropy too, so they are not judged; here the labels are even drawn apart from the inputs,
+    and the rule says nothing."""
     torch.manual_seed(0)
     vocab, length = 12, 16
     model = nn.Sequential(nn.Embedding(vocab, 32), nn.Linear(32, vocab))
@@ -110,7 +113,11 @@ def test_labels_per_position_are_not_judged(tmp_path):
         for _ in range(100):
             x = torch.randint(0, vocab, (32, length))
             y = torch.randint(0, vocab, (32, length))  # unrelated to x
-            loss = loss_fn(model(x).transpose(1, 2), y)
+            logits = model(x)
+            if flat:
+                loss = loss_fn(logits.reshape(-1, vocab), y.reshape(-1))
+            else:
+                loss = loss_fn(logits.transpose(1, 2), y)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -136,18 +136,24 @@ class LossAtClassPrior(LossSeriesRule):
 
 def _one_per_sample(view: TrialView, labels: str) -> bool:
     """Whether `labels` hold one class per sample (class ids (N,), or one row of C per sample):
-    a classifier's. Labels per position (a language model's next tokens, a segmentation's
-    pixels) are not judged: a short language-model run ends near the entropy of its tokens'
-    frequencies on healthy data too (a language model learns the unigram distribution first),
-    and its own mistakes have rules of their own (`labels_not_shifted`, `padding_in_loss`)."""
+    a classifier's. Labels per position (a language model's next tokens, a tagger's tags, a
+    segmentation's pixels) are not judged: a short language-model run ends near the entropy of
+    its tokens' frequencies on healthy data too (it learns the unigram distribution first), and
+    its own mistakes have rules of their own (`labels_not_shifted`, `padding_in_loss`). Per
+    position: the hook laid the targets out as the input ids (`lm/eligible_0`), or more labels
+    were counted at a step than the model's input holds samples (the targets flattened, B x T),
+    or they are not one per row of their own tensor."""
     steps = view.tensor(labels).steps()
-    if not steps:
+    if not steps or view.has_tensor("lm/eligible_0"):
         return False
-    found = view.layout(labels, steps[-1])
-    if found is None:
+    step = steps[-1]
+    counted = view.class_statistics(labels, None, step)
+    found = view.layout(labels, step)
+    if counted is None or found is None:
         return False
+    for name in view.names("inputs", step=step):
+        batch = view.layout(name, step)
+        if batch is not None and len(batch[1]) >= 1 and counted.samples > batch[1][0]:
+            return False  # more labels than samples: one per position
     shape = found[1]
-    if len(shape) <= 1:
-        return True
-    counted = view.class_statistics(labels, None, steps[-1])
-    return len(shape) == 2 and counted is not None and counted.samples == shape[0]
+    return len(shape) <= 1 or (len(shape) == 2 and counted.samples == shape[0])
