@@ -642,9 +642,11 @@ def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch
 
 
 def test_restarts_are_returns_to_the_start_that_fall_again():
-    """`losses.restarts`: a second phase back at the start that falls again is one; a loss that
-    climbs back to its start and stays (a collapse to chance) is none; a stretch of NaN or inf
-    (an overflow) reads as no level, without a warning; a loss of both signs has no start."""
+    """`losses.restarts`: phases back at the start that fall again, at least twice (a schedule:
+    folds, rounds); one return is an event (a resume that lost the model's state), none; so is
+    a loss that climbs back to its start and stays (a collapse to chance), and one that swings
+    back to its start in short phases after a long first one; a stretch of NaN or inf (an
+    overflow) reads as no level, without a warning; a loss of both signs has no start."""
     import warnings
 
     import numpy as np
@@ -652,9 +654,12 @@ def test_restarts_are_returns_to_the_start_that_fall_again():
     from mldbg.rules.losses import restarts
 
     fall = np.linspace(2.0, 0.5, 300)
-    assert restarts(np.concatenate([fall, fall + 0.1])) == [300]
-    assert restarts(np.concatenate([fall, np.full(300, 2.0)])) == []
+    assert restarts(np.concatenate([fall, fall + 0.1, fall + 0.2])) == [300, 600]
+    assert restarts(np.concatenate([fall, fall + 0.1])) == []
+    assert restarts(np.concatenate([fall, fall, np.full(300, 2.0)])) == []
+    swings = np.concatenate([np.linspace(2.0, 0.5, 3000), *[np.linspace(2.0, 0.5, 100)] * 8])
+    assert restarts(swings) == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert restarts(np.concatenate([fall, np.full(100, np.nan), fall, [np.inf] * 50])) == [400]
-    assert restarts(np.concatenate([-fall, -fall])) == []
+        assert restarts(np.concatenate([fall, np.full(100, np.nan), fall, fall, [np.inf] * 50])) == [400, 700]
+    assert restarts(np.concatenate([-fall, -fall, -fall])) == []

@@ -473,11 +473,15 @@ def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
     """Where the series starts over (the first value of each restart): it came back to within
     `RESTART_SHARE` of its starting level (the median of its first 10-50 values, as `progress`
     reads it) after it had fallen more than twice that share below it, and fell that far below
-    again after. Training that starts over on the same objective does this under one global
-    step: the folds of a k-fold cross-validation, the students of self-training, the rounds
-    of iterative DPO, a sweep's trials; each phase is judged on its own (`progress`): a later
-    phase that ends above an earlier one's best is no rise. A loss that climbs back to its
-    start and stays there (a collapse to chance) does not fall again: no restart. Read as the
+    again after, each phase at least a twelfth of the series long (a loss swinging between
+    its start and below, as batches sorted by class make it, has no phases), and at least
+    twice, no phase a quarter of the first or shorter: training that starts over on the same
+    objective as its schedule does this under one global step (the folds of a k-fold cross-validation, the rounds of self-training or of
+    iterative DPO, a sweep's trials), and each phase is judged on its own (`progress`): a later
+    phase that ends above an earlier one's best is no rise. One return to the start is an
+    event, judged as the rise it is: a resume that lost what the model had learned (its
+    embeddings reloaded against another vocabulary) looks the same once. A loss that climbs
+    back to its start and stays there (a collapse to chance) does not fall again. Read as the
     medians of blocks of at least 20 values, and enough that a block's median strays by at most
     a third of `RESTART_SHARE` of the start under the series' batch-to-batch noise (from its
     successive differences): a restart's peak is short when a fresh model falls fast, and a
@@ -509,15 +513,23 @@ def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
     low, back = med <= (1 - 2 * RESTART_SHARE) * start, med >= (1 - RESTART_SHARE) * start
     found: list[int] = []
     fallen, pending = False, None
+    least = max(5 * size, n // 12)  # a phase, start to restart: a fold (of up to 10), not a swing
     for i in range(k):
         if pending is not None and low[i]:
-            found.append(pending)
+            if pending - (found[-1] if found else 0) >= least:
+                found.append(pending)
             pending = None
         if low[i]:
             fallen = True
         elif back[i] and fallen and pending is None:
             pending, fallen = i * size, False
-    return found
+    if len(found) < 2:
+        return []
+    # a schedule of restarts repeats its first phase's recipe: no phase a quarter of it or less
+    # (a loss that swings back to its start every epoch once its batches come sorted, after a
+    # long healthy first phase, is no schedule)
+    phases = np.diff([0, *found])
+    return found if bool((phases * 4 > phases[0]).all()) else []
 
 
 def rescued(view: TrialView) -> bool:
