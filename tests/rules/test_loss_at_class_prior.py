@@ -91,7 +91,7 @@ def test_judged_only_once_the_run_has_finished(tmp_path):
 
 
 def test_too_short_a_run_is_not_judged(tmp_path):
-    classifier(tmp_path / "run", shuffle=True, steps=15)
+    classifier(tmp_path / "run", shuffle=True, steps=60)
     assert not mldbg.check(str(tmp_path / "run"), rules=RULE)
 
 
