@@ -123,3 +123,32 @@ def test_labels_per_position_are_not_judged(tmp_path, flat):
             opt.step()
     assert mldbg.create_trial(path).tensor_names(collection="labels")
     assert not mldbg.check(path, rules=RULE)
+
+
+def test_a_model_that_learns_nothing_for_another_reason_gets_that_diagnosis(tmp_path):
+    """The loss at the class prior is what any training that learns nothing shows: with the
+    learning rate 100x too high the MLP's ReLUs die and it predicts the class frequencies. The
+    diagnosis names the learning rate, and takes `loss_at_class_prior` as one of its symptoms:
+    no second diagnosis blames the labels."""
+    torch.manual_seed(0)
+    n, d, k = 10_000, 16, 5
+    x = torch.randn(n, d)
+    y = torch.bucketize(
+        x @ torch.randn(d), torch.quantile(x @ torch.randn(d), torch.tensor([0.2, 0.4, 0.6, 0.8]))
+    )
+    model = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, k))
+    opt = torch.optim.SGD(model.parameters(), lr=5.0, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    path = str(tmp_path / "run")
+    with mldbg.torch.Hook(path) as hook:
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        for step in range(150):
+            i = torch.arange(step * 50, step * 50 + 50) % n
+            loss = loss_fn(model(x[i]), y[i])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    diagnoses = mldbg.diagnose(path)
+    assert "labels_misaligned" not in [g.cause for g in diagnoses], diagnoses
+    assert any("loss_at_class_prior" in g.rules for g in diagnoses), diagnoses

@@ -174,10 +174,11 @@ def _steps_too_large(facts: RunFacts) -> list[Fact]:
     return [f for f in (facts.loss_jump, facts.loss_rise, facts.blowup) if f is not None]
 
 
-# "the training is broken" symptoms: a broken training explains the loss not falling and the
-# evaluation going wrong with it
+# "the training is broken" symptoms: a broken training explains the loss not falling (to the
+# class prior, too: a model that learns nothing predicts the class frequencies, whatever stopped
+# it) and the evaluation going wrong with it
 _NOT_LEARNING = ("loss_not_decreasing", "underfitting", "confusion", "overfit", "overtraining",
-                 "label_confusion")  # fmt: skip
+                 "label_confusion", "loss_at_class_prior")  # fmt: skip
 _DEAD = ("all_zero", "vanishing_gradient", "weight_update_ratio", "unchanged_tensor",
          "frozen_layer_updated", "tensor_variance")  # fmt: skip
 _SATURATED = ("tanh_saturation", "sigmoid_saturation", "saturated_activation")
