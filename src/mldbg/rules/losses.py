@@ -470,22 +470,24 @@ RESTART_SHARE = 0.1  # a restart: back within this share of the starting level, 
 
 
 def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
-    """Where the series starts over (the first value of each restart): it came back to within
-    `RESTART_SHARE` of its starting level (the median of its first 10-50 values, as `progress`
-    reads it) after it had fallen more than twice that share below it, and fell that far below
-    again after, each phase at least a twelfth of the series long (a loss swinging between
-    its start and below, as batches sorted by class make it, has no phases), and at least
-    twice, no phase a quarter of the first or shorter: training that starts over on the same
-    objective as its schedule does this under one global step (the folds of a k-fold cross-validation, the rounds of self-training or of
-    iterative DPO, a sweep's trials), and each phase is judged on its own (`progress`): a later
-    phase that ends above an earlier one's best is no rise. One return to the start is an
-    event, judged as the rise it is: a resume that lost what the model had learned (its
-    embeddings reloaded against another vocabulary) looks the same once. A loss that climbs
-    back to its start and stays there (a collapse to chance) does not fall again. Read as the
-    medians of blocks of at least 20 values, and enough that a block's median strays by at most
-    a third of `RESTART_SHARE` of the start under the series' batch-to-batch noise (from its
-    successive differences): a restart's peak is short when a fresh model falls fast, and a
-    noisy loss wandering near the bars is no restart."""
+    """Where the series starts over on a schedule (the first value of each restart), or [].
+
+    Training that starts over on the same objective does so under one global step: the folds
+    of a k-fold cross-validation, the rounds of self-training or of iterative DPO, a sweep's
+    trials. Each phase is then judged on its own (`progress`): a later phase that ends above
+    an earlier one's best is no rise. A restart:
+    - comes back to within `RESTART_SHARE` of the series' starting level (the median of its
+      first values, a quarter of a block's, at least 5: a fresh model's loss may halve in its
+      first 50 steps) after the series had fallen more than twice that share below it;
+    - falls that far below again after (a collapse to chance that stays there is no restart);
+    - ends a phase at least a twelfth of the series long (a loss swinging to its start and
+      back, as batches sorted by class make it, has no phases).
+    At least two of them, and no phase a quarter of the first or shorter, make a schedule: a
+    single return to the start is an event, judged as the rise it is (a resume that lost what
+    the model had learned, its embeddings reloaded against another vocabulary, looks the same).
+    Read as the medians of blocks of at least 20 values, enough that a block's median strays
+    by at most a third of `RESTART_SHARE` of the start under the series' batch-to-batch noise
+    (from its successive differences): a noisy loss wandering near the bars is no restart."""
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
     if n < 60:
