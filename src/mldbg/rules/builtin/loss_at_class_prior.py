@@ -34,26 +34,27 @@ class LossAtClassPrior(LossSeriesRule):
     from their inputs (a shuffle, sort or split applied to one side only, a join on the wrong
     key) leave nothing to learn: the loss falls to H(p) if it started above (an untrained
     model is near uniform) or stays there (balanced classes), and does not leave it unless the
-    model memorizes the training set. Judged once the run has finished, over the whole
-    series: reported when the loss's end (the median of its last quarter) lies between
-    `tolerance` (relative) below H(p) and `excess` above it (a model that learned nothing
-    wobbles around the class frequencies, each miss adding to its loss), and none of its 10
-    blocks' medians went more than `tolerance` below it, over at least `min_values` saved
-    training values; each bound
+    model memorizes the training set.
+
+    Judged once the run has finished, over the whole series of at least `min_values` (100)
+    saved training values (a healthy model may not have begun to learn in 40 steps: a tiny
+    BERT fine-tuned for 40 steps, 0.69 -> 0.67 nats). Reported when the loss's end (the median
+    of its last quarter) lies between `tolerance` (relative) below H(p) and `excess` above it
+    (a model that learned nothing wobbles around the class frequencies, each miss adding to its
+    loss), and none of its 10 blocks' medians went more than `tolerance` below it; each bound
     widened by 2 standard errors of the median it bounds, under the run's own batch-to-batch
-    noise (from successive differences: a batch's loss varies with its labels' mix). A run of
-    fewer than `min_values` (100) training values is not judged: a healthy model may not have
-    begun to learn in 40 steps (a tiny BERT fine-tuned for 40 steps, 0.69 -> 0.67 nats).
+    noise (from successive differences: a batch's loss varies with its labels' mix).
 
     The loss judged is the run's one training loss, or the one whose labels these are (the
     labels `X_input_1` of a loss `X` or `X_output_0`), with one labels tensor of one class per
     sample (a classifier's: labels per position, a language model's next tokens, are not
-    judged: a short healthy language-model run ends near its tokens' frequencies too), at least
-    two classes and 100 labels counted. Not judged: a GAN (two models trained on one-class targets,
-    or two losses that move against each other), and a loss without a floor at 0. A loss in
-    other units (summed over tokens, class-weighted, with label smoothing or extra terms)
-    does not sit at H(p), so it is not reported, right or wrong; a hard task that a short run
-    has not begun to learn is reported, rightly: its model predicts only the class frequencies.
+    judged: a short healthy language-model run ends near its tokens' frequencies too), at
+    least two classes and 100 labels counted. Not judged: a GAN (two models trained on
+    one-class targets, or two losses that move against each other), and a loss without a floor
+    at 0. A loss in other units (summed over tokens, class-weighted, with label smoothing or
+    extra terms) does not sit at H(p), so it is not reported, right or wrong. Any training
+    that learns nothing ends here (a learning rate that killed the ReLUs, unnormalized
+    inputs): the diagnosis of such a cause takes this finding as a symptom.
     """
 
     needs = ("losses", "labels")
