@@ -214,6 +214,16 @@ def _spread(x: np.ndarray) -> float:
     return float(a[: max(1, int(math.ceil(0.9 * len(a))))].mean()) / 0.6573
 
 
+def step_spread(x: np.ndarray) -> float:
+    """The standard deviation of a series' noise from its successive differences: MAD_SCALE x
+    their median absolute value / sqrt(2), the differences that are not finite left out (0
+    when none is). A trend or a fall at the start barely moves it."""
+    with np.errstate(all="ignore"):  # inf - inf in a stretch that overflowed
+        d = np.abs(np.diff(np.asarray(x, dtype=np.float64)))
+    d = d[np.isfinite(d)]
+    return MAD_SCALE * float(np.median(d)) / math.sqrt(2) if len(d) else 0.0
+
+
 def _mad(x: np.ndarray) -> float:
     return float(np.median(np.abs(x - np.median(x)))) if len(x) else 0.0
 

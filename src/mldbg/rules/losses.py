@@ -488,14 +488,13 @@ def restarts(values: Sequence[float] | np.ndarray) -> list[int]:
     Read as the medians of blocks of at least 20 values, enough that a block's median strays
     by at most a third of `RESTART_SHARE` of the start under the series' batch-to-batch noise
     (from its successive differences): a noisy loss wandering near the bars is no restart."""
+    from mldbg.rules import detect
+
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
     if n < 60:
         return []
-    with np.errstate(all="ignore"):  # inf - inf in a stretch that overflowed
-        steps = np.abs(np.diff(x))
-    steps = steps[np.isfinite(steps)]
-    sigma = 1.4826 * float(np.median(steps)) / math.sqrt(2) if len(steps) else 0.0
+    sigma = detect.step_spread(x)
     head = x[:5][np.isfinite(x[:5])]
     level = float(np.median(head)) if len(head) else 0.0
     if not level > 0:  # no start to come back to (a loss of both signs is judged as it is)
@@ -645,9 +644,7 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     if a is None or b is None:
         return None
     fine = meds[np.isfinite(meds)]
-    between = (
-        detect.MAD_SCALE * float(np.median(np.abs(np.diff(fine)))) / math.sqrt(2) if len(fine) >= 4 else 0.0
-    )
+    between = detect.step_spread(fine) if len(fine) >= 4 else 0.0
     within = max(a.se_median(m), b.se_median(m))
     excess = max(0.0, between**2 - within**2)  # what the blocks vary beyond the model's noise
     se = math.sqrt(a.se_median(len(head)) ** 2 + b.se_median(end) ** 2 + 2 * excess)

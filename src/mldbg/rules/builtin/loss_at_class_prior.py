@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.labels import class_prior
 from mldbg.rules.loss_rule import LossSeriesRule
@@ -104,7 +105,7 @@ class LossAtClassPrior(LossSeriesRule):
         lowest = float(np.min(np.median(x[len(x) - size * _BLOCKS :].reshape(_BLOCKS, size), axis=1)))
         # a median of m values strays by about 1.25 sigma / sqrt(m); sigma, the batch-to-batch
         # noise, from successive differences (a trend or the fall at the start does not count)
-        sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+        sigma = detect.step_spread(x)
         slack = _Z * 1.253 * sigma / math.sqrt(tail)
         if end < (1 - self.tolerance) * h - slack or end > (1 + self.excess) * h + slack:
             return []
@@ -146,10 +147,10 @@ def _one_per_sample(view: TrialView, labels: str) -> bool:
     position: the hook laid the targets out as the input ids (`lm/eligible_0`), or more labels
     were counted at a step than the model's input holds samples (the targets flattened, B x T),
     or they are not one per row of their own tensor."""
-    steps = view.tensor(labels).steps()
-    if not steps or view.has_tensor("lm/eligible_0"):
+    cols = view.columns.tensor(labels)
+    if cols is None or not len(cols.steps) or view.has_tensor("lm/eligible_0"):
         return False
-    step = steps[-1]
+    step = int(cols.steps[-1])
     counted = view.class_statistics(labels, None, step)
     found = view.layout(labels, step)
     if counted is None or found is None:
