@@ -56,6 +56,7 @@ BLIND18 = "blind18"  # the nineteenth, written after `blind17` had been measured
 BLIND19 = "blind19"  # the twentieth, written after `blind18` had been measured, with its fixes in
 BLIND20 = "blind20"  # the twenty-first, written while `blind19` was measured
 BLIND21 = "blind21"  # the twenty-second, written while `blind20` was measured
+BLIND22 = "blind22"  # the twenty-third, written after `blind21` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -79,6 +80,7 @@ LATER = (
     BLIND19,
     BLIND20,
     BLIND21,
+    BLIND22,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
