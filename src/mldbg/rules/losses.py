@@ -10,6 +10,7 @@ into "lower is better" as 1 - value, so every rule reads a series that should fa
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from array import array
@@ -592,7 +593,9 @@ class Progress:
     late_fall_z: float = 0.0  # the fall from the second block to the level now, in standard errors
 
 
-def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None = None) -> Progress | None:
+def progress(
+    values: Sequence[float] | np.ndarray, k: int, alpha: float | None = None, since: int = 0
+) -> Progress | None:
     """The progress of `values` at its `k`-th judgement, or None when its last block holds a
     NaN or inf (`exploding_tensor`'s) or fewer than 4 values are finite.
 
@@ -610,7 +613,8 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     the larger: a loss still falling past its first tenth, significantly, is learning
     however small its share (a pre-training loss near the unigram entropy), from `_TREND_MIN`
     of its level on. `best`, the lowest earlier block, is sought since the series last started
-    over (`restarts`: a new fold or round is judged on its own)."""
+    over (`restarts`: a new fold or round is judged on its own) and from its value `since` on
+    (where the caller knows a new phase began: `schedule_restarts`)."""
     from mldbg.rules import detect
 
     x = np.asarray(values, dtype=np.float64)
@@ -671,9 +675,9 @@ def progress(values: Sequence[float] | np.ndarray, k: int, alpha: float | None =
     drop = (first - last) / scale
     earlier = meds[:-1]
     ok = np.isfinite(earlier)
-    over = restarts(x) if period is None else []
-    if over:  # the phase now, since the last restart: a later fold or round is judged on its own
-        ok &= n - k_blocks * m + np.arange(len(earlier)) * m >= over[-1]
+    over = [*restarts(x), since] if period is None else []
+    if max(over, default=0) > 0:  # the phase now, since the last restart: a later fold or round
+        ok &= n - k_blocks * m + np.arange(len(earlier)) * m >= max(over)  # is judged on its own
     if ok.any():
         i = int(np.argmin(np.where(ok, earlier, np.inf)))
         best = float(earlier[i])
@@ -853,6 +857,65 @@ def warming_up(view: TrialView, step: int) -> str | None:
         if isinstance(before, float) and isinstance(last, float) and last > before * (1 + 1e-6) > 0:
             return name
     return None
+
+
+SCHEDULE_RESTART_SHARE = 0.5  # a learning rate that rises again from at most this share of its peak
+
+
+def schedule_restarts(view: TrialView) -> list[tuple[int, int]]:
+    """Where the run's recorded learning rates (`learning_rate/<model>`, at the PyTorch hook's
+    statistics steps) began a new schedule: the steps (after, upto] between the record before
+    and the first record of the new one. A schedule begins anew
+    - where a model's learning rate rises again after it had decayed to at most half its peak
+      so far: a warm-up begun anew (the next stage of a pipeline with its own optimizer and
+      schedule), a warm restart (SGDR), a cyclical rate's next cycle;
+    - where a model's learning rate is first recorded after another's had been: a model
+      that starts training then (a student distilled from the teacher just fine-tuned, the
+      network retrained from scratch after an architecture search, the next fold's).
+    The script begins a new phase there; a loss that jumps as it begins (a new objective,
+    another model, data it had not seen) is that phase's start, not a divergence: no step of
+    the optimizer threw it there. A warm-up at the start, a step or plateau schedule and a
+    constant rate (`lr_x100`) never begin anew."""
+    found: list[tuple[int, int]] = []
+    starts: list[int] = []
+    records: list[np.ndarray] = []
+    for name in view.names(None, regex="^" + LEARNING_RATE):
+        cols = view.columns.tensor(name)
+        lr = cols.statistic("sum") if cols is not None else None
+        if cols is None or lr is None or not len(lr):
+            continue
+        ok = np.isfinite(lr) & (lr >= 0)
+        steps, lr = cols.steps[ok], lr[ok]
+        if not len(lr):
+            continue
+        starts.append(int(steps[0]))
+        records.append(steps)
+        peak = np.maximum.accumulate(lr)[:-1]
+        rises = (lr[1:] > lr[:-1] * (1 + 1e-6)) & (lr[:-1] <= SCHEDULE_RESTART_SHARE * peak)
+        found += [(int(steps[i]), int(steps[i + 1])) for i in np.flatnonzero(rises).tolist()]
+    if len(starts) > 1:
+        every = np.unique(np.concatenate(records))
+        for first in starts:
+            before = every[every < first]
+            if len(before):  # another model's learning rate was recorded before this one's
+                found.append((int(before[-1]), first))
+    return sorted(set(found))
+
+
+def schedule_phases(view: TrialView, steps: Sequence[int]) -> list[int]:
+    """The indices into a series' sorted `steps` where a phase begun by a new schedule of
+    the learning rate (`schedule_restarts`) opens: its first value after the record before
+    the new rise."""
+    if not len(steps):
+        return []
+    found = {bisect.bisect_right(steps, a) for a, _ in schedule_restarts(view) if a < steps[-1]}
+    return sorted(found - {0})
+
+
+def restarted_between(view: TrialView, lo: int, hi: int) -> bool:
+    """Whether a recorded learning rate started a new schedule (`schedule_restarts`) at a step
+    that may lie in (lo, hi]."""
+    return any(a < hi and b > lo for a, b in schedule_restarts(view))
 
 
 def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:

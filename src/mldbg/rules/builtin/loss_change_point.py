@@ -11,7 +11,7 @@ import numpy as np
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import GAME_STEPS, came_back, floor_of, rescued
+from mldbg.rules.losses import GAME_STEPS, came_back, floor_of, rescued, restarted_between
 from mldbg.rules.select import adversarial, moving_targets
 from mldbg.rules.stats import median, trailing_median, trend_z
 from mldbg.rules.view import TrialView
@@ -284,7 +284,10 @@ class LossChangePoint(LossSeriesRule):
     afresh from the new level. The cost: a permanent step up (a data shard broken, a loss 2x
     from one step on) is reported only after it has lasted as long as the run before it
     (`loss_not_decreasing`'s rise often sooner), and one that starts in the second half
-    of a run is not reported by this rule at all. What it cannot tell apart: a restart
+    of a run is not reported by this rule at all. Nor is an excursion that begins as the
+    recorded learning rate begins a new schedule, or whose reference straddles one
+    (`mldbg.rules.losses.schedule_restarts`: the next stage of a pipeline, a warm restart):
+    a new phase, judged once its reference is its own. What it cannot tell apart: a restart
     whose loss climbs for longer than it had lasted at its second crossing (a slow bump of
     hundreds of steps) is read as climbing on; a rise that levels off and never falls back (a KL weight warmed up to its
     full value while the reconstruction no longer improves) is read as lasting. A loss creeping
@@ -739,6 +742,12 @@ class LossChangePoint(LossSeriesRule):
         before = (steps[max(0, start - 4 * self.window)], steps[start])
         if level > 0 and moving_targets(trial, name, before, (steps[start], steps[-1]), recent / level):
             return []  # a TD loss chasing targets that grow with the values it learns
+        if restarted_between(trial, steps[max(0, start - 1 - self._span())], steps[start]):
+            # the learning rate began a new schedule among the values of the reference or as
+            # the excursion began (the next stage of a pipeline, a warm restart): a new phase,
+            # not a shift of this one; the test goes on once its reference is the new phase's
+            self._sum[name], self._pend[name] = 0.0, None
+            return []
         rise = recent - level
         finding = self.finding(
             trial, steps[-1],

@@ -23,6 +23,7 @@ from mldbg.rules.losses import (
     refutes_stall,
     rescued,
     restarts,
+    schedule_phases,
     streak,
     streaks_at,
     warming_up,
@@ -94,8 +95,10 @@ class LossNotDecreasing(Rule):
       the lowest earlier block's since the series last started over, and beyond the noise (the
       selection of the lowest allowed for). A series starts over where it came back to its
       starting level and then fell again (`mldbg.rules.losses.restarts`: the folds of a k-fold
-      cross-validation, self-training's students, iterative DPO's rounds): a later fold that
-      ends above an earlier one's best is no rise. A finished run checked offline reports a
+      cross-validation, self-training's students, iterative DPO's rounds), or where the
+      recorded learning rate began a new schedule (`mldbg.rules.losses.schedule_phases`: the
+      next stage of a pipeline on another objective, a retraining after a search): a later
+      fold or stage that ends above an earlier one's best is no rise. A finished run checked offline reports a
       rise seen mid-run only if the loss never came back to that lowest block's level
       (`mldbg.rules.losses.came_back`) and did not start over between the two: a rise the run
       came back from by itself is a transient (one a rollback brought back is not:
@@ -177,16 +180,17 @@ class LossNotDecreasing(Rule):
         return [] if found is None else [("stuck", found)]
 
     def _verdicts(
-        self, name: str, mode: str, values: Sequence[float] | np.ndarray, n: int, final: bool
+        self, name: str, mode: str, values: Sequence[float] | np.ndarray, n: int, final: bool, since: int = 0
     ) -> list[tuple[str, Any]]:
         """The decision: ("flat" | "rise", the progress; or "stuck", the `Streak`) for each condition the first `n` of
         `values` meet (judged only at `checkpoints`, or at the end with `final`), not yet
-        reported. The GAN screens are left to the caller (they read the trial)."""
+        reported; a rise from the lowest level since the value `since` (a new phase's first).
+        The GAN screens are left to the caller (they read the trial)."""
         stuck = self._stuck(name, mode, values, n) if mode == "TRAIN" else []
         k = judgement(self.num_steps, self.patience, values, n, final)
         if k is None:
             return stuck
-        p = progress(values[:n], k)
+        p = progress(values[:n], k, since=since)
         if p is None:
             return stuck
         out: list[tuple[str, Any]] = stuck
@@ -242,8 +246,9 @@ class LossNotDecreasing(Rule):
                 refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material)
             else:  # a rise the loss came back from by itself (not through a rollback), or a
                 # restart between the level it rose from and the rise (a new fold or round)
+                steps = s.steps if s is not None else [t for t, _ in self._series.get((name, mode), [])]
                 refuted = (came_back(values, at, level, block) and not rescued(trial)) or any(
-                    best_at < r <= at for r in restarts(values)
+                    best_at < r <= at for r in [*restarts(values), *schedule_phases(trial, steps)]
                 )
             if not refuted and self.first((name, mode, kind)):
                 out.append(held)
@@ -311,7 +316,8 @@ class LossNotDecreasing(Rule):
         values: Sequence[float],
         final: bool,
     ) -> list[Finding]:
-        found = self._verdicts(name, mode, values, len(values), final)
+        phases = schedule_phases(trial, steps)
+        found = self._verdicts(name, mode, values, len(values), final, since=phases[-1] if phases else 0)
         if not found or self._game(trial, name, mode, steps, values):
             return []
         if mode == "TRAIN":

@@ -12,7 +12,7 @@ from mldbg.config import Mode
 from mldbg.rules import detect
 from mldbg.rules.base import Finding, register
 from mldbg.rules.loss_rule import LossSeriesRule
-from mldbg.rules.losses import Evaluation
+from mldbg.rules.losses import Evaluation, restarted_between
 from mldbg.rules.stats import MAD_SCALE, median, robust_z, sliding_median, trailing_median, trailing_nonfinite
 from mldbg.rules.view import TrialView
 
@@ -99,7 +99,9 @@ class LossSpike(LossSeriesRule):
     replay. A series that opens at exactly 0 (a penalty weighted 0 until it is switched on,
     a KL to a reference that is the policy itself) has no level or noise to jump from there:
     it is judged as if it began at its first value above 0 (its warm-up, window and noise
-    from there on), where the term is switched on.
+    from there on), where the term is switched on. A training value whose window straddles
+    a new schedule of the recorded learning rate (`mldbg.rules.losses.schedule_restarts`:
+    the next stage of a pipeline, a warm restart) is a new phase's start, not a spike.
     """
 
     window: int = 20
@@ -298,7 +300,14 @@ class LossSpike(LossSeriesRule):
         self, trial: TrialView, name: str, mode: str, steps: Sequence[int], values: Sequence[float]
     ) -> list[Finding]:
         found = self._spike((name, mode), values, len(values))
-        if found is None or not self.first((name, mode)):
+        if found is None:
+            return []
+        n = len(values)
+        if mode == Mode.TRAIN.name and restarted_between(
+            trial, steps[max(0, n - 2 - self.window)], steps[-1]
+        ):
+            return []  # a schedule begun anew within the window: a new phase's first values
+        if not self.first((name, mode)):
             return []
         value, level, z, jump, recent, bar = found
         step = steps[-1]
