@@ -434,7 +434,7 @@ def ewc_permuted_tasks(n: int, rng: np.random.Generator) -> np.ndarray:
     stream after each experience): 5-20 tasks in sequence, each a new pixel permutation, the
     total CE + lambda/2 sum F (theta - theta*)^2 logged: at each task the CE jumps back to
     1.0-1.4 x ln 10 and falls to its floor (2-8% of ln 10, 5-20% higher each task as capacity
-    is consolidated), the penalty growing within the task to 1-5% x the tasks before; skewed
+    is consolidated), the penalty growing within the task to 0.01-0.05 x the tasks before; skewed
     batch noise 10-30%. After each task, 10-20 EVAL batches on the test set of every task seen
     so far, 10-50% above that task's floor and 2-10% more for each task since (forgetting that
     EWC keeps small). A last partial task repeats the tail's training values; float32. See
