@@ -33,9 +33,9 @@ penalty `-log(clamp(1 - p, 1e-5))` on the previous-context candidates).
 Through tools: Lightning (`mldbg.lightning.DebuggerCallback`): the Entire Space Multi-task Model
 (shared field embeddings, CTR and CVR towers, `BCELoss` on pCTR and on pCTR x pCVR over every
 impression, a validation step). Hugging Face `Trainer` (`mldbg.transformers.DebuggerCallback`):
-a tiny random `NystromformerForSequenceClassification` (16 landmarks over 128 tokens) telling the
-order of two distant marker tokens, linear decay with warm-up. Keras 3 (`mldbg.keras.Hook`): the
-keras.io neural decision forest (soft trees with sigmoid routing, leaf distributions as trainable
+a tiny random `NystromformerForSequenceClassification` (16 landmarks over 128 tokens)
+classifying the topic of long token documents, linear decay with warm-up. Keras 3
+(`mldbg.keras.Hook`): the keras.io neural decision forest (soft trees with sigmoid routing, leaf distributions as trainable
 weights, the forest's averaged probabilities to `SparseCategoricalCrossentropy`, Adam 0.01).
 
 Ten buggy twins, one of each bug of `BUGS`, injected the way the mistake appears in that kind of
@@ -1438,8 +1438,9 @@ def hf_nystromformer_long_sequence_classification(path: str, seed: int = 0) -> l
     """Long-sequence classification with the Hugging Face `Trainer` on a tiny random
     `NystromformerForSequenceClassification` (Nystrom-approximated self-attention with 16
     landmarks over 128 tokens, the depthwise convolution skip on the values; 2 layers, hidden 64,
-    no download): is the marker token pair "A ... B" in order or "B ... A", far apart amid
-    filler tokens; lr 5e-4, linear decay with 10 % warm-up, batch 32, 4 epochs, weight decay
+    no download): the topic of 128-token documents, a quarter of whose tokens come from a
+    topic's own seven words amid uniform filler; lr 5e-4, linear decay after 10 warm-up steps
+    (10 %), batch 32, 4 epochs, weight decay
     0.01, an evaluation per epoch."""
     from transformers import (
         NystromformerConfig,
@@ -1452,14 +1453,11 @@ def hf_nystromformer_long_sequence_classification(path: str, seed: int = 0) -> l
     from mldbg.transformers import DebuggerCallback
 
     g = _seed(seed)
-    n, length, vocab = 1200, 128, 40
-    ids = torch.randint(5, vocab, (n, length), generator=g)
+    n, length, vocab = 1000, 128, 40
     labels = torch.randint(0, 2, (n,), generator=g)
-    for k in range(n):
-        p1 = int(torch.randint(1, length // 2, (1,), generator=g))
-        p2 = int(torch.randint(length // 2, length - 1, (1,), generator=g))
-        a, b = (3, 4) if labels[k] == 0 else (4, 3)
-        ids[k, p1], ids[k, p2] = a, b
+    filler = torch.randint(5, vocab, (n, length), generator=g)
+    topical = torch.where(labels[:, None] == 0, 5, 12) + torch.randint(0, 7, (n, length), generator=g)
+    ids = torch.where(torch.rand(n, length, generator=g) < 0.25, topical, filler)
     ids[:, 0] = 1
     config = NystromformerConfig(
         vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
@@ -1470,13 +1468,13 @@ def hf_nystromformer_long_sequence_classification(path: str, seed: int = 0) -> l
     args = TrainingArguments(
         output_dir=os.path.join(path, "trainer"), logging_steps=1, report_to=[], use_cpu=True, disable_tqdm=True,
         dataloader_num_workers=0, seed=seed, save_strategy="no", eval_strategy="epoch", learning_rate=5e-4,
-        lr_scheduler_type="linear", warmup_ratio=0.1, per_device_train_batch_size=32, num_train_epochs=4,
+        lr_scheduler_type="linear", warmup_steps=10, per_device_train_batch_size=32, num_train_epochs=4,
         weight_decay=0.01,
     )  # fmt: skip
     trainer = Trainer(
         model=model, args=args,
-        train_dataset=_Examples(input_ids=ids[:1000], labels=labels[:1000]),
-        eval_dataset=_Examples(input_ids=ids[1000:], labels=labels[1000:]),
+        train_dataset=_Examples(input_ids=ids[:800], labels=labels[:800]),
+        eval_dataset=_Examples(input_ids=ids[800:], labels=labels[800:]),
         callbacks=[DebuggerCallback(path)],
     )  # fmt: skip
     trainer.remove_callback(PrinterCallback)
