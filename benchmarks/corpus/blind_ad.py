@@ -35,8 +35,9 @@ Through tools: Lightning (`mldbg.lightning.DebuggerCallback`): the Entire Space 
 impression, a validation step). Hugging Face `Trainer` (`mldbg.transformers.DebuggerCallback`):
 a tiny random `NystromformerForSequenceClassification` (16 landmarks over 128 tokens)
 classifying the topic of long token documents, linear decay with warm-up. Keras 3
-(`mldbg.keras.Hook`): the keras.io neural decision forest (soft trees with sigmoid routing, leaf distributions as trainable
-weights, the forest's averaged probabilities to `SparseCategoricalCrossentropy`, Adam 0.01).
+(`mldbg.keras.Hook`): the keras.io neural decision forest (soft trees with sigmoid routing,
+leaf distributions as trainable weights, the forest's averaged probabilities to
+`SparseCategoricalCrossentropy`, Adam 0.01).
 
 Ten buggy twins, one of each bug of `BUGS`, injected the way the mistake appears in that kind of
 script: the MAF's Adam at 1e-1 typed for 1e-3 (lr_x100), the QR-DQN update without
