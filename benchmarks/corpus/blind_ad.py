@@ -1656,7 +1656,7 @@ if installed("lightning"):
 if installed("transformers"):
     PIPELINES += [
         healthy(
-            "hf_nystromformer_landmark_attention_order",
+            "hf_nystromformer_landmark_attention_topics",
             "HF Trainer Nystromformer classifier",
             hf_nystromformer_long_sequence_classification,
         )
