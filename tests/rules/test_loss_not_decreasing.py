@@ -622,8 +622,9 @@ def kfold(path, folds: int = 3, steps: int = 400, collapse: bool = False) -> lis
 
 def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch):
     """Each fold starts over at log 5 and falls again (`losses.restarts`): the third fold, on
-    noisier labels, ends far above the first fold's best, and is judged on its own. Read as one
-    phase, the same run rose. A fold whose model collapses to chance and stays there does not
+    noisier labels, ends far above the first fold's best, and is judged on its own; so does
+    each fold's fresh model, whose learning rate is first recorded after the one before
+    (`losses.schedule_restarts`). Read as one phase, the same run rose. A fold whose model collapses to chance and stays there does not
     fall again: no restart."""
     import numpy as np
 
@@ -634,6 +635,8 @@ def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch
     assert len(losses.restarts(x)) == 2
     assert not mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
     monkeypatch.setattr(losses, "restarts", lambda values: [])
+    assert not mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])  # each fold's
+    monkeypatch.setattr(losses, "schedule_restarts", lambda view: [])  # fresh model begins a phase
     found = mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
     assert [f.rule for f in found] == ["loss_not_decreasing"] and "rose by" in found[0].message, found
     monkeypatch.undo()
