@@ -57,6 +57,7 @@ BLIND19 = "blind19"  # the twentieth, written after `blind18` had been measured,
 BLIND20 = "blind20"  # the twenty-first, written while `blind19` was measured
 BLIND21 = "blind21"  # the twenty-second, written while `blind20` was measured
 BLIND22 = "blind22"  # the twenty-third, written after `blind21` had been measured, with its fixes in
+BLIND23 = "blind23"  # the twenty-fourth, written after `blind22` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -81,6 +82,7 @@ LATER = (
     BLIND20,
     BLIND21,
     BLIND22,
+    BLIND23,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
