@@ -68,3 +68,56 @@ def test_a_skipped_update_still_ends_its_step(tmp_path):
     assert trial.steps() == list(range(12))
     w = trial.tensor("0.weight")
     assert (w.value(3) == w.value(2)).all() and not (w.value(2) == w.value(1)).all()
+
+
+class _Gaussian(nn.Module):
+    """A model without a forward of its own: its parameters are used by its `nll`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mu = nn.Parameter(torch.zeros(3))
+        self.log_sigma = nn.Parameter(torch.zeros(3))
+
+    def nll(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.log_sigma + 0.5 * ((x - self.mu) / self.log_sigma.exp()) ** 2).mean()
+
+
+def test_a_model_trained_without_its_forward_opens_its_steps_at_the_optimizer(tmp_path):
+    """A model whose training calls no forward (a likelihood method over its parameters) opens
+    a step at each optimizer step that follows a backward with no step open: each records its
+    loss, its parameters and their gradients; before, the run recorded no step at all. A
+    model that runs its forward and steps two optimizers (one per parameter group) is still
+    one step per iteration."""
+    torch.manual_seed(0)
+    model = _Gaussian()
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    data = 2.0 + 0.5 * torch.randn(256, 3)
+    with mldbg.torch.Hook(str(tmp_path / "nll"), save_config=mldbg.SaveConfig(save_interval=1)) as hook:
+        hook.register_module(model)
+        losses = []
+        for _ in range(30):
+            loss = model.nll(data[torch.randint(0, 256, (32,))])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    trial = mldbg.create_trial(str(tmp_path / "nll"))
+    assert trial.steps() == list(range(30))
+    recorded = [float(trial.tensor("loss").value(s)) for s in trial.steps()]
+    assert recorded == [torch.tensor(v).item() for v in losses]
+    assert {"mu", "log_sigma", "gradient/mu"} <= set(trial.tensor_names())
+    mu = trial.tensor("mu")
+    assert not (mu.value(5) == mu.value(4)).all()
+
+    net = _net()
+    first = torch.optim.SGD(net[0].parameters(), lr=0.01)
+    second = torch.optim.Adam(net[2].parameters(), lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path / "two")) as hook:
+        hook.register_module(net)
+        for _ in range(7):
+            first.zero_grad()
+            second.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            first.step()
+            second.step()
+    assert _steps(tmp_path / "two") == 7

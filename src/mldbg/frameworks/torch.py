@@ -563,6 +563,32 @@ class Hook(StepEnds, Adapter):
             self._module_handles.append(part.register_forward_hook(self._attach(self._on_stray_end, part, m)))
             end_attention_at(self, m, part)  # a capture its forward begins ends with it
 
+    def _open_without_forward(self, models: tuple[RegisteredModel, ...]) -> None:
+        """An optimizer updates `models` with no step open, after a loss was given to backward
+        with none open (`LossCapture.unopened`): they train without a forward of their own
+        (a state-space model's `model.nll(y)`, a flow's `log_prob`, parameters used directly).
+        The step opens here, as a forward would open it: their parameters (at statistics
+        steps), then that loss; the optimizer's gradients follow, and its end ends the step.
+        A second optimizer of a step that ran a forward (one per parameter group) finds no
+        such loss: it opens nothing."""
+        loss = self._loss.unopened()
+        if loss is None or any(self._current_mode(m.module) != Mode.TRAIN for m in models):
+            return
+        rec = self.recorder
+        self._backward_done = False
+        self._updated.clear()
+        for other in self._models:
+            other.backward = False
+        rec.start_step(Mode.TRAIN)
+        for m in models:
+            m.saved_at = rec.step
+            if self._stats is not None:
+                self._stats.forward_start(m.params, (), m.prefix, m.module.training)
+            if rec.saving and rec.saves_any(m.param_keys):
+                for name, p, natural in m.params:
+                    self._save(name, p, natural)
+        self._loss.backward(loss)
+
     def _on_stray_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:

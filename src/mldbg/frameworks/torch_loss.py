@@ -10,7 +10,8 @@ step's loss as `loss` in `losses`, where every loss rule and the report's loss c
   `torch.autograd.backward(loss)`): whatever computed it (`F.nll_loss`, `F.cross_entropy`, a
   sum of terms). A `GradScaler`'s scaled loss (`scaler.scale(loss).backward()`) is divided
   back by its scale. Only while a TRAIN step of a registered model is open, after one of its
-  models ran its forward in that step, and only a one-element floating tensor;
+  models ran its forward in that step (or, for a model trained without a forward of its own,
+  in the step its optimizer opens: `unopened`), and only a one-element floating tensor;
 - else, in an EVAL step, the first loss function called on what the registered model's
   output made (`F.nll_loss(output, target, reduction="sum")` in a `test()` under no_grad):
   `torch_eval_loss`, as its mean.
@@ -143,6 +144,9 @@ class LossCapture:
         # an evaluation's loss computed by a function or written out (torch_eval_loss)
         self._eval = EvalLoss(self._record_inputs)
         self._depths: dict[int, int] = {}  # id(model) -> torch function modes as its forward began
+        # the last loss given to backward while no step was open, with the recorder's step
+        # then: a model trained without its forward (`unopened`)
+        self._unopened: tuple[int, torch.Tensor] | None = None
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
@@ -269,6 +273,8 @@ class LossCapture:
         if rec.mode != Mode.TRAIN:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
         if hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
+            if not hook._closed and not rec.in_step and _is_loss(tensor) and tensor.grad_fn is not None:
+                self._unopened = (rec.step, tensor)  # a step may open at the optimizer (`unopened`)
             return
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
             return
@@ -294,6 +300,13 @@ class LossCapture:
         root = tensor.grad_fn if self._split is not False else None
         self._backward.append((root, self._unscaled(tensor)))
         self._inputs(tensor)
+
+    def unopened(self) -> torch.Tensor | None:
+        """The loss given to backward since the last step ended, while no step was open, or
+        None (taken once): a registered model trained without a forward of its own (its
+        parameters used by a method, `model.nll(y)`), whose step opens at its optimizer."""
+        got, self._unopened = self._unopened, None
+        return got[1] if got is not None and got[0] == self.hook.recorder.step else None
 
     def _reached(self, root: Any) -> frozenset[str] | None:
         """The parts of the registered models (top-level submodules, with the model's prefix)

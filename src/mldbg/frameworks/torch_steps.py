@@ -59,6 +59,9 @@ class StepEnds:
     def _stray_parts(self, m: RegisteredModel) -> None:
         raise NotImplementedError
 
+    def _open_without_forward(self, models: tuple[RegisteredModel, ...]) -> None:
+        raise NotImplementedError
+
     def _step_ended(self) -> None:
         raise NotImplementedError
 
@@ -224,6 +227,8 @@ class StepEnds:
         if not self._forwarded_since and not callable(kwargs.get("closure", args[0] if args else None)):
             for m in models:  # trained, but no registered model's forward ran: through a part of it
                 self._stray_parts(m)
+            if models and not self.recorder.in_step:  # or through no forward at all
+                self._open_without_forward(models)
         if not models or not self.recorder.in_step:
             return None
         self.timeline.mark(marks.OPTIMIZER_START)
