@@ -361,11 +361,10 @@ def _markov_sequences(
 
 def pretrain_then_finetune_gru(path: str, seed: int = 0, bug: str | None = None) -> list[float]:
     """Semi-supervised sequence learning in two stages (Dai and Le 2015): a GRU pretrained as a
-    next-token language model on 4000 unlabeled sequences (Adam 2e-3, 200 steps of 64, clipping
-    at 1), then fine-tuned with its classifier head on 300 labeled sequences (which of three
+    next-token language model on 4000 unlabeled sequences (Adam 2e-3, 200 steps of 64), then fine-tuned with its classifier head on 300 labeled sequences (which of three
     Markov chains wrote them) with a fresh AdamW at 1e-3, weight decay 0.01 and a `LambdaLR`
-    warm-up of 20 steps then linear decay over 200 steps; a validation accuracy every 50
-    fine-tuning steps. The losses of both stages, in order."""
+    warm-up of 20 steps then linear decay over 200 steps, clipping at 1 in both stages; a
+    validation accuracy every 50 fine-tuning steps. The losses of both stages, in order."""
     g = _seed(seed)
     vocab, length = 16, 30
     chains = torch.softmax(2.0 * torch.randn(3, vocab, vocab, generator=g), -1)
@@ -649,8 +648,8 @@ def pointer_net_sort_curriculum(
 ) -> list[float]:
     """A pointer network (Vinyals et al. 2015) learning to sort uniform numbers, trained with a
     length curriculum written by hand (5 numbers for 150 steps, then 7, then 10), teacher
-    forcing, cross-entropy on the pointer scores, Adam 1e-3, clipping at 2, batches of 64; a
-    greedy-decoding exact-match accuracy at each curriculum stage's end."""
+    forcing, cross-entropy on the pointer scores, Adam 1e-3, clipping at 2, batches of 64; the
+    teacher-forced exact-match accuracy of the batch at each curriculum stage's end."""
     g = _seed(seed)
     model = _PointerNet(64, softmax_out=bug == "softmax_before_ce")
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
