@@ -28,12 +28,12 @@ def _warm_decay(opt: torch.optim.Optimizer, steps: int) -> torch.optim.lr_schedu
     )
 
 
-def staged(path, steps: int = 700, scheduled: bool = True, seed: int = 0) -> list[float]:
+def staged(path, steps: tuple[int, int] = (700, 700), scheduled: bool = True, seed: int = 0) -> list[float]:
     """A teacher fine-tuned on a 3-class task (cross-entropy), then a student distilled from
     its hidden states (an MSE on features of scale ~10, the first stage of TinyBERT's recipe),
     both losses computed functionally, one training loop's global step. With `scheduled`,
     each stage has a fresh AdamW with its own warm-up and linear decay; without, one AdamW
-    over both models at a constant rate steps both stages."""
+    over both models at a constant rate steps both stages. `steps`: each stage's length."""
     torch.manual_seed(seed)
     n, d, k = 2048, 24, 3
     x = torch.randn(n, d)
@@ -44,12 +44,12 @@ def staged(path, steps: int = 700, scheduled: bool = True, seed: int = 0) -> lis
     with mldbg.torch.Hook(str(path)) as hook:
         hook.register_module(teacher)
         hook.register_module(student)
-        stages = [(teacher, lambda i: F.cross_entropy(teacher(x[i]), y[i]), 3e-3), (student, None, 3e-3)]
+        stages = [(teacher, lambda i: F.cross_entropy(teacher(x[i]), y[i])), (student, None)]
         both = torch.optim.AdamW([*teacher.parameters(), *student.parameters()], lr=3e-3)
-        for model, objective, lr in stages:
-            opt = torch.optim.AdamW(model.parameters(), lr=lr) if scheduled else both
-            sched = _warm_decay(opt, steps) if scheduled else None
-            for _ in range(steps):
+        for (model, objective), length in zip(stages, steps, strict=True):
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-3) if scheduled else both
+            sched = _warm_decay(opt, length) if scheduled else None
+            for _ in range(length):
                 i = torch.randint(0, n, (32,))
                 if objective is None:  # the teacher's penultimate features, scaled as BERT's are
                     with torch.no_grad():
@@ -70,6 +70,22 @@ def staged(path, steps: int = 700, scheduled: bool = True, seed: int = 0) -> lis
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("staged")
     return {s: (str(root / str(s)), staged(root / str(s), scheduled=s)) for s in (True, False)}
+
+
+def test_a_short_last_stage_on_another_scale_is_judged_on_its_own(tmp_path, monkeypatch):
+    """A long first stage and a short second one that ends far above where the first began
+    (a fine-tune after a pretraining on another objective): read as one series, the loss
+    rose over the run and does not fall over its later half, a stall; the phase the new
+    schedule began falls from its own start, and no stall is reported."""
+    import mldbg.rules.losses as losses
+
+    x = np.asarray(staged(tmp_path / "run", steps=(1200, 300)))
+    assert np.median(x[-50:]) > 2 * np.median(x[:20])  # ends above the first stage's start
+    assert np.median(x[-50:]) < 0.8 * np.median(x[1200:1220])  # the second stage learns
+    rules = ["loss_not_decreasing", "underfitting"]
+    assert not mldbg.check(str(tmp_path / "run"), rules=rules)
+    monkeypatch.setattr(losses, "schedule_restarts", lambda view: [])
+    assert {f.rule for f in mldbg.check(str(tmp_path / "run"), rules=rules)} == set(rules)
 
 
 def test_a_stage_begun_with_its_own_schedule_is_a_new_phase(runs):

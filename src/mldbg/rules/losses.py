@@ -891,7 +891,9 @@ def schedule_restarts(view: TrialView) -> list[tuple[int, int]]:
         starts.append(int(steps[0]))
         records.append(steps)
         peak = np.maximum.accumulate(lr)[:-1]
-        rises = (lr[1:] > lr[:-1] * (1 + 1e-6)) & (lr[:-1] <= SCHEDULE_RESTART_SHARE * peak)
+        up = lr[1:] > lr[:-1] * (1 + 1e-6)
+        turned = np.concatenate([[True], ~up[:-1]])  # its first rise, not each record of a warm-up
+        rises = up & turned & (lr[:-1] <= SCHEDULE_RESTART_SHARE * peak)
         found += [(int(steps[i]), int(steps[i + 1])) for i in np.flatnonzero(rises).tolist()]
     if len(starts) > 1:
         every = np.unique(np.concatenate(records))
@@ -910,6 +912,25 @@ def schedule_phases(view: TrialView, steps: Sequence[int]) -> list[int]:
         return []
     found = {bisect.bisect_right(steps, a) for a, _ in schedule_restarts(view) if a < steps[-1]}
     return sorted(found - {0})
+
+
+def phase_progress(
+    view: TrialView, steps: Sequence[int], values: Sequence[float] | np.ndarray, window: int, patience: int
+) -> tuple[bool, Progress | None]:
+    """Whether the series (its sorted `steps` and `values`) runs in phases begun by new
+    schedules of the learning rate (`schedule_phases`) and, if so, the progress of its last
+    phase judged as a series of its own (`progress`; None while that phase is too short to
+    judge: fewer than `patience` windows of `window` values). A stall is a stall of the phase
+    now too: a fine-tune that falls from its own start is learning, though it ends above where
+    the pretraining before it started (another objective on another scale)."""
+    phases = schedule_phases(view, steps)
+    if not phases:
+        return False, None
+    x = np.asarray(values[phases[-1] :], dtype=np.float64)
+    if len(x) < max(2, patience) * max(2, window):
+        return True, None
+    _, k = checkpoints(window, patience, len(x))
+    return True, progress(x, k + 1)
 
 
 def restarted_between(view: TrialView, lo: int, hi: int) -> bool:

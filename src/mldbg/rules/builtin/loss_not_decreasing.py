@@ -15,10 +15,12 @@ from mldbg.rules.losses import (
     _TREND_Z,
     GAME_STEPS,
     LossTracker,
+    Progress,
     came_back,
     judged_at,
     judgement,
     opposed,
+    phase_progress,
     progress,
     refutes_stall,
     rescued,
@@ -90,7 +92,10 @@ class LossNotDecreasing(Rule):
       (`mldbg.rules.losses.refutes_stall`: by its end the loss shed more than that share, or
       fell past its first tenth beyond the bar): a plateau at init that the run leaves (a
       saddle, a triplet loss at its margin, grokking) is no stall. Live, it is reported at
-      once (a stop acts on it).
+      once (a stop acts on it). A series in phases begun by new schedules of the learning
+      rate (`mldbg.rules.losses.phase_progress`: a fine-tune after a pretraining on another
+      objective, ending above where the pretraining began) must be stalled in its last phase
+      too, judged on its own.
     - *rising*: the last block's median is more than `increase_threshold_percent` % above
       the lowest earlier block's since the series last started over, and beyond the noise (the
       selection of the lowest allowed for). A series starts over where it came back to its
@@ -194,14 +199,7 @@ class LossNotDecreasing(Rule):
         if p is None:
             return stuck
         out: list[tuple[str, Any]] = stuck
-        material = max(self.diff_percent, _MATERIAL) / 100
-        if (
-            (name, mode, "flat") not in self._fired
-            and p.drop_high < material
-            and p.trend_z > _TREND_Z
-            and p.late_fall_z < p.z  # a significant fall past the first tenth: it decreases
-            and (final or p.pace_high < material)  # live: not falling now must be shown
-        ):
+        if (name, mode, "flat") not in self._fired and self._flat(p, final):
             out.append(("flat", p))
         if (
             (name, mode, "rise") not in self._fired
@@ -210,6 +208,16 @@ class LossNotDecreasing(Rule):
         ):
             out.append(("rise", p))
         return out
+
+    def _flat(self, p: Progress, final: bool) -> bool:
+        """Whether the progress `p` shows no decrease (live, unless `final`: none now either)."""
+        material = max(self.diff_percent, _MATERIAL) / 100
+        return (
+            p.drop_high < material
+            and p.trend_z > _TREND_Z
+            and p.late_fall_z < p.z  # a significant fall past the first tenth: it decreases
+            and (final or p.pace_high < material)  # live: not falling now must be shown
+        )
 
     def check(self, trial: TrialView, step: int) -> list[Finding]:
         mode, names, closed = self._tracker.update(trial, step)
@@ -318,6 +326,10 @@ class LossNotDecreasing(Rule):
     ) -> list[Finding]:
         phases = schedule_phases(trial, steps)
         found = self._verdicts(name, mode, values, len(values), final, since=phases[-1] if phases else 0)
+        if any(k == "flat" for k, _ in found):
+            phased, now = phase_progress(trial, steps, values, self.num_steps, self.patience)
+            if phased and (now is None or not self._flat(now, final)):
+                found = [(k, p) for k, p in found if k != "flat"]  # the phase now falls (or just began)
         if not found or self._game(trial, name, mode, steps, values):
             return []
         if mode == "TRAIN":

@@ -20,6 +20,7 @@ from mldbg.rules.losses import (
     judged_at,
     judgement,
     opposed,
+    phase_progress,
     progress,
     refutes_stall,
     warming_up,
@@ -58,7 +59,10 @@ class Underfitting(Rule):
     however small: a masked LM's pre-training near the unigram entropy), and a loss too noisy
     to tell (a warm-up's first steps) is not reported. On a finished run checked offline, a
     verdict reached mid-run is reported (at its step) unless the whole series refutes it
-    (`mldbg.rules.losses.refutes_stall`: a plateau at init that the run leaves). Too small a model, a learning rate far
+    (`mldbg.rules.losses.refutes_stall`: a plateau at init that the run leaves). A series in
+    phases begun by new schedules of the learning rate (`mldbg.rules.losses.phase_progress`: a
+    fine-tune after a pretraining on another objective) must be stalled in its last phase
+    too, judged on its own. Too small a model, a learning rate far
     too low, over-regularization, or labels unrelated to the inputs cause it. A loss that
     rose (its last block above its start, one-sided at 5%, or an upward trend, z > 2) is
     diverging: the finding says so and suggests lowering the learning rate, never raising
@@ -128,17 +132,19 @@ class Underfitting(Rule):
         if k is None:
             return None
         p = progress(values[:n], k)
-        if p is None or not math.isfinite(p.first) or p.first == 0:
-            return None
+        return p if p is not None and self._stalled(p, final) else None
+
+    def _stalled(self, p: Progress, final: bool) -> bool:
+        """Whether the progress `p` is still high and not falling (live, unless `final`: nor now)."""
+        if not math.isfinite(p.first) or p.first == 0:
+            return False
         material = 1 - self.threshold_percent / 100
-        if (
+        return (
             p.drop_high < material
             and p.trend_z > _TREND_Z
             and p.late_fall_z < p.z  # still falling past its first tenth, significantly: it fits
             and (final or p.pace_high < material)
-        ):
-            return p
-        return None
+        )
 
     def check(self, trial: TrialView, step: int) -> Finding | None:
         mode, names, _ = self._tracker.update(trial, step)
@@ -168,6 +174,9 @@ class Underfitting(Rule):
             p = self._verdict(name, s.values, len(s.values), final)
             if p is None:
                 continue
+            phased, now = phase_progress(trial, s.steps, s.values, self.window, self.patience)
+            if phased and (now is None or not self._stalled(now, final)):
+                continue  # the phase a new schedule began falls from its own start (or just began)
             evals = [e.value for e in self._tracker.closed_evals(name) if math.isfinite(e.value)]
             if len(evals) >= 2 and 100.0 * min(evals[1:]) / evals[0] <= self.threshold_percent:
                 continue
