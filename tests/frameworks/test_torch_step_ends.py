@@ -109,6 +109,33 @@ def test_a_model_trained_without_its_forward_opens_its_steps_at_the_optimizer(tm
     mu = trial.tensor("mu")
     assert not (mu.value(5) == mu.value(4)).all()
 
+    for zero in (True, False):  # with the two-line hook's statistics: whether `.grad` was reset
+        torch.manual_seed(0)
+        model = _Gaussian()
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        with mldbg.torch.Hook(str(tmp_path / f"zero{zero}")) as hook:
+            hook.register_module(model)
+            for _ in range(10):
+                if zero:
+                    opt.zero_grad()
+                model.nll(data[torch.randint(0, 256, (32,))]).backward()
+                opt.step()
+        flags = mldbg.create_trial(str(tmp_path / f"zero{zero}")).tensor("gradient_reset/model")
+        assert [flags.reduction_value(s, "sum") for s in range(10)] == [1] + [int(zero)] * 9
+
+    # an ensemble of layers, each member with its own optimizer, called without the container's
+    # forward: its first member's calls make its steps (one an iteration), not its optimizers
+    members = nn.ModuleList(nn.Linear(3, 1) for _ in range(3))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in members]
+    with mldbg.torch.Hook(str(tmp_path / "ensemble")) as hook:
+        hook.register_module(members)
+        for _ in range(5):
+            for member, member_opt in zip(members, opts, strict=True):
+                member_opt.zero_grad()
+                member(data[:8]).pow(2).mean().backward()
+                member_opt.step()
+    assert _steps(tmp_path / "ensemble") == 5
+
     net = _net()
     first = torch.optim.SGD(net[0].parameters(), lr=0.01)
     second = torch.optim.Adam(net[2].parameters(), lr=1e-3)

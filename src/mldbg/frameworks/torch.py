@@ -65,7 +65,7 @@ from mldbg.frameworks.torch_sharded import (
     is_sharded,
     piece_and_layout,
 )
-from mldbg.frameworks.torch_steps import StepEnds, time_backward
+from mldbg.frameworks.torch_steps import StepEnds, _note_reset, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
 from mldbg.record.recorder import Plan
@@ -570,10 +570,17 @@ class Hook(StepEnds, Adapter):
         The step opens here, as a forward would open it: their parameters (at statistics
         steps), then that loss; the optimizer's gradients follow, and its end ends the step.
         A second optimizer of a step that ran a forward (one per parameter group) finds no
-        such loss: it opens nothing."""
-        loss = self._loss.unopened()
-        if loss is None or any(self._current_mode(m.module) != Mode.TRAIN for m in models):
+        such loss: it opens nothing. Nor does a model with layers of its own (a submodule
+        holding parameters with a forward: an ensemble's members, each with its optimizer, a
+        flow's coupling layers): the calls of its parts make its steps (`_on_part_start`,
+        `_stray_parts`), not its optimizers. Whether its `.grad` was reset before those
+        passes (`LossCapture.unopened`) is the step's `gradient_reset`."""
+        got = self._loss.unopened()
+        if got is None or any(
+            self._current_mode(m.module) != Mode.TRAIN or _has_layers(m.module) for m in models
+        ):
             return
+        loss, resets = got
         rec = self.recorder
         self._backward_done = False
         self._updated.clear()
@@ -582,6 +589,10 @@ class Hook(StepEnds, Adapter):
         rec.start_step(Mode.TRAIN)
         for m in models:
             m.saved_at = rec.step
+            reset = resets.get(id(m))
+            if reset is not None and m.reset_param is not None and m.reset_param.grad is not None:
+                m.incoming = True  # its passes reached it: whether they began from a reset `.grad`
+                _note_reset(m, reset)
             if self._stats is not None:
                 self._stats.forward_start(m.params, (), m.prefix, m.module.training)
             if rec.saving and rec.saves_any(m.param_keys):
@@ -791,6 +802,16 @@ def _rank_and_world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _has_layers(model: nn.Module) -> bool:
+    """Whether a submodule of `model` holding parameters of its own has a forward (a layer
+    the script calls), beside containers of parameters (`nn.ParameterDict`, `nn.ParameterList`)."""
+    return any(
+        type(sub).forward is not nn.Module.forward and next(sub.parameters(recurse=False), None) is not None
+        for sub in model.modules()
+        if sub is not model
+    )
 
 
 __all__ = ["Hook"]

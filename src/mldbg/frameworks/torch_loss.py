@@ -145,8 +145,9 @@ class LossCapture:
         self._eval = EvalLoss(self._record_inputs)
         self._depths: dict[int, int] = {}  # id(model) -> torch function modes as its forward began
         # the last loss given to backward while no step was open, with the recorder's step
-        # then: a model trained without its forward (`unopened`)
-        self._unopened: tuple[int, torch.Tensor] | None = None
+        # then and whether each model's gradients were reset before (by id: `Hook._resets_now`,
+        # over every such pass since the step): a model trained without its forward (`unopened`)
+        self._unopened: tuple[int, torch.Tensor, dict[int, Any]] | None = None
 
     def open(self) -> None:
         """The run is open: the step's loss is saved as the step ends; listen to backward."""
@@ -274,7 +275,9 @@ class LossCapture:
             self._eval.trained_on()  # a model trained in eval mode: its step's loss is no evaluation's
         if hook._closed or not rec.in_step or rec.mode != Mode.TRAIN:
             if not hook._closed and not rec.in_step and _is_loss(tensor) and tensor.grad_fn is not None:
-                self._unopened = (rec.step, tensor)  # a step may open at the optimizer (`unopened`)
+                before = self._unopened[2] if self._unopened and self._unopened[0] == rec.step else {}
+                # a step may open at the optimizer (`unopened`)
+                self._unopened = (rec.step, tensor, hook._resets_now(before))
             return
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or not tensor.is_floating_point():
             return
@@ -301,12 +304,13 @@ class LossCapture:
         self._backward.append((root, self._unscaled(tensor)))
         self._inputs(tensor)
 
-    def unopened(self) -> torch.Tensor | None:
-        """The loss given to backward since the last step ended, while no step was open, or
-        None (taken once): a registered model trained without a forward of its own (its
-        parameters used by a method, `model.nll(y)`), whose step opens at its optimizer."""
+    def unopened(self) -> tuple[torch.Tensor, dict[int, Any]] | None:
+        """The loss given to backward since the last step ended, while no step was open, and
+        whether each model's gradients were reset before those passes, or None (taken once):
+        a registered model trained without a forward of its own (its parameters used by a
+        method, `model.nll(y)`), whose step opens at its optimizer."""
         got, self._unopened = self._unopened, None
-        return got[1] if got is not None and got[0] == self.hook.recorder.step else None
+        return got[1:] if got is not None and got[0] == self.hook.recorder.step else None
 
     def _reached(self, root: Any) -> frozenset[str] | None:
         """The parts of the registered models (top-level submodules, with the model's prefix)

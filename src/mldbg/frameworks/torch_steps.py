@@ -62,6 +62,17 @@ class StepEnds:
     def _open_without_forward(self, models: tuple[RegisteredModel, ...]) -> None:
         raise NotImplementedError
 
+    def _resets_now(self, before: dict[int, Any]) -> dict[int, Any]:
+        """A backward pass begins with no step open (`LossCapture.unopened`): whether each
+        model's `.grad` of `reset_param` is reset now, or was before an earlier such pass of
+        the same step (`before`), by the model's id."""
+        out = dict(before)
+        for m in self._models:
+            p = m.reset_param
+            if p is not None and not is_sharded(p):
+                out[id(m)] = _either(out.get(id(m), False), _was_reset(p.grad))
+        return out
+
     def _step_ended(self) -> None:
         raise NotImplementedError
 
@@ -358,7 +369,12 @@ def _was_reset(held: torch.Tensor | None) -> bool | torch.Tensor:
 def _note_reset(m: RegisteredModel, reset: bool | torch.Tensor) -> None:
     """One reading of whether `m`'s `.grad` was reset since its last update: it was if any
     reading says so (a later micro-batch sees the earlier ones' sum)."""
-    m.reset = reset if m.reset is False or reset is True else m.reset | reset
+    m.reset = _either(m.reset, reset)
+
+
+def _either(a: bool | torch.Tensor, b: bool | torch.Tensor) -> bool | torch.Tensor:
+    """Either of two readings of a reset (a bool, or a device bool: no sync)."""
+    return b if a is False or b is True else a | b
 
 
 def _grad_tensors(output: Any, depth: int = 2) -> list[torch.Tensor]:
