@@ -125,7 +125,9 @@ def test_no_cross_entropy_no_counts(batch):
 
 def test_token_ids_of_a_call():
     ids = torch.zeros(2, 3, dtype=torch.long)
-    assert token_ids((torch.randn(2, 3), ids), {}) is ids
+    assert token_ids((ids, torch.randn(2, 3)), {}) is ids
+    # integer sequences after a floating first argument: a decoder's targets (teacher forcing)
+    assert token_ids((torch.randn(2, 3), ids), {}) is None
     assert token_ids((), {"input_ids": ids, "labels": ids + 1}) is ids
     assert token_ids((torch.zeros(2, 3, 4, dtype=torch.long),), {}) is None
 

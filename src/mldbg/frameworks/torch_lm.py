@@ -309,15 +309,22 @@ def token_ids(args: tuple[Any, ...], kwargs: dict[str, Any], model: Any = None) 
     """A model call's token ids: `input_ids=`, else its first integer 2-D argument. None for
     an encoder-decoder (a Hugging Face `is_encoder_decoder` config, or `decoder_input_ids=`):
     its targets follow the decoder's tokens, not the encoder's `input_ids` (a denoising
-    model's labels are close copies of its inputs, and rightly so)."""
+    model's labels are close copies of its inputs, and rightly so). None too for a call whose
+    first argument is floating and whose integer sequences come after it (`model(x, targets)`:
+    an encoder's features, an image, numbers to sort, then the targets a decoder is fed under
+    teacher forcing, which it shifts itself, as a pointer network does): an encoder-decoder
+    of the script's own making."""
     config = getattr(model, "config", None)
     if getattr(config, "is_encoder_decoder", False) is True or kwargs.get("decoder_input_ids") is not None:
         return None
     found = kwargs.get("input_ids")
     if _ids(found):
         return found
-    for a in args:
+    for i, a in enumerate(args):
         if _ids(a):
+            first = args[0]
+            if i and isinstance(first, torch.Tensor) and (first.is_floating_point() or first.is_complex()):
+                return None
             return a
     return None
 
