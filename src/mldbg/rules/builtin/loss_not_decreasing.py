@@ -324,8 +324,10 @@ class LossNotDecreasing(Rule):
         values: Sequence[float],
         final: bool,
     ) -> list[Finding]:
-        phases = schedule_phases(trial, steps)
-        found = self._verdicts(name, mode, values, len(values), final, since=phases[-1] if phases else 0)
+        found = self._verdicts(name, mode, values, len(values), final)
+        phases = schedule_phases(trial, steps) if any(k == "rise" for k, _ in found) else []
+        if phases:  # a rise is sought since the phase now began (never a new one: its best is no lower)
+            found = self._verdicts(name, mode, values, len(values), final, since=phases[-1])
         if any(k == "flat" for k, _ in found):
             phased, now = phase_progress(trial, steps, values, self.num_steps, self.patience)
             if phased and (now is None or not self._flat(now, final)):
