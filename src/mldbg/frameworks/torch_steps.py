@@ -88,6 +88,8 @@ class StepEnds:
         self._backward_queued = False
         self._stepping = False  # inside an optimizer step of ours (between its pre and post hooks)
         self._forwarded_since = False  # a registered model's forward ran since our last update
+        # id(optimizer) -> its last float learning rate, its peak, and whether it was rising
+        self._schedules: dict[int, tuple[float, float, bool]] = {}
 
     def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
         m.backward = True
@@ -257,9 +259,12 @@ class StepEnds:
         if self.recorder.mode == Mode.TRAIN:
             self._loss.stepped_at = self.recorder.step  # the step updates the model (torch_loss)
             held = None
+            begins = self._schedule_begins(optimizer)
             if self._stats is not None and self._stats.due():  # parameter_without_gradient
                 held = {id(p) for g in optimizer.param_groups for p in g["params"]}
                 self._stats.optimizer_holds(held)
+                self._learning_rate(optimizer, models)
+            elif self._stats is not None and begins:  # the loss rules read a new phase at once
                 self._learning_rate(optimizer, models)
             closure = kwargs.get("closure", args[0] if args else None)
             if not callable(closure):
@@ -269,6 +274,26 @@ class StepEnds:
         elif self._stats is not None:  # training with the model left in eval mode
             self._stats.optimizer_outside_train()
         return None
+
+    def _schedule_begins(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether `optimizer` begins a new schedule at this step (`rules.losses.schedule_restarts`
+        reads it from the learning rates recorded): its first step after another optimizer of
+        ours had stepped (a new stage's or model's), or its learning rate rising again after
+        it had decayed to half its peak (a warm-up begun anew, a warm restart). Its learning
+        rate is then recorded at this step too, not only at the next statistics step, so that
+        a live rule reads the jump a new phase brings as one. A float learning rate only (one
+        held in a tensor is read at statistics steps: no device sync)."""
+        lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool):
+            return False
+        seen = self._schedules.get(id(optimizer))
+        if seen is None:
+            self._schedules[id(optimizer)] = (lr, lr, False)
+            return len(self._schedules) > 1
+        last, peak, rising = seen
+        up = lr > last * (1 + 1e-6)
+        self._schedules[id(optimizer)] = (lr, max(peak, lr), up)
+        return up and not rising and last <= 0.5 * peak
 
     def _learning_rate(self, optimizer: torch.optim.Optimizer, models: tuple[RegisteredModel, ...]) -> None:
         """`learning_rate/<model>`: the learning rate of the optimizer's first parameter group,
