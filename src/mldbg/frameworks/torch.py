@@ -563,22 +563,25 @@ class Hook(StepEnds, Adapter):
             self._module_handles.append(part.register_forward_hook(self._attach(self._on_stray_end, part, m)))
             end_attention_at(self, m, part)  # a capture its forward begins ends with it
 
-    def _open_without_forward(self, models: tuple[RegisteredModel, ...]) -> None:
+    def _open_without_forward(
+        self, optimizer: torch.optim.Optimizer, models: tuple[RegisteredModel, ...]
+    ) -> None:
         """An optimizer updates `models` with no step open, after a loss was given to backward
         with none open (`LossCapture.unopened`): they train without a forward of their own
         (a state-space model's `model.nll(y)`, a flow's `log_prob`, parameters used directly).
         The step opens here, as a forward would open it: their parameters (at statistics
         steps), then that loss; the optimizer's gradients follow, and its end ends the step.
         A second optimizer of a step that ran a forward (one per parameter group) finds no
-        such loss: it opens nothing. Nor does a model with layers of its own (a submodule
-        holding parameters with a forward: an ensemble's members, each with its optimizer, a
-        flow's coupling layers): the calls of its parts make its steps (`_on_part_start`,
-        `_stray_parts`), not its optimizers. Whether its `.grad` was reset before those
-        passes (`LossCapture.unopened`) is the step's `gradient_reset`."""
+        such loss: it opens nothing. Nor does an optimizer that holds only part of a model's
+        trainable parameters (an ensemble's members or Forward-Forward's layers, each with its
+        own optimizer): one update of the model is then several optimizer steps, and the
+        calls of its parts make its steps (`_on_part_start`), as before. Whether its `.grad`
+        was reset before those passes (`LossCapture.unopened`) is the step's `gradient_reset`."""
         got = self._loss.unopened()
-        if got is None or any(
-            self._current_mode(m.module) != Mode.TRAIN or _has_layers(m.module) for m in models
-        ):
+        if got is None or any(self._current_mode(m.module) != Mode.TRAIN for m in models):
+            return
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if any(id(p) not in held for m in models for _, p, _ in m.params if p.requires_grad):
             return
         loss, resets = got
         rec = self.recorder
@@ -802,16 +805,6 @@ def _rank_and_world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-
-
-def _has_layers(model: nn.Module) -> bool:
-    """Whether a submodule of `model` holding parameters of its own has a forward (a layer
-    the script calls), beside containers of parameters (`nn.ParameterDict`, `nn.ParameterList`)."""
-    return any(
-        type(sub).forward is not nn.Module.forward and next(sub.parameters(recurse=False), None) is not None
-        for sub in model.modules()
-        if sub is not model
-    )
 
 
 __all__ = ["Hook"]

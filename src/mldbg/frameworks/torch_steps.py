@@ -59,7 +59,9 @@ class StepEnds:
     def _stray_parts(self, m: RegisteredModel) -> None:
         raise NotImplementedError
 
-    def _open_without_forward(self, models: tuple[RegisteredModel, ...]) -> None:
+    def _open_without_forward(
+        self, optimizer: torch.optim.Optimizer, models: tuple[RegisteredModel, ...]
+    ) -> None:
         raise NotImplementedError
 
     def _resets_now(self, before: dict[int, Any]) -> dict[int, Any]:
@@ -241,7 +243,7 @@ class StepEnds:
             for m in models:  # trained, but no registered model's forward ran: through a part of it
                 self._stray_parts(m)
             if models and not self.recorder.in_step:  # or through no forward at all
-                self._open_without_forward(models)
+                self._open_without_forward(optimizer, models)
         if not models or not self.recorder.in_step:
             return None
         self.timeline.mark(marks.OPTIMIZER_START)
