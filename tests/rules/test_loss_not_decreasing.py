@@ -636,7 +636,7 @@ def test_a_later_fold_that_ends_above_the_first_is_no_rise(tmp_path, monkeypatch
     assert not mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
     monkeypatch.setattr(losses, "restarts", lambda values: [])
     assert not mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])  # each fold's
-    monkeypatch.setattr(losses, "schedule_restarts", lambda view: [])  # fresh model begins a phase
+    monkeypatch.setattr(losses, "_schedules", lambda view: [])  # fresh model begins a phase
     found = mldbg.check(str(tmp_path / "kfold"), rules=["loss_not_decreasing"])
     assert [f.rule for f in found] == ["loss_not_decreasing"] and "rose by" in found[0].message, found
     monkeypatch.undo()

@@ -84,7 +84,7 @@ def test_a_short_last_stage_on_another_scale_is_judged_on_its_own(tmp_path, monk
     assert np.median(x[-50:]) < 0.8 * np.median(x[1200:1220])  # the second stage learns
     rules = ["loss_not_decreasing", "underfitting"]
     assert not mldbg.check(str(tmp_path / "run"), rules=rules)
-    monkeypatch.setattr(losses, "schedule_restarts", lambda view: [])
+    monkeypatch.setattr(losses, "_schedules", lambda view: [])
     assert {f.rule for f in mldbg.check(str(tmp_path / "run"), rules=rules)} == set(rules)
 
 

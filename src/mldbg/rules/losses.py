@@ -864,11 +864,21 @@ SCHEDULE_RESTART_SHARE = 0.5  # a learning rate that rises again from at most th
 
 def schedule_restarts(view: TrialView) -> list[tuple[int, int]]:
     """Where the run's recorded learning rates (`learning_rate/<model>`, at the PyTorch hook's
-    statistics steps) began a new schedule: the steps (after, upto] between the record before
-    and the first record of the new one. A schedule begins anew
+    statistics steps and where an optimizer begins a new schedule) began a new schedule: the
+    steps (after, upto] between the record before and the first record of the new one
+    (`_schedules`: with the step where its rise ended)."""
+    return sorted({(a, b) for a, b, _ in _schedules(view)})
+
+
+def _schedules(view: TrialView) -> list[tuple[int, int, int]]:
+    """(after, upto, settled) of each new schedule of `schedule_restarts`: `settled`, its last
+    record while its learning rate still rose (its warm-up's end; `upto` without one).
+
+    A schedule begins anew
     - where a model's learning rate rises again after it had decayed to at most half its peak
-      so far: a warm-up begun anew (the next stage of a pipeline with its own optimizer and
-      schedule), a warm restart (SGDR), a cyclical rate's next cycle;
+      so far (its first rise, not each record of the warm-up that follows): a warm-up begun
+      anew (the next stage of a pipeline with its own optimizer and schedule), a warm restart
+      (SGDR), a cyclical rate's next cycle, SWA's rate raised again;
     - where a model's learning rate is first recorded after another's had been: a model
       that starts training then (a student distilled from the teacher just fine-tuned, the
       network retrained from scratch after an architecture search, the next fold's).
@@ -876,8 +886,8 @@ def schedule_restarts(view: TrialView) -> list[tuple[int, int]]:
     another model, data it had not seen) is that phase's start, not a divergence: no step of
     the optimizer threw it there. A warm-up at the start, a step or plateau schedule and a
     constant rate (`lr_x100`) never begin anew."""
-    found: list[tuple[int, int]] = []
-    starts: list[int] = []
+    found: list[tuple[int, int, int]] = []
+    starts: list[tuple[int, int]] = []  # each model's first record and where its first rise ended
     records: list[np.ndarray] = []
     for name in view.names(None, regex="^" + LEARNING_RATE):
         cols = view.columns.tensor(name)
@@ -888,29 +898,36 @@ def schedule_restarts(view: TrialView) -> list[tuple[int, int]]:
         steps, lr = cols.steps[ok], lr[ok]
         if not len(lr):
             continue
-        starts.append(int(steps[0]))
+        up = lr[1:] > lr[:-1] * (1 + 1e-6)
+        # where each rise ends: the record after the last of its rising steps
+        ends = np.flatnonzero(~np.concatenate([up, [False]]))
+
+        def settled(i: int, steps: np.ndarray = steps, ends: np.ndarray = ends) -> int:
+            return int(steps[ends[np.searchsorted(ends, i)]])
+
+        starts.append((int(steps[0]), settled(0)))
         records.append(steps)
         peak = np.maximum.accumulate(lr)[:-1]
-        up = lr[1:] > lr[:-1] * (1 + 1e-6)
         turned = np.concatenate([[True], ~up[:-1]])  # its first rise, not each record of a warm-up
         rises = up & turned & (lr[:-1] <= SCHEDULE_RESTART_SHARE * peak)
-        found += [(int(steps[i]), int(steps[i + 1])) for i in np.flatnonzero(rises).tolist()]
+        found += [(int(steps[i]), int(steps[i + 1]), settled(i + 1)) for i in np.flatnonzero(rises).tolist()]
     if len(starts) > 1:
         every = np.unique(np.concatenate(records))
-        for first in starts:
+        for first, done in starts:
             before = every[every < first]
             if len(before):  # another model's learning rate was recorded before this one's
-                found.append((int(before[-1]), first))
+                found.append((int(before[-1]), first, done))
     return sorted(set(found))
 
 
 def schedule_phases(view: TrialView, steps: Sequence[int]) -> list[int]:
     """The indices into a series' sorted `steps` where a phase begun by a new schedule of
-    the learning rate (`schedule_restarts`) opens: its first value after the record before
-    the new rise."""
+    the learning rate (`schedule_restarts`) opens: its first value once the new schedule's
+    rate stopped rising (after its warm-up: a rise of the loss while the rate is raised again,
+    as SWA raises it, is that schedule's, not a divergence)."""
     if not len(steps):
         return []
-    found = {bisect.bisect_right(steps, a) for a, _ in schedule_restarts(view) if a < steps[-1]}
+    found = {bisect.bisect_right(steps, c) for a, _, c in _schedules(view) if a < steps[-1]}
     return sorted(found - {0})
 
 
@@ -934,9 +951,11 @@ def phase_progress(
 
 
 def restarted_between(view: TrialView, lo: int, hi: int) -> bool:
-    """Whether a recorded learning rate started a new schedule (`schedule_restarts`) at a step
-    that may lie in (lo, hi]."""
-    return any(a < hi and b > lo for a, b in schedule_restarts(view))
+    """Whether a recorded learning rate began a new schedule (`schedule_restarts`), or was
+    still rising into it, at a step that may lie in (lo, hi]: its transition runs from the
+    record before its first rise to the end of that rise (SWA's rate raised over a few
+    epochs)."""
+    return any(a < hi and max(b, c) > lo for a, b, c in _schedules(view))
 
 
 def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
