@@ -65,7 +65,7 @@ from mldbg.frameworks.torch_sharded import (
     is_sharded,
     piece_and_layout,
 )
-from mldbg.frameworks.torch_steps import StepEnds, _note_reset, time_backward
+from mldbg.frameworks.torch_steps import StepEnds, time_backward
 from mldbg.frameworks.torch_trace import TorchCapture
 from mldbg.profiler import timeline as marks
 from mldbg.record.recorder import Plan
@@ -590,12 +590,9 @@ class Hook(StepEnds, Adapter):
         for other in self._models:
             other.backward = False
         rec.start_step(Mode.TRAIN)
+        self._resets_taken(models, resets)
         for m in models:
             m.saved_at = rec.step
-            reset = resets.get(id(m))
-            if reset is not None and m.reset_param is not None and m.reset_param.grad is not None:
-                m.incoming = True  # its passes reached it: whether they began from a reset `.grad`
-                _note_reset(m, reset)
             if self._stats is not None:
                 self._stats.forward_start(m.params, (), m.prefix, m.module.training)
             if rec.saving and rec.saves_any(m.param_keys):

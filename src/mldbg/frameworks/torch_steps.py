@@ -75,6 +75,15 @@ class StepEnds:
                 out[id(m)] = _either(out.get(id(m), False), _was_reset(p.grad))
         return out
 
+    def _resets_taken(self, models: tuple[RegisteredModel, ...], resets: dict[int, Any]) -> None:
+        """The readings of `_resets_now` for `models`, whose step opens only now: a model whose
+        `reset_param` those passes reached takes its reading as `_grads_after_backward` does."""
+        for m in models:
+            reset = resets.get(id(m))
+            if reset is not None and m.reset_param is not None and m.reset_param.grad is not None:
+                m.incoming = True
+                _note_reset(m, reset)
+
     def _step_ended(self) -> None:
         raise NotImplementedError
 

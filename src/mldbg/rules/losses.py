@@ -899,7 +899,7 @@ def _schedules(view: TrialView) -> list[tuple[int, int, int]]:
         if not len(lr):
             continue
         up = lr[1:] > lr[:-1] * (1 + 1e-6)
-        # where each rise ends: the record after the last of its rising steps
+        # where each rise ends: the records that no rise follows (its last, its peak)
         ends = np.flatnonzero(~np.concatenate([up, [False]]))
 
         def settled(i: int, steps: np.ndarray = steps, ends: np.ndarray = ends) -> int:
@@ -955,7 +955,7 @@ def restarted_between(view: TrialView, lo: int, hi: int) -> bool:
     still rising into it, at a step that may lie in (lo, hi]: its transition runs from the
     record before its first rise to the end of that rise (SWA's rate raised over a few
     epochs)."""
-    return any(a < hi and max(b, c) > lo for a, b, c in _schedules(view))
+    return any(a < hi and c > lo for a, _, c in _schedules(view))  # (settled: never before upto)
 
 
 def opposed(a: Sequence[float], b: Sequence[float], blocks: int = 20) -> bool:
