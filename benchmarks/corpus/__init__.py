@@ -58,6 +58,7 @@ BLIND20 = "blind20"  # the twenty-first, written while `blind19` was measured
 BLIND21 = "blind21"  # the twenty-second, written while `blind20` was measured
 BLIND22 = "blind22"  # the twenty-third, written after `blind21` had been measured, with its fixes in
 BLIND23 = "blind23"  # the twenty-fourth, written after `blind22` had been measured
+BLIND24 = "blind24"  # the twenty-fifth, written after `blind23` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -83,6 +84,7 @@ LATER = (
     BLIND21,
     BLIND22,
     BLIND23,
+    BLIND24,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
