@@ -130,6 +130,32 @@ def lstm(path: Path) -> list[float]:
     return [float(v) for v in history.history["loss"]]
 
 
+def teacher_student(path: Path) -> dict:
+    """The Keras distillation example's shape with the two lines: a teacher fit on the task,
+    then a student fit to the teacher's logits (an MSE, another scale), one `Hook(path)` passed
+    to both fits. The teacher's Adam follows a cosine decay; the student's runs at a constant
+    rate and accumulates its gradients over 2 batches, under `EarlyStopping`. Returns the models' names and the
+    rates Keras computes for the teacher's steps."""
+    keras.utils.set_random_seed(0)
+    x, y = data(256)
+    schedule = keras.optimizers.schedules.CosineDecay(0.01, decay_steps=16)
+    teacher = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)], name="teacher"
+    )
+    teacher.compile(optimizer=keras.optimizers.Adam(schedule),
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))  # fmt: skip
+    student = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)], name="student")
+    student.compile(optimizer=keras.optimizers.Adam(1e-3, gradient_accumulation_steps=2), loss="mse")
+    hook = mldbg.keras.Hook(str(path))
+    teacher.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[hook])
+    logits = teacher.predict(x, verbose=0)
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=100)  # the student's fit stops early
+    student.fit(x, logits, batch_size=32, epochs=2, verbose=0, callbacks=[hook, stop])
+    hook.close()
+    rates = [float(keras.ops.convert_to_numpy(schedule(i))) for i in range(16)]
+    return {"teacher": teacher.name, "student": student.name, "rates": rates}
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     t0 = time.perf_counter()
@@ -140,6 +166,7 @@ def main() -> None:
     manifest["roundtrip"] = roundtrip(out)
     manifest["losses"] = {name: train(out / name, **kw) for name, kw in SCENARIOS.items()}
     manifest["lstm"] = lstm(out / "lstm")
+    manifest["teacher_student"] = teacher_student(out / "teacher_student")
     manifest["seconds"] = time.perf_counter() - t0
     (out / "manifest.json").write_text(json.dumps(manifest))
 

@@ -151,3 +151,31 @@ def test_an_lstm_model_trains_and_records_with_the_two_lines(keras_job, backend)
     trial = mldbg.create_trial(str(out / "lstm"))
     assert len(trial.steps(mode=Mode.TRAIN)) == 16  # 2 epochs of 8 batches
     assert any("lstm" in n for n in trial.tensor_names(collection="weights"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_learning_rate_of_each_model_is_recorded_and_a_new_model_begins_a_phase(keras_job, backend):
+    """`learning_rate/<model>` at TRAIN statistics steps, as Keras computes it (the teacher's
+    cosine schedule at its iteration counter), only at the steps that apply an update (the
+    student accumulates over 2 batches), and the student, first trained after the teacher,
+    begins a new phase for the loss rules (`schedule_restarts`); a fit with `EarlyStopping`
+    records `early_stopping` from its first step."""
+    from mldbg.rules.losses import schedule_restarts
+    from mldbg.rules.view import TrialView
+
+    out, manifest = keras_job(backend)
+    job = manifest["teacher_student"]
+    trial = mldbg.create_trial(str(out / "teacher_student"))
+    teacher, student = (f"learning_rate/{job[k]}" for k in ("teacher", "student"))
+    steps = trial.tensor(teacher).steps(Mode.TRAIN)
+    assert steps == list(range(16))  # every step of the first 20 of the mode
+    got = [trial.tensor(teacher).reduction_value(s, "sum") for s in steps]
+    np.testing.assert_allclose(got, job["rates"], rtol=1e-6)
+    assert len(set(np.round(got, 9))) > 8  # the schedule moved
+    steps = trial.tensor(student).steps(Mode.TRAIN)
+    assert steps and all(s >= 16 and (s - 16) % 2 == 1 for s in steps), steps
+    assert steps[0] == 17
+    assert [trial.tensor(student).reduction_value(s, "sum") for s in steps] == pytest.approx([1e-3] * len(steps))
+    assert schedule_restarts(TrialView(trial)) == [(15, 17)]
+    # the student's fit runs under `EarlyStopping` (its sibling callback): `overfit` reads it
+    assert trial.tensor("early_stopping").steps(Mode.TRAIN)[0] == 16

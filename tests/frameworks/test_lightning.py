@@ -519,3 +519,50 @@ def test_the_callback_sees_whether_gradients_are_reset(tmp_path, module):
         assert 0 in flags[1:9] and found and found[0].step <= 5, (flags, found)
     else:
         assert len(flags) >= 20 and set(flags) == {1} and not found, (flags, found)
+
+
+class Memorizer(Tiny):
+    """A wide MLP with Adam: it memorizes a small training set with noisy labels, and its
+    validation loss rises past its best."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 3))
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def _memorizing_fit(path, keep_best: bool) -> Memorizer:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(288, 8, generator=g)
+    y = x[:, :3].argmax(1)
+    noisy = torch.rand(32, generator=g) < 0.4
+    y[:32] = torch.where(noisy, torch.randint(0, 3, (32,), generator=g), y[:32])
+    train = DataLoader(TensorDataset(x[:32], y[:32]), batch_size=16)
+    val = DataLoader(TensorDataset(x[32:], y[32:]), batch_size=256)
+    torch.manual_seed(0)
+    model = Memorizer()
+    keeps = [pl.callbacks.ModelCheckpoint(dirpath=path.parent / f"{path.name}_ckpt", monitor="val_loss")]
+    trainer = pl.Trainer(
+        accelerator="cpu", callbacks=[DebuggerCallback(path), *(keeps if keep_best else [])], logger=False,
+        enable_checkpointing=keep_best, enable_progress_bar=False, enable_model_summary=False, max_epochs=40,
+    )  # fmt: skip
+    trainer.fit(model, train, val)
+    return model
+
+
+def test_a_fit_that_keeps_its_best_model_is_not_reported_for_the_epochs_past_it(tmp_path):
+    """A `ModelCheckpoint` that monitors the validation loss keeps the best epoch's model:
+    the epochs trained past it are the stopper's patience, and `overfit` leaves them alone
+    (the callback records `early_stopping`). The same fit without it is reported."""
+    plain = _memorizing_fit(tmp_path / "plain", keep_best=False)
+    kept = _memorizing_fit(tmp_path / "kept", keep_best=True)
+    val = np.asarray(plain.val_losses[1:])  # the sanity check's first
+    assert val[-1] > 1.5 * val.min() and val.argmin() < len(val) // 2  # it memorizes
+    np.testing.assert_allclose(kept.val_losses, plain.val_losses, rtol=1e-5)  # the same fit
+    assert [f.rule for f in mldbg.check(str(tmp_path / "plain"), rules=["overfit"])] == ["overfit"]
+    trial = mldbg.create_trial(str(tmp_path / "kept"))
+    assert trial.tensor("early_stopping").steps(Mode.TRAIN)
+    assert not mldbg.create_trial(str(tmp_path / "plain")).has_tensor("early_stopping")
+    assert not mldbg.check(str(tmp_path / "kept"), rules=["overfit"])

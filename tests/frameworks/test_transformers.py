@@ -339,3 +339,20 @@ def test_predict_is_predict_and_forwards_outside_the_trainer_are_not_recorded(tm
     logits = np.concatenate([trial.tensor("lm_head_output_0").value(s) for s in predict_steps])
     returned = predicted.predictions[0] if isinstance(predicted.predictions, tuple) else predicted.predictions
     np.testing.assert_allclose(logits, returned, rtol=1e-5, atol=1e-5)
+
+
+def test_a_trainer_that_keeps_its_best_model_says_so(tmp_path):
+    """`load_best_model_at_end` keeps the best evaluation's checkpoint (and `EarlyStoppingCallback`
+    needs it): the callback records `early_stopping`, which `overfit` reads as a training that
+    stops early (the epochs past the best are its patience). Without it, nothing is recorded."""
+    for keep in (True, False):
+        path = tmp_path / f"keep_{keep}"
+        args = _args(tmp_path / str(keep), eval_strategy="epoch", save_strategy="epoch" if keep else "no",
+                     load_best_model_at_end=keep)  # fmt: skip
+        trainer = Trainer(model=_bert(), args=args, train_dataset=Tokens(N_TRAIN), eval_dataset=Tokens(N_EVAL, 1),
+                          callbacks=[DebuggerCallback(path)])  # fmt: skip
+        trainer.train()
+        trial = mldbg.create_trial(str(path))
+        assert trial.has_tensor("early_stopping") == keep
+        if keep:
+            assert trial.tensor("early_stopping").steps(Mode.TRAIN)[0] == 0

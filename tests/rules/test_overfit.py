@@ -66,3 +66,41 @@ def test_quiet_on_the_rounds_early_stopping_trains_past_the_best(tmp_path):
     shuffled = train_xgboost_early_stopping(tmp_path / "shuffled", shuffled=True)
     found = mldbg.check(shuffled, rules=["overfit"])
     assert found and "memorizing" in found[0].message, found
+
+
+def _epochs(path, train: list[float], val: list[float], per: int = 20) -> str:
+    """A run of `len(train)` epochs of `per` TRAIN steps at each epoch's training loss (1%
+    noise), each followed by an evaluation pass of 3 EVAL steps at its validation loss."""
+    import numpy as np
+
+    from mldbg.record.recorder import Recorder
+
+    rng = np.random.default_rng(0)
+    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
+    for t, v in zip(train, val, strict=True):
+        for mode, level, n in ((mldbg.Mode.TRAIN, t, per), (mldbg.Mode.EVAL, v, 3)):
+            for _ in range(n):
+                rec.start_step(mode)
+                rec.save_scalar("loss", float(level * (1 + 0.01 * rng.standard_normal())), ("losses",))
+                rec.end_step()
+    rec.close()
+    return str(path)
+
+
+def test_a_validation_loss_that_rises_with_the_training_loss_is_harder_data(tmp_path):
+    """A walk-forward evaluation: each pass scores the next period, and a volatile one
+    doubles both the training loss (the window takes it in) and the validation loss. The
+    validation loss rose past its best while the model did not fit its training set any
+    better: harder data, not memorizing. The same validation losses while the training loss
+    goes on falling are overfitting."""
+    import numpy as np
+
+    base = 0.5 + 0.5 * np.exp(-np.arange(30) / 4)  # learning: 1 -> 0.5
+    vol = np.where(np.arange(30) >= 18, 2.0, 1.0)  # a volatile period from epoch 18
+    val = list(1.6 * base * vol)
+    harder = _epochs(tmp_path / "harder", list(base * vol), val)
+    assert not mldbg.check(harder, rules=["overfit"])
+    memorizing = _epochs(
+        tmp_path / "memorizing", list(base * np.exp(-np.maximum(0, np.arange(30) - 18) / 3)), val
+    )
+    assert [f.rule for f in mldbg.check(memorizing, rules=["overfit"])] == ["overfit"]

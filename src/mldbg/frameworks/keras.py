@@ -20,6 +20,7 @@ the loss runs a lighter recording variant from which nothing else leaves the com
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Callable
 from functools import partial
@@ -72,6 +73,20 @@ def device_statistics(backend: str) -> DeviceStatistics | None:
 INPUTS_RESCALED = "inputs_rescaled/"  # a model rescales its raw input first (`input_rescaling`)
 
 
+def _keeps_best(callbacks: Any) -> bool:
+    """Whether the `CallbackList` that runs the hook (Keras hands a callback no other way to
+    its siblings) stops the fit early (`EarlyStopping`) or keeps the best model by a monitored
+    metric (`ModelCheckpoint(save_best_only=True)`). False where it cannot be told."""
+    siblings = getattr(callbacks, "callbacks", None)
+    if not isinstance(siblings, list):
+        return False
+    return any(
+        isinstance(c, keras.callbacks.EarlyStopping)
+        or (isinstance(c, keras.callbacks.ModelCheckpoint) and getattr(c, "save_best_only", False))
+        for c in siblings
+    )
+
+
 class Hook(Adapter, keras.callbacks.Callback):
     """Records a Keras model in `fit`, `evaluate` and `predict`: pass it in `callbacks=[hook]`.
 
@@ -102,6 +117,7 @@ class Hook(Adapter, keras.callbacks.Callback):
         self._flags: dict[str, bool | None] = {}  # TensorFlow: weights read in the step -> trainable
         self._rescaling: tuple[float, float] | None = None  # `input_rescaling`, once read
         self._rescaling_read = False
+        self._early_stopping = False  # the fit stops early or keeps its best model (`_keeps_best`)
 
     def _recording(self) -> dict[str, Any]:
         settings, self._cadence = fixed_cadence_settings(self._settings)
@@ -116,6 +132,7 @@ class Hook(Adapter, keras.callbacks.Callback):
 
     # fit/evaluate/predict made their compiled function just before these events
     def on_train_begin(self, logs: Any = None) -> None:
+        self._early_stopping = _keeps_best(sys._getframe(1).f_locals.get("self"))
         self._attach("train")
 
     def on_test_begin(self, logs: Any = None) -> None:
@@ -466,6 +483,41 @@ class Hook(Adapter, keras.callbacks.Callback):
                 self._save_host(f"optimizer/{v.path}", ("optimizer_variables",), value)
         if kind == "train" and self._stats.due():
             self._save_rescaling()
+            if optimizer is not None:
+                self._save_learning_rate(opt, dict(zip(map(id, optimizer[0]), optimizer[1], strict=True)))
+            if self._early_stopping:  # the rule `overfit` reads it
+                self._save_host("early_stopping", (), np.ones(1, dtype=np.float32), kinds=("sum",))
+
+    def _save_learning_rate(self, opt: Any, values: dict[int, Any]) -> None:
+        """`learning_rate/<model's name>` (`sum`: the number) at TRAIN statistics steps where
+        the optimizer applies its update, as the PyTorch hook records each model's: the loss
+        rules read a warm-up from it, and a new phase where a model is first trained after
+        another (a student after its teacher, the next fold's model: Keras names each model
+        apart). The value as Keras computes it (`_get_current_learning_rate`): the rate's
+        variable, or its schedule at the iteration counter, both as the step reads them
+        (`values`: the optimizer's variables by id, JAX's from the step's state). A micro-step
+        of `gradient_accumulation_steps` applies no update and records none."""
+        inner = getattr(opt, "inner_optimizer", opt)  # a LossScaleOptimizer's rate is its inner one's
+        counter = getattr(inner, "_iterations", None)
+        source = getattr(inner, "_learning_rate", None)
+        if counter is None or source is None:
+            return
+        if id(counter) not in values or (isinstance(source, keras.Variable) and id(source) not in values):
+            return  # not a variable of the optimizer's: its value in this step is not known
+        iterations = int(np.asarray(keras.ops.convert_to_numpy(values[id(counter)])))
+        every = getattr(inner, "gradient_accumulation_steps", None)
+        if every and (iterations + 1) % every:
+            return
+        if isinstance(source, keras.Variable):
+            rate: Any = values[id(source)]
+        elif isinstance(source, keras.optimizers.schedules.LearningRateSchedule):
+            rate = source(iterations)
+        else:  # a callable of no arguments
+            rate = source()
+        array = np.asarray(keras.ops.convert_to_numpy(rate), dtype=np.float64)
+        if array.size == 1:
+            name = f"learning_rate/{self._model.name}"
+            self._save_host(name, (), array.reshape(1).astype(np.float32), kinds=("sum",))
 
     def _save_rescaling(self) -> None:
         """`inputs_rescaled/model/scale` and `.../offset` (`sum`: the number) at TRAIN statistics

@@ -74,6 +74,16 @@ def _callback_bases() -> tuple[type, ...]:
     return tuple(bases)
 
 
+def _keeps_best(callback: Any) -> bool:
+    """The callback stops the fit early (`EarlyStopping`) or keeps its best model by a
+    monitored metric (a `ModelCheckpoint` with `monitor`; Lightning's default one keeps the
+    last). By class name: `lightning.pytorch` and `pytorch_lightning` define each apart."""
+    names = {k.__name__ for k in type(callback).__mro__}
+    return "EarlyStopping" in names or (
+        "ModelCheckpoint" in names and getattr(callback, "monitor", None) is not None
+    )
+
+
 EVAL_LOSSES = {Mode.EVAL: ("val_loss", "test_loss"), Mode.PREDICT: ()}
 TRAIN_LOSSES = ("train_loss", "train_loss_step", "loss")
 
@@ -110,6 +120,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         self.hook = TrainerHook(self.out_dir, **options)
         self.hook.register_module(pl_module)
         self.hook.driven = True
+        self.hook.early_stopping = any(_keeps_best(c) for c in getattr(trainer, "callbacks", ()))
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy (`deepcopy`, `pickle`: a checkpoint, a spawned process) carries the settings,

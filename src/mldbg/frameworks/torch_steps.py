@@ -101,6 +101,9 @@ class StepEnds:
         self._forwarded_since = False  # a registered model's forward ran since our last update
         # id(optimizer) -> its last float learning rate, its peak, and whether it was rising
         self._schedules: dict[int, tuple[float, float, bool]] = {}
+        # the trainer stops early or keeps its best model by a validation metric: set by the
+        # Lightning and Hugging Face callbacks, recorded as `early_stopping` (the rule `overfit`)
+        self.early_stopping = False
 
     def _on_sentinel_grad(self, m: RegisteredModel, p: torch.Tensor) -> None:
         m.backward = True
@@ -275,6 +278,8 @@ class StepEnds:
                 held = {id(p) for g in optimizer.param_groups for p in g["params"]}
                 self._stats.optimizer_holds(held)
                 self._learning_rate(optimizer, models)
+                if self.early_stopping:
+                    self._stats.add_kinds("early_stopping", torch.ones(1), ("sum",), ())
             elif self._stats is not None and begins:  # the loss rules read a new phase at once
                 self._learning_rate(optimizer, models)
             closure = kwargs.get("closure", args[0] if args else None)

@@ -119,7 +119,9 @@ class DebuggerCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._training = True
-        self._open(model, resume=True)  # after an evaluate() that closed the run
+        hook = self._open(model, resume=True)  # after an evaluate() that closed the run
+        if hook is not None:  # keeps the best checkpoint by its metric (`EarlyStoppingCallback` needs it)
+            hook.early_stopping = bool(getattr(args, "load_best_model_at_end", False))
         self._live(control, model)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

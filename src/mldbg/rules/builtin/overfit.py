@@ -12,6 +12,24 @@ from mldbg.rules.losses import Evaluation, LossTracker, train_level
 from mldbg.rules.view import TrialView
 from mldbg.store.run_info import read_run_info
 
+NOISE_PASSES = (6, 51)  # the evaluations `pass_noise` needs, and the most recent it reads
+
+
+def pass_noise(values: list[float]) -> float:
+    """The noise of one evaluation pass's loss about the validation curve: the robust spread
+    of the changes from pass to pass (1.4826 x their median absolute deviation from their
+    median, over sqrt 2), so that a steady trend, however steep, is no noise; 0 before
+    `NOISE_PASSES[0]` passes. A small or changing validation set (a walk-forward evaluation
+    of each next period) scatters its loss from pass to pass, and the best of such a series
+    is its luckiest pass: a later one above it is no rise."""
+    if len(values) < NOISE_PASSES[0]:
+        return 0.0
+    d = np.diff(np.asarray(values, dtype=np.float64))
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+EARLY_STOPPING = "early_stopping"  # the hooks' record of a training that stops early or keeps its best model
+
 
 @register
 class Overfit(Rule):
@@ -19,7 +37,10 @@ class Overfit(Rule):
     evaluations (after `start_step`), the validation loss is above its best so far by more
     than `rise` of what it had gained from its first value to that best (a validation loss
     that levels off and wavers, as a booster's does in the rounds before early stopping ends
-    it, is not one that rises), and
+    it, is not one that rises) and by more than 3 x the noise of one pass (`pass_noise`), the training loss is below its level at that best (the
+    model went on fitting the training set: a validation loss that rose with the training
+    loss, as a walk-forward evaluation's does when the next quarter's data is more volatile,
+    is harder data, not a gap opening), and
     (validation - training) / training exceeds `ratio_threshold` and the gap is more than
     `gap_threshold` of the first validation loss.
 
@@ -33,9 +54,13 @@ class Overfit(Rule):
     before it. `patience` is 2, not SageMaker's 1, for the same reason.
 
     Under early stopping (the run says so: XGBoost's run description holds the best
-    iteration its early-stopping callback marks), the rounds past the best are the stopper's
-    patience, trained by design and cut off from the model it keeps: a validation loss that
-    rises there is the stopper doing its job. Then the rule reports only a model that never
+    iteration its early-stopping callback marks; the Keras, Lightning and Hugging Face hooks
+    record `early_stopping` where the training stops early or keeps its best model by a
+    validation metric: Keras' `EarlyStopping` or `ModelCheckpoint(save_best_only=True)`,
+    Lightning's `EarlyStopping` or a `ModelCheckpoint` that monitors a metric, the `Trainer`'s
+    `load_best_model_at_end`), the rounds past the best are the stopper's patience, trained by
+    design and cut off from the model it keeps: a validation loss that rises there is the
+    stopper doing its job. Then the rule reports only a model that never
     generalized, whose validation loss gained less than `early_stopping_gain` of what the
     training loss gained (shuffled labels: the training loss falls as the trees memorize, the
     validation loss never beats its first value), since the best iteration it keeps is no
@@ -116,9 +141,11 @@ class Overfit(Rule):
             "first": None,
             "streak": 0,
             "recent": [],
+            "passes": [],
         }
         st = dict(old)
         st["recent"] = (old["recent"] + [ev.value])[-3:]
+        st["passes"] = (old["passes"] + [ev.value])[-NOISE_PASSES[1] :]
         v = sorted(st["recent"])[len(st["recent"]) // 2]  # median of the last 3: one spike is not a trend
         t = train_level(self._tracker.train_for(name), ev.first_step, self.window)
         if st["first"] is None:
@@ -126,15 +153,22 @@ class Overfit(Rule):
         if st.get("train_first") is None and t is not None:
             st["train_first"] = t
         # worse: above its best by more than `rise` of what it had gained since the first (a
-        # plateau's noise, as boosting's validation loss near early stopping, is not a rise)
-        worse = v > st["best"] + self.rise * max(st["first"] - st["best"], 0.0)
+        # plateau's noise, as boosting's validation loss near early stopping, is not a rise),
+        # and by more than 3 x the passes' own noise (`pass_noise`: the best of a noisy series
+        # is its luckiest pass)
+        worse = v > st["best"] + max(
+            self.rise * max(st["first"] - st["best"], 0.0), 3 * pass_noise(st["passes"])
+        )
         if v <= st["best"]:
-            st["best"], st["best_step"] = v, ev.last_step
+            st["best"], st["best_step"], st["train_at_best"] = v, ev.last_step, t
         if t is None:
             return st, v, None, math.nan, math.nan
         ratio = (v - t) / max(abs(t), 1e-12)
         gap_share = (v - t) / max(abs(st["first"]), 1e-12)
-        if worse and ratio > self.ratio_threshold and gap_share > self.gap_threshold:
+        # memorizing: the training loss went on falling since the best validation loss (a
+        # validation loss that rose with the training loss is harder data, not a gap opening)
+        fitting = st.get("train_at_best") is None or t < st["train_at_best"]
+        if worse and fitting and ratio > self.ratio_threshold and gap_share > self.gap_threshold:
             st["streak"] += 1
         else:
             st["streak"] = 0
@@ -147,11 +181,13 @@ class Overfit(Rule):
 
     def _early_stopping(self) -> bool:
         """Whether the run trains with early stopping: its run description (XGBoost's) holds
-        the best iteration the early-stopping callback marks. Read when a streak would report,
-        not every step; once known, kept."""
+        the best iteration the early-stopping callback marks, or the hook recorded
+        `early_stopping`. Read when a streak would report, not every step; once known, kept."""
         if not self._early and self._trial is not None:
             info = read_run_info(self._trial.trial)
-            self._early = info is not None and info.best_iteration is not None
+            self._early = (info is not None and info.best_iteration is not None) or bool(
+                self._trial.names(None, regex=f"^{EARLY_STOPPING}$")
+            )
         return self._early
 
     def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
