@@ -1292,11 +1292,11 @@ class _TimesNet(nn.Module):
 def timesnet_long_term_forecast(path: str, train_epochs: int = 6, seed: int = 0) -> list[float]:
     """Time-Series-Library's `exp_long_term_forecasting.py` training TimesNet on an ETTh-like
     hourly series of 7 variables (daily and weekly cycles, a slow trend, noise; the target
-    last): 12/4/4 month borders, a `StandardScaler` fitted on the training part, windows of 48
-    hours forecasting 12, `nn.MSELoss`, Adam at `--learning_rate 0.001`, `adjust_learning_rate`
-    with `lradj type1` (halved after every epoch), `vali` on the validation split each epoch and
-    `EarlyStopping` with patience 3 keeping the best checkpoint; d_model 16, d_ff 32, top_k 3,
-    two layers, batches of 32."""
+    last), 16 weeks split 10/3/3 as ETTh splits 12/4/4 months, a `StandardScaler` fitted on the
+    training part, windows of 48 hours forecasting 12, `nn.MSELoss`, Adam at `--learning_rate
+    0.001`, `adjust_learning_rate` with `lradj type1` (halved after every epoch), `vali` on the
+    validation split each epoch and `EarlyStopping` with patience 3 keeping the best
+    checkpoint; d_model 16, d_ff 32, top_k 3, two layers, batches of 32."""
     g = _seed(seed)
     hours = 24 * 7 * 16
     t = torch.arange(hours).float()
