@@ -384,3 +384,46 @@ def test_judges_uint8_images_a_keras_model_takes_as_they_are(tmp_path):
     assert found and "model_input_0" in found[0].tensors and "std" in found[0].message, found
     found = _keras_images(tmp_path / "scaled", "uint8", rescaled=True)
     assert not found, "\n".join(map(str, found))
+
+
+class _Detector(torch.nn.Module):
+    """A detector in YOLOX's and torchvision's shape: `forward(images, targets)` computes its
+    own loss from the boxes it is given, in pixels (centre, size: 2-30)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, 2, 1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()
+        )
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, images: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        boxes = self.head(self.backbone(images))
+        if targets is None:
+            return {"boxes": boxes}
+        return {"total_loss": torch.nn.functional.smooth_l1_loss(boxes, targets / 32)}
+
+
+@pytest.mark.parametrize("pixels", [1.0, 255.0], ids=["images in [0, 1]", "images 0-255"])
+def test_the_targets_a_model_is_given_are_no_input_to_standardize(tmp_path, pixels):
+    """The boxes a detector takes in its forward (`model(images, targets)`: a parameter named
+    `targets`) are its labels, in pixels: not recorded as an input, not judged; the images
+    are (the twin fed raw 0-255 pixels still fires, on model_input_0)."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    model = _Detector()
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    for _ in range(30):
+        images = torch.rand(16, 3, 16, 16) * pixels
+        targets = torch.cat([torch.rand(16, 2) * 28 + 2, torch.rand(16, 2) * 20 + 4], 1)
+        loss = model(images, targets)["total_loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    assert not mldbg.create_trial(str(tmp_path)).has_tensor("model_input_1")
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert [f.tensors for f in found] == ([["model_input_0"]] if pixels > 1 else []), "\n".join(map(str, found))

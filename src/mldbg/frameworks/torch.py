@@ -388,7 +388,7 @@ class Hook(StepEnds, Adapter):
         else:
             self._updated.clear()
             rec.start_step(mode)  # each eval/predict forward is a step
-        inputs = model_inputs(args, kwargs)  # a call by keywords (`model(**batch)`): its input
+        inputs = model_inputs(args, kwargs, m.targets)  # a call by keywords (`model(**batch)`): its input
         first = inputs[0] if inputs else next(iter(kwargs.values()), None)
         # an optimizer's closure (L-BFGS) trains: its no-grad forwards are no evaluation
         evaluating = not self._stepping and self._evals.forward(id(m), first)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 import weakref
 from collections.abc import Callable
@@ -42,14 +43,40 @@ INPUT_KEYWORDS = (
 NOT_INPUT_WORDS = ("label", "target", "mask", "position", "token_type", "cache", "past", "future", "decoder")
 
 
-def model_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What a model call takes as its input (`model_input_<i>`): its positional arguments, or
-    for a call by keywords alone (`model(**batch)`: the Hugging Face Trainer, a dict batch) the
+# a forward's parameters that take the targets (`forward(self, x, targets=None)`: YOLOX and
+# torchvision's detectors, nanoGPT, a model that computes its own loss); not `y`, which is as
+# often an input (DeepONet's query points, `forward(u, y)`)
+TARGET_PARAMETERS = frozenset({"target", "targets", "label", "labels", "y_true", "gt", "gts"})
+
+
+def targets_at(module: nn.Module) -> int | None:
+    """The index of the first positional argument after the first that `module`'s forward
+    takes as its targets (a parameter named `targets`, `labels`...); None without one or
+    where the signature cannot be read."""
+    try:
+        names = list(inspect.signature(module.forward).parameters.items())
+    except (TypeError, ValueError):
+        return None
+    for i, (name, p) in enumerate(names):
+        if p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY, p.VAR_KEYWORD):
+            return None
+        if i > 0 and name.lower() in TARGET_PARAMETERS:
+            return i
+    return None
+
+
+def model_inputs(
+    args: tuple[Any, ...], kwargs: dict[str, Any], targets: int | None = None
+) -> tuple[Any, ...]:
+    """What a model call takes as its input (`model_input_<i>`): its positional arguments up
+    to its targets (`targets`: the index of the first, `targets_at`: a detector's boxes, the
+    labels of a model that computes its own loss are no input to judge), or for a call by
+    keywords alone (`model(**batch)`: the Hugging Face Trainer, a dict batch) the
     one keyword argument that is the input: a known input name (`input_ids`,
     `pixel_values`...), else the first tensor that is no label, mask, position or cache (a
     collator may put `labels` first)."""
     if args or not kwargs:
-        return args
+        return args[:targets] if targets is not None else args
     for key in INPUT_KEYWORDS:
         if isinstance(kwargs.get(key), torch.Tensor):
             return (kwargs[key],)
@@ -114,9 +141,12 @@ class RegisteredModel:
     param_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     grad_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
     _inputs: list[str] = field(init=False, default_factory=list)
+    # the index of its forward's first positional targets argument (`targets_at`), read once
+    targets: int | None = field(init=False)
     _grad_names: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.targets = targets_at(self.module)
         self.param_keys = tuple((name, natural) for name, _, natural in self.params)
         self.grad_keys = tuple((f"gradient/{name}", ("gradients",)) for name, _, _ in self.params)
         self.step_params = self.params
