@@ -426,4 +426,6 @@ def test_the_targets_a_model_is_given_are_no_input_to_standardize(tmp_path, pixe
     hook.close()
     assert not mldbg.create_trial(str(tmp_path)).has_tensor("model_input_1")
     found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
-    assert [f.tensors for f in found] == ([["model_input_0"]] if pixels > 1 else []), "\n".join(map(str, found))
+    assert [f.tensors for f in found] == ([["model_input_0"]] if pixels > 1 else []), "\n".join(
+        map(str, found)
+    )

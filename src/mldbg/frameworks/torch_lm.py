@@ -41,6 +41,7 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 | `rest_loss_<axis>`, `rest_<axis>` | the same over the other positions |
 | `rows`, `valid` | sequences (rows of batch-first ids); valid targets (not `ignore_index`, not of a class weighted 0) |
 | `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
+| `pad_weight` | with a class `weight=`: p's weight over the median class weight (DETR's "no object" class, weighted 0.1: the script weighs that class down itself) |
 | `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
 | `leak_<axis>`, `own_<axis>`, `positions_<axis>` | the causal probe (a few statistics steps only, `Probe`): the squared norm of the gradient, with respect to the token embeddings at the last position along `axis`, of the log-likelihood of the valid targets at the other positions (0 exactly for a causal model, whatever its weights); the same squared norm summed over the other positions; their number |
 
@@ -412,7 +413,12 @@ def counts(
         nll = torch.cat([nll, torch.zeros_like(nll[:, :1])], 1)
     out = _losses(nll, valid)
     if reduction != 0:  # with reduction="none" the script weighs each target itself (a mask): unknown
-        out.update(_padding(tgt, valid, nll, v))
+        padding = _padding(tgt, valid, nll, v)
+        if isinstance(weight, torch.Tensor) and weight.numel() == v:  # the pad-like id's class weight
+            w = weight.detach().float()
+            at = padding["pad_id"].long().clamp(0, v - 1).reshape(1)
+            padding["pad_weight"] = w.gather(0, at).reshape(()) / w.median().clamp_min(1e-30)
+        out.update(padding)
     if x is not None:
         out.update(_alignment(tgt, valid, x))
     return out, valid

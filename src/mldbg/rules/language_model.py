@@ -33,7 +33,7 @@ KEYS = (
     "align_0", "eligible_0", "align_1_0", "eligible_1_0", "align_2_0", "eligible_2_0",
     "align_1_1", "eligible_1_1", "align_2_1", "eligible_2_1",
     "last_loss_0", "last_0", "rest_loss_0", "rest_0", "last_loss_1", "last_1", "rest_loss_1", "rest_1",
-    "rows", "valid", "pad_rows", "pad_trailing", "pad_all", "pad_loss", "loss_sum", "pad_id",
+    "rows", "valid", "pad_rows", "pad_trailing", "pad_all", "pad_loss", "loss_sum", "pad_id", "pad_weight",
     "prob_rows", "prob_total", "prob_softmax",
     "leak_0", "own_0", "positions_0", "leak_1", "own_1", "positions_1",
 )  # fmt: skip

@@ -20,12 +20,16 @@ class PaddingInLoss(lm.CountsRule):
     often as it occurs: about f of the sequences, f^2 for a run of two, whatever the text,
     runs of repeated characters included), and it makes up at least `threshold` of the valid
     targets; at `patience` TRAIN statistics steps in a row. Padding given `ignore_index` is
-    not a target and is not counted.
+    not a target and is not counted. Nor is an id the loss's class `weight=` weighs down to
+    below `weighted_down` of the median class (`pad_weight`): the script weighs that class
+    itself, as DETR and YOLOS weigh their "no object" class 0.1 for the object queries that
+    match no box (most of them, at the end of each image's row).
     """
 
     threshold: float = 0.1
     min_rows: float = 0.25
     excess: float = 3.0
+    weighted_down: float = 0.5
     cause = "padding_in_loss"
     suggestion = (
         "Set the padded positions of the labels to the loss's ignore_index (-100: "
@@ -47,6 +51,8 @@ class PaddingInLoss(lm.CountsRule):
             c.get("pad_trailing", 0.0),
         )
         inside = (pad_all - trailing) / (valid - trailing) if valid > trailing else 0.0  # f
+        if c.get("pad_weight", 1.0) < self.weighted_down:
+            return False  # a class the loss weighs down on purpose ("no object")
         return (
             rows >= 2
             and valid >= lm.MIN_TARGETS
