@@ -175,7 +175,9 @@ def test_the_learning_rate_of_each_model_is_recorded_and_a_new_model_begins_a_ph
     steps = trial.tensor(student).steps(Mode.TRAIN)
     assert steps and all(s >= 16 and (s - 16) % 2 == 1 for s in steps), steps
     assert steps[0] == 17
-    assert [trial.tensor(student).reduction_value(s, "sum") for s in steps] == pytest.approx([1e-3] * len(steps))
+    assert [trial.tensor(student).reduction_value(s, "sum") for s in steps] == pytest.approx(
+        [1e-3] * len(steps)
+    )
     assert schedule_restarts(TrialView(trial)) == [(15, 17)]
     # the student's fit runs under `EarlyStopping` (its sibling callback): `overfit` reads it
     assert trial.tensor("early_stopping").steps(Mode.TRAIN)[0] == 16
