@@ -95,8 +95,8 @@ class LossDivergence(LossSeriesRule):
     lie above `hold_factor` x the first; or it falls back from the jump but never gets back to
     where it started (`_unrecovered`): none of the `recover` or more values after the jump
     reaches it again, and their median lies above every value before the jump (the first,
-    the untrained model's loss, where the jump is the second value). Adam at 100x its rate on a weight-normed TCN: 1.15, 2,041, then 0.88 rising to 2.5
-    over 20 steps (its ReLUs dead, the head's bias relearned) and 0.9 for good, where its
+    the untrained model's loss, where the jump is the second value). Adam at 100x its rate on
+    a weight-normed TCN: 1.15, 2,041, then 0.88 rising to 2.5 over 20 steps (its ReLUs dead, the head's bias relearned) and 0.9 for good, where its
     twin reaches 0.14. Judged while the series holds at most `horizon` values.
 
     A learning rate far too high (a tiny GPT-2 at lr 10: 3.9 at step 0, 3,700 at step 1, then
@@ -182,8 +182,8 @@ class LossDivergence(LossSeriesRule):
         of it: a first value that happened to be low, then a rare batch, is the series' own
         spread), and none of them reaches the jump again (it was a throw, not the series' own
         noise: a per-sample loss whose first value happened to be low has later values as high
-        as its "jump"). A jump that threw the model off and left it
-        worse than untrained over as many values (its units dead, a constant output
+        as its "jump"). A jump that threw the model off and left it worse than untrained over as
+        many values (its units dead, a constant output
         relearned) is the damage done, even once the loss has fallen back from its peak."""
         after = list(values[above + 1 :])
         if len(after) < max(1, self.recover) or not all(math.isfinite(v) for v in after):

@@ -37,10 +37,10 @@ class Overfit(Rule):
     evaluations (after `start_step`), the validation loss is above its best so far by more
     than `rise` of what it had gained from its first value to that best (a validation loss
     that levels off and wavers, as a booster's does in the rounds before early stopping ends
-    it, is not one that rises) and by more than 3 x the noise of one pass (`pass_noise`), the training loss is below its level at that best (the
-    model went on fitting the training set: a validation loss that rose with the training
-    loss, as a walk-forward evaluation's does when the next quarter's data is more volatile,
-    is harder data, not a gap opening), and
+    it, is not one that rises) and by more than 3 x the noise of one pass (`pass_noise`), the
+    training loss is below its level at that best (the model went on fitting the training
+    set: a validation loss that rose with the training loss, as a walk-forward evaluation's
+    does when the next quarter's data is more volatile, is harder data, not a gap opening), and
     (validation - training) / training exceeds `ratio_threshold` and the gap is more than
     `gap_threshold` of the first validation loss.
 
@@ -60,11 +60,10 @@ class Overfit(Rule):
     Lightning's `EarlyStopping` or a `ModelCheckpoint` that monitors a metric, the `Trainer`'s
     `load_best_model_at_end`), the rounds past the best are the stopper's patience, trained by
     design and cut off from the model it keeps: a validation loss that rises there is the
-    stopper doing its job. Then the rule reports only a model that never
-    generalized, whose validation loss gained less than `early_stopping_gain` of what the
-    training loss gained (shuffled labels: the training loss falls as the trees memorize, the
-    validation loss never beats its first value), since the best iteration it keeps is no
-    model either.
+    stopper doing its job. Then the rule reports only a model that never generalized, whose
+    validation loss gained less than `early_stopping_gain` of what the training loss gained
+    (shuffled labels: the training loss falls as the trees memorize, the validation loss never
+    beats its first value), since the best iteration it keeps is no model either.
     """
 
     needs = ("losses", "scalars")
