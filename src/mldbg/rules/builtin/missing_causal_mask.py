@@ -64,6 +64,8 @@ class MissingCausalMask(lm.CountsRule):
         last_n, rest_n = c.get(f"last_{a}", 0.0), c.get(f"rest_{a}", 0.0)
         if last_n < self.min_last or rest_n < lm.MIN_TARGETS:
             return None  # nothing to compare (the last targets cut or ignored): not judged
+        if f"last_loss_{a}" not in c or f"rest_loss_{a}" not in c:
+            return None  # a loss sum that is not finite (`lm.counts` keeps finite ones): a diverged step
         last = c[f"last_loss_{a}"] / last_n
         rest = c[f"rest_loss_{a}"] / rest_n
         leaks = last >= self.ratio * rest and last - rest >= self.gap
