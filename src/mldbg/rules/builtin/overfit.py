@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from mldbg.rules import detect
 from mldbg.rules.base import Finding, Rule, register
 from mldbg.rules.columns import NEVER, loss_prefix
 from mldbg.rules.losses import Evaluation, LossTracker, train_level
@@ -17,15 +18,15 @@ NOISE_PASSES = (6, 51)  # the evaluations `pass_noise` needs, and the most recen
 
 def pass_noise(values: list[float]) -> float:
     """The noise of one evaluation pass's loss about the validation curve: the robust spread
-    of the changes from pass to pass (1.4826 x their median absolute deviation from their
-    median, over sqrt 2), so that a steady trend, however steep, is no noise; 0 before
+    of the changes from pass to pass (`detect.MAD_SCALE` x their median absolute deviation
+    from their median, over sqrt 2), so that a steady trend, however steep, is no noise; 0 before
     `NOISE_PASSES[0]` passes. A small or changing validation set (a walk-forward evaluation
     of each next period) scatters its loss from pass to pass, and the best of such a series
     is its luckiest pass: a later one above it is no rise."""
     if len(values) < NOISE_PASSES[0]:
         return 0.0
     d = np.diff(np.asarray(values, dtype=np.float64))
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+    return float(detect.MAD_SCALE * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
 EARLY_STOPPING = "early_stopping"  # the hooks' record of a training that stops early or keeps its best model
