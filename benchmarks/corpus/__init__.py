@@ -59,6 +59,7 @@ BLIND21 = "blind21"  # the twenty-second, written while `blind20` was measured
 BLIND22 = "blind22"  # the twenty-third, written after `blind21` had been measured, with its fixes in
 BLIND23 = "blind23"  # the twenty-fourth, written after `blind22` had been measured
 BLIND24 = "blind24"  # the twenty-fifth, written after `blind23` had been measured, with its fixes in
+BLIND25 = "blind25"  # the twenty-sixth, written after `blind24` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -85,6 +86,7 @@ LATER = (
     BLIND22,
     BLIND23,
     BLIND24,
+    BLIND25,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
