@@ -134,7 +134,8 @@ def test_rollback_from_the_hooks_own_watcher(tmp_path, healthy):
     the guard restores the state before the corrupted step."""
     loss, guard = train(
         corrupt="x1000",
-        guard={"every": 10},
+        # a loaded machine's watcher may answer many steps late: keep every state since the spike
+        guard={"every": 10, "keep": 200},
         path=tmp_path / "run",
         hook_kwargs={"rules": ["loss_spike"], "actions": [Rollback(lr_factor=1.0)]},
     )
@@ -207,15 +208,21 @@ def test_early_warning_and_rollback_keep_the_diverging_lm_training(tmp_path, cap
     """The tiny GPT of tests/rules/diverging_lm.py diverges on its own (at step 158 on one
     machine, NaN by 165). With loss_change_point in the hook's watcher and Rollback(lr_factor=0.5), the guard
     goes back to a state from before the warning and halves the learning rate: the run trains
-    to the end with the loss of its stable twin. 12-25 s: 220 steps of a transformer, paced at
-    0.1 s a step after the warmup until the rollback, so that the watcher keeps up as it
-    would with a real model."""
+    to the end with the loss of its stable twin. 20-30 s: 220 steps of a transformer, paced at
+    0.5 s a step from step 140 (before the climb on any machine) until the rollback, so that
+    the watcher keeps up as it would with a real model: the guard's own NaN rollback comes
+    6 steps after the warning, 3 s for the watcher on a loaded machine."""
     from tests.rules.diverging_lm import diverged_at, train_lm
 
-    hook = {"rules": ["loss_change_point"], "actions": [Rollback(lr_factor=0.5)]}
+    hook = {"rules": ["loss_change_point"], "actions": [Rollback(lr_factor=0.5)], "flush_seconds": 0.05}
     with caplog.at_level("WARNING", logger="mldbg"):
         losses = train_lm(
-            tmp_path / "run", steps=220, hook_kwargs=hook, guard={"every": 25}, step_seconds=0.1
+            tmp_path / "run",
+            steps=220,
+            hook_kwargs=hook,
+            guard={"every": 25},
+            step_seconds=0.5,
+            paced_from=140,
         )
     rolled = [r.getMessage() for r in caplog.records if "rolled back" in r.getMessage()]
     assert rolled and "loss_change_point" in rolled[0], rolled  # the warning's request, not the NaN guard

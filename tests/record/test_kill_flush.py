@@ -31,9 +31,11 @@ def kill_at_random(out: Path, rng: random.Random) -> tuple[dict[int, float], flo
     time.sleep(rng.uniform(0.3, 1.2))
     killed = time.time()
     os.kill(proc.pid, signal.SIGKILL)
-    lines += proc.stdout.read().splitlines()
+    rest = proc.stdout.read()
     proc.wait()
     proc.stdout.close()
+    # the kill may cut the last line short ("41 1764" of "41 1764512345.1"): keep whole lines
+    lines += rest.split("\n")[:-1]
     ends = {int(s): float(t) for s, t in (line.split() for line in lines if line.strip())}
     return ends, killed
 

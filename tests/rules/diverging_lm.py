@@ -86,13 +86,16 @@ def train_lm(
     hook_kwargs: dict | None = None,
     guard: dict | None = None,
     step_seconds: float = 0.0,
+    paced_from: int | None = None,
 ) -> list[float]:
     """Train (recording into `path` with the two-line hook; `path=None`: no hook) and return
     the losses, one per step; training stops at the first non-finite loss, as a user's loop
     would. `guard`: keywords of a `mldbg.torch.Guard` that steps the optimizer (the schedule
     is multiplied by its `lr_scale`; a non-finite loss does not stop the loop then).
-    `step_seconds`: each step after the warmup takes at least that long (a bigger model's
-    pace, so that the hook's watcher keeps up), until the guard rolled back."""
+    `step_seconds`: each step from `paced_from` (the end of the warmup by default) takes at
+    least that long (a bigger model's pace, so that the hook's watcher keeps up), until the
+    guard rolled back."""
+    paced_from = WARMUP if paced_from is None else paced_from
     torch.set_num_threads(1)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -122,7 +125,7 @@ def train_lm(
             else:
                 g_.step(loss)
             losses.append(loss.item())
-            if step_seconds and step >= WARMUP and not (g_ is not None and g_.rollbacks):
+            if step_seconds and step >= paced_from and not (g_ is not None and g_.rollbacks):
                 time.sleep(max(0.0, step_seconds - (time.perf_counter() - began)))
             if not math.isfinite(losses[-1]) and g_ is None:
                 break

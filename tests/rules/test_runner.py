@@ -156,3 +156,56 @@ def test_live_run_is_checked_as_it_grows(tmp_path):
     assert [f.rule for f in stalled] == ["stalled_training"]
     hook.close()
     assert runner.finish() == []
+
+
+def test_a_pass_reads_the_run_as_it_was_at_its_start(tmp_path):
+    """A rule that asks for a tensor not recorded while the training writes more steps: the
+    pass does not read the new steps on its misses (each such read dropped the caches the pass
+    reads through: on a run written faster than the rules check it, a pass never ended), and
+    the next pass checks them."""
+    import numpy as np
+
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+
+    def write(steps):
+        for step in steps:
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save("w", np.full(4, step, dtype=np.float32), rec.plan("w", ("weights",)))
+            rec.end_step()
+        rec.flush()
+
+    class AsksForMore(Rule):
+        """Asks for a tensor never recorded at every step, while the training writes on."""
+
+        needs = ("weights",)
+
+        def reset(self):
+            super().reset()
+            self.checked: list[int] = []
+            self.loaded: list[int] = []  # the steps the trial held at each check
+
+        def check(self, trial, step):
+            self.checked.append(step)
+            write([self.written.pop()] if self.written else [])
+            assert not trial.has_tensor("never_recorded")
+            with pytest.raises(mldbg.errors.TensorUnavailable):
+                trial.raw("never_recorded", step)
+            self.loaded.append(len(self.trial.steps()))
+            return None
+
+    try:
+        write(range(5))
+        trial = mldbg.create_trial(tmp_path)
+        rule = AsksForMore(trial)
+        runner = RuleRunner(trial, [rule])
+        rule.written = list(range(10, 4, -1))  # steps 5..10, one written at each check
+        runner.run_available()
+        assert rule.checked == [0, 1, 2, 3]  # the newest (4) may still be written
+        assert rule.loaded == [5, 5, 5, 5]  # the misses read nothing new
+        trial.refresh()
+        runner.run_available()
+        assert rule.checked[:6] == [0, 1, 2, 3, 4, 5]
+    finally:
+        rec.close()

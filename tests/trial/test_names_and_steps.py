@@ -239,3 +239,43 @@ def test_show_prints_the_statistics_of_a_step_without_values(tmp_path):
     after = [s for s in values if s > step][:1]
     assert ", ".join([*(f"{s} (before)" for s in before), *(f"{s} (after)" for s in after)]) in lines[-1]
     assert "reduction_value" not in res.output and "()" not in res.output
+
+
+def test_a_held_trial_reads_nothing_new_until_refreshed(tmp_path):
+    """`Trial.held()`, as a rule pass holds it: on a run still being written, a query that
+    misses a tensor or a step answers from what was loaded; outside it, the miss reads on."""
+    import numpy as np
+
+    from mldbg.errors import StepNotYetAvailable
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(tmp_path, save_config=mldbg.SaveConfig(save_interval=1), include_collections=["all"])
+
+    def write(steps, names):
+        for step in steps:
+            rec.start_step(Mode.TRAIN)
+            for name in names:
+                rec.save(name, np.full(4, step, dtype=np.float32), rec.plan(name, ("weights",)))
+            rec.end_step()
+        rec.flush()
+
+    try:
+        write(range(3), ["a"])
+        trial = mldbg.create_trial(tmp_path)
+        trial.wait_for_steps([2], timeout=30)
+        write(range(3, 6), ["a", "b"])  # written after the trial loaded
+        with trial.held():
+            with pytest.raises(TensorUnavailable):
+                trial.tensor("b")
+            with pytest.raises(StepNotYetAvailable):
+                trial.tensor("a").value(4)
+            assert trial.steps() == [0, 1, 2] and not trial.loaded_all_steps
+            with trial.held():  # holds nest
+                pass
+            with pytest.raises(TensorUnavailable):
+                trial.tensor("b")
+        assert trial.tensor("b").value(5)[0] == 5  # the miss reads what was written since
+        assert trial.tensor("a").value(4)[0] == 4
+        assert trial.steps() == list(range(6))
+    finally:
+        rec.close()

@@ -6,7 +6,7 @@ time axes, evaluation passes, compression) is specified in docs/dashboard_api.md
 below is the original core of it.
 
 `create_app(paths, rules=None, refresh_seconds=1.0)` builds it; `mldbg dashboard PATH...`
-serves it with uvicorn. A background thread re-reads every run each `refresh_seconds` and
+serves it with uvicorn. A background thread re-reads every run each `refresh_seconds`, another
 runs the rules over the new steps; the page polls the API and redraws in place.
 
 JSON endpoints (all GET; errors are `{"detail": "..."}` with 404 for an unknown run, tensor or

@@ -247,7 +247,7 @@ class RunData:
             self.stop_requested = found.reason or "stop requested"
 
     def refresh(self) -> None:
-        """Read what was written since the last refresh, then run the rules over it."""
+        """Read what was written since the last refresh (the rules run apart: `check_rules`)."""
         if self.trial is None:
             self._open()
             if self.trial is None:
@@ -260,13 +260,12 @@ class RunData:
                     self.error = None
                 except Exception as e:  # an unreadable store: say so, keep serving what we have
                     self.error = f"cannot read {self.path}: {type(e).__name__}: {e}"
-                    return
-        self._run_rules()
 
-    def _run_rules(self) -> None:
+    def check_rules(self) -> None:
         """The findings are the watcher's: a `mldbg.watch.Watcher` (no actions, no saved place)
-        owns the rules over its own trial, one cycle per refresh, as `mldbg watch` runs them;
-        the dashboard shows what it found and runs no rules of its own."""
+        owns the rules over its own trial, one cycle per call, as `mldbg watch` runs them; the
+        dashboard shows what it found and runs no rules of its own. Called from the rules'
+        own thread: however long a cycle takes, the steps and charts keep moving."""
         if not self.with_rules or self._rules_finished or self.step_count == 0:
             return
         from mldbg.watch.watcher import Watcher
@@ -1111,7 +1110,8 @@ class Source:
 
 
 class Dashboard:
-    """Every served run, and a thread that refreshes them every `refresh_seconds`.
+    """Every served run, a thread that refreshes them every `refresh_seconds`, and one that
+    runs the rules over them (a slow rule pass never holds the step counters back).
 
     `rules`: None runs the default rule set on each run, a list of specs (names,
     `"name:k=v"` strings, rule objects) those rules, an empty list no rules.
@@ -1168,7 +1168,7 @@ class Dashboard:
         self.events = EventLog()
         self._reported: dict[str, tuple[str, int, int]] = {}  # run -> (status, steps, findings) sent
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def _new_run(self, name: str, path: str, open_now: bool = True) -> RunData:
         run = RunData(name, path, self.rule_specs, self.with_rules, open_now=open_now)
@@ -1244,22 +1244,35 @@ class Dashboard:
         for i in range(before[2], len(findings)):
             self.events.publish("finding", finding_dict(run.name, i, findings[i]))
 
+    def check_all(self) -> None:
+        """One rule cycle over every run (`RunData.check_rules`)."""
+        for run in list(self.runs.values()):
+            try:
+                run.check_rules()
+            except Exception as e:  # never let one run stop the others
+                log.warning("mldbg dashboard: the rules on %s failed: %s: %s", run.path, type(e).__name__, e)
+
     def start(self) -> None:
-        """Refresh every run now and then every `refresh_seconds`, in a daemon thread."""
-        if self._thread is not None:
+        """Refresh every run now and then every `refresh_seconds`, and run the rules over
+        them as often, each in a daemon thread of its own."""
+        if self._threads:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="mldbg-dashboard-refresh", daemon=True)
-        self._thread.start()
+        for work, name in ((self.refresh_all, "refresh"), (self.check_all, "rules")):
+            thread = threading.Thread(
+                target=self._loop, args=(work,), name=f"mldbg-dashboard-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads = []
 
-    def _loop(self) -> None:
+    def _loop(self, work: Callable[[], None]) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            self.refresh_all()
+            work()
             self._stop.wait(max(0.05, self.refresh_seconds - (time.monotonic() - started)))

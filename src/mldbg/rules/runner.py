@@ -97,15 +97,21 @@ class RuleRunner:
 
     def run_available(self) -> list[Finding]:
         """Check every step not checked yet (in a live run, all but the newest, which may
-        still be incomplete). Returns the new findings."""
+        still be incomplete). Returns the new findings. The pass reads what the trial held at
+        its start (`Trial.held`): a live run growing underneath is read by the next one."""
         complete = self.trial.loaded_all_steps
-        return self._run(complete)
+        with self.trial.held():
+            return self._run(complete)
 
     def finish(self) -> list[Finding]:
         """Check the remaining steps, then whole-run conditions. Call once training ended."""
         if self._finished:
             return []
         self.trial.refresh()
+        with self.trial.held():
+            return self._finish()
+
+    def _finish(self) -> list[Finding]:
         findings = self._run(True)
         self._finished = True
         for rule in list(self._active):

@@ -4,13 +4,14 @@ collection, step, mode and worker."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import difflib
 import numbers
 import os
 import re
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,7 @@ class Trial:
         self._tensors: dict[str, Tensor] = {}
         self._steps_cache: dict[int | None, tuple[int, np.ndarray]] = {}
         self.restarts = 0  # times the run was replaced and the trial started over (`refresh`)
+        self._holds = 0  # inside held(): a query reads nothing new on its own
         self.refresh()
 
     def __repr__(self) -> str:
@@ -146,12 +148,28 @@ class Trial:
                         forget()
         return self._index.refresh()
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Trial]:
+        """Within it, the trial reads nothing new on its own: a query that misses a tensor, a
+        step or a collection answers from what the last `refresh()` loaded (an explicit
+        `refresh()` still reads). A rule runner holds the trial over each pass, so that a live
+        run growing underneath neither changes the data under a pass nor drops the caches it
+        reads through at every step (a pass over a run written at 50 steps/s never ends)."""
+        self._holds += 1
+        try:
+            yield self
+        finally:
+            self._holds -= 1
+
+    def _refresh_unless_held(self) -> None:
+        if not self._holds and not self._index.complete:
+            self.refresh()
+
     @property
     def loaded_all_steps(self) -> bool:
         """True once training ended and every step it wrote has been read (records it could
         not write are not among them: see `lost_records`)."""
-        if not self._index.complete:
-            self.refresh()
+        self._refresh_unless_held()
         return self._index.complete
 
     @property
@@ -160,8 +178,7 @@ class Trial:
         as each ended worker counted them in its END marker. A finished run
         (`loaded_all_steps`) that lost records is complete as far as it goes, not whole:
         `lost()` says which steps."""
-        if not self._index.complete:
-            self.refresh()
+        self._refresh_unless_held()
         return sum(end.lost_records for end in self._index.ended.values())
 
     def lost(self) -> str | None:
@@ -251,8 +268,7 @@ class Trial:
 
     def _missing_step(self, step: int, mode: Mode | None, tensor: str | None = None) -> None:
         """Called when a query misses a step: refresh once, then say why it is missing."""
-        if not self._index.complete:
-            self.refresh()
+        self._refresh_unless_held()
         if not self._has_step(step, mode):
             if self._index.complete:
                 self._raise_never(step, mode)
@@ -347,7 +363,7 @@ class Trial:
         names: Iterable[str] = self._plain_names()
         if collection is not None:
             if collection not in self._index.collections:
-                self.refresh()
+                self._refresh_unless_held()
                 if collection not in self._index.collections:
                     self._unknown_collection(collection)
             names = self._index.collections.get(collection, set())
@@ -417,7 +433,7 @@ class Trial:
 
     def _unknown(self, name: str) -> None:
         """A query named a tensor not seen yet: refresh once, then say what there is."""
-        self.refresh()
+        self._refresh_unless_held()
         if name in self._index.names:
             return
         raise TensorUnavailable(f"no tensor {name!r} in {self.path}; {self._names_like(name)}")
