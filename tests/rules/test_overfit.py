@@ -104,3 +104,25 @@ def test_a_validation_loss_that_rises_with_the_training_loss_is_harder_data(tmp_
         tmp_path / "memorizing", list(base * np.exp(-np.maximum(0, np.arange(30) - 18) / 3)), val
     )
     assert [f.rule for f in mldbg.check(memorizing, rules=["overfit"])] == ["overfit"]
+
+
+def test_a_validation_metric_of_another_quantity_is_not_judged(tmp_path):
+    """MBPO's dynamics model: the training loss a Gaussian NLL that goes below zero as the
+    variances shrink, each evaluation the holdout MSE (small, positive), which rises for a few
+    epochs after every refit on new data. No gap between the two means anything: quiet, and
+    the rule says why it could not judge. The same validation curve scaled to the training
+    loss, while it goes on falling, is overfitting."""
+    import numpy as np
+
+    from mldbg.rules.runner import RuleRunner
+
+    epochs = np.arange(40)
+    nll = list(15 - 30 * (1 - np.exp(-epochs / 8)))  # 15 -> about -14
+    mse = 2.5 * np.exp(-epochs / 10) + 0.05
+    mse[20:30] = mse[19] * (1 + 0.1 * np.arange(1, 11))  # a refit: the holdout error climbs for 10 epochs
+    runner = RuleRunner(_epochs(tmp_path / "mbpo", nll, list(mse)), ["overfit"])
+    assert not runner.run_available() + runner.finish()
+    assert "not a measure of the training loss" in runner.skipped["overfit"]
+    falling = list(16 * np.exp(-epochs / 8) + 0.1)  # the same shape, one quantity
+    same = _epochs(tmp_path / "same", falling, list(mse * 6))
+    assert [f.rule for f in mldbg.check(same, rules=["overfit"])] == ["overfit"]

@@ -45,6 +45,12 @@ class Overfit(Rule):
     (validation - training) / training exceeds `ratio_threshold` and the gap is more than
     `gap_threshold` of the first validation loss.
 
+    The gap means something only between two measures of one loss: where the first validation
+    value is below `comparable` x the training loss then, or the two differ in sign (a
+    Gaussian NLL trained, a holdout MSE validated: the NLL goes below zero as its variances
+    shrink, the MSE stays small and positive), the validation series is another quantity, and
+    the rule says it cannot judge it rather than read a gap between them.
+
     SageMaker's condition alone, (val - train) / train > 0.1, fires on almost every healthy
     run: a validation loss above the training loss is normal, and the ratio explodes as the
     training loss nears 0. A model overfits when the validation loss stops improving while
@@ -76,6 +82,7 @@ class Overfit(Rule):
     rise: float = 0.05
     window: int = 10
     early_stopping_gain: float = 0.1
+    comparable: float = 0.25
     use_losses_collection: bool = True
     tensor_regex: list[str] | None = None
     suggestion = (
@@ -90,6 +97,7 @@ class Overfit(Rule):
         self._state: dict[str, dict] = {}  # per validation loss: its best, streak...
         self._trial: TrialView | None = None  # the run judged (`_early_stopping` reads its description)
         self._early = False  # the run trains with early stopping (known once it says so)
+        self._apart: dict[str, str] = {}  # validation loss -> why it measures another quantity
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` (no evaluation pass to close): their losses join the
@@ -127,6 +135,8 @@ class Overfit(Rule):
         return None
 
     def undecided(self) -> str | None:
+        if self._apart and len(self._apart) == len(self._tracker.evals):
+            return "; ".join(self._apart.values())
         return self._tracker.shortfall(max(2, self.patience), evaluations=True)
 
     def _advance(self, name: str, ev: Evaluation) -> tuple[dict, float, float | None, float, float] | None:
@@ -152,6 +162,13 @@ class Overfit(Rule):
             st["first"] = v
         if st.get("train_first") is None and t is not None:
             st["train_first"] = t
+            if not self._same_quantity(v, t):
+                self._apart[name] = (
+                    f"{name}'s first evaluation {v:.4g} is not a measure of the training loss "
+                    f"{t:.4g} (below {self.comparable:g} x it, or of another sign): no gap to judge"
+                )
+        if name in self._apart:
+            return st, v, None, math.nan, math.nan
         # worse: above its best by more than `rise` of what it had gained since the first (a
         # plateau's noise, as boosting's validation loss near early stopping, is not a rise),
         # and by more than 3 x the passes' own noise (`pass_noise`: the best of a noisy series
@@ -178,6 +195,14 @@ class Overfit(Rule):
             if gained > self.early_stopping_gain * max(st["train_first"] - t, 0.0):
                 st["streak"] = 0
         return st, v, t, ratio, gap_share
+
+    def _same_quantity(self, v: float, t: float) -> bool:
+        """Whether a first validation value `v` and the training level `t` then measure one
+        loss: of one sign, and `v` at least `comparable` x `t` (dropout and augmentation lift a
+        training loss above its validation twin, never fourfold)."""
+        if (v > 0) != (t > 0):
+            return False
+        return t <= 0 or v >= self.comparable * t
 
     def _early_stopping(self) -> bool:
         """Whether the run trains with early stopping: its run description (XGBoost's) holds
