@@ -499,3 +499,28 @@ def test_a_broadcast_in_a_loss_written_out_is_found_from_the_evaluation(tmp_path
         assert found and found[0].mode == "EVAL" and "[32, 32]" in found[0].message, found
     else:
         assert not found
+
+
+PER_ITEM = {
+    "masked": lambda out, y: (F.mse_loss(out, y, reduction="none") * (y > 0)).sum() / (y > 0).sum(),
+    "permutation-invariant": lambda out, y: (
+        torch.stack(
+            [F.mse_loss(out, y, reduction="none").mean(1), F.mse_loss(out, -y, reduction="none").mean(1)], 1
+        )
+        .min(1)
+        .values.mean()
+    ),
+    "weighted mean": lambda out, y: (
+        F.l1_loss(out, y, reduction="none") * torch.linspace(0, 1, 32)[:, None]
+    ).mean(),
+}
+
+
+@pytest.mark.parametrize("name", list(PER_ITEM))
+def test_a_loss_per_item_reduced_further_is_recorded_as_reduced(tmp_path, name):
+    """A loss function with `reduction="none"` whose items the evaluation reduces itself (a
+    mask, EEND's best of the speakers' permutations, weights): the value recorded is the one
+    it computes, not the mean of the first call's items (which for a permutation-invariant
+    loss is the loss of one fixed permutation, rising as the model learns the others)."""
+    given = _regression(tmp_path, PER_ITEM[name])
+    np.testing.assert_allclose(_eval_losses(tmp_path), given, rtol=1e-5)

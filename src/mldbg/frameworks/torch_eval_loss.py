@@ -45,7 +45,11 @@ The value is the loss's mean over what it averages (its `reduction="mean"` value
 `reduction="sum"` is divided by the number of its valid targets (`ignore_index` left out, a
 class `weight` counted as the mean weighs), `reduction="none"` summed and divided alike, so an
 evaluation that sums over its batches records what a training step's mean loss records. On
-the device, no wait for it.
+the device, no wait for it. A loss function called with `reduction="none"` gives a loss per
+item that the evaluation may reduce itself (a mask, the best of a permutation-invariant loss's
+permutations, as EEND's; weights): the first mean or sum to one value of what is made of those
+items is the loss (a sum divided next, `(loss * mask).sum() / mask.sum()`, that quotient);
+where none comes, the items' mean.
 
 A loss given to backward in the step is not an evaluation's: a model trained in eval mode
 (`model.train()` forgotten after a validation, or dropout kept off on purpose) records none.
@@ -99,6 +103,9 @@ CLASS_INPUTS: frozenset[Any] = CLASS_LOSSES | {F.binary_cross_entropy, F.binary_
 MEANS: frozenset[Any] = frozenset({torch.mean, torch.Tensor.mean, torch.nanmean, torch.Tensor.nanmean})
 SUMS: frozenset[Any] = frozenset({torch.sum, torch.Tensor.sum, torch.nansum, torch.Tensor.nansum})
 NEGATIONS: frozenset[Any] = frozenset({torch.neg, torch.negative, torch.Tensor.neg, torch.Tensor.__neg__})
+DIVISIONS: frozenset[Any] = frozenset(
+    {torch.div, torch.true_divide, torch.Tensor.div, torch.Tensor.__truediv__}
+)
 MISSES = 32  # evaluation forwards in a row without a loss: no window until a TRAIN step
 MAX_FOLLOWED = 256  # tensors followed from one forward's output
 _SIGNATURES = {f: inspect.signature(f) for f in LOSSES}
@@ -169,22 +176,36 @@ class EvalLoss:
         on a followed tensor is the step's: a loss function's, or a mean or sum to one value
         of a tensor made from the output and something else (the labels)."""
         if window.loss is not None:  # a loss written out was found: only its sign may follow
-            if func in NEGATIONS and args and args[0] is window.loss and isinstance(out, torch.Tensor):
-                window.loss = out
-                self._found = None if self._found is None else -self._found
+            if args and args[0] is window.loss and isinstance(out, torch.Tensor):
+                if func in NEGATIONS:
+                    window.loss = out
+                    self._found = None if self._found is None else -self._found
+                elif func in DIVISIONS and window.summed and _is_scalar(out):  # `.sum() / mask.sum()`
+                    window.loss, window.summed = out, False
+                    self._found = out.detach().float()
             return
         if func in LOSSES:
             bound = _SIGNATURES[func].bind(*args, **kwargs).arguments
             inp, target = bound.get("input"), bound.get("target")
             if window.followed_tensor(inp) and isinstance(out, torch.Tensor):
-                self._found = mean_loss(func, bound, out)
                 self._misses = 0
-                self.close()
-                if isinstance(inp, torch.Tensor) and isinstance(target, torch.Tensor):
+                if isinstance(inp, torch.Tensor) and isinstance(target, torch.Tensor) and window.pair is None:
                     classes = func in CLASS_INPUTS and not (
                         func in CLASS_LOSSES and target.is_floating_point()
                     )
+                    window.pair = (inp, target)
                     self._give("classes" if classes else "samples", inp, target)
+                if out.dim() == 0:
+                    self._found = mean_loss(func, bound, out)
+                    self.close()
+                    return
+                # reduction="none": a loss per item, reduced further (masked, the best of
+                # the permutations of a permutation-invariant loss, weighted): the first mean
+                # or sum of it to one value is the loss; if none comes, its mean
+                if self._found is None:
+                    self._found = mean_loss(func, bound, out)
+                window.per_item = True
+                window.follow(out, True)
                 return
         if not isinstance(out, (torch.Tensor, tuple, list)):
             return
@@ -201,12 +222,14 @@ class EvalLoss:
         if joined and (func in MEANS or func in SUMS) and _is_scalar(out) and window.pair is not None:
             assert isinstance(out, torch.Tensor)
             value = out.detach().float()
-            if func in SUMS:  # as its mean over what it sums
+            if func in SUMS:  # as its mean over what it sums, unless divided next
                 value = value / max(made[0].numel(), 1)
+                window.summed = True
             self._found = value
             self._misses = 0
             window.loss = out  # open until the step ends: `-(y * log_p).sum(1).mean()`
-            self._give("samples", *window.pair)
+            if not window.per_item:  # a loss function's items: given already
+                self._give("samples", *window.pair)
             return
         for t in _tensors(out):
             window.follow(t, joined)
@@ -270,6 +293,8 @@ class _Window(TorchFunctionMode):
         self.followed: dict[int, tuple[weakref.ref[torch.Tensor], bool]] = {}
         self.pair: tuple[torch.Tensor, torch.Tensor] | None = None  # the first such: (made, data)
         self.loss: torch.Tensor | None = None  # the loss written out, once found
+        self.summed = False  # that loss is a sum (its mean a guess until divided)
+        self.per_item = False  # a loss function's per-item values are followed
         self.thread = threading.get_ident()
         self.entered = False
         self.handling = False  # inside its `__torch_function__` (off the stack meanwhile)
