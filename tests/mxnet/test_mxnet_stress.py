@@ -22,9 +22,11 @@ import mldbg.mxnet
 
 CHILD = Path(__file__).with_name("stress_child.py")
 PROCESSES, ROUNDS, STEPS = 3, 3, 30
+BATCHES = 4  # batches of children at most, until one exercised the deferred frees
 
 
-def test_hybridized_static_alloc_cnn_under_stress_exits_cleanly(tmp_path: Path) -> None:
+def _stress(tmp_path: Path) -> list[dict]:
+    """One batch of `PROCESSES` children; each must exit cleanly. Their reports."""
     children = [
         subprocess.Popen(
             [
@@ -54,11 +56,23 @@ def test_hybridized_static_alloc_cnn_under_stress_exits_cleanly(tmp_path: Path) 
             if child.poll() is None:
                 child.kill()
                 child.communicate()
-    for report in reports:
-        assert report["freed"].get("mldbg", 0) == 0, reports  # nothing of MXNet freed off the training thread
-        assert report["freed"]["training"] > 0, reports
-    # the writer thread's collections did meet MXNet garbage (the case is exercised), and the
-    # hooks handed it to the training thread, which freed it
+    return reports
+
+
+def test_hybridized_static_alloc_cnn_under_stress_exits_cleanly(tmp_path: Path) -> None:
+    reports: list[dict] = []
+    for batch in range(BATCHES):
+        reports += _stress(tmp_path / str(batch))
+        for report in reports:
+            assert report["freed"].get("mldbg", 0) == 0, (
+                reports
+            )  # nothing of MXNet freed off the training thread
+            assert report["freed"]["training"] > 0, reports
+        # the writer thread's collections did meet MXNet garbage (the case is exercised: when a
+        # collection runs is timing, so a loaded machine may need another batch), and the hooks
+        # handed it to the training thread, which freed it
+        if sum(report["deferred"] for report in reports) > 0:
+            break
     assert sum(report["deferred"] for report in reports) > 0, reports
 
 
