@@ -86,7 +86,7 @@ def train_lm(
     hook_kwargs: dict | None = None,
     guard: dict | None = None,
     step_seconds: float = 0.0,
-    paced_from: int | None = None,
+    paced_from: int = WARMUP,
 ) -> list[float]:
     """Train (recording into `path` with the two-line hook; `path=None`: no hook) and return
     the losses, one per step; training stops at the first non-finite loss, as a user's loop
@@ -95,7 +95,6 @@ def train_lm(
     `step_seconds`: each step from `paced_from` (the end of the warmup by default) takes at
     least that long (a bigger model's pace, so that the hook's watcher keeps up), until the
     guard rolled back."""
-    paced_from = WARMUP if paced_from is None else paced_from
     torch.set_num_threads(1)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)

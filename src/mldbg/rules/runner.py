@@ -109,13 +109,10 @@ class RuleRunner:
             return []
         self.trial.refresh()
         with self.trial.held():
-            return self._finish()
-
-    def _finish(self) -> list[Finding]:
-        findings = self._run(True)
-        self._finished = True
-        for rule in list(self._active):
-            findings += self._call(rule, rule.finish, self.view)
+            findings = self._run(True)
+            self._finished = True
+            for rule in list(self._active):
+                findings += self._call(rule, rule.finish, self.view)
         for rule in self._active:
             if rule.name in self.errors:
                 continue

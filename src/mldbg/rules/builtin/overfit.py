@@ -97,7 +97,6 @@ class Overfit(Rule):
         self._state: dict[str, dict] = {}  # per validation loss: its best, streak...
         self._trial: TrialView | None = None  # the run judged (`_early_stopping` reads its description)
         self._early = False  # the run trains with early stopping (known once it says so)
-        self._apart: dict[str, str] = {}  # validation loss -> why it measures another quantity
 
     def check_columns(self, trial: TrialView, steps: np.ndarray) -> int:
         """The leading training `steps` (no evaluation pass to close): their losses join the
@@ -135,8 +134,9 @@ class Overfit(Rule):
         return None
 
     def undecided(self) -> str | None:
-        if self._apart and len(self._apart) == len(self._tracker.evals):
-            return "; ".join(self._apart.values())
+        apart = [st["apart"] for st in self._state.values() if st.get("apart")]
+        if apart and len(apart) == len(self._tracker.evals):
+            return "; ".join(apart)
         return self._tracker.shortfall(max(2, self.patience), evaluations=True)
 
     def _advance(self, name: str, ev: Evaluation) -> tuple[dict, float, float | None, float, float] | None:
@@ -163,11 +163,11 @@ class Overfit(Rule):
         if st.get("train_first") is None and t is not None:
             st["train_first"] = t
             if not self._same_quantity(v, t):
-                self._apart[name] = (
+                st["apart"] = (
                     f"{name}'s first evaluation {v:.4g} is not a measure of the training loss "
                     f"{t:.4g} (below {self.comparable:g} x it, or of another sign): no gap to judge"
                 )
-        if name in self._apart:
+        if st.get("apart"):
             return st, v, None, math.nan, math.nan
         # worse: above its best by more than `rise` of what it had gained since the first (a
         # plateau's noise, as boosting's validation loss near early stopping, is not a rise),
