@@ -96,6 +96,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from mldbg.torch import Hook
 
 from . import BLIND25, buggy, healthy, installed
+from .blind_af import _CartPole  # the classic cart-pole, numpy only
 
 SPLIT = BLIND25
 
@@ -513,37 +514,6 @@ def hifigan_mpd_msd_mel_l1(path: str, steps: int = 80, seed: int = 0, bug: str |
 
 
 # ============================================================================= Spinning Up TRPO
-
-
-class _CartPole:
-    """The classic cart-pole (Barto et al. 1983; gym's CartPole-v1 equations), 200 steps at
-    most, reward 1 per step, numpy only."""
-
-    def __init__(self, rng: np.random.Generator, max_steps: int = 200) -> None:
-        self.rng = rng
-        self.max_steps = max_steps
-        self.state = np.zeros(4)
-        self.t = 0
-
-    def reset(self) -> np.ndarray:
-        self.state = self.rng.uniform(-0.05, 0.05, 4)
-        self.t = 0
-        return self.state.astype(np.float32)
-
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
-        x, x_dot, theta, theta_dot = self.state
-        force = 10.0 if action == 1 else -10.0
-        cos, sin = math.cos(theta), math.sin(theta)
-        temp = (force + 0.05 * theta_dot**2 * sin) / 1.1
-        theta_acc = (9.8 * sin - cos * temp) / (0.5 * (4.0 / 3.0 - 0.1 * cos**2 / 1.1))
-        x_acc = temp - 0.05 * theta_acc * cos / 1.1
-        x, x_dot = x + 0.02 * x_dot, x_dot + 0.02 * x_acc
-        theta, theta_dot = theta + 0.02 * theta_dot, theta_dot + 0.02 * theta_acc
-        self.state = np.array([x, x_dot, theta, theta_dot])
-        self.t += 1
-        terminated = bool(abs(x) > 2.4 or abs(theta) > 12 * 2 * math.pi / 360)
-        truncated = self.t >= self.max_steps
-        return self.state.astype(np.float32), 1.0, terminated, truncated
 
 
 def _discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
