@@ -60,6 +60,7 @@ BLIND22 = "blind22"  # the twenty-third, written after `blind21` had been measur
 BLIND23 = "blind23"  # the twenty-fourth, written after `blind22` had been measured
 BLIND24 = "blind24"  # the twenty-fifth, written after `blind23` had been measured, with its fixes in
 BLIND25 = "blind25"  # the twenty-sixth, written after `blind24` had been measured, with its fixes in
+BLIND26 = "blind26"  # the twenty-seventh, written after `blind25` had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -87,6 +88,7 @@ LATER = (
     BLIND23,
     BLIND24,
     BLIND25,
+    BLIND26,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
