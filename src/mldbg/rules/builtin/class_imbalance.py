@@ -62,8 +62,9 @@ class ClassImbalance(Rule):
     majority for nearly every sample by design, and what it learns shows in its log loss, not
     in a 0.5 recall. And labels per position of a dense prediction ((batch, *positions) ids
     scored by (batch, classes, *positions) or (batch, *positions, classes) logits: pixels of a
-    segmentation, whose background dominates by nature) are positions, not samples, as
-    tokens are.
+    segmentation, whose background dominates by nature; or a target per element of outputs of
+    three axes or more, of the outputs' own shape: the binary pixels a VAE reconstructs, a mask
+    scored pixel by pixel) are positions, not samples, as tokens are.
 
     The imbalance is a test, not a ratio of two raw counts: the smallest count of a set of
     many classes is small by chance (a class of 1 in 500 labels may be 1 in 100), so the
@@ -281,6 +282,8 @@ class ClassImbalance(Rule):
             and y[1][1:] in (p[1][2:], p[1][1:-1])
         ):  # fmt: skip
             return True  # ids per position (tokens, pixels): scored by (batch, classes, *positions) logits or channels-last
+        if y is not None and p is not None and len(y[1]) >= 3 and y[1] == p[1]:
+            return True  # a target per element of (batch, channels, *positions) outputs: pixels of a reconstruction or a mask
         return per_position(trial, step, y) or self._per_frame(trial, step, y)
 
     @staticmethod
