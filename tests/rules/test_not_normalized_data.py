@@ -429,3 +429,54 @@ def test_the_targets_a_model_is_given_are_no_input_to_standardize(tmp_path, pixe
     assert [f.tensors for f in found] == ([["model_input_0"]] if pixels > 1 else []), "\n".join(
         map(str, found)
     )
+
+
+class _SeriesModel(torch.nn.Module):
+    """A forecaster of raw demand series (levels 100-500) that does `inside` to them before its
+    first learned layer: "level" divides each by its mean (ES-RNN, RevIN written inline),
+    "pad" only pads them (a copy, the same scale), "batchnorm" starts with a BatchNorm, "none"
+    feeds them as they are."""
+
+    def __init__(self, inside: str):
+        super().__init__()
+        self.inside = inside
+        self.norm = torch.nn.BatchNorm1d(24) if inside == "batchnorm" else None
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(25 if inside == "pad" else 24, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+        )
+
+    def forward(self, x):
+        if self.inside == "level":
+            x = x / x.mean(1, keepdim=True) - 1
+        elif self.inside == "pad":
+            x = torch.nn.functional.pad(x, (0, 1))
+        elif self.norm is not None:
+            x = self.norm(x)
+        return self.net(x)
+
+
+@pytest.mark.parametrize("inside", ["level", "batchnorm", "pad", "none"])
+def test_judged_as_the_first_learned_layer_sees_the_input(tmp_path, inside):
+    """A model that standardizes its raw input itself before its first learned layer is fine
+    (blind25's ES-RNN and learned optimizer were reported on their raw inputs); a copy of the
+    raw values (padded) or the raw values themselves are still reported."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = _SeriesModel(inside)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    t = torch.arange(25).float()
+    with Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for _ in range(20):
+            level = 100 + 400 * torch.rand(64, 1, generator=g)
+            series = level * (1 + 0.2 * torch.sin(t / 3 + torch.rand(64, 1, generator=g) * 6))
+            loss = ((model(series[:, :24]) - series[:, 24:] / level) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert bool(found) == (inside in ("pad", "none")), "\n".join(map(str, found))
+    if inside == "pad":
+        assert "first learned layer" in found[0].message and found[0].tensors == ["model_input_0"]

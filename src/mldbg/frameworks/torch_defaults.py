@@ -73,6 +73,7 @@ from torch import nn
 
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
+from mldbg.frameworks.torch_first_layer import FIRST_LAYER_INPUT, FirstLayer
 from mldbg.frameworks.torch_frozen import FrozenHeld
 from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
@@ -301,6 +302,9 @@ class StepStatistics:
         self._step = -1  # the step `_due` was decided for
         self._due = False
         self._flow = GradientFlow()
+        self._first = FirstLayer(
+            self._first_layer_saw
+        )  # what the first learned layer sees (torch_first_layer)
         self._frozen = FrozenHeld()  # frozen parameters an optimizer holds (torch_frozen)
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
         self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
@@ -345,6 +349,7 @@ class StepStatistics:
                 self.add_kinds(f"frozen_held/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ())
         self._step_params.clear()
         self._flow.detach()
+        self._first.detach()
 
     def due(self) -> bool:
         """Is the open step a statistics step? (Decided once per step: hooks ask it often.)"""
@@ -368,13 +373,15 @@ class StepStatistics:
         """Keep the mode-dependent modules of `model` (`mode_modules`), whether it scales its
         own input (`scales_inputs`: `inputs_scaled/<prefix>model` at statistics steps) and,
         unless not `gradients` (a compiled model: hooks on its layers would break its graph),
-        where its parameters' gradients are cut (`GradientFlow`)."""
+        where its parameters' gradients are cut (`GradientFlow`) and what its first learned
+        layer sees of its input (`FirstLayer`)."""
         self._modules[prefix] = [(kind, members) for kind, members in mode_modules(model).items() if members]
         if scales_inputs(model):
             self._scaling.add(prefix)
         self._frozen.watch(model)
         if gradients:
             self._flow.watch(model)
+            self._first.watch(model, prefix)
 
     def forward_start(
         self,
@@ -434,6 +441,17 @@ class StepStatistics:
         kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
         for i, a in enumerate(args):
             self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
+        if full and self.recorder.mode == Mode.TRAIN:
+            self._first.attach(prefix, args)  # taken off at the step's end
+
+    def _first_layer_saw(self, prefix: str, x: torch.Tensor | None) -> None:
+        """The first learned layer of the model of `prefix` saw `x`, not its input as it came
+        (`FirstLayer`); None: a BatchNorm, which standardizes it itself."""
+        if x is None:
+            self.add_kinds(f"{INPUTS_SCALED}{prefix}model", torch.ones(1, dtype=torch.uint8), ("sum",), ())
+        else:
+            kinds = ("channel_count", "channel_mean", "channel_std", "samples")
+            self.add_kinds(f"{FIRST_LAYER_INPUT}{prefix}model", x.detach(), kinds, ())
 
     def _param_names(self, params: list[tuple[str, nn.Parameter, tuple[str, ...]]]) -> frozenset[str]:
         """The names of a model's `params` (the hook's list of them, which lives as long as it)."""

@@ -74,7 +74,7 @@ class GradientFlow:
         """The step's first TRAIN forward at a statistics step: the hooks go on."""
         if self._handles:
             return
-        inputs, outputs, grad = _Call(self._on_inputs), _Call(self._on_outputs), _Call(self._on_grad)
+        inputs, outputs, grad = StepCall(self._on_inputs), StepCall(self._on_outputs), StepCall(self._on_grad)
         for module, _ in self._modules:
             self._handles.append(module.register_forward_pre_hook(inputs))
             self._handles.append(module.register_forward_hook(outputs))
@@ -114,7 +114,7 @@ class GradientFlow:
             return
         for a in args:
             if isinstance(a, torch.Tensor) and not a.requires_grad and a.is_floating_point():
-                known = self._produced.get(_storage(a) or -1)
+                known = self._produced.get(storage_of(a) or -1)
                 if known is not None:
                     ref, producer = known
                     if ref() is not None and producer != id(module):
@@ -129,17 +129,18 @@ class GradientFlow:
             return
         outs = output if isinstance(output, (tuple, list)) else (output,)
         for o in outs:
-            if isinstance(o, torch.Tensor) and o.requires_grad and _storage(o):
-                self._produced[_storage(o)] = (weakref.ref(o), id(module))
+            if isinstance(o, torch.Tensor) and o.requires_grad and storage_of(o):
+                self._produced[storage_of(o)] = (weakref.ref(o), id(module))
 
     def _mark(self, module: int, code: int) -> None:
         for p in self._module_params.get(module, ()):
             self._evidence.setdefault(id(p), code)
 
 
-class _Call(Omitted):
-    """A hook of `GradientFlow` on a module or parameter: a copy or pickle of the model made
-    inside a statistics step holds an inert stand-in, never the hook (`Omitted`)."""
+class StepCall(Omitted):
+    """A hook of a statistics step on a module or parameter (`GradientFlow`, `FirstLayer`): a
+    copy or pickle of the model made inside a statistics step holds an inert stand-in, never
+    the hook (`Omitted`)."""
 
     __slots__ = ("fn",)
 
@@ -150,7 +151,7 @@ class _Call(Omitted):
         return self.fn(*args)
 
 
-def _storage(t: torch.Tensor) -> int:
+def storage_of(t: torch.Tensor) -> int:
     """The address of `t`'s storage; 0 for an empty tensor or one without storage (an
     expert's output for no token, a fake tensor): never matched."""
     try:

@@ -16,6 +16,9 @@ from mldbg.store.statistics import vector_name
 
 INPUTS_SCALED = "inputs_scaled/"  # `mldbg.frameworks.torch_defaults.INPUTS_SCALED`: a model scales its input
 INPUTS_RESCALED = "inputs_rescaled/"  # `mldbg.frameworks.keras.INPUTS_RESCALED`: ... by a fixed scale first
+# `mldbg.frameworks.torch_first_layer.FIRST_LAYER_INPUT`: what a model's first learned layer saw
+# of its input, where the model transformed it first
+FIRST_LAYER_INPUT = "first_layer_input/"
 
 # `_noise_scaled`: the steps whose variances test the noise model (a sequential judgement waits
 # for them), and the level of its two-sided t interval on the data part's variance
@@ -96,6 +99,13 @@ class NotNormalizedData(Rule):
     pixels, as the Keras hook records it: `inputs_rescaled/model/scale` and `/offset`) is
     judged as that layer sees it, `input * scale + offset`: raw pixels so fed are fine, pixels
     already divided by 255 and divided again are not.
+    Inputs a model transforms itself before its first learned layer are judged as that layer
+    sees them too, and reported only when both views are off: the PyTorch hook records what
+    the first layer with parameters saw when it is not the model's float input as it came
+    (`first_layer_input/<prefix>model`: an ES-RNN divides its raw series by their level, a
+    learned optimizer takes the log of the gradients it is fed; a first BatchNorm marks the
+    input standardized by the model, `inputs_scaled/`). That view only clears a finding:
+    raw values the model merely copies (padded, concatenated, cast) are still reported.
     Inputs fed to a model that normalizes them itself are fine: when the run holds two saved
     weights of one value per feature that are the inputs' own mean (within half a std) and
     variance or std (within a factor 2), as a Keras `Normalization` layer adapted on the
@@ -307,12 +317,41 @@ class NotNormalizedData(Rule):
         """The finding on an input's moments, if any; `dry`: without marking it reported (the
         fast path asks whether `check` would report); None: the run's last judgement (`finish`),
         which no longer waits for steps. `_deferred` says whether it waits."""
-        assert m.count is not None and m.total is not None and m.total_sq is not None
+        assert m.count is not None and m.total is not None
         self._deferred = False
         if self._is_condition(trial, name, step) or self._scaled_by_model(trial, name):
             return None
+        what = "channel" if self._is_image(trial, name, step) else "feature"
+        problems, mean, std, live, off_mean = self._problems(m, what, self._rescaling(trial, name))
+        if not problems or self._model_normalizes(trial, step, mean, std, live):
+            return None
+        if not off_mean and self._noise_scaled(trial, step, name, live, final=dry is None):
+            return None
+        seen = self._first_layer_sees(trial, name, step)
+        if seen is not None and not self._problems(seen, what, None)[0]:
+            return None  # the model standardizes it before its first learned layer
+        if not (dry or self.first(name)):
+            return None
+        where = (
+            ""
+            if seen is None
+            else f", nor as the model's first learned layer sees them ({self._first_name(name)})"
+        )
+        return self.finding(
+            trial, step,
+            f"inputs {name} are not normalized over the first {m.n} samples{where}: {'; '.join(problems)} "
+            f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
+            tensors=[name],
+        )  # fmt: skip
+
+    def _problems(
+        self, m: _Moments, what: str, rescaled: tuple[float, float] | None
+    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, bool]:
+        """What is wrong with the moments `m` of an input (`rescaled`: as `x * scale + offset`):
+        (the problems, per feature the mean, the std and whether it is live, whether a mean
+        is off)."""
+        assert m.count is not None and m.total is not None and m.total_sq is not None
         total, total_sq = m.total, m.total_sq
-        rescaled = self._rescaling(trial, name)
         if rescaled is not None:  # as the first learned layer sees it: x * scale + offset
             s, o = rescaled
             total, total_sq = s * total + o * m.count, s * s * total_sq + 2 * s * o * total + o * o * m.count
@@ -322,8 +361,7 @@ class NotNormalizedData(Rule):
         # constant features are a different problem (within rounding: `_CONSTANT`)
         live = std > _CONSTANT * np.abs(mean)
         if not live.any():
-            return None
-        what = "channel" if self._is_image(trial, name, step) else "feature"
+            return [], mean, std, live, False
         problems = []
         # far from zero next to its own spread too: a feature of std 1.2 around -1.3 (clustered
         # data) still crosses 0; one whose values nearly all share a sign (|mean| > 2 std) does not
@@ -350,18 +388,39 @@ class NotNormalizedData(Rule):
                 f"the typical {what} has std {typical:.3g} < {self.threshold_std**-2:g} and a sample's "
                 f"L2 norm is {rms_norm:.2g} (RMS) < {_TINY_SAMPLE:g}"
             )
-        if not problems or self._model_normalizes(trial, step, mean, std, live):
+        return problems, mean, std, live, bool(off_mean.size)
+
+    @staticmethod
+    def _first_name(name: str) -> str:
+        """The name under which the PyTorch hook records what the first learned layer of the
+        model of input `name` saw (`first_layer_input/<prefix>model`)."""
+        at = name.rfind("model_input_")
+        return f"{FIRST_LAYER_INPUT}{name[: max(at, 0)]}model"
+
+    def _first_layer_sees(self, trial: TrialView, name: str, step: int) -> _Moments | None:
+        """The moments of what the first learned layer of the model of input `name` saw at the
+        training steps up to `step`, where the model transformed its input first (the PyTorch
+        hook's `first_layer_input/<prefix>model`: `torch_first_layer`); None where it did not
+        (or the statistics are not there). They can only clear a finding: an ES-RNN divides
+        its raw series by their level, a learned optimizer takes the log of the gradients it
+        is fed; a view of raw inputs that the model left unscaled is still reported."""
+        first = self._first_name(name)
+        if name.rfind("model_input_") < 0 or not trial.has_tensor(first):
             return None
-        if not off_mean.size and self._noise_scaled(trial, step, name, live, final=dry is None):
-            return None
-        if not (dry or self.first(name)):
-            return None
-        return self.finding(
-            trial, step,
-            f"inputs {name} are not normalized over the first {m.n} samples: {'; '.join(problems)} "
-            f"({m.total.size} {what}(s) in all; healthy inputs have mean ~0 and std ~1)",
-            tensors=[name],
-        )  # fmt: skip
+        train = bool(trial.steps(Mode.TRAIN))
+        m = _Moments()
+        for s in trial.tensor(first).steps():
+            if s > step or (train and trial.mode(s) != Mode.TRAIN):
+                continue
+            got = [trial.saved_statistic(first, s, k) for k in _CHANNEL_KEYS]
+            samples = trial.saved_statistic(first, s, "samples")
+            if not all(isinstance(v, np.ndarray) for v in got) or not isinstance(samples, float):
+                continue
+            count, mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in got)
+            if m.count is not None and m.count.shape != count.shape:
+                return None  # its features changed: not one input
+            self._accumulate(m, count, mean, std, samples)
+        return m if m.n else None
 
     @staticmethod
     def _scaled_by_model(trial: TrialView, name: str) -> bool:
