@@ -68,3 +68,47 @@ def test_a_classifier_given_probabilities_is_found(tmp_path, head):
 def test_correct_heads_are_quiet(tmp_path, head):
     _classifier(tmp_path, head)
     assert mldbg.check(str(tmp_path), rules=RULE) == []
+
+
+class _Stages(nn.Module):
+    """Two stages refining per-frame class scores (MS-TCN's shape): the second reads the
+    first's softmax; every stage's output is stacked and each given to the loss. `probs`: each
+    stage's output is a softmax (the bug), else its scores."""
+
+    def __init__(self, probs: bool):
+        super().__init__()
+        self.probs = probs
+        self.stage1 = nn.Conv1d(6, 4, 3, padding=1)
+        self.stage2 = nn.Conv1d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        out = self.stage1(x)
+        outputs = [out.softmax(1) if self.probs else out]
+        out = self.stage2(out.softmax(1))
+        outputs.append(out.softmax(1) if self.probs else out)
+        return torch.stack(outputs)
+
+
+@pytest.mark.parametrize("probs", [True, False], ids=["stages give probabilities", "stages give scores"])
+def test_the_stacked_outputs_of_stages_given_to_the_loss_one_by_one(tmp_path, probs):
+    """blind25's MS-TCN with the softmax moved to each stage's output was missed: between the
+    softmax and the loss lie a stack and the loop's unbind, not reshapes only."""
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = _Stages(probs)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ce = nn.CrossEntropyLoss()  # as MS-TCN's script: a registered loss, called per stage
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        hook.register_loss(ce)
+        for _ in range(8):
+            x = torch.randn(4, 6, 20, generator=g)
+            y = x[:, :4].argmax(1)
+            loss = sum(ce(p.transpose(2, 1).contiguous().view(-1, 4), y.view(-1)) for p in model(x))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path), rules=RULE)
+    assert bool(found) == probs, found
+    if probs:
+        assert "softmax feeds" in found[0].message and found[0].step <= 5

@@ -77,8 +77,9 @@ THROUGH = frozenset(
 # nodes that only move or copy values (logits.view(-1, V), .float(), [:, :-1], .contiguous())
 _SHAPES = (
     "View", "UnsafeView", "ReshapeAlias", "Transpose", "Permute", "TBackward", "Clone", "ToCopy",
-    "Slice", "Select", "Squeeze", "Unsqueeze", "Expand", "AsStrided", "Alias", "Index",
+    "Slice", "Select", "Squeeze", "Unsqueeze", "Expand", "AsStrided", "Alias", "Index", "Unbind",
 )  # fmt: skip
+_JOINS = ("CatBackward", "StackBackward")  # nodes that join pieces (`_moving_past`)
 DEPTH = 8  # nodes searched from the loss for the cross-entropy, and before it for a softmax
 WIDTH = 8  # nodes of each depth searched from the loss (the terms of a sum)
 _PROB_TOL = 1e-3
@@ -269,15 +270,30 @@ def weighs(node: Any) -> bool:
 
 
 def _before(node: Any) -> Any | None:
-    """The first node before `node` that does more than move values (None: a leaf, or a
-    node with several inputs among the shape-only ones)."""
-    for _ in range(DEPTH):
+    """The first node before `node` that does more than move values (`_moving_past`); None
+    for a leaf, or a node of several inputs."""
+    nexts = [f for f, _ in node.next_functions if f is not None]
+    return _moving_past(nexts[0], DEPTH) if len(nexts) == 1 else None
+
+
+def _moving_past(node: Any, depth: int) -> Any | None:
+    """`node`, or the first node before it that does more than move values (None: a leaf, a
+    node with several inputs among the shape-only ones, or `depth` nodes passed). A
+    concatenation or stack is passed through when every piece (the first `WIDTH`) comes from
+    the same kind of node, the first piece's taken: the outputs of a model's stages, each a
+    softmax, stacked and given to the loss one by one."""
+    for left in range(depth, 0, -1):
+        name = node.name()
+        if name.startswith(_JOINS):
+            pieces = [_moving_past(f, left - 1) for f, _ in node.next_functions[:WIDTH] if f is not None]
+            kinds = {p.name() if p is not None else None for p in pieces}
+            return pieces[0] if pieces and len(kinds) == 1 and None not in kinds else None
+        if not name.startswith(_SHAPES):
+            return node
         nexts = [f for f, _ in node.next_functions if f is not None]
         if len(nexts) != 1:
             return None
         node = nexts[0]
-        if not node.name().startswith(_SHAPES):
-            return node
     return None
 
 
