@@ -459,3 +459,17 @@ def test_quiet_on_a_heavy_tailed_batch_loss_whose_first_value_was_low(tmp_path):
     assert np.median(x[5:15]) > x[0] and x[5:15].max() < x[4]  # never back to the first value
     path = _write_losses(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
+
+
+def test_quiet_on_a_burst_at_each_epoch_start_that_falls_back(tmp_path):
+    """Bayes by Backprop's graded KL weight (Blundell et al. 2015): the i-th of an epoch's M
+    batches weighs the KL by 2^(M - i) / (2^M - 1), so every epoch opens at ~10^5 and halves
+    back to the data term within ~15 batches (long_blind20: 5 of 5 runs fired). One burst
+    thrown far up and falling is no swing; the growing oscillation above still fires."""
+    rng = np.random.default_rng(2)
+    m, epochs = 390, 8
+    t = np.arange(m * epochs)
+    i = t % m + 1
+    x = 4e5 * np.exp2(-i) + _decaying(len(t), rng) * 10
+    path = _write_losses(tmp_path / "run", x)
+    assert not mldbg.check(path, rules=["loss_divergence"])

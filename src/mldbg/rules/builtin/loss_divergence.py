@@ -50,7 +50,11 @@ def swings(
     the n-th value's share of a 1e-3-per-run budget (`detect.spend`); else None. A loss that
     oscillates with a growing swing (the edge of stability crossed) keeps its median while
     half its values leave for 10^2-10^4 x it; a run's rare outlier batches (a few in 10^4) are
-    its own rate, and a spike or a schedule's rise moves the local level with it."""
+    its own rate, and a spike or a schedule's rise moves the local level with it. The far
+    values must come in two excursions or more (values between them back near the level): a
+    swing goes up and down, while a loss thrown far up once and falling back over a few steps
+    (Bayes by Backprop's graded KL weight, 2^(M - i) / (2^M - 1) for the i-th of an epoch's M
+    batches, puts half the KL on each epoch's first batch) is one burst."""
     i = n - 1 - _HALF
     lo = i + 1 - _RECENT
     if lo - _HISTORY // 10 < 0:  # too few values before to know the run's own rate
@@ -63,9 +67,12 @@ def swings(
         flags[start:n] = got
     if not flags[i]:
         return None
+    recent = flags[lo : i + 1]
+    if int(recent[0]) + int(np.count_nonzero(recent[1:] & ~recent[:-1])) < 2:
+        return None  # one burst, no swing: a loss thrown up once that falls back (a graded KL's epoch start)
     before = flags[max(0, lo - _HISTORY) : lo]
     rate = (float(before.sum()) + 1) / (len(before) + 2)
-    k = int(flags[lo : i + 1].sum())
+    k = int(recent.sum())
     chance = binomial_tail(k, _RECENT, rate, upper=True)
     if chance >= detect.spend(n):
         return None
