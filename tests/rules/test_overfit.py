@@ -126,3 +126,59 @@ def test_a_validation_metric_of_another_quantity_is_not_judged(tmp_path):
     falling = list(16 * np.exp(-epochs / 8) + 0.1)  # the same shape, one quantity
     same = _epochs(tmp_path / "same", falling, list(mse * 6))
     assert [f.rule for f in mldbg.check(same, rules=["overfit"])] == ["overfit"]
+
+
+def _memorizing_keeping(path, keep: str, epochs: int = 40) -> str:
+    """An MLP under Adam memorizing 64 samples with noisy labels, the validation loss of 256
+    held-out samples after each epoch; `keep`: "best" takes the model's state when that loss
+    is the lowest yet (early stopping written by hand, pytorchtools' and DGL's), "every"
+    saves it after each epoch, "none" never."""
+    import copy
+    import io
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    teacher = torch.randn(16, 4, generator=g)
+
+    def data(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 16, generator=g)
+        return x, (x @ teacher + torch.randn(n, 4, generator=g)).argmax(1)
+
+    (xt, yt), (xv, yv) = data(64), data(256)
+    model = nn.Sequential(nn.Linear(16, 128), nn.ReLU(), nn.Linear(128, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    best, best_state = float("inf"), None
+    with mldbg.torch.Hook(str(path)) as hook:
+        hook.register_module(model)
+        for _ in range(epochs):
+            model.train()
+            for xb, yb in zip(xt.split(32), yt.split(32), strict=True):
+                opt.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                val = F.cross_entropy(model(xv), yv).item()
+            if keep == "every" or (keep == "best" and val < best):
+                best, best_state = min(best, val), copy.deepcopy(model.state_dict())
+                torch.save(model.state_dict(), io.BytesIO())
+    assert best_state is not None or keep == "none"
+    return str(path)
+
+
+@pytest.mark.parametrize("keep", ["best", "every", "none"])
+def test_a_script_that_keeps_its_best_model_is_under_early_stopping(tmp_path, keep):
+    """The model's state taken after the passes that lower the validation loss, and only
+    those, is a best model kept by hand (blind25's DGL HAN, CLAM): the passes past the best are
+    its patience, as under a trainer's early stopping. A state saved after every epoch keeps
+    no best: the memorizing is reported, as with none."""
+    found = mldbg.check(_memorizing_keeping(tmp_path / "run", keep), rules=["overfit"])
+    assert bool(found) == (keep != "best"), [str(f) for f in found]
+    trial = mldbg.create_trial(str(tmp_path / "run"))
+    assert trial.has_tensor("state_taken/model") == (keep != "none")

@@ -268,6 +268,10 @@ class Hook(StepEnds, Adapter):
             )
             self._module_handles.append(part.register_forward_hook(self._attach(end, part, m)))
         watch_layers(self, m, inner, compiled and not eager)
+        # the model's state taken after an evaluation: a script that keeps its best model
+        self._module_handles.append(
+            model.register_state_dict_pre_hook(self._attach(self._on_state_taken, model, m))
+        )
         if eager or (self._eager_ok and compiled_in_place(model)):
             self._run_eager_steps(m)
         if not self._optimizer_hooks:  # global hooks: once for every model
@@ -599,6 +603,17 @@ class Hook(StepEnds, Adapter):
                 for name, p, natural in m.params:
                     self._save(name, p, natural)
         self._loss.backward(loss)
+
+    def _on_state_taken(self, m: RegisteredModel, module: nn.Module, *_: Any) -> None:
+        """`state_dict()` of a registered model was called in an evaluation step (`state_taken/
+        <model>`): a script that keeps its best model (`best = copy.deepcopy(model.state_dict())`,
+        `torch.save(model.state_dict(), path)` when the validation loss improves: early stopping
+        written by hand), which the rule `overfit` reads as it reads a trainer's early stopping."""
+        rec = self.recorder
+        if self._stats is not None and rec.in_step and rec.mode == Mode.EVAL:
+            self._stats.add_kinds(
+                m.record_name("state_taken"), torch.ones(1, dtype=torch.uint8), ("sum",), ()
+            )
 
     def _on_stray_start(
         self, m: RegisteredModel, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -274,7 +274,13 @@ class Attached(Omitted):
 
 
 # the hook dicts of an nn.Module, and the dicts of flags keyed by the same hook ids
-_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_HOOKS = (
+    "_forward_pre_hooks",
+    "_forward_hooks",
+    "_backward_pre_hooks",
+    "_backward_hooks",
+    "_state_dict_pre_hooks",
+)
 _FLAGS = ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
 _KEY = "__reduce_ex__"
 

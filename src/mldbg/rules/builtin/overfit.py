@@ -30,6 +30,9 @@ def pass_noise(values: list[float]) -> float:
 
 
 EARLY_STOPPING = "early_stopping"  # the hooks' record of a training that stops early or keeps its best model
+STATE_TAKEN = (
+    "state_taken/"  # the PyTorch hook's record of a model's `state_dict()` taken in an evaluation step
+)
 
 
 @register
@@ -65,7 +68,8 @@ class Overfit(Rule):
     record `early_stopping` where the training stops early or keeps its best model by a
     validation metric: Keras' `EarlyStopping` or `ModelCheckpoint(save_best_only=True)`,
     Lightning's `EarlyStopping` or a `ModelCheckpoint` that monitors a metric, the `Trainer`'s
-    `load_best_model_at_end`), the rounds past the best are the stopper's patience, trained by
+    `load_best_model_at_end`; a PyTorch script that takes its model's `state_dict()` after
+    the passes that lower the validation loss and not after the others, `_keeps_best`), the rounds past the best are the stopper's patience, trained by
     design and cut off from the model it keeps: a validation loss that rises there is the
     stopper doing its job. Then the rule reports only a model that never generalized, whose
     validation loss gained less than `early_stopping_gain` of what the training loss gained
@@ -152,8 +156,13 @@ class Overfit(Rule):
             "streak": 0,
             "recent": [],
             "passes": [],
+            "ends": {},
+            "lowest": math.inf,
         }
         st = dict(old)
+        # each pass's last step -> whether its own value was the lowest yet (`_keeps_best`)
+        st["ends"] = {**old["ends"], ev.last_step: ev.value <= old["lowest"]}
+        st["lowest"] = min(old["lowest"], ev.value)
         st["recent"] = (old["recent"] + [ev.value])[-3:]
         st["passes"] = (old["passes"] + [ev.value])[-NOISE_PASSES[1] :]
         v = sorted(st["recent"])[len(st["recent"]) // 2]  # median of the last 3: one spike is not a trend
@@ -210,10 +219,28 @@ class Overfit(Rule):
         `early_stopping`. Read when a streak would report, not every step; once known, kept."""
         if not self._early and self._trial is not None:
             info = read_run_info(self._trial.trial)
-            self._early = (info is not None and info.best_iteration is not None) or bool(
-                self._trial.names(None, regex=f"^{EARLY_STOPPING}$")
+            self._early = (
+                (info is not None and info.best_iteration is not None)
+                or bool(self._trial.names(None, regex=f"^{EARLY_STOPPING}$"))
+                or self._keeps_best(self._trial)
             )
         return self._early
+
+    def _keeps_best(self, trial: TrialView) -> bool:
+        """Whether the script keeps its best model by the validation loss itself (early stopping
+        written by hand: `torch.save(model.state_dict(), path)` or `best = copy.deepcopy(
+        model.state_dict())` when the validation loss improves, the PyTorch hook's `state_taken/
+        <model>` at the pass's last step): the model's state was taken after two passes or
+        more of some validation loss, each the lowest of it yet, and not after every pass (a
+        checkpoint each epoch keeps no best)."""
+        taken = {
+            s for name in trial.names(None, regex=[f"^{STATE_TAKEN}"]) for s in trial.tensor(name).steps()
+        }
+        for st in self._state.values():
+            saved = [lowest for end, lowest in st["ends"].items() if end in taken]
+            if len(saved) >= 2 and all(saved) and len(saved) < len(st["ends"]):
+                return True
+        return False
 
     def _judge(self, trial: TrialView, name: str, ev: Evaluation) -> Finding | None:
         got = self._advance(name, ev)
