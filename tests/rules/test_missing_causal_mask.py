@@ -187,3 +187,53 @@ def test_checkpointed_models_train_as_without_the_hook(tmp_path, reentrant):
     assert torch.equal(run(tmp_path / "with", True), run(tmp_path / "without", False))
     found = mldbg.check(str(tmp_path / "with"), rules=RULE)
     assert bool(found) == (not reentrant), found
+
+
+class SentenceVAE(nn.Module):
+    """Bowman et al.'s sentence VAE, tiny: a GRU encoder reads the whole sentence to a latent
+    code, a decoder reads the sentence shifted by one with word dropout (some tokens replaced
+    by <unk>, 1) from that code, one embedding table for both. `decoder`: "gru" (causal) or
+    "bigru" (it sees the tokens after each position: the bug)."""
+
+    def __init__(self, vocabulary: int, decoder: str, width: int = 32):
+        super().__init__()
+        self.emb = nn.Embedding(vocabulary, width)
+        self.encoder = nn.GRU(width, width, batch_first=True)
+        self.to_mu = nn.Linear(width, 8)
+        self.from_z = nn.Linear(8, width)
+        bi = decoder == "bigru"
+        self.decoder = nn.GRU(width, width, batch_first=True, bidirectional=bi)
+        self.head = nn.Linear(2 * width if bi else width, vocabulary)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        _, h = self.encoder(self.emb(ids))
+        z = self.to_mu(h[-1])
+        drop = torch.rand(ids.shape) < 0.25
+        dec_in = torch.where(drop & (torch.arange(ids.shape[1]) > 0), torch.ones_like(ids), ids)
+        h0 = self.from_z(z)[None].expand(
+            self.decoder.num_layers * (2 if self.decoder.bidirectional else 1), -1, -1
+        )
+        out, _ = self.decoder(self.emb(dec_in), h0.contiguous())
+        return self.head(out)
+
+
+@pytest.mark.parametrize("decoder", ["gru", "bigru"])
+def test_an_autoencoder_whose_encoder_reads_the_whole_sentence(tmp_path, decoder):
+    """The encoder sees every token by design (blind26's Sentence-VAE was reported: the probe
+    read the encoder's lookup of the ids); its causal decoder reads them through its own
+    lookup, which leaks nothing: quiet. A bidirectional decoder leaks through both: found."""
+    torch.manual_seed(0)
+    vocabulary = 32
+    model = SentenceVAE(vocabulary, decoder)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(model)
+        for _ in range(30):
+            ids = torch.cat([torch.full((8, 1), 2), torch.randint(3, vocabulary, (8, 11))], 1)
+            opt.zero_grad()
+            logits = model(ids)
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocabulary), ids[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+    found = mldbg.check(str(tmp_path), rules=RULE)
+    assert bool(found) == (decoder == "bigru"), [str(f) for f in found]

@@ -48,11 +48,15 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 The causal probe. Does the prediction at position t read the tokens after t? One backward pass
 through the graph the step already built, from the summed log-likelihood S of the valid
 targets off the last position (along both axes: the last row and the last column left out),
-to the output of the token embedding (the `EmbeddingBackward0` node whose saved indices are the
-model's ids; `torch.autograd.grad` to that node's `GradientEdge`, `retain_graph=True`). In a
-causal model no position before the last depends on the last token, and the gradient there is
-exactly 0 (a masked attention weight is exactly 0, a unidirectional RNN has no path); without
-the mask it is about as large as at any other position, from the first step on. The pass reads
+to the output of the token embedding (the `EmbeddingBackward0` nodes whose saved indices are the
+model's ids or as many laid out as them; `torch.autograd.grad` to their `GradientEdge`s,
+`retain_graph=True`). In a causal model no position before the last depends on the last token,
+and the gradient there is exactly 0 (a masked attention weight is exactly 0, a unidirectional
+RNN has no path); without the mask it is about as large as at any other position, from the
+first step on. Where the tokens are looked up more than once (an autoencoder's encoder reads
+the whole sentence by design, its decoder the same tokens shifted, with word dropout), the
+least leaking lookup is counted: a causal decoder's leaks nothing, a model without the mask
+leaks through every one. The pass reads
 the graph and changes nothing: no parameter's `.grad` (the gradient stops at the embedding's
 output), no module state, no forward, the RNG forked around it (a checkpointed segment that
 recomputes), the user's backward then runs as before. It costs about one backward pass to the
@@ -525,10 +529,9 @@ def causal_probe(
         return {}
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return {}
-    found = _token_embedding(node, ids)
-    if found is None:
+    found = _token_embeddings(node, ids)
+    if not found:
         return {}
-    embedding, transposed = found
     n0, n1 = ids.shape
     keep = valid.clone()
     if n0 > 1:
@@ -546,39 +549,56 @@ def causal_probe(
         with torch.random.fork_rng(devices=devices), torch.enable_grad():
             picked = flat_logp.gather(1, torch.where(inside, target, 0)[:, None])[:, 0]
             total = (picked.float() * inside.float()).sum()
-            (grad,) = torch.autograd.grad(
-                total, inputs=[GradientEdge(embedding, 0)], retain_graph=True, allow_unused=True
+            grads = torch.autograd.grad(
+                total,
+                inputs=[GradientEdge(embedding, 0) for embedding, _ in found],
+                retain_graph=True,
+                allow_unused=True,
             )
     except Exception:  # a graph the probe cannot run through (reentrant checkpointing, ...)
         return {}
-    if grad is None or grad.numel() % ids.numel():
-        return {}
     with torch.no_grad():
-        grad = grad.detach().float()
-        grad = grad.reshape(n1, n0, -1).transpose(0, 1) if transposed else grad.reshape(n0, n1, -1)
-        energy = grad.pow(2).sum(-1)  # per position, laid out as the ids
+        energies = []  # per lookup that reaches the predictions: per position, laid out as the ids
+        for grad, (_, transposed) in zip(grads, found, strict=True):
+            if grad is None or grad.numel() % ids.numel():
+                continue
+            grad = grad.detach().float()
+            grad = grad.reshape(n1, n0, -1).transpose(0, 1) if transposed else grad.reshape(n0, n1, -1)
+            energies.append(grad.pow(2).sum(-1))
         out: dict[str, torch.Tensor] = {}
+        if not energies:
+            return out
         for axis, length in ((0, n0), (1, n1)):
             if length < 2:
                 continue
-            other = (
-                energy.narrow(1 - axis, 0, energy.shape[1 - axis] - 1) if ids.shape[1 - axis] > 1 else energy
-            )
-            out[f"leak_{axis}"] = other.select(axis, -1).sum()
-            out[f"own_{axis}"] = other.narrow(axis, 0, length - 1).sum()
+            leaks, owns = [], []
+            for energy in energies:
+                other = (
+                    energy.narrow(1 - axis, 0, energy.shape[1 - axis] - 1)
+                    if ids.shape[1 - axis] > 1
+                    else energy
+                )
+                leaks.append(other.select(axis, -1).sum())
+                owns.append(other.narrow(axis, 0, length - 1).sum())
+            leak, own = torch.stack(leaks), torch.stack(owns)
+            at = (leak / own.clamp_min(torch.finfo(own.dtype).tiny)).argmin()  # the least leaking lookup
+            out[f"leak_{axis}"], out[f"own_{axis}"] = leak[at], own[at]
             out[f"positions_{axis}"] = _number(length - 1, logp.device)
     return out
 
 
-def _token_embedding(node: Any, ids: torch.Tensor) -> tuple[Any, bool] | None:
-    """The `EmbeddingBackward0` node of the graph behind `node` that looked up `ids` (the same
-    storage, else the only one with as many indices), and whether it saw them transposed
-    (a sequence-first model that turns its (T, B) ids batch-first); None when there is no such
-    node, or its positions cannot be told apart from the ids' (a square copy)."""
+def _token_embeddings(node: Any, ids: torch.Tensor) -> list[tuple[Any, bool]]:
+    """The `EmbeddingBackward0` nodes of the graph behind `node` that looked up `ids` or as
+    many indices laid out as them (an encoder and a decoder reading one sequence: a
+    Sentence-VAE's GRU encoder sees every token by design, its decoder reads the same tokens
+    with word dropout), each with whether it saw them transposed (a sequence-first model that
+    turns its (T, B) ids batch-first). The probe takes the least leaking: a model is causal
+    when its predictions read the tokens causally through one of them (the decoder's); without
+    a mask they leak through every one. Empty when there is none whose positions can be told
+    apart from the ids' (a square copy)."""
     seen: set[Any] = set()
     todo = [node]
-    same: list[tuple[Any, bool | None]] = []
-    sized: list[tuple[Any, bool | None]] = []
+    found: list[tuple[Any, bool]] = []
     while todo and len(seen) < _PROBE_NODES:
         n = todo.pop()
         if n is None or n in seen:
@@ -590,16 +610,12 @@ def _token_embedding(node: Any, ids: torch.Tensor) -> tuple[Any, bool] | None:
             except (AttributeError, RuntimeError):
                 indices = None
             if isinstance(indices, torch.Tensor) and indices.numel() == ids.numel():
-                if indices.device == ids.device and indices.data_ptr() == ids.data_ptr():
-                    same.append((n, _transposed(indices, ids, True)))
-                else:
-                    sized.append((n, _transposed(indices, ids, False)))
+                view = indices.device == ids.device and indices.data_ptr() == ids.data_ptr()
+                transposed = _transposed(indices, ids, view)
+                if transposed is not None:
+                    found.append((n, transposed))
         todo.extend(f for f, _ in n.next_functions)
-    found = same[0] if len(same) == 1 else sized[0] if not same and len(sized) == 1 else None
-    if found is None:
-        return None
-    embedding, transposed = found
-    return None if transposed is None else (embedding, transposed)
+    return found
 
 
 def _transposed(indices: torch.Tensor, ids: torch.Tensor, view: bool) -> bool | None:
