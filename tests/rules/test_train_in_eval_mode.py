@@ -477,3 +477,42 @@ def test_a_model_replaced_by_its_reloaded_checkpoint_is_not_judged(tmp_path, kee
     rules = ["train_in_eval_mode", "nondeterministic_eval"]
     found = {f.rule for f in mldbg.check(str(tmp_path / "run"), rules=rules)}
     assert found == ({"train_in_eval_mode"} if keep_eval else set()), found
+
+
+@pytest.mark.parametrize("left_in_eval", [True, False], ids=["eval left on", "train() each epoch"])
+def test_an_encoder_in_eval_trained_through_the_decoders_step(tmp_path, left_in_eval):
+    """NRI's layout (blind26, missed): an encoder with BatchNorm and a decoder without any,
+    registered apart, one optimizer over both. In eval mode each forward is a step: the
+    encoder's opens one, the decoder's the next, where the optimizer steps. The modes of the
+    encoder's modules are kept at that step too: the optimizer updates it."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    import mldbg.torch
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    encoder = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    decoder = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+    opt = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=1e-3)
+    with mldbg.torch.Hook(str(tmp_path)) as hook:
+        hook.register_module(encoder, name="encoder")
+        hook.register_module(decoder, name="decoder")
+        for _ in range(4):
+            if not left_in_eval:
+                encoder.train()
+                decoder.train()
+            for _ in range(10):
+                x = torch.randn(32, 8, generator=g)
+                loss = F.mse_loss(decoder(encoder(x)), x)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            encoder.eval()
+            decoder.eval()
+            with torch.no_grad():
+                x = torch.randn(64, 8, generator=g)
+                F.mse_loss(decoder(encoder(x)), x).item()
+    found = mldbg.check(str(tmp_path), rules=["train_in_eval_mode"])
+    assert bool(found) == left_in_eval, [str(f) for f in found]

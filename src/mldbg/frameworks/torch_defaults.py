@@ -415,22 +415,27 @@ class StepStatistics:
         if full and prefix in self._scaling:
             self.add_kinds(f"{INPUTS_SCALED}{prefix}model", torch.ones(1, dtype=torch.uint8), ("sum",), ())
         if full:
-            judged = False
             # the modules of the model that runs, gathered over the step's forwards (a GAN's
             # two models); a model registered once and no longer run (replaced by a rebuilt
             # one when a run resumes from its checkpoint) is not judged by its stale modes
-            for kind, members in self._modules.get(prefix, ()):
-                flags = self._mode_flags.setdefault(kind, {})
-                for m, ctx in members:
-                    # a module whose parameters (or its parent's) are all frozen may sit in eval
-                    # mode on purpose (a frozen backbone, a linear probe): it is left out
-                    if any(p.requires_grad for p in ctx):
-                        judged = True
-                        flags.setdefault(id(m), m.training)
-            if judged and root_training is not None and self._root_flag is None:
-                # the model's own flag: a forgotten model.eval() turns it off, a part frozen on
-                # purpose (BatchNorm statistics in QAT, a detector's frozen BN) leaves it on
-                self._root_flag = root_training
+            self._gather_modes(prefix, root_training)
+
+    def _gather_modes(self, prefix: str, root_training: bool | None) -> None:
+        """Keep the modes of the mode-dependent modules of the model of `prefix` for this step
+        (`module_training/<kind>`), and its own flag `root_training` (`/model`)."""
+        judged = False
+        for kind, members in self._modules.get(prefix, ()):
+            flags = self._mode_flags.setdefault(kind, {})
+            for m, ctx in members:
+                # a module whose parameters (or its parent's) are all frozen may sit in eval
+                # mode on purpose (a frozen backbone, a linear probe): it is left out
+                if any(p.requires_grad for p in ctx):
+                    judged = True
+                    flags.setdefault(id(m), m.training)
+        if judged and root_training is not None and self._root_flag is None:
+            # the model's own flag: a forgotten model.eval() turns it off, a part frozen on
+            # purpose (BatchNorm statistics in QAT, a detector's frozen BN) leaves it on
+            self._root_flag = root_training
 
     def forward_inputs(self, args: tuple[object, ...], prefix: str = "") -> None:
         """The inputs of a registered model's recorded forward (`model_input_<i>`), at a
@@ -553,11 +558,15 @@ class StepStatistics:
         those of them whose gradient was cut are recorded at the step's end (`_step_end`)."""
         self._held = held if self._held is None else self._held | held
 
-    def optimizer_outside_train(self) -> None:
+    def optimizer_outside_train(self, models: Sequence[tuple[str, bool]] = ()) -> None:
         """An optimizer of the model stepped in an EVAL or PREDICT step (the model was left in
-        eval mode while training)."""
+        eval mode while training); `models`: (prefix, `training` flag) of the models it
+        updates, whose modules' modes are kept for the step as a forward's are (an encoder's
+        BatchNorm is trained through the decoder's step, whose forward opened it)."""
         if self.due():
             self.add_kinds("optimizer_step", torch.ones(1, dtype=torch.uint8), ("sum",), ())
+            for prefix, training in models:
+                self._gather_modes(prefix, training)
         elif self.cadence is not None:  # the next steps of the mode show it (train_in_eval_mode)
             self.cadence.alert(self.recorder.mode, self.recorder.mode_step)
 

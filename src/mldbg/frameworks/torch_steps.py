@@ -288,7 +288,7 @@ class StepEnds:
                 return None
             return _after_first_call(closure, self._gradient_saver(models, held), args, kwargs)
         elif self._stats is not None:  # training with the model left in eval mode
-            self._stats.optimizer_outside_train()
+            self._stats.optimizer_outside_train([(m.prefix, m.module.training) for m in models])
         return None
 
     def _schedule_begins(self, optimizer: torch.optim.Optimizer) -> bool:
