@@ -309,3 +309,45 @@ def test_a_warm_up_freeze_that_ends_is_healthy(tmp_path, warm):
         assert not found, [str(f) for f in found]
     else:
         assert found and "0.0.weight" in found[0].tensors and found[0].severity == "warning", found
+
+
+@pytest.mark.parametrize("pasted", [True, False], ids=["toggles pasted", "toggles right"])
+def test_a_generator_frozen_at_its_own_step(tmp_path, pasted):
+    """DCGAN's N(0, 0.02) init (not PyTorch's default, so no layer looks fresh) and the
+    discriminator's `requires_grad` toggles pasted into the generator's update (blind26's
+    StyleGAN2, missed): the generator is frozen every time its optimizer steps, which then
+    changes nothing; found when the run ends. The right toggles train both: quiet. The
+    diagnosis is the weights not moving, on its own: the generator's loss climbing as the
+    critic wins says nothing of a frozen one's learning rate."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
+    critic = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+    for m in [*gen, *critic]:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+        hook.register_module(gen)
+        hook.register_module(critic)
+        for _ in range(20):
+            real, z = torch.randn(32, 16) * 0.5 + 1, torch.randn(32, 8)
+            gen.requires_grad_(False)
+            critic.requires_grad_(True)
+            opt_d.zero_grad()
+            d_real, d_fake = critic(real), critic(gen(z).detach())
+            (bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))).backward()
+            opt_d.step()
+            gen.requires_grad_(not pasted)  # bug: the critic's toggles pasted here
+            critic.requires_grad_(pasted)
+            opt_g.zero_grad()
+            d_gen = critic(gen(z))
+            bce(d_gen, torch.ones_like(d_gen)).backward()
+            opt_g.step()
+    found = mldbg.check(str(tmp_path / "run"), rules=[RULE])
+    assert bool(found) == pasted, [str(f) for f in found]
+    if pasted:
+        assert "stepped with every parameter it holds frozen" in found[0].message
+        causes = [d.cause for d in mldbg.diagnose(str(tmp_path / "run"))]
+        assert causes[0] == "parameters_not_updated", causes

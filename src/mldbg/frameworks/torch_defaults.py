@@ -307,6 +307,7 @@ class StepStatistics:
         )  # what the first learned layer sees (torch_first_layer)
         self._frozen = FrozenHeld()  # frozen parameters an optimizer holds (torch_frozen)
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
+        self._idle: set[int] = set()  # ... of those that stepped with every parameter frozen
         self._step_params: dict[int, list[tuple[str, nn.Parameter, tuple[str, ...]]]] = {}  # forwarded
         # parameters whose gradients are recorded elsewhere (DeepSpeed ZeRO: the reduced partitions
         # at its optimizer's step, `torch_deepspeed`), not from their `.grad` at the end of backward
@@ -332,6 +333,7 @@ class StepStatistics:
                 "module_training/model", torch.tensor([root], dtype=torch.uint8), ("sum", "count"), ()
             )
         held, self._held = self._held, None
+        idle, self._idle = self._idle, set()
         if held is not None and self._step_params:  # frozen_layer_updated
             frozen = sum(
                 1
@@ -345,7 +347,7 @@ class StepStatistics:
             for name, code in self._flow.cut(pairs, held) if self._flow.attached else ():
                 flag = torch.tensor([code], dtype=torch.uint8)
                 self.add_kinds(f"gradient_cut/{name}", flag, ("sum",), ())
-            for name, code in self._frozen.judge(pairs, held or set()):  # frozen_parameter_in_optimizer
+            for name, code in self._frozen.judge(pairs, held or set(), idle):  # frozen_parameter_in_optimizer
                 self.add_kinds(f"frozen_held/{name}", torch.tensor([code], dtype=torch.uint8), ("sum",), ())
         self._step_params.clear()
         self._flow.detach()
@@ -553,10 +555,13 @@ class StepStatistics:
                         self.add(m.grad_name(name), p.grad, "gradients")  # a frozen one's .grad is stale
         self.finish()
 
-    def optimizer_holds(self, held: set[int]) -> None:
+    def optimizer_holds(self, held: set[int], idle: bool = False) -> None:
         """The ids of the parameters of an optimizer about to step in this statistics step:
-        those of them whose gradient was cut are recorded at the step's end (`_step_end`)."""
+        those of them whose gradient was cut are recorded at the step's end (`_step_end`);
+        `idle`: every one of them is frozen as it steps (`torch_frozen.IDLE`)."""
         self._held = held if self._held is None else self._held | held
+        if idle:  # its every parameter frozen as it stepped: the step changes nothing
+            self._idle |= held
 
     def optimizer_outside_train(self, models: Sequence[tuple[str, bool]] = ()) -> None:
         """An optimizer of the model stepped in an EVAL or PREDICT step (the model was left in

@@ -5,7 +5,7 @@ for `frozen_parameter_in_optimizer`.
 A parameter with `requires_grad` False gets no gradient and the optimizer skips it: it never
 trains, and nothing fails. Freezing on purpose is common and healthy (fine-tuning, adapters,
 LoRA, a linear probe), and many scripts hand the optimizer `model.parameters()` frozen parts
-and all, so a frozen parameter in the optimizer is no evidence by itself. Two facts are, each
+and all, so a frozen parameter in the optimizer is no evidence by itself. Three facts are, each
 recorded as `frozen_held/<parameter>` (`sum`: the code) at the TRAIN statistics steps where it
 holds, for a parameter of a registered model that the stepping optimizer holds and that is
 frozen when the step ends:
@@ -29,7 +29,12 @@ frozen when the step ends:
   directions their gradients share, its variance and tails with them), nor is a sinusoidal
   table (kurtosis 1.5, and a few directions).
 
-Neither is claimed of a parameter that no optimizer holds, one that trains, a pretrained
+- `IDLE` (3): the optimizer that holds it stepped with every parameter it holds frozen: its
+  step changes nothing (a GAN's `requires_grad` toggles for the discriminator's update pasted
+  into the generator's, so the generator is frozen at its own step). A freeze for a warm-up,
+  with an optimizer of its own stepped anyway, ends: `frozen_parameter_in_optimizer` judges
+  this one when the run ends, as `AT_INIT`.
+None is claimed of a parameter that no optimizer holds, one that trains, a pretrained
 frozen part handed over with `model.parameters()` (its weights are no longer their init's
 draws), norms and tables of the model's own (sinusoidal position tables are not judged).
 Cost: at the statistics steps, for the frozen parameters an optimizer holds only; a parameter
@@ -49,6 +54,7 @@ from mldbg.frameworks.torch_sharded import is_sharded
 
 SELECTED = 1
 AT_INIT = 2
+IDLE = 3
 _LAYERS = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase, nn.RNNCellBase)
 _MIN_VALUES = 128
 _UNIFORM_RATIO = 4.0  # max^2 / variance: 3 for uniform draws (sampling: < 4 at n >= 128), ~2 ln n trained
@@ -80,9 +86,12 @@ class FrozenHeld:
             for p in module.parameters(recurse=False):
                 self._at_init.setdefault(id(p), partial(_at_default_init, bound=bound))
 
-    def judge(self, params: list[tuple[str, nn.Parameter]], held: set[int]) -> list[tuple[str, int]]:
+    def judge(
+        self, params: list[tuple[str, nn.Parameter]], held: set[int], idle: set[int] | None = None
+    ) -> list[tuple[str, int]]:
         """(name, code) of the frozen parameters among `params` (one model's) that the
-        optimizer (`held`: its parameters' ids) holds and that show a fact of the module doc."""
+        optimizer (`held`: its parameters' ids; `idle`: those of an optimizer that stepped with
+        every one frozen) holds and that show a fact of the module doc."""
         frozen = [(name, p) for name, p in params if not p.requires_grad]
         if not frozen:
             return []
@@ -102,6 +111,8 @@ class FrozenHeld:
                     found.append((name, AT_INIT))
                 else:
                     self._trained.add(id(p))
+            if (not found or found[-1][0] != name) and idle and id(p) in idle:
+                found.append((name, IDLE))
         return found
 
 

@@ -13,7 +13,7 @@ from mldbg.rules.columns import quiet_until_saved
 from mldbg.rules.view import TrialView
 
 PREFIX = "frozen_held/"
-SELECTED, AT_INIT = 1, 2  # the hook's codes (`mldbg.frameworks.torch_frozen`)
+SELECTED, AT_INIT, IDLE = 1, 2, 3  # the hook's codes (`mldbg.frameworks.torch_frozen`)
 WHY = {
     SELECTED: "the optimizer was given a selection of the model's parameters (other frozen ones are left "
     "out of it), and these frozen ones are in it: chosen to train, then frozen (a freezing loop run "
@@ -21,6 +21,9 @@ WHY = {
     AT_INIT: "they are still at their default random initialization (uniform draws within "
     "1/sqrt(fan_in); an embedding's fresh N(0, 1) or N(0, 0.02) draws): a layer frozen before it ever "
     "trained (a freeze meant for a warm start, never undone?)",
+    IDLE: "the optimizer that holds them stepped with every parameter it holds frozen, so its step changed "
+    "nothing (requires_grad toggles meant for another model's update, a GAN's discriminator's, pasted into "
+    "this one's?)",
 }
 
 
@@ -41,10 +44,12 @@ class FrozenParameterInOptimizer(Rule):
     1/sqrt(hidden_size)), or is an embedding table still fresh N(0, 1) or N(0, 0.02) draws
     (mean, variance and kurtosis within 5 standard errors of the draws'): nobody freezes a
     layer at its random init in a model that trains; a pretrained frozen part is trained, so
-    its values left those bounds and that normal shape. A streak counts
+    its values left those bounds and that normal shape; or (3) the optimizer holding it stepped
+    with every parameter it holds frozen, its step a no-op (a GAN's `requires_grad` toggles for
+    the discriminator's update pasted into the generator's: the generator never trains). A streak counts
     statistics steps and ends at one where the parameter trains again (a freeze for a warm-up,
     undone: Proxy Anchor's warm epoch, a backbone frozen while a new head or the proxies
-    settle). A freeze ends only later, so the second evidence is judged when the run ends: a
+    settle). A freeze ends only later, so the second and third evidence are judged when the run ends: a
     parameter at its init frozen to the last statistics step (`finish`), the freeze never
     undone; the first (the user chose it to train) at the `patience`-th statistics step. Quiet on what is healthy: frozen parameters no optimizer holds (a backbone left
     out of the optimizer), a pretrained frozen backbone or embedding handed over with
@@ -96,11 +101,12 @@ class FrozenParameterInOptimizer(Rule):
         return self._report(trial, step, codes=(SELECTED,))  # at init: judged when the run ends
 
     def finish(self, trial: TrialView) -> Finding | None:
-        """A parameter at its random init still frozen at the run's last statistics step: the
-        freeze was never undone (a warm-up freeze ends, and is healthy)."""
+        """A parameter at its random init, or held by an optimizer that steps with nothing to
+        train, still frozen at the run's last statistics step: the freeze was never undone (a
+        warm-up freeze ends, and is healthy)."""
         if self._seen < 0:
             return None
-        return self._report(trial, self._seen, codes=(AT_INIT,))
+        return self._report(trial, self._seen, codes=(AT_INIT, IDLE))
 
     def _report(self, trial: TrialView, step: int, codes: tuple[int, ...]) -> Finding | None:
         due = {p: v for p, v in self._streak.items() if v[0] >= max(1, self.patience) and v[2] in codes}
@@ -114,7 +120,7 @@ class FrozenParameterInOptimizer(Rule):
                 trial, step,
                 f"{len(params)} parameters the optimizer holds stayed frozen (requires_grad False) at "
                 f"{min(due[p][0] for p in params)} statistics training steps in a row (steps {first}-{step}"
-                f"{', to the end of the run' if code == AT_INIT else ''}): {shown}; "
+                f"{', to the end of the run' if code in (AT_INIT, IDLE) else ''}): {shown}; "
                 f"{WHY[code]}. The optimizer skips them: they never train",
                 tensors=params[:20],
                 suggestion="If these layers should train, set requires_grad_(True) on them after the freezing "

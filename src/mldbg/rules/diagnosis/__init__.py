@@ -264,7 +264,11 @@ def group(
     names = sorted(taken, key=lambda n: (order.get(n, len(order)), n))
     for i, later in enumerate(names):
         for earlier in names[:i]:
-            if earlier in taken and later in taken and _opposed(by_name.get(earlier), by_name.get(later)):
+            if (
+                earlier in taken
+                and later in taken
+                and _opposed(by_name.get(earlier), taken[earlier], by_name.get(later), taken[later])
+            ):
                 taken[earlier].extend((f, False) for f, _ in taken.pop(later))
                 signals.setdefault(earlier, []).extend(signals.pop(later, []))
                 break
@@ -279,10 +283,14 @@ def group(
     return Diagnoses(shown, [d for d in out if all(d is not s for s in shown)])
 
 
-def _opposed(a: Cause | None, b: Cause | None) -> bool:
+def _opposed(
+    a: Cause | None, a_found: list[tuple[Finding, bool]], b: Cause | None, b_found: list[tuple[Finding, bool]]
+) -> bool:
+    """Do the advices of two diagnoses (a cause and the findings it took) point opposite ways?"""
     if a is None or b is None:
         return False
-    return any(OPPOSITE.get(d) in b.directions for d in a.directions)
+    b_directions = b.directions_of({f.rule for f, _ in b_found})
+    return any(OPPOSITE.get(d) in b_directions for d in a.directions_of({f.rule for f, _ in a_found}))
 
 
 def _diagnosis(

@@ -75,7 +75,8 @@ class Cause:
     - `signal`: facts of the run that speak for it; with them it is present as soon as one
       finding it explains exists (a fact alone never makes a diagnosis).
     - `directions`: where its advice points (`LOWER_LR`...), to keep one run's advice free of
-      contradictions.
+      contradictions; `directed_by`: the rules whose findings point it so (empty: any of its
+      findings). A diagnosis whose findings point nowhere opposes nothing.
     """
 
     name: str
@@ -87,6 +88,11 @@ class Cause:
     when: dict[str, Predicate] = field(default_factory=dict)
     signal: Signal | None = None
     directions: frozenset[str] = frozenset()
+    directed_by: tuple[str, ...] = ()
+
+    def directions_of(self, rules: set[str]) -> frozenset[str]:
+        """Where its advice points for a diagnosis made of findings of `rules`."""
+        return self.directions if not self.directed_by or rules & set(self.directed_by) else frozenset()
 
     def is_evidence(self, finding: Finding, facts: RunFacts) -> bool:
         if finding.rule not in self.evidence:
@@ -379,6 +385,9 @@ CAUSES: tuple[Cause, ...] = (
         when={"weight_update_ratio": _small_update, "gradient_not_reset": _weights_never_move},
         explains=("vanishing_gradient", "tensor_variance", *_NOT_LEARNING),
         directions=frozenset({RAISE_LR}),
+        # weights frozen by mistake say nothing of the learning rate: only weights that stay
+        # put while they train point to raising it
+        directed_by=("unchanged_tensor", "weight_update_ratio", "gradient_not_reset"),
     ),
     Cause(
         "gradients_interrupted",
