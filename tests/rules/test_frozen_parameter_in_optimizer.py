@@ -153,17 +153,22 @@ def test_the_same_on_both_paths(tmp_path, bug):
     assert bool(reference[0]) == bug and not reference[2]
 
 
-def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
-    """pix2pix's `set_requires_grad(netD, False)` before the generator's update, undone before
-    the critic's next one: the critic (fresh, its optimizer stepping each step) is frozen when
-    each step ends, but it trained in the step."""
+def _gan(path, pasted: bool = False, dcgan_init: bool = False) -> None:
+    """A GAN trained with `requires_grad` toggles: the critic trains, frozen for the
+    generator's update (pix2pix's `set_requires_grad(netD, False)`), undone before its next
+    one. `pasted`: the critic's toggles pasted into the generator's update instead (the
+    generator frozen at its own step); `dcgan_init`: DCGAN's N(0, 0.02) weights, so no layer
+    looks fresh from PyTorch's default init."""
     torch.manual_seed(0)
     gen = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
     critic = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+    for m in [*gen, *critic] if dcgan_init else []:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.02)
     opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
     bce = nn.BCEWithLogitsLoss()
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
+    with mldbg.torch.Hook(str(path)) as hook:
         hook.register_module(gen)
         hook.register_module(critic)
         for _ in range(20):
@@ -174,11 +179,18 @@ def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
             d_real, d_fake = critic(real), critic(fake.detach())
             (bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))).backward()
             opt_d.step()
-            critic.requires_grad_(False)
+            gen.requires_grad_(not pasted)  # pasted: the critic's toggles (gen off, critic on)
+            critic.requires_grad_(pasted)
             opt_g.zero_grad()
-            d_gen = critic(fake)
+            d_gen = critic(gen(z))
             bce(d_gen, torch.ones_like(d_gen)).backward()
             opt_g.step()
+
+
+def test_a_critic_frozen_for_the_generators_update_is_healthy(tmp_path):
+    """The critic (fresh, its optimizer stepping each step) is frozen when each step ends, but
+    it trained in the step."""
+    _gan(tmp_path / "run")
     assert not mldbg.check(str(tmp_path / "run"), rules=[RULE])
 
 
@@ -313,38 +325,12 @@ def test_a_warm_up_freeze_that_ends_is_healthy(tmp_path, warm):
 
 @pytest.mark.parametrize("pasted", [True, False], ids=["toggles pasted", "toggles right"])
 def test_a_generator_frozen_at_its_own_step(tmp_path, pasted):
-    """DCGAN's N(0, 0.02) init (not PyTorch's default, so no layer looks fresh) and the
-    discriminator's `requires_grad` toggles pasted into the generator's update (blind26's
-    StyleGAN2, missed): the generator is frozen every time its optimizer steps, which then
-    changes nothing; found when the run ends. The right toggles train both: quiet. The
-    diagnosis is the weights not moving, on its own: the generator's loss climbing as the
-    critic wins says nothing of a frozen one's learning rate."""
-    torch.manual_seed(0)
-    gen = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 16))
-    critic = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
-    for m in [*gen, *critic]:
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, 0.0, 0.02)
-    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
-    opt_d = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
-    bce = nn.BCEWithLogitsLoss()
-    with mldbg.torch.Hook(str(tmp_path / "run")) as hook:
-        hook.register_module(gen)
-        hook.register_module(critic)
-        for _ in range(20):
-            real, z = torch.randn(32, 16) * 0.5 + 1, torch.randn(32, 8)
-            gen.requires_grad_(False)
-            critic.requires_grad_(True)
-            opt_d.zero_grad()
-            d_real, d_fake = critic(real), critic(gen(z).detach())
-            (bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))).backward()
-            opt_d.step()
-            gen.requires_grad_(not pasted)  # bug: the critic's toggles pasted here
-            critic.requires_grad_(pasted)
-            opt_g.zero_grad()
-            d_gen = critic(gen(z))
-            bce(d_gen, torch.ones_like(d_gen)).backward()
-            opt_g.step()
+    """DCGAN's init (no layer looks fresh) and the critic's `requires_grad` toggles pasted into
+    the generator's update (blind26's StyleGAN2, missed): the generator is frozen every time
+    its optimizer steps, which then changes nothing; found when the run ends. The right
+    toggles train both: quiet. The diagnosis is the weights not moving, on its own: the
+    generator's loss climbing as the critic wins says nothing of a frozen one's learning rate."""
+    _gan(tmp_path / "run", pasted=pasted, dcgan_init=True)
     found = mldbg.check(str(tmp_path / "run"), rules=[RULE])
     assert bool(found) == pasted, [str(f) for f in found]
     if pasted:
