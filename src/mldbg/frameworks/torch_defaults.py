@@ -302,9 +302,8 @@ class StepStatistics:
         self._step = -1  # the step `_due` was decided for
         self._due = False
         self._flow = GradientFlow()
-        self._first = FirstLayer(
-            self._first_layer_saw
-        )  # what the first learned layer sees (torch_first_layer)
+        # what the first learned layer of each model sees of its input (torch_first_layer)
+        self._first = FirstLayer(self._first_layer_saw)
         self._frozen = FrozenHeld()  # frozen parameters an optimizer holds (torch_frozen)
         self._held: set[int] | None = None  # the stepping optimizers' parameters (`optimizer_holds`)
         self._idle: set[int] = set()  # ... of those that stepped with every parameter frozen

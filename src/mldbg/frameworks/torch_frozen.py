@@ -34,6 +34,7 @@ frozen when the step ends:
   into the generator's, so the generator is frozen at its own step). A freeze for a warm-up,
   with an optimizer of its own stepped anyway, ends: `frozen_parameter_in_optimizer` judges
   this one when the run ends, as `AT_INIT`.
+
 None is claimed of a parameter that no optimizer holds, one that trains, a pretrained
 frozen part handed over with `model.parameters()` (its weights are no longer their init's
 draws), norms and tables of the model's own (sinusoidal position tables are not judged).
@@ -103,17 +104,24 @@ class FrozenHeld:
         for name, p in kept:
             if selected:
                 found.append((name, SELECTED))
-            elif id(p) in self._at_init and id(p) not in self._trained:
-                version = getattr(p, "_version", None)  # unchanged in place since: the same verdict
-                if (version is not None and self._fresh.get(id(p)) == version) or self._at_init[id(p)](p):
-                    if version is not None:
-                        self._fresh[id(p)] = version
-                    found.append((name, AT_INIT))
-                else:
-                    self._trained.add(id(p))
-            if (not found or found[-1][0] != name) and idle and id(p) in idle:
+            elif self._fresh_draws(p):
+                found.append((name, AT_INIT))
+            elif idle and id(p) in idle:
                 found.append((name, IDLE))
         return found
+
+    def _fresh_draws(self, p: nn.Parameter) -> bool:
+        """Is `p` still at its layer's default initialization (`AT_INIT`)? Once found trained,
+        never asked again; found fresh, not again while unchanged in place."""
+        if id(p) not in self._at_init or id(p) in self._trained:
+            return False
+        version = getattr(p, "_version", None)  # unchanged in place since: the same verdict
+        if (version is not None and self._fresh.get(id(p)) == version) or self._at_init[id(p)](p):
+            if version is not None:
+                self._fresh[id(p)] = version
+            return True
+        self._trained.add(id(p))
+        return False
 
 
 def _default_bound(module: nn.Module) -> float | None:

@@ -276,10 +276,8 @@ class StepEnds:
             begins = self._schedule_begins(optimizer)
             if self._stats is not None and self._stats.due():  # parameter_without_gradient
                 params = [p for g in optimizer.param_groups for p in g["params"]]
-                self._stats.optimizer_holds(
-                    {id(p) for p in params}, idle=not any(p.requires_grad for p in params)
-                )
                 held = {id(p) for p in params}
+                self._stats.optimizer_holds(held, idle=not any(p.requires_grad for p in params))
                 self._learning_rate(optimizer, models)
                 if self.early_stopping:
                     self._stats.add_kinds("early_stopping", torch.ones(1), ("sum",), ())

@@ -30,9 +30,8 @@ def pass_noise(values: list[float]) -> float:
 
 
 EARLY_STOPPING = "early_stopping"  # the hooks' record of a training that stops early or keeps its best model
-STATE_TAKEN = (
-    "state_taken/"  # the PyTorch hook's record of a model's `state_dict()` taken in an evaluation step
-)
+# the PyTorch hook's record of a model's `state_dict()` taken in an evaluation step
+STATE_TAKEN = "state_taken/"
 
 
 @register
@@ -69,7 +68,8 @@ class Overfit(Rule):
     validation metric: Keras' `EarlyStopping` or `ModelCheckpoint(save_best_only=True)`,
     Lightning's `EarlyStopping` or a `ModelCheckpoint` that monitors a metric, the `Trainer`'s
     `load_best_model_at_end`; a PyTorch script that takes its model's `state_dict()` after
-    the passes that lower the validation loss and not after the others, `_keeps_best`), the rounds past the best are the stopper's patience, trained by
+    the passes that lower the validation loss and not after the others, `_keeps_best`), the
+    rounds past the best are the stopper's patience, trained by
     design and cut off from the model it keeps: a validation loss that rises there is the
     stopper doing its job. Then the rule reports only a model that never generalized, whose
     validation loss gained less than `early_stopping_gain` of what the training loss gained
@@ -156,12 +156,14 @@ class Overfit(Rule):
             "streak": 0,
             "recent": [],
             "passes": [],
-            "ends": {},
+            "bests": (),
+            "count": 0,
             "lowest": math.inf,
         }
         st = dict(old)
-        # each pass's last step -> whether its own value was the lowest yet (`_keeps_best`)
-        st["ends"] = {**old["ends"], ev.last_step: ev.value <= old["lowest"]}
+        # the last steps of the passes whose own value was the lowest yet, of how many (`_keeps_best`)
+        st["bests"] = old["bests"] + (ev.last_step,) if ev.value <= old["lowest"] else old["bests"]
+        st["count"] = old["count"] + 1
         st["lowest"] = min(old["lowest"], ev.value)
         st["recent"] = (old["recent"] + [ev.value])[-3:]
         st["passes"] = (old["passes"] + [ev.value])[-NOISE_PASSES[1] :]
@@ -237,8 +239,7 @@ class Overfit(Rule):
             s for name in trial.names(None, regex=[f"^{STATE_TAKEN}"]) for s in trial.tensor(name).steps()
         }
         for st in self._state.values():
-            saved = [lowest for end, lowest in st["ends"].items() if end in taken]
-            if len(saved) >= 2 and all(saved) and len(saved) < len(st["ends"]):
+            if len(taken) >= 2 and taken <= set(st["bests"]) and len(taken) < st["count"]:
                 return True
         return False
 
