@@ -230,7 +230,9 @@ def test_spill_off_raises_within_the_bound(own_s3_server, monkeypatch, tmp_path)
     t0 = time.monotonic()
     with pytest.raises(StoreError, match="did not answer|unreachable"):
         store.write("workers/worker_0/meta.json", [b"{}"])
-    assert time.monotonic() - t0 < 2.0
+    # within block_seconds and the connection's own refusal, not the client's retries (tens of
+    # seconds); a loaded CI machine took 2.8 s here, so the margin is wide
+    assert time.monotonic() - t0 < 10.0
     with pytest.raises(StoreError):
         store.list("workers/")
     own_s3_server.start()
