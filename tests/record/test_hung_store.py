@@ -112,7 +112,7 @@ def test_close_on_a_store_that_never_answers_is_bounded_and_counts_the_loss(tmp_
     with caplog.at_level(logging.INFO, logger="mldbg"):
         rec.close()
     took = time.perf_counter() - t0
-    assert took < 0.5 * 2 + 1.5, took
+    assert took < 0.5 * 2 + 4.0, took  # the bound twice, and a loaded machine's delays
     w = rec.writer
     assert w.lost.records == 35 and w.lost.first_step == 5 and w.lost.last_step == 39
     assert any("given up at close" in r.getMessage() for r in caplog.records)
@@ -168,7 +168,7 @@ def test_a_meta_write_that_hangs_does_not_hold_the_hook(tmp_path, caplog, answer
     with caplog.at_level(logging.INFO, logger="mldbg"):
         rec = recorder(store, block_seconds=0.5)
     took = time.perf_counter() - t0
-    assert 0.4 < took < 0.5 + 1.0, took
+    assert 0.4 < took < 0.5 + 3.0, took  # the bound, and a loaded machine's delays
     lines = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
     assert len(lines) == 1 and str(tmp_path) in lines[0] and "block_seconds" in lines[0], lines
     assert "meta.json" in lines[0] and "\n" not in lines[0]
