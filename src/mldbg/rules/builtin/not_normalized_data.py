@@ -269,13 +269,24 @@ class NotNormalizedData(Rule):
             or not self._judged(trial, name, layout[0], len(layout[1]))
         ):
             return False
+        row = self._saved_row(trial, name, step)
+        if row is None:
+            return False
+        self._accumulate(self._moments.setdefault(name, _Moments()), *row)
+        return True
+
+    @staticmethod
+    def _saved_row(
+        trial: TrialView, name: str, step: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+        """A step's saved per-channel count, mean and std (flat float64) and `samples` of
+        `name`, as `_accumulate` takes them; None when they were not saved."""
         got = [trial.saved_statistic(name, step, k) for k in _CHANNEL_KEYS]
         samples = trial.saved_statistic(name, step, "samples")
         if not all(isinstance(v, np.ndarray) for v in got) or not isinstance(samples, float):
-            return False
+            return None
         count, mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in got)
-        self._accumulate(self._moments.setdefault(name, _Moments()), count, mean, std, samples)
-        return True
+        return count, mean, std, samples
 
     @staticmethod
     def _accumulate(
@@ -391,11 +402,12 @@ class NotNormalizedData(Rule):
         return problems, mean, std, live, bool(off_mean.size)
 
     @staticmethod
-    def _first_name(name: str) -> str:
+    def _first_name(name: str) -> str | None:
         """The name under which the PyTorch hook records what the first learned layer of the
-        model of input `name` saw (`first_layer_input/<prefix>model`)."""
+        model of input `name` saw (`first_layer_input/<prefix>model`); None for an input that
+        is no model's (`model_input_<i>`)."""
         at = name.rfind("model_input_")
-        return f"{FIRST_LAYER_INPUT}{name[: max(at, 0)]}model"
+        return f"{FIRST_LAYER_INPUT}{name[:at]}model" if at >= 0 else None
 
     def _first_layer_sees(self, trial: TrialView, name: str, step: int) -> _Moments | None:
         """The moments of what the first learned layer of the model of input `name` saw at the
@@ -405,21 +417,19 @@ class NotNormalizedData(Rule):
         its raw series by their level, a learned optimizer takes the log of the gradients it
         is fed; a view of raw inputs that the model left unscaled is still reported."""
         first = self._first_name(name)
-        if name.rfind("model_input_") < 0 or not trial.has_tensor(first):
+        if first is None or not trial.has_tensor(first):
             return None
         train = bool(trial.steps(Mode.TRAIN))
         m = _Moments()
         for s in trial.tensor(first).steps():
             if s > step or (train and trial.mode(s) != Mode.TRAIN):
                 continue
-            got = [trial.saved_statistic(first, s, k) for k in _CHANNEL_KEYS]
-            samples = trial.saved_statistic(first, s, "samples")
-            if not all(isinstance(v, np.ndarray) for v in got) or not isinstance(samples, float):
+            row = self._saved_row(trial, first, s)
+            if row is None:
                 continue
-            count, mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in got)
-            if m.count is not None and m.count.shape != count.shape:
+            if m.count is not None and m.count.shape != row[0].shape:
                 return None  # its features changed: not one input
-            self._accumulate(m, count, mean, std, samples)
+            self._accumulate(m, *row)
         return m if m.n else None
 
     @staticmethod
