@@ -175,3 +175,50 @@ def test_two_tasks_are_two_losses_and_no_game(tmp_path):
     found = mldbg.check(str(tmp_path / "stalled"), rules=LOSS_RULES)
     assert {"loss_not_decreasing", "underfitting"} & {f.rule for f in found}, found
     assert all(f.tensors == ["loss/backward1"] for f in found), [(f.rule, f.tensors) for f in found]
+
+
+def _alternating(path, blocks: int = 6) -> tuple[list[float], list[float]]:
+    """Two models of one hook trained in turns, as GAIL trains its discriminator and its policy:
+    a block of 12 updates of a classifier, then a block of 4 of a regressor, each update one
+    backward pass of its own model's loss."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(8, 3, generator=g)
+    classifier = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    regressor = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    opt_c = torch.optim.Adam(classifier.parameters(), lr=3e-3)
+    opt_r = torch.optim.Adam(regressor.parameters(), lr=3e-3)
+    hook = Hook(str(path))
+    hook.register_module(classifier, name="classifier")
+    hook.register_module(regressor, name="regressor")
+    losses_c, losses_r = [], []
+    for _ in range(blocks):
+        for _ in range(12):
+            x = torch.randn(64, 8, generator=g)
+            loss = F.cross_entropy(classifier(x), (x @ w).argmax(1))
+            opt_c.zero_grad()
+            loss.backward()
+            opt_c.step()
+            losses_c.append(loss.item())
+        for _ in range(4):
+            x = torch.randn(64, 8, generator=g)
+            loss = 0.01 * F.mse_loss(regressor(x).squeeze(1), x[:, 0] * x[:, 1])
+            opt_r.zero_grad()
+            loss.backward()
+            opt_r.step()
+            losses_r.append(loss.item())
+    hook.close()
+    return losses_c, losses_r
+
+
+def test_models_updated_in_turns_give_a_loss_each(tmp_path):
+    """Steps of one backward pass that update different models (GAIL's discriminator and
+    policy, in blocks) are two series: neither holds the other's values."""
+    losses_c, losses_r = _alternating(tmp_path / "run")
+    series = _series(tmp_path / "run")
+    assert set(series) == {"loss", "loss/backward1"}, series.keys()
+    # each series holds values of its own model's losses only (a step may average several updates)
+    lo_c, hi_c = min(losses_c), max(losses_c)
+    assert all(lo_c - 1e-6 <= v <= hi_c + 1e-6 for v in series["loss"]), series["loss"]
+    assert max(series["loss/backward1"]) <= max(losses_r) + 1e-6 < lo_c
+    assert len(series["loss"]) >= 6 and len(series["loss/backward1"]) >= 6

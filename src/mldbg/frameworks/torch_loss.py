@@ -26,13 +26,16 @@ Several in one step: their mean when they train the same parameters (gradient ac
 micro-batches of one loss). Backward passes of one step that reach different parameters (a
 GAN: the discriminator's loss, then the generator's, which also runs through the
 discriminator) are different losses, each its own series: the first keeps `loss`, the others
-are `loss/backward1`, `loss/backward2`, ... (in the order the step first gives them). What a
+are `loss/backward1`, `loss/backward2`, ... (in the order the run first gives them). So are
+the single passes of steps that update different models of one hook (GAIL: blocks of
+discriminator updates, then blocks of the policy's, each step one pass). What a
 pass reaches is read from its autograd graph (the registered models' top-level submodules
 whose parameters it accumulates into; any parameter outside them counts as one more part),
-its nodes walked as the step ends: only in a step of several passes, until 16 such steps
-showed one loss (then never again), and in every step of a run found to give different
-losses (a few microseconds per hundred nodes). A run of one backward pass a step is never
-walked. Each value stays on its device:
+its nodes walked as the step ends: in a step of several passes, until 16 such steps
+showed one loss (then never again), in every step of a run found to give different
+losses, and in a step of one pass whose set of forwarding models differs from the last such
+step's (a few microseconds per hundred nodes). A run of one model and one backward pass a
+step is never walked. Each value stays on its device:
 no wait for it, no change to the graph or the gradients (the tensor is only read, detached).
 
 Seeing backward's tensor needs one process-wide wrapper around `torch.autograd.backward`
@@ -127,6 +130,9 @@ class LossCapture:
         self._split: bool | None = None  # backward passes of different losses? (None: not yet known)
         self._probed = 0  # steps of several backward passes that were told apart
         self._series: dict[frozenset[str], str] = {}  # what a pass reaches -> its series' name
+        # the registered models (ids) that ran a forward in the last step of one pass that was
+        # walked, and what its pass reached: a step of one pass is walked when they change
+        self._alone: tuple[frozenset[int], frozenset[str] | None] | None = None
         self._parts: dict[int, str] = {}  # id of a registered parameter -> its model's part
         self._parts_of = (0, 0)  # the registered parameters `_parts` maps: the list's id, its length
         self._classes_at = -1  # the step whose predictions and labels are recorded
@@ -300,8 +306,7 @@ class LossCapture:
             # script computes): what it gives to backward is the loss
             self._returned_is_loss = False
             self._aside = True
-        root = tensor.grad_fn if self._split is not False else None
-        self._backward.append((root, self._unscaled(tensor)))
+        self._backward.append((tensor.grad_fn, self._unscaled(tensor)))
         self._inputs(tensor)
 
     def unopened(self) -> tuple[torch.Tensor, dict[int, Any]] | None:
@@ -448,11 +453,14 @@ class LossCapture:
             self.hook._save(name, _mean(values), ("losses",))
 
     def _losses(self, passes: list[tuple[Any, torch.Tensor]]) -> dict[str, list[torch.Tensor]]:
-        """The step's backward passes by loss: one `loss` (their mean) unless they reach
-        different parts of the models, then one series per part reached. A step of one pass
-        is not looked into until the run showed different losses in one step."""
-        if self._split is False or (len(passes) == 1 and not self._split):
-            return {NAME: [v for _, v in passes]}
+        """The step's backward passes by loss: one series (their mean) unless they reach
+        different parts of the models, then one series per part reached. Passes of one loss
+        are looked into, by their first, when other models ran in the step than in the last
+        step looked into (`_one_loss`); each pass is, in the first steps of several passes and
+        once the run showed different losses in one step."""
+        values = [v for _, v in passes]
+        if len(passes) == 1 and not self._split or self._split is False:
+            return {self._one_loss(passes[0][0]): values}
         groups: dict[frozenset[str] | None, list[torch.Tensor]] = {}
         for root, value in passes:
             groups.setdefault(self._reached(root), []).append(value)
@@ -463,16 +471,36 @@ class LossCapture:
             elif self._probed >= PROBE_STEPS:
                 self._split = False  # one loss (accumulation): its passes are not walked any more
         if not self._split:
-            return {NAME: [v for _, v in passes]}
+            (reached,) = groups
+            return {self._one_loss(passes[0][0], reached): values}
         out: dict[str, list[torch.Tensor]] = {}
-        for reached, values in groups.items():
-            key = reached or frozenset()
-            name = self._series.get(key)
-            if name is None:  # the first loss met keeps `loss`, the others are numbered
-                name = f"{NAME}/backward{len(self._series)}" if self._series else NAME
-                self._series[key] = name
-            out.setdefault(name, []).extend(values)
+        for reached, group in groups.items():
+            out.setdefault(self._name_of(reached), []).extend(group)
         return out
+
+    def _one_loss(self, root: Any, reached: frozenset[str] | None = None) -> str:
+        """The series of a step's passes of one loss, the first from `root` (`reached`: what
+        it reached, where already walked): `loss` for a hook of one model; else what the pass
+        reached names it, walked when the models that ran a forward in the step differ from
+        those of the last step looked into."""
+        hook = self.hook
+        if len(hook._models) < 2:
+            return NAME
+        step = hook.recorder.step
+        ran = frozenset(id(m) for m in hook._models if m.saved_at == step)
+        if reached is not None or self._alone is None or self._alone[0] != ran:
+            self._alone = (ran, reached if reached is not None else self._reached(root))
+        return self._name_of(self._alone[1])
+
+    def _name_of(self, reached: frozenset[str] | None) -> str:
+        """The series of the passes that reach `reached`: the first loss met keeps `loss`,
+        the others are numbered."""
+        key = reached or frozenset()
+        name = self._series.get(key)
+        if name is None:
+            name = f"{NAME}/backward{len(self._series)}" if self._series else NAME
+            self._series[key] = name
+        return name
 
 
 def _scaled_from(node: Any, sources: list[Any]) -> bool:
