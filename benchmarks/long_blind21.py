@@ -54,7 +54,7 @@ LR = "learning_rate/model"  # the same name as long_runs.LR
 MODE = "mode"  # as long_blind.MODE: the mode of each step
 TRAIN, EVAL, EVAL_UNSAVED = 1, 2, -2  # mldbg.Mode.TRAIN, .EVAL; an EVAL step that saves no loss
 SEEDS = (5, 6, 7, 8, 9)  # long_runs.HELDOUT: the seeds to measure them on, once
-STREAM = 20000  # the kinds' random streams: [seed, STREAM + index] (bugs: STREAM + 100 + index)
+STREAM = 21000  # the kinds' random streams: [seed, STREAM + index] (bugs: STREAM + 100 + index)
 
 
 # helpers -------------------------------------------------------------------------------------
