@@ -19,6 +19,7 @@ from mldbg.rules.view import TrialView
 _HALF = 10  # a value's local level: the median of the 2 x 10 + 1 values centred on it
 _RECENT = 50  # the values whose share beyond `factor` x their local level is tested
 _HISTORY = 1000  # ... against the run's own rate of such values over as many before them
+_ABOVE = 0.99  # a swing grows: its far values' median lies above this quantile of those values before
 
 
 def far_flags(x: np.ndarray, factor: float = 10.0, floor: float = 0.0) -> np.ndarray:
@@ -54,7 +55,13 @@ def swings(
     values must come in two excursions or more (values between them back near the level): a
     swing goes up and down, while a loss thrown far up once and falling back over a few steps
     (Bayes by Backprop's graded KL weight, 2^(M - i) / (2^M - 1) for the i-th of an epoch's M
-    batches, puts half the KL on each epoch's first batch) is one burst."""
+    batches, puts half the KL on each epoch's first batch) is one burst. And the swing must
+    grow: the far values' median lies above the 99th percentile of the `_HISTORY` values
+    before them, in the loss's own units. Losses of several tasks logged in turn under one
+    name (XLM's denoising steps, weighted by a lambda falling to 0, between its
+    back-translation steps) put half the values 10x below the others as the weight falls:
+    far from a centred median of the mixture, at a rising rate, yet the high values are the
+    back-translation losses, falling as before, not a swing that reaches higher."""
     i = n - 1 - _HALF
     lo = i + 1 - _RECENT
     if lo - _HISTORY // 10 < 0:  # too few values before to know the run's own rate
@@ -76,6 +83,11 @@ def swings(
     chance = binomial_tail(k, _RECENT, rate, upper=True)
     if chance >= detect.spend(n):
         return None
+    high = np.asarray(values[lo : i + 1], dtype=np.float64)[recent]
+    past = np.asarray(values[max(0, lo - _HISTORY) : lo], dtype=np.float64)
+    past = past[np.isfinite(past)]
+    if past.size and float(np.median(high)) <= float(np.quantile(past, _ABOVE)):
+        return None  # the low values fell away from the high ones, which rise no higher than before
     return k, _RECENT, rate, chance
 
 
