@@ -70,3 +70,61 @@ def test_a_class_the_loss_weighs_down_is_not_padding(tmp_path):
     _set_prediction(tmp_path / "unweighted", weighted=False)
     found = mldbg.check(str(tmp_path / "unweighted"), rules=RULE)
     assert found and "token 4 pads" in found[0].message, found
+
+
+def _tag_forms(path, padded_labels: int, steps: int = 8) -> None:
+    """Token classification of forms, as a LayoutLM or BERT tagger is fine-tuned: each row
+    `[CLS]` words `[SEP]` then padding (input id 0), a label per word, -100 on `[CLS]` and
+    `[SEP]`: the fields' words tagged 1-4, and every form ends with a footer of two to four
+    words labelled 0, the "O" class ("page 1 of 2"). `padded_labels`: the label of the padded positions
+    (-100 as the collators give it, or 0, the tokenizer's pad id, by mistake)."""
+    import torch
+    from torch import nn
+
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    vocab, tags, length, batch = 40, 5, 24, 16
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, 32)
+            self.rnn = nn.GRU(32, 32, batch_first=True, bidirectional=True)
+            self.head = nn.Linear(64, tags)
+
+        def forward(self, ids):
+            return self.head(self.rnn(self.embed(ids))[0])
+
+    model = Tagger()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    with Hook(str(path)) as hook:
+        hook.register_module(model)
+        for _ in range(steps):
+            ids = torch.zeros(batch, length, dtype=torch.long)
+            labels = torch.full((batch, length), padded_labels)
+            for row in range(batch):
+                words = int(torch.randint(6, length - 6, (1,), generator=g))
+                footer = int(torch.randint(2, 5, (1,), generator=g))
+                ids[row, 0], ids[row, words + footer + 1] = 2, 3  # [CLS], [SEP]
+                ids[row, 1 : words + footer + 1] = torch.randint(4, vocab, (words + footer,), generator=g)
+                labels[row, 0] = labels[row, words + footer + 1] = -100
+                labels[row, 1 : words + 1] = torch.randint(1, tags, (words,), generator=g)
+                labels[row, words + 1 : words + footer + 1] = 0  # the footer's words: "O"
+            loss = nn.functional.cross_entropy(model(ids).transpose(1, 2), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+def test_a_tagger_whose_rows_end_in_words_of_one_class_before_the_ignored_padding(tmp_path):
+    """The rows' valid targets end in a run of the "O" class (a form's footer), more often
+    than "O" ends a run by chance, yet the padding after them is ignored: the run is the
+    forms' content, not padding (LayoutLM through the Hugging Face Trainer). Padding kept in
+    the labels reaches the end of the row: found."""
+    _tag_forms(tmp_path / "healthy", padded_labels=-100)
+    assert mldbg.check(str(tmp_path / "healthy"), rules=RULE) == []
+    _tag_forms(tmp_path / "kept", padded_labels=0)
+    found = mldbg.check(str(tmp_path / "kept"), rules=RULE)
+    assert found and "token 0 pads" in found[0].message, found

@@ -40,7 +40,7 @@ both axes of the ids: axis 1 for batch-first ids (B, T), axis 0 for sequence-fir
 | `last_loss_<axis>`, `last_<axis>` | summed loss of the valid targets at the last position along `axis`; their number |
 | `rest_loss_<axis>`, `rest_<axis>` | the same over the other positions |
 | `rows`, `valid` | sequences (rows of batch-first ids); valid targets (not `ignore_index`, not of a class weighted 0) |
-| `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more, after the ignored tail); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
+| `pad_id`, `pad_rows`, `pad_trailing`, `pad_all`, `pad_loss`, `loss_sum` | the pad-like id p (the id that most often ends a row in a run of two or more valid targets that reaches as far as the longest row's: a row whose targets end before, its padding ignored, is not counted); rows ending in such a run of p; targets in those runs; valid targets equal to p anywhere; their summed loss; the summed loss of all valid targets. Not recorded for a loss with `reduction="none"`, whose per-target losses the script weighs itself (a padding mask) |
 | `pad_weight` | with a class `weight=`: p's weight over the median class weight (DETR's "no object" class, weighted 0.1: the script weighs that class down itself) |
 | `prob_rows`, `prob_total`, `prob_softmax` | of at most 64 evenly spaced rows of what fed the cross-entropy (the softmax before its log-softmax, else `nll_loss`'s input), those that are probabilities (in [0, 1], summing to 1 within 1e-3); the rows read; 1 when a softmax fed its log-softmax, 2 when a softmax fed `nll_loss` itself, else 0 |
 | `leak_<axis>`, `own_<axis>`, `positions_<axis>` | the causal probe (a few statistics steps only, `Probe`): the squared norm of the gradient, with respect to the token embeddings at the last position along `axis`, of the log-likelihood of the valid targets at the other positions (0 exactly for a causal model, whatever its weights); the same squared norm summed over the other positions; their number |
@@ -719,16 +719,22 @@ def _alignment(tgt: torch.Tensor, valid: torch.Tensor, x: torch.Tensor) -> dict[
 
 def _padding(tgt: torch.Tensor, valid: torch.Tensor, nll: torch.Tensor, v: int) -> dict[str, torch.Tensor]:
     """The pad-like id of batch-first targets (B, T): the id that most often ends a row
-    (its last valid target) in a run of two or more."""
+    in a run of two or more that reaches as far as the longest row's targets (padding kept in
+    the labels fills every row to the end, but for the ignored tail all rows share: a shift's).
+    A row whose targets end before that ignores its padding: a run of one class there is
+    the row's content (a form's footer words, all "O", before `[SEP]` and the padding a
+    tagger ignores)."""
     b, t = tgt.shape
     pos = torch.arange(t, device=tgt.device)
     last = torch.where(valid, pos, -1).max(1).values  # each row's last valid target (-1: none)
-    has = last >= 0
+    # the ignored tail every row has (a shift's: Hugging Face pads the labels with -100 by one
+    # and drops the first); a row with more after its last target ignores its padding
+    has = last == torch.where(last >= 0, last, -1).max()
     end = tgt.gather(1, last.clamp(min=0)[:, None])  # (B, 1)
     after = pos[None, :] > last[:, None]
     same = (tgt == end) & valid
     run = torch.flip(same | after, [1]).long().cumprod(1).sum(1) - (t - 1 - last)  # the trailing run
-    run = torch.where(has, run, 0)
+    run = torch.where(has & (last >= 0), run, 0)
     padded = run >= 2
     inside = (end[:, 0] >= 0) & (end[:, 0] < v)
     counts = torch.zeros(v + 1, device=tgt.device)
