@@ -61,6 +61,7 @@ BLIND23 = "blind23"  # the twenty-fourth, written after `blind22` had been measu
 BLIND24 = "blind24"  # the twenty-fifth, written after `blind23` had been measured, with its fixes in
 BLIND25 = "blind25"  # the twenty-sixth, written after `blind24` had been measured, with its fixes in
 BLIND26 = "blind26"  # the twenty-seventh, written after `blind25` had been measured, with its fixes in
+BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written after blind26 had been measured, with its fixes in
 LATER = (
     FRESH,
     BLIND,
@@ -89,6 +90,7 @@ LATER = (
     BLIND24,
     BLIND25,
     BLIND26,
+    BLIND28,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
