@@ -62,6 +62,7 @@ BLIND24 = "blind24"  # the twenty-fifth, written after `blind23` had been measur
 BLIND25 = "blind25"  # the twenty-sixth, written after `blind24` had been measured, with its fixes in
 BLIND26 = "blind26"  # the twenty-seventh, written after `blind25` had been measured, with its fixes in
 BLIND27 = "blind27"  # the twenty-eighth, written after `blind26` had been measured, with its fixes in
+BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written alongside `blind27`
 LATER = (
     FRESH,
     BLIND,
@@ -91,6 +92,7 @@ LATER = (
     BLIND25,
     BLIND26,
     BLIND27,
+    BLIND28,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
