@@ -79,11 +79,17 @@ def test_padding_counts(batch):
     ids, y = stream[:, :T].clone(), stream[:, 1 : T + 1].clone()
     y[y == 7] = 3  # id 7 is the padding: it occurs nowhere else
     y[0, 5:], y[2, 6:], y[3, 4:] = 7, 7, 7
-    y[3, -1] = -100  # an ignored tail after the padding
+    y[:, -1] = -100  # the ignored tail every row has (a shift's, as Hugging Face pads its labels)
     found = statistics(F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)), ids)
     assert float(found["pad_id"]) == 7
     assert float(found["pad_rows"]) == 3
-    assert float(found["pad_trailing"]) == float(found["pad_all"]) == 4 + 3 + 4
+    assert float(found["pad_trailing"]) == float(found["pad_all"]) == (T - 6) + (T - 7) + (T - 5)
+    # a row whose targets end before the others' ignores its padding: its run is content
+    y[3, -3:] = -100
+    found = statistics(F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)), ids)
+    assert float(found["pad_rows"]) == 2
+    assert float(found["pad_trailing"]) == (T - 6) + (T - 7)
+    assert float(found["pad_all"]) == (T - 6) + (T - 7) + (T - 7)
     logp = F.log_softmax(logits, -1).detach()
     mask = y == 7
     assert float(found["pad_loss"]) == pytest.approx(
