@@ -727,14 +727,12 @@ def _padding(tgt: torch.Tensor, valid: torch.Tensor, nll: torch.Tensor, v: int) 
     b, t = tgt.shape
     pos = torch.arange(t, device=tgt.device)
     last = torch.where(valid, pos, -1).max(1).values  # each row's last valid target (-1: none)
-    # the ignored tail every row has (a shift's: Hugging Face pads the labels with -100 by one
-    # and drops the first); a row with more after its last target ignores its padding
-    has = last == torch.where(last >= 0, last, -1).max()
+    has = (last >= 0) & (last == last.max())  # as far as the longest row's (past the shared tail)
     end = tgt.gather(1, last.clamp(min=0)[:, None])  # (B, 1)
     after = pos[None, :] > last[:, None]
     same = (tgt == end) & valid
     run = torch.flip(same | after, [1]).long().cumprod(1).sum(1) - (t - 1 - last)  # the trailing run
-    run = torch.where(has & (last >= 0), run, 0)
+    run = torch.where(has, run, 0)
     padded = run >= 2
     inside = (end[:, 0] >= 0) & (end[:, 0] < v)
     counts = torch.zeros(v + 1, device=tgt.device)

@@ -459,7 +459,7 @@ class LossCapture:
         step looked into (`_one_loss`); each pass is, in the first steps of several passes and
         once the run showed different losses in one step."""
         values = [v for _, v in passes]
-        if len(passes) == 1 and not self._split or self._split is False:
+        if (len(passes) == 1 and not self._split) or self._split is False:
             return {self._one_loss(passes[0][0]): values}
         groups: dict[frozenset[str] | None, list[torch.Tensor]] = {}
         for root, value in passes:

@@ -16,8 +16,8 @@ class PaddingInLoss(lm.CountsRule):
     (`mldbg.rules.language_model`): the pad-like id is the one that most often ends a
     sequence's valid targets in a run of two or more, among the rows whose targets reach as far
     as the longest row's (a row whose targets end earlier, before an ignored tail of its own,
-    ignores its padding: a tagger's forms ending in "O" words before `[SEP]`). It is padding when it ends at least
-    `min_rows` of the sequences that way, and `excess` times more of them than its share f of
+    ignores its padding: a tagger's forms ending in "O" words before `[SEP]`). It is padding
+    when it ends at least `min_rows` of the sequences that way, and `excess` times more of them than its share f of
     the targets before those runs (a token that is not padding ends a sequence at most as
     often as it occurs: about f of the sequences, f^2 for a run of two, whatever the text,
     runs of repeated characters included), and it makes up at least `threshold` of the valid
