@@ -13,6 +13,9 @@ import pytest
 import torch
 
 import mldbg
+from mldbg.rules import losses
+from mldbg.rules.builtin import loss_divergence
+from mldbg.rules.builtin.loss_divergence import LossDivergence
 from tests.rules.conftest import assert_explains, fired
 from tests.tiny import train
 
@@ -223,8 +226,6 @@ def test_a_loss_that_doubles_at_every_step_still_diverges():
     """The scale is the first value or the median move before the jump, whichever is larger:
     a loss doubling at every step (an instability that multiplies) is 10.7x its median move at
     its fifth value; a steady climb from near 0 stays within 5x of its moves."""
-    from mldbg.rules.builtin.loss_divergence import LossDivergence
-
     rule = LossDivergence()
     doubling = [2.3 * 2**k for k in range(8)]
     assert rule._diverged(doubling, 8) == 5
@@ -317,14 +318,10 @@ def test_quiet_on_a_memorised_fit_whose_loss_jitters_at_its_float_floor(tmp_path
     x[fit:] = tail
     path = _write_losses(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
-    from mldbg.rules.builtin import loss_divergence
-
     floor = loss_divergence.floor_of(x)
     assert float(x[fit:].max()) < floor
     # the floor keeps it quiet (so does the growth the swing lacks: its values never reach
     # where the loss was before): without both, the swings test fires
-    from mldbg.rules import losses
-
     monkeypatch.setattr(losses, "_UNDONE", 0.0)
     assert not mldbg.check(path, rules=["loss_divergence"])
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
@@ -353,11 +350,7 @@ def test_quiet_on_a_converged_loss_that_flickers_far_below_its_start(tmp_path, m
     quiet = run(0.008)
     assert float(quiet[fit:].max()) < 0.2 * 1.27
     assert not mldbg.check(_write_losses(tmp_path / "flicker", quiet), rules=["loss_divergence"])
-    from mldbg.rules import losses
-
     monkeypatch.setattr(losses, "_UNDONE", 1e-3)  # the old bar fired here, before swings had to grow
-    from mldbg.rules.builtin import loss_divergence
-
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
     found = mldbg.check(_write_losses(tmp_path / "flicker_old", quiet), rules=["loss_divergence"])
     assert found and "swings far above its level" in found[0].message
@@ -443,15 +436,11 @@ def test_quiet_on_a_signed_surrogate_objective_around_zero(tmp_path, monkeypatch
     """A signed objective (values of both signs around 0) is not judged by the swings, as the
     at-once test does not judge it: relative to a local level near 0 every value is far. The
     same series with the sign test taken out does fire."""
-    from mldbg.rules.builtin.loss_divergence import LossDivergence
-
     x = _ppo_surrogate(20_000, np.random.default_rng(0))
     path = _write_losses(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
     monkeypatch.setattr(LossDivergence, "_signed", lambda self, name, values, n: False)
     assert not mldbg.check(path, rules=["loss_divergence"])  # nor do its swings grow
-    from mldbg.rules.builtin import loss_divergence
-
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
     assert mldbg.check(path, rules=["loss_divergence"])
 
@@ -501,8 +490,6 @@ def test_quiet_on_two_tasks_logged_in_turn_as_one_weight_falls_to_zero(tmp_path,
     x = np.where(t % 4 < 2, denoise, translate) * np.exp(0.06 * rng.standard_normal(n))
     path = _write_losses(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
-    from mldbg.rules.builtin import loss_divergence
-
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
     found = mldbg.check(path, rules=["loss_divergence"])
     assert found and "swings far above its level" in found[0].message
