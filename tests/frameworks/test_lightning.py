@@ -305,7 +305,7 @@ class Gan(pl.LightningModule):
         return [torch.optim.Adam(self.g.parameters(), 1e-3), torch.optim.Adam(self.d.parameters(), 1e-3)]
 
 
-def test_a_gan_with_two_optimizers_is_one_step_per_batch_with_each_optimizers_gradients(tmp_path):
+def test_a_gan_with_two_optimizers_is_one_step_per_batch_with_each_optimizers_gradients_and_loss(tmp_path):
     train, _ = _data(n=64)
     torch.manual_seed(0)
     model = Gan()
@@ -320,10 +320,12 @@ def test_a_gan_with_two_optimizers_is_one_step_per_batch_with_each_optimizers_gr
     for step, seen in enumerate(model.grads):  # each model's gradients as its optimizer saw them
         for name, grad in seen.items():
             np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)
-    loss = trial.tensor("loss")
-    np.testing.assert_allclose(
-        [float(loss.value(s)) for s in trial.steps()], np.mean(model.losses, axis=1), rtol=1e-6
-    )
+    # each player's loss a series of its own, named in the order their optimizers first
+    # stepped: the discriminator's `loss`, the generator's `loss/backward1` (not their mean)
+    assert sorted(trial.tensor_names(collection="losses")) == ["loss", "loss/backward1"]
+    for name, column in (("loss", 0), ("loss/backward1", 1)):
+        got = [float(trial.tensor(name).value(s)) for s in trial.steps()]
+        np.testing.assert_allclose(got, np.asarray(model.losses)[:, column], rtol=1e-6)
 
 
 def test_a_loss_logged_under_its_own_name_or_returned_in_a_dict_is_recorded(tmp_path):

@@ -28,7 +28,12 @@ gradients, the loss, and the statistics the default rules read.
   ones, and `mldbg check` sees them all.
 - Manual optimization with several optimizers (a GAN): a batch is one TRAIN step, whatever
   the number of optimizer steps in it; each optimizer's step saves the gradients of the
-  parameters it updates; the loss is the mean of the losses given to `manual_backward`.
+  parameters it updates. Each optimizer's loss, the sum of the losses given to
+  `manual_backward` before its step, is a series of its own: the first optimizer to step
+  in the run saves `loss`, the next `loss/backward1`, ... (as the torch hook names the
+  passes of a step that reach different parameters, `mldbg.frameworks.torch_loss`): a
+  critic's loss and its generator's are the two sides of a game, each read on its own, not
+  their mean. With one optimizer, the loss is the mean of the losses given to backward.
 - A copy of the callback (`deepcopy`, `pickle`) carries its settings, not the open run.
 
 Works with `lightning.pytorch` and with `pytorch_lightning`, whichever is installed (both:
@@ -102,6 +107,11 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         self._in_call = False  # between a Trainer call's loop start and its teardown
         self._pending: list[torch.Tensor | float] = []  # micro-batch losses of the open TRAIN step
         self._backward: list[torch.Tensor] = []  # losses given to backward (manual optimization)
+        # manual optimization with several optimizers: each optimizer's losses of the open step
+        # (by its index in `trainer.optimizers`), and the loss name of each, in the order of
+        # their first steps in the run
+        self._passes: dict[int, list[torch.Tensor]] = {}
+        self._pass_names: dict[int, str] = {}
         self._eval_loss_seen = False
 
     # the run -------------------------------------------------------------------------------
@@ -126,7 +136,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         """A copy (`deepcopy`, `pickle`: a checkpoint, a spawned process) carries the settings,
         not the open run: it records nothing until a Trainer call opens its own."""
         state = self.__dict__.copy()
-        state.update(hook=None, _pending=[], _backward=[], _in_call=False)
+        state.update(hook=None, _pending=[], _backward=[], _passes={}, _in_call=False)
         return state
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -189,6 +199,27 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         if self.hook is not None and not pl_module.automatic_optimization:
             self._backward.append(loss.detach())
 
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        """Manual optimization with several optimizers: the losses given to backward since
+        the last optimizer step are this optimizer's (a player's pass)."""
+        if self.hook is None or pl_module.automatic_optimization or len(trainer.optimizers) < 2:
+            return
+        if self._backward:
+            index = next((i for i, o in enumerate(trainer.optimizers) if o is optimizer), -1)
+            self._passes.setdefault(index, []).extend(self._backward)
+            self._backward = []
+
+    def _save_passes(self, hook: TrainerHook) -> None:
+        """Each optimizer's loss of the step that ended (`on_before_optimizer_step`), under
+        its own name; losses given to backward after the last step join the last pass."""
+        if self._backward and self._passes:
+            self._passes[next(reversed(self._passes))].extend(self._backward)
+        for index, losses in self._passes.items():
+            name = self._pass_names.setdefault(
+                index, f"loss/backward{len(self._pass_names)}" if self._pass_names else "loss"
+            )
+            hook.save_loss(torch.stack(losses).float().sum(), name)
+
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -203,13 +234,15 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         if not hook.step_open and hook.stop_reason is None:  # the optimizer stepped: the step ended
             if self._pending:
                 hook.save_loss(sum(self._pending))  # each is divided by the accumulated batches
+            elif self._passes:
+                self._save_passes(hook)
             elif self._backward:
                 hook.save_loss(torch.stack(self._backward).float().mean())
             else:
                 logged = _logged(trainer, TRAIN_LOSSES, Mode.TRAIN)
                 if logged is not None:
                     hook.save_loss(logged)
-            self._pending, self._backward = [], []
+            self._pending, self._backward, self._passes = [], [], {}
         self._live(trainer)  # a stop: trainer.should_stop now
 
     # evaluation ------------------------------------------------------------------------------
