@@ -164,8 +164,8 @@ def loss_norm_switch_resume(n: int, rng: np.random.Generator) -> np.ndarray:
     sequence's mean token loss, averaged over the sequences) after, or the reverse on 40% of
     the seeds, as verl's `loss_agg_mode` ("token-mean", "seq-mean-token-mean") and the
     Transformers 4.46 gradient-accumulation rework change it. Response lengths are log-normal
-    (a median of 100-600 tokens, spread 0.6-1.0) and short responses cost 0.03-0.12 more per
-    token per halving of the length, so the per-sequence value sits 1-13% above the per-token
+    (a median of 100-600 tokens, spread 0.6-1.0) and short responses cost more per token (x
+    (length / median)^-(0.03-0.12): 2-9% more at half the length), so the per-sequence value sits 1-13% above the per-token
     one and is noisier (short sequences weigh as much as long ones): the logged level and its
     noise step at the resume, and nothing else changes. The per-token loss falls from 1.0-2.2
     along the rate's area to 45-75% of it and steps down 5-20% at each new epoch; float32."""
@@ -847,7 +847,7 @@ def elastic_lr_scaled_twice(n: int, rng: np.random.Generator) -> tuple[np.ndarra
     """The elastic run of `elastic_rank0_local`, whose launcher is changed at a re-rendezvous
     30-70% of the way through its epochs to scale the rate by the world size after loading a config whose
     rate is already scaled (`lr = cfg.lr * world_size` on top of Goyal's rule): from then the
-    rate is 32-128x what was meant. Within 1-5 steps rank 0's loss overshoots chance by 10-60%
+    rate is 16-128x what was meant. Within 1-5 steps rank 0's loss overshoots chance by 10-60%
     (the network confidently wrong), then sits at ln C, wandering by 2% with its noise 1.5x and
     1% of the steps spiking, in training and validation alike, and only once the cosine has
     brought the rate below 3x the intended peak, in the last few percent of the run, does it
