@@ -63,6 +63,7 @@ BLIND25 = "blind25"  # the twenty-sixth, written after `blind24` had been measur
 BLIND26 = "blind26"  # the twenty-seventh, written after `blind25` had been measured, with its fixes in
 BLIND27 = "blind27"  # the twenty-eighth, written after `blind26` had been measured, with its fixes in
 BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written alongside `blind27`
+BLIND29 = "blind29"  # the thirtieth: Kaggle competition idioms, written after `blind28` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -93,6 +94,7 @@ LATER = (
     BLIND26,
     BLIND27,
     BLIND28,
+    BLIND29,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
