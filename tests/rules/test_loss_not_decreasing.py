@@ -666,3 +666,62 @@ def test_restarts_are_returns_to_the_start_that_fall_again():
         warnings.simplefilter("error")
         assert restarts(np.concatenate([fall, np.full(100, np.nan), fall, fall, [np.inf] * 50])) == [400, 700]
     assert restarts(np.concatenate([-fall, -fall, -fall])) == []
+
+
+def _logged(path, values) -> str:
+    """A loss series recorded as a hook records one, a value a TRAIN step."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
+    for v in values:
+        rec.start_step(mldbg.Mode.TRAIN)
+        rec.save_scalar("loss", float(v), ("losses",))
+        rec.end_step()
+    rec.close()
+    return str(path)
+
+
+def test_a_stall_that_a_later_judgement_sees_falling_is_refuted_though_a_shift_hides_it(tmp_path):
+    """A long continued pre-training whose logged loss (rank 0's first context-parallel
+    chunk, say) sits within its noise for its first ~2,000 steps, falls 6% by step 20,000,
+    then steps up 2% when the job's layout changes and falls on slowly: a live judgement at
+    1,000+ values sees a stall, and the run's end alone does not refute it (its fall past
+    the first tenth is within the noise that the step adds); the judgements in between saw
+    it falling. The same start with no fall after it is a stall, reported."""
+    import numpy as np
+
+    from mldbg.rules.losses import refutes_stall
+
+    rng = np.random.default_rng(0)
+    t = np.arange(40_000)
+    fall = 1 - 0.06 * (1 - np.exp(-np.clip(t - 2000, 0, None) / 6000))
+    level = 2.2 * fall * np.where(t >= 24_000, 1.02, 1.0) * (1 - 0.03 * t / len(t))
+    shifted = level * (1 + 0.08 * rng.standard_normal(len(t)))
+    flat = 2.2 * (1 + 0.08 * rng.standard_normal(len(t)))
+    assert not refutes_stall(shifted, 10, 5, 0.1, since=len(t) - 10)  # judged at its end: not refuted
+    assert refutes_stall(shifted, 10, 5, 0.1, since=1179)
+    assert not refutes_stall(flat, 10, 5, 0.1, since=1179)
+    rules = ["loss_not_decreasing", "underfitting"]
+    assert not mldbg.check(_logged(tmp_path / "shifted", shifted), rules=rules)
+    assert {f.rule for f in mldbg.check(_logged(tmp_path / "flat", flat), rules=rules)} == set(rules)
+
+
+def test_a_streak_of_one_value_that_ended_is_not_reported_once_the_run_has_finished(tmp_path):
+    """A loss replayed from a scraped gauge, which repeats its last value through a stall of
+    the job (a checkpoint being written): 60 exact repeats, then the loss moves on. Checked
+    once the run has finished, that streak stopped what was logged, not the training; a
+    streak that lasts to the end (the optimizer stopped: an optimizer state gone NaN, the
+    same batch cached) is reported at the step it was first seen."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = np.float32(2.0 * np.exp(-np.arange(3000) / 2000) * (1 + 0.05 * rng.standard_normal(3000)))
+    ended = x.copy()
+    ended[1500:1560] = ended[1499]
+    found = mldbg.check(_logged(tmp_path / "ended", ended), rules=["loss_not_decreasing"])
+    assert not found, [str(f) for f in found]
+    lasting = x.copy()
+    lasting[2800:] = lasting[2799]
+    found = mldbg.check(_logged(tmp_path / "lasting", lasting), rules=["loss_not_decreasing"])
+    assert [f.rule for f in found] == ["loss_not_decreasing"], [str(f) for f in found]
+    assert "has been exactly" in found[0].message and 2800 <= found[0].step < 2900, str(found[0])

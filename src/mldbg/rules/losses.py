@@ -437,18 +437,35 @@ def judgement(
     return k if live else None
 
 
-def refutes_stall(values: Sequence[float] | np.ndarray, window: int, patience: int, material: float) -> bool:
-    """Whether a finished run's whole loss series refutes a stall judged on its first part
-    (`loss_not_decreasing`'s "flat", `underfitting`): by its end the loss shed more than
-    `material` of its starting level, or it falls past its first tenth beyond the noise at the
-    bar of the run's budget (`Progress.late_fall_z`). A plateau at the start that the run
-    leaves (a saddle at init, the margin of a triplet loss, grokking) refutes it; a stall to
-    the end, or an end too noisy to tell (a batch-1 loss whose later blocks wander down by
-    chance: a Mann-Kendall z near -2 is no fall), does not."""
+def refutes_stall(
+    values: Sequence[float] | np.ndarray, window: int, patience: int, material: float, *, since: int
+) -> bool:
+    """Whether a finished run's whole loss series refutes a stall judged on its first `since`
+    values (`loss_not_decreasing`'s "flat", `underfitting`): a later judgement of the run
+    finds it decreasing: at one of the live `checkpoints` after `since`, or at its end, the
+    loss shed more than `material` of its starting level, or it falls past its first tenth
+    beyond the noise at that judgement's bar of the run's budget (`Progress.late_fall_z`). A
+    plateau at the start that the run leaves (a saddle at init, the margin of a triplet loss,
+    grokking) refutes it; so does a slow fall that a later shift of the logged level hides by
+    the end (the loss of rank 0's first context-parallel chunk, stepped up when the layout
+    changed): the run was seen learning after the stall. A stall to the end, or an end too
+    noisy to tell (a batch-1 loss whose later blocks wander down by chance: a Mann-Kendall z
+    near -2 is no fall), does not."""
     n = len(values)
+    judgements: list[tuple[int, int]] = []  # (length, the judgement's index)
+    w, c = max(2, window), max(2, patience)
+    while w * c < n:
+        k = judgement(window, patience, values, w * c, final=False)
+        if w * c > since and k is not None:
+            judgements.append((w * c, k))
+        c = max(c + 1, math.ceil(GROWTH * c))
     _, k = checkpoints(window, patience, n)
-    p = progress(values, k + 1)
-    return p is not None and (p.drop > material or p.late_fall_z >= p.z)
+    judgements.append((n, k + 1))
+    for length, k in judgements:
+        p = progress(values[:length], k)
+        if p is not None and (p.drop > material or p.late_fall_z >= p.z):
+            return True
+    return False
 
 
 def came_back(values: Sequence[float] | np.ndarray, after: int, level: float, block: int) -> bool:
@@ -590,7 +607,9 @@ class Progress:
     rise: float  # (last - best) / |best|
     rise_best_z: float  # the last block above the best, in standard errors (selection allowed for)
     z: float  # the bar a z must pass at this judgement (from the per-run budget)
-    late_fall_z: float = 0.0  # the fall from the second block to the level now, in standard errors
+    late_fall_z: float = (
+        0.0  # the fall from the second block to the level now (or to a lower block between), in SEs
+    )
 
 
 def progress(

@@ -111,7 +111,11 @@ class LossNotDecreasing(Rule):
     - *stuck*: the loss has been exactly one value for longer than the run's own rate of
       exact repeats allows at the n-th value's share of the budget (`mldbg.rules.losses.streak`:
       a float loss under batch noise almost never repeats; a quantized log repeats at a rate
-      of its own). The model or its data stopped changing. A loss of exactly 0 is a fit.
+      of its own). The model or its data stopped changing. A loss of exactly 0 is a fit. A
+      finished run checked offline reports the last such streak only if it lasted to the
+      run's end: one that ended, the loss moving on, stopped what was logged, not the
+      training (a scraped gauge repeating its last value through a checkpoint's stall);
+      live, it is reported at once. A streak of exactly 0 is reported at once either way.
     `mode` picks TRAIN or EVAL series (default: the training loss; a loss saved only in EVAL,
     such as a validation metric, is judged per evaluation). Tensors of the `losses`
     collection (and scalars named like "loss") are read, plus `tensor_regex`. `patience`
@@ -250,8 +254,11 @@ class LossNotDecreasing(Rule):
         for (name, mode, kind), (held, level, at, block, best_at) in self._held.items():  # left to the end
             s = self._tracker.train.get(name) if mode == "TRAIN" else None
             values = s.values if s is not None else [v for _, v in self._series.get((name, mode), [])]
-            if kind == "flat":
-                refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material)
+            if kind == "stuck":  # the streak from `at` ended: a later value differs from it
+                later = np.asarray(values[at:], dtype=np.float64)
+                refuted = bool(np.any(np.isfinite(later) & (later != level)))
+            elif kind == "flat":
+                refuted = refutes_stall(values, max(2, self.num_steps), self.patience, material, since=at + 1)
             else:  # a rise the loss came back from by itself (not through a rollback), or a
                 # restart between the level it rose from and the rise (a new fold or round)
                 steps = s.steps if s is not None else [t for t, _ in self._series.get((name, mode), [])]
@@ -349,8 +356,11 @@ class LossNotDecreasing(Rule):
             # end refutes (a plateau at the start, then the fall), or a rise it came back from
             # (a transient), is no finding; `finish` reports the first of each the run showed
             # (`_held`) unless the whole series refutes it (`refutes_stall`, `came_back`)
-            hold = kind in ("flat", "rise") and not final and trial.finished
-            if (hold and (name, mode, kind) in self._held) or (
+            # a streak of a value other than 0 is held too, the latest one seen: one that ended
+            # (the loss moved on) stopped only what was logged, not the training
+            stuck = kind == "stuck" and p.value != 0
+            hold = (kind in ("flat", "rise") or stuck) and not final and trial.finished
+            if (hold and not stuck and (name, mode, kind) in self._held) or (
                 not hold and not self.first((name, mode, kind))
             ):
                 continue
@@ -366,7 +376,7 @@ class LossNotDecreasing(Rule):
                 ))  # fmt: skip
                 continue
             if kind == "stuck":
-                out.append(self.finding(
+                held = self.finding(
                     trial, step,
                     f"{what} has been exactly {p.value:.9g} for {p.repeats + 1} saved values, since step "
                     f"{steps[p.start]}: a float loss under batch noise almost never repeats, and this run "
@@ -374,7 +384,12 @@ class LossNotDecreasing(Rule):
                     f"(the bar: {p.bar:.2g}, 1e-3 false alarms per run)",
                     tensors=[name],
                     suggestion=_STUCK_ADVICE,
-                ))  # fmt: skip
+                )  # fmt: skip
+                seen = self._held.get((name, mode, kind))
+                if hold and (seen is None or seen[2] != p.start):  # a new streak (else: the one seen first)
+                    self._held[(name, mode, kind)] = (held, p.value, p.start, 0, 0)
+                elif not hold:
+                    out.append(held)
                 continue
             n, m = p.n, p.block
             if kind == "flat":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -156,10 +157,12 @@ class Underfitting(Rule):
         self._tracker.close_all()
         material = 1 - self.threshold_percent / 100
         w = max(2, self.window)
-        held = [
-            (name, *v) for name, v in self._held.items()
-            if not refutes_stall(self._tracker.train[name].values, w, self.patience, material) and self.first(name)
-        ]  # fmt: skip
+        held = []
+        for name, v in self._held.items():  # v: (progress, evaluations, the step it was judged at)
+            s = self._tracker.train[name]
+            since = bisect.bisect_right(s.steps, v[2])  # the values judged then
+            if not refutes_stall(s.values, w, self.patience, material, since=since) and self.first(name):
+                held.append((name, *v))
         self._held = {}
         out = [self._report(trial, held)] if held else []
         last = self._judge(trial, None, list(self._tracker.train), final=True)
