@@ -345,3 +345,41 @@ def test_once_reported_the_rest_of_the_run_is_taken_in_bulk(tmp_path):
     found = mldbg.check(str(tmp_path), rules=[Counted()])
     assert [f.step for f in found] and 1000 <= found[0].step < 5000, [str(f) for f in found]
     assert Counted.calls < n // 10, Counted.calls
+
+
+def test_a_running_mean_restarted_from_zero_is_no_shift_up_once_the_run_has_finished(tmp_path):
+    """A loop that logs an exponential running mean of its loss (beta 0.995, no bias
+    correction) set to 0 when the job is requeued: after the relaunch the logged value climbs
+    from 0 back to the loss's level, far above the dip the reference caught. Checked once the
+    run has finished, that restores the level held before the dip. A flat loss that steps up 1.5x
+    from step 2,000 on is reported all the same."""
+    import numpy as np
+
+    from mldbg.record.recorder import Recorder
+
+    def logged(name: str, values) -> str:
+        rec = Recorder(
+            str(tmp_path / name),
+            save_config=mldbg.SaveConfig(save_interval=1),
+            include_collections=["losses"],
+        )
+        for v in values:
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save_scalar("loss", float(v), ("losses",))
+            rec.end_step()
+        rec.close()
+        return str(tmp_path / name)
+
+    rng = np.random.default_rng(0)
+    n = 12_000
+    loss = (0.4 + 1.1 * np.exp(-np.arange(n) / 300)) * (1 + 0.1 * rng.standard_normal(n))
+    running, out = 0.0, []
+    for i, v in enumerate(loss):
+        running = 0.0 if i == 3000 else running  # the relaunch
+        running = 0.995 * running + 0.005 * v
+        out.append(running)
+    assert not fired(mldbg.check(logged("requeued", out[200:]), rules=["loss_change_point"]))
+    stepped = (1 + 0.1 * rng.standard_normal(n)) * np.where(np.arange(n) >= 2000, 1.5, 1.0)
+    assert set(fired(mldbg.check(logged("stepped", stepped), rules=["loss_change_point"]))) == {
+        "loss_change_point"
+    }

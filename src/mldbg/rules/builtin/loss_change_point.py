@@ -325,7 +325,7 @@ class LossChangePoint(LossSeriesRule):
         self._pending: dict[str, list[tuple]] = {}  # the fast path's updates, to keep
         # a finished run checked offline: name -> its crossings (finding, the level before,
         # the index of the value), each reported at `finish` unless the run came back
-        self._held: dict[str, list[tuple[Finding, float, int]]] = {}
+        self._held: dict[str, list[tuple[Finding, float, int, bool]]] = {}
 
     def _screens(self) -> bool:
         return self.window >= 4 and self.threshold >= 0  # no screening for these: check() only
@@ -759,26 +759,40 @@ class LossChangePoint(LossSeriesRule):
         )  # fmt: skip
         if trial.finished:
             # a finished run checked offline is judged by what it did: `finish` reports the
-            # first crossing the loss did not come back from; the test goes on from the new level
-            self._held.setdefault(name, []).append((finding, level, len(values) - 1))
+            # first crossing the loss did not come back from, unless it only restored the level
+            # held before its reference; the test goes on from the new level
+            restored = recent <= self._before_reference(values, start) * (1 + self.min_increase_percent / 100)
+            self._held.setdefault(name, []).append((finding, level, len(values) - 1, restored))
             self._sum[name], self._pend[name] = 0.0, None
             return []
         return [finding] if self.first(name) else []
+
+    def _before_reference(self, values: Sequence[float], start: int) -> float:
+        """The level the loss held before the reference of an excursion beginning at `start`:
+        the median of the span of values before the reference's span (NaN where there are
+        fewer than half a span)."""
+        span = self._span()
+        seg = [v for v in values[max(0, start - 2 * span) : max(0, start - span)] if math.isfinite(v)]
+        return median(seg) if len(seg) >= span // 2 else math.nan
 
     def finish(self, trial: TrialView) -> list[Finding]:
         """The held crossings of a finished run checked offline: per loss, the first one after
         which the loss never came back to its level before (`losses.came_back`, blocks of the
         reference's length); one it came back from was a transient of the training (a world
         model meeting new states, a penalty's coefficient warmed up), not a divergence, unless
-        a recovery action brought it back (`losses.rescued`: a rollback, a skipped batch)."""
+        a recovery action brought it back (`losses.rescued`: a rollback, a skipped batch). Nor
+        is a crossing that only restored the level the loss held before its reference (within
+        `min_increase_percent`): the reference was a dip, and the loss came back from it (a
+        running mean restarted from 0 at a relaunch, refilling)."""
         out: list[Finding] = []
         helped = bool(self._held) and rescued(trial)  # a rollback brought it back, not the run
         for name, held in self._held.items():
             s = self._tracker.train.get(name)
             if s is None:
                 continue
-            for finding, level, at in held:
-                if (helped or not came_back(s.values, at, level, self._span())) and self.first(name):
+            for finding, level, at, restored in held:
+                back = came_back(s.values, at, level, self._span()) or restored
+                if (helped or not back) and self.first(name):
                     out.append(finding)
                     break
         self._held = {}
