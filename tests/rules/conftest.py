@@ -123,6 +123,28 @@ def live_findings(path: str | Path, rules: list[str], tmp: Path) -> list[Finding
     return found
 
 
+def logged_loss(path: str | Path, values) -> str:
+    """A loss series written through the recorder as a framework adapter drives it (as
+    benchmarks/long_runs.py writes its long runs): one TRAIN step per value, the loss a scalar
+    of the `losses` collection. Returns the run's path."""
+    from mldbg.record.recorder import Recorder
+
+    rec = Recorder(
+        str(path),
+        save_config=mldbg.SaveConfig(save_interval=1),
+        include_collections=["losses"],
+        overwrite=True,
+    )
+    try:
+        for v in values:
+            rec.start_step(mldbg.Mode.TRAIN)
+            rec.save_scalar("loss", float(v), ("losses",))
+            rec.end_step()
+    finally:
+        rec.close()
+    return str(path)
+
+
 def fired(findings: list[Finding]) -> dict[str, int]:
     """rule name -> the first step where it fired."""
     out: dict[str, int] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import mldbg
-from tests.rules.conftest import assert_explains, fired, live_findings
+from tests.rules.conftest import assert_explains, fired, live_findings, logged_loss
 from tests.rules.diverging_lm import DIVERGES_AT, diverged_at, train_lm
 from tests.tiny import train
 
@@ -242,7 +242,6 @@ def test_quiet_on_a_full_batch_fit_whose_adam_spike_turns_far_below_its_start(tm
     import numpy as np
 
     from mldbg.rules import losses
-    from tests.rules.test_loss_divergence import _write_losses
 
     rng = np.random.default_rng(0)
     n, at = 4000, 3000
@@ -251,7 +250,7 @@ def test_quiet_on_a_full_batch_fit_whose_adam_spike_turns_far_below_its_start(tm
     k = t[at:] - at
     log_x[at:] += np.log(30) * np.where(k < 3, k / 3, np.exp(-(k - 3) / 100))
     x = np.exp(log_x + 0.003 * rng.standard_normal(n))
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert float(x[at:].max()) < 0.2 * x[0]
     assert "loss_change_point" not in {f.rule for f in mldbg.check(path)}
     monkeypatch.setattr(losses, "_UNDONE", 0.0)
@@ -355,21 +354,6 @@ def test_a_running_mean_restarted_from_zero_is_no_shift_up_once_the_run_has_fini
     from step 2,000 on is reported all the same."""
     import numpy as np
 
-    from mldbg.record.recorder import Recorder
-
-    def logged(name: str, values) -> str:
-        rec = Recorder(
-            str(tmp_path / name),
-            save_config=mldbg.SaveConfig(save_interval=1),
-            include_collections=["losses"],
-        )
-        for v in values:
-            rec.start_step(mldbg.Mode.TRAIN)
-            rec.save_scalar("loss", float(v), ("losses",))
-            rec.end_step()
-        rec.close()
-        return str(tmp_path / name)
-
     rng = np.random.default_rng(0)
     n = 12_000
     loss = (0.4 + 1.1 * np.exp(-np.arange(n) / 300)) * (1 + 0.1 * rng.standard_normal(n))
@@ -378,8 +362,8 @@ def test_a_running_mean_restarted_from_zero_is_no_shift_up_once_the_run_has_fini
         running = 0.0 if i == 3000 else running  # the relaunch
         running = 0.995 * running + 0.005 * v
         out.append(running)
-    assert not fired(mldbg.check(logged("requeued", out[200:]), rules=["loss_change_point"]))
+    assert not fired(mldbg.check(logged_loss(tmp_path / "requeued", out[200:]), rules=["loss_change_point"]))
     stepped = (1 + 0.1 * rng.standard_normal(n)) * np.where(np.arange(n) >= 2000, 1.5, 1.0)
-    assert set(fired(mldbg.check(logged("stepped", stepped), rules=["loss_change_point"]))) == {
-        "loss_change_point"
-    }
+    assert set(
+        fired(mldbg.check(logged_loss(tmp_path / "stepped", stepped), rules=["loss_change_point"]))
+    ) == {"loss_change_point"}

@@ -16,7 +16,7 @@ import mldbg
 from mldbg.rules import losses
 from mldbg.rules.builtin import loss_divergence
 from mldbg.rules.builtin.loss_divergence import LossDivergence
-from tests.rules.conftest import assert_explains, fired
+from tests.rules.conftest import assert_explains, fired, logged_loss
 from tests.tiny import train
 
 # train() keyword arguments at a learning rate far too high -> the step of the first finding
@@ -233,28 +233,6 @@ def test_a_loss_that_doubles_at_every_step_still_diverges():
     assert rule._diverged(steady, 8) is None
 
 
-def _write_losses(path, losses) -> str:
-    """A loss series written through the recorder as a framework adapter drives it (as
-    benchmarks/long_runs.py writes its long runs): one TRAIN step per value, the loss a scalar
-    of the `losses` collection."""
-    from mldbg.record.recorder import Recorder
-
-    rec = Recorder(
-        str(path),
-        save_config=mldbg.SaveConfig(save_interval=1),
-        include_collections=["losses"],
-        overwrite=True,
-    )
-    try:
-        for v in losses:
-            rec.start_step(mldbg.Mode.TRAIN)
-            rec.save_scalar("loss", float(v), ("losses",))
-            rec.end_step()
-    finally:
-        rec.close()
-    return str(path)
-
-
 def _decaying(n: int, rng: np.random.Generator) -> np.ndarray:
     t = np.arange(n, dtype=np.float64)
     return (0.3 + 2.0 / (1 + t / 100) ** 0.8) * np.exp(0.05 * rng.standard_normal(n))
@@ -272,7 +250,7 @@ def test_fires_on_a_loss_that_swings_ever_wider_around_an_unchanged_median(tmp_p
     k = np.arange(n - onset)
     amp = np.minimum(0.01 * np.exp(k / 60), np.log(1e3))
     x[onset:] *= np.exp(amp * np.sin(2 * np.pi * (k + 0.5) / 4))
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     found = mldbg.check(path, rules=["loss_divergence"])
     assert found and "swings far above its level" in found[0].message, [str(f) for f in found]
     ten = onset + int(np.argmax(amp > np.log(10)))  # the first step the swing can pass 10x
@@ -295,7 +273,7 @@ def test_quiet_on_rare_outlier_batches_and_a_spike_that_recovers(tmp_path):
     x[out] *= rng.uniform(3, 15, int(out.sum()))
     t = np.arange(n - 2000, dtype=np.float64)
     x[2000:] *= 1 + 1.5 * np.where(t < 10, t / 10, np.exp(-(t - 10) / 60))
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
 
 
@@ -316,7 +294,7 @@ def test_quiet_on_a_memorised_fit_whose_loss_jitters_at_its_float_floor(tmp_path
     jitter = rng.random(n - fit) < 1 / 6
     tail[jitter] *= 10 ** rng.uniform(1, 3.5, int(jitter.sum()))
     x[fit:] = tail
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
     floor = loss_divergence.floor_of(x)
     assert float(x[fit:].max()) < floor
@@ -349,13 +327,13 @@ def test_quiet_on_a_converged_loss_that_flickers_far_below_its_start(tmp_path, m
 
     quiet = run(0.008)
     assert float(quiet[fit:].max()) < 0.2 * 1.27
-    assert not mldbg.check(_write_losses(tmp_path / "flicker", quiet), rules=["loss_divergence"])
+    assert not mldbg.check(logged_loss(tmp_path / "flicker", quiet), rules=["loss_divergence"])
     monkeypatch.setattr(losses, "_UNDONE", 1e-3)  # the old bar fired here, before swings had to grow
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
-    found = mldbg.check(_write_losses(tmp_path / "flicker_old", quiet), rules=["loss_divergence"])
+    found = mldbg.check(logged_loss(tmp_path / "flicker_old", quiet), rules=["loss_divergence"])
     assert found and "swings far above its level" in found[0].message
     monkeypatch.undo()
-    loud = mldbg.check(_write_losses(tmp_path / "material", run(0.2)), rules=["loss_divergence"])
+    loud = mldbg.check(logged_loss(tmp_path / "material", run(0.2)), rules=["loss_divergence"])
     assert loud and "swings far above its level" in loud[0].message
 
 
@@ -412,7 +390,7 @@ def test_quiet_on_a_per_sample_loss_whose_first_value_was_low(tmp_path):
         0.2,
         0.1,
     ]
-    path = _write_losses(tmp_path / "run", np.asarray(x * 2))
+    path = logged_loss(tmp_path / "run", np.asarray(x * 2))
     assert not mldbg.check(path, rules=["loss_divergence"])
 
 
@@ -437,7 +415,7 @@ def test_quiet_on_a_signed_surrogate_objective_around_zero(tmp_path, monkeypatch
     at-once test does not judge it: relative to a local level near 0 every value is far. The
     same series with the sign test taken out does fire."""
     x = _ppo_surrogate(20_000, np.random.default_rng(0))
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
     monkeypatch.setattr(LossDivergence, "_signed", lambda self, name, values, n: False)
     assert not mldbg.check(path, rules=["loss_divergence"])  # nor do its swings grow
@@ -456,7 +434,7 @@ def test_quiet_on_a_heavy_tailed_batch_loss_whose_first_value_was_low(tmp_path):
     x[0], x[1:4], x[4] = 0.25, (1.6, 1.2, 1.0), 4.5
     assert x[4] > 10 * max(x[0], float(np.median(np.abs(np.diff(x[:4])))))  # a jump at once
     assert np.median(x[5:15]) > x[0] and x[5:15].max() < x[4]  # never back to the first value
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
 
 
@@ -470,7 +448,7 @@ def test_quiet_on_a_burst_at_each_epoch_start_that_falls_back(tmp_path):
     t = np.arange(m * epochs)
     i = t % m + 1
     x = 4e5 * np.exp2(-i) + _decaying(len(t), rng) * 10
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
 
 
@@ -488,7 +466,7 @@ def test_quiet_on_two_tasks_logged_in_turn_as_one_weight_falls_to_zero(tmp_path,
     denoise = (0.9 + 1.5 / (1 + t / 300) ** 0.5) * weight
     translate = 1.4 + 2.5 / (1 + t / 300) ** 0.5
     x = np.where(t % 4 < 2, denoise, translate) * np.exp(0.06 * rng.standard_normal(n))
-    path = _write_losses(tmp_path / "run", x)
+    path = logged_loss(tmp_path / "run", x)
     assert not mldbg.check(path, rules=["loss_divergence"])
     monkeypatch.setattr(loss_divergence, "_ABOVE", 0.0)
     found = mldbg.check(path, rules=["loss_divergence"])

@@ -6,7 +6,7 @@ import pytest
 
 import mldbg
 from mldbg.rules import BUILTIN
-from tests.rules.conftest import HEALTHY, assert_explains
+from tests.rules.conftest import HEALTHY, assert_explains, logged_loss
 
 
 def test_fires_on_defect(run):
@@ -568,7 +568,7 @@ def test_a_rise_the_finished_run_came_back_from_is_no_rise_of_it(tmp_path):
     import numpy as np
 
     from tests.rules.conftest import live_findings
-    from tests.rules.test_loss_divergence import _decaying, _write_losses
+    from tests.rules.test_loss_divergence import _decaying
 
     x = _decaying(4000, np.random.default_rng(0))
     back, held = x.copy(), x.copy()
@@ -576,10 +576,10 @@ def test_a_rise_the_finished_run_came_back_from_is_no_rise_of_it(tmp_path):
     held[1000:] *= 2.5
     assert np.median(back[-200:]) < np.median(back[800:1000])  # it came back, and fell on
     rule = ["loss_not_decreasing"]
-    path = _write_losses(tmp_path / "back", back)
+    path = logged_loss(tmp_path / "back", back)
     assert not mldbg.check(path, rules=rule)
     assert [f.rule for f in live_findings(path, rule, tmp_path)] == rule
-    found = mldbg.check(_write_losses(tmp_path / "held", held), rules=rule)
+    found = mldbg.check(logged_loss(tmp_path / "held", held), rules=rule)
     assert [f.rule for f in found] == rule and found[0].step < 2000 and "rose by" in found[0].message
 
 
@@ -668,19 +668,6 @@ def test_restarts_are_returns_to_the_start_that_fall_again():
     assert restarts(np.concatenate([-fall, -fall, -fall])) == []
 
 
-def _logged(path, values) -> str:
-    """A loss series recorded as a hook records one, a value a TRAIN step."""
-    from mldbg.record.recorder import Recorder
-
-    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
-    for v in values:
-        rec.start_step(mldbg.Mode.TRAIN)
-        rec.save_scalar("loss", float(v), ("losses",))
-        rec.end_step()
-    rec.close()
-    return str(path)
-
-
 def test_a_stall_that_a_later_judgement_sees_falling_is_refuted_though_a_shift_hides_it(tmp_path):
     """A long continued pre-training whose logged loss (rank 0's first context-parallel
     chunk, say) sits within its noise for its first ~2,000 steps, falls 6% by step 20,000,
@@ -702,8 +689,8 @@ def test_a_stall_that_a_later_judgement_sees_falling_is_refuted_though_a_shift_h
     assert refutes_stall(shifted, 10, 5, 0.1, since=1179)
     assert not refutes_stall(flat, 10, 5, 0.1, since=1179)
     rules = ["loss_not_decreasing", "underfitting"]
-    assert not mldbg.check(_logged(tmp_path / "shifted", shifted), rules=rules)
-    assert {f.rule for f in mldbg.check(_logged(tmp_path / "flat", flat), rules=rules)} == set(rules)
+    assert not mldbg.check(logged_loss(tmp_path / "shifted", shifted), rules=rules)
+    assert {f.rule for f in mldbg.check(logged_loss(tmp_path / "flat", flat), rules=rules)} == set(rules)
 
 
 def test_a_streak_of_one_value_that_ended_is_not_reported_once_the_run_has_finished(tmp_path):
@@ -718,10 +705,10 @@ def test_a_streak_of_one_value_that_ended_is_not_reported_once_the_run_has_finis
     x = np.float32(2.0 * np.exp(-np.arange(3000) / 2000) * (1 + 0.05 * rng.standard_normal(3000)))
     ended = x.copy()
     ended[1500:1560] = ended[1499]
-    found = mldbg.check(_logged(tmp_path / "ended", ended), rules=["loss_not_decreasing"])
+    found = mldbg.check(logged_loss(tmp_path / "ended", ended), rules=["loss_not_decreasing"])
     assert not found, [str(f) for f in found]
     lasting = x.copy()
     lasting[2800:] = lasting[2799]
-    found = mldbg.check(_logged(tmp_path / "lasting", lasting), rules=["loss_not_decreasing"])
+    found = mldbg.check(logged_loss(tmp_path / "lasting", lasting), rules=["loss_not_decreasing"])
     assert [f.rule for f in found] == ["loss_not_decreasing"], [str(f) for f in found]
     assert "has been exactly" in found[0].message and 2800 <= found[0].step < 2900, str(found[0])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mldbg
-from tests.rules.conftest import assert_explains, fired
+from tests.rules.conftest import assert_explains, fired, logged_loss
 from tests.tiny import train
 
 
@@ -83,16 +83,8 @@ def test_quiet_on_cutmix_batches_whose_loss_is_heavy_tailed(tmp_path):
 
 
 def _replay(path, values):
-    """`values` as the training loss, one saved step each, through the recorder."""
-    from mldbg.record.recorder import Recorder
-
-    rec = Recorder(str(path), save_config=mldbg.SaveConfig(save_interval=1), include_collections=["losses"])
-    for v in values:
-        rec.start_step(mldbg.Mode.TRAIN)
-        rec.save_scalar("loss", float(v), ("losses",))
-        rec.end_step()
-    rec.close()
-    return mldbg.check(str(path), rules=["loss_spike"])
+    """`values` as the training loss, one saved step each, through the recorder: the findings."""
+    return mldbg.check(logged_loss(path, values), rules=["loss_spike"])
 
 
 def test_fewer_values_never_make_the_tails_lighter(tmp_path):
