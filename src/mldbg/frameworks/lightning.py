@@ -136,7 +136,7 @@ class DebuggerCallback(*_callback_bases()):  # type: ignore[misc]
         """A copy (`deepcopy`, `pickle`: a checkpoint, a spawned process) carries the settings,
         not the open run: it records nothing until a Trainer call opens its own."""
         state = self.__dict__.copy()
-        state.update(hook=None, _pending=[], _backward=[], _passes={}, _in_call=False)
+        state.update(hook=None, _pending=[], _backward=[], _passes={}, _pass_names={}, _in_call=False)
         return state
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:

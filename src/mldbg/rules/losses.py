@@ -607,9 +607,7 @@ class Progress:
     rise: float  # (last - best) / |best|
     rise_best_z: float  # the last block above the best, in standard errors (selection allowed for)
     z: float  # the bar a z must pass at this judgement (from the per-run budget)
-    late_fall_z: float = (
-        0.0  # the fall from the second block to the level now (or to a lower block between), in SEs
-    )
+    late_fall_z: float = 0.0  # the fall from the second block to the level now, in standard errors
 
 
 def progress(

@@ -88,11 +88,12 @@ class LossNotDecreasing(Rule):
       fall is learning; a loss that fell and then levelled off has learned (see
       `overtraining` for stopping early); a loss too noisy to tell is not reported. A
       finished run checked offline (`mldbg check`) is judged by what it did: a stall seen
-      mid-run is reported, at the step it was first seen, unless the whole series refutes it
-      (`mldbg.rules.losses.refutes_stall`: by its end the loss shed more than that share, or
-      fell past its first tenth beyond the bar): a plateau at init that the run leaves (a
-      saddle, a triplet loss at its margin, grokking) is no stall. Live, it is reported at
-      once (a stop acts on it). A series in phases begun by new schedules of the learning
+      mid-run is reported, at the step it was first seen, unless the run refutes it
+      (`mldbg.rules.losses.refutes_stall`: a later judgement, at a checkpoint after it or at
+      the end, finds the loss shed more than that share, or fell past its first tenth beyond
+      the bar): a plateau at init that the run leaves (a saddle, a triplet loss at its
+      margin, grokking) is no stall, nor is a slow fall a later shift of the logged level
+      hides. Live, it is reported at once (a stop acts on it). A series in phases begun by new schedules of the learning
       rate (`mldbg.rules.losses.phase_progress`: a fine-tune after a pretraining on another
       objective, ending above where the pretraining began) must be stalled in its last phase
       too, judged on its own.
@@ -356,8 +357,8 @@ class LossNotDecreasing(Rule):
             # end refutes (a plateau at the start, then the fall), or a rise it came back from
             # (a transient), is no finding; `finish` reports the first of each the run showed
             # (`_held`) unless the whole series refutes it (`refutes_stall`, `came_back`)
-            # a streak of a value other than 0 is held too, the latest one seen: one that ended
-            # (the loss moved on) stopped only what was logged, not the training
+            # a streak of a value other than 0 is held too, the latest streak seen: one that
+            # ended (the loss moved on) stopped only what was logged, not the training
             stuck = kind == "stuck" and p.value != 0
             hold = (kind in ("flat", "rise") or stuck) and not final and trial.finished
             if (hold and not stuck and (name, mode, kind) in self._held) or (

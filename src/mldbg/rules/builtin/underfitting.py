@@ -59,8 +59,9 @@ class Underfitting(Rule):
     judgement's bar, `Progress.late_fall_z`,
     however small: a masked LM's pre-training near the unigram entropy), and a loss too noisy
     to tell (a warm-up's first steps) is not reported. On a finished run checked offline, a
-    verdict reached mid-run is reported (at its step) unless the whole series refutes it
-    (`mldbg.rules.losses.refutes_stall`: a plateau at init that the run leaves). A series in
+    verdict reached mid-run is reported (at its step) unless the run refutes it
+    (`mldbg.rules.losses.refutes_stall`: a later judgement finds the loss decreasing, as after
+    a plateau at init that the run leaves). A series in
     phases begun by new schedules of the learning rate (`mldbg.rules.losses.phase_progress`: a
     fine-tune after a pretraining on another objective) must be stalled in its last phase
     too, judged on its own. Too small a model, a learning rate far
