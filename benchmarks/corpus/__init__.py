@@ -64,6 +64,7 @@ BLIND26 = "blind26"  # the twenty-seventh, written after `blind25` had been meas
 BLIND27 = "blind27"  # the twenty-eighth, written after `blind26` had been measured, with its fixes in
 BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written alongside `blind27`
 BLIND29 = "blind29"  # the thirtieth: Kaggle competition idioms, written after `blind28` had been measured
+BLIND30 = "blind30"  # the thirty-first: scientific and engineering ML, written while `blind29` was measured
 LATER = (
     FRESH,
     BLIND,
@@ -95,6 +96,7 @@ LATER = (
     BLIND27,
     BLIND28,
     BLIND29,
+    BLIND30,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
