@@ -106,7 +106,9 @@ def check_outage(server, monkeypatch, tmp_path, outage: float, freeze: bool) -> 
 
     # the outage really hit the writes, and training never waited on it
     assert store.spilled > 0, "no write happened during the outage"
-    assert slowest < BOUND + 0.5, f"a training step took {slowest:.2f}s during the outage"
+    # the store holds a step at most BOUND; the rest is the step's own work, slow on a loaded
+    # machine (1.53 s was seen once): a step that waited on the outage takes its length, >= 3 s
+    assert slowest < min(outage, BOUND + 1.5), f"a training step took {slowest:.2f}s during the outage"
     assert writer.blocked_seconds == 0 and writer.dropped == 0
     assert store.pending == 0 and store.spill_dir is None, "everything spilled was uploaded at close"
     # (how long close() waited depends on how soon the restarted server accepts writes again)
