@@ -380,20 +380,24 @@ _TREND_MIN = 0.002  # the least fall over the later half that counts as one (a s
 _TREND_Z = -2.0  # Mann-Kendall z of the later block medians below this: the loss falls, it is learning
 
 
+def checkpoint_lengths(window: int, patience: int, top: int) -> list[int]:
+    """The series lengths up to `top` at which a loss is judged: window x c_j, c_0 = max(2,
+    patience), c_(j+1) = max(c_j + 1, ceil(GROWTH c_j)). Geometric, so a run of 10^6 values
+    is judged about 40 times, not 10^5: the per-run budget is spent on few tests, and each
+    reads a longer stretch."""
+    w, c = max(2, window), max(2, patience)
+    out: list[int] = []
+    while w * c <= top:
+        out.append(w * c)
+        c = max(c + 1, math.ceil(GROWTH * c))
+    return out
+
+
 def checkpoints(window: int, patience: int, n: int) -> tuple[bool, int]:
     """(whether a series of length `n` is judged, the number of judgements up to and including
-    `n`): the lengths window x c_j, c_0 = max(2, patience), c_(j+1) = max(c_j + 1,
-    ceil(GROWTH c_j)). Geometric, so a run of 10^6 values is judged about 40 times, not
-    10^5: the per-run budget is spent on few tests, and each reads a longer stretch."""
-    w = max(2, window)
-    c = max(2, patience)
-    k = 0
-    while w * c <= n:
-        k += 1
-        if w * c == n:
-            return True, k
-        c = max(c + 1, math.ceil(GROWTH * c))
-    return False, k
+    `n`), at the `checkpoint_lengths`."""
+    at = checkpoint_lengths(window, patience, n)
+    return bool(at) and at[-1] == n, len(at)
 
 
 def judged_at(window: int, patience: int, lengths: np.ndarray) -> np.ndarray:
@@ -401,12 +405,7 @@ def judged_at(window: int, patience: int, lengths: np.ndarray) -> np.ndarray:
     lengths a live judgement may be made at, for a fast path to skip the others."""
     lengths = np.asarray(lengths, dtype=np.int64)
     top = int(lengths.max()) if len(lengths) else 0
-    w, c = max(2, window), max(2, patience)
-    at: list[int] = []
-    while w * c <= top:
-        at.append(w * c)
-        c = max(c + 1, math.ceil(GROWTH * c))
-    return np.isin(lengths, np.array(at, dtype=np.int64))
+    return np.isin(lengths, np.array(checkpoint_lengths(window, patience, top), dtype=np.int64))
 
 
 def judgement(
@@ -453,12 +452,10 @@ def refutes_stall(
     near -2 is no fall), does not."""
     n = len(values)
     judgements: list[tuple[int, int]] = []  # (length, the judgement's index)
-    w, c = max(2, window), max(2, patience)
-    while w * c < n:
-        k = judgement(window, patience, values, w * c, final=False)
-        if w * c > since and k is not None:
-            judgements.append((w * c, k))
-        c = max(c + 1, math.ceil(GROWTH * c))
+    for length in checkpoint_lengths(window, patience, n - 1):
+        k = judgement(window, patience, values, length, final=False)
+        if length > since and k is not None:
+            judgements.append((length, k))
     _, k = checkpoints(window, patience, n)
     judgements.append((n, k + 1))
     for length, k in judgements:
