@@ -270,7 +270,7 @@ def _async_ps(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 def async_parameter_server(n: int, rng: np.random.Generator) -> np.ndarray:
     """Inception-style ImageNet training with asynchronous replicas (Dean et al. 2012's Downpour
     SGD; Szegedy et al. 2016 trained Inception-v3 on 50 replicas this way: RMSProp at 0.045,
-    x0.94 every two epochs, recorded): 8-50 workers of 32 images each read the weights from
+    x0.94 every two epochs of 60-120, recorded): 8-50 workers of 32 images each read the weights from
     the parameter servers, compute a gradient and push it, so an update is computed on weights
     about as many updates old as there are workers. Each logged value is the update's
     pushing worker's own batch loss (noise 80-150% over sqrt(32), skewed). The stale gradients
@@ -326,7 +326,8 @@ def data_echoing_adaptive(n: int, rng: np.random.Generator) -> np.ndarray:
     each step already taken on it; a repeat is worth 30-70% of a fresh batch, so the loss falls
     more slowly per step where e is high. SGD at 0.1-0.4 (batch 1,024) with a 1-5% warm-up and a
     cosine to 0, recorded; the loss from ln 1000 along the rate's area to 15-30% of it, 20-40%
-    of it held up by the rate; noise 80-150% over sqrt(1024); float32."""
+    of it held up by the rate; noise 80-150% over sqrt(1024) a batch, kept by its repeats,
+    and 20-40% of that redrawn at each showing (its augmentations); float32."""
     return _echoing(n, rng)["loss"]
 
 
