@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 import mldbg
 import mldbg.torch
 from mldbg.rules import BUILTIN
+from mldbg.rules.updates import mean_nonzero
+from mldbg.rules.view import TrialView
 from tests.rules.conftest import HEALTHY, assert_explains
 
 
@@ -321,6 +325,51 @@ def test_a_gradient_falling_through_a_deep_sigmoid_stack_is_reported_under_adam(
     assert found and "gradient/hidden.0.weight" in found[0].tensors, found
     assert "gradient/hidden.5.weight" not in found[0].tensors and "fall toward its input" in found[0].message
     assert_explains(found[0])
+
+
+class DefaultStack(torch.nn.Module):
+    """A deep, narrow plain MLP as people write it: 8 hidden layers of 30, PyTorch's default
+    init (or Xavier's, biases 0), one activation module after every layer."""
+
+    def __init__(self, act: type[torch.nn.Module], xavier: bool = False):
+        super().__init__()
+        self.inp = torch.nn.Linear(16, 30)
+        self.hidden = torch.nn.ModuleList(torch.nn.Linear(30, 30) for _ in range(8))
+        self.act = act()
+        self.readout = torch.nn.Linear(30, 4)
+        for h in self.hidden if xavier else ():
+            torch.nn.init.xavier_uniform_(h.weight)
+            torch.nn.init.zeros_(h.bias)
+
+    def forward(self, x):
+        h = self.act(self.inp(x))
+        for layer in self.hidden:
+            h = self.act(layer(h))
+        return self.readout(h)
+
+
+@pytest.mark.parametrize(
+    "act, xavier, reported",
+    [(torch.nn.ReLU, False, False), (torch.nn.GELU, False, False), (torch.nn.Sigmoid, True, True)],
+    ids=["relu default init", "gelu default init", "sigmoid xavier init"],
+)
+def test_the_depth_test_tells_a_default_init_fall_from_a_saturating_one(tmp_path, act, xavier, reported):
+    """PyTorch's default init passes back about 1/sqrt(6) of the error through each narrow ReLU
+    layer while the biases hold the forward up: 8 ReLU (or GELU) layers fall 100-1000x over
+    their depth (2.2-2.8x per layer), and Adam trains them: quiet. 8 sigmoid layers fall 4x
+    per layer even at Xavier's unit gain (the slope's 1/4): reported."""
+    torch.manual_seed(0)
+    model = DefaultStack(act, xavier)
+    path = train_branches(tmp_path / "run", model, torch.optim.Adam(model.parameters(), lr=1e-3), 30)
+    view = TrialView(mldbg.create_trial(path))
+    stack = [f"gradient/hidden.{i}.weight" for i in range(8)]
+    first = view.tensor(stack[0]).steps()[0]
+    fall = math.log10(mean_nonzero(view, stack[-1], first) / mean_nonzero(view, stack[0], first))
+    assert fall > 1.5, fall  # its last layer's gradient over 30x its first's at init
+    found = mldbg.check(path, rules=["vanishing_gradient"])
+    assert bool(found) == reported, found
+    if reported:
+        assert "fall toward its input" in found[0].message
 
 
 class GainedBranch(torch.nn.Module):

@@ -76,9 +76,11 @@ def stack_families(names: list[str], shape: Callable[[str], tuple[int, ...] | No
 
 
 #: `depth_fall`: the fewest layers of a stack it judges, the least fall over the stack (in
-#: decades) and the least rank correlation of the gradient's size with the depth
+#: decades), the least fall per layer (in decades: 10^0.5 = 3.2x) and the least rank
+#: correlation of the gradient's size with the depth
 DEPTH_LAYERS = 4
 DEPTH_DECADES = 2.0
+DEPTH_PER_LAYER = 0.5
 DEPTH_RHO = 0.9
 
 
@@ -97,7 +99,15 @@ def depth_fall(means: list[float]) -> float | None:
     stacks, PyTorch's default init). What makes it fall toward the input is a backward gain
     the forward does not share: a sigmoid passes at most 1/4 of the error back (its slope)
     while its output keeps its size (0..1), so 8 sigmoid layers shrink the first layer's
-    gradient ~4^8 times, the vanishing gradient itself."""
+    gradient ~4^8 times, the vanishing gradient itself.
+
+    A healthy stack has one such gain too, milder: PyTorch's default init (weights' variance
+    1 / (3 fan_in)) passes back about 1/sqrt(6) of the error through each narrow ReLU layer,
+    while the biases (drawn alike) hold the forward signal up, so a deep default-initialized
+    ReLU or LeakyReLU MLP falls up to ~2.5x per layer at init (8 layers: 100-400x), and Adam
+    trains through it. A sigmoid falls 4x per layer with a unit-gain (Xavier) init and ~7x
+    with the default. So the fall must also reach `DEPTH_PER_LAYER` decades per layer (3.2x,
+    between the two in log): over a stack of 6 or more layers that bar is above 2 decades."""
     if len(means) < DEPTH_LAYERS or not all(math.isfinite(m) and m > 0 for m in means):
         return None
     y = np.log10(np.asarray(means, dtype=np.float64))
@@ -106,14 +116,13 @@ def depth_fall(means: list[float]) -> float | None:
     # sum (x - mean)^2 (its slope is sum (x - mean)(y - c) / sum (x - mean)^2 for any c, and
     # |y - c| <= (max - min) / 2 at the middle c): no fit where that cannot reach the bar (a
     # gradient that does not fall: most steps of most runs)
+    bar = max(DEPTH_DECADES, DEPTH_PER_LAYER * (len(y) - 1))
     dx = x - x.mean()
-    if (len(y) - 1) * float(y.max() - y.min()) / 2 * float(np.abs(dx).sum() / (dx @ dx)) < DEPTH_DECADES * (
-        1 - 1e-9
-    ):
+    if (len(y) - 1) * float(y.max() - y.min()) / 2 * float(np.abs(dx).sum() / (dx @ dx)) < bar * (1 - 1e-9):
         return None
     slope = float(np.polyfit(x, y, 1)[0])
     fall = slope * (len(y) - 1)
-    if fall < DEPTH_DECADES:
+    if fall < bar:
         return None
     ranks = np.argsort(np.argsort(y)).astype(np.float64)
     rho = float(np.corrcoef(x, ranks)[0, 1])
@@ -173,16 +182,17 @@ class VanishingGradient(Rule):
     ModuleList's `hidden.0.weight` .. `hidden.5.weight`, Flax's `Dense_1/kernel` ..
     `Dense_7/kernel`, a Sequential's convs), at least 4 of them, in the order of that index,
     the first left out where their shapes differ (it may be fed by the data, whose gradient
-    has the data's scale): where their mean |g|
-    rises toward the output by at least 100x over the stack (a least-squares line of
-    log10 mean |g| over the positions) and consistently (Spearman >= 0.9) at `patience`
-    consecutive saved steps, the stack's first layers learn from an error signal orders of
-    magnitude weaker than its last, whatever the optimizer makes of it. Scale-free (a ratio
-    of gradients at one step). In a chain whose layers share one gain the weight gradients
-    have the same size at every depth (the forward shrinks the signal into layer l as much as
-    the backward grows the error into it): ReLU stacks at any init scale, residual blocks,
-    transformers stay level; a sigmoid passes back at most 1/4 of the error while its output
-    keeps its size, so 6 sigmoid layers fall ~1000x, with Adam moving every layer at full
+    has the data's scale): where their mean |g| rises toward the output by at least 100x over
+    the stack and 3.2x per layer (a least-squares line of log10 mean |g| over the positions)
+    and consistently (Spearman >= 0.9) at `patience` consecutive saved steps, the stack's
+    first layers learn from an error signal orders of magnitude weaker than its last,
+    whatever the optimizer makes of it. Scale-free (a ratio of gradients at one step). In a
+    chain whose layers share one gain the weight gradients have the same size at every depth
+    (the forward shrinks the signal into layer l as much as the backward grows the error into
+    it): ReLU stacks, residual blocks, transformers stay nearly level (a narrow ReLU MLP at
+    PyTorch's default init falls up to ~2.5x per layer, its biases holding the forward up:
+    `depth_fall`); a sigmoid passes back at most 1/4 of the error while its output keeps its
+    size, so 6 sigmoid layers fall ~1000x or more, with Adam moving every layer at full
     speed (and a zero-initialized readout: muP) so the threshold test is blind to it.
 
     The mean is over the entries that got a gradient (`mean_abs / (1 - zero_fraction)` where

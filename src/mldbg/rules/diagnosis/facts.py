@@ -273,8 +273,17 @@ def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
     return steps, np.asarray(values)
 
 
+JUMP = 3.0  # how many times its first value the loss's level must reach for a jump
+JUMP_HELD = 5  # saved values from the peak on whose median is that level
+
+
 def _jump(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
-    """The training loss rose to many times its first value within its first saved steps."""
+    """The training loss's level rose to many times its first value within its first saved
+    steps: its peak at least `JUMP` x the first value, and the median of the `JUMP_HELD` saved
+    values from the peak on too (a value that is not finite counts as high). One batch far
+    above the rest is the batch noise of a heavy-tailed loss (a regression on turbulence data
+    logs 0.02, 0.006, 0.01, 0.22, 0.02 at its first steps, and trains well), not steps too
+    large: these hold the loss up (2.3 -> 40,000, 9,000, 3,000, ...) or end it in NaN."""
     steps, values = series
     early = values[:EARLY]
     finite = early[np.isfinite(early)]
@@ -289,7 +298,8 @@ def _jump(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
         )
     peak = int(np.argmax(early))
     ratio = float(early[peak]) / first
-    if ratio < 3:
+    held = values[peak : peak + JUMP_HELD]
+    if ratio < JUMP or float(np.median(np.where(np.isfinite(held), held, np.inf))) < JUMP * first:
         return None
     return Fact(
         f"the training loss {name} jumped {ratio:.3g}x at its start ({first:.4g} at training step "
