@@ -65,6 +65,7 @@ BLIND27 = "blind27"  # the twenty-eighth, written after `blind26` had been measu
 BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written alongside `blind27`
 BLIND29 = "blind29"  # the thirtieth: Kaggle competition idioms, written after `blind28` had been measured
 BLIND30 = "blind30"  # the thirty-first: scientific and engineering ML, written while `blind29` was measured
+BLIND31 = "blind31"  # the thirty-second: quantitative finance and actuarial ML, written after `blind30` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -97,6 +98,7 @@ LATER = (
     BLIND28,
     BLIND29,
     BLIND30,
+    BLIND31,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
