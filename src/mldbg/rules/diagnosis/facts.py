@@ -47,6 +47,8 @@ from mldbg.config import Mode
 from mldbg.rules.labels import class_prior
 
 EARLY = 20  # saved training steps that count as the start of training
+JUMP = 3.0  # how many times its first value the loss's level must reach for a jump
+JUMP_HELD = 5  # saved values from the peak on whose median is that level
 MAX_LOSSES = 4  # loss tensors looked at
 # a ReLU layer's first saved step tells dead from alive when it holds this many samples: a
 # unit active for a share p of the inputs is silent on all 16 with probability (1 - p)^16,
@@ -263,7 +265,8 @@ def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
     if len(every) > 4 * EARLY:
         w = max(EARLY, len(every) // 10)
         w = min(w, 1000)
-        steps = every[: max(EARLY, w)].tolist() + every[-w:].tolist()
+        # the start holds what `_jump` reads past its EARLY values too
+        steps = every[: max(EARLY + JUMP_HELD, w)].tolist() + every[-w:].tolist()
     else:
         steps = every.tolist()
     values = []
@@ -271,10 +274,6 @@ def _train_values(trial: Any, name: str) -> tuple[list[int], np.ndarray]:
         v = np.asarray(tensor.value(s, mode=Mode.TRAIN), dtype=np.float64)
         values.append(float(v.mean()) if v.size else math.nan)
     return steps, np.asarray(values)
-
-
-JUMP = 3.0  # how many times its first value the loss's level must reach for a jump
-JUMP_HELD = 5  # saved values from the peak on whose median is that level
 
 
 def _jump(name: str, series: tuple[list[int], np.ndarray]) -> Fact | None:
