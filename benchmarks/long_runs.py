@@ -3,7 +3,7 @@ fast do they fire on their buggy twins?
 
     .venv/bin/python benchmarks/long_runs.py [--steps 100000] [--half heldout|tune|both]
         [--kinds noisy heavy ...] [--bugs divergence nan ...] [--bug-steps 20000] [--rules ...]
-        [--seeds 5] [--loss-only] [--blind | --blind2 | ... | --blind23]
+        [--seeds 5] [--loss-only] [--blind | --blind2 | ... | --blind24]
 
 Twenty-seven kinds of realistic healthy training-loss series (`KINDS`: the first nine,
 `FIRST_SET`, tuned on; thirteen more written later, before any rule ran on them, with their
@@ -31,7 +31,7 @@ and 4 bugs; written after the third had been measured); `--blind5` the fifth, `l
 more kinds, seven with a learning rate, some logged as the mean of every k steps, and 4 bugs;
 written after the fourth); `--blind6` the sixth, `long_blind6` (written after the fifth); `--blind7` the seventh,
 `long_blind7` (written after the sixth had been measured); `--blind8` the eighth, `long_blind8`
-(written after the seventh had been measured); `--blind9` the ninth, `long_blind9`; `--blind10` the tenth, `long_blind10` (written after the ninth had been measured); `--blind11` the eleventh, `long_blind11`; `--blind12` the twelfth, `long_blind12`; `--blind13` the thirteenth, `long_blind13`; `--blind14` the fourteenth, `long_blind14`; `--blind15` the fifteenth, `long_blind15`; `--blind16` the sixteenth, `long_blind16`; `--blind17` the seventeenth, `long_blind17`; `--blind18` the eighteenth, `long_blind18`; `--blind19` the nineteenth, `long_blind19`; `--blind20` the twentieth, `long_blind20`; `--blind21` the twenty-first, `long_blind21`; `--blind22` the twenty-second, `long_blind22`; `--blind23` the twenty-third, `long_blind23`.
+(written after the seventh had been measured); `--blind9` the ninth, `long_blind9`; `--blind10` the tenth, `long_blind10` (written after the ninth had been measured); `--blind11` the eleventh, `long_blind11`; `--blind12` the twelfth, `long_blind12`; `--blind13` the thirteenth, `long_blind13`; `--blind14` the fourteenth, `long_blind14`; `--blind15` the fifteenth, `long_blind15`; `--blind16` the sixteenth, `long_blind16`; `--blind17` the seventeenth, `long_blind17`; `--blind18` the eighteenth, `long_blind18`; `--blind19` the nineteenth, `long_blind19`; `--blind20` the twentieth, `long_blind20`; `--blind21` the twenty-first, `long_blind21`; `--blind22` the twenty-second, `long_blind22`; `--blind23` the twenty-third, `long_blind23`; `--blind24` the twenty-fourth, `long_blind24`.
 """
 
 from __future__ import annotations
@@ -597,6 +597,7 @@ BLIND_SETS = (
     "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
     "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth",
     "nineteenth", "twentieth", "twenty-first", "twenty-second", "twenty-third",
+    "twenty-fourth",
 )  # fmt: skip
 BLIND_FLAGS = ("blind", *(f"blind{k}" for k in range(2, len(BLIND_SETS) + 1)))
 
