@@ -16,11 +16,11 @@ click loss is switched to inverse-propensity weighting; a streaming ASR model wh
 the sun; a UTC hour feature meeting daylight-saving transitions; a log shipper's backlog
 replayed into the live stream; a replay reservoir mixed in at a decaying share; a daily job
 warm-started from yesterday with a fresh schedule; labelling crews whose label noise follows
-their shifts; and a video recommender's scheduled live events. Every step is a batch of the
-stream, so busy hours take more steps than quiet ones. None of them is one of
-`long_runs.KINDS`, `long_blind.KINDS`, ... `long_blind23.KINDS` (nor a bug of their `BUGS`).
-They are to be measured once, on the held-out seeds (`SEEDS`), and not tuned on: a rule
-changed after looking at them makes them a tuning set.
+their shifts; and a video recommender's scheduled live events. Where a stream is read in
+arrival order each step is a fixed-size batch of it, so busy hours take more steps than quiet
+ones. None of them is one of `long_runs.KINDS`, `long_blind.KINDS`, ... `long_blind23.KINDS`
+(nor a bug of their `BUGS`). They are to be measured once, on the held-out seeds (`SEEDS`),
+and not tuned on: a rule changed after looking at them makes them a tuning set.
 
 The interface is `long_blind23`'s: a kind is `(n, rng) -> loss`, each value one logged point;
 `series(kind, n, rng)` gives all that a run records: the loss and, where the kind has them, the
@@ -318,7 +318,7 @@ def ab_arm_traffic_ramp(n: int, rng: np.random.Generator) -> np.ndarray:
     traffic its arm serves, ramped in stages (Kohavi, Tang and Xu 2020, "Trustworthy online
     controlled experiments", ch. 15: 1% -> 5% -> 20% -> 50% -> 100%, 3-5 stages from 1% or
     5%, 2-10 days each, the last 5-20 days): the batch is fixed, so the steps a day grow with
-    the arm's share, and in steps the daily and weekly patterns run 50-100x faster in the
+    the arm's share, and in steps the daily and weekly patterns run 10-100x faster in the
     first stage than in the last; each ramp brings users of newly hashed buckets, 1-4% harder
     for 0.3-1 day. Warm-started; on the common frame: a base rate of 1-8%, its entropy times
     a normalized entropy falling (with the data seen) to 0.75-0.9, daily and weekend
@@ -822,7 +822,7 @@ def label_fallback_rounded_score(n: int, rng: np.random.Generator) -> tuple[np.n
     k = np.maximum(tau - tau[onset], 0.0)
     floor = _log_uniform(rng, 0.005, 0.15)
     fall = floor + (1 - floor) * np.exp(-k / rng.uniform(0.2, 2.0))
-    flat = _entropy(c["p"]) * float(np.median(c["ne"][onset - 1000 : onset]))  # no daily pattern left
+    flat = _entropy(c["p"]) * float(np.median(c["ne"][max(0, onset - 1000) : onset]))  # no daily pattern left
     after = flat * fall
     cv = c["cv"] * np.where(np.arange(n) < onset, 1.0, np.sqrt(floor + (1 - floor) * np.exp(-k / 0.5)))
     loss = np.where(np.arange(n) < onset, c["level"], after) * _gamma(n, rng, cv)
