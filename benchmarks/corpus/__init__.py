@@ -66,6 +66,7 @@ BLIND28 = "blind28"  # the twenty-ninth: trainers' callbacks, written alongside 
 BLIND29 = "blind29"  # the thirtieth: Kaggle competition idioms, written after `blind28` had been measured
 BLIND30 = "blind30"  # the thirty-first: scientific and engineering ML, written while `blind29` was measured
 BLIND31 = "blind31"  # the thirty-second: quantitative finance and actuarial ML, written after `blind30` had been measured
+BLIND32 = "blind32"  # the thirty-third: energy, industry and the environment, written after `blind31` had been measured
 LATER = (
     FRESH,
     BLIND,
@@ -99,6 +100,7 @@ LATER = (
     BLIND29,
     BLIND30,
     BLIND31,
+    BLIND32,
 )
 ALL_SPLITS = (*SPLITS, *LATER)
 
