@@ -480,3 +480,35 @@ def test_judged_as_the_first_learned_layer_sees_the_input(tmp_path, inside):
     assert bool(found) == (inside in ("pad", "none")), "\n".join(map(str, found))
     if inside == "pad":
         assert "first learned layer" in found[0].message and found[0].tensors == ["model_input_0"]
+
+
+@pytest.mark.parametrize("units", [1.0, 1000.0], ids=["scaled curves", "raw units x1000"])
+def test_a_conv1d_input_is_judged_per_channel_not_per_position(tmp_path, units):
+    """A battery's discharge curves, dQ(V) at 100 voltages, fed to a 1-D CNN as (N, 1, 100)
+    after dividing by one global std (Severson et al.): the curve's shape moves its mean from
+    -3.7 to +1 along the voltages, which read as 100 features of a sequence (N, T, F) was one
+    feature off by 3.7 std. The first learned layer is a Conv1d: the input is channels-first,
+    one channel of mean ~-0.7 and std ~1.5: quiet. The same curves in raw units (x1000) fire.
+    Recorded with the two lines, whose per-channel statistics follow the first layer."""
+    from mldbg.torch import Hook
+
+    torch.manual_seed(0)
+    volts = torch.linspace(0, 1, 100)
+    shape = -3.7 * torch.exp(-(((volts - 0.3) / 0.08) ** 2)) + torch.sin(6 * volts)  # the curve's form
+    model = torch.nn.Sequential(
+        torch.nn.Conv1d(1, 8, 5), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool1d(1), torch.nn.Flatten(),
+        torch.nn.Linear(8, 1),
+    )  # fmt: skip
+    hook = Hook(str(tmp_path))
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(30):
+        life = torch.rand(32, 1)
+        x = (shape * (1 + 0.3 * life) + 0.1 * torch.randn(32, 100)).unsqueeze(1) * units
+        loss = torch.nn.functional.mse_loss(model(x), life)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    found = mldbg.check(str(tmp_path), rules=["not_normalized_data"])
+    assert bool(found) == (units > 1), "\n".join(map(str, found))

@@ -104,6 +104,14 @@ CONFUSION_STEPS = 64  # ... of at most this many steps (a few MB of matrices on 
 INPUTS_SCALED = "inputs_scaled/"  # a registered model scales its own input (`scales_inputs`)
 
 
+def convolves_first(model: nn.Module) -> bool:
+    """Whether the first module of `model` with parameters of its own (in definition order, the
+    forward's in a Sequential and in most models) is a convolution: its input is channels-first,
+    (N, C, L) for a Conv1d, whatever a 3-axis tensor would otherwise be taken for."""
+    first = next((m for m in model.modules() if next(m.parameters(recurse=False), None) is not None), None)
+    return isinstance(first, nn.modules.conv._ConvNd)
+
+
 def scales_inputs(model: nn.Module) -> bool:
     """Whether `model` standardizes its input itself, per sample, before any learned layer: it
     holds a scaler module (Hugging Face's time-series models: `TimeSeriesMeanScaler`,
@@ -287,6 +295,9 @@ class StepStatistics:
         self._mode_flags: dict[str, dict[int, bool]] = {}
         self._root_flag: bool | None = None
         self._scaling: set[str] = set()  # the prefixes of the registered models that scale their inputs
+        # the prefixes of the registered models whose first learned layer is a convolution: their
+        # 3-axis inputs are (N, C, L), channels first, not a sequence's (N, T, F)
+        self._channels_first: set[str] = set()
         self._thawed: set[str] = (
             set()
         )  # parameters that required a gradient at a TRAIN step since the last statistics step
@@ -379,6 +390,8 @@ class StepStatistics:
         self._modules[prefix] = [(kind, members) for kind, members in mode_modules(model).items() if members]
         if scales_inputs(model):
             self._scaling.add(prefix)
+        if convolves_first(model):
+            self._channels_first.add(prefix)
         self._frozen.watch(model)
         if gradients:
             self._flow.watch(model)
@@ -446,7 +459,8 @@ class StepStatistics:
             return
         kinds = st.DEFAULTS["inputs"] if full else st.REPLICA_DEFAULTS["inputs"]
         for i, a in enumerate(args):
-            self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",))
+            conv = prefix in self._channels_first and isinstance(a, torch.Tensor) and a.dim() == 3
+            self.add_kinds(f"{prefix}model_input_{i}", a, kinds, ("inputs",), unit_axis=1 if conv else None)
         if full and self.recorder.mode == Mode.TRAIN:
             self._first.attach(prefix, args)  # taken off at the step's end
 
@@ -590,16 +604,20 @@ class StepStatistics:
         natural: tuple[str, ...],
         requires_grad: bool | None = None,
         versioned: bool = False,
+        unit_axis: int | None = None,
     ) -> None:
         """Ask for statistics `kinds` of a tensor of the natural collections `natural`
         (`requires_grad`: the flag its `requires_grad` statistic records, if not its own;
         `versioned`: left out if the script writes it in place before the statistics are
-        computed, `StatisticsBatch.add`)."""
+        computed, `StatisticsBatch.add`; `unit_axis`: the channel axis of its per-channel
+        statistics where `statistics.feature_axis`'s guess is wrong)."""
         if not kinds or name in self._tensors or not _usable(tensor):
             return
         assert isinstance(tensor, torch.Tensor)
         start = self._clock()
-        self.batch.add(name, tensor, kinds, requires_grad=requires_grad, versioned=versioned)
+        self.batch.add(
+            name, tensor, kinds, requires_grad=requires_grad, versioned=versioned, unit_axis=unit_axis
+        )
         self._tensors[name] = (dtype_of(tensor), tuple(tensor.shape), natural)
         self._nbytes += 16 * len(kinds) + _vector_bytes(tensor, kinds)
         self._took(start)

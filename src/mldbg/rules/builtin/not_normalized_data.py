@@ -72,8 +72,10 @@ class NotNormalizedData(Rule):
     row-normalized bag-of-words features and normalized adjacency rows (a feature's std
     ~0.01-0.04, a sample's norm 0.1-0.5); inputs divided by 255 twice (std ~0.001, a sample's
     norm ~0.035) do not. Axis: the
-    feature axis for (N, F), the last axis for (N, T, F), `channel` (default 1, channels-first)
-    for images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`,
+    feature axis for (N, F), the last axis for (N, T, F) (but axis 1 of a model whose first
+    learned layer is a convolution, as the PyTorch hook records it: a Conv1d's (N, C, L), whose
+    positions along a signal are not features), `channel` (default 1, channels-first) for
+    images (N, C, H, W); integer inputs (token ids) are left to `nlp_sequence_ratio`,
     except integer images (4 axes: uint8 pixels) fed to a model whose first learned layer
     sees them as they are, scaled as the hook knows (a Keras model casts them to floats:
     `inputs_rescaled/model/...`); a PyTorch model must convert them itself, at a scale unknown.
@@ -131,6 +133,7 @@ class NotNormalizedData(Rule):
         self._checked: set[str] = set()  # inputs judged already
         self._deferred = False  # the last judgement waits for more steps (`_noise_scaled`)
         self._rescaled: dict[str, tuple[float, float]] = {}  # input -> `_rescaling`, once found
+        self._channels_first: set[str] = set()  # 3-axis inputs the hook laid out as (N, C, L)
 
     def needed_collections(self) -> tuple[str, ...]:
         return () if self.regex else self.needs
@@ -227,7 +230,7 @@ class NotNormalizedData(Rule):
                 continue
             else:
                 m = self._moments.setdefault(name, _Moments())
-                self._add(m, np.asarray(x, dtype=np.float64))
+                self._add(m, np.asarray(x, dtype=np.float64), self._axis(x, trial, name, step))
             m = self._moments[name]
             if m.n >= self.threshold_samples:
                 found = self._judge(trial, step, name, m)
@@ -301,17 +304,27 @@ class NotNormalizedData(Rule):
             m.count, m.total, m.total_sq = m.count + count, m.total + total, m.total_sq + total_sq
         m.n += int(samples)
 
-    def _axis(self, x: np.ndarray) -> int | None:
+    def _axis(self, x: np.ndarray, trial: TrialView, name: str, step: int) -> int | None:
+        """The feature axis of a raw input: (N, F) 1; (N, T, F) the last, unless the hook saved
+        the input's per-channel statistics over axis 1 (the two lines' statistics of a model
+        whose first learned layer is a convolution: a Conv1d's (N, C, L), whose L positions of
+        a signal are not features; raw inputs alone, a custom save config, carry no such
+        layout); images (N, C, ...) 1; or `channel`."""
         if x.ndim == 1:
             return None
         if x.ndim == 2:
             return 1
         if self.channel is not None:
             return self.channel % x.ndim
-        return x.ndim - 1 if x.ndim == 3 else 1
+        if x.ndim != 3:
+            return 1
+        saved = trial.saved_statistic(name, step, "channel_mean")
+        units = np.asarray(saved).size if isinstance(saved, np.ndarray) else None
+        if units == x.shape[1] != x.shape[2]:
+            self._channels_first.add(name)  # as the hook laid it out: a raw step without them too
+        return 1 if name in self._channels_first else 2
 
-    def _add(self, m: _Moments, x: np.ndarray) -> None:
-        axis = self._axis(x)
+    def _add(self, m: _Moments, x: np.ndarray, axis: int | None) -> None:
         flat = x.reshape(-1, 1) if axis is None else np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
         finite = np.isfinite(flat)
         v = np.where(finite, flat, 0.0)
@@ -531,7 +544,7 @@ class NotNormalizedData(Rule):
             x = np.asarray(x, dtype=np.float64)
             if x.dtype.kind != "f" or x.ndim == 0 or x.size == 0:
                 return None
-            axis = self._axis(x)
+            axis = self._axis(x, trial, name, step)
             flat = x.reshape(-1, 1) if axis is None else np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
             return np.var(flat, axis=0)
         if self.channel is not None:
