@@ -73,7 +73,7 @@ from torch import nn
 
 from mldbg.config import Mode, SaveConfig
 from mldbg.errors import InvalidConfig
-from mldbg.frameworks.torch_first_layer import FIRST_LAYER_INPUT, FirstLayer
+from mldbg.frameworks.torch_first_layer import FIRST_LAYER_INPUT, FirstLayer, learned_layers
 from mldbg.frameworks.torch_frozen import FrozenHeld
 from mldbg.frameworks.torch_gradient_flow import GradientFlow
 from mldbg.frameworks.torch_host import dtype_of
@@ -105,11 +105,11 @@ INPUTS_SCALED = "inputs_scaled/"  # a registered model scales its own input (`sc
 
 
 def convolves_first(model: nn.Module) -> bool:
-    """Whether the first module of `model` with parameters of its own (in definition order, the
-    forward's in a Sequential and in most models) is a convolution: its input is channels-first,
-    (N, C, L) for a Conv1d, whatever a 3-axis tensor would otherwise be taken for."""
-    first = next((m for m in model.modules() if next(m.parameters(recurse=False), None) is not None), None)
-    return isinstance(first, nn.modules.conv._ConvNd)
+    """Whether the first of `model`'s `learned_layers` is a convolution: its input is
+    channels-first, (N, C, L) for a Conv1d, whatever a 3-axis tensor would otherwise be taken
+    for."""
+    layers = learned_layers(model)
+    return bool(layers) and isinstance(layers[0], nn.modules.conv._ConvNd)
 
 
 def scales_inputs(model: nn.Module) -> bool:

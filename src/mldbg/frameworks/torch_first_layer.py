@@ -35,6 +35,12 @@ from mldbg.frameworks.torch_gradient_flow import StepCall, storage_of
 FIRST_LAYER_INPUT = "first_layer_input/"
 
 
+def learned_layers(model: nn.Module) -> list[nn.Module]:
+    """The modules of `model` with parameters of their own, in definition order (the forward's
+    in a Sequential and in most models)."""
+    return [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
+
+
 class FirstLayer:
     """The hooks of one statistics TRAIN step on the learned layers of each registered model.
 
@@ -49,9 +55,7 @@ class FirstLayer:
         self._done: set[str] = set()  # the models whose first layer was seen in this step
 
     def watch(self, model: nn.Module, prefix: str) -> None:
-        self._layers[prefix] = [
-            m for m in model.modules() if next(m.parameters(recurse=False), None) is not None
-        ]
+        self._layers[prefix] = learned_layers(model)
 
     def attach(self, prefix: str, args: tuple[object, ...]) -> None:
         """A forward of the model of `prefix` begins at a statistics TRAIN step."""
